@@ -1,0 +1,100 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRedisEveryKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for kind, c := range AllRedis(t) {
+		t.Run(string(kind), func(t *testing.T) {
+			key := Prefix(t) + "{x}:k"
+			require.NoError(t, c.Set(ctx, key, "v", time.Minute).Err())
+			got, err := c.Get(ctx, key).Result()
+			require.NoError(t, err)
+			assert.Equal(t, "v", got)
+		})
+	}
+}
+
+func TestPrefixUniquePerTest(t *testing.T) {
+	t.Parallel()
+	var a, b string
+	t.Run("a", func(t *testing.T) { a = Prefix(t) })
+	t.Run("b", func(t *testing.T) { b = Prefix(t) })
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, Prefix(t), Prefix(t))
+}
+
+func TestRealPrefixCleaned(t *testing.T) {
+	t.Parallel()
+	if Kind() == KindMiniredis {
+		t.Skip("needs a real Redis: cleanup of the prefix is only done there")
+	}
+	ctx := context.Background()
+	var key string
+	var probe redis.UniversalClient
+	t.Run("writer", func(t *testing.T) {
+		c := Redis(t)
+		key = Prefix(t) + "{y}:k"
+		require.NoError(t, c.Set(ctx, key, "v", time.Minute).Err())
+	})
+	probe = Redis(t)
+	n, err := probe.Exists(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the subtest's prefix must be deleted at its cleanup")
+}
+
+type row struct {
+	ID   int64 `gorm:"primaryKey"`
+	Name string
+}
+
+func TestDB(t *testing.T) {
+	t.Parallel()
+	db := DB(t)
+	require.NoError(t, db.AutoMigrate(&row{}))
+	require.NoError(t, db.Create(&row{ID: 1, Name: "a"}).Error)
+	var n int64
+	require.NoError(t, db.Model(&row{}).Count(&n).Error)
+	assert.EqualValues(t, 1, n)
+	// A second database for another test starts empty.
+	db2 := DB(t)
+	require.NoError(t, db2.AutoMigrate(&row{}))
+	require.NoError(t, db2.Model(&row{}).Count(&n).Error)
+	assert.Zero(t, n)
+}
+
+func TestKafkaRoundTrip(t *testing.T) {
+	t.Parallel()
+	brokers := Kafka(t, 3, "testenv")
+	cfg := sarama.NewConfig()
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	p, err := sarama.NewSyncProducer(brokers, cfg)
+	require.NoError(t, err)
+	defer p.Close()
+	part, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: "testenv", Key: sarama.StringEncoder("k"), Value: sarama.StringEncoder("hello")})
+	require.NoError(t, err)
+
+	c, err := sarama.NewConsumer(brokers, cfg)
+	require.NoError(t, err)
+	defer c.Close()
+	pc, err := c.ConsumePartition("testenv", part, off)
+	require.NoError(t, err)
+	defer pc.Close()
+	select {
+	case m := <-pc.Messages():
+		assert.Equal(t, "hello", string(m.Value))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message from kfake within 10s")
+	}
+}
