@@ -1,0 +1,71 @@
+package stock
+
+import (
+	"fmt"
+	"time"
+)
+
+// Activity describes one sale to load into Redis.
+type Activity struct {
+	// ID of the activity, > 0.
+	ID int64
+	// Stock is the number of units on sale, >= 0.
+	Stock int64
+	// PerUserLimit is how many units one buyer may hold; 0 means 1.
+	PerUserLimit int64
+	// Start and End bound the sale, checked on Redis TIME with millisecond
+	// precision: a Reserve is accepted when Start <= now < End. A zero Start
+	// means "open as soon as loaded", a zero End means "no end". When both
+	// are set End must be after Start.
+	Start, End time.Time
+	// TTL is how long the keys live after End (after loading when End is
+	// zero); zero means DefaultTTL (24h). Keep it longer than the order
+	// payment window so Release still finds the ledger.
+	TTL time.Duration
+}
+
+func (a Activity) validate() error {
+	switch {
+	case a.ID <= 0:
+		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidActivity, a.ID)
+	case a.Stock < 0:
+		return fmt.Errorf("%w: stock %d must be >= 0", ErrInvalidActivity, a.Stock)
+	case a.PerUserLimit < 0:
+		return fmt.Errorf("%w: per-user limit %d must be >= 0", ErrInvalidActivity, a.PerUserLimit)
+	case a.TTL < 0:
+		return fmt.Errorf("%w: TTL %v must be >= 0", ErrInvalidActivity, a.TTL)
+	case !a.Start.IsZero() && !a.End.IsZero() && !a.End.After(a.Start):
+		return fmt.Errorf("%w: end %v must be after start %v", ErrInvalidActivity, a.End, a.Start)
+	case !a.Start.IsZero() && a.Start.UnixMilli() <= 0, !a.End.IsZero() && a.End.UnixMilli() <= 0:
+		return fmt.Errorf("%w: start and end must be after 1970", ErrInvalidActivity)
+	}
+	return nil
+}
+
+func (a Activity) limit() int64 {
+	if a.PerUserLimit == 0 {
+		return 1
+	}
+	return a.PerUserLimit
+}
+
+func (a Activity) ttl() time.Duration {
+	if a.TTL == 0 {
+		return DefaultTTL
+	}
+	return a.TTL
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMilli(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}

@@ -1,0 +1,92 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel errors. Denials (sold out, limit reached, …) are not errors: they
+// are a [Status] in a [Result]. Use [Result.Err] to turn a denial into one of
+// the denial sentinels below when an error is more convenient.
+var (
+	// ErrUnavailable wraps every failure to reach Redis or to get an answer
+	// from it: connection refused or closed, timeouts, a cancelled context,
+	// pool exhaustion, and server replies such as LOADING, BUSY, READONLY,
+	// MASTERDOWN, CLUSTERDOWN, TRYAGAIN or OOM. The cause is wrapped as well,
+	// so errors.Is(err, context.DeadlineExceeded) still works.
+	//
+	// A timeout is an uncertain outcome: the script may have run. Retrying
+	// [Deductor.Reserve] or [Deductor.Release] with the same request ID is
+	// safe; a reservation is deducted at most once per request ID.
+	ErrUnavailable = errors.New("stock: redis unavailable")
+
+	// ErrInvalidRequest reports a Reserve, Release or lookup with bad input:
+	// an activity or user ID <= 0, an empty or over-long request ID, a qty <= 0
+	// or above the activity's per-user limit. Nothing was written.
+	ErrInvalidRequest = errors.New("stock: invalid request")
+
+	// ErrInvalidActivity reports a Load or Reset with a bad [Activity]: ID <= 0,
+	// negative stock, per-user limit < 0, End not after Start, negative TTL,
+	// or an End + TTL already past in Redis time. Nothing was written.
+	ErrInvalidActivity = errors.New("stock: invalid activity")
+
+	// ErrRequestConflict reports a request ID already in the ledger for a
+	// different user or quantity. Request IDs must be unique per reservation;
+	// nothing was written and the first reservation is unchanged.
+	ErrRequestConflict = errors.New("stock: request ID reused with a different user or qty")
+
+	// ErrBadReply reports a Redis reply of an unexpected shape (a key of the
+	// wrong type, a foreign value in the ledger, a proxy that rewrote the
+	// reply). It is never a panic.
+	ErrBadReply = errors.New("stock: unexpected reply from redis")
+
+	// ErrClosed is returned by [Deductor.Run] when called again after
+	// [Deductor.Close], or while another Run is active.
+	ErrClosed = errors.New("stock: deductor closed or already running")
+)
+
+// Denial sentinels returned by [Result.Err] (never by Reserve itself).
+var (
+	ErrSoldOut      = errors.New("stock: sold out")
+	ErrLimitReached = errors.New("stock: per-user limit reached")
+	ErrNotStarted   = errors.New("stock: activity not started")
+	ErrEnded        = errors.New("stock: activity ended")
+	ErrNotLoaded    = errors.New("stock: activity not loaded")
+	ErrReleased     = errors.New("stock: reservation released")
+)
+
+// transientPrefixes are Redis error replies that mean "the server cannot
+// serve this now", as opposed to a script or data error.
+var transientPrefixes = []string{
+	"LOADING", "BUSY", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+	"OOM", "NOREPLICAS", "MISCONF",
+}
+
+// classify wraps a Redis call failure: transport and availability problems
+// become ErrUnavailable, other server replies (a Lua runtime error, WRONGTYPE)
+// are wrapped as they are.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed) {
+		for _, p := range transientPrefixes {
+			if redis.HasErrorPrefix(err, p) {
+				return fmt.Errorf("stock: %s: %w: %w", op, ErrUnavailable, err)
+			}
+		}
+		return fmt.Errorf("stock: %s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("stock: %s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("stock: %s: %w: %w", op, ErrUnavailable, err)
+}
+
+func badReply(op string, format string, args ...any) error {
+	return fmt.Errorf("stock: %s: %w: %s", op, ErrBadReply, fmt.Sprintf(format, args...))
+}

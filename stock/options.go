@@ -1,0 +1,100 @@
+package stock
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Clock supplies the current time. It drives the in-process sold-out cache
+// and the [Preloader]; the activity window itself is always checked on Redis
+// TIME inside the script.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// DefaultRecheckInterval is the default of [WithRecheckInterval].
+const DefaultRecheckInterval = 500 * time.Millisecond
+
+// DefaultTTL is used when [Activity.TTL] is zero.
+const DefaultTTL = 24 * time.Hour
+
+// Option configures a [Deductor].
+type Option func(*options)
+
+type options struct {
+	prefix     string
+	clock      Clock
+	logger     *slog.Logger
+	recheck    time.Duration
+	noCache    bool
+	fallback   Fallback
+	onReserve  func(context.Context, Request, Result, error)
+	onRelease  func(context.Context, int64, string, ReleaseResult, error)
+	onSoldOut  func(activity int64, soldOut bool)
+	maxIDBytes int
+}
+
+func defaultOptions() options {
+	return options{
+		prefix:     DefaultKeyPrefix,
+		clock:      systemClock{},
+		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		recheck:    DefaultRecheckInterval,
+		maxIDBytes: 128,
+	}
+}
+
+// WithKeyPrefix sets the prefix of every key and of the pub/sub channel.
+// Default "seckill:" ([DefaultKeyPrefix]). Keys are
+// "<prefix>{a:<activity>}:meta|buyers|resv".
+func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithClock sets the clock used by the in-process sold-out cache (when the
+// flag expires without [Deductor.Run]) and by Run's re-check. Default: the
+// system clock. The activity window never uses it: it is checked on Redis TIME.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets a logger for failures and sold-out transitions. Default: a
+// logger that discards everything.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithRecheckInterval sets how long an in-process sold-out flag is trusted
+// before one Reserve is let through to Redis again, the backstop for a missed
+// release message. Default 500ms ([DefaultRecheckInterval]). Must be > 0.
+func WithRecheckInterval(d time.Duration) Option { return func(o *options) { o.recheck = d } }
+
+// WithoutSoldOutCache disables the in-process sold-out short-circuit: every
+// Reserve goes to Redis. Default: the cache is on.
+func WithoutSoldOutCache() Option { return func(o *options) { o.noCache = true } }
+
+// WithFallback sets a [Fallback] called by Reserve when Redis is unavailable
+// (an error matching [ErrUnavailable]). Default: none; Reserve fails fast
+// with the ErrUnavailable error.
+func WithFallback(f Fallback) Option { return func(o *options) { o.fallback = f } }
+
+// WithOnReserve sets a hook called after every Reserve, with its outcome
+// (including in-process refusals and errors). It runs on the caller's
+// goroutine, outside any lock; keep it fast. Default: none.
+func WithOnReserve(f func(ctx context.Context, req Request, res Result, err error)) Option {
+	return func(o *options) { o.onReserve = f }
+}
+
+// WithOnRelease sets a hook called after every Release with its outcome.
+// It runs on the caller's goroutine, outside any lock. Default: none.
+func WithOnRelease(f func(ctx context.Context, activity int64, requestID string, res ReleaseResult, err error)) Option {
+	return func(o *options) { o.onRelease = f }
+}
+
+// WithOnSoldOut sets a hook called when this process's sold-out flag of an
+// activity is set (soldOut true) or cleared (false). It runs outside any
+// lock. Default: none.
+func WithOnSoldOut(f func(activity int64, soldOut bool)) Option {
+	return func(o *options) { o.onSoldOut = f }
+}
+
+// WithMaxRequestIDBytes sets the longest accepted request ID. Default 128.
+func WithMaxRequestIDBytes(n int) Option { return func(o *options) { o.maxIDBytes = n } }

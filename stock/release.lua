@@ -1,0 +1,52 @@
+-- release.lua: give back the units of one reservation, exactly once.
+--
+-- KEYS[1] meta    hash  stock, total, limit, start, end, exp   <prefix>{a:<id>}:meta
+-- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
+-- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- ARGV[1] requestID
+-- ARGV[2] pub/sub channel announcing returned stock (not a key)
+-- ARGV[3] activity ID (the message published on ARGV[2])
+--
+-- Now: Redis TIME (milliseconds), recorded as the release time.
+--
+-- Returns {code, remaining, qty, user}
+--   code 1 released now (stock and the buyer's held qty given back, ledger
+--          entry moved to state X, message published on ARGV[2])
+--        2 already released earlier (nothing changed)
+--        3 unknown request ID: a tombstone (state T) is written so that a
+--          Reserve with this ID arriving later deducts nothing
+--        4 activity not loaded (nothing changed)
+--   user is the buyer's ID as a string ("" when unknown).
+
+local rec = redis.call('HGET', KEYS[3], ARGV[1])
+local m = redis.call('HMGET', KEYS[1], 'stock', 'exp')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+if not rec then
+  if not m[1] then
+    return {4, 0, 0, ''}
+  end
+  redis.call('HSET', KEYS[3], ARGV[1], ':0:T:' .. now)
+  local exp = tonumber(m[2])
+  if exp > 0 then
+    redis.call('PEXPIREAT', KEYS[3], exp)
+  end
+  return {3, tonumber(m[1]), 0, ''}
+end
+
+local u, q, s, at = string.match(rec, '^([^:]*):(%d+):(%a):(%d+)')
+if s ~= 'R' then
+  return {2, tonumber(m[1]) or 0, tonumber(q) or 0, u or ''}
+end
+if not m[1] then
+  return {4, 0, tonumber(q), u}
+end
+local qty = tonumber(q)
+local rem = redis.call('HINCRBY', KEYS[1], 'stock', qty)
+if redis.call('HINCRBY', KEYS[2], u, -qty) <= 0 then
+  redis.call('HDEL', KEYS[2], u)
+end
+redis.call('HSET', KEYS[3], ARGV[1], u .. ':' .. q .. ':X:' .. at .. ':' .. now)
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return {1, rem, qty, u}

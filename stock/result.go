@@ -1,0 +1,196 @@
+package stock
+
+import (
+	"strconv"
+	"time"
+)
+
+// Request asks for Qty units of Activity for User. RequestID identifies the
+// reservation: it is the idempotency key (a retry with the same ID never
+// deducts twice) and the ID later given to [Deductor.Release].
+type Request struct {
+	Activity  int64  // activity ID, > 0
+	User      int64  // buyer ID, > 0
+	Qty       int64  // units, > 0 and <= the activity's per-user limit
+	RequestID string // unique per reservation, 1..128 bytes
+}
+
+// Status is the business outcome of a Reserve.
+type Status uint8
+
+// Outcomes of [Deductor.Reserve]. Only Reserved holds stock.
+const (
+	// Reserved: the units are held for the buyer and recorded in the ledger
+	// under the request ID.
+	Reserved Status = iota + 1
+	// SoldOut: fewer than Qty units remain.
+	SoldOut
+	// LimitReached: the buyer would hold more than the per-user limit.
+	LimitReached
+	// NotStarted: Redis time is before the activity's start.
+	NotStarted
+	// Ended: Redis time is at or after the activity's end.
+	Ended
+	// NotLoaded: the activity's keys are not in Redis (not loaded yet,
+	// expired or reset).
+	NotLoaded
+	// Released: this request ID was reserved and has since been released, or
+	// was released before its Reserve arrived (a tombstone). Nothing is held
+	// and nothing was deducted by this call.
+	Released
+)
+
+var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released"}
+
+// String returns a lower-case name such as "sold out".
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Result is the outcome of [Deductor.Reserve].
+type Result struct {
+	// Status is the outcome; only Reserved holds stock.
+	Status Status
+	// Remaining is the activity's stock after this call (0 for NotLoaded and
+	// for an in-process refusal).
+	Remaining int64
+	// Held is the quantity the buyer holds in this activity after the call,
+	// when Redis computed it (Reserved, LimitReached, and replays).
+	Held int64
+	// Limit is the activity's per-user limit, when Redis was consulted and the
+	// activity is loaded.
+	Limit int64
+	// ReservedAt is the Redis time of the reservation (Reserved, Released
+	// replays), or the Redis time of the decision for window denials and
+	// SoldOut; zero when unknown.
+	ReservedAt time.Time
+	// Replayed is true when the outcome was read back from the ledger: the
+	// same request ID had been reserved (or released) before.
+	Replayed bool
+	// Local is true when the process refused in-process because it had
+	// learnt the activity is sold out; Redis was not called.
+	Local bool
+	// Fallback is true when the result came from the configured [Fallback]
+	// because Redis was unavailable.
+	Fallback bool
+}
+
+// OK reports whether the request holds stock (Status == Reserved).
+func (r Result) OK() bool { return r.Status == Reserved }
+
+// Err returns nil for Reserved and a denial sentinel otherwise
+// ([ErrSoldOut], [ErrLimitReached], [ErrNotStarted], [ErrEnded],
+// [ErrNotLoaded], [ErrReleased]), for callers that prefer errors.
+func (r Result) Err() error {
+	switch r.Status {
+	case Reserved:
+		return nil
+	case SoldOut:
+		return ErrSoldOut
+	case LimitReached:
+		return ErrLimitReached
+	case NotStarted:
+		return ErrNotStarted
+	case Ended:
+		return ErrEnded
+	case NotLoaded:
+		return ErrNotLoaded
+	case Released:
+		return ErrReleased
+	}
+	return ErrBadReply
+}
+
+// ReleaseStatus is the outcome of [Deductor.Release].
+type ReleaseStatus uint8
+
+// Outcomes of [Deductor.Release].
+const (
+	// ReleaseDone: the units went back to stock and the buyer's held quantity
+	// was reduced, now, by this call.
+	ReleaseDone ReleaseStatus = iota + 1
+	// ReleaseDuplicate: the reservation had already been released (or
+	// tombstoned); nothing changed.
+	ReleaseDuplicate
+	// ReleaseUnknown: no reservation with this ID exists. Nothing was given
+	// back; a tombstone was written so that a Reserve with this ID arriving
+	// later deducts nothing and answers [Released].
+	ReleaseUnknown
+	// ReleaseNotLoaded: the activity is not loaded; nothing changed.
+	ReleaseNotLoaded
+)
+
+var releaseNames = [...]string{"unknown", "released", "duplicate", "unknown request", "not loaded"}
+
+// String returns a lower-case name such as "released".
+func (s ReleaseStatus) String() string {
+	if int(s) < len(releaseNames) {
+		return releaseNames[s]
+	}
+	return "ReleaseStatus(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ReleaseResult is the outcome of [Deductor.Release].
+type ReleaseResult struct {
+	Status ReleaseStatus
+	// Qty is the reservation's quantity (given back now when Status is
+	// ReleaseDone).
+	Qty int64
+	// User is the reservation's buyer (0 when unknown).
+	User int64
+	// Remaining is the activity's stock after the call.
+	Remaining int64
+}
+
+// Released reports whether this call gave stock back.
+func (r ReleaseResult) Released() bool { return r.Status == ReleaseDone }
+
+// State is the state of a ledger entry.
+type State uint8
+
+// Ledger entry states.
+const (
+	// Held: the units are reserved for the buyer.
+	Held State = iota + 1
+	// Freed: the units were reserved and later released.
+	Freed
+	// Tombstone: released before any Reserve with this ID arrived; a later
+	// Reserve with this ID deducts nothing.
+	Tombstone
+)
+
+var stateNames = [...]string{"unknown", "held", "freed", "tombstone"}
+
+// String returns a lower-case name such as "held".
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Reservation is one ledger entry, as read by [Deductor.Reservations] and
+// [Deductor.Lookup]. Times are Redis times.
+type Reservation struct {
+	RequestID  string
+	User       int64 // 0 for a tombstone
+	Qty        int64 // 0 for a tombstone
+	State      State
+	ReservedAt time.Time // the tombstone's time for a tombstone
+	ReleasedAt time.Time // zero unless State is Freed
+}
+
+// Stats is a snapshot of one activity, read by [Deductor.Stats].
+type Stats struct {
+	Loaded        bool
+	Remaining     int64
+	Total         int64 // stock at load time
+	Limit         int64 // per-user limit
+	Start, End    time.Time
+	ExpiresAt     time.Time
+	Buyers        int64 // buyers currently holding units
+	LedgerEntries int64 // ledger entries, including freed ones and tombstones
+}

@@ -1,0 +1,41 @@
+package stock
+
+import (
+	_ "embed" // for the go:embed scripts below
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Each script is one .lua file next to this one; its header lists KEYS, ARGV
+// and the reply. They run through redis.Script.Run: EVALSHA, then EVAL when
+// the server answers NOSCRIPT (after SCRIPT FLUSH, a restart or a failover).
+
+var (
+	//go:embed reserve.lua
+	reserveLua    string
+	reserveScript = redis.NewScript(reserveLua)
+
+	//go:embed release.lua
+	releaseLua    string
+	releaseScript = redis.NewScript(releaseLua)
+
+	//go:embed load.lua
+	loadLua    string
+	loadScript = redis.NewScript(loadLua)
+
+	//go:embed remaining.lua
+	remainingLua    string
+	remainingScript = redis.NewScript(remainingLua)
+
+	//go:embed stats.lua
+	statsLua    string
+	statsScript = redis.NewScript(statsLua)
+
+	//go:embed scan.lua
+	scanLua    string
+	scanScript = redis.NewScript(scanLua)
+
+	//go:embed lookup.lua
+	lookupLua    string
+	lookupScript = redis.NewScript(lookupLua)
+)
