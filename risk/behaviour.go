@@ -1,0 +1,136 @@
+package risk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Behaviour counts each user's requests in a sliding window kept in Redis
+// (one sorted-set log per user, exact, Redis time) and judges them: above
+// the flag threshold the user is challenged (or only flagged, see
+// [WithFlagAction]); above the deny threshold the request is denied as
+// throttled (HTTP 429) until the window frees a slot, and, with
+// [WithAutoBlacklist], the user is banned once per crossing.
+//
+// It is keyed by user only. Keying by IP would punish everyone behind a
+// shared NAT; if you want an IP-level counter, build a second Behaviour
+// through [NewRule] with a far higher threshold and a Challenge-only
+// outcome.
+//
+// Memory per user is bounded: at most deny+1 events are stored.
+// A Behaviour is safe for concurrent use.
+type Behaviour struct {
+	rdb          Client
+	o            options
+	window       time.Duration
+	flag, deny   int64
+	nonceBase    string
+	nonceCounter atomic.Uint64
+}
+
+// BehaviourResult is the outcome of one [Behaviour.Record].
+type BehaviourResult struct {
+	// Count is the number of the user's events in the window, this one
+	// included, capped at deny+1.
+	Count int64
+	// Flagged is Count > flag threshold.
+	Flagged bool
+	// Denied is Count > deny threshold.
+	Denied bool
+	// Crossed is true for the one call that went over the deny threshold.
+	Crossed bool
+	// RetryAfter is, when Denied, the time until the window frees a slot.
+	RetryAfter time.Duration
+	// Ban is set when this call banned the user ([WithAutoBlacklist]).
+	Ban *Ban
+}
+
+// NewBehaviour returns a Behaviour that flags a user with more than flagAt
+// events within window and denies one with more than denyAt (0 < flagAt
+// <= denyAt; flagAt == denyAt disables flagging). Options:
+// [WithKeyPrefix], [WithAutoBlacklist], [WithFlagAction], [WithLogger].
+func NewBehaviour(rdb Client, window time.Duration, flagAt, denyAt int64, opts ...Option) (*Behaviour, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
+	}
+	if window < time.Millisecond || flagAt < 1 || denyAt < flagAt {
+		return nil, fmt.Errorf("risk: behaviour needs window >= 1ms and 0 < flag <= deny: %w", ErrInvalidArgument)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	var nb [6]byte
+	_, _ = rand.Read(nb[:])
+	return &Behaviour{rdb: rdb, o: o, window: window, flag: flagAt, deny: denyAt,
+		nonceBase: hex.EncodeToString(nb[:])}, nil
+}
+
+// Name returns "behaviour".
+func (b *Behaviour) Name() string { return "behaviour" }
+
+// Record counts one event of user and reports where the user stands.
+func (b *Behaviour) Record(ctx context.Context, user string) (BehaviourResult, error) {
+	if user == "" {
+		return BehaviourResult{}, fmt.Errorf("risk: empty user id: %w", ErrInvalidArgument)
+	}
+	nonce := b.nonceBase + "." + strconv.FormatUint(b.nonceCounter.Add(1), 36)
+	res, err := behaviourScript.Run(ctx, b.rdb, []string{behaviourKey(b.o.prefix, user)},
+		b.window.Milliseconds(), b.deny, nonce).Int64Slice()
+	if err != nil {
+		return BehaviourResult{}, fmt.Errorf("risk: behaviour %s: %w", user, err)
+	}
+	if len(res) != 3 {
+		return BehaviourResult{}, fmt.Errorf("risk: behaviour: %w: %v", ErrBadReply, res)
+	}
+	r := BehaviourResult{Count: res[0], Crossed: res[1] == 1}
+	r.Flagged = r.Count > b.flag && b.flag < b.deny
+	r.Denied = r.Count > b.deny
+	if r.Denied {
+		r.RetryAfter = time.Duration(res[2]) * time.Millisecond
+	}
+	if r.Crossed && b.o.autoBlacklist != nil {
+		ban, err := b.o.autoBlacklist.Add(ctx, KindUser, user, ReasonTooFrequent)
+		if err != nil {
+			// The count is recorded; the ban failed. Report it: the caller
+			// still gets the deny from r.Denied.
+			return r, fmt.Errorf("risk: behaviour auto-blacklist %s: %w", user, err)
+		}
+		r.Ban = &ban
+		if ban.Duration > r.RetryAfter {
+			r.RetryAfter = ban.Duration
+		}
+	}
+	return r, nil
+}
+
+// Check records one event of s.UserID (skipped when empty) and decides:
+// Deny (throttled, reason [ReasonTooFrequent]) above the deny threshold,
+// the flag action (reason [ReasonSuspicious]) above the flag threshold.
+func (b *Behaviour) Check(ctx context.Context, s Subject) (Decision, error) {
+	if s.UserID == "" {
+		return Decision{}, nil
+	}
+	r, err := b.Record(ctx, s.UserID)
+	if err != nil {
+		if !r.Denied {
+			return Decision{}, err
+		}
+		// Only the automatic ban failed: the deny stands.
+		b.o.logger.WarnContext(ctx, "risk: auto-blacklist failed", "user", s.UserID, "err", err)
+	}
+	switch {
+	case r.Denied:
+		return Decision{Action: Deny, Reason: ReasonTooFrequent, Throttled: true, RetryAfter: r.RetryAfter}, nil
+	case r.Flagged && b.o.flagAction == Challenge:
+		return Decision{Action: Challenge, Reason: ReasonSuspicious, Flags: []string{ReasonSuspicious}}, nil
+	case r.Flagged:
+		return Decision{Flags: []string{ReasonSuspicious}}, nil
+	}
+	return Decision{}, nil
+}

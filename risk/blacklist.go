@@ -1,0 +1,261 @@
+package risk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Kind is the kind of subject a ban applies to.
+type Kind string
+
+// Kinds of blacklisted subject.
+const (
+	KindUser   Kind = "u"
+	KindIP     Kind = "ip"
+	KindDevice Kind = "d"
+)
+
+func (k Kind) valid() bool { return k == KindUser || k == KindIP || k == KindDevice }
+
+func (k Kind) reason() string {
+	switch k {
+	case KindIP:
+		return ReasonIPBlacklisted
+	case KindDevice:
+		return ReasonDeviceBlacklisted
+	default:
+		return ReasonUserBlacklisted
+	}
+}
+
+// Ban describes an active ban.
+type Ban struct {
+	Kind Kind
+	ID   string
+	// Reason is the code given when the ban was added.
+	Reason string
+	// Offence is the subject's offence number within the offence memory
+	// (1 for a first offence).
+	Offence int64
+	// Until is when the ban ends (as recorded with the injected clock;
+	// Redis' TTL enforces it).
+	Until time.Time
+	// Duration is the length of the ban as set (0 when read by a check).
+	Duration time.Duration
+}
+
+// Blacklist bans users, IPs and devices for a time, escalating with repeat
+// offences: the n-th offence within the offence memory bans for
+// base·factor^(n-1), capped at max ([WithEscalation], [WithOffenceMemory]).
+//
+// As a [Rule] it denies a [Subject] whose user, IP or device is banned,
+// checking all three in one pipelined round trip. The IP part only ever
+// denies an IP that was added explicitly (by an operator or your own code):
+// nothing in this package bans an IP automatically, because thousands of
+// honest users can share one corporate or carrier NAT address.
+//
+// A Blacklist is safe for concurrent use.
+type Blacklist struct {
+	rdb Client
+	o   options
+}
+
+// NewBlacklist returns a Blacklist. Options: [WithKeyPrefix],
+// [WithEscalation], [WithOffenceMemory], [WithClock], [WithLogger].
+func NewBlacklist(rdb Client, opts ...Option) (*Blacklist, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Blacklist{rdb: rdb, o: o}, nil
+}
+
+// Name returns "blacklist".
+func (b *Blacklist) Name() string { return "blacklist" }
+
+func checkSubject(kind Kind, id string) error {
+	if !kind.valid() {
+		return fmt.Errorf("risk: unknown kind %q: %w", kind, ErrInvalidArgument)
+	}
+	if id == "" {
+		return fmt.Errorf("risk: empty %s id: %w", kind, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Add records an offence of the subject and bans it for the escalated
+// duration. An existing longer ban is kept, never shortened.
+func (b *Blacklist) Add(ctx context.Context, kind Kind, id, reason string) (Ban, error) {
+	return b.add(ctx, kind, id, reason, 0)
+}
+
+// AddFor records an offence and bans the subject for exactly d (or longer
+// if a longer ban is active), bypassing escalation. The offence still
+// counts towards later escalations.
+func (b *Blacklist) AddFor(ctx context.Context, kind Kind, id, reason string, d time.Duration) (Ban, error) {
+	if d < time.Millisecond {
+		return Ban{}, fmt.Errorf("risk: ban duration %v: %w", d, ErrInvalidArgument)
+	}
+	return b.add(ctx, kind, id, reason, d)
+}
+
+func (b *Blacklist) add(ctx context.Context, kind Kind, id, reason string, fixed time.Duration) (Ban, error) {
+	if err := checkSubject(kind, id); err != nil {
+		return Ban{}, err
+	}
+	if reason == "" {
+		reason = kind.reason()
+	}
+	now := b.o.clock.Now()
+	keys := []string{banKey(b.o.prefix, kind, id), offenceKey(b.o.prefix, kind, id)}
+	res, err := blacklistAddScript.Run(ctx, b.rdb, keys,
+		b.o.banBase.Milliseconds(), b.o.banMax.Milliseconds(), b.o.banFactor,
+		b.o.offenceMemory.Milliseconds(), now.UnixMilli(), reason, fixed.Milliseconds()).Int64Slice()
+	if err != nil {
+		return Ban{}, fmt.Errorf("risk: blacklist add %s:%s: %w", kind, id, err)
+	}
+	if len(res) != 3 {
+		return Ban{}, fmt.Errorf("risk: blacklist add: %w: %v", ErrBadReply, res)
+	}
+	return Ban{Kind: kind, ID: id, Reason: reason, Offence: res[0],
+		Duration: time.Duration(res[1]) * time.Millisecond, Until: time.UnixMilli(res[2])}, nil
+}
+
+// Remove lifts the subject's ban. Its offence count is kept, so a new
+// offence escalates from where it was; use [Blacklist.Reset] to forget it
+// too. Removing an unbanned subject is a no-op.
+func (b *Blacklist) Remove(ctx context.Context, kind Kind, id string) error {
+	if err := checkSubject(kind, id); err != nil {
+		return err
+	}
+	if err := b.rdb.Del(ctx, banKey(b.o.prefix, kind, id)).Err(); err != nil {
+		return fmt.Errorf("risk: blacklist remove %s:%s: %w", kind, id, err)
+	}
+	return nil
+}
+
+// Reset lifts the subject's ban and forgets its offences.
+func (b *Blacklist) Reset(ctx context.Context, kind Kind, id string) error {
+	if err := checkSubject(kind, id); err != nil {
+		return err
+	}
+	// Both keys share a hash tag: one DEL is fine on a Cluster.
+	if err := b.rdb.Del(ctx, banKey(b.o.prefix, kind, id), offenceKey(b.o.prefix, kind, id)).Err(); err != nil {
+		return fmt.Errorf("risk: blacklist reset %s:%s: %w", kind, id, err)
+	}
+	return nil
+}
+
+// Banned reports whether the subject is banned, and the ban.
+func (b *Blacklist) Banned(ctx context.Context, kind Kind, id string) (Ban, bool, error) {
+	if err := checkSubject(kind, id); err != nil {
+		return Ban{}, false, err
+	}
+	v, err := b.rdb.Get(ctx, banKey(b.o.prefix, kind, id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Ban{}, false, nil
+	}
+	if err != nil {
+		return Ban{}, false, fmt.Errorf("risk: blacklist check %s:%s: %w", kind, id, err)
+	}
+	ban, err := parseBan(kind, id, v)
+	if err != nil {
+		// Banned all the same (the key exists); the metadata is unreadable.
+		return Ban{Kind: kind, ID: id}, true, nil
+	}
+	return ban, true, nil
+}
+
+// Check denies s if its user, IP or device is banned (in that order of
+// precedence), in one pipelined round trip. Empty fields are skipped.
+func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
+	type item struct {
+		kind Kind
+		id   string
+	}
+	var items [3]item
+	n := 0
+	if s.UserID != "" {
+		items[n] = item{KindUser, s.UserID}
+		n++
+	}
+	if s.IP.IsValid() {
+		items[n] = item{KindIP, s.IP.String()}
+		n++
+	}
+	if s.DeviceID != "" {
+		items[n] = item{KindDevice, s.DeviceID}
+		n++
+	}
+	if n == 0 {
+		return Decision{}, nil
+	}
+	var vals [3]string
+	var found [3]bool
+	if n == 1 {
+		v, err := b.rdb.Get(ctx, banKey(b.o.prefix, items[0].kind, items[0].id)).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return Decision{}, fmt.Errorf("risk: blacklist check: %w", err)
+		default:
+			vals[0], found[0] = v, true
+		}
+	} else {
+		pipe := b.rdb.Pipeline()
+		var cmds [3]*redis.StringCmd
+		for i := 0; i < n; i++ {
+			cmds[i] = pipe.Get(ctx, banKey(b.o.prefix, items[i].kind, items[i].id))
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Decision{}, fmt.Errorf("risk: blacklist check: %w", err)
+		}
+		for i := 0; i < n; i++ {
+			v, err := cmds[i].Result()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return Decision{}, fmt.Errorf("risk: blacklist check: %w", err)
+			default:
+				vals[i], found[i] = v, true
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		if !found[i] {
+			continue
+		}
+		// The key exists, so the subject is banned even if the value was
+		// written by hand and does not parse.
+		d := Decision{Action: Deny, Reason: items[i].kind.reason()}
+		if ban, err := parseBan(items[i].kind, items[i].id, vals[i]); err == nil {
+			if rem := ban.Until.Sub(b.o.clock.Now()); rem > 0 {
+				d.RetryAfter = rem
+			}
+		}
+		return d, nil
+	}
+	return Decision{}, nil
+}
+
+// parseBan reads "until_ms|offence|reason".
+func parseBan(kind Kind, id, v string) (Ban, error) {
+	a, rest, ok1 := strings.Cut(v, "|")
+	n, reason, ok2 := strings.Cut(rest, "|")
+	until, err1 := strconv.ParseInt(a, 10, 64)
+	off, err2 := strconv.ParseInt(n, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return Ban{}, fmt.Errorf("risk: ban value %q: %w", v, ErrBadReply)
+	}
+	return Ban{Kind: kind, ID: id, Reason: reason, Offence: off, Until: time.UnixMilli(until)}, nil
+}

@@ -1,0 +1,33 @@
+package risk
+
+import "errors"
+
+// Sentinel errors. Denials are never errors: a refused request is a
+// [Decision] with Action [Deny] or [Challenge]. Errors mean a credential
+// failed verification (the auth path) or a dependency / input is broken.
+var (
+	// ErrNoToken is returned when a request carries no bearer token.
+	ErrNoToken = errors.New("risk: no bearer token")
+
+	// ErrMalformedToken is returned when the Authorization header is not a
+	// well-formed "Bearer <token>" (RFC 6750 b64token, at most 4096 bytes).
+	ErrMalformedToken = errors.New("risk: malformed bearer token")
+
+	// ErrInvalidToken is returned by an [Authenticator] when the token is
+	// unknown, expired or revoked. Authenticators written by users should
+	// wrap it (fmt.Errorf("...: %w", risk.ErrInvalidToken)) so the [Auth]
+	// middleware answers 401 rather than 503.
+	ErrInvalidToken = errors.New("risk: invalid or expired token")
+
+	// ErrUnavailable wraps a dependency failure (Redis down, timeout) that
+	// made a check impossible. The [Checker] returns it under
+	// [FailClosed]; the middlewares answer 503.
+	ErrUnavailable = errors.New("risk: unavailable")
+
+	// ErrBadReply means Redis answered a script with an unexpected type.
+	ErrBadReply = errors.New("risk: unexpected redis reply")
+
+	// ErrInvalidArgument is returned for empty IDs, bad durations and other
+	// programming errors in arguments and options.
+	ErrInvalidArgument = errors.New("risk: invalid argument")
+)

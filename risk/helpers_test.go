@@ -1,0 +1,62 @@
+package risk
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+)
+
+// Compile-time proof that go-redis clients satisfy Client.
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Ring)(nil)
+	_ Client = (redis.UniversalClient)(nil)
+)
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// eachRedis runs fn once per Redis kind available (miniredis always, real
+// standalone / Cluster when their variables are set), each in a parallel
+// subtest with its own key prefix.
+func eachRedis(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
+	t.Helper()
+	all := testenv.AllRedis(t)
+	kinds := make([]string, 0, len(all))
+	for k := range all {
+		kinds = append(kinds, string(k))
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		rdb := all[testenv.RedisKind(k)]
+		t.Run(k, func(t *testing.T) {
+			fn(t, rdb, testenv.Prefix(t))
+		})
+	}
+}
+
+var bg = context.Background()

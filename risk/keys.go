@@ -1,0 +1,32 @@
+package risk
+
+// Key layout. Every key is "<prefix>risk:{<tag>}:<field>": one hash tag per
+// subject, so the two keys of one blacklist entry (ban + offence counter)
+// share a Cluster slot and one script can touch both. Keys of different
+// subjects are spread over the Cluster.
+//
+//	<prefix>risk:{s:<sha256(token)>}        session → user ID (STRING, TTL)
+//	<prefix>risk:{bl:<kind>:<id>}:ban       active ban (STRING "until|offence|reason", TTL = ban)
+//	<prefix>risk:{bl:<kind>:<id>}:n         offence counter (INT, TTL = offence memory)
+//	<prefix>risk:{u:<user>}:beh             behaviour window (ZSET of events, TTL = window)
+//	<prefix>risk:{d:<device>}:owner         device binding (STRING user ID, TTL = binding TTL)
+
+func sessionKey(prefix, tokenHash string) string {
+	return prefix + "risk:{s:" + tokenHash + "}"
+}
+
+func banKey(prefix string, kind Kind, id string) string {
+	return prefix + "risk:{bl:" + string(kind) + ":" + id + "}:ban"
+}
+
+func offenceKey(prefix string, kind Kind, id string) string {
+	return prefix + "risk:{bl:" + string(kind) + ":" + id + "}:n"
+}
+
+func behaviourKey(prefix, user string) string {
+	return prefix + "risk:{u:" + user + "}:beh"
+}
+
+func deviceKey(prefix, device string) string {
+	return prefix + "risk:{d:" + device + "}:owner"
+}

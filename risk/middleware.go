@@ -1,0 +1,105 @@
+package risk
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// SubjectFunc builds the [Subject] of a request.
+type SubjectFunc func(r *http.Request) (Subject, error)
+
+// ChallengeHandler answers a [Challenge] decision. It either writes a
+// response or calls next (for example when the request already carries a
+// captcha answer that a later handler verifies). The decision is also in
+// r's context ([DecisionFrom]).
+type ChallengeHandler func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision)
+
+// Middleware runs a [Checker] on each request and enforces the decision:
+//
+//	allow      → next, with the decision in the context ([DecisionFrom])
+//	deny       → 403 {"error":"forbidden","reason":<code>}
+//	throttled  → 429 {"error":"too_many_requests","reason":<code>} + Retry-After
+//	challenge  → 403 {"error":"challenge","reason":<code>} + X-Risk-Challenge
+//	             (or the [WithChallengeHandler] handler)
+//	failure    → 503 {"error":"unavailable"} (under FailClosed)
+//
+// The subject is the user from [UserFrom] (so put [Auth] in front), the IP
+// from the [IPResolver] (default: TCP peer only) and the device from the
+// X-Device-ID header; see [WithSubjectFunc]. Middleware is safe for
+// concurrent use.
+type Middleware struct {
+	c *Checker
+	o options
+}
+
+// NewMiddleware returns the middleware. Options: [WithIPResolver],
+// [WithDeviceHeader], [WithSubjectFunc], [WithChallengeHandler],
+// [WithLogger]. Failure policy, dry run and hooks belong to the Checker.
+func NewMiddleware(c *Checker, opts ...Option) (*Middleware, error) {
+	if c == nil {
+		return nil, fmt.Errorf("risk: nil checker: %w", ErrInvalidArgument)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.ipResolver == nil {
+		o.ipResolver = &IPResolver{}
+	}
+	return &Middleware{c: c, o: o}, nil
+}
+
+// Subject returns the subject the middleware would check for r.
+func (m *Middleware) Subject(r *http.Request) (Subject, error) {
+	if m.o.subjectFunc != nil {
+		return m.o.subjectFunc(r)
+	}
+	var s Subject
+	s.UserID, _ = UserFrom(r.Context())
+	s.IP = m.o.ipResolver.ClientIP(r)
+	if m.o.deviceHeader != "" {
+		if d := r.Header.Get(m.o.deviceHeader); len(d) <= 128 {
+			s.DeviceID = d
+		}
+	}
+	return s, nil
+}
+
+// Handle wraps next.
+func (m *Middleware) Handle(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := m.Subject(r)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, "bad_request", "subject")
+			return
+		}
+		d, err := m.c.Check(r.Context(), s)
+		if err != nil {
+			// FailClosed, or the request's context ended.
+			m.o.logger.WarnContext(r.Context(), "risk: check failed", "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, "unavailable", "")
+			return
+		}
+		r = r.WithContext(WithDecision(r.Context(), d))
+		switch d.Action {
+		case Deny:
+			if d.RetryAfter > 0 {
+				w.Header().Set("Retry-After", retryAfterSeconds(d.RetryAfter))
+			}
+			if d.Throttled {
+				writeJSON(w, http.StatusTooManyRequests, "too_many_requests", d.Reason)
+			} else {
+				writeJSON(w, http.StatusForbidden, "forbidden", d.Reason)
+			}
+		case Challenge:
+			if m.o.challenge != nil {
+				m.o.challenge(w, r, next, d)
+				return
+			}
+			w.Header().Set("X-Risk-Challenge", d.Reason)
+			writeJSON(w, http.StatusForbidden, "challenge", d.Reason)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}

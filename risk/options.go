@@ -1,0 +1,310 @@
+package risk
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Clock tells the time. Inject a fake one in tests with [WithClock].
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures the constructors of this package. One Option type
+// serves every constructor; each option's doc says which types read it,
+// and other types ignore it.
+type Option func(*options)
+
+type options struct {
+	prefix string
+	clock  Clock
+	logger *slog.Logger
+
+	// SessionStore
+	sessionTTL time.Duration
+	sliding    bool
+
+	// Blacklist
+	banBase, banMax time.Duration
+	banFactor       int
+	offenceMemory   time.Duration
+
+	// Behaviour
+	autoBlacklist *Blacklist
+	flagAction    Action
+
+	// DeviceBinder
+	bindTTL        time.Duration
+	deviceConflict Action
+	refreshBinding bool
+
+	// Checker
+	failure    FailurePolicy
+	dryRun     bool
+	onDecision func(ctx context.Context, s Subject, d Decision)
+	onFailure  func(ctx context.Context, rule string, err error)
+
+	// Middleware
+	ipResolver   *IPResolver
+	deviceHeader string
+	subjectFunc  SubjectFunc
+	challenge    ChallengeHandler
+
+	// Auth
+	cookie        string
+	onAuthFailure func(r *http.Request, err error)
+
+	// IPResolver
+	realIP bool
+
+	err error
+}
+
+func defaultOptions() options {
+	return options{
+		prefix:         "seckill:",
+		clock:          systemClock{},
+		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		sessionTTL:     24 * time.Hour,
+		banBase:        time.Minute,
+		banMax:         24 * time.Hour,
+		banFactor:      2,
+		offenceMemory:  7 * 24 * time.Hour,
+		flagAction:     Challenge,
+		bindTTL:        30 * 24 * time.Hour,
+		deviceConflict: Deny,
+		refreshBinding: true,
+		failure:        FailClosed,
+		deviceHeader:   "X-Device-ID",
+	}
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o, o.err
+}
+
+func (o *options) fail(format string) {
+	if o.err == nil {
+		o.err = &argError{msg: format}
+	}
+}
+
+type argError struct{ msg string }
+
+func (e *argError) Error() string { return "risk: " + e.msg }
+func (e *argError) Unwrap() error { return ErrInvalidArgument }
+
+// WithKeyPrefix sets the prefix of every Redis key. Default "seckill:".
+// Read by [SessionStore], [Blacklist], [Behaviour] and [DeviceBinder].
+func WithKeyPrefix(prefix string) Option {
+	return func(o *options) { o.prefix = prefix }
+}
+
+// WithClock injects the clock. Default: the system clock. Read by
+// [Blacklist] (the "until" it reports), [AuthCache] (entry expiry) and
+// [Checker]. Redis TTLs and the behaviour window use Redis time.
+func WithClock(c Clock) Option {
+	return func(o *options) {
+		if c == nil {
+			o.fail("nil clock")
+			return
+		}
+		o.clock = c
+	}
+}
+
+// WithLogger sets a logger for dependency failures. Default: discard.
+// Read by every type.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithSessionTTL sets the lifetime of sessions made by
+// [SessionStore.Create] when the caller passes ttl 0. Default 24h.
+func WithSessionTTL(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.fail("session TTL must be > 0")
+			return
+		}
+		o.sessionTTL = d
+	}
+}
+
+// WithSlidingTTL makes every successful [SessionStore.Authenticate] push the
+// session's expiry to now + session TTL (one GETEX instead of GET; Redis ≥
+// 6.2). Default off: a session dies at its creation time + TTL.
+func WithSlidingTTL(on bool) Option {
+	return func(o *options) { o.sliding = on }
+}
+
+// WithEscalation sets how [Blacklist.Add] grows bans: the first offence
+// within the offence memory bans for base, each further one multiplies the
+// ban by factor, never beyond max. Default 1m, 24h, factor 2 (1m, 2m, 4m,
+// … 24h).
+func WithEscalation(base, max time.Duration, factor int) Option {
+	return func(o *options) {
+		if base < time.Millisecond || max < base || factor < 1 {
+			o.fail("escalation needs base >= 1ms, max >= base, factor >= 1")
+			return
+		}
+		o.banBase, o.banMax, o.banFactor = base, max, factor
+	}
+}
+
+// WithOffenceMemory sets how long past offences count towards escalation
+// (refreshed at each offence). Default 7 days.
+func WithOffenceMemory(d time.Duration) Option {
+	return func(o *options) {
+		if d < time.Millisecond {
+			o.fail("offence memory must be >= 1ms")
+			return
+		}
+		o.offenceMemory = d
+	}
+}
+
+// WithAutoBlacklist makes [Behaviour] ban a user through bl (escalating,
+// reason [ReasonTooFrequent]) once each time the user crosses the deny
+// threshold. Default: no automatic ban.
+func WithAutoBlacklist(bl *Blacklist) Option {
+	return func(o *options) { o.autoBlacklist = bl }
+}
+
+// WithFlagAction sets what [Behaviour] answers between the flag and deny
+// thresholds: [Challenge] (default) or [Allow] (the decision then only
+// carries the flag in [Decision.Flags]).
+func WithFlagAction(a Action) Option {
+	return func(o *options) {
+		if a != Allow && a != Challenge {
+			o.fail("flag action must be Allow or Challenge")
+			return
+		}
+		o.flagAction = a
+	}
+}
+
+// WithBindTTL sets how long a device stays bound to its first user
+// ([DeviceBinder]). Default 30 days.
+func WithBindTTL(d time.Duration) Option {
+	return func(o *options) {
+		if d < time.Millisecond {
+			o.fail("bind TTL must be >= 1ms")
+			return
+		}
+		o.bindTTL = d
+	}
+}
+
+// WithDeviceConflict sets what [DeviceBinder] answers when a device bound
+// to one user is presented by another: [Deny] (default) or [Challenge].
+func WithDeviceConflict(a Action) Option {
+	return func(o *options) {
+		if a != Deny && a != Challenge {
+			o.fail("device conflict action must be Deny or Challenge")
+			return
+		}
+		o.deviceConflict = a
+	}
+}
+
+// WithRefreshBinding makes the owner's use of a device push the binding's
+// expiry to now + bind TTL ([DeviceBinder]). Default true.
+func WithRefreshBinding(on bool) Option {
+	return func(o *options) { o.refreshBinding = on }
+}
+
+// WithFailurePolicy sets what the [Checker] does when a rule fails (Redis
+// down, timeout). Default [FailClosed].
+func WithFailurePolicy(p FailurePolicy) Option {
+	return func(o *options) {
+		if p < FailClosed || p > FailChallenge {
+			o.fail("unknown failure policy")
+			return
+		}
+		o.failure = p
+	}
+}
+
+// WithDryRun makes the [Checker] evaluate every rule, report the decision
+// to the [WithOnDecision] hook, and then allow: the returned Decision has
+// Action Allow, DryRun true and the would-be action in DryRunAction. Rules
+// still record (behaviour counts, device bindings, automatic bans). Default
+// off.
+func WithDryRun(on bool) Option {
+	return func(o *options) { o.dryRun = on }
+}
+
+// WithOnDecision sets a hook called with every [Checker] decision (also in
+// dry-run mode, with the real decision). It runs on the request goroutine,
+// outside any lock; keep it fast. Default none.
+func WithOnDecision(fn func(ctx context.Context, s Subject, d Decision)) Option {
+	return func(o *options) { o.onDecision = fn }
+}
+
+// WithOnFailure sets a hook called when a [Checker] rule fails, whatever the
+// failure policy. Default none (failures are still logged).
+func WithOnFailure(fn func(ctx context.Context, rule string, err error)) Option {
+	return func(o *options) { o.onFailure = fn }
+}
+
+// WithIPResolver sets how [Middleware] finds the client IP. Default: the
+// TCP peer address only (no proxy trusted, forwarding headers ignored).
+func WithIPResolver(r *IPResolver) Option {
+	return func(o *options) { o.ipResolver = r }
+}
+
+// WithDeviceHeader sets the request header [Middleware] reads the device
+// ID from. Default "X-Device-ID". An empty name disables device IDs.
+func WithDeviceHeader(name string) Option {
+	return func(o *options) { o.deviceHeader = name }
+}
+
+// WithSubjectFunc replaces how [Middleware] builds the [Subject] of a
+// request. Default: user from [UserFrom], IP from the resolver, device from
+// the device header.
+func WithSubjectFunc(fn SubjectFunc) Option {
+	return func(o *options) { o.subjectFunc = fn }
+}
+
+// WithChallengeHandler sets what [Middleware] does with a [Challenge]
+// decision. Default: answer 403 {"error":"challenge","reason":<code>} so
+// the client shows a captcha. A handler may instead call next (for example
+// when the request already carries a captcha answer that a later
+// middleware verifies); the decision is in the context ([DecisionFrom]).
+func WithChallengeHandler(h ChallengeHandler) Option {
+	return func(o *options) { o.challenge = h }
+}
+
+// WithCookie makes [Auth] fall back to the named cookie when the request
+// has no Authorization header. Default: header only.
+func WithCookie(name string) Option {
+	return func(o *options) { o.cookie = name }
+}
+
+// WithOnAuthFailure sets a hook called when [Auth] refuses a request (401)
+// or cannot check it (503). Default none.
+func WithOnAuthFailure(fn func(r *http.Request, err error)) Option {
+	return func(o *options) { o.onAuthFailure = fn }
+}
+
+// WithRealIP makes [IPResolver] believe the X-Real-IP header when the
+// peer is a trusted proxy, ahead of X-Forwarded-For. Default off.
+func WithRealIP(on bool) Option {
+	return func(o *options) { o.realIP = on }
+}

@@ -1,0 +1,20 @@
+package risk
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed blacklist_add.lua
+	blacklistAddSrc string
+	//go:embed behaviour.lua
+	behaviourSrc string
+	//go:embed device_bind.lua
+	deviceBindSrc string
+
+	blacklistAddScript = redis.NewScript(blacklistAddSrc)
+	behaviourScript    = redis.NewScript(behaviourSrc)
+	deviceBindScript   = redis.NewScript(deviceBindSrc)
+)
