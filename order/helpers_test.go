@@ -1,0 +1,207 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+)
+
+// ledger is an in-memory Redis reservation ledger and Releaser.
+type ledger struct {
+	mu       sync.Mutex
+	resv     map[string]Reservation
+	act      map[string]int64
+	released map[string]int // actual removals per reservation
+	calls    int
+	fail     error
+}
+
+func newLedger() *ledger {
+	return &ledger{resv: map[string]Reservation{}, act: map[string]int64{}, released: map[string]int{}}
+}
+
+func (l *ledger) reserve(activity int64, r Reservation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resv[r.ID] = r
+	l.act[r.ID] = activity
+}
+
+func (l *ledger) Release(_ context.Context, activity int64, id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	if l.fail != nil {
+		return l.fail
+	}
+	if _, ok := l.resv[id]; ok && l.act[id] == activity {
+		delete(l.resv, id)
+		l.released[id]++
+	}
+	return nil
+}
+
+func (l *ledger) Reservations(_ context.Context, activity int64, cursor uint64, count int64) ([]Reservation, uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Reservation
+	for id, r := range l.resv {
+		if l.act[id] == activity {
+			out = append(out, r)
+		}
+	}
+	return out, 0, nil
+}
+
+func (l *ledger) releases() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, v := range l.released {
+		n += v
+	}
+	return n
+}
+
+func (l *ledger) setFail(err error) {
+	l.mu.Lock()
+	l.fail = err
+	l.mu.Unlock()
+}
+
+// fixedClock is a settable clock.
+type fixedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fixedClock { return &fixedClock{t: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)} }
+
+func (c *fixedClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fixedClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func (c *fixedClock) Set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+func newDB(t testing.TB) *gorm.DB {
+	t.Helper()
+	db := testenv.DB(t)
+	require.NoError(t, AutoMigrate(context.Background(), db))
+	return db
+}
+
+func addActivity(t testing.TB, db *gorm.DB, id, stock, limit int64) {
+	t.Helper()
+	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, db.Create(&Activity{ID: id, Name: fmt.Sprint("a", id), ActivityPrice: 990, OriginalPrice: 1990,
+		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
+}
+
+func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	q := db.Model(&Order{})
+	if where != "" {
+		q = q.Where(where, args...)
+	}
+	require.NoError(t, q.Count(&n).Error)
+	return n
+}
+
+func liveOrders(t testing.TB, db *gorm.DB, act int64) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, db.Model(&Order{}).Where("activity_id = ? AND status <> ?", act, OrderCancelled).
+		Select("COALESCE(SUM(qty),0)").Scan(&n).Error)
+	return n
+}
+
+func dbStock(t testing.TB, db *gorm.DB, act int64) int64 {
+	t.Helper()
+	var a Activity
+	require.NoError(t, db.First(&a, act).Error)
+	return a.Stock
+}
+
+// checkConservation asserts DB stock + live orders = initial.
+func checkConservation(t testing.TB, db *gorm.DB, act, initial int64) {
+	t.Helper()
+	require.Equal(t, initial, dbStock(t, db, act)+liveOrders(t, db, act), "DB stock + live orders = initial")
+}
+
+func newGen(t testing.TB, machine int64, opts ...Option) *IDGenerator {
+	t.Helper()
+	g, err := NewIDGenerator(machine, opts...)
+	require.NoError(t, err)
+	return g
+}
+
+func msg(i int, act, user int64) Message {
+	return Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+		ActivityID: act, UserID: user, Qty: 1, CreatedAt: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
+}
+
+// fakeSession and fakeClaim drive ConsumeClaim without Kafka.
+type fakeSession struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	marked []int64
+	noMark bool
+}
+
+func (s *fakeSession) Claims() map[string][]int32               { return nil }
+func (s *fakeSession) MemberID() string                         { return "fake" }
+func (s *fakeSession) GenerationID() int32                      { return 1 }
+func (s *fakeSession) MarkOffset(string, int32, int64, string)  {}
+func (s *fakeSession) Commit()                                  {}
+func (s *fakeSession) ResetOffset(string, int32, int64, string) {}
+func (s *fakeSession) Context() context.Context                 { return s.ctx }
+func (s *fakeSession) MarkMessage(m *sarama.ConsumerMessage, _ string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.noMark {
+		s.marked = append(s.marked, m.Offset)
+	}
+}
+
+func (s *fakeSession) lastMarked() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.marked) == 0 {
+		return -1
+	}
+	return s.marked[len(s.marked)-1]
+}
+
+type fakeClaim struct{ ch chan *sarama.ConsumerMessage }
+
+func (c *fakeClaim) Topic() string                            { return "orders" }
+func (c *fakeClaim) Partition() int32                         { return 0 }
+func (c *fakeClaim) InitialOffset() int64                     { return 0 }
+func (c *fakeClaim) HighWaterMarkOffset() int64               { return 0 }
+func (c *fakeClaim) Messages() <-chan *sarama.ConsumerMessage { return c.ch }
+
+func kmsg(t testing.TB, off int64, m Message) *sarama.ConsumerMessage {
+	t.Helper()
+	b, err := m.Encode()
+	require.NoError(t, err)
+	return &sarama.ConsumerMessage{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
+}
+
+// eventually polls cond (Kafka delivery has no clock to move).
+func eventually(t testing.TB, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout: "+format, args...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

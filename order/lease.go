@@ -1,0 +1,190 @@
+package order
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MachineLease is a machine ID leased from Redis (SET NX PX, renewed every
+// TTL/3 by [MachineLease.Run]), so two running instances never share one.
+// With the lease comes a floor: the highest millisecond any previous owner
+// of that ID reported, so a restarted instance whose clock is behind never
+// repeats an ID.
+//
+// If renewal fails for longer than the TTL the lease may pass to another
+// instance: Run then returns [ErrLeaseLost] and the generator must no longer
+// be used (the consumer using it should stop).
+type MachineLease struct {
+	rdb    redis.Scripter
+	prefix string
+	id     int64
+	token  string
+	ttl    time.Duration
+	floor  int64
+
+	mu     sync.Mutex
+	gen    *IDGenerator
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed bool
+}
+
+// AcquireMachineID leases the first free machine ID in 0..[MaxMachineID].
+// Options: [WithKeyPrefix], [WithLeaseTTL].
+func AcquireMachineID(ctx context.Context, rdb redis.Scripter, opts ...Option) (*MachineLease, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("order: nil redis client")
+	}
+	o := buildOptions(opts)
+	if o.leaseTTL < 3*time.Millisecond {
+		return nil, fmt.Errorf("order: lease TTL %s too short", o.leaseTTL)
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	for id := int64(0); id <= MaxMachineID; id++ {
+		res, err := leaseAcquireScript.Run(ctx, rdb,
+			[]string{machineKey(o.prefix, id), machineFloorKey(o.prefix, id)},
+			token, o.leaseTTL.Milliseconds()).Int64()
+		if err != nil {
+			return nil, fmt.Errorf("order: acquire machine id %d: %w", id, err)
+		}
+		if res >= 0 {
+			return &MachineLease{rdb: rdb, prefix: o.prefix, id: id, token: token, ttl: o.leaseTTL, floor: res}, nil
+		}
+	}
+	return nil, ErrNoMachineID
+}
+
+// MachineID returns the leased machine ID.
+func (l *MachineLease) MachineID() int64 { return l.id }
+
+// Floor returns the millisecond above which this owner must issue IDs.
+func (l *MachineLease) Floor() int64 { return l.floor }
+
+// NewGenerator returns an [IDGenerator] for the leased machine ID that
+// starts above the floor; Run persists its high-water mark. Options as for
+// [NewIDGenerator]. Call it once per lease.
+func (l *MachineLease) NewGenerator(opts ...Option) (*IDGenerator, error) {
+	opts = append(opts, func(o *options) { o.floorMs = l.floor })
+	g, err := NewIDGenerator(l.id, opts...)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.gen = g
+	l.mu.Unlock()
+	return g, nil
+}
+
+func (l *MachineLease) mark() int64 {
+	l.mu.Lock()
+	g := l.gen
+	l.mu.Unlock()
+	if g == nil {
+		return l.floor
+	}
+	// Margin: what the generator may issue before the next renewal, at most
+	// one ms of borrowed time per 4,096 IDs; a TTL's worth covers a restart.
+	return g.LastMillis() + l.ttl.Milliseconds()
+}
+
+// Renew extends the lease once and persists the floor. It returns
+// [ErrLeaseLost] if the lease is no longer ours.
+func (l *MachineLease) Renew(ctx context.Context) error {
+	return l.renew(ctx, false)
+}
+
+func (l *MachineLease) renew(ctx context.Context, release bool) error {
+	rel := "0"
+	if release {
+		rel = "1"
+	}
+	res, err := leaseRenewScript.Run(ctx, l.rdb,
+		[]string{machineKey(l.prefix, l.id), machineFloorKey(l.prefix, l.id)},
+		l.token, l.ttl.Milliseconds(), l.mark(), rel).Int64()
+	if err != nil {
+		return fmt.Errorf("order: renew machine id %d: %w", l.id, err)
+	}
+	if res != 1 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Run renews the lease every TTL/3 until ctx ends or Close is called (then
+// it releases the lease and returns nil). It returns [ErrLeaseLost] when the
+// lease was lost; transient Redis errors are retried until the TTL runs out.
+func (l *MachineLease) Run(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	if l.done != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("order: lease already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l.cancel, l.done = cancel, make(chan struct{})
+	done := l.done
+	l.mu.Unlock()
+	defer close(done)
+	defer cancel()
+
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, rc := context.WithTimeout(context.WithoutCancel(ctx), l.ttl/3)
+			err := l.renew(rctx, true)
+			rc()
+			if err != nil && err != ErrLeaseLost {
+				return err
+			}
+			return nil
+		case <-t.C:
+			err := l.Renew(ctx)
+			switch {
+			case err == nil:
+				lastOK = time.Now()
+			case err == ErrLeaseLost:
+				return err
+			case time.Since(lastOK) >= l.ttl:
+				return fmt.Errorf("%w: %v", ErrLeaseLost, err)
+			}
+		}
+	}
+}
+
+// Close stops Run (which releases the lease) and waits for it. Without a
+// running Run it releases the lease directly.
+func (l *MachineLease) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel == nil {
+		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		if err := l.renew(ctx, true); err != nil && err != ErrLeaseLost {
+			return err
+		}
+		return nil
+	}
+	cancel()
+	<-done
+	return nil
+}

@@ -1,0 +1,371 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Outcome is what the database made of one message.
+type Outcome struct {
+	Message Message
+	// Status is StatusSuccess (an order exists for the reservation) or
+	// StatusFailed (no order; the reservation must be released).
+	Status     Status
+	OrderID    int64  // set on a new order
+	OrderNo    string // set when Status is SUCCESS
+	Reason     string // set when Status is FAILED: ReasonSoldOut, ReasonDuplicate, ReasonUnknownActivity
+	Duplicate  bool   // answered from an earlier delivery (dedup row or existing order)
+	ExpireTime time.Time
+}
+
+// Release reports whether the reservation of this outcome must be given back
+// to Redis: a FAILED outcome owns no order. It stays true for a duplicate
+// FAILED delivery, because the earlier release may not have happened
+// (Release is idempotent).
+func (o Outcome) Release() bool { return o.Status == StatusFailed }
+
+// Result returns the user-facing status of the outcome.
+func (o Outcome) Result() Result {
+	return Result{Activity: o.Message.ActivityID, User: o.Message.UserID, Status: o.Status,
+		OrderNo: o.OrderNo, Reason: o.Reason, ReservationID: o.Message.ReservationID}
+}
+
+// Processor writes orders: per message, or per batch with one stock update
+// per activity. It is the database half of the [Consumer] and can be used
+// without Kafka (from an outbox relay, a test, an embedded deployment). It is
+// safe for concurrent use; several processors (consumers) may share a
+// database, the unique keys settle every race.
+//
+// Each message is written in ONE transaction: the dedup row (message_dedup,
+// primary key msg_id), UPDATE seckill_activity SET stock = stock - n WHERE
+// id = ? AND stock >= n, and the order row (snowflake ID, unique order_no,
+// unique reservation_id, UNIQUE(single_user, activity_id) when the cap is 1).
+// A message already in message_dedup is answered from there (Duplicate).
+// A business refusal (sold out in the DB, duplicate user, unknown activity)
+// rolls back and writes a FAILED dedup row alone: the result is an
+// [Outcome], not an error. Errors are infrastructure failures: nothing was
+// committed for that message and retrying is safe.
+type Processor struct {
+	db  *gorm.DB
+	ids IDSource
+	o   options
+}
+
+// NewProcessor returns a processor writing to db with IDs from ids (an
+// [IDGenerator] whose machine ID is unique among running processors).
+// Options: [WithClock], [WithPayTimeout].
+func NewProcessor(db *gorm.DB, ids IDSource, opts ...Option) (*Processor, error) {
+	if db == nil || ids == nil {
+		return nil, fmt.Errorf("order: NewProcessor needs a db and an id source")
+	}
+	o := buildOptions(opts)
+	if o.payTimeout <= 0 {
+		return nil, fmt.Errorf("order: pay timeout must be positive")
+	}
+	return &Processor{db: db, ids: ids, o: o}, nil
+}
+
+// DB returns the database the processor writes to.
+func (p *Processor) DB() *gorm.DB { return p.db }
+
+type businessError struct{ reason string }
+
+func (e *businessError) Error() string { return "order: business: " + e.reason }
+
+var (
+	errDuplicateMsg = errors.New("order: duplicate message")
+	errConflict     = errors.New("order: batch conflict")
+)
+
+const updateStockSQL = "UPDATE seckill_activity SET stock = stock - ? WHERE id = ? AND stock >= ?"
+
+type activityInfo struct {
+	ID            int64
+	ActivityPrice Cents
+	UserLimit     int64
+}
+
+func loadActivities(tx *gorm.DB, ids []int64) (map[int64]activityInfo, error) {
+	var rows []activityInfo
+	if err := tx.Table("seckill_activity").Select("id", "activity_price", "user_limit").
+		Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	m := make(map[int64]activityInfo, len(rows))
+	for _, r := range rows {
+		m[r.ID] = r
+	}
+	return m, nil
+}
+
+func (p *Processor) newOrder(m Message, a activityInfo, id int64, now time.Time) Order {
+	price := Cents(m.Price)
+	if m.Price == 0 {
+		price = a.ActivityPrice
+	}
+	o := Order{ID: id, OrderNo: strconv.FormatInt(id, 10), ReservationID: m.ReservationID,
+		UserID: m.UserID, ActivityID: m.ActivityID, Qty: m.Qty, Price: price, Status: OrderCreated,
+		ExpireTime: now.Add(p.o.payTimeout), CreatedAt: now, UpdatedAt: now}
+	if a.UserLimit == 1 {
+		u := m.UserID
+		o.SingleUser = &u
+	}
+	return o
+}
+
+func dedupOf(m Message, status Status, orderNo, reason string, now time.Time) Dedup {
+	return Dedup{MsgID: m.MsgID, ReservationID: m.ReservationID, ActivityID: m.ActivityID, UserID: m.UserID,
+		Outcome: string(status), OrderNo: orderNo, Reason: reason, CreatedAt: now}
+}
+
+// Handle writes one message in one transaction.
+func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
+	if err := m.Validate(); err != nil {
+		return Outcome{}, Permanent(err)
+	}
+	id, err := p.ids.NextID()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("order: next id: %w", err)
+	}
+	now := p.o.clock.Now()
+	var ord Order
+	err = p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		d := dedupOf(m, StatusSuccess, strconv.FormatInt(id, 10), "", now)
+		if err := tx.Create(&d).Error; err != nil {
+			if isDuplicate(err) {
+				return errDuplicateMsg
+			}
+			return err
+		}
+		acts, err := loadActivities(tx, []int64{m.ActivityID})
+		if err != nil {
+			return err
+		}
+		a, ok := acts[m.ActivityID]
+		if !ok {
+			return &businessError{ReasonUnknownActivity}
+		}
+		res := tx.Exec(updateStockSQL, m.Qty, m.ActivityID, m.Qty)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return &businessError{ReasonSoldOut}
+		}
+		ord = p.newOrder(m, a, id, now)
+		if err := tx.Create(&ord).Error; err != nil {
+			if isDuplicate(err) {
+				return &businessError{ReasonDuplicate}
+			}
+			return err
+		}
+		return nil
+	})
+	var biz *businessError
+	switch {
+	case err == nil:
+		return Outcome{Message: m, Status: StatusSuccess, OrderID: id, OrderNo: ord.OrderNo, ExpireTime: ord.ExpireTime}, nil
+	case errors.Is(err, errDuplicateMsg):
+		return p.lookup(ctx, m)
+	case errors.As(err, &biz):
+		return p.fail(ctx, m, biz.reason, now)
+	default:
+		return Outcome{}, fmt.Errorf("order: handle %s: %w", m.MsgID, err)
+	}
+}
+
+// lookup answers a redelivered message from its dedup row.
+func (p *Processor) lookup(ctx context.Context, m Message) (Outcome, error) {
+	var d []Dedup
+	if err := p.db.WithContext(ctx).Where("msg_id = ?", m.MsgID).Limit(1).Find(&d).Error; err != nil {
+		return Outcome{}, fmt.Errorf("order: lookup %s: %w", m.MsgID, err)
+	}
+	if len(d) == 0 {
+		// A concurrent writer rolled back after our conflict: retry.
+		return Outcome{}, fmt.Errorf("order: lookup %s: dedup row vanished", m.MsgID)
+	}
+	return outcomeOf(m, d[0]), nil
+}
+
+func outcomeOf(m Message, d Dedup) Outcome {
+	return Outcome{Message: m, Status: Status(d.Outcome), OrderNo: d.OrderNo, Reason: d.Reason, Duplicate: true}
+}
+
+// fail records a business refusal. If the reservation already has an order
+// (the same reservation sent twice under two message IDs) the message is a
+// duplicate of that order, not a failure: its reservation must not be released.
+func (p *Processor) fail(ctx context.Context, m Message, reason string, now time.Time) (Outcome, error) {
+	var existing []Order
+	if err := p.db.WithContext(ctx).Select("order_no").Where("reservation_id = ?", m.ReservationID).
+		Limit(1).Find(&existing).Error; err != nil {
+		return Outcome{}, fmt.Errorf("order: check reservation %s: %w", m.ReservationID, err)
+	}
+	out := Outcome{Message: m, Status: StatusFailed, Reason: reason}
+	if len(existing) == 1 {
+		out = Outcome{Message: m, Status: StatusSuccess, OrderNo: existing[0].OrderNo, Duplicate: true}
+	}
+	d := dedupOf(m, out.Status, out.OrderNo, out.Reason, now)
+	if err := p.db.WithContext(ctx).Create(&d).Error; err != nil {
+		if isDuplicate(err) {
+			return p.lookup(ctx, m)
+		}
+		return Outcome{}, fmt.Errorf("order: record failure %s: %w", m.MsgID, err)
+	}
+	return out, nil
+}
+
+// Process writes many messages in ONE transaction with one stock update per
+// activity. Messages already processed are answered from message_dedup; the
+// same message twice in msgs is answered once. When the batch cannot commit
+// as a whole — an activity without enough DB stock, a duplicate reservation
+// or user, an unknown activity — it is rolled back and every message is
+// written on its own with [Processor.Handle], so one bad message never fails
+// its neighbours. outs[i] belongs to msgs[i].
+//
+// On error nothing is lost: what was committed is found again as
+// duplicates when the same messages are processed again.
+func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, error) {
+	outs := make([]Outcome, len(msgs))
+	first := make(map[string]int, len(msgs))
+	resv := make(map[string]bool, len(msgs))
+	users := make(map[[2]int64]bool, len(msgs))
+	uniq := make([]int, 0, len(msgs))
+	dupOf := map[int]int{}
+	conflict := false
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return nil, Permanent(fmt.Errorf("message %d: %w", i, err))
+		}
+		if j, ok := first[m.MsgID]; ok {
+			dupOf[i] = j
+			continue
+		}
+		first[m.MsgID] = i
+		uniq = append(uniq, i)
+		u := [2]int64{m.UserID, m.ActivityID}
+		if resv[m.ReservationID] || users[u] {
+			conflict = true // settle these one by one
+		}
+		resv[m.ReservationID], users[u] = true, true
+	}
+	done := false
+	if !conflict && len(uniq) > 1 {
+		err := p.batch(ctx, msgs, uniq, outs)
+		switch {
+		case err == nil:
+			done = true
+		case !errors.Is(err, errConflict):
+			return nil, err
+		}
+	}
+	if !done {
+		for _, i := range uniq {
+			o, err := p.Handle(ctx, msgs[i])
+			if err != nil {
+				return nil, err
+			}
+			outs[i] = o
+		}
+	}
+	for i, j := range dupOf {
+		outs[i] = outs[j]
+		outs[i].Message = msgs[i]
+		outs[i].Duplicate = true
+	}
+	return outs, nil
+}
+
+func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs []Outcome) error {
+	ids := make([]int64, len(uniq))
+	for k := range uniq {
+		id, err := p.ids.NextID()
+		if err != nil {
+			return fmt.Errorf("order: next id: %w", err)
+		}
+		ids[k] = id
+	}
+	now := p.o.clock.Now()
+	msgIDs := make([]string, len(uniq))
+	for k, i := range uniq {
+		msgIDs[k] = msgs[i].MsgID
+	}
+	err := p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var seen []Dedup
+		if err := tx.Where("msg_id IN ?", msgIDs).Find(&seen).Error; err != nil {
+			return err
+		}
+		old := make(map[string]Dedup, len(seen))
+		for _, d := range seen {
+			old[d.MsgID] = d
+		}
+		totals := map[int64]int64{}
+		for k, i := range uniq {
+			m := msgs[i]
+			if d, ok := old[m.MsgID]; ok {
+				outs[i] = outcomeOf(m, d)
+				continue
+			}
+			outs[i] = Outcome{Message: m, OrderID: ids[k]}
+			totals[m.ActivityID] += m.Qty
+		}
+		if len(totals) == 0 {
+			return nil
+		}
+		actIDs := make([]int64, 0, len(totals))
+		for a := range totals {
+			actIDs = append(actIDs, a)
+		}
+		slices.Sort(actIDs) // one lock order for every consumer
+		acts, err := loadActivities(tx, actIDs)
+		if err != nil {
+			return err
+		}
+		for _, a := range actIDs {
+			if _, ok := acts[a]; !ok {
+				return errConflict
+			}
+			res := tx.Exec(updateStockSQL, totals[a], a, totals[a])
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return errConflict
+			}
+		}
+		dedups := make([]Dedup, 0, len(uniq))
+		orders := make([]Order, 0, len(uniq))
+		for _, i := range uniq {
+			if outs[i].Duplicate {
+				continue
+			}
+			m := msgs[i]
+			o := p.newOrder(m, acts[m.ActivityID], outs[i].OrderID, now)
+			orders = append(orders, o)
+			dedups = append(dedups, dedupOf(m, StatusSuccess, o.OrderNo, "", now))
+			outs[i].Status, outs[i].OrderNo, outs[i].ExpireTime = StatusSuccess, o.OrderNo, o.ExpireTime
+		}
+		if err := tx.Create(&dedups).Error; err != nil {
+			if isDuplicate(err) {
+				return errConflict
+			}
+			return err
+		}
+		if err := tx.Create(&orders).Error; err != nil {
+			if isDuplicate(err) {
+				return errConflict
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errConflict) {
+		return fmt.Errorf("order: batch of %d: %w", len(uniq), err)
+	}
+	return err
+}

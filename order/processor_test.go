@@ -1,0 +1,244 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+func newProc(t testing.TB, db *gorm.DB, opts ...Option) *Processor {
+	t.Helper()
+	p, err := NewProcessor(db, newGen(t, 1), opts...)
+	require.NoError(t, err)
+	return p
+}
+
+func TestHandleOnceAndDuplicate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	p := newProc(t, db)
+
+	out, err := p.Handle(ctx, msg(1, 1, 7))
+	require.NoError(t, err)
+	assert.Equal(t, StatusSuccess, out.Status)
+	assert.False(t, out.Duplicate)
+	assert.NotEmpty(t, out.OrderNo)
+
+	again, err := p.Handle(ctx, msg(1, 1, 7))
+	require.NoError(t, err)
+	assert.True(t, again.Duplicate)
+	assert.Equal(t, out.OrderNo, again.OrderNo)
+
+	assert.EqualValues(t, 1, countOrders(t, db, ""))
+	checkConservation(t, db, 1, 10)
+}
+
+func TestHandleBusinessFailures(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	addActivity(t, db, 1, 1, 1) // one unit, cap 1
+	addActivity(t, db, 2, 10, 3)
+	p := newProc(t, db)
+
+	ok, err := p.Handle(ctx, msg(1, 1, 7))
+	require.NoError(t, err)
+	require.Equal(t, StatusSuccess, ok.Status)
+
+	// same user, new reservation, cap 1 → duplicate user (but stock is 0 first: sold out)
+	soldOut, err := p.Handle(ctx, msg(2, 1, 8))
+	require.NoError(t, err)
+	assert.Equal(t, StatusFailed, soldOut.Status)
+	assert.Equal(t, ReasonSoldOut, soldOut.Reason)
+	assert.True(t, soldOut.Release())
+
+	unknown, err := p.Handle(ctx, msg(3, 99, 8))
+	require.NoError(t, err)
+	assert.Equal(t, ReasonUnknownActivity, unknown.Reason)
+
+	// cap 3: user 7 may buy three times
+	for i := 10; i < 13; i++ {
+		o, err := p.Handle(ctx, msg(i, 2, 7))
+		require.NoError(t, err)
+		assert.Equal(t, StatusSuccess, o.Status, i)
+	}
+	// the same reservation under a new message ID is the existing order, not a failure
+	m := msg(10, 2, 7)
+	m.MsgID = "other"
+	dup, err := p.Handle(ctx, m)
+	require.NoError(t, err)
+	assert.Equal(t, StatusSuccess, dup.Status)
+	assert.True(t, dup.Duplicate)
+	assert.False(t, dup.Release(), "never release the reservation of an existing order")
+
+	// redelivered failure is answered from the dedup row and still asks for release
+	again, err := p.Handle(ctx, msg(2, 1, 8))
+	require.NoError(t, err)
+	assert.True(t, again.Duplicate)
+	assert.True(t, again.Release())
+
+	assert.EqualValues(t, 4, countOrders(t, db, ""))
+	checkConservation(t, db, 1, 1)
+	checkConservation(t, db, 2, 10)
+}
+
+func TestDuplicateUserCapOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	p := newProc(t, db)
+	_, err := p.Handle(ctx, msg(1, 1, 7))
+	require.NoError(t, err)
+	o, err := p.Handle(ctx, msg(2, 1, 7))
+	require.NoError(t, err)
+	assert.Equal(t, StatusFailed, o.Status)
+	assert.Equal(t, ReasonDuplicate, o.Reason)
+	assert.EqualValues(t, 1, countOrders(t, db, ""))
+	checkConservation(t, db, 1, 10)
+}
+
+func TestProcessBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("all fit: one transaction", func(t *testing.T) {
+		t.Parallel()
+		db := newDB(t)
+		addActivity(t, db, 1, 100, 1)
+		addActivity(t, db, 2, 100, 1)
+		p := newProc(t, db)
+		var msgs []Message
+		for i := 0; i < 40; i++ {
+			msgs = append(msgs, msg(i, int64(1+i%2), int64(100+i)))
+		}
+		msgs = append(msgs, msgs[3]) // the same message twice in one batch
+		outs, err := p.Process(ctx, msgs)
+		require.NoError(t, err)
+		require.Len(t, outs, 41)
+		for i, o := range outs {
+			assert.Equal(t, StatusSuccess, o.Status, i)
+		}
+		assert.True(t, outs[40].Duplicate)
+		assert.Equal(t, outs[3].OrderNo, outs[40].OrderNo)
+		assert.EqualValues(t, 40, countOrders(t, db, ""))
+		checkConservation(t, db, 1, 100)
+		checkConservation(t, db, 2, 100)
+
+		// the whole batch again: all duplicates, nothing new
+		outs, err = p.Process(ctx, msgs)
+		require.NoError(t, err)
+		for _, o := range outs {
+			assert.True(t, o.Duplicate)
+		}
+		assert.EqualValues(t, 40, countOrders(t, db, ""))
+	})
+
+	t.Run("conflict falls back per message", func(t *testing.T) {
+		t.Parallel()
+		db := newDB(t)
+		addActivity(t, db, 1, 5, 1) // fewer units than messages
+		p := newProc(t, db)
+		var msgs []Message
+		for i := 0; i < 8; i++ {
+			msgs = append(msgs, msg(i, 1, int64(100+i)))
+		}
+		outs, err := p.Process(ctx, msgs)
+		require.NoError(t, err)
+		succ, failed := 0, 0
+		for _, o := range outs {
+			switch o.Status {
+			case StatusSuccess:
+				succ++
+			case StatusFailed:
+				failed++
+				assert.Equal(t, ReasonSoldOut, o.Reason)
+			}
+		}
+		assert.Equal(t, 5, succ)
+		assert.Equal(t, 3, failed)
+		assert.EqualValues(t, 0, dbStock(t, db, 1))
+		checkConservation(t, db, 1, 5)
+	})
+
+	t.Run("duplicate user inside a batch", func(t *testing.T) {
+		t.Parallel()
+		db := newDB(t)
+		addActivity(t, db, 1, 50, 1)
+		p := newProc(t, db)
+		msgs := []Message{msg(1, 1, 7), msg(2, 1, 8), msg(3, 1, 7), msg(4, 1, 9)}
+		outs, err := p.Process(ctx, msgs)
+		require.NoError(t, err)
+		assert.Equal(t, StatusSuccess, outs[0].Status)
+		assert.Equal(t, StatusSuccess, outs[1].Status)
+		assert.Equal(t, StatusFailed, outs[2].Status)
+		assert.Equal(t, ReasonDuplicate, outs[2].Reason)
+		assert.Equal(t, StatusSuccess, outs[3].Status)
+		checkConservation(t, db, 1, 50)
+	})
+
+	t.Run("existing order in DB makes the batch conflict", func(t *testing.T) {
+		t.Parallel()
+		db := newDB(t)
+		addActivity(t, db, 1, 50, 1)
+		p := newProc(t, db)
+		_, err := p.Handle(ctx, msg(100, 1, 7))
+		require.NoError(t, err)
+		msgs := []Message{msg(1, 1, 8), msg(2, 1, 7), msg(3, 1, 9)}
+		outs, err := p.Process(ctx, msgs)
+		require.NoError(t, err)
+		assert.Equal(t, []Status{StatusSuccess, StatusFailed, StatusSuccess}, []Status{outs[0].Status, outs[1].Status, outs[2].Status})
+		assert.EqualValues(t, 3, countOrders(t, db, ""))
+		checkConservation(t, db, 1, 50)
+	})
+
+	t.Run("invalid message is permanent", func(t *testing.T) {
+		t.Parallel()
+		db := newDB(t)
+		p := newProc(t, db)
+		bad := msg(1, 1, 7)
+		bad.Qty = 0
+		_, err := p.Process(ctx, []Message{bad})
+		require.Error(t, err)
+		assert.True(t, IsPermanent(err))
+		assert.ErrorIs(t, err, ErrInvalidMessage)
+	})
+}
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		in   string
+	}{
+		{"garbage", "{not json"},
+		{"empty", ""},
+		{"future version", `{"v":9,"msg_id":"a","reservation_id":"r","activity_id":1,"user_id":1,"qty":1}`},
+		{"no msg id", `{"v":1,"reservation_id":"r","activity_id":1,"user_id":1,"qty":1}`},
+		{"negative qty", `{"v":1,"msg_id":"a","reservation_id":"r","activity_id":1,"user_id":1,"qty":-1}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.in))
+			require.Error(t, err)
+			assert.True(t, IsPermanent(err))
+			var pe *PermanentError
+			require.ErrorAs(t, err, &pe)
+			assert.NotNil(t, pe.Unwrap())
+		})
+	}
+	m := msg(1, 2, 3)
+	m.Price = 990
+	b, err := m.Encode()
+	require.NoError(t, err)
+	got, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, m, got)
+	assert.Contains(t, string(b), `"v":1`)
+	assert.Equal(t, fmt.Sprint(3), got.Key())
+}

@@ -1,0 +1,98 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Route says how [Submitter.Submit] accepted a message.
+type Route int
+
+// Routes of an accepted message.
+const (
+	RouteNone     Route = iota // not accepted
+	RouteKafka                 // published to Kafka
+	RouteFallback              // stored by the fallback (outbox); a relay publishes it later
+)
+
+// String returns "none", "kafka" or "fallback".
+func (r Route) String() string {
+	switch r {
+	case RouteKafka:
+		return "kafka"
+	case RouteFallback:
+		return "fallback"
+	default:
+		return "none"
+	}
+}
+
+// Submitter is the write path after a successful reservation: publish to
+// Kafka; if that fails, store the message with the [Fallback] (an outbox
+// row); if that fails too, release the reservation through the [Releaser]
+// and tell the caller to retry ([ErrRetry]). Safe for concurrent use.
+type Submitter struct {
+	pub Publisher
+	fb  Fallback
+	rel Releaser
+	o   options
+}
+
+// NewSubmitter returns a submitter. Options: [WithResults] (record QUEUED),
+// [WithLogger], [WithClock].
+func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...Option) (*Submitter, error) {
+	if pub == nil || fb == nil || rel == nil {
+		return nil, fmt.Errorf("order: NewSubmitter needs a publisher, a fallback and a releaser")
+	}
+	return &Submitter{pub: pub, fb: fb, rel: rel, o: buildOptions(opts)}, nil
+}
+
+// Submit hands m on. A zero Version becomes [MessageVersion], an empty MsgID
+// a random one, a zero CreatedAt now. It returns the route on success.
+// When both Kafka and the fallback fail it releases the reservation (on a
+// context that ignores ctx's cancellation) and returns an error wrapping
+// [ErrRetry], joined with the release error if the release failed too (the
+// [Reconciler] settles that one). An invalid message is an error wrapping
+// [ErrInvalidMessage]; nothing is released for it.
+func (s *Submitter) Submit(ctx context.Context, m Message) (Route, error) {
+	if m.Version == 0 {
+		m.Version = MessageVersion
+	}
+	if m.MsgID == "" {
+		m.MsgID = NewMsgID()
+	}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = s.o.clock.Now()
+	}
+	if err := m.Validate(); err != nil {
+		return RouteNone, err
+	}
+	route := RouteKafka
+	perr := s.pub.Publish(ctx, m)
+	if perr != nil {
+		// The fallback gets its own chance even if ctx is done: the
+		// reservation is already taken and must end somewhere.
+		ferr := s.fb.Store(context.WithoutCancel(ctx), m)
+		if ferr != nil {
+			rerr := s.rel.Release(context.WithoutCancel(ctx), m.ActivityID, m.ReservationID)
+			err := fmt.Errorf("%w: publish: %v; fallback: %v", ErrRetry, perr, ferr)
+			if rerr != nil {
+				err = errors.Join(err, fmt.Errorf("order: release %s: %w", m.ReservationID, rerr))
+			}
+			if s.o.results != nil {
+				_ = s.o.results.Set(context.WithoutCancel(ctx), Result{Activity: m.ActivityID, User: m.UserID,
+					Status: StatusFailed, Reason: "retry", ReservationID: m.ReservationID})
+			}
+			return RouteNone, err
+		}
+		route = RouteFallback
+	}
+	if s.o.results != nil {
+		if err := s.o.results.Set(ctx, Result{Activity: m.ActivityID, User: m.UserID, Status: StatusQueued,
+			ReservationID: m.ReservationID}); err != nil {
+			s.o.logger.WarnContext(ctx, "order: queued result not written", "err", err)
+		}
+	}
+	return route, nil
+}
