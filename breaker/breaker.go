@@ -1,0 +1,492 @@
+package breaker
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Breaker is a circuit breaker. Create one with [New]; the zero value is not
+// usable. A Breaker is safe for concurrent use by multiple goroutines.
+//
+// In the Closed state a call costs a few atomic operations and no lock: the
+// state, the run of consecutive failures and the window buckets are atomics,
+// and the clock is read only when a rolling window is configured (once per
+// call, at its end) or when the breaker is Open. Transitions, half-open probes
+// and bucket rotation take a mutex.
+type Breaker struct {
+	// Read by every call; written only on transitions (under mu).
+	// word packs the generation (bits 2..63) and the State (bits 0..1); a
+	// call remembers the word it was admitted under and its result counts
+	// only if the word is unchanged when it finishes.
+	word atomic.Uint64
+	// consec packs the low 32 bits of the generation (high half) and the
+	// run of consecutive failures in Closed (low half), so a result from an
+	// older generation can never touch the current run.
+	consec atomic.Uint64
+	// openUntil is the end of the open period, in ns since base.
+	openUntil atomic.Int64
+	_         [40]byte
+
+	rejected atomic.Uint64
+	_        [56]byte
+
+	win window
+
+	name          string
+	maxConsec     uint32
+	ratio         float64
+	minRequests   uint64
+	openTimeout   int64
+	probeLimit    int
+	successes     uint64
+	classifier    func(error) Outcome
+	onStateChange func(name string, from, to State)
+	clock         Clock // nil: monotonic time.Since(base)
+	base          time.Time
+
+	mu sync.Mutex
+	// Guarded by mu.
+	probes     int // half-open probe calls in flight, of any generation
+	hoSucc     uint64
+	hoFail     uint64
+	hoIgnored  uint64
+	events     []transition
+	delivering bool
+}
+
+type transition struct{ from, to State }
+
+// New returns a Closed breaker named name (the name is only passed to the
+// state-change hook). It returns an error wrapping [ErrInvalidConfig] for any
+// invalid option; it never panics.
+func New(name string, opts ...Option) (*Breaker, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			o.nilOptionCount++
+			continue
+		}
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	b := &Breaker{
+		name:          name,
+		maxConsec:     uint32(o.consecutive),
+		openTimeout:   int64(o.openTimeout),
+		probeLimit:    o.probeLimit,
+		successes:     uint64(o.successes),
+		classifier:    o.classifier,
+		onStateChange: o.onStateChange,
+		clock:         o.clock,
+	}
+	if o.ratioSet {
+		b.ratio, b.minRequests = o.ratio, uint64(o.minRequests)
+	}
+	if o.ratioSet || o.windowSet {
+		b.win = newWindow(int64(o.window/time.Duration(o.buckets)), o.buckets)
+	} else {
+		b.win = newWindow(0, 1)
+	}
+	if b.clock != nil {
+		b.base = b.clock.Now()
+	} else {
+		b.base = time.Now()
+	}
+	return b, nil
+}
+
+// Name returns the name given to [New].
+func (b *Breaker) Name() string { return b.name }
+
+func stateOf(w uint64) State { return State(w & 3) }
+func genOf(w uint64) uint64  { return w >> 2 }
+
+// now returns the time since base in ns, never negative (a fake clock set
+// before base reads as base).
+func (b *Breaker) now() int64 {
+	var d time.Duration
+	if b.clock == nil {
+		d = time.Since(b.base)
+	} else {
+		d = b.clock.Now().Sub(b.base)
+	}
+	if d < 0 {
+		return 0
+	}
+	return int64(d)
+}
+
+// classify maps a call's error to its Outcome.
+func (b *Breaker) classify(err error) Outcome {
+	if err == nil {
+		return Success
+	}
+	o := b.classifier(err)
+	if o > Ignore {
+		return Failure
+	}
+	return o
+}
+
+// admit decides whether a call may run and returns the state word it runs
+// under. Closed costs one atomic load; Open one clock reading; HalfOpen
+// takes the mutex.
+func (b *Breaker) admit() (uint64, error) {
+	w := b.word.Load()
+	switch stateOf(w) {
+	case Closed:
+		return w, nil
+	case Open:
+		if b.now() < b.openUntil.Load() {
+			b.rejected.Add(1)
+			return 0, ErrOpen
+		}
+	}
+	return b.admitSlow()
+}
+
+func (b *Breaker) admitSlow() (uint64, error) {
+	b.mu.Lock()
+	w := b.word.Load()
+	switch stateOf(w) {
+	case Closed:
+		b.mu.Unlock()
+		return w, nil
+	case Open:
+		if b.now() < b.openUntil.Load() {
+			b.mu.Unlock()
+			b.rejected.Add(1)
+			return 0, ErrOpen
+		}
+		w = b.setStateLocked(w, HalfOpen)
+	}
+	var err error
+	if b.probes >= b.probeLimit {
+		err = ErrTooManyProbes
+	} else {
+		b.probes++
+	}
+	b.unlockAndDeliver()
+	if err != nil {
+		b.rejected.Add(1)
+		return 0, err
+	}
+	return w, nil
+}
+
+// finish records the outcome of a call admitted under word w. It must be
+// called exactly once per admitted call.
+func (b *Breaker) finish(w uint64, o Outcome) {
+	if stateOf(w) == HalfOpen {
+		b.finishProbe(w, o)
+		return
+	}
+	// Closed. A result from an older generation (the breaker tripped, or
+	// tripped and closed again, while the call ran) is dropped.
+	if b.word.Load() != w {
+		return
+	}
+	var e int64
+	if b.win.width != 0 {
+		e = b.win.epoch(b.now())
+	}
+	bk := b.win.at(e, &b.mu)
+	gen := uint32(genOf(w))
+	switch o {
+	case Success:
+		if bk != nil {
+			bk.successes.Add(1)
+		}
+		// Reset the run. The load-compare keeps the cache line shared while
+		// calls succeed; the CAS retries only if a failure lands between.
+		for {
+			c := b.consec.Load()
+			if uint32(c) == 0 || uint32(c>>32) != gen {
+				break
+			}
+			if b.consec.CompareAndSwap(c, uint64(gen)<<32) {
+				break
+			}
+		}
+	case Failure:
+		if bk != nil {
+			bk.failures.Add(1)
+		}
+		var run uint32
+		for {
+			c := b.consec.Load()
+			if uint32(c>>32) != gen {
+				return
+			}
+			if uint32(c) == ^uint32(0) { // saturate
+				run = uint32(c)
+				break
+			}
+			if b.consec.CompareAndSwap(c, c+1) {
+				run = uint32(c) + 1
+				break
+			}
+		}
+		if b.maxConsec != 0 && run >= b.maxConsec {
+			b.trip(w)
+			return
+		}
+		if b.minRequests != 0 {
+			s, f, _ := b.win.sum(e)
+			if n := s + f; n >= b.minRequests && float64(f) >= b.ratio*float64(n) {
+				b.trip(w)
+			}
+		}
+	default:
+		if bk != nil {
+			bk.ignored.Add(1)
+		}
+	}
+}
+
+// trip opens a breaker that is still in the closed generation w.
+func (b *Breaker) trip(w uint64) {
+	b.mu.Lock()
+	if b.word.Load() == w {
+		b.setStateLocked(w, Open)
+	}
+	b.unlockAndDeliver()
+}
+
+func (b *Breaker) finishProbe(w uint64, o Outcome) {
+	b.mu.Lock()
+	b.probes-- // the slot is given back whatever happened meanwhile
+	if b.word.Load() == w {
+		switch o {
+		case Success:
+			b.hoSucc++
+			if b.hoSucc >= b.successes {
+				b.setStateLocked(w, Closed)
+			}
+		case Failure:
+			b.hoFail++
+			b.setStateLocked(w, Open)
+		default:
+			b.hoIgnored++
+		}
+	}
+	b.unlockAndDeliver()
+}
+
+// setStateLocked moves from the state word w to state to, starting a new
+// generation, and queues the hook. Counters of the new state are reset before
+// the new word is published, so a lock-free reader that sees the new word
+// sees them reset. Returns the new word.
+func (b *Breaker) setStateLocked(w uint64, to State) uint64 {
+	from := stateOf(w)
+	gen := genOf(w) + 1
+	nw := gen<<2 | uint64(to)
+	switch to {
+	case Open:
+		b.openUntil.Store(b.now() + b.openTimeout)
+	case HalfOpen:
+		b.hoSucc, b.hoFail, b.hoIgnored = 0, 0, 0
+	case Closed:
+		b.win.reset()
+		b.consec.Store(uint64(uint32(gen)) << 32)
+	}
+	b.word.Store(nw)
+	if b.onStateChange != nil {
+		b.events = append(b.events, transition{from, to})
+	}
+	return nw
+}
+
+// unlockAndDeliver releases mu and then runs queued hooks, outside the lock,
+// one goroutine at a time, in order. A hook that calls back into the breaker
+// and causes a transition only queues it; the loop below delivers it next.
+func (b *Breaker) unlockAndDeliver() {
+	if len(b.events) == 0 || b.delivering {
+		b.mu.Unlock()
+		return
+	}
+	b.delivering = true
+	completed := false
+	defer func() {
+		// Runs with mu unlocked only if a hook panicked: let the next
+		// caller deliver what is still queued.
+		if !completed {
+			b.mu.Lock()
+			b.delivering = false
+			b.mu.Unlock()
+		}
+	}()
+	for len(b.events) > 0 {
+		evs := b.events
+		b.events = nil
+		b.mu.Unlock()
+		for _, ev := range evs {
+			b.onStateChange(b.name, ev.from, ev.to)
+		}
+		b.mu.Lock()
+	}
+	b.delivering = false
+	completed = true
+	b.mu.Unlock()
+}
+
+// State returns the current state. An Open breaker whose timeout has passed
+// becomes HalfOpen here (as it would on the next call), firing the hook.
+func (b *Breaker) State() State {
+	w := b.word.Load()
+	if stateOf(w) != Open || b.now() < b.openUntil.Load() {
+		return stateOf(w)
+	}
+	b.mu.Lock()
+	w = b.word.Load()
+	if stateOf(w) == Open && b.now() >= b.openUntil.Load() {
+		w = b.setStateLocked(w, HalfOpen)
+	}
+	b.unlockAndDeliver()
+	return stateOf(w)
+}
+
+// Counts returns a snapshot of the counters (see [Counts]). Like [Breaker.State]
+// it first moves an expired Open breaker to HalfOpen.
+func (b *Breaker) Counts() Counts {
+	b.State()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.word.Load()
+	c := Counts{State: stateOf(w), Probes: b.probes, Rejected: b.rejected.Load()}
+	switch c.State {
+	case Closed:
+		var e int64
+		if b.win.width != 0 {
+			e = b.win.epoch(b.now())
+		}
+		c.Successes, c.Failures, c.Ignored = b.win.sum(e)
+		if cc := b.consec.Load(); uint32(cc>>32) == uint32(genOf(w)) {
+			c.ConsecutiveFailures = uint32(cc)
+		}
+	case HalfOpen:
+		c.Successes, c.Failures, c.Ignored = b.hoSucc, b.hoFail, b.hoIgnored
+	}
+	return c
+}
+
+// Execute runs fn(ctx) if the breaker admits the call and returns fn's error;
+// otherwise it returns [ErrOpen] or [ErrTooManyProbes] without calling fn.
+// The error is classified (see [WithClassifier]) and counted. If fn panics,
+// the call counts as a failure, a half-open probe slot is given back, and the
+// panic continues up the stack unchanged (it is not recovered, so the
+// original stack trace is kept). The same holds for runtime.Goexit.
+//
+// ctx is only passed to fn; Execute itself never blocks.
+func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) error {
+	if fn == nil {
+		return ErrNilFunc
+	}
+	w, err := b.admit()
+	if err != nil {
+		return err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			b.finish(w, Failure)
+		}
+	}()
+	err = fn(ctx)
+	finished = true
+	b.finish(w, b.classify(err))
+	return err
+}
+
+// Do is [Breaker.Execute] for a function that returns a value. When the call
+// is refused it returns the zero T and [ErrOpen] or [ErrTooManyProbes].
+func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	if fn == nil {
+		var zero T
+		return zero, ErrNilFunc
+	}
+	w, err := b.admit()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			b.finish(w, Failure)
+		}
+	}()
+	v, err := fn(ctx)
+	finished = true
+	b.finish(w, b.classify(err))
+	return v, err
+}
+
+// Allow is the two-step form of [Breaker.Execute] for callers that cannot
+// wrap the protected work in a function (streams, callbacks, work split
+// across goroutines). If the call is admitted, run it and then call
+// done(err) with its error; err is classified as by Execute. If it is
+// refused, err is [ErrOpen] or [ErrTooManyProbes] and done is a no-op.
+//
+// Call done exactly once, also on panics (defer it). Calling done again is
+// safe and does nothing: only the first call counts. A half-open permit
+// whose done is never called holds its probe slot until the permit is
+// garbage collected, when the slot is given back and the call is ignored;
+// do not rely on that.
+//
+// Allow allocates (the permit); Execute and Do do not.
+func (b *Breaker) Allow() (done func(err error), err error) {
+	w, err := b.admit()
+	if err != nil {
+		return noop, err
+	}
+	p := &permit{b: b, w: w}
+	if stateOf(w) == HalfOpen {
+		s := &probeSlot{b: b, w: w}
+		p.slot = s
+		runtime.AddCleanup(p, (*probeSlot).abandon, s)
+	}
+	return p.done, nil
+}
+
+func noop(error) {}
+
+type permit struct {
+	b    *Breaker
+	w    uint64
+	used atomic.Bool
+	slot *probeSlot // half-open only
+}
+
+func (p *permit) done(err error) {
+	if !p.used.CompareAndSwap(false, true) {
+		return
+	}
+	o := p.b.classify(err)
+	if p.slot != nil {
+		if p.slot.released.CompareAndSwap(false, true) {
+			p.b.finish(p.w, o)
+		}
+		return
+	}
+	p.b.finish(p.w, o)
+}
+
+// probeSlot is the part of a half-open permit that outlives it, so that a
+// cleanup can give the slot back if done is never called.
+type probeSlot struct {
+	b        *Breaker
+	w        uint64
+	released atomic.Bool
+}
+
+func (s *probeSlot) abandon() {
+	if s.released.CompareAndSwap(false, true) {
+		s.b.finish(s.w, Ignore)
+	}
+}

@@ -1,0 +1,115 @@
+package breaker
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// noEpoch tags a bucket that holds no counts of the current closed period.
+const noEpoch = -1
+
+// bucket counts the results of one slice of the rolling window. epoch is the
+// slice's number (elapsed time / bucket width) and tags which slice the
+// counts belong to. Padded to a cache line so that callers writing the
+// current bucket do not invalidate the others.
+type bucket struct {
+	epoch     atomic.Int64
+	successes atomic.Uint64
+	failures  atomic.Uint64
+	ignored   atomic.Uint64
+	_         [32]byte
+}
+
+// window is a ring of buckets. Writers pick the bucket of the current epoch
+// without a lock; only when the bucket still holds an older epoch do they take
+// the breaker's mutex to clear and re-tag it (once per bucket width). With
+// width == 0 there is one bucket that is never rotated: it counts everything
+// since the breaker last closed and needs no clock.
+type window struct {
+	width   int64 // bucket width in ns; 0: no rolling window
+	buckets []bucket
+}
+
+func newWindow(width int64, n int) window {
+	w := window{width: width, buckets: make([]bucket, n)}
+	for i := range w.buckets {
+		w.buckets[i].epoch.Store(noEpoch)
+	}
+	return w
+}
+
+// epoch returns the bucket number of the instant now (ns since the breaker's
+// base, never negative).
+func (w *window) epoch(now int64) int64 {
+	if w.width == 0 {
+		return 0
+	}
+	return now / w.width
+}
+
+// index maps an epoch to its slot in the ring, avoiding the division in the
+// common cases (a single bucket, a power-of-two count).
+func (w *window) index(e int64) int {
+	n := len(w.buckets)
+	if n == 1 {
+		return 0
+	}
+	if n&(n-1) == 0 {
+		return int(e) & (n - 1)
+	}
+	return int(uint64(e) % uint64(n))
+}
+
+// at returns the bucket for epoch e, rotating it if it still holds an older
+// epoch, or nil when e is older than the bucket's epoch, that is more than a
+// whole window in the past (the result is then outside the window and not
+// counted).
+func (w *window) at(e int64, mu *sync.Mutex) *bucket {
+	bk := &w.buckets[w.index(e)]
+	if t := bk.epoch.Load(); t != e {
+		if t > e {
+			return nil
+		}
+		mu.Lock()
+		t = bk.epoch.Load()
+		if t < e {
+			bk.successes.Store(0)
+			bk.failures.Store(0)
+			bk.ignored.Store(0)
+			bk.epoch.Store(e)
+		}
+		mu.Unlock()
+		if t > e {
+			return nil
+		}
+	}
+	return bk
+}
+
+// sum adds the buckets that belong to the window ending with epoch e.
+func (w *window) sum(e int64) (successes, failures, ignored uint64) {
+	oldest := e - int64(len(w.buckets)) // exclusive
+	for i := range w.buckets {
+		bk := &w.buckets[i]
+		if t := bk.epoch.Load(); t > oldest && t <= e {
+			successes += bk.successes.Load()
+			failures += bk.failures.Load()
+			ignored += bk.ignored.Load()
+		}
+	}
+	return successes, failures, ignored
+}
+
+// reset forgets every count. Called with the breaker's mutex held, when the
+// breaker closes. The tag goes first so that a concurrent writer either sees
+// the old tag (and its stale add is cleared with the bucket's next rotation,
+// since no epoch matches noEpoch) or waits on the mutex.
+func (w *window) reset() {
+	for i := range w.buckets {
+		bk := &w.buckets[i]
+		bk.epoch.Store(noEpoch)
+		bk.successes.Store(0)
+		bk.failures.Store(0)
+		bk.ignored.Store(0)
+	}
+}
