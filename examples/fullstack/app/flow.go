@@ -1,0 +1,555 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/risk"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
+)
+
+// Handler returns the service's HTTP handler.
+func (a *App) Handler() http.Handler {
+	mux := http.NewServeMux()
+	authed := func(name string, h http.HandlerFunc) http.Handler {
+		return a.route(name, a.auth.Handle(h).ServeHTTP)
+	}
+	mux.Handle("GET /{$}", staticHandler())
+	mux.Handle("GET /static/", staticHandler())
+	mux.Handle("GET /healthz", a.route("healthz", a.handleHealth))
+	mux.Handle("GET /metrics", a.m.handler())
+	mux.Handle("POST /api/login", a.route("login", a.handleLogin))
+	mux.Handle("GET /api/activity", a.route("activity", a.handleActivity))
+	mux.Handle("GET /api/captcha", authed("captcha", a.handleCaptcha))
+	mux.Handle("POST /api/activity/token", authed("token", a.handleToken))
+	mux.Handle("GET /api/activity/path", authed("path", a.handlePath))
+	mux.Handle("POST /api/buy/{activity}/{sig}", authed("buy", a.handleBuy))
+	mux.Handle("POST /api/buy/{rest...}", authed("buy", func(w http.ResponseWriter, r *http.Request) {
+		a.refuse(w, r, "token", http.StatusForbidden, "token", "no valid buy path")
+	}))
+	mux.Handle("GET /api/result/{reservation}", authed("result", a.handleResult))
+	mux.Handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
+	mux.Handle("POST /api/pay", authed("pay", a.handlePay))
+	if a.cfg.Demo {
+		// DEMO ONLY (-demo): lets scripts, the load generator and the
+		// browser test pass the captcha. Never enable in production.
+		mux.Handle("GET /api/demo/captcha/{id}", authed("demo_captcha", a.handleDemoCaptcha))
+		mux.Handle("GET /api/demo/invariants", a.route("demo_invariants", a.handleInvariants))
+	}
+	return a.withRequestID(mux)
+}
+
+// userOf returns the authenticated user's ID (risk.Auth put it in ctx).
+func userOf(r *http.Request) (int64, bool) {
+	s, ok := risk.UserFrom(r.Context())
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// refuse answers a denial and counts it by stage.
+func (a *App) refuse(w http.ResponseWriter, r *http.Request, stage string, code int, status, msg string) {
+	a.m.refused.WithLabelValues(stage).Inc()
+	writeErr(w, code, status, msg)
+}
+
+// fail answers an infrastructure failure: logged with the request ID.
+func (a *App) fail(w http.ResponseWriter, r *http.Request, stage string, err error) {
+	a.m.refused.WithLabelValues(stage + "_error").Inc()
+	if errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrTooManyProbes) {
+		writeErr(w, http.StatusServiceUnavailable, "busy", "the service is busy, please retry")
+		return
+	}
+	a.logger(r.Context()).Warn("request failed", "stage", stage, "err", err)
+	writeErr(w, http.StatusServiceUnavailable, "busy", "the service is busy, please retry")
+}
+
+// ---- login and read paths ----
+
+func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Username string `json:"username"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"username\":\"user1\"}")
+		return
+	}
+	id, ok := a.demoUser(req.Username)
+	if !ok {
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "demo users are user1 … user"+strconv.Itoa(a.cfg.DemoUsers))
+		return
+	}
+	tok, err := a.sessions.Create(r.Context(), strconv.FormatInt(id, 10), 24*time.Hour)
+	if err != nil {
+		a.fail(w, r, "login", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": id, "username": "user" + strconv.FormatInt(id, 10)})
+}
+
+// demoUser maps "user42" (or "42") to 42 when it is a seeded demo user.
+func (a *App) demoUser(name string) (int64, bool) {
+	n := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(name)), "user")
+	id, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || id < 1 || id > int64(a.cfg.DemoUsers) {
+		return 0, false
+	}
+	return id, true
+}
+
+type activityView struct {
+	ID            int64     `json:"id"`
+	Name          string    `json:"name"`
+	ProductName   string    `json:"product_name"`
+	Price         string    `json:"price"`
+	OriginalPrice string    `json:"original_price"`
+	TotalStock    int64     `json:"total_stock"`
+	Remaining     int64     `json:"remaining"`
+	StartTime     time.Time `json:"start_time"`
+	EndTime       time.Time `json:"end_time"`
+	PathOpenTime  time.Time `json:"path_open_time"`
+	ServerTime    time.Time `json:"server_time"`
+	Demo          bool      `json:"demo"`
+}
+
+func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, activityView{
+		ID: a.act.ID, Name: a.act.Name, ProductName: a.act.ProductName,
+		Price: a.act.ActivityPrice.String(), OriginalPrice: a.act.OriginalPrice.String(),
+		TotalStock: a.act.TotalStock, Remaining: a.cachedRemaining(r.Context()),
+		StartTime: a.act.StartTime, EndTime: a.act.EndTime, PathOpenTime: a.pathOpen,
+		ServerTime: time.Now().UTC(), Demo: a.cfg.Demo,
+	})
+}
+
+// cachedRemaining reads the stock for display at most every 200 ms (one
+// caller refreshes, the others use the cached value): the read path never
+// adds load to the write path's Redis.
+func (a *App) cachedRemaining(ctx context.Context) int64 {
+	now := time.Now().UnixNano()
+	last := a.remainAt.Load()
+	if now-last > int64(200*time.Millisecond) && a.remainAt.CompareAndSwap(last, now) {
+		if n, err := a.stock.Remaining(ctx, a.act.ID); err == nil {
+			a.remaining.Store(n)
+		} else if errors.Is(err, stock.ErrNotLoaded) {
+			a.remaining.Store(a.act.Stock)
+		}
+	}
+	return a.remaining.Load()
+}
+
+func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	out := map[string]any{"redis": a.in.RedisKind, "db": a.in.DBKind, "kafka": a.in.KafkaKind,
+		"breaker_redis": a.brRedis.State().String(), "breaker_kafka": a.brKafka.State().String()}
+	code := http.StatusOK
+	if err := a.in.Redis.Ping(ctx).Err(); err != nil {
+		out["redis_error"], code = err.Error(), http.StatusServiceUnavailable
+	}
+	if sqlDB, err := a.in.DB.DB(); err != nil || sqlDB.PingContext(ctx) != nil {
+		out["db_error"], code = "ping failed", http.StatusServiceUnavailable
+	}
+	out["status"] = map[bool]string{true: "ok", false: "degraded"}[code == http.StatusOK]
+	writeJSON(w, code, out)
+}
+
+// ---- credentials: captcha, access token, signed path ----
+
+func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	id, img, err := a.parts.captcha.New(r.Context(), strconv.FormatInt(user, 10))
+	if err != nil {
+		a.fail(w, r, "captcha", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"id": id, "image": img})
+}
+
+// handleDemoCaptcha is the demo-only captcha hook (see Config.Demo).
+func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	if user > int64(a.cfg.DemoUsers) {
+		writeErr(w, http.StatusForbidden, "denied", "demo users only")
+		return
+	}
+	ans, ok := a.parts.captcha.Answer(r.PathValue("id"), strconv.FormatInt(user, 10))
+	if !ok {
+		writeErr(w, http.StatusNotFound, "captcha", "unknown captcha")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"answer": ans})
+}
+
+func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	if a.stock.SoldOut(a.act.ID) {
+		a.refuse(w, r, "soldout", http.StatusConflict, "sold_out", "sold out")
+		return
+	}
+	g, err := breaker.Do(r.Context(), a.brRedis, func(ctx context.Context) (token.Grant, error) {
+		return a.pool.Take(ctx, a.actKey, strconv.FormatInt(user, 10))
+	})
+	if err != nil {
+		a.fail(w, r, "token", err)
+		return
+	}
+	switch g.Status {
+	case token.Granted, token.Held:
+		writeJSON(w, http.StatusOK, map[string]any{"token": g.Token, "expires_at": g.ExpiresAt})
+	case token.Empty:
+		a.refuse(w, r, "token", http.StatusConflict, "sold_out", "no access tokens left")
+	case token.Used:
+		a.refuse(w, r, "token", http.StatusConflict, "already_bought", "you already used your access token")
+	default:
+		a.refuse(w, r, "token", http.StatusTooEarly, "not_started", "the sale is not open yet")
+	}
+}
+
+func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: strconv.FormatInt(user, 10), Start: a.act.StartTime, Expiry: a.act.EndTime})
+	switch {
+	case errors.Is(err, token.ErrTooEarly):
+		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "the buy link is released shortly before the start", "opens_at": a.pathOpen})
+		return
+	case errors.Is(err, token.ErrExpired):
+		a.refuse(w, r, "path", http.StatusGone, "ended", "the sale has ended")
+		return
+	case err != nil:
+		a.fail(w, r, "path", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"path": "/api/buy/" + a.actKey + "/" + sig})
+}
+
+// ---- the buy chain (DESIGN §2) ----
+
+type buyRequest struct {
+	Token     string `json:"token"`
+	CaptchaID string `json:"captcha_id"`
+	Captcha   string `json:"captcha"`
+}
+
+// handleBuy runs the chain, cheapest refusals first:
+//
+//	auth (risk.Auth, before this handler)
+//	→ window + in-process sold-out flag (stock.Deductor.SoldOut): no I/O
+//	→ global bucket (limiter.TokenBucket, this node): no I/O
+//	→ risk checker: blacklist, behaviour, device (Redis, breaker)
+//	→ per-user window (limiter, Redis, breaker)
+//	→ signed path (token.Signer.Verify, HMAC, no I/O)
+//	→ captcha (verify once, Redis, breaker)
+//	→ access token (token.Pool.Consume, Redis, breaker)
+//	→ stock.Reserve (one Lua call, breaker)
+//	→ submit: Kafka, else outbox, else release (order)
+//	→ 202 {"status":"queued","reservation":ID}
+//
+// The sold-out flag and the global bucket come before the Redis-backed risk
+// rules so the 99 % of losers cost no Redis round trip once the stock is
+// gone; they reveal nothing the activity endpoint doesn't already show.
+// The captcha is checked before the access token is consumed so a typo
+// doesn't burn the user's token.
+func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	outcome := "error"
+	defer func() {
+		a.m.buyOutcomes.WithLabelValues(outcome).Inc()
+		a.m.buyLatency.Observe(time.Since(start).Seconds())
+	}()
+	ctx := r.Context()
+	user, _ := userOf(r)
+	userKey := strconv.FormatInt(user, 10)
+	deny := func(stage string, code int, status, msg string) {
+		outcome = status
+		a.refuse(w, r, stage, code, status, msg)
+	}
+	failed := func(stage string, err error) {
+		outcome = "busy"
+		a.fail(w, r, stage, err)
+	}
+
+	if r.PathValue("activity") != a.actKey {
+		deny("path", http.StatusNotFound, "token", "unknown activity")
+		return
+	}
+	now := time.Now()
+	switch {
+	case now.Before(a.act.StartTime):
+		deny("window", http.StatusTooEarly, "not_started", "the sale has not started")
+		return
+	case !now.Before(a.act.EndTime):
+		deny("window", http.StatusGone, "ended", "the sale has ended")
+		return
+	}
+	if a.stock.SoldOut(a.act.ID) {
+		a.m.reserve.WithLabelValues("sold_out_local").Inc()
+		deny("soldout", http.StatusConflict, "sold_out", "sold out")
+		return
+	}
+	if !a.global.Allow() {
+		a.m.limited.WithLabelValues("global").Inc()
+		deny("global", http.StatusTooManyRequests, "limited", "too many requests, retry shortly")
+		return
+	}
+	var req buyRequest
+	if err := readJSON(r, &req); err != nil {
+		deny("body", http.StatusBadRequest, "bad_request", "bad body")
+		return
+	}
+
+	// Risk: blacklist, behaviour, device.
+	subj := risk.Subject{UserID: userKey, IP: a.ips.ClientIP(r), DeviceID: r.Header.Get("X-Device-ID")}
+	dec, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (risk.Decision, error) {
+		return a.checker.Check(ctx, subj)
+	})
+	if err != nil {
+		failed("risk", err)
+		return
+	}
+	if dec.Action == risk.Deny {
+		if dec.Throttled {
+			deny("risk", http.StatusTooManyRequests, "limited", "too many attempts ("+dec.Reason+")")
+		} else {
+			deny("risk", http.StatusForbidden, "denied", "refused by risk control ("+dec.Reason+")")
+		}
+		return
+	}
+	// A Challenge decision is satisfied by the captcha every buy carries.
+
+	// Per-user window.
+	lr, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (limiterResult, error) {
+		res, err := a.perUser.AllowN(ctx, userKey, 1)
+		return limiterResult{res.Allowed, res.RetryAfter}, err
+	})
+	if err != nil {
+		failed("limiter", err)
+		return
+	}
+	if !lr.allowed {
+		a.m.limited.WithLabelValues("user").Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(lr.retry.Seconds())+1))
+		deny("user_limit", http.StatusTooManyRequests, "limited", "too many attempts, slow down")
+		return
+	}
+
+	// Signed path: HMAC, no I/O.
+	if _, err := a.signer.Verify(ctx, r.PathValue("sig"), a.actKey, userKey); err != nil {
+		deny("path", http.StatusForbidden, "token", "invalid buy link: "+err.Error())
+		return
+	}
+
+	// Captcha, verified once.
+	ok, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (bool, error) {
+		return a.parts.captcha.Verify(ctx, req.CaptchaID, userKey, req.Captcha)
+	})
+	if err != nil {
+		failed("captcha", err)
+		return
+	}
+	if !ok {
+		deny("captcha", http.StatusBadRequest, "captcha", "wrong or expired captcha")
+		return
+	}
+
+	// Access token, consumed once.
+	err = a.brRedis.Execute(ctx, func(ctx context.Context) error {
+		return a.pool.Consume(ctx, a.actKey, userKey, req.Token)
+	})
+	switch {
+	case errors.Is(err, token.ErrUsed):
+		deny("access_token", http.StatusConflict, "already_bought", "access token already used")
+		return
+	case isTokenDenial(err):
+		deny("access_token", http.StatusForbidden, "token", "invalid access token: "+err.Error())
+		return
+	case err != nil:
+		failed("access_token", err)
+		return
+	}
+
+	// Reserve: one Lua call. The reservation ID travels with the order.
+	resv := a.newReservationID()
+	res, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (stock.Result, error) {
+		return a.stock.Reserve(ctx, stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv})
+	})
+	if err != nil {
+		a.m.reserve.WithLabelValues("error").Inc()
+		failed("reserve", err)
+		return
+	}
+	a.m.reserve.WithLabelValues(res.Status.String()).Inc()
+	switch res.Status {
+	case stock.Reserved:
+	case stock.SoldOut:
+		deny("reserve", http.StatusConflict, "sold_out", "sold out")
+		return
+	case stock.LimitReached:
+		deny("reserve", http.StatusConflict, "already_bought", "one per person")
+		return
+	case stock.NotStarted, stock.NotLoaded:
+		deny("reserve", http.StatusTooEarly, "not_started", "the sale has not started")
+		return
+	case stock.Ended:
+		deny("reserve", http.StatusGone, "ended", "the sale has ended")
+		return
+	default:
+		deny("reserve", http.StatusConflict, "sold_out", res.Status.String())
+		return
+	}
+
+	// Submit: Kafka → outbox → release.
+	msg := order.Message{MsgID: order.NewMsgID(), ReservationID: resv, ActivityID: a.act.ID, UserID: user, Qty: 1,
+		Price: int64(a.act.ActivityPrice), CreatedAt: time.Now().UTC()}
+	if err := a.parts.submit(ctx, msg); err != nil {
+		if errors.Is(err, order.ErrRetry) {
+			outcome = "retry"
+			a.m.released.WithLabelValues("submit_failed").Inc()
+			writeErr(w, http.StatusServiceUnavailable, "retry", "could not place the order, please retry")
+			a.logger(ctx).Warn("submit failed, reservation released", "reservation", resv, "err", err)
+			return
+		}
+		failed("submit", err)
+		return
+	}
+	a.accepted.Add(1)
+	outcome = "queued"
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "queued", "reservation": resv})
+}
+
+type limiterResult struct {
+	allowed bool
+	retry   time.Duration
+}
+
+func isTokenDenial(err error) bool {
+	for _, e := range []error{token.ErrMalformed, token.ErrNotFound, token.ErrExpired, token.ErrWrongUser, token.ErrWrongActivity, token.ErrInvalidSignature} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+var resvSeq atomicCounter
+
+// newReservationID is unique across nodes: node tag + time + counter.
+func (a *App) newReservationID() string {
+	return "r" + a.nodeTag + strconv.FormatInt(time.Now().UnixMilli(), 36) + strconv.FormatUint(resvSeq.next(), 36)
+}
+
+// ---- results, push, pay ----
+
+type resultView struct {
+	Status      string `json:"status"` // queued | created | paid | cancelled | failed | unknown
+	Reservation string `json:"reservation,omitempty"`
+	OrderNo     string `json:"order_no,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+func (v resultView) final() bool { return v.Status != "queued" && v.Status != "unknown" && v.Status != "" }
+
+// resultOf reads the user's result for the activity (order.Results: Redis,
+// DB fallback) and, for a placed order, its current status.
+func (a *App) resultOf(ctx context.Context, user int64, resv string) (resultView, error) {
+	res, err := a.results.Get(ctx, a.act.ID, user)
+	if err != nil {
+		return resultView{}, err
+	}
+	return a.view(ctx, res), nil
+}
+
+func (a *App) view(ctx context.Context, res order.Result) resultView {
+	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason}
+	switch res.Status {
+	case order.StatusQueued:
+		v.Status = "queued"
+	case order.StatusFailed:
+		v.Status = "failed"
+	case order.StatusSuccess:
+		v.Status = "created"
+		var o order.Order
+		if err := a.in.DB.WithContext(ctx).Select("status").Where("order_no = ?", res.OrderNo).Take(&o).Error; err == nil {
+			v.Status = strings.ToLower(o.Status)
+		}
+	default:
+		v.Status = "unknown"
+	}
+	return v
+}
+
+func (a *App) handleResult(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	v, err := a.resultOf(r.Context(), user, r.PathValue("reservation"))
+	if err != nil {
+		a.fail(w, r, "result", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// handleEvents streams the result over SSE. EventSource cannot send headers,
+// so the bearer token comes as ?access_token= and is checked here.
+func (a *App) handleEvents(w http.ResponseWriter, r *http.Request) {
+	tok := r.URL.Query().Get("access_token")
+	if tok == "" {
+		if t, err := risk.ParseBearer(r.Header.Get("Authorization")); err == nil {
+			tok = t
+		}
+	}
+	uid, err := a.authn.Authenticate(r.Context(), tok)
+	if err != nil {
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
+		return
+	}
+	user, err := strconv.ParseInt(uid, 10, 64)
+	if err != nil {
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
+		return
+	}
+	a.serveSSE(w, r, user, r.PathValue("reservation"))
+}
+
+func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	var req struct {
+		OrderNo string `json:"order_no"`
+	}
+	if err := readJSON(r, &req); err != nil || req.OrderNo == "" {
+		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"order_no\":\"…\"}")
+		return
+	}
+	var o order.Order
+	err := a.in.DB.WithContext(r.Context()).Where("order_no = ?", req.OrderNo).Take(&o).Error
+	if err != nil || o.UserID != user {
+		writeErr(w, http.StatusNotFound, "not_found", "no such order")
+		return
+	}
+	err = a.parts.pay(r.Context(), req.OrderNo)
+	switch {
+	case err == nil, errors.Is(err, order.ErrAlreadyPaid):
+		writeJSON(w, http.StatusOK, map[string]string{"status": "paid", "order_no": req.OrderNo})
+	case errors.Is(err, order.ErrOrderCancelled):
+		writeErr(w, http.StatusConflict, "cancelled", "the order was cancelled; your payment will be refunded")
+	default:
+		a.fail(w, r, "pay", err)
+	}
+}
+
+func (a *App) handleInvariants(w http.ResponseWriter, r *http.Request) {
+	iv, err := a.Invariants(r.Context())
+	if err != nil {
+		a.fail(w, r, "invariants", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, iv)
+}

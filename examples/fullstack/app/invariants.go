@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/stock"
+)
+
+// Invariants is what the node reads from its database and Redis to check
+// DESIGN §3 by counting (served at /api/demo/invariants in demo mode).
+type Invariants struct {
+	Activity      int64            `json:"activity"`
+	Initial       int64            `json:"initial"`
+	RedisRemain   int64            `json:"redis_remaining"`
+	RedisLive     int64            `json:"redis_live"`
+	RedisReleased int64            `json:"redis_released"`
+	DBStock       int64            `json:"db_stock"`
+	Orders        map[string]int64 `json:"orders"`
+	LiveOrders    int64            `json:"live_orders"`
+	DistinctUsers int64            `json:"distinct_users"`
+	MaxPerUser    int64            `json:"max_per_user"`
+	OutboxPending int64            `json:"outbox_pending"`
+	InFlight      int64            `json:"in_flight"`
+	Settled       bool             `json:"settled"`
+}
+
+// Invariants counts, in Redis and the DB, everything the invariants need.
+func (a *App) Invariants(ctx context.Context) (Invariants, error) {
+	iv := Invariants{Activity: a.act.ID, Initial: a.act.TotalStock, Orders: map[string]int64{}}
+	db := a.in.DB.WithContext(ctx)
+
+	st, err := a.stock.Stats(ctx, a.act.ID)
+	if err != nil {
+		return iv, fmt.Errorf("stock stats: %w", err)
+	}
+	iv.RedisRemain = st.Remaining
+	// HSCAN may return an entry more than once: keep the last state per ID.
+	states := map[string]stock.State{}
+	var cursor uint64
+	for {
+		page, next, err := a.stock.Reservations(ctx, a.act.ID, cursor, 1000)
+		if err != nil {
+			return iv, fmt.Errorf("ledger: %w", err)
+		}
+		for _, r := range page {
+			states[r.RequestID] = r.State
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	held := map[string]bool{}
+	for id, s := range states {
+		switch s {
+		case stock.Held:
+			held[id] = true
+		case stock.Freed:
+			iv.RedisReleased++
+		}
+	}
+	iv.RedisLive = int64(len(held))
+
+	var act order.Activity
+	if err := db.Select("stock").Where("id = ?", a.act.ID).Take(&act).Error; err != nil {
+		return iv, fmt.Errorf("activity: %w", err)
+	}
+	iv.DBStock = act.Stock
+	var byStatus []struct {
+		Status string
+		N      int64
+	}
+	if err := db.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", a.act.ID).Group("status").Scan(&byStatus).Error; err != nil {
+		return iv, fmt.Errorf("orders: %w", err)
+	}
+	for _, r := range byStatus {
+		iv.Orders[r.Status] = r.N
+	}
+	var live []order.Order
+	if err := db.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", a.act.ID, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
+		return iv, fmt.Errorf("live orders: %w", err)
+	}
+	perUser := map[int64]int64{}
+	liveResv := map[string]bool{}
+	for _, o := range live {
+		iv.LiveOrders += o.Qty
+		perUser[o.UserID] += o.Qty
+		liveResv[o.ReservationID] = true
+	}
+	iv.DistinctUsers = int64(len(perUser))
+	for _, n := range perUser {
+		iv.MaxPerUser = max(iv.MaxPerUser, n)
+	}
+	for id := range held {
+		if !liveResv[id] {
+			iv.InFlight++
+		}
+	}
+	bl, err := outbox.Stats(ctx, a.in.DB)
+	if err != nil {
+		return iv, fmt.Errorf("outbox: %w", err)
+	}
+	iv.OutboxPending = bl.Pending
+	iv.Settled = iv.InFlight == 0 && iv.OutboxPending == 0
+	return iv, nil
+}

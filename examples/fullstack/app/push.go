@@ -1,0 +1,107 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// hub fans a reservation's final result out to the SSE streams waiting for it
+// on this node. The order consumer's Notifier calls publish after the DB
+// commit; with several nodes the consumer that settled the order may not be
+// the node holding the stream, so streams also re-read the result store
+// every second (the same fallback the page's polling uses).
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[chan resultView]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[string]map[chan resultView]struct{}{}} }
+
+func (h *hub) subscribe(resv string) (chan resultView, func()) {
+	ch := make(chan resultView, 1)
+	h.mu.Lock()
+	m := h.subs[resv]
+	if m == nil {
+		m = map[chan resultView]struct{}{}
+		h.subs[resv] = m
+	}
+	m[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs[resv], ch)
+		if len(h.subs[resv]) == 0 {
+			delete(h.subs, resv)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// publish never blocks: a subscriber that already has a result pending keeps it.
+func (h *hub) publish(resv string, v resultView) {
+	h.mu.Lock()
+	chans := make([]chan resultView, 0, len(h.subs[resv]))
+	for ch := range h.subs[resv] {
+		chans = append(chans, ch)
+	}
+	h.mu.Unlock()
+	for _, ch := range chans {
+		select {
+		case ch <- v:
+		default:
+		}
+	}
+}
+
+// serveSSE streams "result" events for one reservation until a final status.
+func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv string) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, "retry", "streaming unsupported")
+		return
+	}
+	ch, cancel := a.hub.subscribe(resv)
+	defer cancel()
+	a.m.pushClients.Inc()
+	defer a.m.pushClients.Dec()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(v resultView) bool {
+		b, _ := json.Marshal(v)
+		_, err := w.Write(append(append([]byte("event: result\ndata: "), b...), '\n', '\n'))
+		fl.Flush()
+		return err == nil && v.final()
+	}
+	// The result may already be there.
+	if v, err := a.resultOf(r.Context(), user, resv); err == nil && send(v) {
+		return
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	timeout := time.NewTimer(2 * time.Minute)
+	defer timeout.Stop()
+	for {
+		select {
+		case v := <-ch:
+			if send(v) {
+				return
+			}
+		case <-tick.C:
+			v, err := a.resultOf(r.Context(), user, resv)
+			if err == nil && send(v) {
+				return
+			}
+		case <-timeout.C:
+			return
+		case <-r.Context().Done():
+			return
+		case <-a.stopping:
+			return
+		}
+	}
+}

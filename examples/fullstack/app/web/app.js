@@ -1,0 +1,239 @@
+// seckill demo page. Plain JS, no build step.
+// - countdown from the SERVER clock (offset measured on every /api/activity)
+// - buy button locked while a request is in flight
+// - result pushed over SSE, with polling as a fallback
+(() => {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const state = {
+    token: sessionStorage.getItem("seckill.token") || "",
+    user: sessionStorage.getItem("seckill.user") || "",
+    offset: 0,          // serverNow - clientNow, ms
+    act: null,          // last /api/activity
+    captchaID: "",
+    inFlight: false,
+    done: false,        // a final result was shown
+    reservation: "",
+    orderNo: "",
+  };
+
+  const MESSAGES = {
+    queued: ["Queued — waiting for your order…", "wait"],
+    sold_out: ["Sold out. Better luck next time.", "bad"],
+    already_bought: ["You already bought this item (one per person).", "bad"],
+    limited: ["Too many attempts — slow down and try again in a moment.", "bad"],
+    busy: ["The sale is very busy right now — please try again.", "bad"],
+    retry: ["Could not place your order — please try again.", "bad"],
+    not_started: ["The sale has not started yet.", "bad"],
+    ended: ["The sale has ended.", "bad"],
+    captcha: ["Wrong captcha — a new one was loaded.", "bad"],
+    token: ["Your buy link expired — please try again.", "bad"],
+    denied: ["Request refused by risk control.", "bad"],
+    unauthorized: ["Please sign in again.", "bad"],
+    created: ["Success! Your order is placed — pay within the time limit.", "ok"],
+    paid: ["Paid. Thank you!", "ok"],
+    cancelled: ["Your order was cancelled (not paid in time).", "bad"],
+    failed: ["Your order could not be completed; the item was released.", "bad"],
+  };
+
+  function say(status, extra) {
+    const [text, cls] = MESSAGES[status] || [extra || status, "bad"];
+    const m = $("message");
+    m.textContent = extra && MESSAGES[status] ? text + " " + extra : text;
+    m.className = "message " + cls;
+    m.dataset.status = status;
+  }
+
+  async function api(method, path, body) {
+    const headers = { "Accept": "application/json" };
+    if (state.token) headers["Authorization"] = "Bearer " + state.token;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    let data = {};
+    try { data = await res.json(); } catch (_) {}
+    return { ok: res.ok, code: res.status, data };
+  }
+
+  const serverNow = () => Date.now() + state.offset;
+
+  function fmt(ms) {
+    if (ms < 0) ms = 0;
+    const s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+    const p = (n) => String(n).padStart(2, "0");
+    return (h ? p(h) + ":" : "") + p(m) + ":" + p(r) + "." + Math.floor((ms % 1000) / 100);
+  }
+
+  async function loadActivity() {
+    const t0 = Date.now();
+    const r = await api("GET", "/api/activity");
+    const t1 = Date.now();
+    if (!r.ok) return;
+    const a = r.data;
+    // Server time was read somewhere in [t0, t1]: assume the middle.
+    state.offset = Date.parse(a.server_time) - (t0 + t1) / 2;
+    state.act = a;
+    $("name").textContent = a.product_name;
+    $("price").textContent = "$" + a.price;
+    $("original").textContent = "$" + a.original_price;
+    $("remaining").textContent = a.remaining;
+    $("total").textContent = a.total_stock;
+    $("demo-fill").classList.toggle("hidden", !a.demo);
+  }
+
+  function tick() {
+    const a = state.act;
+    if (a) {
+      const now = serverNow(), start = Date.parse(a.start_time), end = Date.parse(a.end_time);
+      const phase = $("phase"), cd = $("countdown");
+      $("servertime").textContent = new Date(now).toISOString().substring(11, 19) + " UTC";
+      let open = false;
+      if (now < start) {
+        phase.textContent = "starts soon"; phase.className = "badge";
+        cd.textContent = "starts in " + fmt(start - now);
+      } else if (now < end && a.remaining > 0) {
+        phase.textContent = "live"; phase.className = "badge live";
+        cd.textContent = "ends in " + fmt(end - now);
+        open = true;
+      } else {
+        phase.textContent = a.remaining > 0 ? "ended" : "sold out"; phase.className = "badge over";
+        cd.textContent = a.remaining > 0 ? "the sale has ended" : "all units sold";
+      }
+      $("buy-btn").disabled = !open || state.inFlight || state.done || !state.token;
+    }
+    requestAnimationFrame(tick);
+  }
+
+  function showSignedIn() {
+    $("who").textContent = state.user ? "signed in as " + state.user : "not signed in";
+    $("buy-card").classList.toggle("hidden", !state.token);
+    $("login-card").classList.toggle("hidden", !!state.token);
+    if (state.token) loadCaptcha();
+  }
+
+  async function login(ev) {
+    ev.preventDefault();
+    const name = $("username").value.trim() || "user" + (1 + Math.floor(Math.random() * 1000));
+    const r = await api("POST", "/api/login", { username: name });
+    if (!r.ok) { alert(r.data.message || "login failed"); return; }
+    state.token = r.data.token; state.user = r.data.username;
+    sessionStorage.setItem("seckill.token", state.token);
+    sessionStorage.setItem("seckill.user", state.user);
+    showSignedIn();
+  }
+
+  async function loadCaptcha() {
+    const r = await api("GET", "/api/captcha");
+    if (r.code === 401) return signOut();
+    if (!r.ok) return;
+    state.captchaID = r.data.id;
+    $("captcha-img").src = r.data.image;
+    $("captcha-img").dataset.id = r.data.id;
+    $("captcha").value = "";
+  }
+
+  async function demoFill() {
+    const r = await api("GET", "/api/demo/captcha/" + encodeURIComponent(state.captchaID));
+    if (r.ok) $("captcha").value = r.data.answer;
+  }
+
+  function signOut() {
+    state.token = ""; state.user = "";
+    sessionStorage.removeItem("seckill.token"); sessionStorage.removeItem("seckill.user");
+    showSignedIn();
+    say("unauthorized");
+  }
+
+  async function buy() {
+    if (state.inFlight || state.done) return;
+    state.inFlight = true;
+    $("buy-btn").disabled = true;
+    say("queued", "");
+    $("message").textContent = "Sending…";
+    try {
+      // The signed buy path is released shortly before the start.
+      const p = await api("GET", "/api/activity/path");
+      if (!p.ok) { finishRefusal(p); return; }
+      const r = await api("POST", p.data.path, {
+        token: p.data.token, captcha_id: state.captchaID, captcha: $("captcha").value.trim(),
+      });
+      if (r.code === 202) {
+        state.reservation = r.data.reservation;
+        say("queued");
+        await waitResult(r.data.reservation);
+      } else {
+        finishRefusal(r);
+      }
+    } catch (e) {
+      say("retry", String(e));
+    } finally {
+      state.inFlight = false;
+      loadActivity();
+    }
+  }
+
+  function finishRefusal(r) {
+    const st = r.data.status || (r.code === 401 ? "unauthorized" : "retry");
+    say(st, MESSAGES[st] ? "" : r.data.message);
+    if (st === "unauthorized") return signOut();
+    if (st === "sold_out" || st === "already_bought" || st === "ended") state.done = true;
+    loadCaptcha(); // a captcha is single use
+  }
+
+  function showResult(res) {
+    if (!res || !res.status || res.status === "queued") return false;
+    say(res.status);
+    if (res.order_no) {
+      state.orderNo = res.order_no;
+      $("order-no").textContent = res.order_no;
+      $("order").classList.remove("hidden");
+      $("pay-btn").classList.toggle("hidden", res.status !== "created");
+    }
+    state.done = true;
+    return true;
+  }
+
+  // Push first (SSE); if it fails or stays silent, poll.
+  function waitResult(id) {
+    return new Promise((resolve) => {
+      let finished = false, es = null, pollTimer = null;
+      const finish = (res) => {
+        if (finished || !showResult(res)) return;
+        finished = true;
+        if (es) es.close();
+        clearTimeout(pollTimer);
+        resolve();
+      };
+      const poll = async () => {
+        if (finished) return;
+        const r = await api("GET", "/api/result/" + encodeURIComponent(id)).catch(() => null);
+        if (r && r.ok) finish(r.data);
+        if (!finished) pollTimer = setTimeout(poll, 1000);
+      };
+      if (window.EventSource) {
+        es = new EventSource("/api/events/" + encodeURIComponent(id) + "?access_token=" + encodeURIComponent(state.token));
+        es.addEventListener("result", (ev) => finish(JSON.parse(ev.data)));
+        es.onerror = () => { if (es) es.close(); es = null; if (!finished) poll(); };
+        pollTimer = setTimeout(poll, 3000); // fallback if push stays silent
+      } else {
+        poll();
+      }
+    });
+  }
+
+  async function pay() {
+    $("pay-btn").disabled = true;
+    const r = await api("POST", "/api/pay", { order_no: state.orderNo });
+    if (r.ok) { say("paid"); $("pay-btn").classList.add("hidden"); }
+    else { say(r.data.status || "retry", r.data.message); $("pay-btn").disabled = false; }
+  }
+
+  $("login-form").addEventListener("submit", login);
+  $("captcha-refresh").addEventListener("click", loadCaptcha);
+  $("demo-fill").addEventListener("click", demoFill);
+  $("buy-btn").addEventListener("click", buy);
+  $("pay-btn").addEventListener("click", pay);
+  $("username").value = "user" + (1 + Math.floor(Math.random() * 1000));
+
+  loadActivity().then(() => { showSignedIn(); requestAnimationFrame(tick); });
+  setInterval(loadActivity, 5000);
+})();

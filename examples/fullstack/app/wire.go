@@ -1,0 +1,357 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/risk"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
+)
+
+// parts holds the pieces the handlers call through small functions, so the
+// wiring of each package stays in one place (this file).
+type parts struct {
+	captcha captchaGate
+	submit  func(ctx context.Context, m order.Message) error
+	pay     func(ctx context.Context, orderNo string) error
+	wired   bool
+}
+
+func (p parts) ready() bool { return p.wired }
+
+// captchaGate is what the buy chain needs from a captcha store.
+type captchaGate interface {
+	// New makes a challenge bound to user: its ID and a data: URL image.
+	New(ctx context.Context, user string) (id, image string, err error)
+	// Verify checks the answer once (the challenge is gone afterwards).
+	Verify(ctx context.Context, id, user, answer string) (bool, error)
+	// Answer is the DEMO-ONLY hook (Config.Demo): the expected answer.
+	Answer(id, user string) (string, bool)
+}
+
+type atomicCounter struct{ n atomic.Uint64 }
+
+func (c *atomicCounter) next() uint64 { return c.n.Add(1) }
+
+// wire builds every library part over the borrowed Redis client, DB and
+// Kafka brokers.
+func (a *App) wire(ctx context.Context) error {
+	cfg, rdb, db, log := a.cfg, a.in.Redis, a.in.DB, a.log
+	var err error
+
+	// Breakers: one around Redis, one around Kafka. Denials are results, so
+	// only real failures count.
+	stateHook := func(name string, from, to breaker.State) {
+		a.m.breakerState.WithLabelValues(name).Set(float64(to))
+		log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+	}
+	if a.brRedis, err = breaker.New("redis", breaker.WithFailureRatio(0.5, 50), breaker.WithWindow(10*time.Second, 10),
+		breaker.WithOpenTimeout(2*time.Second), breaker.WithOnStateChange(stateHook), breaker.WithClassifier(a.classify)); err != nil {
+		return err
+	}
+	if a.brKafka, err = breaker.New("kafka", breaker.WithConsecutiveFailures(3), breaker.WithOpenTimeout(5*time.Second),
+		breaker.WithOnStateChange(stateHook)); err != nil {
+		return err
+	}
+	a.m.breakerState.WithLabelValues("redis").Set(0)
+	a.m.breakerState.WithLabelValues("kafka").Set(0)
+
+	// Stock: the one Lua call, with the in-process sold-out flag.
+	if a.stock, err = stock.New(rdb, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log),
+		stock.WithOnRelease(func(ctx context.Context, activity int64, id string, res stock.ReleaseResult, err error) {
+			if err == nil && res.Released() {
+				a.m.released.WithLabelValues("released").Inc()
+			}
+		})); err != nil {
+		return err
+	}
+	a.goWorker("stock_soldout", a.stock.Run)
+	a.closers = append(a.closers, a.stock.Close)
+	src := stock.SourceFunc(func(ctx context.Context, from, to time.Time) ([]stock.Activity, error) {
+		var rows []order.Activity
+		if err := db.WithContext(ctx).Where("start_time < ? AND end_time > ?", to, from).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		out := make([]stock.Activity, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, stock.Activity{ID: r.ID, Stock: r.TotalStock, PerUserLimit: r.UserLimit,
+				Start: r.StartTime, End: r.EndTime, TTL: cfg.PayTimeout + 24*time.Hour})
+		}
+		return out, nil
+	})
+	if a.preloader, err = stock.NewPreloader(a.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second), stock.WithPreloadLogger(log)); err != nil {
+		return err
+	}
+	if _, err := a.preloader.Tick(ctx); err != nil { // load now; Run keeps watching
+		return fmt.Errorf("preload: %w", err)
+	}
+	a.goWorker("preloader", a.preloader.Run)
+
+	// Tokens: the access-token pool (stock × 3) and the signed buy path.
+	if a.pool, err = token.NewPool(rdb, token.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+		return err
+	}
+	if _, err := a.pool.Issue(ctx, a.actKey, a.act.TotalStock); err != nil {
+		return fmt.Errorf("issue access tokens: %w", err)
+	}
+	secret := []byte(cfg.Secret)
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	} else {
+		sum := sha256.Sum256(secret)
+		secret = sum[:]
+	}
+	if a.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead)); err != nil {
+		return err
+	}
+
+	// Risk: sessions (Redis) behind a short in-process cache, IP resolution,
+	// blacklist → behaviour → device binding.
+	if a.sessions, err = risk.NewSessionStore(rdb, risk.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+		return err
+	}
+	if a.authn, err = risk.NewAuthCache(a.sessions, 5*time.Second, 200000); err != nil {
+		return err
+	}
+	if a.auth, err = risk.NewAuth(a.authn, risk.WithLogger(log)); err != nil {
+		return err
+	}
+	if a.ips, err = risk.NewIPResolver(cfg.TrustedProxies); err != nil {
+		return err
+	}
+	if a.blacklist, err = risk.NewBlacklist(rdb, risk.WithKeyPrefix(cfg.KeyPrefix), risk.WithLogger(log)); err != nil {
+		return err
+	}
+	behaviour, err := risk.NewBehaviour(rdb, 10*time.Second, 30, 60, risk.WithKeyPrefix(cfg.KeyPrefix), risk.WithAutoBlacklist(a.blacklist), risk.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	devices, err := risk.NewDeviceBinder(rdb, risk.WithKeyPrefix(cfg.KeyPrefix), risk.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	if a.checker, err = risk.NewChecker([]risk.Rule{a.blacklist, behaviour, devices}, risk.WithLogger(log)); err != nil {
+		return err
+	}
+
+	// Limits: the node-local global bucket (no I/O) and the per-user window
+	// in Redis, falling back to a local per-user bucket if Redis fails.
+	if a.global, err = limiter.NewTokenBucket(limiter.Limit(cfg.GlobalRate), cfg.GlobalBurst); err != nil {
+		return err
+	}
+	if a.perUser, err = limiter.NewSlidingWindow(rdb, cfg.UserRate, cfg.UserWindow, limiter.WithKeyPrefix(cfg.KeyPrefix),
+		limiter.WithName("user"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
+		return err
+	}
+
+	// Captcha.
+	if a.parts.captcha, err = newCaptchaGate(rdb, cfg); err != nil {
+		return err
+	}
+
+	// Orders: results, IDs leased per node, processor, Kafka producer,
+	// submitter (Kafka → outbox → release), consumer, relay.
+	if a.results, err = order.NewResults(rdb, db, order.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+		return err
+	}
+	lease, err := order.AcquireMachineID(ctx, rdb, order.WithKeyPrefix(cfg.KeyPrefix))
+	if err != nil {
+		return fmt.Errorf("lease machine id: %w", err)
+	}
+	a.closers = append(a.closers, lease.Close)
+	a.goWorker("machine_lease", lease.Run)
+	ids, err := lease.NewGenerator()
+	if err != nil {
+		return err
+	}
+	proc, err := order.NewProcessor(db, ids, order.WithPayTimeout(cfg.PayTimeout))
+	if err != nil {
+		return err
+	}
+	scfg := order.SaramaConfig()
+	scfg.ClientID = "seckill-fullstack-" + a.nodeTag
+	scfg.Producer.Timeout = 5 * time.Second
+	scfg.Net.DialTimeout = 3 * time.Second
+	scfg.Metadata.Retry.Max = 3
+	sp, err := sarama.NewSyncProducer(a.in.Brokers, scfg)
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	a.producer = sp
+	a.closers = append(a.closers, sp.Close)
+	prod, err := order.NewProducer(sp, cfg.Topic)
+	if err != nil {
+		return err
+	}
+	releaser := order.ReleaserFunc(func(ctx context.Context, activity int64, id string) error {
+		_, err := a.stock.Release(ctx, activity, id)
+		return err
+	})
+	kafkaPub := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
+		return a.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
+	})
+	if a.outboxW, err = outbox.NewWriter(outbox.WithLogger(log)); err != nil {
+		return err
+	}
+	fallback := order.FallbackFunc(func(ctx context.Context, m order.Message) error {
+		b, err := m.Encode()
+		if err != nil {
+			return err
+		}
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return a.outboxW.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Payload: b})
+		})
+	})
+	sub, err := order.NewSubmitter(kafkaPub, fallback, releaser, order.WithResults(a.results), order.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	a.parts.submit = func(ctx context.Context, m order.Message) error {
+		route, err := sub.Submit(ctx, m)
+		if err == nil {
+			a.m.published.WithLabelValues(route.String()).Inc()
+		}
+		return err
+	}
+
+	// Relay: outbox rows → Kafka (same producer, behind the Kafka breaker).
+	spub, err := outbox.NewSaramaPublisher(sp)
+	if err != nil {
+		return err
+	}
+	relayPub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+		return a.brKafka.Execute(ctx, func(ctx context.Context) error { return spub.Publish(ctx, m) })
+	})
+	if a.relay, err = outbox.NewRelay(db, relayPub, outbox.WithLogger(log), outbox.WithPollInterval(200*time.Millisecond),
+		outbox.WithOnFailed(func(m outbox.Message, err error) {
+			log.Error("ALERT: outbox message failed for good", "msg_id", m.MsgID, "err", err)
+		})); err != nil {
+		return err
+	}
+	a.goWorker("outbox_relay", a.relay.Run)
+	a.closers = append(a.closers, a.relay.Close)
+
+	// Consumer: Kafka → one DB transaction per batch → results → push.
+	dlq, err := order.NewDeadLetterTopic(sp, cfg.Topic+".dlq")
+	if err != nil {
+		return err
+	}
+	notify := order.NotifierFunc(func(ctx context.Context, r order.Result) {
+		a.m.consumed.Inc()
+		if r.ReservationID != "" {
+			a.hub.publish(r.ReservationID, a.view(ctx, r))
+		}
+	})
+	consumerOpts := []order.Option{order.WithResults(a.results), order.WithNotifier(notify), order.WithDeadLetter(dlq),
+		order.WithLogger(log), order.WithOnError(func(ctx context.Context, err error) {
+			a.m.workerErrors.WithLabelValues("consumer").Inc()
+			log.Warn("consumer", "err", err)
+		})}
+	consumerOpts = append(consumerOpts, a.cancellerOptions(ctx, proc, releaser)...)
+	cons, err := order.NewConsumer(proc, releaser, consumerOpts...)
+	if err != nil {
+		return err
+	}
+	group, err := sarama.NewConsumerGroup(a.in.Brokers, "seckill-orders", scfg)
+	if err != nil {
+		return fmt.Errorf("kafka consumer group: %w", err)
+	}
+	a.closers = append(a.closers, group.Close)
+	a.goWorker("consumer", func(ctx context.Context) error {
+		for ctx.Err() == nil {
+			if err := group.Consume(ctx, []string{cfg.Topic}, cons); err != nil && ctx.Err() == nil {
+				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+					return nil
+				}
+				log.Warn("consumer group", "err", err)
+				select {
+				case <-time.After(time.Second):
+				case <-ctx.Done():
+				}
+			}
+		}
+		return nil
+	})
+	a.goWorker("consumer_errors", func(ctx context.Context) error {
+		for {
+			select {
+			case err, ok := <-group.Errors():
+				if !ok {
+					return nil
+				}
+				log.Warn("consumer group error", "err", err)
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	})
+	a.parts.wired = true
+	return nil
+}
+
+// classify tells the Redis breaker which errors are the dependency's fault.
+// Token refusals are errors by the token package's contract but say nothing
+// about Redis health.
+func (a *App) classify(err error) breaker.Outcome {
+	if isTokenDenial(err) || errors.Is(err, token.ErrUsed) {
+		return breaker.Success
+	}
+	return breaker.DefaultClassifier(err)
+}
+
+// startWorkers starts the periodic chores that are not a package's Run.
+func (a *App) startWorkers() {
+	a.goWorker("token_reclaim", func(ctx context.Context) error {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if _, err := a.pool.Reclaim(ctx, a.actKey); err != nil && ctx.Err() == nil {
+					a.log.Warn("token reclaim", "err", err)
+				}
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	})
+	a.goWorker("metrics", func(ctx context.Context) error {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				iv, err := a.Invariants(ctx)
+				if err != nil {
+					continue
+				}
+				a.m.outboxBacklog.Set(float64(iv.OutboxPending))
+				a.m.consumerLag.Set(float64(iv.InFlight))
+				for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {
+					a.m.orders.WithLabelValues(s).Set(float64(iv.Orders[s]))
+				}
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	})
+}
+
+var _ = http.StatusOK
+var _ = strconv.Itoa

@@ -1,0 +1,598 @@
+// Package load is the load generator of examples/fullstack: N demo users
+// race for a small stock through the service's real HTTP API, then the
+// generator waits for the order pipeline to drain and checks the invariants
+// the server reads from its database and Redis.
+//
+// It needs a server started with -demo: the demo-only captcha hook lets the
+// generator pass the captcha, and /api/demo/invariants reports the counts.
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// Config of one run.
+type Config struct {
+	Target      string        // base URL of the service, e.g. http://127.0.0.1:8080
+	Users       int           // demo users taking part (user1..userN); default 10,000
+	FirstUser   int           // number of the first user; default 1
+	Repeat      int           // buy requests per user (repeats are refused as limited/already bought); default 1
+	Concurrency int           // parallel HTTP connections; default 256
+	Drain       time.Duration // how long to wait for the pipeline to settle; default 60s
+	Progress    io.Writer     // progress bars go here; nil = none
+}
+
+func (c *Config) defaults() {
+	if c.Users <= 0 {
+		c.Users = 10000
+	}
+	if c.FirstUser <= 0 {
+		c.FirstUser = 1
+	}
+	if c.Repeat <= 0 {
+		c.Repeat = 1
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 256
+	}
+	if c.Drain <= 0 {
+		c.Drain = 60 * time.Second
+	}
+	c.Target = strings.TrimRight(c.Target, "/")
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Users       int
+	BuyRequests int
+	PrepTime    time.Duration // login + captcha + token + path for every attempt
+	BuyTime     time.Duration // wall time of the buy phase
+	Throughput  float64       // buy requests per second in the buy phase
+	P50         time.Duration
+	P99         time.Duration
+	P999        time.Duration
+	Max         time.Duration
+	Outcomes    map[string]int // buy answers by status (queued, sold_out, ...)
+	PrepErrors  map[string]int // refusals while preparing (e.g. no access token left)
+	Accepted    int            // buy answers "queued"
+	Final       map[string]int // final result of each accepted reservation (created, failed, ...)
+	Server      Invariants     // counts read by the server from its DB and Redis
+	Violations  []string       // empty = every invariant holds
+	DrainTime   time.Duration
+}
+
+// Invariants is the JSON of GET /api/demo/invariants.
+type Invariants struct {
+	Activity      int64          `json:"activity"`
+	Initial       int64          `json:"initial"`         // stock loaded
+	RedisRemain   int64          `json:"redis_remaining"` // Redis stock left
+	RedisLive     int64          `json:"redis_live"`      // reservations held (not released)
+	RedisReleased int64          `json:"redis_released"`  // reservations released
+	DBStock       int64          `json:"db_stock"`        // activity.stock in the DB
+	Orders        map[string]int `json:"orders"`          // DB orders by status
+	LiveOrders    int64          `json:"live_orders"`     // CREATED + PAID
+	DistinctUsers int64          `json:"distinct_users"`  // users holding a live order
+	MaxPerUser    int64          `json:"max_per_user"`    // most live units one user holds
+	OutboxPending int64          `json:"outbox_pending"`
+	InFlight      int64          `json:"in_flight"` // reservations with no order and not released
+	Settled       bool           `json:"settled"`   // nothing in flight, outbox empty
+}
+
+// Sold is the number of units in live orders.
+func (iv Invariants) Sold() int64 { return iv.LiveOrders }
+
+type attempt struct {
+	user    string
+	bearer  string
+	captcha string
+	answer  string
+	path    string
+	token   string
+	prepErr string
+	outcome string
+	resv    string
+	latency time.Duration
+}
+
+// Run executes the load and returns the report. An error means the run
+// itself failed (server unreachable, bad config); invariant violations are
+// listed in Report.Violations.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if cfg.Target == "" {
+		return nil, errors.New("load: no target")
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        cfg.Concurrency * 2,
+		MaxIdleConnsPerHost: cfg.Concurrency * 2,
+		MaxConnsPerHost:     cfg.Concurrency,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	defer tr.CloseIdleConnections()
+	c := &client{base: cfg.Target, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+
+	act, err := c.activity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !act.Demo {
+		return nil, errors.New("load: the server does not run with -demo (needed for the captcha hook and invariant report)")
+	}
+	// Wait until the signed path is released.
+	if wait := time.Until(act.PathOpens()); wait > 0 {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "waiting %v for the sale's buy path to open\n", wait.Round(time.Millisecond))
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+
+	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}}
+	atts := make([]*attempt, 0, cfg.Users*cfg.Repeat)
+	for i := 0; i < cfg.Users; i++ {
+		name := "user" + strconv.Itoa(cfg.FirstUser+i)
+		for r := 0; r < cfg.Repeat; r++ {
+			atts = append(atts, &attempt{user: name})
+		}
+	}
+
+	// Phase 1: every user signs in and gets captcha, access token and path.
+	t0 := time.Now()
+	bearers := sync.Map{}
+	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "prepare"), func(i int) error {
+		a := atts[i]
+		b, ok := bearers.Load(a.user)
+		if !ok {
+			tok, err := c.login(ctx, a.user)
+			if err != nil {
+				return err
+			}
+			b, _ = bearers.LoadOrStore(a.user, tok)
+		}
+		a.bearer = b.(string)
+		return c.prepare(ctx, a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.PrepTime = time.Since(t0)
+	for _, a := range atts {
+		if a.prepErr != "" {
+			rep.PrepErrors[a.prepErr]++
+		}
+	}
+
+	// Phase 2: the start line. Everyone fires.
+	if act2, err := c.activity(ctx); err == nil {
+		if wait := time.Until(act2.Start()); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	t1 := time.Now()
+	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
+		return c.buy(ctx, atts[i])
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.BuyTime = time.Since(t1)
+	rep.BuyRequests = len(atts)
+	rep.Throughput = float64(len(atts)) / rep.BuyTime.Seconds()
+	lat := make([]time.Duration, len(atts))
+	for i, a := range atts {
+		lat[i] = a.latency
+		rep.Outcomes[a.outcome]++
+		if a.outcome == "queued" {
+			rep.Accepted++
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	rep.P50, rep.P99, rep.P999, rep.Max = pct(0.50), pct(0.99), pct(0.999), lat[len(lat)-1]
+
+	// Phase 3: wait for the consumer and relay to drain, then count.
+	t2 := time.Now()
+	deadline := time.Now().Add(cfg.Drain)
+	for {
+		iv, err := c.invariants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.Server = iv
+		if iv.Settled || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	rep.DrainTime = time.Since(t2)
+	// Final result of every accepted reservation, as a user would see it.
+	for _, a := range atts {
+		if a.outcome != "queued" {
+			continue
+		}
+		st, err := c.result(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		rep.Final[st]++
+	}
+	rep.Violations = check(rep, act.TotalStock, cfg)
+	return rep, nil
+}
+
+// check lists every violated invariant (DESIGN §3), counted, not trusted.
+func check(rep *Report, total int64, cfg Config) []string {
+	var v []string
+	iv := rep.Server
+	add := func(f string, a ...any) { v = append(v, fmt.Sprintf(f, a...)) }
+	if !iv.Settled {
+		add("pipeline did not settle within %v: in flight %d, outbox pending %d", cfg.Drain, iv.InFlight, iv.OutboxPending)
+	}
+	if iv.Initial != total {
+		add("initial stock %d != activity total %d", iv.Initial, total)
+	}
+	// I1 no oversell.
+	if iv.Sold() > iv.Initial {
+		add("I1 oversell: %d sold > %d stock", iv.Sold(), iv.Initial)
+	}
+	if iv.RedisRemain < 0 || iv.DBStock < 0 {
+		add("I1 negative stock: redis %d, db %d", iv.RedisRemain, iv.DBStock)
+	}
+	// sold = stock when demand exceeds supply (each user may buy one).
+	if int64(cfg.Users) >= iv.Initial && iv.Sold() != iv.Initial {
+		add("sold %d != stock %d although %d users wanted one each", iv.Sold(), iv.Initial, cfg.Users)
+	}
+	// I2/I4 no user twice.
+	if iv.MaxPerUser > 1 {
+		add("I2 a user holds %d units (cap 1)", iv.MaxPerUser)
+	}
+	if iv.DistinctUsers != iv.LiveOrders {
+		add("I4 %d live orders for %d distinct users", iv.LiveOrders, iv.DistinctUsers)
+	}
+	// I3 nothing lost: orders = accepted - released.
+	released := int64(rep.Final["failed"] + rep.Final["released"])
+	if iv.LiveOrders+int64(iv.Orders["CANCELLED"]) != int64(rep.Accepted)-released {
+		add("I3 orders %d (live %d + cancelled %d) != accepted %d - released %d",
+			iv.LiveOrders+int64(iv.Orders["CANCELLED"]), iv.LiveOrders, iv.Orders["CANCELLED"], rep.Accepted, released)
+	}
+	if iv.RedisLive != iv.LiveOrders {
+		add("I3 redis holds %d live reservations but the DB %d live orders", iv.RedisLive, iv.LiveOrders)
+	}
+	if n := rep.Final["queued"]; n > 0 {
+		add("I3 %d accepted reservations still queued after the drain", n)
+	}
+	// I5 conservation.
+	if iv.RedisRemain+iv.RedisLive != iv.Initial {
+		add("I5 redis remaining %d + live reservations %d != initial %d", iv.RedisRemain, iv.RedisLive, iv.Initial)
+	}
+	if iv.DBStock+iv.LiveOrders != iv.Initial {
+		add("I5 db stock %d + live orders %d != initial %d", iv.DBStock, iv.LiveOrders, iv.Initial)
+	}
+	return v
+}
+
+// String renders the report for a terminal.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "users %d, buy requests %d (prepare %v, buy phase %v, drain %v)\n",
+		r.Users, r.BuyRequests, r.PrepTime.Round(time.Millisecond), r.BuyTime.Round(time.Millisecond), r.DrainTime.Round(time.Millisecond))
+	fmt.Fprintf(&b, "throughput  %.0f buy requests/s\n", r.Throughput)
+	fmt.Fprintf(&b, "latency     p50 %v  p99 %v  p999 %v  max %v\n", r.P50, r.P99, r.P999, r.Max)
+	fmt.Fprintf(&b, "outcomes    %s\n", fmtMap(r.Outcomes))
+	if len(r.PrepErrors) > 0 {
+		fmt.Fprintf(&b, "prepare     %s\n", fmtMap(r.PrepErrors))
+	}
+	fmt.Fprintf(&b, "accepted    %d → final %s\n", r.Accepted, fmtMap(r.Final))
+	s := r.Server
+	fmt.Fprintf(&b, "server      stock %d, sold %d, db stock %d, redis remaining %d, live reservations %d, released %d, orders %s, distinct buyers %d, outbox pending %d\n",
+		s.Initial, s.Sold(), s.DBStock, s.RedisRemain, s.RedisLive, s.RedisReleased, fmtMap(s.Orders), s.DistinctUsers, s.OutboxPending)
+	if len(r.Violations) == 0 {
+		b.WriteString("invariants  OK (sold = stock, no oversell, no user twice, orders = accepted - released, redis remaining + live = initial, db stock + live orders = initial)\n")
+	} else {
+		b.WriteString("invariants  VIOLATED:\n")
+		for _, v := range r.Violations {
+			b.WriteString("  - " + v + "\n")
+		}
+	}
+	return b.String()
+}
+
+func fmtMap(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func bar(w io.Writer, n int, desc string) *progressbar.ProgressBar {
+	if w == nil {
+		return nil
+	}
+	return progressbar.NewOptions(n,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(fmt.Sprintf("%-8s", desc)),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("req"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		progressbar.OptionSetWidth(30),
+	)
+}
+
+// parallel runs fn(0..n-1) on workers goroutines; the first error stops it.
+func parallel(ctx context.Context, workers, n int, pb *progressbar.ProgressBar, fn func(i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := 0; w < min(workers, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					return
+				}
+				if pb != nil {
+					_ = pb.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if pb != nil {
+		_ = pb.Finish()
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// client speaks the service's JSON API.
+type client struct {
+	base string
+	hc   *http.Client
+}
+
+// Activity is the JSON of GET /api/activity (the fields the generator uses).
+type Activity struct {
+	ID         int64     `json:"id"`
+	TotalStock int64     `json:"total_stock"`
+	Remaining  int64     `json:"remaining"`
+	StartTime  time.Time `json:"start_time"`
+	EndTime    time.Time `json:"end_time"`
+	PathOpen   time.Time `json:"path_open_time"`
+	ServerTime time.Time `json:"server_time"`
+	Demo       bool      `json:"demo"`
+	clockSkew  time.Duration
+}
+
+// PathOpens returns when the buy path opens, in this process's clock.
+func (a Activity) PathOpens() time.Time { return a.PathOpen.Add(a.clockSkew) }
+
+// Start returns the sale start in this process's clock.
+func (a Activity) Start() time.Time { return a.StartTime.Add(a.clockSkew) }
+
+type apiResp struct {
+	Status      string `json:"status"`
+	Message     string `json:"message"`
+	Token       string `json:"token"`
+	ID          string `json:"id"`
+	Answer      string `json:"answer"`
+	Path        string `json:"path"`
+	Reservation string `json:"reservation"`
+	OrderNo     string `json:"order_no"`
+}
+
+func (c *client) do(ctx context.Context, method, path, bearer string, body any, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("load: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("load: %s %s: read: %w", method, path, err)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("load: %s %s: %d %q: %w", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+func (c *client) activity(ctx context.Context) (Activity, error) {
+	var a Activity
+	t0 := time.Now()
+	code, err := c.do(ctx, "GET", "/api/activity", "", nil, &a)
+	if err != nil {
+		return a, err
+	}
+	if code != 200 {
+		return a, fmt.Errorf("load: GET /api/activity: %d", code)
+	}
+	mid := t0.Add(time.Since(t0) / 2)
+	a.clockSkew = mid.Sub(a.ServerTime)
+	return a, nil
+}
+
+func (c *client) login(ctx context.Context, user string) (string, error) {
+	var r apiResp
+	code, err := c.do(ctx, "POST", "/api/login", "", map[string]string{"username": user}, &r)
+	if err != nil {
+		return "", err
+	}
+	if code != 200 || r.Token == "" {
+		return "", fmt.Errorf("load: login %s: %d %s", user, code, r.Message)
+	}
+	return r.Token, nil
+}
+
+// prepare gets a captcha (+ its answer through the demo hook), an access
+// token and the signed buy path. A refusal (no token left) is recorded, not
+// an error: that user still tries to buy, as a real one would.
+func (c *client) prepare(ctx context.Context, a *attempt) error {
+	var r apiResp
+	code, err := c.do(ctx, "GET", "/api/captcha?size=small", a.bearer, nil, &r)
+	if err != nil {
+		return err
+	}
+	if code != 200 {
+		return fmt.Errorf("load: captcha: %d %s", code, r.Message)
+	}
+	a.captcha = r.ID
+	r = apiResp{}
+	code, err = c.do(ctx, "GET", "/api/demo/captcha/"+a.captcha, a.bearer, nil, &r)
+	if err != nil {
+		return err
+	}
+	if code != 200 {
+		return fmt.Errorf("load: demo captcha answer: %d %s", code, r.Message)
+	}
+	a.answer = r.Answer
+	r = apiResp{}
+	code, err = c.do(ctx, "POST", "/api/activity/token", a.bearer, struct{}{}, &r)
+	if err != nil {
+		return err
+	}
+	switch {
+	case code == 200:
+		a.token = r.Token
+	case code >= 400 && code < 500 && r.Status != "":
+		a.prepErr = "token:" + r.Status
+	default:
+		return fmt.Errorf("load: access token: %d %s", code, r.Message)
+	}
+	r = apiResp{}
+	code, err = c.do(ctx, "GET", "/api/activity/path", a.bearer, nil, &r)
+	if err != nil {
+		return err
+	}
+	switch {
+	case code == 200:
+		a.path = r.Path
+	case code >= 400 && code < 500 && r.Status != "":
+		if a.prepErr == "" {
+			a.prepErr = "path:" + r.Status
+		}
+	default:
+		return fmt.Errorf("load: path: %d %s", code, r.Message)
+	}
+	return nil
+}
+
+func (c *client) buy(ctx context.Context, a *attempt) error {
+	path := a.path
+	if path == "" {
+		path = "/api/buy/none" // a user without a path still tries, and is refused
+	}
+	body := map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer}
+	var r apiResp
+	t := time.Now()
+	code, err := c.do(ctx, "POST", path, a.bearer, body, &r)
+	a.latency = time.Since(t)
+	if err != nil {
+		return err
+	}
+	switch {
+	case code == http.StatusAccepted:
+		a.outcome, a.resv = "queued", r.Reservation
+	case r.Status != "":
+		a.outcome = r.Status
+	default:
+		a.outcome = "http_" + strconv.Itoa(code)
+	}
+	if code >= 500 && code != http.StatusServiceUnavailable {
+		return fmt.Errorf("load: buy: %d %s", code, r.Message)
+	}
+	return nil
+}
+
+func (c *client) result(ctx context.Context, a *attempt) (string, error) {
+	var r apiResp
+	code, err := c.do(ctx, "GET", "/api/result/"+a.resv, a.bearer, nil, &r)
+	if err != nil {
+		return "", err
+	}
+	if code != 200 {
+		return "", fmt.Errorf("load: result %s: %d %s", a.resv, code, r.Message)
+	}
+	return r.Status, nil
+}
+
+func (c *client) invariants(ctx context.Context) (Invariants, error) {
+	var iv Invariants
+	code, err := c.do(ctx, "GET", "/api/demo/invariants", "", nil, &iv)
+	if err != nil {
+		return iv, err
+	}
+	if code != 200 {
+		return iv, fmt.Errorf("load: invariants: %d", code)
+	}
+	return iv, nil
+}
