@@ -245,8 +245,8 @@ func TestFailureRatioWindow(t *testing.T) {
 				rep(8, failS), []step{tripS}),
 		},
 		{
-			name: "consecutive and ratio together: consecutive trips first",
-			opts: []breaker.Option{breaker.WithConsecutiveFailures(3)},
+			name:  "consecutive and ratio together: consecutive trips first",
+			opts:  []breaker.Option{breaker.WithConsecutiveFailures(3)},
 			steps: cat(rep(20, okS), rep(2, failS), []step{tripS}),
 		},
 		{
