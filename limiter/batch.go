@@ -1,0 +1,145 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pipeliner is implemented by go-redis clients that can pipeline
+// (*redis.Client, *redis.ClusterClient, *redis.Ring, UniversalClient).
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+const maxBatch = 128
+
+const (
+	callWaiting int32 = iota
+	callAbandoned
+	callLeader
+	callDone
+)
+
+type scriptCall struct {
+	key   string
+	args  []any
+	v     any
+	err   error
+	state atomic.Int32
+	done  chan struct{}
+}
+
+// batcher runs one script for many concurrent callers, coalescing the
+// calls that arrive while up to max pipelines are in flight into the next
+// pipeline ("group commit"). A caller that finds a free slot sends its call
+// at once (no added latency when idle); callers that queue behind a busy
+// slot are sent together in one round trip. Each call is still one
+// EVALSHA of its own script on its own key: batching changes the transport,
+// not the atomicity or the result.
+type batcher struct {
+	sc     redis.Scripter
+	pl     pipeliner // nil: no batching
+	script *redis.Script
+	max    int
+
+	mu      sync.Mutex
+	queue   []*scriptCall
+	running int
+}
+
+func newBatcher(sc redis.Scripter, script *redis.Script, maxInflight int) *batcher {
+	b := &batcher{sc: sc, script: script, max: maxInflight}
+	if p, ok := sc.(pipeliner); ok && maxInflight > 0 {
+		b.pl = p
+	}
+	return b
+}
+
+func (b *batcher) run(ctx context.Context, key string, args ...any) (any, error) {
+	if b.pl == nil {
+		return b.script.Run(ctx, b.sc, []string{key}, args...).Result()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c := &scriptCall{key: key, args: args, done: make(chan struct{}, 1)}
+	b.mu.Lock()
+	if b.running < b.max {
+		b.running++
+		b.mu.Unlock()
+		b.lead(ctx, c)
+		return c.v, c.err
+	}
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+			return nil, ctx.Err() // never sent: nothing spent
+		}
+		<-c.done
+	}
+	if c.state.Load() == callLeader {
+		b.lead(ctx, c)
+	}
+	return c.v, c.err
+}
+
+// lead sends mine plus whatever is queued as one pipeline, then hands the
+// slot to the next waiting caller (or frees it).
+func (b *batcher) lead(ctx context.Context, mine *scriptCall) {
+	b.mu.Lock()
+	n := min(len(b.queue), maxBatch-1)
+	batch := make([]*scriptCall, 0, n+1)
+	batch = append(batch, mine)
+	batch = append(batch, b.queue[:n]...)
+	b.queue = append(b.queue[:0], b.queue[n:]...)
+	b.mu.Unlock()
+
+	b.exec(context.WithoutCancel(ctx), batch)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.queue) > 0 {
+		c := b.queue[0]
+		b.queue[0] = nil
+		b.queue = b.queue[1:]
+		if c.state.CompareAndSwap(callWaiting, callLeader) {
+			c.done <- struct{}{}
+			return
+		}
+		// abandoned before being sent: drop it
+	}
+	b.running--
+}
+
+func (b *batcher) exec(ctx context.Context, batch []*scriptCall) {
+	if len(batch) == 1 {
+		c := batch[0]
+		c.v, c.err = b.script.Run(ctx, b.sc, []string{c.key}, c.args...).Result()
+	} else {
+		pipe := b.pl.Pipeline()
+		cmds := make([]*redis.Cmd, len(batch))
+		sha := b.script.Hash()
+		for i, c := range batch {
+			cmds[i] = pipe.EvalSha(ctx, sha, []string{c.key}, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		for i, c := range batch {
+			c.v, c.err = cmds[i].Result()
+			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+				// script cache flushed: Run loads it (EVAL) and retries this call.
+				c.v, c.err = b.script.Run(ctx, b.sc, []string{c.key}, c.args...).Result()
+			}
+		}
+	}
+	for _, c := range batch {
+		if c.state.CompareAndSwap(callWaiting, callDone) {
+			c.done <- struct{}{}
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisBase is what the Redis limiters share: the client, options, the
+// failure policy and its fallback.
+type redisBase struct {
+	rdb      redis.Scripter
+	o        options
+	fallback Limiter
+	limit    int
+}
+
+// failed applies the failure policy to a failed store call.
+func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) (Result, error) {
+	if ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)) {
+		// The caller gave up: not a store failure, no policy, no hook.
+		return Result{Limit: b.limit}, fmt.Errorf("limiter: %s %q: %w", b.o.name, key, cause)
+	}
+	err := fmt.Errorf("%w: %s %q: %w", ErrUnavailable, b.o.name, key, cause)
+	if b.o.onFailure != nil {
+		b.o.onFailure(key, err)
+	}
+	b.o.logger.Warn("limiter: redis failed", "limiter", b.o.name, "key", key,
+		"policy", b.o.policy.String(), "err", err)
+	switch b.o.policy {
+	case FailOpen:
+		return Result{Allowed: true, Limit: b.limit, Remaining: b.limit - n, Degraded: true}, nil
+	case FallbackLocal:
+		r, ferr := b.fallback.AllowN(ctx, key, n)
+		r.Degraded = true
+		return r, ferr
+	default:
+		return Result{Limit: b.limit}, err
+	}
+}
+
+func (b *redisBase) validate() error {
+	if b.rdb == nil {
+		return fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+	}
+	switch b.o.policy {
+	case FailClosed, FailOpen, FallbackLocal:
+	default:
+		return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidConfig, int(b.o.policy))
+	}
+	if b.o.name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// parseDecision checks the 4-integer reply shared by the scripts.
+func parseDecision(v any, err error, limit int) (Result, error) {
+	if err != nil {
+		return Result{}, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 4 {
+		return Result{}, fmt.Errorf("%w: %T %v", ErrBadReply, v, v)
+	}
+	var x [4]int64
+	for i := range a {
+		if x[i], ok = a[i].(int64); !ok {
+			return Result{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, i, a[i])
+		}
+	}
+	return Result{
+		Allowed:    x[0] == 1,
+		Limit:      limit,
+		Remaining:  int(max(x[1], 0)),
+		RetryAfter: time.Duration(max(x[2], 0)) * time.Microsecond,
+		ResetAfter: time.Duration(max(x[3], 0)) * time.Microsecond,
+	}, nil
+}

@@ -1,0 +1,117 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisBucket is a token bucket per key kept in Redis (GCRA: one string
+// per key holding its theoretical arrival time), shared by every app
+// server. With one constant key it is the cluster-wide global limit: all
+// instances draw from one budget of burst tokens refilled at rate per
+// second. It implements [Limiter] and [Refunder] and is safe for concurrent
+// use.
+//
+// # Accuracy
+//
+// Exact: decisions are serialized by Redis on Redis TIME, so the cluster as
+// a whole never admits more than burst + rate*t events in any interval t.
+// The key expires once the bucket is full again. A single global key lives
+// in one Cluster slot, so a global limit is bounded by one Redis node's
+// throughput (about 100k decisions/s); put it after the per-user limits in
+// a [Chain] so refused users never reach it.
+//
+// One EVALSHA per decision, one key per script (Cluster-safe); Redis >= 5.
+// When Redis fails, the [FailurePolicy] decides; the default fallback is
+// one in-process [Keyed] bucket per key with the same rate and burst — per
+// process, so N instances admit up to N times the budget while Redis is
+// down (give [WithFallback] a bucket of rate/N to keep the sum).
+type RedisBucket struct {
+	redisBase
+	rate        Limit
+	allow       *batcher
+	argInterval any
+	argBurst    any
+}
+
+// NewRedisBucket returns a Redis token bucket of burst tokens refilled at
+// rate per second per key. rate must be positive and finite, burst >= 1.
+// Options read: [WithKeyPrefix], [WithName], [WithFailurePolicy],
+// [WithFallback], [WithOnFailure], [WithLogger], [WithBatching].
+func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...Option) (*RedisBucket, error) {
+	o := buildOptions(opts)
+	b := &RedisBucket{redisBase: redisBase{rdb: rdb, o: o, limit: burst}, rate: rate}
+	if err := b.validate(); err != nil {
+		return nil, err
+	}
+	r := float64(rate)
+	if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
+		return nil, fmt.Errorf("%w: redis bucket rate %v must be positive and finite", ErrInvalidConfig, r)
+	}
+	if burst < 1 {
+		return nil, fmt.Errorf("%w: burst %d must be >= 1", ErrInvalidConfig, burst)
+	}
+	interval := 1e6 / r // µs per token
+	if interval*float64(burst) > 1e15 {
+		return nil, fmt.Errorf("%w: rate %v with burst %d spans too long a time", ErrInvalidConfig, r, burst)
+	}
+	if o.policy == FallbackLocal && o.fallback == nil {
+		k, err := NewKeyed(rate, burst, WithClock(o.clock))
+		if err != nil {
+			return nil, err
+		}
+		b.fallback = k
+	} else {
+		b.fallback = o.fallback
+	}
+	b.allow = newBatcher(rdb, gcraScript, o.batch)
+	b.argInterval = strconv.FormatFloat(interval, 'g', -1, 64)
+	b.argBurst = strconv.Itoa(burst)
+	return b, nil
+}
+
+// Allow is AllowN(ctx, key, 1).
+func (b *RedisBucket) Allow(ctx context.Context, key string) (Result, error) {
+	return b.AllowN(ctx, key, 1)
+}
+
+// AllowN implements [Limiter]: it takes n tokens from key's bucket if they
+// are there, else refuses and takes nothing.
+func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	if n < 1 || n > b.limit {
+		return Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", ErrInvalidN, n, b.limit)
+	}
+	argN := argOne
+	if n != 1 {
+		argN = strconv.Itoa(n)
+	}
+	v, err := b.allow.run(ctx, bucketKey(b.o.prefix, b.o.name, key), b.argInterval, b.argBurst, argN)
+	r, err := parseDecision(v, err, b.limit)
+	if err != nil {
+		return b.failed(ctx, key, n, err)
+	}
+	return r, nil
+}
+
+// RefundN implements [Refunder]: it puts n tokens back (never beyond
+// full). A failure is reported to [WithOnFailure] and returned, wrapping
+// [ErrUnavailable].
+func (b *RedisBucket) RefundN(ctx context.Context, key string, n int) error {
+	if n < 1 {
+		return nil
+	}
+	err := gcraScript.Run(ctx, b.rdb, []string{bucketKey(b.o.prefix, b.o.name, key)},
+		b.argInterval, b.argBurst, -n).Err()
+	if err != nil {
+		err = fmt.Errorf("%w: refund %s %q: %w", ErrUnavailable, b.o.name, key, err)
+		if b.o.onFailure != nil {
+			b.o.onFailure(key, err)
+		}
+		return err
+	}
+	return nil
+}

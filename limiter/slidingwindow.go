@@ -1,0 +1,126 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxWindowLimit caps the per-window limit: the sliding log holds one
+// sorted-set member per allowed event.
+const maxWindowLimit = 1 << 20
+
+// SlidingWindow allows at most limit events per key in any window of the
+// given length, shared by every app server through Redis. It implements
+// [Limiter] and [Refunder] and is safe for concurrent use.
+//
+// # Accuracy
+//
+// It is an exact sliding log: one sorted-set member per allowed event,
+// scored by Redis TIME in microseconds. An event is counted by every window
+// (t-window, t] that contains it, so no window of that length ever holds
+// more than limit allowed events — there is no boundary burst (a fixed
+// window allows 2×limit around its boundary; a sliding counter, which
+// weights the previous fixed window, approaches 2×limit over a window
+// straddling two buckets in the worst case). Refused events are not
+// recorded. The price is memory: up to limit members (~40 bytes each) per
+// active key, expired with the window; limits are capped at 1<<20. For big
+// budgets (a global limit of thousands per second) use [RedisBucket].
+//
+// # Redis
+//
+// One EVALSHA per decision (EVAL after a script cache flush), one key per
+// script, so it works on Redis Cluster; "now" is Redis TIME, so app server
+// clocks do not matter. Requires Redis >= 5 (scripts with TIME then writes
+// are replicated by effects). When Redis fails, the [FailurePolicy] decides.
+type SlidingWindow struct {
+	redisBase
+	window    time.Duration
+	allow     *batcher
+	argWindow any
+	argLimit  any
+}
+
+// NewSlidingWindow returns a limiter of limit events per window per key.
+// The window is kept in microseconds and must be at least 1 ms. Options
+// read: [WithKeyPrefix], [WithName], [WithFailurePolicy], [WithFallback],
+// [WithOnFailure], [WithLogger], [WithBatching].
+func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
+	o := buildOptions(opts)
+	s := &SlidingWindow{redisBase: redisBase{rdb: rdb, o: o, limit: limit}, window: window}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > maxWindowLimit {
+		return nil, fmt.Errorf("%w: limit %d must be in [1, %d]", ErrInvalidConfig, limit, maxWindowLimit)
+	}
+	if window < time.Millisecond {
+		return nil, fmt.Errorf("%w: window %v must be >= 1ms", ErrInvalidConfig, window)
+	}
+	if o.policy == FallbackLocal && o.fallback == nil {
+		k, err := NewKeyed(Per(limit, window), limit, WithClock(o.clock))
+		if err != nil {
+			return nil, err
+		}
+		s.fallback = k
+	} else {
+		s.fallback = o.fallback
+	}
+	s.allow = newBatcher(rdb, slidingWindowScript, o.batch)
+	s.argWindow = strconv.FormatInt(window.Microseconds(), 10)
+	s.argLimit = strconv.Itoa(limit)
+	return s, nil
+}
+
+// Limit returns the number of events allowed per window.
+func (s *SlidingWindow) Limit() int { return s.limit }
+
+// Window returns the window length.
+func (s *SlidingWindow) Window() time.Duration { return s.window }
+
+// Allow is AllowN(ctx, key, 1).
+func (s *SlidingWindow) Allow(ctx context.Context, key string) (Result, error) {
+	return s.AllowN(ctx, key, 1)
+}
+
+var argOne any = "1"
+
+// AllowN implements [Limiter]: it records n events for key if the window
+// has room for them, else refuses and records nothing.
+func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	if n < 1 || n > s.limit {
+		return Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidN, n, s.limit)
+	}
+	argN := argOne
+	if n != 1 {
+		argN = strconv.Itoa(n)
+	}
+	v, err := s.allow.run(ctx, windowKey(s.o.prefix, s.o.name, key), s.argWindow, s.argLimit, argN)
+	r, err := parseDecision(v, err, s.limit)
+	if err != nil {
+		return s.failed(ctx, key, n, err)
+	}
+	return r, nil
+}
+
+// RefundN implements [Refunder]: it removes the n newest events of key's
+// log (any n recent events count the same for later decisions). It never
+// applies the failure policy: a failure is reported to [WithOnFailure] and
+// returned, wrapping [ErrUnavailable].
+func (s *SlidingWindow) RefundN(ctx context.Context, key string, n int) error {
+	if n < 1 {
+		return nil
+	}
+	err := slidingWindowRefundScript.Run(ctx, s.rdb, []string{windowKey(s.o.prefix, s.o.name, key)}, n).Err()
+	if err != nil {
+		err = fmt.Errorf("%w: refund %s %q: %w", ErrUnavailable, s.o.name, key, err)
+		if s.o.onFailure != nil {
+			s.o.onFailure(key, err)
+		}
+		return err
+	}
+	return nil
+}
