@@ -92,4 +92,6 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "failure", breaker.Failure.String())
 	assert.Equal(t, "ignore", breaker.Ignore.String())
 	assert.Equal(t, "outcome(7)", breaker.Outcome(7).String())
+	// The numeric values are part of the API (metrics gauges export them).
+	assert.Equal(t, []int{0, 1, 2}, []int{int(breaker.Closed), int(breaker.HalfOpen), int(breaker.Open)})
 }

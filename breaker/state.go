@@ -2,7 +2,9 @@ package breaker
 
 import "strconv"
 
-// State is the position of a [Breaker] in its state machine.
+// State is the position of a [Breaker] in its state machine. The numeric
+// values (Closed 0, HalfOpen 1, Open 2) are stable and ordered by severity,
+// the same order as sony/gobreaker, so a metrics gauge can export them as is.
 type State uint8
 
 const (
@@ -10,13 +12,13 @@ const (
 	// when a trip condition holds (see [WithConsecutiveFailures] and
 	// [WithFailureRatio]).
 	Closed State = iota
-	// Open refuses every call with [ErrOpen] until the open timeout
-	// ([WithOpenTimeout]) has passed, then becomes HalfOpen.
-	Open
 	// HalfOpen lets at most the probe limit ([WithProbeLimit]) of calls run at
 	// once. Any failure reopens the breaker; the configured number of successes
 	// ([WithSuccessesToClose]) closes it.
 	HalfOpen
+	// Open refuses every call with [ErrOpen] until the open timeout
+	// ([WithOpenTimeout]) has passed, then becomes HalfOpen.
+	Open
 )
 
 // String returns "closed", "open" or "half-open".

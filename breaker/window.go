@@ -10,14 +10,16 @@ const noEpoch = -1
 
 // bucket counts the results of one slice of the rolling window. epoch is the
 // slice's number (elapsed time / bucket width) and tags which slice the
-// counts belong to. Padded to a cache line so that callers writing the
-// current bucket do not invalidate the others.
+// counts belong to. epoch is read by every call but written once per bucket
+// width, the counters are written by every call: they sit on separate cache
+// lines so that the epoch check stays a local cache hit on every core.
 type bucket struct {
 	epoch     atomic.Int64
+	_         [56]byte
 	successes atomic.Uint64
 	failures  atomic.Uint64
 	ignored   atomic.Uint64
-	_         [32]byte
+	_         [40]byte
 }
 
 // window is a ring of buckets. Writers pick the bucket of the current epoch

@@ -1,0 +1,77 @@
+// Package breaker is an in-process circuit breaker: it stops calling a sick
+// dependency (Redis, Kafka, the database) so that requests fail in
+// nanoseconds with [ErrOpen] instead of piling up behind timeouts, and it
+// lets a few probes through to find out when the dependency is back.
+//
+// # States
+//
+//   - [Closed]: every call runs. The breaker trips to Open after N
+//     consecutive failures ([WithConsecutiveFailures], default 5) and/or when
+//     the failure ratio over a rolling window reaches a threshold with a
+//     minimum number of calls in the window ([WithFailureRatio],
+//     [WithWindow]).
+//   - [Open]: every call is refused with [ErrOpen] for the open timeout
+//     ([WithOpenTimeout], default 5s).
+//   - [HalfOpen]: at most [WithProbeLimit] calls (default 1) run at once;
+//     the others get [ErrTooManyProbes]. One failure reopens the breaker;
+//     [WithSuccessesToClose] successes (default 1) close it.
+//
+// # Calling
+//
+// [Breaker.Execute] wraps a func(ctx) error, [Do] a func(ctx) (T, error), and
+// [Breaker.Allow] returns a done(err) callback for code that cannot be
+// wrapped. A nil error is a success; any other error goes through the
+// classifier ([WithClassifier]): by default context.Canceled is ignored (the
+// caller gave up, which says nothing about the dependency) and every other
+// error, context.DeadlineExceeded included, is a failure. Refusals are the
+// sentinels [ErrOpen] and [ErrTooManyProbes]; the protected function's own
+// error is returned unchanged.
+//
+// # Guarantees
+//
+//   - A half-open probe slot is always given back: when the call returns, when
+//     it panics (the panic counts as a failure and continues up the stack
+//     unrecovered, with its original stack trace), on runtime.Goexit, and when
+//     its result is ignored. With [Breaker.Allow], calling done more than once
+//     counts once; a half-open permit that is dropped without calling done is
+//     released when it is garbage collected. The number of probe calls in
+//     flight never exceeds the limit, even across half-open periods: a probe
+//     whose period ended (the breaker reopened) keeps its slot until it
+//     returns.
+//   - Results are counted only in the period (generation) in which their call
+//     was admitted: a slow call that returns after the breaker tripped, or
+//     after it tripped and closed again, is dropped.
+//   - The run of consecutive failures is exact under concurrency: it equals
+//     the number of failures since the last success, in the order the results
+//     were recorded; exactly one caller performs each transition.
+//   - The rolling window counts every result in the bucket of the instant it
+//     was recorded. It slides one bucket at a time: a result leaves the window
+//     when its whole bucket does.
+//
+// # Hooks
+//
+// [WithOnStateChange] is called after the breaker's lock is released, one
+// hook at a time, in transition order. A hook may call any method of the
+// breaker, including one that causes another transition; that transition's
+// hook runs after the current one returns.
+//
+// # Concurrency and cost
+//
+// A [Breaker] is safe for concurrent use. In the Closed state a call takes no
+// lock: the state and generation, the consecutive-failure run and the window
+// buckets are atomics (a plain-mutex version is kept in bench_test.go to show
+// the difference). Without a rolling window the closed state never reads the
+// clock; with one it reads it once per call, through the monotonic
+// time.Since, which is cheaper than time.Now. An Open breaker reads the clock
+// once per refused call. Transitions, half-open probes and bucket rotation
+// (once per bucket width) take a mutex. Execute and Do do not allocate;
+// Allow allocates its permit.
+//
+// # When not to use it
+//
+// The state is per process: each instance of a service trips on its own
+// view, which is what you want for protecting a dependency from this
+// process. It is not a rate limiter (use package limiter) and it does not
+// retry. Time comes from the injected [Clock] ([WithClock]); the package
+// starts no goroutines.
+package breaker
