@@ -1,0 +1,123 @@
+package token
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Option configures a [Pool] or a [Signer]. Each option's doc says which of
+// the two it applies to; the other ignores it.
+type Option func(*options)
+
+type options struct {
+	prefix       string
+	clock        Clock
+	clockSet     bool
+	multiplier   int64
+	bindTTL      time.Duration
+	reclaimBatch int64
+	issueBatch   int
+
+	lead     time.Duration
+	validity time.Duration
+	skew     time.Duration
+	nonces   NonceStore
+}
+
+func defaultOptions() options {
+	return options{
+		prefix:       DefaultKeyPrefix,
+		clock:        systemClock{},
+		multiplier:   3,
+		bindTTL:      5 * time.Minute,
+		reclaimBatch: 16,
+		issueBatch:   1000,
+		lead:         time.Minute,
+		validity:     10 * time.Minute,
+		skew:         2 * time.Second,
+	}
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.multiplier < 1:
+		return fmt.Errorf("token: multiplier %d < 1", o.multiplier)
+	case o.bindTTL < time.Millisecond:
+		return fmt.Errorf("token: binding TTL %v < 1ms", o.bindTTL)
+	case o.reclaimBatch < 0:
+		return fmt.Errorf("token: reclaim batch %d < 0", o.reclaimBatch)
+	case o.issueBatch < 1:
+		return fmt.Errorf("token: issue batch %d < 1", o.issueBatch)
+	case o.lead < 0:
+		return fmt.Errorf("token: lead time %v < 0", o.lead)
+	case o.validity <= 0:
+		return fmt.Errorf("token: validity %v <= 0", o.validity)
+	case o.skew < 0:
+		return fmt.Errorf("token: skew %v < 0", o.skew)
+	case o.clock == nil:
+		return fmt.Errorf("token: nil clock")
+	}
+	return nil
+}
+
+// WithKeyPrefix sets the prefix of every Redis key (Pool and the Signer's
+// replay guard). Default [DefaultKeyPrefix] ("seckill:").
+func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithClock injects the clock.
+//
+// Signer: "now" for release, not-before and expiry checks. Default: the
+// system clock.
+//
+// Pool: by default the pool's scripts read Redis TIME, so every app server
+// agrees on binding deadlines. With WithClock the pool passes the injected
+// clock's time to the scripts instead (useful for tests against a real
+// Redis, or when app clocks are tightly synchronised).
+func WithClock(c Clock) Option {
+	return func(o *options) { o.clock = c; o.clockSet = c != nil }
+}
+
+// WithMultiplier sets k, the number of pool tokens issued per unit of stock
+// (Pool). Default 3: stock 100 issues 300 tokens.
+func WithMultiplier(k int64) Option { return func(o *options) { o.multiplier = k } }
+
+// WithBindTTL sets how long a taken token stays bound to its user before it
+// expires and may return to the pool (Pool). Default 5 minutes.
+func WithBindTTL(d time.Duration) Option { return func(o *options) { o.bindTTL = d } }
+
+// WithReclaimBatch sets how many expired bindings [Pool.Take] returns to the
+// pool lazily on each call, besides the caller's own (Pool). 0 disables lazy
+// reclaim (then call [Pool.Reclaim] periodically). Default 16.
+func WithReclaimBatch(n int64) Option { return func(o *options) { o.reclaimBatch = n } }
+
+// WithIssueBatch sets how many tokens [Pool.Issue] sends per script call
+// (Pool). Default 1000.
+func WithIssueBatch(n int) Option { return func(o *options) { o.issueBatch = n } }
+
+// WithLeadTime sets how long before the activity start [Signer.Sign] starts
+// releasing URLs (Signer). Earlier calls get [ErrTooEarly]. Default 1 minute.
+func WithLeadTime(d time.Duration) Option { return func(o *options) { o.lead = d } }
+
+// WithValidity sets how long after the activity start a signed URL stays
+// valid when [SignParams.Expiry] is zero (Signer). Default 10 minutes.
+func WithValidity(d time.Duration) Option { return func(o *options) { o.validity = d } }
+
+// WithSkew sets the clock-skew tolerance applied to not-before and expiry
+// when verifying (Signer). Default 2 seconds.
+func WithSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
+
+// WithReplayGuard makes [Signer.Verify] accept each signed URL at most once:
+// after every other check passes it claims the URL's nonce in Redis with
+// SET NX and a TTL that lasts until the URL expires (Signer). Default: off
+// (a URL verifies any number of times until it expires).
+func WithReplayGuard(s NonceStore) Option { return func(o *options) { o.nonces = s } }
+
+// NonceStore is the one Redis command the replay guard needs. It is
+// satisfied by *redis.Client, *redis.ClusterClient, *redis.Ring and any
+// [redis.UniversalClient].
+type NonceStore interface {
+	SetNX(ctx context.Context, key string, value interface{}, expiration time.Duration) *redis.BoolCmd
+}

@@ -1,0 +1,346 @@
+package token
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Status is the outcome of [Pool.Take].
+type Status int
+
+// Outcomes of [Pool.Take]. Only Granted and Held carry a token to use.
+const (
+	// Granted: a free token was bound to the user.
+	Granted Status = iota
+	// Empty: every issued token is bound or used; try again later (expired
+	// bindings flow back) or answer "sold out".
+	Empty
+	// Held: the user already holds a live token; the same one is returned
+	// with its original deadline.
+	Held
+	// Used: the user already consumed a token of this activity; the pool
+	// hands out one token per user.
+	Used
+	// NotIssued: [Pool.Issue] was never called for the activity.
+	NotIssued
+)
+
+var statusNames = [...]string{"granted", "empty", "held", "used", "not issued"}
+
+// String returns a lower-case name such as "granted".
+func (s Status) String() string {
+	if s >= 0 && int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Grant is the result of [Pool.Take].
+type Grant struct {
+	// Status says what happened; Token is set only for Granted and Held (and
+	// Used, where it names the consumed token).
+	Status Status
+	// Token is the access token, 22 URL-safe characters.
+	Token string
+	// ExpiresAt is the binding deadline (Granted, Held); after it the token
+	// no longer verifies and may return to the pool.
+	ExpiresAt time.Time
+	// Remaining is the number of free tokens left after the call (0 for
+	// Empty and NotIssued).
+	Remaining int64
+}
+
+// OK reports whether the grant carries a live token (Granted or Held).
+func (g Grant) OK() bool { return g.Status == Granted || g.Status == Held }
+
+// Stats are the counters of one activity's pool, read atomically.
+type Stats struct {
+	Issued  int64 // tokens ever issued; -1 when never issued
+	Free    int64 // tokens in the pool
+	Bound   int64 // tokens bound to a user and not consumed (incl. Expired)
+	Expired int64 // bound tokens past their deadline, not yet reclaimed
+	Used    int64 // tokens consumed
+}
+
+// Pool is an access-token pool in Redis: [Pool.Issue] creates stock×k random
+// tokens for an activity, [Pool.Take] binds one to a user, [Pool.Consume]
+// spends it exactly once. A Pool is safe for concurrent use and holds no
+// state besides its configuration; any number of app servers may share the
+// same keys.
+type Pool struct {
+	rdb  redis.Scripter
+	opts options
+}
+
+// NewPool returns a Pool on a borrowed client (*redis.Client,
+// *redis.ClusterClient, *redis.Ring or any UniversalClient). Options:
+// [WithKeyPrefix], [WithClock], [WithMultiplier], [WithBindTTL],
+// [WithReclaimBatch], [WithIssueBatch].
+func NewPool(rdb redis.Scripter, opts ...Option) (*Pool, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("token: nil redis client")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &Pool{rdb: rdb, opts: o}, nil
+}
+
+// now returns the ms timestamp passed to the scripts: 0 (Redis TIME) unless
+// a clock was injected.
+func (p *Pool) now() int64 {
+	if !p.opts.clockSet {
+		return 0
+	}
+	return p.opts.clock.Now().UnixMilli()
+}
+
+func (p *Pool) keys(activity string) ([]string, error) {
+	if !validID(activity) {
+		return nil, fmt.Errorf("%w: activity %q", ErrMalformed, activity)
+	}
+	return newPoolKeys(p.opts.prefix, activity).all(), nil
+}
+
+// Issue raises the number of tokens ever issued for the activity to stock×k
+// and returns that total. It is idempotent: issuing the same stock twice, or
+// from several servers at once, never exceeds stock×k in total. A larger
+// stock later tops the pool up by the difference; a smaller one changes
+// nothing. Consumed and bound tokens count as issued.
+func (p *Pool) Issue(ctx context.Context, activity string, stock int64) (int64, error) {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return 0, err
+	}
+	if stock < 0 || stock > (1<<40)/p.opts.multiplier {
+		return 0, fmt.Errorf("token: issue %s: stock %d out of range", activity, stock)
+	}
+	target := stock * p.opts.multiplier
+	args := make([]interface{}, 1, p.opts.issueBatch+1)
+	args[0] = target
+	issued, err := p.issue(ctx, keys, args)
+	for err == nil && issued < target {
+		n := min(int64(p.opts.issueBatch), target-issued)
+		args = args[:1]
+		for i := int64(0); i < n; i++ {
+			args = append(args, newToken())
+		}
+		issued, err = p.issue(ctx, keys, args)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("token: issue %s: %w", activity, err)
+	}
+	return issued, nil
+}
+
+func (p *Pool) issue(ctx context.Context, keys []string, args []interface{}) (int64, error) {
+	v, err := issueScript.Run(ctx, p.rdb, keys, args...).Result()
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("%w: %T", ErrBadReply, v)
+	}
+	return n, nil
+}
+
+// Take binds a free token to the user with the binding TTL, atomically, and
+// lazily returns expired bindings to the pool first. A user who holds a live
+// token gets it back (Held); a user whose token expired unused loses it to
+// the pool and takes a fresh one. An exhausted pool is a result (Empty), not
+// an error: err is non-nil only for bad input or a Redis failure.
+func (p *Pool) Take(ctx context.Context, activity, user string) (Grant, error) {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return Grant{}, err
+	}
+	if !validID(user) {
+		return Grant{}, fmt.Errorf("%w: user %q", ErrMalformed, user)
+	}
+	v, err := takeScript.Run(ctx, p.rdb, keys, user, p.opts.bindTTL.Milliseconds(), p.now(), p.opts.reclaimBatch).Result()
+	if err != nil {
+		return Grant{}, fmt.Errorf("token: take %s: %w", activity, err)
+	}
+	arr, ok := v.([]interface{})
+	if !ok || len(arr) != 4 {
+		return Grant{}, fmt.Errorf("token: take %s: %w: %T", activity, ErrBadReply, v)
+	}
+	st, ok1 := arr[0].(int64)
+	tok, ok2 := arr[1].(string)
+	dl, ok3 := arr[2].(int64)
+	left, ok4 := arr[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || st < 0 || st > int64(NotIssued) {
+		return Grant{}, fmt.Errorf("token: take %s: %w: %v", activity, ErrBadReply, arr)
+	}
+	g := Grant{Status: Status(st), Token: tok, Remaining: left}
+	if dl > 0 {
+		g.ExpiresAt = time.UnixMilli(dl)
+	}
+	return g, nil
+}
+
+// Consume verifies that token is bound to user and live, and marks it used,
+// in one atomic call: of any number of concurrent calls with the same token
+// exactly one returns nil. Refusals are errors: [ErrMalformed],
+// [ErrNotFound], [ErrWrongUser], [ErrUsed] and [ErrExpired] (the expired
+// token returns to the pool in the same call; later calls for it then
+// report ErrNotFound, or ErrWrongUser once another user takes it).
+func (p *Pool) Consume(ctx context.Context, activity, user, token string) error {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return err
+	}
+	if !validID(user) {
+		return fmt.Errorf("%w: user %q", ErrMalformed, user)
+	}
+	if !ValidPoolToken(token) {
+		return fmt.Errorf("%w: pool token", ErrMalformed)
+	}
+	v, err := consumeScript.Run(ctx, p.rdb, keys, user, token, p.now()).Result()
+	if err != nil {
+		return fmt.Errorf("token: consume %s: %w", activity, err)
+	}
+	code, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("token: consume %s: %w: %T", activity, ErrBadReply, v)
+	}
+	switch code {
+	case 0:
+		return nil
+	case 1:
+		return ErrNotFound
+	case 2:
+		return ErrUsed
+	case 3:
+		return ErrWrongUser
+	case 4:
+		return ErrExpired
+	}
+	return fmt.Errorf("token: consume %s: %w: code %d", activity, ErrBadReply, code)
+}
+
+// Reclaim returns every expired bound-but-unused token of the activity to
+// the pool and reports how many it returned. [Pool.Take] already reclaims
+// lazily (see [WithReclaimBatch]); call Reclaim from a ticker when takes are
+// rare but [Pool.Remaining] must be exact.
+func (p *Pool) Reclaim(ctx context.Context, activity string) (int64, error) {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return 0, err
+	}
+	const batch = 1000
+	var total int64
+	for {
+		v, err := reclaimScript.Run(ctx, p.rdb, keys, p.now(), batch).Result()
+		if err != nil {
+			return total, fmt.Errorf("token: reclaim %s: %w", activity, err)
+		}
+		n, ok := v.(int64)
+		if !ok {
+			return total, fmt.Errorf("token: reclaim %s: %w: %T", activity, ErrBadReply, v)
+		}
+		total += n
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+// Stats reads the pool's counters in one atomic call.
+func (p *Pool) Stats(ctx context.Context, activity string) (Stats, error) {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return Stats{}, err
+	}
+	v, err := statsScript.Run(ctx, p.rdb, keys, p.now()).Result()
+	if err != nil {
+		return Stats{}, fmt.Errorf("token: stats %s: %w", activity, err)
+	}
+	arr, ok := v.([]interface{})
+	if !ok || len(arr) != 5 {
+		return Stats{}, fmt.Errorf("token: stats %s: %w: %T", activity, ErrBadReply, v)
+	}
+	var n [5]int64
+	for i, x := range arr {
+		if n[i], ok = x.(int64); !ok {
+			return Stats{}, fmt.Errorf("token: stats %s: %w: %v", activity, ErrBadReply, arr)
+		}
+	}
+	return Stats{Issued: n[0], Free: n[1], Bound: n[2], Expired: n[3], Used: n[4]}, nil
+}
+
+// Remaining reports how many tokens can still be taken: the free ones plus
+// the expired bindings that the next Take or Reclaim returns to the pool.
+func (p *Pool) Remaining(ctx context.Context, activity string) (int64, error) {
+	s, err := p.Stats(ctx, activity)
+	if err != nil {
+		return 0, err
+	}
+	return s.Free + s.Expired, nil
+}
+
+// Drop deletes every key of the activity's pool (after the sale).
+func (p *Pool) Drop(ctx context.Context, activity string) error {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return err
+	}
+	if err := dropScript.Run(ctx, p.rdb, keys).Err(); err != nil {
+		return fmt.Errorf("token: drop %s: %w", activity, err)
+	}
+	return nil
+}
+
+// poolTokenLen is the length of a pool token: 16 random bytes, base64url.
+const poolTokenLen = 22
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ValidPoolToken reports whether s has the shape of a pool token (22
+// base64url characters encoding 16 bytes). [Pool.Consume] checks it before
+// calling Redis, so garbage never reaches a script.
+func ValidPoolToken(s string) bool {
+	if len(s) != poolTokenLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isB64URL(s[i]) {
+			return false
+		}
+	}
+	// The last character carries 4 padding bits that must be zero.
+	return b64Index(s[poolTokenLen-1])&0x0f == 0
+}
+
+func isB64URL(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+func b64Index(c byte) byte {
+	switch {
+	case c >= 'A' && c <= 'Z':
+		return c - 'A'
+	case c >= 'a' && c <= 'z':
+		return c - 'a' + 26
+	case c >= '0' && c <= '9':
+		return c - '0' + 52
+	case c == '-':
+		return 62
+	}
+	return 63
+}

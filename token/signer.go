@@ -1,0 +1,332 @@
+package token
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Key is one HMAC-SHA256 key of a [Signer].
+type Key struct {
+	// ID names the key inside every URL it signs: 1..16 bytes of
+	// [A-Za-z0-9._-]. IDs must be unique within a key set.
+	ID string
+	// Secret is the HMAC key, at least 16 bytes (32 random bytes advised).
+	Secret []byte
+}
+
+// SignParams describes the URL to sign.
+type SignParams struct {
+	Activity string    // activity ID, 1..128 bytes without braces
+	User     string    // user ID the URL is bound to, 1..128 bytes
+	Start    time.Time // activity start: the URL's not-before
+	// Expiry is the end of the URL's validity. Zero means Start plus the
+	// validity set with [WithValidity].
+	Expiry time.Time
+}
+
+// Claims are the verified content of a signed URL.
+type Claims struct {
+	Activity  string
+	User      string
+	KeyID     string    // ID of the key that signed it
+	NotBefore time.Time // second precision
+	Expiry    time.Time // second precision
+	Nonce     [nonceLen]byte
+}
+
+// Signer signs and verifies seckill URL tokens: HMAC-SHA256 over (version,
+// key ID, activity, user, not-before, expiry, nonce), encoded as one
+// URL-safe base64 string that fits a path segment or a query value.
+//
+// Keys rotate without downtime: the first key of the set signs, every key
+// verifies; see [Signer.SetKeys]. A Signer is safe for concurrent use.
+type Signer struct {
+	ring    atomic.Pointer[keyring]
+	opts    options
+	scratch sync.Pool // of *scratch: keeps Verify free of allocations
+}
+
+// scratch holds Verify's buffers; they go through hash.Hash (an interface)
+// and would escape to the heap on every call if they lived on the stack.
+type scratch struct {
+	raw [maxRawLen]byte
+	sum [macLen]byte
+}
+
+type keyring struct {
+	signer *keyEntry
+	byID   map[string]*keyEntry
+}
+
+type keyEntry struct {
+	id   string
+	pool sync.Pool // of hash.Hash (keyed HMAC-SHA256), reused via Reset
+}
+
+func (k *keyEntry) mac(dst, msg []byte) []byte {
+	h := k.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write(msg)
+	dst = h.Sum(dst)
+	k.pool.Put(h)
+	return dst
+}
+
+// Layout limits of the v1 token.
+const (
+	version1    = 1
+	maxKeyIDLen = 16
+	nonceLen    = 12
+	macLen      = sha256.Size
+	// 1 version + 1+16 kid + 1+128 activity + 1+128 user + 8 nbf + 8 exp + nonce + mac
+	maxRawLen     = 1 + 1 + maxKeyIDLen + 1 + maxIDLen + 1 + maxIDLen + 8 + 8 + nonceLen + macLen
+	maxEncodedLen = (maxRawLen*8 + 5) / 6
+)
+
+// NewSigner returns a Signer holding keys; keys[0] signs. Options:
+// [WithClock], [WithLeadTime], [WithValidity], [WithSkew],
+// [WithReplayGuard], [WithKeyPrefix].
+func NewSigner(keys []Key, opts ...Option) (*Signer, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	s := &Signer{opts: o}
+	s.scratch.New = func() any { return new(scratch) }
+	if err := s.SetKeys(keys); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetKeys atomically replaces the key set; keys[0] signs from now on and
+// every key verifies. To rotate: (1) add the new key after the current one
+// on every server, (2) move it first, (3) once every URL signed by the old
+// key has expired, drop the old key: its URLs then fail with
+// [ErrUnknownKey].
+func (s *Signer) SetKeys(keys []Key) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: no key", ErrNoKeys)
+	}
+	r := &keyring{byID: make(map[string]*keyEntry, len(keys))}
+	for i, k := range keys {
+		if !validKeyID(k.ID) {
+			return fmt.Errorf("%w: key ID %q", ErrNoKeys, k.ID)
+		}
+		if len(k.Secret) < 16 {
+			return fmt.Errorf("%w: key %q: secret shorter than 16 bytes", ErrNoKeys, k.ID)
+		}
+		if _, dup := r.byID[k.ID]; dup {
+			return fmt.Errorf("%w: duplicate key ID %q", ErrNoKeys, k.ID)
+		}
+		secret := append([]byte(nil), k.Secret...)
+		e := &keyEntry{id: k.ID}
+		e.pool.New = func() any { return hmac.New(sha256.New, secret) }
+		r.byID[k.ID] = e
+		if i == 0 {
+			r.signer = e
+		}
+	}
+	s.ring.Store(r)
+	return nil
+}
+
+func validKeyID(id string) bool {
+	if len(id) == 0 || len(id) > maxKeyIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Sign returns the URL token for p. It refuses with [ErrTooEarly] before
+// p.Start minus the lead time ([WithLeadTime]), and with [ErrExpired] once
+// the expiry has passed, so links cannot be harvested ahead of the sale.
+func (s *Signer) Sign(p SignParams) (string, error) {
+	if !validID(p.Activity) || !validID(p.User) {
+		return "", fmt.Errorf("%w: activity %q user %q", ErrMalformed, p.Activity, p.User)
+	}
+	if p.Start.IsZero() {
+		return "", fmt.Errorf("token: sign: zero start time")
+	}
+	exp := p.Expiry
+	if exp.IsZero() {
+		exp = p.Start.Add(s.opts.validity)
+	}
+	if !exp.After(p.Start) {
+		return "", fmt.Errorf("token: sign: expiry %v not after start %v", exp, p.Start)
+	}
+	now := s.opts.clock.Now()
+	if now.Before(p.Start.Add(-s.opts.lead)) {
+		return "", ErrTooEarly
+	}
+	if !now.Before(exp) {
+		return "", ErrExpired
+	}
+	k := s.ring.Load().signer
+	var buf [maxRawLen]byte
+	b := buf[:0]
+	b = append(b, version1, byte(len(k.id)))
+	b = append(b, k.id...)
+	b = append(b, byte(len(p.Activity)))
+	b = append(b, p.Activity...)
+	b = append(b, byte(len(p.User)))
+	b = append(b, p.User...)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Start.Unix()))
+	b = binary.BigEndian.AppendUint64(b, uint64(exp.Unix()))
+	var nonce [nonceLen]byte
+	_, _ = rand.Read(nonce[:])
+	b = append(b, nonce[:]...)
+	b = k.mac(b, b)
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// decoded is a parsed token; byte slices alias the caller's buffer.
+type decoded struct {
+	kid, activity, user []byte
+	nbf, exp            int64
+	nonce               []byte
+	msg, mac            []byte
+}
+
+// parse decodes tok into raw (which must hold maxRawLen bytes) and splits
+// it into fields. It checks shape only, not the signature.
+func parse(tok string, raw *[maxRawLen]byte) (decoded, error) {
+	var d decoded
+	if len(tok) == 0 || len(tok) > maxEncodedLen {
+		return d, ErrMalformed
+	}
+	var src [maxEncodedLen]byte
+	n := copy(src[:], tok)
+	m, err := base64.RawURLEncoding.Strict().Decode(raw[:], src[:n])
+	if err != nil {
+		return d, ErrMalformed
+	}
+	b := raw[:m]
+	if len(b) < 2 || b[0] != version1 {
+		return d, ErrMalformed
+	}
+	i := 1
+	field := func(max int) []byte {
+		if i >= len(b) {
+			return nil
+		}
+		l := int(b[i])
+		if l == 0 || l > max || i+1+l > len(b) {
+			return nil
+		}
+		f := b[i+1 : i+1+l]
+		i += 1 + l
+		return f
+	}
+	if d.kid = field(maxKeyIDLen); d.kid == nil {
+		return d, ErrMalformed
+	}
+	if d.activity = field(maxIDLen); d.activity == nil {
+		return d, ErrMalformed
+	}
+	if d.user = field(maxIDLen); d.user == nil {
+		return d, ErrMalformed
+	}
+	if len(b)-i != 8+8+nonceLen+macLen {
+		return d, ErrMalformed
+	}
+	d.nbf = int64(binary.BigEndian.Uint64(b[i:]))
+	d.exp = int64(binary.BigEndian.Uint64(b[i+8:]))
+	d.nonce = b[i+16 : i+16+nonceLen]
+	d.msg = b[:len(b)-macLen]
+	d.mac = b[len(b)-macLen:]
+	if d.exp <= d.nbf {
+		return d, ErrMalformed
+	}
+	return d, nil
+}
+
+// checked is what Verify keeps of a token once its buffers are released.
+type checked struct {
+	kid      string
+	nbf, exp int64
+	nonce    [nonceLen]byte
+}
+
+// check runs the stateless checks that need the decoded bytes: shape, key,
+// signature, activity and user.
+func (s *Signer) check(sc *scratch, tok, activity, user string) (checked, error) {
+	d, err := parse(tok, &sc.raw)
+	if err != nil {
+		return checked{}, err
+	}
+	k := s.ring.Load().byID[string(d.kid)]
+	if k == nil {
+		return checked{}, ErrUnknownKey
+	}
+	if !hmac.Equal(k.mac(sc.sum[:0], d.msg), d.mac) {
+		return checked{}, ErrInvalidSignature
+	}
+	if string(d.activity) != activity {
+		return checked{}, ErrWrongActivity
+	}
+	if string(d.user) != user {
+		return checked{}, ErrWrongUser
+	}
+	c := checked{kid: k.id, nbf: d.nbf, exp: d.exp}
+	copy(c.nonce[:], d.nonce)
+	return c, nil
+}
+
+// Verify checks a URL token for the given activity and the authenticated
+// user, in this order: shape ([ErrMalformed]), key ID ([ErrUnknownKey]),
+// HMAC with a constant-time compare ([ErrInvalidSignature]), activity
+// ([ErrWrongActivity]), user ([ErrWrongUser]), not-before and expiry with
+// the skew tolerance ([ErrNotYetValid], [ErrExpired]) and, last, the
+// one-time nonce when [WithReplayGuard] is set ([ErrReplayed]), so a
+// refused request never burns a nonce. Any other error is a Redis failure
+// of the replay guard; the URL must then be treated as not verified.
+//
+// Without the replay guard Verify does no I/O and does not allocate.
+func (s *Signer) Verify(ctx context.Context, tok, activity, user string) (Claims, error) {
+	sc := s.scratch.Get().(*scratch)
+	d, err := s.check(sc, tok, activity, user)
+	s.scratch.Put(sc)
+	if err != nil {
+		return Claims{}, err
+	}
+	now := s.opts.clock.Now()
+	nbf, exp := time.Unix(d.nbf, 0), time.Unix(d.exp, 0)
+	if now.Before(nbf.Add(-s.opts.skew)) {
+		return Claims{}, ErrNotYetValid
+	}
+	if !now.Before(exp.Add(s.opts.skew)) {
+		return Claims{}, ErrExpired
+	}
+	c := Claims{Activity: activity, User: user, KeyID: d.kid, NotBefore: nbf, Expiry: exp, Nonce: d.nonce}
+	if s.opts.nonces != nil {
+		ttl := max(exp.Add(s.opts.skew).Sub(now), time.Second)
+		key := nonceKey(s.opts.prefix, activity, base64.RawURLEncoding.EncodeToString(d.nonce[:]))
+		ok, err := s.opts.nonces.SetNX(ctx, key, 1, ttl).Result()
+		if err != nil {
+			return Claims{}, fmt.Errorf("token: replay guard: %w", err)
+		}
+		if !ok {
+			return Claims{}, ErrReplayed
+		}
+	}
+	return c, nil
+}
