@@ -250,6 +250,13 @@ func TestFailureRatioWindow(t *testing.T) {
 			steps: cat(rep(20, okS), rep(2, failS), []step{tripS}),
 		},
 		{
+			name: "closing after a ratio trip starts an empty window",
+			steps: cat(rep(10, failS)[:9], []step{tripS},
+				[]step{{advance: time.Minute, do: "ok", state: breaker.Closed}}, // probe closes
+				rep(9, failS),  // the probe belonged to half-open: 9 results, below min requests
+				[]step{tripS}), // 10/10
+		},
+		{
 			name:  "ratio 1 needs every result to fail",
 			opts:  []breaker.Option{breaker.WithFailureRatio(1, 3)},
 			steps: cat([]step{okS}, rep(10, failS), []step{{advance: 10 * time.Second, do: "fail", want: errFail, state: breaker.Closed}}, rep(1, failS), []step{tripS}),
@@ -443,4 +450,26 @@ func TestClockGoingBackwardsInWindow(t *testing.T) {
 	_ = b.Execute(ctx, func(context.Context) error { return errFail })
 	clk.Advance(4 * time.Second)
 	assert.Equal(t, breaker.Counts{State: breaker.Closed, Successes: 1, ConsecutiveFailures: 1}, b.Counts())
+}
+
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+	okInt := func(context.Context) (int, error) { return 1, nil }
+	fail := func(context.Context) error { return errFail }
+	for _, window := range []bool{false, true} {
+		opts := []breaker.Option{breaker.WithConsecutiveFailures(1 << 30)}
+		if window {
+			opts = append(opts, breaker.WithFailureRatio(1, 1<<30))
+		}
+		b, err := breaker.New("t", opts...)
+		require.NoError(t, err)
+		assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = b.Execute(ctx, ok) }), "Execute window=%v", window)
+		assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = b.Execute(ctx, fail) }), "Execute failing window=%v", window)
+		assert.Zero(t, testing.AllocsPerRun(1000, func() { _, _ = breaker.Do(ctx, b, okInt) }), "Do window=%v", window)
+	}
+	open, err := breaker.New("t", breaker.WithConsecutiveFailures(1), breaker.WithOpenTimeout(time.Hour))
+	require.NoError(t, err)
+	_ = open.Execute(ctx, fail)
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = open.Execute(ctx, ok) }), "open reject")
 }

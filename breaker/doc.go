@@ -40,7 +40,9 @@
 //     returns.
 //   - Results are counted only in the period (generation) in which their call
 //     was admitted: a slow call that returns after the breaker tripped, or
-//     after it tripped and closed again, is dropped.
+//     after it tripped and closed again, is dropped. Each period starts from
+//     zero: closing starts an empty window (probe results belong to the
+//     half-open period) and a fresh run of consecutive failures.
 //   - The run of consecutive failures is exact under concurrency: it equals
 //     the number of failures since the last success, in the order the results
 //     were recorded; exactly one caller performs each transition.
