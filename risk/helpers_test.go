@@ -2,6 +2,7 @@ package risk
 
 import (
 	"context"
+	"net/netip"
 	"sort"
 	"sync"
 	"testing"
@@ -60,3 +61,5 @@ func eachRedis(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, pr
 }
 
 var bg = context.Background()
+
+func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }

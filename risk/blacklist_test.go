@@ -1,0 +1,246 @@
+package risk
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBlacklistEscalation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		opts   []Option
+		expect []time.Duration
+	}{
+		{"default doubling to 24h", nil, []time.Duration{
+			time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute}},
+		{"capped", []Option{WithEscalation(time.Minute, 5*time.Minute, 2)}, []time.Duration{
+			time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}},
+		{"factor 3", []Option{WithEscalation(10*time.Second, time.Hour, 3)}, []time.Duration{
+			10 * time.Second, 30 * time.Second, 90 * time.Second, 270 * time.Second}},
+		{"factor 1 = fixed", []Option{WithEscalation(time.Minute, time.Hour, 1)}, []time.Duration{
+			time.Minute, time.Minute, time.Minute}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rdb, m := testenv.Miniredis(t)
+			clk := newFakeClock()
+			bl, err := NewBlacklist(rdb, append(c.opts, WithClock(clk))...)
+			require.NoError(t, err)
+			for i, want := range c.expect {
+				ban, err := bl.Add(bg, KindUser, "u1", "scalping")
+				require.NoError(t, err)
+				assert.EqualValues(t, i+1, ban.Offence)
+				assert.Equal(t, want, ban.Duration, "offence %d", i+1)
+				assert.True(t, clk.Now().Add(want).Equal(ban.Until), "until")
+				assert.Equal(t, want, m.TTL("seckill:risk:{bl:u:u1}:ban"))
+
+				got, banned, err := bl.Banned(bg, KindUser, "u1")
+				require.NoError(t, err)
+				require.True(t, banned)
+				assert.Equal(t, "scalping", got.Reason)
+				assert.EqualValues(t, i+1, got.Offence)
+
+				// Serve the ban, then offend again.
+				m.FastForward(want)
+				clk.Add(want)
+				_, banned, err = bl.Banned(bg, KindUser, "u1")
+				require.NoError(t, err)
+				assert.False(t, banned, "ban of offence %d expired", i+1)
+			}
+		})
+	}
+}
+
+func TestBlacklistMemoryAndRemove(t *testing.T) {
+	t.Parallel()
+	rdb, m := testenv.Miniredis(t)
+	bl, err := NewBlacklist(rdb, WithEscalation(time.Minute, time.Hour, 2), WithOffenceMemory(time.Hour))
+	require.NoError(t, err)
+
+	ban, err := bl.Add(bg, KindDevice, "d1", "")
+	require.NoError(t, err)
+	assert.Equal(t, ReasonDeviceBlacklisted, ban.Reason, "default reason")
+	ban, err = bl.Add(bg, KindDevice, "d1", "x")
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Minute, ban.Duration)
+
+	// Offences are forgotten after the memory.
+	m.FastForward(61 * time.Minute)
+	ban, err = bl.Add(bg, KindDevice, "d1", "x")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, ban.Offence)
+	assert.Equal(t, time.Minute, ban.Duration)
+
+	// Remove lifts the ban but keeps the history.
+	require.NoError(t, bl.Remove(bg, KindDevice, "d1"))
+	_, banned, err := bl.Banned(bg, KindDevice, "d1")
+	require.NoError(t, err)
+	assert.False(t, banned)
+	ban, err = bl.Add(bg, KindDevice, "d1", "x")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, ban.Offence, "history kept by Remove")
+
+	// Reset forgets it.
+	require.NoError(t, bl.Reset(bg, KindDevice, "d1"))
+	ban, err = bl.Add(bg, KindDevice, "d1", "x")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, ban.Offence)
+
+	// A longer ban is never shortened by a later shorter one.
+	ban, err = bl.AddFor(bg, KindIP, "203.0.113.1", "manual", 10*time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Hour, ban.Duration)
+	ban, err = bl.Add(bg, KindIP, "203.0.113.1", "auto")
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, ban.Offence)
+	assert.Equal(t, 10*time.Hour, ban.Duration)
+	assert.Equal(t, 10*time.Hour, m.TTL("seckill:risk:{bl:ip:203.0.113.1}:ban"))
+
+	// Argument errors.
+	_, err = bl.Add(bg, "x", "1", "")
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = bl.Add(bg, KindUser, "", "")
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = bl.AddFor(bg, KindUser, "1", "", 0)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, bl.Remove(bg, KindUser, ""), ErrInvalidArgument)
+	assert.ErrorIs(t, bl.Reset(bg, "", "1"), ErrInvalidArgument)
+	_, _, err = bl.Banned(bg, KindUser, "")
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	for _, o := range []Option{
+		WithEscalation(0, time.Hour, 2), WithEscalation(time.Hour, time.Minute, 2),
+		WithEscalation(time.Minute, time.Hour, 0), WithOffenceMemory(0), WithClock(nil),
+	} {
+		_, err = NewBlacklist(rdb, o)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
+	}
+	_, err = NewBlacklist(nil)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+func TestBlacklistCheckAllRedis(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		clk := newFakeClock()
+		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(clk))
+		require.NoError(t, err)
+		ip := netip.MustParseAddr("203.0.113.7")
+		ip6 := netip.MustParseAddr("2001:db8::7")
+		_, err = bl.Add(bg, KindUser, "bad-user", "")
+		require.NoError(t, err)
+		_, err = bl.AddFor(bg, KindIP, ip.String(), "", time.Hour)
+		require.NoError(t, err)
+		_, err = bl.Add(bg, KindIP, ip6.String(), "")
+		require.NoError(t, err)
+		_, err = bl.Add(bg, KindDevice, "bad-dev", "")
+		require.NoError(t, err)
+
+		clean := netip.MustParseAddr("198.51.100.1")
+		cases := []struct {
+			name   string
+			s      Subject
+			reason string
+		}{
+			{"nothing set", Subject{}, ""},
+			{"clean all three", Subject{UserID: "ok", IP: clean, DeviceID: "ok"}, ""},
+			{"user only", Subject{UserID: "bad-user"}, ReasonUserBlacklisted},
+			{"ip only", Subject{IP: ip}, ReasonIPBlacklisted},
+			{"ipv6", Subject{UserID: "ok", IP: ip6}, ReasonIPBlacklisted},
+			{"device only", Subject{DeviceID: "bad-dev"}, ReasonDeviceBlacklisted},
+			{"clean user, banned ip", Subject{UserID: "ok", IP: ip, DeviceID: "ok"}, ReasonIPBlacklisted},
+			{"clean user, banned device", Subject{UserID: "ok", IP: clean, DeviceID: "bad-dev"}, ReasonDeviceBlacklisted},
+			{"user wins precedence", Subject{UserID: "bad-user", IP: ip, DeviceID: "bad-dev"}, ReasonUserBlacklisted},
+			{"ip before device", Subject{UserID: "ok", IP: ip, DeviceID: "bad-dev"}, ReasonIPBlacklisted},
+		}
+		denials := 0
+		for _, c := range cases {
+			d, err := bl.Check(bg, c.s)
+			require.NoError(t, err, c.name)
+			if c.reason == "" {
+				assert.Equal(t, Allow, d.Action, c.name)
+				continue
+			}
+			denials++
+			assert.Equal(t, Deny, d.Action, c.name)
+			assert.Equal(t, c.reason, d.Reason, c.name)
+			assert.False(t, d.Throttled)
+			assert.Greater(t, d.RetryAfter, time.Duration(0), c.name)
+		}
+		assert.Equal(t, 8, denials)
+
+		d, err := bl.Check(bg, Subject{IP: ip})
+		require.NoError(t, err)
+		assert.Equal(t, time.Hour, d.RetryAfter)
+		require.NoError(t, bl.Remove(bg, KindIP, ip.String()))
+		d, err = bl.Check(bg, Subject{IP: ip})
+		require.NoError(t, err)
+		assert.Equal(t, Allow, d.Action, "explicit remove lifts the IP ban")
+	})
+}
+
+func TestBlacklistHandWrittenValue(t *testing.T) {
+	t.Parallel()
+	rdb, m := testenv.Miniredis(t)
+	bl, err := NewBlacklist(rdb)
+	require.NoError(t, err)
+	// An operator bans by hand with redis-cli: still a ban.
+	require.NoError(t, m.Set("seckill:risk:{bl:u:7}:ban", "1"))
+	d, err := bl.Check(bg, Subject{UserID: "7", DeviceID: "x"})
+	require.NoError(t, err)
+	assert.Equal(t, Deny, d.Action)
+	d, err = bl.Check(bg, Subject{UserID: "7"})
+	require.NoError(t, err)
+	assert.Equal(t, Deny, d.Action)
+	_, banned, err := bl.Banned(bg, KindUser, "7")
+	require.NoError(t, err)
+	assert.True(t, banned)
+}
+
+func TestBlacklistDown(t *testing.T) {
+	t.Parallel()
+	rdb, m := testenv.Miniredis(t)
+	bl, err := NewBlacklist(rdb)
+	require.NoError(t, err)
+	m.SetError("ERR boom")
+	_, err = bl.Check(bg, Subject{UserID: "1"})
+	assert.Error(t, err)
+	_, err = bl.Check(bg, Subject{UserID: "1", DeviceID: "d"})
+	assert.Error(t, err)
+	_, err = bl.Add(bg, KindUser, "1", "")
+	assert.Error(t, err)
+	_, _, err = bl.Banned(bg, KindUser, "1")
+	assert.Error(t, err)
+	assert.Error(t, bl.Remove(bg, KindUser, "1"))
+	assert.Error(t, bl.Reset(bg, KindUser, "1"))
+}
+
+func TestBlacklistEscalationAllRedis(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithEscalation(time.Minute, 10*time.Minute, 2))
+		require.NoError(t, err)
+		want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
+		for i, w := range want {
+			ban, err := bl.Add(bg, KindUser, "esc", "r")
+			require.NoError(t, err)
+			assert.EqualValues(t, i+1, ban.Offence)
+			assert.Equal(t, w, ban.Duration, "offence %d", i+1)
+			ttl, err := rdb.PTTL(bg, banKey(prefix, KindUser, "esc")).Result()
+			require.NoError(t, err)
+			assert.InDelta(t, float64(w), float64(ttl), float64(2*time.Second))
+			got, banned, err := bl.Banned(bg, KindUser, "esc")
+			require.NoError(t, err)
+			require.True(t, banned)
+			assert.Equal(t, "r", got.Reason)
+			assert.EqualValues(t, i+1, got.Offence)
+		}
+	})
+}
