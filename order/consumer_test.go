@@ -1,0 +1,285 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+type dlqSink struct {
+	mu   sync.Mutex
+	msgs []*sarama.ConsumerMessage
+	errs []error
+}
+
+func (d *dlqSink) DeadLetter(_ context.Context, m *sarama.ConsumerMessage, cause error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.msgs = append(d.msgs, m)
+	d.errs = append(d.errs, cause)
+	return nil
+}
+
+func (d *dlqSink) count() int { d.mu.Lock(); defer d.mu.Unlock(); return len(d.msgs) }
+
+type notes struct {
+	mu  sync.Mutex
+	got []Result
+}
+
+func (n *notes) Notify(_ context.Context, r Result) {
+	n.mu.Lock()
+	n.got = append(n.got, r)
+	n.mu.Unlock()
+}
+func (n *notes) count() int { n.mu.Lock(); defer n.mu.Unlock(); return len(n.got) }
+
+// runClaim feeds msgs to ConsumeClaim through a fake session and returns when
+// everything was marked or the claim returned.
+func runClaim(t *testing.T, c *Consumer, sess *fakeSession, msgs []*sarama.ConsumerMessage) error {
+	t.Helper()
+	ch := make(chan *sarama.ConsumerMessage, len(msgs))
+	for _, m := range msgs {
+		ch <- m
+	}
+	close(ch)
+	return c.ConsumeClaim(sess, &fakeClaim{ch: ch})
+}
+
+// downSwitch makes the DB fail (statements on the chosen tables) while on.
+type downSwitch struct {
+	on    atomic.Bool
+	fails atomic.Int64
+}
+
+func (d *downSwitch) install(t *testing.T, db *gorm.DB, table string) {
+	t.Helper()
+	f := func(tx *gorm.DB) {
+		if d.on.Load() && (table == "" || tx.Statement.Table == table) {
+			d.fails.Add(1)
+			_ = tx.AddError(errors.New("injected: database is down"))
+		}
+	}
+	require.NoError(t, db.Callback().Create().Before("gorm:create").Register("test:down:create", f))
+	if table != "" {
+		return
+	}
+	require.NoError(t, db.Callback().Query().Before("gorm:query").Register("test:down:query", f))
+	require.NoError(t, db.Callback().Raw().Before("gorm:raw").Register("test:down:raw", f))
+}
+
+func (d *downSwitch) health(context.Context) error {
+	if d.on.Load() {
+		return errors.New("injected: ping failed")
+	}
+	return nil
+}
+
+func TestConsumeClaimBatchAndEffects(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	addActivity(t, db, 1, 5, 1)
+	led := newLedger()
+	var kms []*sarama.ConsumerMessage
+	for i := 0; i < 8; i++ {
+		m := msg(i, 1, int64(100+i))
+		led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
+		kms = append(kms, kmsg(t, int64(i), m))
+	}
+	kms = append(kms, kmsg(t, 8, msg(2, 1, 102))) // redelivery
+	sched := map[string]time.Time{}
+	var smu sync.Mutex
+	n := &notes{}
+	c, err := NewConsumer(newProc(t, db), led, WithBatchSize(4), WithLinger(0), WithNotifier(n),
+		WithScheduler(SchedulerFunc(func(_ context.Context, no string, at time.Time) error {
+			smu.Lock()
+			sched[no] = at
+			smu.Unlock()
+			return nil
+		})))
+	require.NoError(t, err)
+	sess := &fakeSession{ctx: context.Background()}
+	require.NoError(t, runClaim(t, c, sess, kms))
+
+	assert.EqualValues(t, 8, sess.lastMarked())
+	orders := countOrders(t, db, "")
+	assert.EqualValues(t, 5, orders)
+	assert.Equal(t, 3, led.releases(), "sold-out reservations released")
+	// orders = accepted − releases
+	assert.EqualValues(t, 8-led.releases(), orders)
+	checkConservation(t, db, 1, 5)
+	assert.Len(t, sched, 5, "one cancellation scheduled per new order")
+	assert.Equal(t, 9, n.count(), "every delivery notified (at least once)")
+}
+
+func TestConsumeClaimPoison(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	led := newLedger()
+	kms := []*sarama.ConsumerMessage{
+		kmsg(t, 0, msg(0, 1, 100)),
+		{Topic: "orders", Offset: 1, Value: []byte("{garbage")},
+		kmsg(t, 2, msg(2, 1, 102)),
+	}
+
+	t.Run("dead-lettered", func(t *testing.T) {
+		dlq := &dlqSink{}
+		c, err := NewConsumer(newProc(t, db), led, WithLinger(0), WithDeadLetter(dlq))
+		require.NoError(t, err)
+		sess := &fakeSession{ctx: context.Background()}
+		require.NoError(t, runClaim(t, c, sess, kms))
+		assert.Equal(t, 1, dlq.count())
+		assert.True(t, IsPermanent(dlq.errs[0]))
+		assert.EqualValues(t, 2, sess.lastMarked())
+		assert.EqualValues(t, 2, countOrders(t, db, ""))
+	})
+
+	t.Run("no sink stops the claim", func(t *testing.T) {
+		c, err := NewConsumer(newProc(t, db), led, WithLinger(0))
+		require.NoError(t, err)
+		sess := &fakeSession{ctx: context.Background()}
+		err = runClaim(t, c, sess, kms)
+		require.ErrorIs(t, err, ErrNoDeadLetter)
+		assert.EqualValues(t, -1, sess.lastMarked(), "nothing marked past the poison")
+	})
+}
+
+func TestConsumeClaimPoisonAfterAttempts(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	// Message with reservation "r-1" always fails although the DB is healthy.
+	require.NoError(t, db.Callback().Create().Before("gorm:create").Register("test:poison", func(tx *gorm.DB) {
+		if ds, ok := tx.Statement.Dest.(*Dedup); ok && ds.ReservationID == "r-1" {
+			_ = tx.AddError(errors.New("injected: this row always fails"))
+		}
+		if ds, ok := tx.Statement.Dest.(*[]Dedup); ok {
+			for _, d := range *ds {
+				if d.ReservationID == "r-1" {
+					_ = tx.AddError(errors.New("injected: this row always fails"))
+				}
+			}
+		}
+	}))
+	dlq := &dlqSink{}
+	var errs atomic.Int64
+	c, err := NewConsumer(newProc(t, db), newLedger(), WithLinger(0), WithDeadLetter(dlq), WithMaxAttempts(3),
+		WithBackoff(time.Millisecond, 2*time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
+	require.NoError(t, err)
+	sess := &fakeSession{ctx: context.Background()}
+	require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, 1, 100)), kmsg(t, 1, msg(1, 1, 101)), kmsg(t, 2, msg(2, 1, 102))}))
+	require.Equal(t, 1, dlq.count())
+	assert.EqualValues(t, 1, dlq.msgs[0].Offset)
+	assert.True(t, IsPermanent(dlq.errs[0]))
+	assert.EqualValues(t, 2, countOrders(t, db, ""), "neighbours of the poison message committed")
+	assert.EqualValues(t, 2, sess.lastMarked())
+	assert.EqualValues(t, 1+3, errs.Load(), "one batch failure + three attempts")
+	checkConservation(t, db, 1, 10)
+}
+
+func TestConsumeClaimDBDownMidBatch(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	addActivity(t, db, 1, 100, 1)
+	var down downSwitch
+	// Only the order INSERT fails: dedup rows and the stock update of the same
+	// transaction have already run and must roll back.
+	down.install(t, db, "seckill_order")
+	down.on.Store(true)
+	led := newLedger()
+	var kms []*sarama.ConsumerMessage
+	for i := 0; i < 20; i++ {
+		m := msg(i, 1, int64(100+i))
+		led.reserve(1, Reservation{ID: m.ReservationID})
+		kms = append(kms, kmsg(t, int64(i), m))
+	}
+	dlq := &dlqSink{}
+	c, err := NewConsumer(newProc(t, db), led, WithBatchSize(20), WithLinger(0), WithDeadLetter(dlq), WithMaxAttempts(2),
+		WithBackoff(time.Millisecond, 5*time.Millisecond), WithHealthCheck(down.health))
+	require.NoError(t, err)
+	sess := &fakeSession{ctx: context.Background()}
+	done := make(chan error, 1)
+	go func() { done <- runClaim(t, c, sess, kms) }()
+
+	eventually(t, 10*time.Second, func() bool { return down.fails.Load() >= 5 }, "retries while down")
+	// While down: nothing committed, nothing marked, stock untouched.
+	assert.EqualValues(t, -1, sess.lastMarked())
+	assert.EqualValues(t, 0, countOrders(t, db, ""))
+	var dd int64
+	require.NoError(t, db.Model(&Dedup{}).Count(&dd).Error)
+	assert.EqualValues(t, 0, dd)
+	assert.EqualValues(t, 100, dbStock(t, db, 1))
+
+	down.on.Store(false)
+	require.NoError(t, <-done)
+	assert.EqualValues(t, 19, sess.lastMarked())
+	assert.EqualValues(t, 20, countOrders(t, db, ""), "no loss")
+	assert.Equal(t, 0, dlq.count(), "DB down is not poison")
+	assert.Equal(t, 0, led.releases())
+	checkConservation(t, db, 1, 100)
+}
+
+func TestConsumeClaimStopsWithSession(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	c, err := NewConsumer(newProc(t, db), newLedger())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	sess := &fakeSession{ctx: ctx}
+	done := make(chan error, 1)
+	go func() { done <- c.ConsumeClaim(sess, &fakeClaim{ch: make(chan *sarama.ConsumerMessage)}) }()
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("ConsumeClaim did not return when the session ended")
+	}
+}
+
+func TestConsumerReleaseFailureLeftToReconciler(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	addActivity(t, db, 1, 0, 1) // sold out in the DB
+	led := newLedger()
+	led.reserve(1, Reservation{ID: "r-0"})
+	led.setFail(errors.New("redis down"))
+	var errs atomic.Int64
+	c, err := NewConsumer(newProc(t, db), led, WithLinger(0), WithReleaseAttempts(2),
+		WithBackoff(time.Millisecond, time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
+	require.NoError(t, err)
+	sess := &fakeSession{ctx: context.Background()}
+	require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, 1, 100))}))
+	assert.EqualValues(t, 0, sess.lastMarked())
+	assert.EqualValues(t, 1, errs.Load())
+	led.mu.Lock()
+	assert.Equal(t, 2, led.calls)
+	led.mu.Unlock()
+	// redelivery re-issues the release (the dedup row says FAILED)
+	led.setFail(nil)
+	require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, 1, 100))}))
+	assert.Equal(t, 1, led.releases())
+}
+
+func TestNewConsumerValidates(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	p := newProc(t, db)
+	_, err := NewConsumer(nil, newLedger())
+	assert.Error(t, err)
+	_, err = NewConsumer(p, nil)
+	assert.Error(t, err)
+	_, err = NewConsumer(p, newLedger(), WithBatchSize(0))
+	assert.Error(t, err)
+	_, err = NewProcessor(nil, newGen(t, 1))
+	assert.Error(t, err)
+}
