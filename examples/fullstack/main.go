@@ -35,6 +35,7 @@ func run() error {
 	fs := flag.NewFlagSet("fullstack", flag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	_ = fs.Parse(os.Args[1:])
+	cfg.Resolve(fs)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -23,24 +23,28 @@ type interimCaptcha struct {
 }
 
 func newCaptchaGate(rdb redis.UniversalClient, cfg Config) (captchaGate, error) {
-	return &interimCaptcha{rdb: rdb, prefix: cfg.KeyPrefix, drv: base64Captcha.NewDriverDigit(80, 240, 5, 0.5, 40), ttl: 2 * time.Minute}, nil
+	return &interimCaptcha{rdb: rdb, prefix: cfg.KeyPrefix, drv: base64Captcha.NewDriverDigit(80, 240, 5, 0.5, 40), ttl: 5 * time.Minute}, nil
 }
 
 func (c *interimCaptcha) key(id string) string { return c.prefix + "{c:" + id + "}:captcha" }
 
-func (c *interimCaptcha) New(ctx context.Context, user string) (string, string, error) {
+func (c *interimCaptcha) New(ctx context.Context, user string, image bool) (string, string, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	id := base64.RawURLEncoding.EncodeToString(b[:])
 	_, q, ans := c.drv.GenerateIdQuestionAnswer()
-	item, err := c.drv.DrawCaptcha(q)
-	if err != nil {
-		return "", "", err
+	img := ""
+	if image {
+		item, err := c.drv.DrawCaptcha(q)
+		if err != nil {
+			return "", "", err
+		}
+		img = item.EncodeB64string()
 	}
 	if err := c.rdb.Set(ctx, c.key(id), user+":"+ans, c.ttl).Err(); err != nil {
 		return "", "", err
 	}
-	return id, item.EncodeB64string(), nil
+	return id, img, nil
 }
 
 func (c *interimCaptcha) Verify(ctx context.Context, id, user, answer string) (bool, error) {

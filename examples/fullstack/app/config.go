@@ -157,6 +157,22 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.LogLevel, "log-level", "SECKILL_LOG_LEVEL", "debug, info, warn or error")
 }
 
+// Resolve settles settings given twice after fs was parsed: an explicit
+// -redis or -redis-cluster flag overrides the other's environment variable;
+// when both come from the environment the Cluster wins (as in the tests).
+func (c *Config) Resolve(fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["redis"] && !set["redis-cluster"]:
+		c.RedisCluster = nil
+	case set["redis-cluster"] && !set["redis"]:
+		c.RedisAddr = ""
+	case !set["redis"] && !set["redis-cluster"] && len(c.RedisCluster) > 0:
+		c.RedisAddr = ""
+	}
+}
+
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
 	switch {

@@ -167,7 +167,10 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
-	id, img, err := a.parts.captcha.New(r.Context(), strconv.FormatInt(user, 10))
+	// Demo mode only: ?image=none skips rendering for the load generator,
+	// which reads the answer through the demo hook anyway.
+	image := !(a.cfg.Demo && r.URL.Query().Get("image") == "none")
+	id, img, err := a.parts.captcha.New(r.Context(), strconv.FormatInt(user, 10), image)
 	if err != nil {
 		a.fail(w, r, "captcha", err)
 		return
@@ -456,7 +459,9 @@ type resultView struct {
 	Reason      string `json:"reason,omitempty"`
 }
 
-func (v resultView) final() bool { return v.Status != "queued" && v.Status != "unknown" && v.Status != "" }
+func (v resultView) final() bool {
+	return v.Status != "queued" && v.Status != "unknown" && v.Status != ""
+}
 
 // resultOf reads the user's result for the activity (order.Results: Redis,
 // DB fallback) and, for a placed order, its current status.

@@ -36,8 +36,9 @@ func (p parts) ready() bool { return p.wired }
 
 // captchaGate is what the buy chain needs from a captcha store.
 type captchaGate interface {
-	// New makes a challenge bound to user: its ID and a data: URL image.
-	New(ctx context.Context, user string) (id, image string, err error)
+	// New makes a challenge bound to user: its ID and a data: URL image
+	// (none when image is false: demo-mode load generation only).
+	New(ctx context.Context, user string, image bool) (id, img string, err error)
 	// Verify checks the answer once (the challenge is gone afterwards).
 	Verify(ctx context.Context, id, user, answer string) (bool, error)
 	// Answer is the DEMO-ONLY hook (Config.Demo): the expected answer.

@@ -498,7 +498,7 @@ func (c *client) login(ctx context.Context, user string) (string, error) {
 // an error: that user still tries to buy, as a real one would.
 func (c *client) prepare(ctx context.Context, a *attempt) error {
 	var r apiResp
-	code, err := c.do(ctx, "GET", "/api/captcha?size=small", a.bearer, nil, &r)
+	code, err := c.do(ctx, "GET", "/api/captcha?image=none", a.bearer, nil, &r)
 	if err != nil {
 		return err
 	}

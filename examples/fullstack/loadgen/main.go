@@ -49,6 +49,7 @@ func run() (int, error) {
 	fs.DurationVar(&lc.Drain, "drain", 60*time.Second, "how long to wait for the order pipeline to settle")
 	quiet := fs.Bool("q", false, "no progress bars")
 	_ = fs.Parse(os.Args[1:])
+	cfg.Resolve(fs)
 	cfg.Demo = true
 	lc.Users = cfg.DemoUsers
 	if err := cfg.Validate(); err != nil {

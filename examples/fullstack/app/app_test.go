@@ -1,0 +1,134 @@
+package app_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/examples/fullstack/load"
+)
+
+// startApp starts the service in-process on a free port and stops it (with
+// its drain) at cleanup.
+func startApp(t *testing.T, cfg app.Config) (*app.App, string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = app.NewLogger(os.Stderr, "warn")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	url, err := a.Start()
+	if err != nil {
+		_ = a.Shutdown(context.Background())
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := a.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return a, url
+}
+
+func embeddedConfig(users int, stock int64) app.Config {
+	cfg := app.DefaultConfig() // embedded: no server addresses
+	cfg.Addr = "127.0.0.1:0"
+	cfg.StartIn = 0
+	cfg.DemoUsers = users
+	cfg.Stock = stock
+	cfg.Demo = true
+	return cfg
+}
+
+func runLoad(t *testing.T, url string, users, conc int) *load.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	var progress io.Writer
+	if testing.Verbose() {
+		progress = os.Stderr
+	}
+	rep, err := load.Run(ctx, load.Config{Target: url, Users: users, Concurrency: conc, Drain: 60 * time.Second, Progress: progress})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	t.Logf("\n%s", rep)
+	return rep
+}
+
+func assertSale(t *testing.T, rep *load.Report, users int, stock int64) {
+	t.Helper()
+	for _, v := range rep.Violations {
+		t.Errorf("invariant violated: %s", v)
+	}
+	if rep.BuyRequests != users {
+		t.Errorf("buy requests %d, want %d", rep.BuyRequests, users)
+	}
+	if got := rep.Final["created"]; int64(got) != stock {
+		t.Errorf("orders created %d, want %d (final %v)", got, stock, rep.Final)
+	}
+	if rep.Server.Sold() != stock || rep.Server.DBStock != 0 || rep.Server.RedisRemain != 0 {
+		t.Errorf("server counts: %+v", rep.Server)
+	}
+	if rep.Outcomes["queued"] != rep.Accepted || rep.Accepted < int(stock) {
+		t.Errorf("accepted %d for stock %d: %v", rep.Accepted, stock, rep.Outcomes)
+	}
+}
+
+// TestLoadEmbedded is the unit-tier run: miniredis + kfake + SQLite, the
+// load generator's full HTTP flow, invariants counted afterwards.
+func TestLoadEmbedded(t *testing.T) {
+	const users, stock = 1000, 20
+	_, url := startApp(t, embeddedConfig(users, stock))
+	rep := runLoad(t, url, users, 64)
+	assertSale(t, rep, users, stock)
+}
+
+// TestLoadRealServers is the integration tier: real Redis and MariaDB (and
+// kfake), 10,000 users for 100 units.
+func TestLoadRealServers(t *testing.T) {
+	addr, dsn := os.Getenv("SECKILL_REDIS_ADDR"), os.Getenv("SECKILL_MYSQL_DSN")
+	if addr == "" || dsn == "" {
+		t.Skip("SECKILL_REDIS_ADDR and SECKILL_MYSQL_DSN not both set: no real servers")
+	}
+	const users, stock = 10000, 100
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	cfg := embeddedConfig(users, stock)
+	cfg.RedisAddr = addr
+	cfg.KeyPrefix = "tfs" + tag + ":"
+	cfg.MySQLDSN = dsn
+	cfg.MySQLDatabase = "seckill_fs_" + tag
+	cfg.DropDatabaseOnClose = true
+	t.Cleanup(func() { cleanPrefix(addr, cfg.KeyPrefix) })
+	_, url := startApp(t, cfg)
+	rep := runLoad(t, url, users, 128)
+	assertSale(t, rep, users, stock)
+}
+
+func cleanPrefix(addr, prefix string) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		c.Del(ctx, it.Val())
+	}
+}
