@@ -1,0 +1,102 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Claiming. A claim takes a lease on up to batchSize due rows: it sets
+// lease_owner to a token unique to this relay batch, moves next_attempt_at
+// to the end of the lease (so every other relay's poll skips the row until
+// the lease ends) and counts the attempt. The lease is only columns, so it
+// survives crashes: a relay that dies mid-batch leaves rows that become due
+// again when their lease ends. The claim transaction itself lasts
+// milliseconds; no database lock is held while publishing.
+
+const (
+	selectDueSQL = "SELECT id FROM " + TableName +
+		" WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE"
+	leaseByIDSQL = "UPDATE " + TableName +
+		" SET lease_owner = ?, next_attempt_at = ?, attempts = attempts + 1, updated_at = ? WHERE id IN ?"
+	leaseAtomicSQL = "UPDATE " + TableName +
+		" SET lease_owner = ?, next_attempt_at = ?, attempts = attempts + 1, updated_at = ?" +
+		" WHERE id IN (SELECT id FROM " + TableName +
+		" WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)"
+)
+
+// resolveClaimMode maps ClaimAuto to a concrete mode for the dialect.
+func resolveClaimMode(m ClaimMode, dialect string) (ClaimMode, error) {
+	if m != ClaimAuto {
+		return m, nil
+	}
+	switch dialect {
+	case "mysql", "postgres":
+		return ClaimSkipLocked, nil
+	case "sqlite", "sqlite3":
+		return ClaimAtomicUpdate, nil
+	}
+	return 0, fmt.Errorf("%w: %q (choose one with WithClaimMode)", ErrUnsupportedDialect, dialect)
+}
+
+// claim leases due rows to token and returns them (Attempts already
+// counting this attempt).
+func (r *Relay) claim(ctx context.Context, now time.Time, token string) ([]Message, error) {
+	until := dbTime(now.Add(r.o.lease))
+	if r.mode == ClaimAtomicUpdate {
+		return r.claimAtomic(ctx, now, until, token)
+	}
+	return r.claimLocked(ctx, now, until, token)
+}
+
+func (r *Relay) claimLocked(ctx context.Context, now, until time.Time, token string) ([]Message, error) {
+	q := selectDueSQL
+	if r.mode == ClaimSkipLocked {
+		q += " SKIP LOCKED"
+	}
+	var rows []Message
+	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var ids []int64
+		if err := tx.Raw(q, StatusPending, now, r.o.batchSize).Scan(&ids).Error; err != nil {
+			return fmt.Errorf("select due: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := tx.Exec(leaseByIDSQL, token, until, now, ids).Error; err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		if err := tx.Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+			return fmt.Errorf("read leased: %w", err)
+		}
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim (%v): %w", r.mode, err)
+	}
+	return rows, nil
+}
+
+func (r *Relay) claimAtomic(ctx context.Context, now, until time.Time, token string) ([]Message, error) {
+	d := r.db.WithContext(ctx)
+	res := d.Exec(leaseAtomicSQL, token, until, now, StatusPending, now, r.o.batchSize)
+	if res.Error != nil {
+		return nil, fmt.Errorf("outbox: claim (%v): %w", r.mode, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil, nil
+	}
+	// (status, next_attempt_at) = (PENDING, until) hits the poll index;
+	// lease_owner picks our rows among any sharing that instant.
+	var rows []Message
+	err := d.Where("status = ? AND next_attempt_at = ? AND lease_owner = ?", StatusPending, until, token).
+		Order("id").Find(&rows).Error
+	if err != nil {
+		// The rows stay leased and become due again when the lease ends.
+		return nil, fmt.Errorf("outbox: read leased rows: %w", err)
+	}
+	return rows, nil
+}

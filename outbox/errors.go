@@ -1,0 +1,43 @@
+package outbox
+
+import "errors"
+
+// Sentinel errors. Wrapped errors keep these in their chain; match them with
+// [errors.Is].
+var (
+	// ErrNilTx is returned by [Writer.Write] when the transaction is nil.
+	// The outbox never opens a transaction of its own there: the caller's
+	// business rows and the outbox rows must commit together.
+	ErrNilTx = errors.New("outbox: nil transaction")
+
+	// ErrNilDB is returned when a *gorm.DB argument is nil.
+	ErrNilDB = errors.New("outbox: nil database")
+
+	// ErrNilPublisher is returned when a Publisher argument is nil.
+	ErrNilPublisher = errors.New("outbox: nil publisher")
+
+	// ErrInvalidMessage is returned for a message that cannot be stored or
+	// published: empty topic, topic, key or msg ID too long.
+	ErrInvalidMessage = errors.New("outbox: invalid message")
+
+	// ErrInvalidOption is returned by the constructors for an option value
+	// out of range.
+	ErrInvalidOption = errors.New("outbox: invalid option")
+
+	// ErrUndelivered is returned by [Writer.SendOrStore] when the message
+	// was neither published nor stored: the publish error and the store
+	// error are joined to it. The caller must compensate (release the
+	// reservation) and ask its client to retry.
+	ErrUndelivered = errors.New("outbox: message neither published nor stored")
+
+	// ErrUnsupportedDialect is returned by [NewRelay] when the database
+	// dialect has no known claim strategy and none was chosen with
+	// [WithClaimMode].
+	ErrUnsupportedDialect = errors.New("outbox: unsupported database dialect")
+
+	// ErrRunning is returned by [Relay.Run] when the relay is already running.
+	ErrRunning = errors.New("outbox: relay already running")
+
+	// ErrClosed is returned by [Relay.Run] after [Relay.Close].
+	ErrClosed = errors.New("outbox: relay closed")
+)

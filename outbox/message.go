@@ -1,0 +1,128 @@
+package outbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// TableName is the name of the outbox table, fixed so that the DDL in
+// schema.sql, [AutoMigrate] and every query agree.
+const TableName = "outbox_message"
+
+// Column limits enforced before a row reaches the database.
+const (
+	MaxTopicLen = 255 // bytes in Message.Topic
+	MaxKeyLen   = 255 // bytes in Message.Key
+	MaxMsgIDLen = 64  // bytes in Message.MsgID
+	maxErrLen   = 1000
+)
+
+// Status is the delivery state of an outbox row.
+type Status string
+
+// Row states. A row is written PENDING and ends SENT, or FAILED after the
+// relay's attempt budget is spent. FAILED rows stay until an operator
+// requeues them ([Requeue]) or deletes them.
+const (
+	StatusPending Status = "PENDING"
+	StatusSent    Status = "SENT"
+	StatusFailed  Status = "FAILED"
+)
+
+// Message is one outbox row and the unit handed to a [Publisher].
+//
+// Callers fill Topic (required), Key, Payload, Headers and optionally MsgID;
+// the package fills the rest. MsgID is the deduplication ID consumers must
+// use: it is generated when empty (32 hex characters), kept across every
+// redelivery of the row and shared by [Writer.SendOrStore]'s direct publish
+// and its stored fallback, so one logical message has one MsgID however
+// many times it is delivered. It is unique in the table: writing the same
+// MsgID twice fails with a duplicate-key error from the database.
+//
+// The key column is named msg_key because KEY is reserved in MySQL.
+type Message struct {
+	// ID is the row's auto-increment primary key (0 before it is stored).
+	ID int64 `gorm:"column:id;primaryKey;autoIncrement"`
+	// MsgID is the stable deduplication ID (see the type doc).
+	MsgID string `gorm:"column:msg_id;type:varchar(64);not null;uniqueIndex:uk_outbox_message_msg_id"`
+	// Topic is the destination topic; required.
+	Topic string `gorm:"column:topic;type:varchar(255);not null;index:idx_outbox_message_topic_key,priority:1"`
+	// Key is the partitioning key (free-form; for seckill orders the user
+	// ID, or the reservation ID when a reconciler must find it).
+	Key string `gorm:"column:msg_key;type:varchar(255);not null;default:'';index:idx_outbox_message_topic_key,priority:2"`
+	// Payload is the message body, opaque to the outbox.
+	Payload []byte `gorm:"column:payload"`
+	// Headers are optional message headers, stored as JSON.
+	Headers map[string]string `gorm:"column:headers;type:text;serializer:json"`
+	// Status is PENDING, SENT or FAILED.
+	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1;index:idx_outbox_message_topic_key,priority:3;index:idx_outbox_message_sent,priority:1"`
+	// Attempts counts the publish attempts started by relays. Inside a
+	// Publisher it is the number of the current attempt (1 for the first).
+	Attempts int `gorm:"column:attempts;type:int;not null;default:0"`
+	// NextAttemptAt is when the row may next be claimed. While a relay
+	// holds the row it is the end of that relay's lease.
+	NextAttemptAt time.Time `gorm:"column:next_attempt_at;precision:6;not null;index:idx_outbox_message_poll,priority:2"`
+	// LeaseOwner is the claim token of the relay batch holding the row,
+	// empty when none does. It is diagnostic and guards state changes.
+	LeaseOwner string `gorm:"column:lease_owner;type:varchar(64);not null;default:''"`
+	// LastError is the last publish error, truncated to 1000 bytes.
+	LastError string `gorm:"column:last_error;type:varchar(1024);not null;default:''"`
+	// CreatedAt is when the row was written (Writer's clock).
+	CreatedAt time.Time `gorm:"column:created_at;precision:6;not null"`
+	// UpdatedAt is the last state change (relay's clock).
+	UpdatedAt time.Time `gorm:"column:updated_at;precision:6;not null"`
+	// SentAt is when a relay marked the row SENT; nil otherwise.
+	SentAt *time.Time `gorm:"column:sent_at;precision:6;index:idx_outbox_message_sent,priority:2"`
+}
+
+// TableName tells gorm the table name; see the [TableName] constant.
+func (Message) TableName() string { return TableName }
+
+// validate checks the caller-supplied fields.
+func (m *Message) validate() error {
+	switch {
+	case m.Topic == "":
+		return fmt.Errorf("%w: empty topic", ErrInvalidMessage)
+	case len(m.Topic) > MaxTopicLen:
+		return fmt.Errorf("%w: topic longer than %d bytes", ErrInvalidMessage, MaxTopicLen)
+	case len(m.Key) > MaxKeyLen:
+		return fmt.Errorf("%w: key longer than %d bytes", ErrInvalidMessage, MaxKeyLen)
+	case len(m.MsgID) > MaxMsgIDLen:
+		return fmt.Errorf("%w: msg ID longer than %d bytes", ErrInvalidMessage, MaxMsgIDLen)
+	}
+	return nil
+}
+
+// NewMsgID returns a random 128-bit message ID as 32 hex characters, the
+// form generated for messages written without one.
+func NewMsgID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// dbTime normalises a time for storage: UTC, microseconds (DATETIME(6)),
+// so that SQLite's text timestamps compare in time order and MySQL stores
+// exactly what was compared.
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// truncErr shortens an error text to fit last_error.
+func truncErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) > maxErrLen {
+		s = s[:maxErrLen]
+		// drop a cut multi-byte rune
+		for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
+			s = s[:len(s)-1]
+		}
+		if len(s) > 0 && s[len(s)-1] >= 0xC0 {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
+}

@@ -1,0 +1,459 @@
+package outbox
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Relay delivers outbox rows: it claims due rows in batches, publishes them
+// through a [Publisher], and marks each SENT, schedules a retry with
+// exponential backoff and jitter, or marks it FAILED once the attempt
+// budget is spent. Any number of relays, in any number of processes, may
+// run over the same table.
+//
+// Delivery is at least once. A row is published again when a publish
+// failed after the broker stored it, when a relay outlived its lease
+// ([WithLease]) or crashed between publishing and marking, or when the
+// mark failed. Consumers must deduplicate on [Message.MsgID]. Ordering is
+// best effort (table order within a batch and per key; retries reorder).
+//
+// A Relay's methods are safe for concurrent use. Its only goroutines are
+// those of [Relay.Run] (and, while a batch is published with
+// [WithPublishConcurrency], its workers), all gone when Run returns.
+type Relay struct {
+	db   *gorm.DB
+	pub  Publisher
+	o    options
+	mode ClaimMode
+	id   string
+	seq  atomic.Uint64
+
+	mu      sync.Mutex
+	running bool
+	closed  bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// NewRelay returns a relay over db publishing through pub. It does not
+// start anything: call [Relay.Run], or [Relay.RunOnce] from your own loop.
+// The table must exist ([AutoMigrate] or schema.sql).
+func NewRelay(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
+	if db == nil {
+		return nil, ErrNilDB
+	}
+	if pub == nil {
+		return nil, ErrNilPublisher
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := resolveClaimMode(o.claimMode, db.Dialector.Name())
+	if err != nil {
+		return nil, err
+	}
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return &Relay{
+		db: db, pub: pub, o: o, mode: mode,
+		id:   hex.EncodeToString(b[:]),
+		stop: make(chan struct{}),
+	}, nil
+}
+
+// ClaimMode reports the claim strategy in use (never ClaimAuto).
+func (r *Relay) ClaimMode() ClaimMode { return r.mode }
+
+// Run polls until ctx is cancelled or [Relay.Close] is called: it runs
+// [Relay.RunOnce] at once again after a full batch, otherwise after the poll
+// interval, and deletes old SENT rows ([WithRetention]). Database errors are
+// logged, passed to the [WithOnError] hook and retried at the next poll;
+// they never stop Run. A batch in flight when Run is stopped still records
+// what it published. Run returns nil after Close, ctx.Err() after
+// cancellation, [ErrRunning] if the relay is already running and
+// [ErrClosed] after Close.
+func (r *Relay) Run(ctx context.Context) error {
+	r.mu.Lock()
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		return ErrClosed
+	case r.running:
+		r.mu.Unlock()
+		return ErrRunning
+	}
+	r.running = true
+	done := make(chan struct{})
+	r.done = done
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.running = false
+		r.done = nil
+		r.mu.Unlock()
+		close(done)
+	}()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+
+	r.o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox: relay started",
+		slog.String("relay", r.id), slog.String("claim", r.mode.String()))
+	var lastCleanup time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-runCtx.Done():
+			select {
+			case <-r.stop:
+				return nil
+			default:
+				return ctx.Err()
+			}
+		case <-timer.C:
+		}
+		b, err := r.RunOnce(runCtx)
+		if err != nil && runCtx.Err() == nil {
+			r.reportErr(ctx, err)
+		}
+		if r.o.cleanup && runCtx.Err() == nil {
+			if now := r.o.clock.Now(); lastCleanup.IsZero() || now.Sub(lastCleanup) >= r.o.cleanupEvery {
+				lastCleanup = now
+				if n, err := r.Cleanup(runCtx); err != nil && runCtx.Err() == nil {
+					r.reportErr(ctx, err)
+				} else if n > 0 {
+					r.o.logger.LogAttrs(ctx, slog.LevelDebug, "outbox: cleaned up", slog.Int64("rows", n))
+				}
+			}
+		}
+		if err == nil && b.Claimed >= r.o.batchSize {
+			timer.Reset(0)
+		} else {
+			timer.Reset(r.o.pollInterval)
+		}
+	}
+}
+
+func (r *Relay) reportErr(ctx context.Context, err error) {
+	r.o.logger.LogAttrs(ctx, slog.LevelError, "outbox: relay", slog.String("relay", r.id), slog.Any("error", err))
+	if r.o.onError != nil {
+		r.o.onError(err)
+	}
+}
+
+// Close stops [Relay.Run] and waits for it to return (the batch in flight
+// is settled first). It is idempotent and returns nil.
+func (r *Relay) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
+	done := r.done
+	r.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	return nil
+}
+
+// Batch counts what one [Relay.RunOnce] did.
+type Batch struct {
+	Claimed  int // rows leased by this relay
+	Sent     int // published and marked SENT
+	Retried  int // failed, retry scheduled
+	Failed   int // failed for the last time, now FAILED
+	Released int // not attempted because ctx ended; due again at once
+}
+
+// RunOnce claims one batch of due rows, publishes it and settles it. It is
+// what [Relay.Run] calls in a loop; call it yourself to drive a relay from
+// a scheduler or a test. Hooks run after the batch was settled in the
+// database. The error is non-nil when the claim or the settle failed; in
+// the latter case the rows stay leased and are published again after the
+// lease (duplicates, never losses).
+func (r *Relay) RunOnce(ctx context.Context) (Batch, error) {
+	token := r.id + "-" + strconv.FormatUint(r.seq.Add(1), 36)
+	msgs, err := r.claim(ctx, dbTime(r.o.clock.Now()), token)
+	if err != nil || len(msgs) == 0 {
+		return Batch{}, err
+	}
+	errs := r.publish(ctx, msgs)
+	return r.settle(ctx, msgs, errs, token)
+}
+
+// publish returns one error per message (nil slice: all delivered).
+func (r *Relay) publish(ctx context.Context, msgs []Message) []error {
+	if bp, ok := r.pub.(BatchPublisher); ok {
+		errs := safeBatch(ctx, bp, msgs)
+		if errs != nil && len(errs) != len(msgs) {
+			return fillErr(len(msgs), fmt.Errorf("outbox: batch publisher returned %d results for %d messages", len(errs), len(msgs)))
+		}
+		return errs
+	}
+	errs := make([]error, len(msgs))
+	n := min(r.o.concurrency, len(msgs))
+	if n <= 1 {
+		for i := range msgs {
+			errs[i] = r.publishOne(ctx, msgs[i])
+		}
+		return errs
+	}
+	lanes := make([][]int, n)
+	for i := range msgs {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(msgs[i].Key))
+		l := int(h.Sum32() % uint32(n))
+		lanes[l] = append(lanes[l], i)
+	}
+	var wg sync.WaitGroup
+	for _, lane := range lanes {
+		if len(lane) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			for _, i := range lane {
+				errs[i] = r.publishOne(ctx, msgs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// publishOne calls the publisher, turning a panic into an error.
+func (r *Relay) publishOne(ctx context.Context, m Message) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("outbox: publisher panicked: %v", p)
+		}
+	}()
+	return r.pub.Publish(ctx, m)
+}
+
+func safeBatch(ctx context.Context, bp BatchPublisher, msgs []Message) (errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			errs = fillErr(len(msgs), fmt.Errorf("outbox: publisher panicked: %v", p))
+		}
+	}()
+	return bp.PublishBatch(ctx, msgs)
+}
+
+const (
+	markSentSQL = "UPDATE " + TableName +
+		" SET status = ?, sent_at = ?, updated_at = ?, lease_owner = '' WHERE id IN ? AND status = ?"
+	releaseSQL = "UPDATE " + TableName +
+		" SET next_attempt_at = ?, attempts = attempts - 1, updated_at = ?, lease_owner = ''" +
+		" WHERE id IN ? AND lease_owner = ? AND status = ?"
+	retrySQL = "UPDATE " + TableName +
+		" SET next_attempt_at = ?, last_error = ?, updated_at = ?, lease_owner = ''" +
+		" WHERE id = ? AND lease_owner = ? AND status = ?"
+	failSQL = "UPDATE " + TableName +
+		" SET status = ?, last_error = ?, updated_at = ?, lease_owner = ''" +
+		" WHERE id = ? AND lease_owner = ? AND status = ?"
+)
+
+type event struct {
+	m    Message
+	err  error
+	kind int // 0 sent, 1 retry, 2 failed
+}
+
+// settle records the publish outcomes in one transaction on a context
+// that ignores ctx's cancellation, then runs the hooks.
+func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token string) (Batch, error) {
+	b := Batch{Claimed: len(msgs)}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.markTimeout)
+	defer cancel()
+	now := dbTime(r.o.clock.Now())
+	stopped := ctx.Err() != nil
+
+	var sent, released []int64
+	var events []event
+	err := r.db.WithContext(sctx).Transaction(func(tx *gorm.DB) error {
+		events = events[:0]
+		sent, released = sent[:0], released[:0]
+		for i := range msgs {
+			var e error
+			if errs != nil {
+				e = errs[i]
+			}
+			switch {
+			case e == nil:
+				sent = append(sent, msgs[i].ID)
+			case stopped:
+				released = append(released, msgs[i].ID)
+			}
+		}
+		if len(sent) > 0 {
+			if err := tx.Exec(markSentSQL, StatusSent, now, now, sent, StatusPending).Error; err != nil {
+				return fmt.Errorf("mark sent: %w", err)
+			}
+		}
+		if len(released) > 0 {
+			if err := tx.Exec(releaseSQL, now, now, released, token, StatusPending).Error; err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+		}
+		for i := range msgs {
+			m := msgs[i]
+			var e error
+			if errs != nil {
+				e = errs[i]
+			}
+			if e == nil {
+				m.Status, m.SentAt, m.UpdatedAt, m.LeaseOwner = StatusSent, &now, now, ""
+				events = append(events, event{m: m})
+				continue
+			}
+			if stopped {
+				continue
+			}
+			m.LastError, m.UpdatedAt, m.LeaseOwner = truncErr(e), now, ""
+			var res *gorm.DB
+			kind := 1
+			if m.Attempts >= r.o.maxAttempts {
+				kind = 2
+				m.Status = StatusFailed
+				res = tx.Exec(failSQL, StatusFailed, m.LastError, now, m.ID, token, StatusPending)
+			} else {
+				m.NextAttemptAt = dbTime(now.Add(r.backoff(m.Attempts)))
+				res = tx.Exec(retrySQL, m.NextAttemptAt, m.LastError, now, m.ID, token, StatusPending)
+			}
+			if res.Error != nil {
+				return fmt.Errorf("record failure of %d: %w", m.ID, res.Error)
+			}
+			if res.RowsAffected == 1 { // else our lease was taken over: theirs now
+				events = append(events, event{m: m, err: e, kind: kind})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b, fmt.Errorf("outbox: settle batch: %w", err)
+	}
+	b.Released = len(released)
+	for _, ev := range events {
+		switch ev.kind {
+		case 0:
+			b.Sent++
+			if r.o.onSent != nil {
+				r.o.onSent(ev.m)
+			}
+		case 1:
+			b.Retried++
+			r.o.logger.LogAttrs(ctx, slog.LevelWarn, "outbox: publish failed, will retry",
+				slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
+				slog.Time("next_attempt_at", ev.m.NextAttemptAt), slog.Any("error", ev.err))
+			if r.o.onRetry != nil {
+				r.o.onRetry(ev.m, ev.err, ev.m.NextAttemptAt)
+			}
+		case 2:
+			b.Failed++
+			r.o.logger.LogAttrs(ctx, slog.LevelError, "outbox: message FAILED, attempts exhausted",
+				slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
+				slog.Any("error", ev.err))
+			if r.o.onFailed != nil {
+				r.o.onFailed(ev.m, ev.err)
+			}
+		}
+	}
+	return b, nil
+}
+
+// backoff is the delay after the attempt-th failed attempt:
+// min(base·2^(attempt-1), max), minus up to jitter of it.
+func (r *Relay) backoff(attempt int) time.Duration {
+	d := r.o.backoffBase
+	for i := 1; i < attempt && d < r.o.backoffMax; i++ {
+		d *= 2
+	}
+	if d > r.o.backoffMax || d <= 0 {
+		d = r.o.backoffMax
+	}
+	if r.o.jitter > 0 {
+		d -= time.Duration(rand.Float64() * r.o.jitter * float64(d))
+	}
+	return d
+}
+
+const (
+	selectOldSentSQL = "SELECT id FROM " + TableName + " WHERE status = ? AND sent_at < ? ORDER BY sent_at LIMIT ?"
+	deleteByIDSQL    = "DELETE FROM " + TableName + " WHERE id IN ? AND status = ?"
+	requeueSQL       = "UPDATE " + TableName +
+		" SET status = ?, attempts = 0, next_attempt_at = ?, updated_at = ?, lease_owner = '' WHERE id IN ? AND status = ?"
+)
+
+// Cleanup deletes SENT rows whose sent_at is older than the retention
+// ([WithRetention], default 24h) in chunks of 1000, and returns how many
+// it deleted. PENDING and FAILED rows are never deleted.
+func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
+	cutoff := dbTime(r.o.clock.Now().Add(-r.o.retention))
+	d := r.db.WithContext(ctx)
+	var total int64
+	for {
+		var ids []int64
+		if err := d.Raw(selectOldSentSQL, StatusSent, cutoff, r.o.cleanupLimit).Scan(&ids).Error; err != nil {
+			return total, fmt.Errorf("outbox: cleanup: %w", err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		res := d.Exec(deleteByIDSQL, ids, StatusSent)
+		if res.Error != nil {
+			return total, fmt.Errorf("outbox: cleanup: %w", res.Error)
+		}
+		total += res.RowsAffected
+		if len(ids) < r.o.cleanupLimit {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// Requeue moves FAILED rows back to PENDING with a fresh attempt budget,
+// due at once, and returns how many it moved. Rows not FAILED are left
+// alone. Beware: a reconciler treats a FAILED message as not pending
+// ([HasPending]) and may already have compensated for it; requeue only
+// what you know is still wanted.
+func (r *Relay) Requeue(ctx context.Context, ids ...int64) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	now := dbTime(r.o.clock.Now())
+	res := r.db.WithContext(ctx).Exec(requeueSQL, StatusPending, now, now, ids, StatusFailed)
+	if res.Error != nil {
+		return 0, fmt.Errorf("outbox: requeue: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// Backlog returns the outbox backlog in the relay's database; see [Stats].
+func (r *Relay) Backlog(ctx context.Context) (Backlog, error) { return Stats(ctx, r.db) }

@@ -1,0 +1,689 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+// recorder is a Publisher that records deliveries and can fail on demand.
+type recorder struct {
+	mu    sync.Mutex
+	got   map[string]int // msg_id -> deliveries
+	order []Message
+	fail  func(m Message) (deliver bool, err error)
+	calls atomic.Int64
+}
+
+func newRecorder() *recorder { return &recorder{got: map[string]int{}} }
+
+func (r *recorder) Publish(ctx context.Context, m Message) error {
+	r.calls.Add(1)
+	deliver, err := true, error(nil)
+	if r.fail != nil {
+		deliver, err = r.fail(m)
+	}
+	if deliver {
+		r.mu.Lock()
+		r.got[m.MsgID]++
+		r.order = append(r.order, m)
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *recorder) deliveries() (distinct, total int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.got {
+		distinct++
+		total += n
+	}
+	return
+}
+
+func writeN(t testing.TB, db *gorm.DB, w *Writer, n int, topic string) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	msgs := make([]Message, 0, 100)
+	flush := func() {
+		require.NoError(t, db.Transaction(func(tx *gorm.DB) error { return w.Write(context.Background(), tx, msgs...) }))
+		msgs = msgs[:0]
+	}
+	for i := range n {
+		id := fmt.Sprintf("m-%05d", i)
+		ids = append(ids, id)
+		msgs = append(msgs, Message{MsgID: id, Topic: topic, Key: fmt.Sprintf("u%d", i%17), Payload: []byte(id)})
+		if len(msgs) == cap(msgs) {
+			flush()
+		}
+	}
+	if len(msgs) > 0 {
+		flush()
+	}
+	return ids
+}
+
+func drain(t testing.TB, r *Relay) (b Batch) {
+	t.Helper()
+	for range 10_000 {
+		one, err := r.RunOnce(context.Background())
+		require.NoError(t, err)
+		if one.Claimed == 0 {
+			return b
+		}
+		b.Claimed += one.Claimed
+		b.Sent += one.Sent
+		b.Retried += one.Retried
+		b.Failed += one.Failed
+	}
+	t.Fatal("relay never drained")
+	return b
+}
+
+func TestRelayDeliversAll(t *testing.T) {
+	t.Parallel()
+	for _, conc := range []int{1, 4} {
+		t.Run(fmt.Sprintf("concurrency=%d", conc), func(t *testing.T) {
+			t.Parallel()
+			db := migratedDB(t)
+			clk := newFakeClock()
+			w, err := NewWriter(WithClock(clk))
+			require.NoError(t, err)
+			ids := writeN(t, db, w, 150, "orders")
+
+			rec := newRecorder()
+			var sentHook atomic.Int64
+			r, err := NewRelay(db, rec, WithClock(clk), WithBatchSize(40), WithPublishConcurrency(conc),
+				WithOnSent(func(m Message) {
+					sentHook.Add(1)
+					assert.Equal(t, StatusSent, m.Status)
+				}))
+			require.NoError(t, err)
+			b := drain(t, r)
+			assert.Equal(t, Batch{Claimed: 150, Sent: 150}, b)
+			assert.EqualValues(t, 150, sentHook.Load())
+
+			distinct, total := rec.deliveries()
+			assert.Equal(t, 150, distinct)
+			assert.Equal(t, 150, total)
+			for _, id := range ids {
+				assert.Equal(t, 1, rec.got[id], id)
+			}
+			// Per key, table order is kept (within and across batches here).
+			last := map[string]string{}
+			for _, m := range rec.order {
+				assert.Equal(t, 1, m.Attempts)
+				assert.Greater(t, m.MsgID, last[m.Key], "key %s out of order", m.Key)
+				last[m.Key] = m.MsgID
+			}
+			for _, row := range allRows(t, db) {
+				assert.Equal(t, StatusSent, row.Status)
+				require.NotNil(t, row.SentAt)
+				assert.True(t, row.SentAt.Equal(clk.Now()))
+				assert.Empty(t, row.LeaseOwner)
+			}
+			bl, err := r.Backlog(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, Backlog{}, bl)
+		})
+	}
+}
+
+func TestRelayBackoffThenFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "orders", Key: "u1", MsgID: "x"}))
+
+	rec := newRecorder()
+	rec.fail = func(Message) (bool, error) { return false, errors.New("broker down") }
+	type retry struct {
+		attempts int
+		next     time.Time
+	}
+	var retries []retry
+	var failed []Message
+	r, err := NewRelay(db, rec, WithClock(clk), WithJitter(0), WithBackoff(time.Second, 5*time.Second),
+		WithMaxAttempts(5),
+		WithOnRetry(func(m Message, err error, next time.Time) {
+			assert.EqualError(t, err, "broker down")
+			retries = append(retries, retry{m.Attempts, next})
+		}),
+		WithOnFailed(func(m Message, err error) { failed = append(failed, m) }))
+	require.NoError(t, err)
+
+	// Expected delays after attempts 1..4: 1s, 2s, 4s, 5s (capped).
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second} {
+		b, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Batch{Claimed: 1, Retried: 1}, b, "attempt %d", i+1)
+		require.Len(t, retries, i+1)
+		assert.Equal(t, i+1, retries[i].attempts)
+		assert.True(t, retries[i].next.Equal(clk.Now().Add(want)), "attempt %d next %v", i+1, retries[i].next)
+		row := allRows(t, db)[0]
+		assert.Equal(t, "broker down", row.LastError)
+		assert.True(t, row.NextAttemptAt.Equal(clk.Now().Add(want)))
+
+		// Not due a microsecond early.
+		clk.Advance(want - time.Microsecond)
+		b, err = r.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Zero(t, b.Claimed, "claimed early after attempt %d", i+1)
+		clk.Advance(time.Microsecond)
+	}
+	b, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 1, Failed: 1}, b)
+	require.Len(t, failed, 1)
+	assert.Equal(t, 5, failed[0].Attempts)
+	assert.Equal(t, StatusFailed, failed[0].Status)
+	assert.EqualValues(t, 5, rec.calls.Load())
+
+	clk.Advance(time.Hour)
+	b, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, b.Claimed, "FAILED rows are never claimed")
+	bl, err := Stats(ctx, db)
+	require.NoError(t, err)
+	assert.Equal(t, Backlog{Failed: 1}, bl)
+
+	// Requeue gives a fresh budget; a healthy broker then delivers it.
+	rec.fail = nil
+	n, err := r.Requeue(ctx, failed[0].ID, 12345)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	b, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 1, Sent: 1}, b)
+	assert.Equal(t, 1, rec.got["x"])
+}
+
+func TestRelayBackoffJitter(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	r, err := NewRelay(db, newRecorder(), WithBackoff(100*time.Millisecond, time.Minute), WithJitter(0.5))
+	require.NoError(t, err)
+	seen := map[time.Duration]bool{}
+	for attempt := 1; attempt <= 12; attempt++ {
+		full := min(100*time.Millisecond<<(attempt-1), time.Minute)
+		for range 50 {
+			d := r.backoff(attempt)
+			require.GreaterOrEqual(t, d, full/2, "attempt %d", attempt)
+			require.LessOrEqual(t, d, full, "attempt %d", attempt)
+			seen[d] = true
+		}
+	}
+	assert.Greater(t, len(seen), 100, "jitter spreads delays")
+	// No overflow for absurd attempt counts.
+	assert.LessOrEqual(t, r.backoff(1_000_000), time.Minute)
+	assert.Greater(t, r.backoff(1_000_000), time.Duration(0))
+}
+
+// A relay that stalls past its lease (or crashes) loses its rows to
+// another relay: the row is delivered twice (documented duplicate), never
+// lost, and the stale relay's late outcome cannot undo the other's.
+func TestRelayLeaseExpiryHandsOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	writeN(t, db, w, 3, "orders")
+
+	recA, recB := newRecorder(), newRecorder()
+	a, err := NewRelay(db, recA, WithClock(clk), WithLease(10*time.Second))
+	require.NoError(t, err)
+	b, err := NewRelay(db, recB, WithClock(clk), WithLease(10*time.Second))
+	require.NoError(t, err)
+
+	// A claims and stalls (we hold its batch instead of publishing).
+	tokenA := "stalled-A"
+	msgs, err := a.claim(ctx, dbTime(clk.Now()), tokenA)
+	require.NoError(t, err)
+	require.Len(t, msgs, 3)
+	for _, m := range msgs {
+		assert.Equal(t, tokenA, m.LeaseOwner)
+		assert.Equal(t, 1, m.Attempts)
+	}
+
+	// B sees nothing while the lease holds.
+	clk.Advance(10*time.Second - time.Microsecond)
+	got, err := b.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, got.Claimed)
+
+	// Lease over: B takes the rows and delivers them.
+	clk.Advance(time.Microsecond)
+	got, err = b.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 3, Sent: 3}, got)
+
+	// A wakes up: its first message failed, the others went out (so
+	// they were delivered twice). Its failure must not reopen a SENT row.
+	errs := []error{errors.New("late failure"), nil, nil}
+	var retried atomic.Int64
+	a.o.onRetry = func(Message, error, time.Time) { retried.Add(1) }
+	res, err := a.settle(ctx, msgs, errs, tokenA)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Sent)
+	assert.Zero(t, res.Retried)
+	assert.Zero(t, retried.Load())
+	for _, row := range allRows(t, db) {
+		assert.Equal(t, StatusSent, row.Status)
+		assert.Equal(t, 2, row.Attempts)
+	}
+}
+
+// Two relays over one table with a publisher that sometimes fails cleanly
+// and sometimes fails after delivering (the broker stored the message but
+// the ack was lost): every row is delivered, none is lost, and the
+// duplicates are exactly the ambiguous failures, because leases keep two
+// relays off the same row.
+func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
+	t.Parallel()
+	type setup struct {
+		name string
+		dbs  func(t *testing.T) (*gorm.DB, *gorm.DB)
+	}
+	setups := []setup{{"shared-pool", func(t *testing.T) (*gorm.DB, *gorm.DB) {
+		db := migratedDB(t)
+		return db, db
+	}}}
+	if testenv.DBKindInUse() == testenv.KindSQLite {
+		setups = append(setups, setup{"two-sqlite-connections", func(t *testing.T) (*gorm.DB, *gorm.DB) {
+			path := filepath.Join(t.TempDir(), "two.db")
+			open := func() *gorm.DB {
+				db, err := testenv.OpenSQLite(path)
+				require.NoError(t, err)
+				t.Cleanup(func() {
+					if s, err := db.DB(); err == nil {
+						_ = s.Close()
+					}
+				})
+				return db
+			}
+			a, b := open(), open()
+			require.NoError(t, AutoMigrate(context.Background(), a))
+			return a, b
+		}})
+	}
+	for _, s := range setups {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			n := 400
+			if testenv.DBKindInUse() == testenv.KindSQLite {
+				n = 150 // pure-Go SQLite is ~20x slower under -race
+			}
+			dbA, dbB := s.dbs(t)
+			w, _ := NewWriter()
+			ids := writeN(t, dbA, w, n, "orders")
+
+			var clean, ambiguous atomic.Int64
+			rec := newRecorder()
+			var seq atomic.Int64
+			rec.fail = func(m Message) (bool, error) {
+				switch seq.Add(1) % 7 {
+				case 3:
+					clean.Add(1)
+					return false, errors.New("produce timeout, not stored")
+				case 5:
+					ambiguous.Add(1)
+					return true, errors.New("produce timeout after broker stored it")
+				}
+				return true, nil
+			}
+			var claimedA, claimedB atomic.Int64
+			opts := func(c *atomic.Int64) []Option {
+				return []Option{
+					WithBatchSize(10), WithPollInterval(2 * time.Millisecond),
+					WithBackoff(time.Millisecond, 4*time.Millisecond), WithMaxAttempts(1000),
+					WithOnSent(func(Message) { c.Add(1) }),
+				}
+			}
+			ra, err := NewRelay(dbA, rec, opts(&claimedA)...)
+			require.NoError(t, err)
+			rb, err := NewRelay(dbB, rec, opts(&claimedB)...)
+			require.NoError(t, err)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, r := range []*Relay{ra, rb} {
+				wg.Go(func() { assert.ErrorIs(t, r.Run(ctx), context.Canceled) })
+			}
+			require.Eventually(t, func() bool { return countStatus(t, dbA, StatusSent) == int64(n) }, 30*time.Second, 5*time.Millisecond)
+			cancel()
+			wg.Wait()
+
+			distinct, total := rec.deliveries()
+			assert.Equal(t, n, distinct, "every row delivered")
+			for _, id := range ids {
+				assert.GreaterOrEqual(t, rec.got[id], 1, id)
+			}
+			dups := total - distinct
+			t.Logf("%s (%s): %d rows, %d publishes, %d clean failures, %d ambiguous, %d duplicates; marked by A %d, B %d",
+				s.name, testenv.DBKindInUse(), n, rec.calls.Load(), clean.Load(), ambiguous.Load(), dups,
+				claimedA.Load(), claimedB.Load())
+			assert.EqualValues(t, ambiguous.Load(), dups, "duplicates come only from ambiguous publishes")
+			assert.Positive(t, claimedA.Load(), "relay A took part")
+			assert.Positive(t, claimedB.Load(), "relay B took part")
+			assert.EqualValues(t, n, claimedA.Load()+claimedB.Load(), "each row marked SENT once")
+			assert.EqualValues(t, 0, countStatus(t, dbA, StatusPending))
+		})
+	}
+}
+
+func TestRelayStopMidBatchReleasesRows(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	writeN(t, db, w, 5, "orders")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := newRecorder()
+	var calls int
+	rec.fail = func(Message) (bool, error) {
+		calls++
+		if calls == 2 {
+			cancel() // stopped while publishing the 2nd message
+			return false, context.Canceled
+		}
+		return true, nil
+	}
+	r, err := NewRelay(db, rec, WithClock(clk))
+	require.NoError(t, err)
+	b, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 5, Sent: 1, Released: 4}, b)
+	assert.Equal(t, 2, calls, "nothing published after cancellation")
+
+	// Released rows are due at once, with their attempt given back.
+	rec.fail = nil
+	b, err = r.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 4, Sent: 4}, b)
+	for _, row := range allRows(t, db) {
+		assert.Equal(t, StatusSent, row.Status)
+		assert.Equal(t, 1, row.Attempts)
+	}
+}
+
+func TestRelayPublisherPanicIsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "t"}))
+	panicky := PublisherFunc(func(context.Context, Message) error { panic("boom") })
+	r, err := NewRelay(db, panicky, WithClock(clk), WithJitter(0))
+	require.NoError(t, err)
+	b, err := r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+	assert.Contains(t, allRows(t, db)[0].LastError, "panicked: boom")
+}
+
+// batchRec is a BatchPublisher failing the messages it is told to.
+type batchRec struct {
+	recorder
+	batches atomic.Int64
+	failIdx map[string]bool
+}
+
+func (b *batchRec) PublishBatch(ctx context.Context, msgs []Message) []error {
+	b.batches.Add(1)
+	var errs []error
+	for i, m := range msgs {
+		if b.failIdx[m.MsgID] {
+			if errs == nil {
+				errs = make([]error, len(msgs))
+			}
+			errs[i] = errors.New("partition leader gone")
+			continue
+		}
+		_ = b.Publish(ctx, m)
+	}
+	return errs
+}
+
+func TestRelayUsesBatchPublisher(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	writeN(t, db, w, 30, "orders")
+	bp := &batchRec{recorder: *newRecorder(), failIdx: map[string]bool{"m-00003": true, "m-00017": true}}
+	r, err := NewRelay(db, bp, WithClock(clk), WithBatchSize(10), WithJitter(0))
+	require.NoError(t, err)
+	b := drain(t, r)
+	assert.Equal(t, Batch{Claimed: 30, Sent: 28, Retried: 2}, b)
+	assert.EqualValues(t, 3, bp.batches.Load())
+	assert.EqualValues(t, 28, countStatus(t, db, StatusSent))
+
+	bp.failIdx = nil
+	clk.Advance(time.Second)
+	b = drain(t, r)
+	assert.Equal(t, Batch{Claimed: 2, Sent: 2}, b)
+
+	// A batch publisher returning the wrong number of results retries all.
+	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+	bad := &badBatch{}
+	r2, err := NewRelay(db, bad, WithClock(clk))
+	require.NoError(t, err)
+	b, err = r2.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+}
+
+type badBatch struct{}
+
+func (badBatch) Publish(context.Context, Message) error { return nil }
+func (badBatch) PublishBatch(context.Context, []Message) []error {
+	return []error{nil, nil}
+}
+
+func TestCleanup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	rec := newRecorder()
+	r, err := NewRelay(db, rec, WithClock(clk), WithRetention(time.Hour, time.Minute), WithMaxAttempts(1))
+	require.NoError(t, err)
+
+	writeN(t, db, w, 5, "old") // sent at T
+	drain(t, r)
+	clk.Advance(30 * time.Minute)
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "newer", MsgID: "newer"})) // sent at T+30m
+	drain(t, r)
+	rec.fail = func(Message) (bool, error) { return false, errors.New("x") }
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "failed", MsgID: "failed"}))
+	drain(t, r)
+	clk.Advance(time.Hour) // T+90m; the FAILED and this PENDING must survive
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "pending", MsgID: "pending"}))
+
+	n, err := r.Cleanup(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, n)
+	var left []string
+	for _, row := range allRows(t, db) {
+		left = append(left, row.MsgID)
+	}
+	assert.Equal(t, []string{"newer", "failed", "pending"}, left)
+
+	clk.Advance(time.Hour)
+	n, err = r.Cleanup(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+
+	// Chunked: more rows than one chunk.
+	r.o.cleanupLimit = 7
+	rec.fail = nil
+	writeN(t, db, w, 30, "bulk")
+	drain(t, r)
+	clk.Advance(2 * time.Hour)
+	n, err = r.Cleanup(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 31, n) // 30 + "pending"
+	assert.Len(t, allRows(t, db), 1)
+}
+
+func TestRunCleansUp(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	w, _ := NewWriter(WithClock(clk))
+	writeN(t, db, w, 3, "orders")
+	r, err := NewRelay(db, newRecorder(), WithClock(clk), WithRetention(time.Hour, time.Minute),
+		WithPollInterval(time.Millisecond))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 3 }, 10*time.Second, time.Millisecond)
+	clk.Advance(2 * time.Hour)
+	require.Eventually(t, func() bool { return len(allRows(t, db)) == 0 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, r.Close())
+	require.NoError(t, <-done)
+}
+
+// Not parallel: counts goroutines.
+func TestRunStopsOnCloseAndCancelWithoutLeaks(t *testing.T) {
+	db := migratedDB(t)
+	w, _ := NewWriter()
+	writeN(t, db, w, 20, "orders")
+	before := runtime.NumGoroutine()
+
+	// Close.
+	r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithPublishConcurrency(3))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 20 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return errors.Is(r.Run(context.Background()), ErrRunning) }, time.Second, time.Millisecond)
+	require.NoError(t, r.Close())
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	require.NoError(t, r.Close(), "Close is idempotent")
+	require.ErrorIs(t, r.Run(context.Background()), ErrClosed)
+
+	// Cancel.
+	r2, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- r2.Run(ctx) }()
+	time.Sleep(20 * time.Millisecond) // let it poll a few times
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	require.NoError(t, r2.Close())
+
+	// Close before Run, then Run.
+	r3, err := NewRelay(db, newRecorder())
+	require.NoError(t, err)
+	require.NoError(t, r3.Close())
+	require.ErrorIs(t, r3.Run(context.Background()), ErrClosed)
+
+	// Pool connections opened meanwhile carry driver goroutines (the MySQL
+	// driver's watcher): close the idle ones before counting.
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxIdleConns(0)
+	defer sqlDB.SetMaxIdleConns(2)
+	// Poll by hand: testify's Eventually runs its condition on a goroutine.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if runtime.NumGoroutine() > before {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: before %d, now %d\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+	}
+	buf := make([]byte, 1<<20)
+	assert.NotContains(t, string(buf[:runtime.Stack(buf, true)]), "outbox.(*Relay)", "no relay goroutine left")
+}
+
+func TestRunReportsDBErrorsAndKeepsGoing(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	var errs atomic.Int64
+	r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithOnError(func(error) { errs.Add(1) }))
+	require.NoError(t, err)
+	require.NoError(t, db.Migrator().DropTable(&Message{}))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	require.Eventually(t, func() bool { return errs.Load() >= 3 }, 10*time.Second, time.Millisecond)
+
+	// The table comes back: the relay recovers by itself.
+	require.NoError(t, AutoMigrate(context.Background(), db))
+	w, _ := NewWriter()
+	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+	require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, r.Close())
+	require.NoError(t, <-done)
+}
+
+func TestNewRelayValidates(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	_, err := NewRelay(nil, newRecorder())
+	require.ErrorIs(t, err, ErrNilDB)
+	_, err = NewRelay(db, nil)
+	require.ErrorIs(t, err, ErrNilPublisher)
+	for name, opt := range map[string]Option{
+		"batch":     WithBatchSize(0),
+		"poll":      WithPollInterval(0),
+		"lease":     WithLease(-time.Second),
+		"attempts":  WithMaxAttempts(0),
+		"backoff":   WithBackoff(time.Second, time.Millisecond),
+		"jitter":    WithJitter(1.5),
+		"mark":      WithMarkTimeout(0),
+		"retention": WithRetention(0, time.Second),
+		"conc":      WithPublishConcurrency(0),
+		"mode":      WithClaimMode(ClaimMode(42)),
+		"logger":    WithLogger(nil),
+	} {
+		_, err := NewRelay(db, newRecorder(), opt)
+		assert.ErrorIs(t, err, ErrInvalidOption, name)
+	}
+	_, err = NewRelay(db, newRecorder(), WithoutCleanup(), WithRetention(0, 0), WithoutCleanup())
+	require.NoError(t, err)
+
+	r, err := NewRelay(db, newRecorder())
+	require.NoError(t, err)
+	if testenv.DBKindInUse() == testenv.KindSQLite {
+		assert.Equal(t, ClaimAtomicUpdate, r.ClaimMode())
+	} else {
+		assert.Equal(t, ClaimSkipLocked, r.ClaimMode())
+	}
+	m, err := resolveClaimMode(ClaimAuto, "sqlserver")
+	require.ErrorIs(t, err, ErrUnsupportedDialect)
+	assert.Zero(t, m)
+	m, err = resolveClaimMode(ClaimForUpdate, "sqlserver")
+	require.NoError(t, err)
+	assert.Equal(t, ClaimForUpdate, m)
+}

@@ -1,0 +1,125 @@
+package outbox
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// SchemaMySQL is the MySQL/MariaDB DDL of the outbox table (schema.sql).
+//
+//go:embed schema.sql
+var SchemaMySQL string
+
+// AutoMigrate creates or updates the outbox_message table and its indexes
+// with gorm's AutoMigrate (on MySQL: InnoDB, utf8mb4_bin, so topics and
+// keys compare byte for byte as on SQLite). DBAs who manage schemas by hand
+// apply [SchemaMySQL] (schema.sql) instead; both give the same table.
+func AutoMigrate(ctx context.Context, db *gorm.DB) error {
+	if db == nil {
+		return ErrNilDB
+	}
+	d := db.WithContext(ctx)
+	if d.Dialector.Name() == "mysql" {
+		d = d.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+	}
+	if err := d.AutoMigrate(&Message{}); err != nil {
+		return fmt.Errorf("outbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// Backlog is a snapshot of undelivered rows, for metrics and alerts.
+type Backlog struct {
+	// Pending counts rows not yet delivered (including rows a relay is
+	// publishing right now and rows waiting for a retry).
+	Pending int64
+	// Failed counts rows that spent their attempt budget; each one is a
+	// message no consumer has received. Alert when non-zero.
+	Failed int64
+	// OldestPending is the created_at of the oldest pending row; zero when
+	// Pending is 0. now − OldestPending is the worst delivery lag.
+	OldestPending time.Time
+}
+
+// Stats returns the outbox backlog in db.
+func Stats(ctx context.Context, db *gorm.DB) (Backlog, error) {
+	if db == nil {
+		return Backlog{}, ErrNilDB
+	}
+	var b Backlog
+	d := db.WithContext(ctx)
+	if err := d.Model(&Message{}).Where("status = ?", StatusPending).Count(&b.Pending).Error; err != nil {
+		return Backlog{}, fmt.Errorf("outbox: count pending: %w", err)
+	}
+	if err := d.Model(&Message{}).Where("status = ?", StatusFailed).Count(&b.Failed).Error; err != nil {
+		return Backlog{}, fmt.Errorf("outbox: count failed: %w", err)
+	}
+	if b.Pending > 0 {
+		var m Message
+		err := d.Select("id", "created_at").Where("status = ?", StatusPending).Order("id").Limit(1).Take(&m).Error
+		switch {
+		case err == nil:
+			b.OldestPending = m.CreatedAt
+		case !errors.Is(err, gorm.ErrRecordNotFound): // delivered meanwhile: fine
+			return Backlog{}, fmt.Errorf("outbox: oldest pending: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// Pending counts PENDING rows with exactly this topic and key (the key is
+// free-form: whatever the writer put in [Message.Key]).
+func Pending(ctx context.Context, db *gorm.DB, topic, key string) (int64, error) {
+	if db == nil {
+		return 0, ErrNilDB
+	}
+	var n int64
+	err := db.WithContext(ctx).Model(&Message{}).
+		Where("topic = ? AND msg_key = ? AND status = ?", topic, key, StatusPending).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("outbox: count pending %s/%s: %w", topic, key, err)
+	}
+	return n, nil
+}
+
+// HasPending reports whether a PENDING row with this topic and key exists,
+// i.e. a relay will still deliver it. A reconciler asks this before
+// releasing a reservation that has no order yet: true means "wait, the
+// message is on its way". FAILED rows are not pending (no relay will touch
+// them until someone calls [Relay.Requeue]); look them up with [Lookup].
+// The key is free-form; to ask by reservation, write the reservation ID
+// as the key, or use it as the MsgID and call [Lookup].
+func HasPending(ctx context.Context, db *gorm.DB, topic, key string) (bool, error) {
+	if db == nil {
+		return false, ErrNilDB
+	}
+	var ids []int64
+	err := db.WithContext(ctx).Model(&Message{}).
+		Where("topic = ? AND msg_key = ? AND status = ?", topic, key, StatusPending).
+		Limit(1).Pluck("id", &ids).Error
+	if err != nil {
+		return false, fmt.Errorf("outbox: has pending %s/%s: %w", topic, key, err)
+	}
+	return len(ids) > 0, nil
+}
+
+// Lookup returns the row whose MsgID is msgID (found = false if none). Its
+// Status says whether it is still pending, sent, or failed.
+func Lookup(ctx context.Context, db *gorm.DB, msgID string) (m Message, found bool, err error) {
+	if db == nil {
+		return Message{}, false, ErrNilDB
+	}
+	err = db.WithContext(ctx).Where("msg_id = ?", msgID).Limit(1).Take(&m).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Message{}, false, nil
+	}
+	if err != nil {
+		return Message{}, false, fmt.Errorf("outbox: lookup %s: %w", msgID, err)
+	}
+	return m, true, nil
+}

@@ -1,0 +1,173 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"gorm.io/gorm"
+)
+
+// Writer stores outbox rows. It holds no connection: every call is handed
+// the transaction or database to use. A Writer is safe for concurrent use.
+type Writer struct {
+	o options
+}
+
+// NewWriter returns a Writer. Options used: [WithClock], [WithLogger],
+// [WithStoreTimeout].
+func NewWriter(opts ...Option) (*Writer, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{o: o}, nil
+}
+
+// Write inserts msgs as PENDING rows inside tx, the caller's transaction,
+// so they commit or roll back with the caller's business rows:
+//
+//	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+//		if err := tx.Create(&order).Error; err != nil {
+//			return err
+//		}
+//		return w.Write(ctx, tx, outbox.Message{Topic: "orders", Key: uid, Payload: body})
+//	})
+//
+// Write never begins or commits a transaction; given a plain *gorm.DB it
+// simply inserts (autocommit). Every message is validated before anything
+// is written; a MsgID is generated where empty. Writing no messages is a
+// no-op. The rows are claimable at once (next_attempt_at = now).
+func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error {
+	if tx == nil {
+		return ErrNilTx
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	rows, err := w.rows(msgs)
+	if err != nil {
+		return err
+	}
+	if err := tx.WithContext(ctx).Create(&rows).Error; err != nil {
+		return fmt.Errorf("outbox: write %d message(s): %w", len(rows), err)
+	}
+	return nil
+}
+
+// rows validates msgs and returns fresh PENDING rows.
+func (w *Writer) rows(msgs []Message) ([]Message, error) {
+	now := dbTime(w.o.clock.Now())
+	rows := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if err := m.validate(); err != nil {
+			return nil, fmt.Errorf("outbox: message %d: %w", i, err)
+		}
+		rows[i] = Message{
+			MsgID:         m.MsgID,
+			Topic:         m.Topic,
+			Key:           m.Key,
+			Payload:       m.Payload,
+			Headers:       m.Headers,
+			Status:        StatusPending,
+			NextAttemptAt: now,
+			CreatedAt:     now,
+			UpdatedAt:     now,
+		}
+		if rows[i].MsgID == "" {
+			rows[i].MsgID = NewMsgID()
+		}
+	}
+	return rows, nil
+}
+
+// Delivery says which path [Writer.SendOrStore] took.
+type Delivery int
+
+const (
+	// Undelivered: neither published nor stored (the error is non-nil).
+	Undelivered Delivery = iota
+	// Published: the broker acknowledged the message; no row was written.
+	Published
+	// Stored: publishing failed and the message was written to the outbox
+	// for a [Relay] to deliver later.
+	Stored
+)
+
+// String names the delivery.
+func (d Delivery) String() string {
+	switch d {
+	case Published:
+		return "published"
+	case Stored:
+		return "stored"
+	}
+	return "undelivered"
+}
+
+// SendResult reports what [Writer.SendOrStore] did.
+type SendResult struct {
+	// Delivery is Published, Stored or Undelivered.
+	Delivery Delivery
+	// MsgID is the message's deduplication ID (generated if it was empty),
+	// the same whichever path delivered it.
+	MsgID string
+	// PublishErr is the direct publish failure when Delivery is Stored or
+	// Undelivered (kept for logs and metrics).
+	PublishErr error
+}
+
+// SendOrStore publishes msg directly through pub and, only if that fails,
+// writes it to the outbox in its own short transaction on db, for a relay
+// to deliver later ("send first, store on failure": the fast path costs no
+// database write).
+//
+// The store runs on context.WithoutCancel(ctx) bounded by
+// [WithStoreTimeout], so a caller whose context expired during the publish
+// still gets its compensation. If both fail, the error wraps
+// [ErrUndelivered] joined with both causes, and the caller must undo what
+// the message announced (seckill: release the reservation) and tell its
+// client to retry.
+//
+// A publish that failed after the broker stored the message, then stored
+// and relayed, is delivered twice with the same MsgID: consumers dedup.
+func (w *Writer) SendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, msg Message) (SendResult, error) {
+	if db == nil {
+		return SendResult{}, ErrNilDB
+	}
+	if pub == nil {
+		return SendResult{}, ErrNilPublisher
+	}
+	if err := msg.validate(); err != nil {
+		return SendResult{}, fmt.Errorf("outbox: send: %w", err)
+	}
+	if msg.MsgID == "" {
+		msg.MsgID = NewMsgID()
+	}
+	res := SendResult{MsgID: msg.MsgID}
+	pubErr := pub.Publish(ctx, msg)
+	if pubErr == nil {
+		res.Delivery = Published
+		return res, nil
+	}
+	res.PublishErr = pubErr
+	w.o.logger.LogAttrs(ctx, slog.LevelWarn, "outbox: publish failed, storing",
+		slog.String("topic", msg.Topic), slog.String("msg_id", msg.MsgID), slog.Any("error", pubErr))
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.o.storeTimeout)
+	defer cancel()
+	storeErr := db.WithContext(sctx).Transaction(func(tx *gorm.DB) error {
+		return w.Write(sctx, tx, msg)
+	})
+	if storeErr == nil {
+		res.Delivery = Stored
+		return res, nil
+	}
+	res.Delivery = Undelivered
+	w.o.logger.LogAttrs(ctx, slog.LevelError, "outbox: message neither published nor stored",
+		slog.String("topic", msg.Topic), slog.String("msg_id", msg.MsgID), slog.Any("error", storeErr))
+	return res, errors.Join(ErrUndelivered,
+		fmt.Errorf("outbox: publish: %w", pubErr),
+		fmt.Errorf("outbox: store: %w", storeErr))
+}
