@@ -60,6 +60,8 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 		return nil, errors.New("stock: nil logger")
 	case o.recheck <= 0:
 		return nil, fmt.Errorf("stock: recheck interval %v must be > 0", o.recheck)
+	case strings.ContainsAny(o.prefix, "{}"):
+		return nil, fmt.Errorf("stock: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", o.prefix)
 	case o.maxIDBytes <= 0:
 		return nil, fmt.Errorf("stock: max request ID bytes %d must be > 0", o.maxIDBytes)
 	}

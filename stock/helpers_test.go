@@ -34,13 +34,18 @@ func (c *fakeClock) Add(d time.Duration) {
 // forEachRedis runs f on every Redis kind available (miniredis always; the
 // real standalone server and Cluster when their env vars are set). Each kind
 // gets its own key prefix under the parent test's prefix, which testenv
-// deletes at cleanup on real servers.
+// deletes at cleanup on real servers. The test and its subtests run in
+// parallel with other tests.
 func forEachRedis(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
 	t.Helper()
+	t.Parallel()
 	parent := testenv.Prefix(t)
 	for kind, rdb := range testenv.AllRedis(t) {
 		prefix := parent + string(kind) + ":"
-		t.Run(string(kind), func(t *testing.T) { f(t, rdb, prefix) })
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			f(t, rdb, prefix)
+		})
 	}
 }
 

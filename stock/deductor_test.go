@@ -1,0 +1,946 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Compile-time checks: New accepts every go-redis client kind, including the
+// failover (Sentinel) ones, which are a *Client and a *ClusterClient.
+var (
+	_ redis.Scripter = (*redis.Client)(nil)
+	_ redis.Scripter = (*redis.ClusterClient)(nil)
+	_ redis.Scripter = (*redis.Ring)(nil)
+	_ redis.Scripter = redis.UniversalClient(nil)
+	_ Subscriber     = (*redis.Client)(nil)
+	_ Subscriber     = (*redis.ClusterClient)(nil)
+	_ Subscriber     = (*redis.Ring)(nil)
+)
+
+func TestNewAcceptsEveryClientKind(t *testing.T) {
+	t.Parallel()
+	failover := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
+	failoverCluster := redis.NewFailoverClusterClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _, _, _, _ = failover.Close(), failoverCluster.Close(), ring.Close(), cluster.Close() })
+	for _, c := range []redis.Scripter{failover, failoverCluster, ring, cluster} {
+		_, err := New(c)
+		require.NoError(t, err)
+	}
+	_, err := New(nil)
+	require.Error(t, err)
+	_, err = New(failover, WithRecheckInterval(0))
+	require.Error(t, err)
+	_, err = New(failover, WithClock(nil))
+	require.Error(t, err)
+	_, err = New(failover, WithKeyPrefix("x{y}:"))
+	require.Error(t, err, "a brace in the prefix would move the hash tag")
+}
+
+// TestReserveTenThousandBuyers: 10,000 goroutines, distinct users, stock 100
+// → exactly 100 reserved, remaining 0, no user twice; counted from the
+// results and from the ledger.
+func TestReserveTenThousandBuyers(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		const activity, stock, n = 42, 100, 10000
+		mustLoad(t, d, Activity{ID: activity, Stock: stock})
+
+		var (
+			wg        sync.WaitGroup
+			start     = make(chan struct{})
+			reserved  atomic.Int64
+			soldOut   atomic.Int64
+			local     atomic.Int64
+			mu        sync.Mutex
+			winners   = map[int64]string{}
+			firstErrs []error
+		)
+		sem := make(chan struct{}, inflight)
+		for i := range n {
+			wg.Add(1)
+			go func(user int64) {
+				defer wg.Done()
+				<-start
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: user, Qty: 1, RequestID: "r" + strconv.FormatInt(user, 10)})
+				if err != nil {
+					mu.Lock()
+					firstErrs = append(firstErrs, err)
+					mu.Unlock()
+					return
+				}
+				switch res.Status {
+				case Reserved:
+					reserved.Add(1)
+					mu.Lock()
+					if _, dup := winners[user]; dup {
+						firstErrs = append(firstErrs, fmt.Errorf("user %d won twice", user))
+					}
+					winners[user] = "r" + strconv.FormatInt(user, 10)
+					mu.Unlock()
+				case SoldOut:
+					soldOut.Add(1)
+					if res.Local {
+						local.Add(1)
+					}
+				default:
+					mu.Lock()
+					firstErrs = append(firstErrs, fmt.Errorf("unexpected status %v", res.Status))
+					mu.Unlock()
+				}
+			}(int64(i + 1))
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, firstN(firstErrs, 5), "%d failures", len(firstErrs))
+		assert.EqualValues(t, stock, reserved.Load())
+		assert.EqualValues(t, n-stock, soldOut.Load())
+		t.Logf("%d refused in-process without a Redis call", local.Load())
+
+		rem, err := d.Remaining(ctx, activity)
+		require.NoError(t, err)
+		assert.Zero(t, rem)
+
+		l := ledger(t, d, activity)
+		require.Len(t, l, stock)
+		sum, per := heldSum(l)
+		assert.EqualValues(t, stock, sum)
+		assert.Len(t, per, stock, "a user appears twice in the ledger")
+		for _, r := range l {
+			assert.Equal(t, winners[r.User], r.RequestID, "ledger entry without a matching Reserved result")
+			assert.EqualValues(t, 1, r.Qty)
+		}
+		st, err := d.Stats(ctx, activity)
+		require.NoError(t, err)
+		assert.EqualValues(t, stock, st.Buyers)
+	})
+}
+
+// TestReserveMultiQty: qty 1–3, cap 3, users sending several requests:
+// stock is conserved, no user holds more than 3, every SoldOut was right.
+func TestReserveMultiQty(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		const activity, stock, n, users = 7, 100, 10000, 2500
+		mustLoad(t, d, Activity{ID: activity, Stock: stock, PerUserLimit: 3})
+
+		var (
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+			mu    sync.Mutex
+			got   = map[int64]int64{} // user -> units from Reserved results
+			total int64
+			fails []error
+		)
+		sem := make(chan struct{}, inflight)
+		for i := range n {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				req := Request{Activity: activity, User: int64(i%users + 1), Qty: int64(i%3 + 1), RequestID: fmt.Sprintf("q%d", i)}
+				res, err := d.Reserve(ctx, req)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					fails = append(fails, err)
+				case res.Status == Reserved:
+					got[req.User] += req.Qty
+					total += req.Qty
+				case res.Status == SoldOut:
+					if res.Remaining >= req.Qty {
+						fails = append(fails, fmt.Errorf("sold out with %d left for qty %d", res.Remaining, req.Qty))
+					}
+				case res.Status == LimitReached:
+					if res.Held+req.Qty <= 3 {
+						fails = append(fails, fmt.Errorf("limit reached with %d held for qty %d", res.Held, req.Qty))
+					}
+				default:
+					fails = append(fails, fmt.Errorf("unexpected status %v", res.Status))
+				}
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, firstN(fails, 5), "%d failures", len(fails))
+		for u, q := range got {
+			assert.LessOrEqual(t, q, int64(3), "user %d holds %d", u, q)
+		}
+		rem, err := d.Remaining(ctx, activity)
+		require.NoError(t, err)
+		assert.EqualValues(t, stock, rem+total, "results: remaining + reserved != stock")
+		assert.Less(t, rem, int64(3))
+
+		sum, per := heldSum(ledger(t, d, activity))
+		assert.EqualValues(t, stock, rem+sum, "ledger: remaining + held != stock")
+		assert.Equal(t, got, per)
+	})
+}
+
+// TestReserveRetriesOneRequestID: 1,000 concurrent retries of one request ID
+// deduct once and all see the same outcome.
+func TestReserveRetriesOneRequestID(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		mustLoad(t, d, Activity{ID: 5, Stock: 100, PerUserLimit: 2})
+		var (
+			wg       sync.WaitGroup
+			start    = make(chan struct{})
+			sem      = make(chan struct{}, inflight)
+			first    atomic.Int64
+			replayed atomic.Int64
+			other    atomic.Int64
+		)
+		for range 1000 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				res, err := d.Reserve(ctx, Request{Activity: 5, User: 9, Qty: 2, RequestID: "same"})
+				switch {
+				case err != nil || res.Status != Reserved || res.Held != 2:
+					other.Add(1)
+				case res.Replayed:
+					replayed.Add(1)
+				default:
+					first.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		assert.Zero(t, other.Load())
+		assert.EqualValues(t, 1, first.Load())
+		assert.EqualValues(t, 999, replayed.Load())
+		rem, err := d.Remaining(ctx, 5)
+		require.NoError(t, err)
+		assert.EqualValues(t, 98, rem)
+		assert.Len(t, ledger(t, d, 5), 1)
+	})
+}
+
+// TestReleaseRacesReserve: reserves, releases and repeated releases of the
+// same IDs race; afterwards remaining + held (ledger) = initial, each ID was
+// released at most once, and the buyers hash agrees with the ledger.
+func TestReleaseRacesReserve(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		const activity, stock, ids = 3, 60, 200
+		mustLoad(t, d, Activity{ID: activity, Stock: stock})
+
+		var (
+			wg       sync.WaitGroup
+			start    = make(chan struct{})
+			sem      = make(chan struct{}, inflight)
+			done     [ids]atomic.Int64 // ReleaseDone per ID
+			reserved [ids]atomic.Bool
+			failures atomic.Int64
+		)
+		for i := range ids {
+			id := fmt.Sprintf("x%d", i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: int64(i + 1), Qty: 1, RequestID: id})
+				if err != nil {
+					failures.Add(1)
+					return
+				}
+				if res.Status == Reserved && !res.Replayed {
+					reserved[i].Store(true)
+				}
+			}()
+			for range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					rr, err := d.Release(ctx, activity, id)
+					if err != nil {
+						failures.Add(1)
+						return
+					}
+					if rr.Status == ReleaseDone {
+						done[i].Add(1)
+					}
+				}()
+			}
+		}
+		close(start)
+		wg.Wait()
+		require.Zero(t, failures.Load())
+
+		rem, err := d.Remaining(ctx, activity)
+		require.NoError(t, err)
+		l := ledger(t, d, activity)
+		sum, per := heldSum(l)
+		assert.EqualValues(t, stock, rem+sum, "conservation: remaining %d + held %d", rem, sum)
+		var released int64
+		for i := range ids {
+			n := done[i].Load()
+			assert.LessOrEqual(t, n, int64(1), "id %d released %d times", i, n)
+			if n == 1 {
+				released++
+				assert.True(t, reserved[i].Load(), "id %d released without a reservation", i)
+			}
+		}
+		var reservedCount int64
+		for i := range ids {
+			if reserved[i].Load() {
+				reservedCount++
+			}
+		}
+		assert.EqualValues(t, reservedCount-released, sum, "held = reserved - released")
+		st, err := d.Stats(ctx, activity)
+		require.NoError(t, err)
+		assert.EqualValues(t, len(per), st.Buyers, "buyers hash disagrees with ledger")
+		assert.EqualValues(t, ids, st.LedgerEntries, "every ID ends in the ledger: held, freed or tombstone")
+	})
+}
+
+// inflight bounds how many of the started goroutines are inside Reserve or
+// Release at once: more than the miniredis client's connection pool (20 on
+// two cores), so calls really race on the server, but few enough that
+// miniredis under -race on a loaded CI machine never keeps a caller waiting
+// past go-redis's pool timeout. All goroutines exist and are released
+// together; the semaphore only meters them.
+const inflight = 64
+
+func firstN(errs []error, n int) []error {
+	if len(errs) > n {
+		return errs[:n]
+	}
+	return errs
+}
+
+func TestReleaseSemantics(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		var hooked atomic.Int64
+		d := newTestDeductor(t, rdb, prefix, WithOnRelease(func(context.Context, int64, string, ReleaseResult, error) { hooked.Add(1) }))
+		mustLoad(t, d, Activity{ID: 1, Stock: 5, PerUserLimit: 3})
+
+		res, err := d.Reserve(ctx, Request{Activity: 1, User: 10, Qty: 3, RequestID: "a"})
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		assert.EqualValues(t, 2, res.Remaining)
+		assert.EqualValues(t, 3, res.Held)
+
+		rr, err := d.Release(ctx, 1, "a")
+		require.NoError(t, err)
+		assert.Equal(t, ReleaseResult{Status: ReleaseDone, Qty: 3, User: 10, Remaining: 5}, rr)
+		assert.True(t, rr.Released())
+
+		rr, err = d.Release(ctx, 1, "a")
+		require.NoError(t, err)
+		assert.Equal(t, ReleaseDuplicate, rr.Status)
+		assert.EqualValues(t, 5, rr.Remaining)
+
+		// A retry of the released request does not deduct again.
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 10, Qty: 3, RequestID: "a"})
+		require.NoError(t, err)
+		assert.Equal(t, Released, res.Status)
+		assert.True(t, res.Replayed)
+		assert.EqualValues(t, 5, res.Remaining)
+		assert.ErrorIs(t, res.Err(), ErrReleased)
+
+		// The buyer may buy again with a new request ID.
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 10, Qty: 3, RequestID: "b"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+
+		// Release before Reserve: a tombstone; the late Reserve deducts nothing.
+		rr, err = d.Release(ctx, 1, "late")
+		require.NoError(t, err)
+		assert.Equal(t, ReleaseUnknown, rr.Status)
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 11, Qty: 1, RequestID: "late"})
+		require.NoError(t, err)
+		assert.Equal(t, Released, res.Status)
+		rem, err := d.Remaining(ctx, 1)
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, rem)
+		r, ok, err := d.Lookup(ctx, 1, "late")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, Tombstone, r.State)
+
+		// Not loaded.
+		rr, err = d.Release(ctx, 999, "a")
+		require.NoError(t, err)
+		assert.Equal(t, ReleaseNotLoaded, rr.Status)
+		assert.EqualValues(t, 4, hooked.Load())
+	})
+}
+
+func TestReserveOutcomes(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
+		mustLoad(t, d, Activity{ID: 1, Stock: 3, PerUserLimit: 2})
+
+		res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 2, RequestID: "1"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+		assert.True(t, res.OK())
+		assert.NoError(t, res.Err())
+		assert.EqualValues(t, 2, res.Limit)
+
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "2"})
+		require.NoError(t, err)
+		assert.Equal(t, LimitReached, res.Status)
+		assert.EqualValues(t, 2, res.Held)
+		assert.ErrorIs(t, res.Err(), ErrLimitReached)
+
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 2, RequestID: "3"})
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status, "1 left, 2 asked")
+		assert.EqualValues(t, 1, res.Remaining)
+
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "4"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+		assert.Zero(t, res.Remaining)
+
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "5"})
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status)
+		assert.ErrorIs(t, res.Err(), ErrSoldOut)
+
+		res, err = d.Reserve(ctx, Request{Activity: 2, User: 3, Qty: 1, RequestID: "6"})
+		require.NoError(t, err)
+		assert.Equal(t, NotLoaded, res.Status)
+		assert.ErrorIs(t, res.Err(), ErrNotLoaded)
+
+		// Same ID, other user or qty: conflict, nothing written.
+		_, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 2, RequestID: "1"})
+		assert.ErrorIs(t, err, ErrRequestConflict)
+		_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "1"})
+		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.Len(t, ledger(t, d, 1), 2)
+	})
+}
+
+// TestWindowUsesRedisTime moves Redis time with miniredis SetTime while the
+// application clock stays far away: the window follows Redis.
+func TestWindowUsesRedisTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	start := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	app := newFakeClock(start.Add(-48 * time.Hour)) // a badly skewed app server
+	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(app))
+	m.SetTime(start.Add(-time.Hour))
+	mustLoad(t, d, Activity{ID: 1, Stock: 10, Start: start, End: start.Add(time.Hour)})
+
+	req := func(id string) Result {
+		res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: id})
+		require.NoError(t, err)
+		return res
+	}
+	m.SetTime(start.Add(-time.Millisecond))
+	assert.Equal(t, NotStarted, req("a").Status)
+	assert.ErrorIs(t, req("a").Err(), ErrNotStarted)
+	m.SetTime(start)
+	res := req("b")
+	assert.Equal(t, Reserved, res.Status)
+	assert.Equal(t, start, res.ReservedAt.UTC())
+	m.SetTime(start.Add(time.Hour - time.Millisecond))
+	assert.Equal(t, LimitReached, req("c").Status)
+	m.SetTime(start.Add(time.Hour))
+	assert.Equal(t, Ended, req("d").Status)
+	assert.ErrorIs(t, req("d").Err(), ErrEnded)
+	// A replay of the reservation made in the window still answers Reserved.
+	assert.Equal(t, Reserved, req("b").Status)
+	rem, err := d.Remaining(ctx, 1)
+	require.NoError(t, err)
+	assert.EqualValues(t, 9, rem)
+}
+
+func TestLoadSetIfAbsentAndReset(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		a := Activity{ID: 8, Stock: 10}
+		mustLoad(t, d, a)
+		res, err := d.Reserve(ctx, Request{Activity: 8, User: 1, Qty: 1, RequestID: "a"})
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+
+		loaded, err := d.Load(ctx, Activity{ID: 8, Stock: 500, PerUserLimit: 5})
+		require.NoError(t, err)
+		assert.False(t, loaded, "a second Load must not reset a live sale")
+		rem, err := d.Remaining(ctx, 8)
+		require.NoError(t, err)
+		assert.EqualValues(t, 9, rem)
+
+		require.NoError(t, d.Reset(ctx, Activity{ID: 8, Stock: 20, PerUserLimit: 2}))
+		st, err := d.Stats(ctx, 8)
+		require.NoError(t, err)
+		assert.True(t, st.Loaded)
+		assert.EqualValues(t, 20, st.Remaining)
+		assert.EqualValues(t, 20, st.Total)
+		assert.EqualValues(t, 2, st.Limit)
+		assert.Zero(t, st.Buyers)
+		assert.Zero(t, st.LedgerEntries)
+		assert.WithinDuration(t, time.Now().Add(DefaultTTL), st.ExpiresAt, time.Minute)
+
+		_, err = d.Remaining(ctx, 9)
+		assert.ErrorIs(t, err, ErrNotLoaded)
+		st, err = d.Stats(ctx, 9)
+		require.NoError(t, err)
+		assert.False(t, st.Loaded)
+	})
+}
+
+func TestLoadExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	now := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	m.SetTime(now)
+	d := newTestDeductor(t, rdb, testenv.Prefix(t))
+	mustLoad(t, d, Activity{ID: 1, Stock: 1, Start: now, End: now.Add(time.Hour), TTL: time.Hour})
+	_, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	require.NoError(t, err)
+	k := activityKeys(testenv.Prefix(t), 1)
+	for _, key := range k.list() {
+		assert.Equal(t, 2*time.Hour, m.TTL(key), key)
+	}
+	m.FastForward(2 * time.Hour)
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, NotLoaded, res.Status)
+	// An activity whose keys would expire at once is refused.
+	_, err = d.Load(ctx, Activity{ID: 2, Stock: 1, Start: now.Add(-3 * time.Hour), End: now.Add(-2 * time.Hour), TTL: time.Hour})
+	assert.ErrorIs(t, err, ErrInvalidActivity)
+}
+
+// snapshot dumps every key under prefix (type-aware) for no-state-change checks.
+func snapshot(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
+	for _, k := range keys {
+		v, err := rdb.HGetAll(ctx, k).Result()
+		require.NoError(t, err)
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	prefix := testenv.Prefix(t)
+	d := newTestDeductor(t, rdb, prefix)
+	mustLoad(t, d, Activity{ID: 1, Stock: 10, PerUserLimit: 2})
+	_, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "ok"})
+	require.NoError(t, err)
+	before := snapshot(t, rdb, prefix)
+
+	long := string(make([]byte, 129))
+	for name, req := range map[string]Request{
+		"zero activity":     {Activity: 0, User: 1, Qty: 1, RequestID: "x"},
+		"negative activity": {Activity: -1, User: 1, Qty: 1, RequestID: "x"},
+		"zero user":         {Activity: 1, User: 0, Qty: 1, RequestID: "x"},
+		"empty request ID":  {Activity: 1, User: 1, Qty: 1, RequestID: ""},
+		"long request ID":   {Activity: 1, User: 1, Qty: 1, RequestID: long},
+		"zero qty":          {Activity: 1, User: 1, Qty: 0, RequestID: "x"},
+		"negative qty":      {Activity: 1, User: 1, Qty: -3, RequestID: "x"},
+		"qty above cap":     {Activity: 1, User: 2, Qty: 3, RequestID: "x"},
+	} {
+		_, err := d.Reserve(ctx, req)
+		assert.ErrorIs(t, err, ErrInvalidRequest, name)
+	}
+	_, err = d.Release(ctx, 0, "ok")
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	_, err = d.Release(ctx, 1, "")
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	_, _, err = d.Lookup(ctx, 1, "")
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	_, err = d.Remaining(ctx, 0)
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	_, _, err = d.Reservations(ctx, -1, 0, 10)
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	_, err = d.Stats(ctx, 0)
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, a := range map[string]Activity{
+		"zero ID":           {ID: 0, Stock: 1},
+		"negative stock":    {ID: 2, Stock: -1},
+		"negative limit":    {ID: 2, Stock: 1, PerUserLimit: -1},
+		"negative TTL":      {ID: 2, Stock: 1, TTL: -time.Second},
+		"end before start":  {ID: 2, Stock: 1, Start: now, End: now.Add(-time.Second)},
+		"end equal start":   {ID: 2, Stock: 1, Start: now, End: now},
+		"reset bad on live": {ID: 1, Stock: -5},
+	} {
+		_, err := d.Load(ctx, a)
+		assert.ErrorIs(t, err, ErrInvalidActivity, name)
+		assert.ErrorIs(t, d.Reset(ctx, a), ErrInvalidActivity, name)
+	}
+	assert.Equal(t, before, snapshot(t, rdb, prefix))
+}
+
+func TestRedisUnavailable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	prefix := testenv.Prefix(t)
+	d := newTestDeductor(t, rdb, prefix)
+	mustLoad(t, d, Activity{ID: 1, Stock: 10})
+	_, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	require.NoError(t, err)
+	before := snapshot(t, rdb, prefix)
+
+	check := func(name string) {
+		_, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+		assert.ErrorIs(t, err, ErrUnavailable, name)
+		_, err = d.Release(ctx, 1, "a")
+		assert.ErrorIs(t, err, ErrUnavailable, name)
+		_, err = d.Load(ctx, Activity{ID: 3, Stock: 1})
+		assert.ErrorIs(t, err, ErrUnavailable, name)
+		_, err = d.Remaining(ctx, 1)
+		assert.ErrorIs(t, err, ErrUnavailable, name)
+	}
+	for _, msg := range []string{"LOADING Redis is loading the dataset in memory", "MASTERDOWN Link with MASTER is down", "CLUSTERDOWN The cluster is down"} {
+		m.SetError(msg)
+		check(msg)
+	}
+	m.SetError("")
+	assert.Equal(t, before, snapshot(t, rdb, prefix))
+
+	// A script error that is not an outage is not reported as unavailable.
+	m.SetError("ERR Error running script: boom")
+	_, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrUnavailable)
+	m.SetError("")
+
+	// A timed-out context.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = d.Reserve(cctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorIs(t, err, context.Canceled)
+
+	// A closed server.
+	m.Close()
+	check("closed")
+	m.Restart()
+	assert.Equal(t, before, snapshot(t, rdb, prefix))
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, Reserved, res.Status)
+}
+
+func TestFallback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	var calls atomic.Int64
+	fb := FallbackFunc(func(_ context.Context, req Request) (Result, error) {
+		calls.Add(1)
+		if req.User == 66 {
+			return Result{}, errors.New("db down too")
+		}
+		return Result{Status: Reserved, Remaining: 41}, nil
+	})
+	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithFallback(fb))
+	mustLoad(t, d, Activity{ID: 1, Stock: 10})
+
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	require.NoError(t, err)
+	assert.False(t, res.Fallback)
+	assert.Zero(t, calls.Load(), "fallback is only for outages")
+
+	m.SetError("LOADING Redis is loading the dataset in memory")
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	require.NoError(t, err)
+	assert.True(t, res.Fallback)
+	assert.Equal(t, Reserved, res.Status)
+	_, err = d.Reserve(ctx, Request{Activity: 1, User: 66, Qty: 1, RequestID: "c"})
+	assert.ErrorIs(t, err, ErrUnavailable)
+	assert.ErrorContains(t, err, "db down too")
+	assert.EqualValues(t, 2, calls.Load())
+	// Bad input never reaches the fallback.
+	_, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 0, RequestID: "d"})
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.EqualValues(t, 2, calls.Load())
+}
+
+// TestScriptFlushMidRun flushes the script cache while buyers race: EVALSHA
+// answers NOSCRIPT, Script.Run falls back to EVAL, and the sale stays exact.
+func TestScriptFlushMidRun(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
+		const stock, n = 50, 600
+		mustLoad(t, d, Activity{ID: 1, Stock: stock})
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+
+		var (
+			wg       sync.WaitGroup
+			start    = make(chan struct{})
+			sem      = make(chan struct{}, inflight)
+			stop     = make(chan struct{})
+			reserved atomic.Int64
+			errs     atomic.Int64
+			flushes  atomic.Int64
+		)
+		go func() {
+			<-start
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if rdb.ScriptFlush(ctx).Err() == nil {
+					flushes.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				res, err := d.Reserve(ctx, Request{Activity: 1, User: int64(i + 1), Qty: 1, RequestID: strconv.Itoa(i)})
+				if err != nil {
+					errs.Add(1)
+					return
+				}
+				if res.Status == Reserved {
+					reserved.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(stop)
+		assert.Zero(t, errs.Load())
+		assert.EqualValues(t, stock, reserved.Load())
+		assert.Positive(t, flushes.Load())
+		rem, err := d.Remaining(ctx, 1)
+		require.NoError(t, err)
+		assert.Zero(t, rem)
+		sum, _ := heldSum(ledger(t, d, 1))
+		assert.EqualValues(t, stock, sum)
+	})
+}
+
+func TestReservationsPages(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		mustLoad(t, d, Activity{ID: 4, Stock: 1000})
+		for i := range 300 {
+			_, err := d.Reserve(ctx, Request{Activity: 4, User: int64(i + 1), Qty: 1, RequestID: fmt.Sprintf("p%d", i)})
+			require.NoError(t, err)
+		}
+		for i := range 10 {
+			_, err := d.Release(ctx, 4, fmt.Sprintf("p%d", i))
+			require.NoError(t, err)
+		}
+		_, err := d.Release(ctx, 4, "ghost")
+		require.NoError(t, err)
+		l := ledger(t, d, 4)
+		require.Len(t, l, 301)
+		states := map[State]int{}
+		for _, r := range l {
+			states[r.State]++
+		}
+		assert.Equal(t, map[State]int{Held: 290, Freed: 10, Tombstone: 1}, states)
+		assert.EqualValues(t, 1, l["p0"].User)
+		assert.False(t, l["p0"].ReleasedAt.IsZero())
+		assert.True(t, l["p299"].ReleasedAt.IsZero())
+		r, ok, err := d.Lookup(ctx, 4, "p299")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, l["p299"], r)
+		_, ok, err = d.Lookup(ctx, 4, "nope")
+		require.NoError(t, err)
+		assert.False(t, ok)
+	})
+}
+
+// TestKeysShareOneTag is the unit check miniredis cannot make: every key a
+// script receives carries the same {a:<id>} tag.
+func TestKeysShareOneTag(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{"seckill:", "", "app:v2:"} {
+		for _, a := range []int64{1, 42, 1 << 62} {
+			k := activityKeys(prefix, a)
+			want := "{a:" + strconv.FormatInt(a, 10) + "}"
+			for _, key := range k.list() {
+				assert.Equal(t, want, hashTag(key), key)
+			}
+		}
+	}
+}
+
+// hashTag extracts the Cluster hash tag of key the way Redis does.
+func hashTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					if j == i+1 {
+						return ""
+					}
+					return key[i : j+1]
+				}
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// TestClusterOneSlot asks the real Cluster for the slot of every key of an activity.
+func TestClusterOneSlot(t *testing.T) {
+	t.Parallel()
+	c := testenv.RealCluster(t)
+	ctx := context.Background()
+	for _, a := range []int64{1, 42, 987654321} {
+		k := activityKeys(testenv.Prefix(t), a)
+		var slots []int64
+		for _, key := range k.list() {
+			s, err := c.ClusterKeySlot(ctx, key).Result()
+			require.NoError(t, err)
+			slots = append(slots, s)
+		}
+		for _, s := range slots {
+			assert.Equal(t, slots[0], s)
+		}
+	}
+}
+
+// TestRing runs a sale on a Ring of two miniredis shards: the hash tag keeps
+// an activity on one shard.
+func TestRing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, m1 := testenv.Miniredis(t)
+	_, m2 := testenv.Miniredis(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m1.Addr(), "b": m2.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	d := newTestDeductor(t, ring, testenv.Prefix(t))
+	for a := int64(1); a <= 6; a++ {
+		mustLoad(t, d, Activity{ID: a, Stock: 2})
+		for u := int64(1); u <= 3; u++ {
+			_, err := d.Reserve(ctx, Request{Activity: a, User: u, Qty: 1, RequestID: fmt.Sprint(u)})
+			require.NoError(t, err)
+		}
+		rr, err := d.Release(ctx, a, "1")
+		require.NoError(t, err)
+		assert.Equal(t, ReleaseDone, rr.Status)
+		rem, err := d.Remaining(ctx, a)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, rem)
+	}
+}
+
+// scripted is a Scripter that answers every script with a fixed reply.
+type scripted struct {
+	redis.Scripter
+	val any
+	err error
+}
+
+func (s scripted) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return redis.NewCmdResult(s.val, s.err)
+}
+
+func (s scripted) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return redis.NewCmdResult(s.val, s.err)
+}
+
+func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, val := range map[string]any{
+		"nil":          nil,
+		"string":       "OK",
+		"short":        []any{int64(1)},
+		"wrong types":  []any{"1", int64(0), int64(0), int64(0), int64(0), int64(0)},
+		"nested":       []any{[]any{}, int64(0), int64(0), int64(0), int64(0), int64(0)},
+		"unknown code": []any{int64(99), int64(0), int64(0), int64(0), int64(0), int64(0)},
+		"long":         []any{int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)},
+	} {
+		d, err := New(scripted{val: val})
+		require.NoError(t, err)
+		req := Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"}
+		assert.NotPanics(t, func() {
+			_, err = d.Reserve(ctx, req)
+			assert.Error(t, err, name)
+			_, err = d.Release(ctx, 1, "a")
+			assert.Error(t, err, name)
+			_, err = d.Load(ctx, Activity{ID: 1, Stock: 1})
+			assert.Error(t, err, name)
+			_, err = d.Remaining(ctx, 1)
+			assert.Error(t, err, name)
+			_, err = d.Stats(ctx, 1)
+			assert.Error(t, err, name)
+			_, _, err = d.Reservations(ctx, 1, 0, 10)
+			assert.Error(t, err, name)
+		}, name)
+	}
+	d, err := New(scripted{val: []any{"0", []any{"id", "garbage"}}})
+	require.NoError(t, err)
+	_, _, err = d.Reservations(ctx, 1, 0, 10)
+	assert.ErrorIs(t, err, ErrBadReply)
+	d, err = New(scripted{val: "1:x:R:5"})
+	require.NoError(t, err)
+	_, _, err = d.Lookup(ctx, 1, "a")
+	assert.ErrorIs(t, err, ErrBadReply)
+	d, err = New(scripted{val: []any{int64(42), int64(0), int64(0), int64(0), int64(0), int64(0)}})
+	require.NoError(t, err)
+	_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	assert.ErrorIs(t, err, ErrBadReply)
+}
+
+func TestStatusStrings(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "sold out", SoldOut.String())
+	assert.Equal(t, "released", Released.String())
+	assert.Equal(t, "Status(99)", Status(99).String())
+	assert.Equal(t, "duplicate", ReleaseDuplicate.String())
+	assert.Equal(t, "tombstone", Tombstone.String())
+	assert.ErrorIs(t, Result{}.Err(), ErrBadReply)
+}
