@@ -36,6 +36,12 @@ var (
 	// cancelled (a retry; the reservation release is re-issued idempotently).
 	ErrAlreadyCancelled = errors.New("order: order already cancelled")
 
+	// ErrReleasePending is returned (joined with the cause) by
+	// [Canceller.Cancel] when the order is cancelled in the DB but the Redis
+	// reservation could not be released yet: call Cancel again (the delay
+	// queue does) or let the [Reconciler] settle it.
+	ErrReleasePending = errors.New("order: cancelled, reservation release pending")
+
 	// ErrOrderCancelled is returned by Pay when the order was cancelled
 	// (explicitly or because its payment window expired). The refund hook
 	// ([WithOnPayCancelled]) has been called: the payment must be refunded.

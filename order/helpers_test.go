@@ -179,6 +179,8 @@ func (s *fakeSession) lastMarked() int64 {
 	return s.marked[len(s.marked)-1]
 }
 
+type saramaMsg = sarama.ConsumerMessage
+
 type fakeClaim struct{ ch chan *sarama.ConsumerMessage }
 
 func (c *fakeClaim) Topic() string                            { return "orders" }

@@ -1,0 +1,333 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+)
+
+// QueueClient is what the [Canceller]'s delay queue needs from Redis.
+// *redis.Client, *redis.ClusterClient and *redis.Ring satisfy it.
+type QueueClient interface {
+	ZAdd(ctx context.Context, key string, members ...redis.Z) *redis.IntCmd
+	ZRangeByScore(ctx context.Context, key string, opt *redis.ZRangeBy) *redis.StringSliceCmd
+	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
+}
+
+// Canceller owns the life of an order after it is written: payment
+// ([Canceller.Pay]) and the unpaid cancellation ([Canceller.Cancel]), run at
+// expiry by a Redis delay queue (a sorted set of order numbers scored by
+// expiry) with a periodic DB scan as backstop — a queue entry lost to a
+// crash, or never scheduled, is still found by the scan.
+//
+// Pay and Cancel are compare-and-set updates of the status column, so a
+// payment racing a cancellation ends as exactly one of them. Cancel restores
+// the DB stock in the same transaction, then releases the Redis reservation
+// through the [Releaser] (idempotent; a failed release is retried by the
+// next Cancel of the same order, which re-issues it).
+//
+// Safe for concurrent use, by several instances too. Background work runs
+// only inside [Canceller.Run]; stop it with ctx or [Canceller.Close].
+type Canceller struct {
+	db  *gorm.DB
+	rdb QueueClient
+	rel Releaser
+	o   options
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed bool
+}
+
+var _ Scheduler = (*Canceller)(nil)
+
+// NewCanceller returns a canceller. rdb may be nil: then Schedule is a
+// no-op and only the DB scan cancels. Options: [WithClock], [WithKeyPrefix],
+// [WithPollInterval], [WithScanInterval], [WithScanBatch], [WithBackoff],
+// [WithOnPayCancelled], [WithOnError], [WithLogger].
+func NewCanceller(db *gorm.DB, rdb QueueClient, rel Releaser, opts ...Option) (*Canceller, error) {
+	if db == nil || rel == nil {
+		return nil, fmt.Errorf("order: NewCanceller needs a db and a releaser")
+	}
+	o := buildOptions(opts)
+	if o.poll <= 0 || o.scan <= 0 || o.scanBatch < 1 || o.backoffMin <= 0 {
+		return nil, fmt.Errorf("order: invalid canceller options")
+	}
+	return &Canceller{db: db, rdb: rdb, rel: rel, o: o}, nil
+}
+
+// Schedule queues orderNo for cancellation at at (if still unpaid then).
+// Scheduling twice keeps the later time. Implements [Scheduler].
+func (c *Canceller) Schedule(ctx context.Context, orderNo string, at time.Time) error {
+	if c.rdb == nil {
+		return nil
+	}
+	if err := c.rdb.ZAdd(ctx, cancelQueueKey(c.o.prefix), redis.Z{Score: float64(at.UnixMilli()), Member: orderNo}).Err(); err != nil {
+		return fmt.Errorf("order: schedule %s: %w", orderNo, err)
+	}
+	return nil
+}
+
+var errCASLost = errors.New("order: status changed")
+
+func statusErr(status string) error {
+	switch status {
+	case OrderPaid:
+		return ErrAlreadyPaid
+	case OrderCancelled:
+		return ErrAlreadyCancelled
+	default:
+		return fmt.Errorf("order: unexpected status %q", status)
+	}
+}
+
+func (c *Canceller) find(tx *gorm.DB, orderNo string) (Order, error) {
+	var rows []Order
+	if err := tx.Where("order_no = ?", orderNo).Limit(1).Find(&rows).Error; err != nil {
+		return Order{}, fmt.Errorf("order: find %s: %w", orderNo, err)
+	}
+	if len(rows) == 0 {
+		return Order{}, ErrOrderNotFound
+	}
+	return rows[0], nil
+}
+
+// Cancel moves a CREATED order to CANCELLED (CAS), frees its (user,
+// activity) slot and restores the DB stock in one transaction, then
+// releases the Redis reservation. It returns nil when this call cancelled
+// the order; [ErrAlreadyCancelled] when it was cancelled before (the release
+// is re-issued, idempotently); [ErrAlreadyPaid]; [ErrOrderNotFound]; or an
+// infrastructure error (nothing changed, or — if it says so — cancelled but
+// not yet released: call Cancel again).
+func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
+	now := c.o.clock.Now()
+	var o Order
+	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// CAS first: under REPEATABLE READ a status read before the update
+		// could be a stale snapshot.
+		res := tx.Model(&Order{}).Where("order_no = ? AND status = ?", orderNo, OrderCreated).
+			Updates(map[string]any{"status": OrderCancelled, "cancel_time": now, "single_user": nil, "updated_at": now})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errCASLost
+		}
+		var err error
+		if o, err = c.find(tx, orderNo); err != nil {
+			return err
+		}
+		return tx.Exec("UPDATE seckill_activity SET stock = stock + ? WHERE id = ?", o.Qty, o.ActivityID).Error
+	})
+	if errors.Is(err, errCASLost) {
+		// Not CREATED (or gone): read the committed state outside the transaction.
+		if o, err = c.find(c.db.WithContext(ctx), orderNo); err == nil {
+			err = statusErr(o.Status)
+		}
+	}
+	switch {
+	case err == nil, errors.Is(err, ErrAlreadyCancelled):
+		if rerr := c.rel.Release(context.WithoutCancel(ctx), o.ActivityID, o.ReservationID); rerr != nil {
+			return errors.Join(err, fmt.Errorf("%w: order %s, reservation %s: %w", ErrReleasePending, orderNo, o.ReservationID, rerr))
+		}
+		return err
+	case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrOrderNotFound):
+		return err
+	default:
+		return fmt.Errorf("order: cancel %s: %w", orderNo, err)
+	}
+}
+
+// Pay moves a CREATED, unexpired order to PAID (CAS). It returns nil when
+// this call paid the order; [ErrAlreadyPaid] for a repeated payment (treat
+// as success); [ErrOrderCancelled] when the order was cancelled or its
+// payment window had passed (it is cancelled now) — the refund hook
+// ([WithOnPayCancelled]) was called and the money must go back;
+// [ErrOrderNotFound]; or an infrastructure error.
+func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
+	now := c.o.clock.Now()
+	res := c.db.WithContext(ctx).Model(&Order{}).
+		Where("order_no = ? AND status = ? AND expire_time > ?", orderNo, OrderCreated, now).
+		Updates(map[string]any{"status": OrderPaid, "pay_time": now, "updated_at": now})
+	if res.Error != nil {
+		return fmt.Errorf("order: pay %s: %w", orderNo, res.Error)
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	o, err := c.find(c.db.WithContext(ctx), orderNo)
+	if err != nil {
+		return err
+	}
+	switch o.Status {
+	case OrderPaid:
+		return ErrAlreadyPaid
+	case OrderCreated: // expired, not yet cancelled: cancel it now
+		if err := c.Cancel(ctx, orderNo); err != nil && !errors.Is(err, ErrAlreadyCancelled) {
+			if errors.Is(err, ErrAlreadyPaid) {
+				return ErrAlreadyPaid
+			}
+			if o, err2 := c.find(c.db.WithContext(ctx), orderNo); err2 != nil || o.Status != OrderCancelled {
+				return err
+			}
+		}
+		if o2, err := c.find(c.db.WithContext(ctx), orderNo); err == nil {
+			o = o2
+		}
+	}
+	if c.o.onPayCancel != nil {
+		c.o.onPayCancel(ctx, o)
+	}
+	return ErrOrderCancelled
+}
+
+// CancelDue cancels the orders whose queue time has come (at most
+// [WithScanBatch] per call) and returns how many this call cancelled. An
+// entry is claimed with ZREM, so several instances never cancel the same
+// order twice; an entry that failed is re-queued after a backoff.
+func (c *Canceller) CancelDue(ctx context.Context) (int, error) {
+	if c.rdb == nil {
+		return 0, nil
+	}
+	now := c.o.clock.Now()
+	key := cancelQueueKey(c.o.prefix)
+	due, err := c.rdb.ZRangeByScore(ctx, key, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10),
+		Count: int64(c.o.scanBatch)}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("order: poll cancel queue: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, no := range due {
+		claimed, err := c.rdb.ZRem(ctx, key, no).Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("order: claim %s: %w", no, err))
+			continue
+		}
+		if claimed == 0 {
+			continue // another instance took it
+		}
+		err = c.Cancel(ctx, no)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrOrderNotFound),
+			errors.Is(err, ErrAlreadyCancelled) && !errors.Is(err, ErrReleasePending):
+		case errors.Is(err, ErrReleasePending):
+			if !errors.Is(err, ErrAlreadyCancelled) {
+				n++
+			}
+			fallthrough
+		default:
+			errs = append(errs, err, c.requeue(ctx, no, now))
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// requeue puts orderNo back on the delay queue after a backoff.
+func (c *Canceller) requeue(ctx context.Context, orderNo string, now time.Time) error {
+	if c.rdb == nil {
+		return nil
+	}
+	retry := now.Add(c.o.backoffMin * 20)
+	if err := c.rdb.ZAdd(context.WithoutCancel(ctx), cancelQueueKey(c.o.prefix),
+		redis.Z{Score: float64(retry.UnixMilli()), Member: orderNo}).Err(); err != nil {
+		return fmt.Errorf("order: requeue %s (the DB scan finds it if still CREATED, the Reconciler if not): %w", orderNo, err)
+	}
+	return nil
+}
+
+// ScanExpired is the backstop of the delay queue: it cancels CREATED orders
+// whose expire_time has passed (at most [WithScanBatch] per call) and
+// returns how many this call cancelled.
+func (c *Canceller) ScanExpired(ctx context.Context) (int, error) {
+	var nos []string
+	if err := c.db.WithContext(ctx).Model(&Order{}).Where("status = ? AND expire_time <= ?", OrderCreated, c.o.clock.Now()).
+		Order("expire_time").Limit(c.o.scanBatch).Pluck("order_no", &nos).Error; err != nil {
+		return 0, fmt.Errorf("order: scan expired: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, no := range nos {
+		err := c.Cancel(ctx, no)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrAlreadyCancelled) && !errors.Is(err, ErrReleasePending):
+		case errors.Is(err, ErrReleasePending):
+			// CANCELLED now, so the scan will not see it again: the queue
+			// retries the release (or, without Redis, the Reconciler).
+			if !errors.Is(err, ErrAlreadyCancelled) {
+				n++
+			}
+			errs = append(errs, err, c.requeue(ctx, no, c.o.clock.Now()))
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Run polls the delay queue every [WithPollInterval] and scans the DB every
+// [WithScanInterval] until ctx ends or Close is called; it returns nil then.
+// Failures go to [WithOnError] and are retried on the next tick.
+func (c *Canceller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.done != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("order: canceller already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.cancel, c.done = cancel, make(chan struct{})
+	done := c.done
+	c.mu.Unlock()
+	defer close(done)
+	defer cancel()
+
+	poll := time.NewTicker(c.o.poll)
+	defer poll.Stop()
+	scan := time.NewTicker(c.o.scan)
+	defer scan.Stop()
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-poll.C:
+			_, err = c.CancelDue(ctx)
+		case <-scan.C:
+			_, err = c.ScanExpired(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			c.o.logger.WarnContext(ctx, "order: canceller", "err", err)
+			if c.o.onError != nil {
+				c.o.onError(ctx, err)
+			}
+		}
+	}
+}
+
+// Close stops Run and waits for it to return. It is safe to call twice.
+func (c *Canceller) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}

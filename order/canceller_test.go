@@ -1,0 +1,241 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+)
+
+type cancelFixture struct {
+	db    *gorm.DB
+	led   *ledger
+	clock *fixedClock
+	proc  *Processor
+	c     *Canceller
+	nos   []string
+}
+
+// newCancelFixture writes n orders (users 100..) on activity 1 with stock.
+func newCancelFixture(t *testing.T, stock int64, n int, opts ...Option) *cancelFixture {
+	t.Helper()
+	f := &cancelFixture{db: newDB(t), led: newLedger(), clock: newClock()}
+	addActivity(t, f.db, 1, stock, 1)
+	var err error
+	f.proc, err = NewProcessor(f.db, newGen(t, 1), WithClock(f.clock))
+	require.NoError(t, err)
+	rdb := testenv.Redis(t)
+	opts = append([]Option{WithClock(f.clock), WithKeyPrefix(testenv.Prefix(t))}, opts...)
+	f.c, err = NewCanceller(f.db, rdb, f.led, opts...)
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		m := msg(i, 1, int64(100+i))
+		f.led.reserve(1, Reservation{ID: m.ReservationID})
+		out, err := f.proc.Handle(context.Background(), m)
+		require.NoError(t, err)
+		require.Equal(t, StatusSuccess, out.Status)
+		f.nos = append(f.nos, out.OrderNo)
+	}
+	return f
+}
+
+func (f *cancelFixture) status(t *testing.T, no string) Order {
+	t.Helper()
+	var o Order
+	require.NoError(t, f.db.Where("order_no = ?", no).First(&o).Error)
+	return o
+}
+
+func TestCancelAndDoubleCancel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newCancelFixture(t, 10, 2)
+	require.NoError(t, f.c.Cancel(ctx, f.nos[0]))
+	o := f.status(t, f.nos[0])
+	assert.Equal(t, OrderCancelled, o.Status)
+	assert.Nil(t, o.SingleUser)
+	assert.NotNil(t, o.CancelTime)
+	assert.Equal(t, 1, f.led.releases())
+
+	assert.ErrorIs(t, f.c.Cancel(ctx, f.nos[0]), ErrAlreadyCancelled)
+	assert.Equal(t, 1, f.led.releases(), "release is idempotent")
+	assert.ErrorIs(t, f.c.Cancel(ctx, "nope"), ErrOrderNotFound)
+	checkConservation(t, f.db, 1, 10)
+
+	// cap 1: after a cancellation the user may buy again
+	m := msg(50, 1, 100)
+	out, err := f.proc.Handle(ctx, m)
+	require.NoError(t, err)
+	assert.Equal(t, StatusSuccess, out.Status)
+	checkConservation(t, f.db, 1, 10)
+}
+
+func TestPay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var refunds atomic.Int64
+	f := newCancelFixture(t, 10, 3, WithOnPayCancelled(func(_ context.Context, o Order) {
+		refunds.Add(1)
+	}))
+	require.NoError(t, f.c.Pay(ctx, f.nos[0]))
+	assert.ErrorIs(t, f.c.Pay(ctx, f.nos[0]), ErrAlreadyPaid, "double pay")
+	assert.ErrorIs(t, f.c.Cancel(ctx, f.nos[0]), ErrAlreadyPaid)
+	assert.Equal(t, OrderPaid, f.status(t, f.nos[0]).Status)
+
+	require.NoError(t, f.c.Cancel(ctx, f.nos[1]))
+	assert.ErrorIs(t, f.c.Pay(ctx, f.nos[1]), ErrOrderCancelled)
+	assert.EqualValues(t, 1, refunds.Load())
+
+	// payment window passed, not cancelled yet: Pay cancels and refunds
+	f.clock.Add(31 * time.Minute)
+	assert.ErrorIs(t, f.c.Pay(ctx, f.nos[2]), ErrOrderCancelled)
+	assert.Equal(t, OrderCancelled, f.status(t, f.nos[2]).Status)
+	assert.EqualValues(t, 2, refunds.Load())
+	assert.ErrorIs(t, f.c.Pay(ctx, "nope"), ErrOrderNotFound)
+
+	assert.Equal(t, 2, f.led.releases())
+	checkConservation(t, f.db, 1, 10)
+}
+
+func TestCancelRacingPay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 40
+	var refunds atomic.Int64
+	f := newCancelFixture(t, 100, n, WithOnPayCancelled(func(context.Context, Order) { refunds.Add(1) }))
+	var paid, cancelled, payLost, cancelLost atomic.Int64
+	var wg sync.WaitGroup
+	for _, no := range f.nos {
+		wg.Add(4)
+		for k := 0; k < 2; k++ { // double pay and double cancel, concurrently
+			go func() {
+				defer wg.Done()
+				switch err := f.c.Pay(ctx, no); {
+				case err == nil:
+					paid.Add(1)
+				case errors.Is(err, ErrOrderCancelled), errors.Is(err, ErrAlreadyPaid):
+					payLost.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				switch err := f.c.Cancel(ctx, no); {
+				case err == nil:
+					cancelled.Add(1)
+				case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrAlreadyCancelled):
+					cancelLost.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	assert.EqualValues(t, n, paid.Load()+cancelled.Load(), "exactly one winner per order")
+	assert.EqualValues(t, 3*n, payLost.Load()+cancelLost.Load())
+	var dbPaid, dbCancelled int64
+	require.NoError(t, f.db.Model(&Order{}).Where("status = ?", OrderPaid).Count(&dbPaid).Error)
+	require.NoError(t, f.db.Model(&Order{}).Where("status = ?", OrderCancelled).Count(&dbCancelled).Error)
+	assert.Equal(t, paid.Load(), dbPaid)
+	assert.Equal(t, cancelled.Load(), dbCancelled)
+	assert.EqualValues(t, cancelled.Load(), f.led.releases(), "one release per cancellation")
+	// every payment that lost to a cancellation was refunded
+	assert.LessOrEqual(t, refunds.Load(), payLost.Load())
+	// orders = accepted − releases; DB stock + live orders = initial
+	assert.EqualValues(t, n-f.led.releases(), countOrders(t, f.db, "status <> ?", OrderCancelled))
+	checkConservation(t, f.db, 1, 100)
+}
+
+func TestDelayQueueAndScanBackstop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newCancelFixture(t, 10, 4)
+	// orders 0..2 scheduled, order 3 not (its schedule was "lost")
+	for _, no := range f.nos[:3] {
+		o := f.status(t, no)
+		require.NoError(t, f.c.Schedule(ctx, no, o.ExpireTime))
+	}
+	require.NoError(t, f.c.Pay(ctx, f.nos[1]))
+
+	n, err := f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "nothing due yet")
+
+	f.clock.Add(30*time.Minute + time.Second)
+	n, err = f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "0 and 2 cancelled; 1 is paid")
+	n, err = f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "entries claimed once")
+
+	n, err = f.c.ScanExpired(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the unscheduled order is found by the scan")
+	assert.Equal(t, OrderCancelled, f.status(t, f.nos[3]).Status)
+	assert.Equal(t, 3, f.led.releases())
+	checkConservation(t, f.db, 1, 10)
+}
+
+func TestCancelReleaseFailureRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newCancelFixture(t, 10, 1, WithBackoff(time.Millisecond, time.Second))
+	require.NoError(t, f.c.Schedule(ctx, f.nos[0], f.status(t, f.nos[0]).ExpireTime))
+	f.clock.Add(31 * time.Minute)
+	f.led.setFail(errors.New("redis down"))
+	n, err := f.c.CancelDue(ctx)
+	assert.ErrorIs(t, err, ErrReleasePending)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, OrderCancelled, f.status(t, f.nos[0]).Status)
+	checkConservation(t, f.db, 1, 10)
+
+	f.led.setFail(nil)
+	f.clock.Add(time.Second)
+	n, err = f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "already cancelled; only the release was re-issued")
+	assert.Equal(t, 1, f.led.releases())
+}
+
+func TestCancellerRunClose(t *testing.T) {
+	t.Parallel()
+	f := newCancelFixture(t, 10, 3, WithPollInterval(5*time.Millisecond), WithScanInterval(5*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- f.c.Run(context.Background()) }()
+	f.clock.Add(time.Hour)
+	eventually(t, 10*time.Second, func() bool { return f.led.releases() == 3 }, "background cancellation")
+	require.NoError(t, f.c.Close())
+	require.NoError(t, <-done)
+	assert.ErrorIs(t, f.c.Run(context.Background()), ErrClosed)
+	require.NoError(t, f.c.Close())
+	checkConservation(t, f.db, 1, 10)
+}
+
+func TestConsumerSchedulesOnCanceller(t *testing.T) {
+	t.Parallel()
+	f := newCancelFixture(t, 10, 0)
+	var kms []*saramaMsg
+	for i := 0; i < 3; i++ {
+		kms = append(kms, kmsg(t, int64(i), msg(i, 1, int64(200+i))))
+	}
+	c, err := NewConsumer(f.proc, f.led, WithLinger(0), WithScheduler(f.c))
+	require.NoError(t, err)
+	require.NoError(t, runClaim(t, c, &fakeSession{ctx: context.Background()}, kms))
+	f.clock.Add(31 * time.Minute)
+	n, err := f.c.CancelDue(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, fmt.Sprint("scheduled by the consumer"))
+	checkConservation(t, f.db, 1, 10)
+}
