@@ -1,0 +1,236 @@
+package stock
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type soldOutEvents struct {
+	mu sync.Mutex
+	ev []bool
+}
+
+func (e *soldOutEvents) hook(_ int64, soldOut bool) {
+	e.mu.Lock()
+	e.ev = append(e.ev, soldOut)
+	e.mu.Unlock()
+}
+
+func (e *soldOutEvents) get() []bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]bool(nil), e.ev...)
+}
+
+// sellOut loads activity 1 with one unit and sells it to user 1, then lets
+// user 2 see SoldOut so the process sets its flag.
+func sellOut(t *testing.T, d *Deductor) {
+	t.Helper()
+	ctx := context.Background()
+	mustLoad(t, d, Activity{ID: 1, Stock: 1})
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "win"})
+	require.NoError(t, err)
+	require.Equal(t, Reserved, res.Status)
+	require.False(t, d.SoldOut(1), "a Reserved answer does not set the flag")
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "lose"})
+	require.NoError(t, err)
+	require.Equal(t, SoldOut, res.Status)
+	require.False(t, res.Local)
+	require.True(t, d.SoldOut(1))
+}
+
+// TestSoldOutRefusedInProcess proves the refusal does not reach Redis: with
+// every Redis command failing, Reserve still answers SoldOut locally.
+func TestSoldOutRefusedInProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	clock := newFakeClock(time.Unix(1_000_000, 0))
+	var ev soldOutEvents
+	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(clock), WithOnSoldOut(ev.hook))
+	sellOut(t, d)
+
+	m.SetError("LOADING down")
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "x"})
+	require.NoError(t, err)
+	assert.Equal(t, Result{Status: SoldOut, Local: true}, res)
+	// Other activities are unaffected: they go to Redis (and fail here).
+	_, err = d.Reserve(ctx, Request{Activity: 2, User: 3, Qty: 1, RequestID: "x"})
+	assert.ErrorIs(t, err, ErrUnavailable)
+	m.SetError("")
+
+	// Without Run the flag expires after the re-check interval on the clock.
+	clock.Add(DefaultRecheckInterval - time.Millisecond)
+	assert.True(t, d.SoldOut(1))
+	clock.Add(time.Millisecond)
+	assert.False(t, d.SoldOut(1))
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "x"})
+	require.NoError(t, err)
+	assert.False(t, res.Local, "after the interval Redis is asked again")
+	assert.Equal(t, SoldOut, res.Status)
+	assert.True(t, d.SoldOut(1), "and the flag is set again")
+
+	// A Release in this process clears the flag at once.
+	rr, err := d.Release(ctx, 1, "win")
+	require.NoError(t, err)
+	require.Equal(t, ReleaseDone, rr.Status)
+	assert.False(t, d.SoldOut(1))
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "y"})
+	require.NoError(t, err)
+	assert.Equal(t, Reserved, res.Status)
+	assert.Equal(t, []bool{true, false, true, false}, ev.get())
+}
+
+// TestSoldOutWithQtyLeft: SoldOut for a qty larger than what is left must
+// not make the process refuse smaller requests.
+func TestSoldOutWithQtyLeft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	d := newTestDeductor(t, rdb, testenv.Prefix(t))
+	mustLoad(t, d, Activity{ID: 1, Stock: 1, PerUserLimit: 3})
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 3, RequestID: "a"})
+	require.NoError(t, err)
+	require.Equal(t, SoldOut, res.Status)
+	assert.False(t, d.SoldOut(1))
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "b"})
+	require.NoError(t, err)
+	assert.Equal(t, Reserved, res.Status)
+}
+
+func TestWithoutSoldOutCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithoutSoldOutCache())
+	mustLoad(t, d, Activity{ID: 1, Stock: 0})
+	for range 3 {
+		res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status)
+		assert.False(t, res.Local)
+	}
+	assert.False(t, d.SoldOut(1))
+}
+
+// numSub waits until the release channel has n subscribers.
+func waitSubscribed(t *testing.T, rdb redis.UniversalClient, channel string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		m, err := rdb.PubSubNumSub(context.Background(), channel).Result()
+		return err == nil && m[channel] >= 1
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestRunLearnsReleaseFromOtherProcess: process B sold out; process A
+// releases; B's Run hears it on pub/sub and asks Redis again. The re-check
+// interval is an hour, so only the message can clear the flag.
+func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		clock := newFakeClock(time.Unix(1_000_000, 0))
+		a := newTestDeductor(t, rdb, prefix)
+		b := newTestDeductor(t, rdb, prefix, WithClock(clock), WithRecheckInterval(time.Hour))
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- b.Run(runCtx) }()
+		t.Cleanup(func() {
+			cancel()
+			assert.NoError(t, <-done)
+		})
+		waitSubscribed(t, rdb, releaseChannel(prefix))
+		assert.ErrorIs(t, b.Run(ctx), ErrClosed, "one Run at a time")
+
+		sellOut(t, b)
+		clock.Add(2 * time.Hour) // Run owns the flag: the clock alone does not clear it
+		assert.True(t, b.SoldOut(1))
+
+		rr, err := a.Release(ctx, 1, "win")
+		require.NoError(t, err)
+		require.Equal(t, ReleaseDone, rr.Status)
+		require.Eventually(t, func() bool { return !b.SoldOut(1) }, 10*time.Second, time.Millisecond)
+		res, err := b.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "again"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+	})
+}
+
+// TestRunBackstop: without any message, Run drops a flag once it is older
+// than the re-check interval on the injected clock.
+func TestRunBackstop(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Miniredis(t)
+	clock := newFakeClock(time.Unix(1_000_000, 0))
+	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(clock), WithRecheckInterval(5*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	waitSubscribed(t, rdb, releaseChannel(testenv.Prefix(t)))
+
+	sellOut(t, d)
+	time.Sleep(50 * time.Millisecond) // several ticks pass, but the clock has not moved
+	assert.True(t, d.SoldOut(1))
+	clock.Add(5 * time.Millisecond)
+	require.Eventually(t, func() bool { return !d.SoldOut(1) }, 10*time.Second, time.Millisecond)
+
+	// Stopping Run hands a flag back to the clock-checked mode.
+	sellOutAgain(t, d)
+	cancel()
+	require.NoError(t, <-done)
+	assert.True(t, d.SoldOut(1))
+	clock.Add(5 * time.Millisecond)
+	assert.False(t, d.SoldOut(1))
+
+	require.NoError(t, d.Close())
+	assert.ErrorIs(t, d.Run(context.Background()), ErrClosed)
+}
+
+func sellOutAgain(t *testing.T, d *Deductor) {
+	t.Helper()
+	res, err := d.Reserve(context.Background(), Request{Activity: 1, User: 9, Qty: 1, RequestID: "z"})
+	require.NoError(t, err)
+	require.Equal(t, SoldOut, res.Status)
+	require.True(t, d.SoldOut(1))
+}
+
+func TestCloseStopsRun(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Miniredis(t)
+	d := newTestDeductor(t, rdb, testenv.Prefix(t))
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	waitSubscribed(t, rdb, releaseChannel(testenv.Prefix(t)))
+	require.NoError(t, d.Close())
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+}
+
+// scripterOnly hides the Subscribe method of a client.
+type scripterOnly struct{ redis.Scripter }
+
+func TestRunWithoutSubscriber(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Miniredis(t)
+	clock := newFakeClock(time.Unix(1_000_000, 0))
+	d := newTestDeductor(t, scripterOnly{rdb}, testenv.Prefix(t), WithClock(clock), WithRecheckInterval(5*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	require.Eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.running }, 10*time.Second, time.Millisecond)
+	sellOut(t, d)
+	clock.Add(time.Second)
+	require.Eventually(t, func() bool { return !d.SoldOut(1) }, 10*time.Second, time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
