@@ -15,6 +15,7 @@ const TableName = "outbox_message"
 const (
 	MaxTopicLen = 255 // bytes in Message.Topic
 	MaxKeyLen   = 255 // bytes in Message.Key
+	MaxRefLen   = 255 // bytes in Message.Ref
 	MaxMsgIDLen = 64  // bytes in Message.MsgID
 	maxErrLen   = 1000
 )
@@ -33,7 +34,7 @@ const (
 
 // Message is one outbox row and the unit handed to a [Publisher].
 //
-// Callers fill Topic (required), Key, Payload, Headers and optionally MsgID;
+// Callers fill Topic (required), Key, Ref, Payload, Headers and optionally MsgID;
 // the package fills the rest. MsgID is the deduplication ID consumers must
 // use: it is generated when empty (32 hex characters), kept across every
 // redelivery of the row and shared by [Writer.SendOrStore]'s direct publish
@@ -52,15 +53,20 @@ type Message struct {
 	// Key is the partitioning key (free-form; for seckill orders the user
 	// ID, or the reservation ID when a reconciler must find it).
 	Key string `gorm:"column:msg_key;type:varchar(255);not null;default:'';index:idx_outbox_message_topic_key,priority:2"`
+	// Ref is an optional application reference kept with the row but not
+	// sent to the broker, indexed for [HasPendingRef] (seckill: the
+	// reservation ID, so a reconciler can ask whether a reservation still
+	// has a message on its way).
+	Ref string `gorm:"column:ref;type:varchar(255);not null;default:'';index:idx_outbox_message_ref,priority:1"`
 	// Payload is the message body, opaque to the outbox.
 	Payload []byte `gorm:"column:payload"`
 	// Headers are optional message headers, stored as JSON.
 	Headers map[string]string `gorm:"column:headers;type:text;serializer:json"`
 	// Status is PENDING, SENT or FAILED.
-	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1;index:idx_outbox_message_topic_key,priority:3;index:idx_outbox_message_sent,priority:1"`
+	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1;index:idx_outbox_message_topic_key,priority:3;index:idx_outbox_message_sent,priority:1;index:idx_outbox_message_ref,priority:2"`
 	// Attempts counts the publish attempts started by relays. Inside a
 	// Publisher it is the number of the current attempt (1 for the first).
-	Attempts int `gorm:"column:attempts;type:int;not null;default:0"`
+	Attempts int `gorm:"column:attempts;size:32;not null;default:0"`
 	// NextAttemptAt is when the row may next be claimed. While a relay
 	// holds the row it is the end of that relay's lease.
 	NextAttemptAt time.Time `gorm:"column:next_attempt_at;precision:6;not null;index:idx_outbox_message_poll,priority:2"`
@@ -89,6 +95,8 @@ func (m *Message) validate() error {
 		return fmt.Errorf("%w: topic longer than %d bytes", ErrInvalidMessage, MaxTopicLen)
 	case len(m.Key) > MaxKeyLen:
 		return fmt.Errorf("%w: key longer than %d bytes", ErrInvalidMessage, MaxKeyLen)
+	case len(m.Ref) > MaxRefLen:
+		return fmt.Errorf("%w: ref longer than %d bytes", ErrInvalidMessage, MaxRefLen)
 	case len(m.MsgID) > MaxMsgIDLen:
 		return fmt.Errorf("%w: msg ID longer than %d bytes", ErrInvalidMessage, MaxMsgIDLen)
 	}

@@ -14,6 +14,7 @@ CREATE TABLE IF NOT EXISTS `outbox_message` (
   `msg_id`          VARCHAR(64)   NOT NULL,               -- dedup ID consumers use; stable across redeliveries
   `topic`           VARCHAR(255)  NOT NULL,
   `msg_key`         VARCHAR(255)  NOT NULL DEFAULT '',    -- partition key, free-form
+  `ref`             VARCHAR(255)  NOT NULL DEFAULT '',    -- application reference (reservation ID), not sent
   `payload`         LONGBLOB      NULL,
   `headers`         TEXT          NULL,                   -- JSON object of string -> string
   `status`          VARCHAR(16)   NOT NULL DEFAULT 'PENDING', -- PENDING | SENT | FAILED
@@ -28,5 +29,6 @@ CREATE TABLE IF NOT EXISTS `outbox_message` (
   UNIQUE KEY `uk_outbox_message_msg_id` (`msg_id`),
   KEY `idx_outbox_message_poll` (`status`, `next_attempt_at`),          -- relay poll + SKIP LOCKED
   KEY `idx_outbox_message_sent` (`status`, `sent_at`),                  -- retention clean-up
-  KEY `idx_outbox_message_topic_key` (`topic`, `msg_key`, `status`)     -- HasPending / Pending
+  KEY `idx_outbox_message_topic_key` (`topic`, `msg_key`, `status`),    -- HasPending / Pending
+  KEY `idx_outbox_message_ref` (`ref`, `status`)                        -- HasPendingRef
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -92,8 +92,8 @@ func Pending(ctx context.Context, db *gorm.DB, topic, key string) (int64, error)
 // releasing a reservation that has no order yet: true means "wait, the
 // message is on its way". FAILED rows are not pending (no relay will touch
 // them until someone calls [Relay.Requeue]); look them up with [Lookup].
-// The key is free-form; to ask by reservation, write the reservation ID
-// as the key, or use it as the MsgID and call [Lookup].
+// The key is free-form. To ask by something that is not the partition
+// key (a reservation ID), store it in [Message.Ref] and use [HasPendingRef].
 func HasPending(ctx context.Context, db *gorm.DB, topic, key string) (bool, error) {
 	if db == nil {
 		return false, ErrNilDB
@@ -104,6 +104,25 @@ func HasPending(ctx context.Context, db *gorm.DB, topic, key string) (bool, erro
 		Limit(1).Pluck("id", &ids).Error
 	if err != nil {
 		return false, fmt.Errorf("outbox: has pending %s/%s: %w", topic, key, err)
+	}
+	return len(ids) > 0, nil
+}
+
+// HasPendingRef reports whether a PENDING row whose [Message.Ref] is ref
+// exists, whatever its topic. Same contract as [HasPending]. An empty ref
+// is an error (it would match every row written without one).
+func HasPendingRef(ctx context.Context, db *gorm.DB, ref string) (bool, error) {
+	if db == nil {
+		return false, ErrNilDB
+	}
+	if ref == "" {
+		return false, fmt.Errorf("%w: empty ref", ErrInvalidMessage)
+	}
+	var ids []int64
+	err := db.WithContext(ctx).Model(&Message{}).
+		Where("ref = ? AND status = ?", ref, StatusPending).Limit(1).Pluck("id", &ids).Error
+	if err != nil {
+		return false, fmt.Errorf("outbox: has pending ref %s: %w", ref, err)
 	}
 	return len(ids) > 0, nil
 }

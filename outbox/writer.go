@@ -68,6 +68,7 @@ func (w *Writer) rows(msgs []Message) ([]Message, error) {
 			MsgID:         m.MsgID,
 			Topic:         m.Topic,
 			Key:           m.Key,
+			Ref:           m.Ref,
 			Payload:       m.Payload,
 			Headers:       m.Headers,
 			Status:        StatusPending,
