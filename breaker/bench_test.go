@@ -13,9 +13,9 @@ package breaker_test
 //     1s and an equivalent ReadyToTrip).
 //   - OpenReject: the breaker is open with a long timeout; every call is
 //     refused.
-//   - Mutex: the closed-state bookkeeping of this package done under one
-//     sync.Mutex instead of atomics, to show why the atomics are there
-//     (STYLE rule 10).
+//   - MutexReference: the closed-state path of this package written with one
+//     sync.Mutex instead of atomics, to show what the atomics buy (STYLE
+//     rule 10); compare it with Execute/Consecutive/*/seckill.
 
 import (
 	"context"
@@ -245,16 +245,20 @@ func BenchmarkOpenReject(b *testing.B) {
 	})
 }
 
-// mutexBreaker is the closed-state bookkeeping of breaker.Breaker (state and
-// generation check, consecutive-failure run, success/failure totals) under
-// one mutex, as STYLE rule 10 says to start. It exists only to measure what
-// the lock-free fast path buys.
+// mutexBreaker is the closed-state path of breaker.Breaker written the way
+// STYLE rule 10 says to start: the same steps (state and generation check at
+// admission and at the end, panic accounting through a defer, classification,
+// a success/failure bucket and the consecutive-failure run, trip check) under
+// one sync.Mutex instead of atomics. It exists only to measure what the
+// lock-free fast path buys.
 type mutexBreaker struct {
-	mu                sync.Mutex
-	gen               uint64
-	open              bool
-	consec            uint32
-	successes, failed uint64
+	mu                  sync.Mutex
+	gen                 uint64
+	open                bool
+	consec              uint32
+	successes, failures uint64
+	ignored, maxConsec  uint64
+	classify            func(error) breaker.Outcome
 }
 
 func (m *mutexBreaker) execute(ctx context.Context, fn func(context.Context) error) error {
@@ -265,36 +269,55 @@ func (m *mutexBreaker) execute(ctx context.Context, fn func(context.Context) err
 	}
 	gen := m.gen
 	m.mu.Unlock()
-	err := fn(ctx)
-	m.mu.Lock()
-	if m.gen == gen {
-		if err == nil {
-			m.successes++
-			m.consec = 0
-		} else {
-			m.failed++
-			m.consec++
-			if m.consec >= 5 {
-				m.open = true
-				m.gen++
-			}
+	finished := false
+	defer func() {
+		if !finished {
+			m.record(gen, breaker.Failure)
 		}
+	}()
+	err := fn(ctx)
+	finished = true
+	o := breaker.Success
+	if err != nil {
+		o = m.classify(err)
 	}
-	m.mu.Unlock()
+	m.record(gen, o)
 	return err
+}
+
+func (m *mutexBreaker) record(gen uint64, o breaker.Outcome) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gen != gen {
+		return
+	}
+	switch o {
+	case breaker.Success:
+		m.successes++
+		m.consec = 0
+	case breaker.Failure:
+		m.failures++
+		m.consec++
+		if uint64(m.consec) >= m.maxConsec {
+			m.open = true
+			m.gen++
+		}
+	default:
+		m.ignored++
+	}
 }
 
 func BenchmarkMutexReference(b *testing.B) {
 	ctx := context.Background()
 	b.Run("Serial", func(b *testing.B) {
-		m := &mutexBreaker{}
+		m := &mutexBreaker{maxConsec: 5, classify: breaker.DefaultClassifier}
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = m.execute(ctx, okFn)
 		}
 	})
 	b.Run("Parallel", func(b *testing.B) {
-		m := &mutexBreaker{}
+		m := &mutexBreaker{maxConsec: 5, classify: breaker.DefaultClassifier}
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {

@@ -134,9 +134,16 @@ func (b *Breaker) classify(err error) Outcome {
 }
 
 // admit decides whether a call may run and returns the state word it runs
-// under. Closed costs one atomic load; Open one clock reading; HalfOpen
-// takes the mutex.
+// under. Closed costs one atomic load (Execute and Do inline that case);
+// Open one clock reading; HalfOpen takes the mutex.
 func (b *Breaker) admit() (uint64, error) {
+	if w := b.word.Load(); stateOf(w) == Closed {
+		return w, nil
+	}
+	return b.admitSlow()
+}
+
+func (b *Breaker) admitSlow() (uint64, error) {
 	w := b.word.Load()
 	switch stateOf(w) {
 	case Closed:
@@ -147,12 +154,8 @@ func (b *Breaker) admit() (uint64, error) {
 			return 0, ErrOpen
 		}
 	}
-	return b.admitSlow()
-}
-
-func (b *Breaker) admitSlow() (uint64, error) {
 	b.mu.Lock()
-	w := b.word.Load()
+	w = b.word.Load()
 	switch stateOf(w) {
 	case Closed:
 		b.mu.Unlock()
@@ -182,6 +185,10 @@ func (b *Breaker) admitSlow() (uint64, error) {
 // finish records the outcome of a call admitted under word w. It must be
 // called exactly once per admitted call.
 func (b *Breaker) finish(w uint64, o Outcome) {
+	if o == Success {
+		b.succeed(w)
+		return
+	}
 	if stateOf(w) == HalfOpen {
 		b.finishProbe(w, o)
 		return
@@ -191,62 +198,89 @@ func (b *Breaker) finish(w uint64, o Outcome) {
 	if b.word.Load() != w {
 		return
 	}
-	var e int64
-	if b.win.width != 0 {
-		e = b.win.epoch(b.now())
-	}
-	bk := b.win.at(e, &b.mu)
-	gen := uint32(genOf(w))
-	switch o {
-	case Success:
-		if bk != nil {
-			bk.successes.Add(1)
-		}
-		// Reset the run. The load-compare keeps the cache line shared while
-		// calls succeed; the CAS retries only if a failure lands between.
-		for {
-			c := b.consec.Load()
-			if uint32(c) == 0 || uint32(c>>32) != gen {
-				break
-			}
-			if b.consec.CompareAndSwap(c, uint64(gen)<<32) {
-				break
-			}
-		}
-	case Failure:
-		if bk != nil {
-			bk.failures.Add(1)
-		}
-		var run uint32
-		for {
-			c := b.consec.Load()
-			if uint32(c>>32) != gen {
-				return
-			}
-			if uint32(c) == ^uint32(0) { // saturate
-				run = uint32(c)
-				break
-			}
-			if b.consec.CompareAndSwap(c, c+1) {
-				run = uint32(c) + 1
-				break
-			}
-		}
-		if b.maxConsec != 0 && run >= b.maxConsec {
-			b.trip(w)
-			return
-		}
-		if b.minRequests != 0 {
-			s, f, _ := b.win.sum(e)
-			if n := s + f; n >= b.minRequests && float64(f) >= b.ratio*float64(n) {
-				b.trip(w)
-			}
-		}
-	default:
+	e, bk := b.bucketNow()
+	if o != Failure {
 		if bk != nil {
 			bk.ignored.Add(1)
 		}
+		return
 	}
+	if bk != nil {
+		bk.failures.Add(1)
+	}
+	gen := uint32(genOf(w))
+	var run uint32
+	for {
+		c := b.consec.Load()
+		if uint32(c>>32) != gen {
+			return
+		}
+		if uint32(c) == ^uint32(0) { // saturate
+			run = uint32(c)
+			break
+		}
+		if b.consec.CompareAndSwap(c, c+1) {
+			run = uint32(c) + 1
+			break
+		}
+	}
+	if b.maxConsec != 0 && run >= b.maxConsec {
+		b.trip(w)
+		return
+	}
+	if b.minRequests != 0 {
+		s, f, _ := b.win.sum(e)
+		if n := s + f; n >= b.minRequests && float64(f) >= b.ratio*float64(n) {
+			b.trip(w)
+		}
+	}
+}
+
+// succeed records a success: the hot path of a closed breaker. It is kept
+// small (no lock, one atomic add, no clock without a window).
+func (b *Breaker) succeed(w uint64) {
+	if stateOf(w) != Closed {
+		b.finishProbe(w, Success)
+		return
+	}
+	if b.word.Load() != w {
+		return // older generation
+	}
+	bk := &b.win.buckets[0]
+	if b.win.width != 0 {
+		_, bk = b.bucketNow()
+	}
+	if bk != nil {
+		bk.successes.Add(1)
+	}
+	// Reset the run. Loading first keeps the cache line shared while calls
+	// succeed; the CAS loop runs only after a failure.
+	if c := b.consec.Load(); uint32(c) != 0 {
+		b.resetRun(uint32(genOf(w)))
+	}
+}
+
+func (b *Breaker) resetRun(gen uint32) {
+	for {
+		c := b.consec.Load()
+		if uint32(c) == 0 || uint32(c>>32) != gen {
+			return
+		}
+		if b.consec.CompareAndSwap(c, uint64(gen)<<32) {
+			return
+		}
+	}
+}
+
+// bucketNow returns the current epoch and its bucket (nil if the result is
+// outside the window, see window.at). Without a rolling window it reads no
+// clock: the single bucket is re-tagged to epoch 0 when the breaker closes.
+func (b *Breaker) bucketNow() (int64, *bucket) {
+	if b.win.width == 0 {
+		return 0, &b.win.buckets[0]
+	}
+	e := b.win.epoch(b.now())
+	return e, b.win.at(e, &b.mu)
 }
 
 // trip opens a breaker that is still in the closed generation w.
@@ -387,9 +421,12 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	if fn == nil {
 		return ErrNilFunc
 	}
-	w, err := b.admit()
-	if err != nil {
-		return err
+	w := b.word.Load()
+	if stateOf(w) != Closed {
+		var err error
+		if w, err = b.admitSlow(); err != nil {
+			return err
+		}
 	}
 	finished := false
 	defer func() {
@@ -397,9 +434,13 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 			b.finish(w, Failure)
 		}
 	}()
-	err = fn(ctx)
+	err := fn(ctx)
 	finished = true
-	b.finish(w, b.classify(err))
+	if err == nil {
+		b.succeed(w)
+	} else {
+		b.finish(w, b.classify(err))
+	}
 	return err
 }
 
@@ -410,10 +451,13 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 		var zero T
 		return zero, ErrNilFunc
 	}
-	w, err := b.admit()
-	if err != nil {
-		var zero T
-		return zero, err
+	w := b.word.Load()
+	if stateOf(w) != Closed {
+		var err error
+		if w, err = b.admitSlow(); err != nil {
+			var zero T
+			return zero, err
+		}
 	}
 	finished := false
 	defer func() {
@@ -423,7 +467,11 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 	}()
 	v, err := fn(ctx)
 	finished = true
-	b.finish(w, b.classify(err))
+	if err == nil {
+		b.succeed(w)
+	} else {
+		b.finish(w, b.classify(err))
+	}
 	return v, err
 }
 

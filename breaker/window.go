@@ -39,9 +39,7 @@ func newWindow(width int64, n int) window {
 	if width > 0 {
 		w.recip = ^uint64(0) / uint64(width)
 	}
-	for i := range w.buckets {
-		w.buckets[i].epoch.Store(noEpoch)
-	}
+	w.reset()
 	return w
 }
 
@@ -125,5 +123,10 @@ func (w *window) reset() {
 		bk.successes.Store(0)
 		bk.failures.Store(0)
 		bk.ignored.Store(0)
+	}
+	if w.width == 0 {
+		// No rolling window: the one bucket is always current (epoch 0), and
+		// writers use it without checking the tag.
+		w.buckets[0].epoch.Store(0)
 	}
 }
