@@ -79,9 +79,10 @@ type Counts struct {
 	// ConsecutiveFailures is the current run of failures without a success in
 	// Closed (exact under concurrency); zero in the other states.
 	ConsecutiveFailures uint32
-	// Probes is the number of half-open probe calls in flight. It can be
-	// non-zero while Open: a probe whose result arrives after the breaker
-	// reopened keeps its slot until it returns.
+	// Probes is the number of probe calls (admitted while HalfOpen) still in
+	// flight. It can be non-zero in any state: a probe that outlives its
+	// half-open period keeps its slot until it returns, so that the probe
+	// limit holds across periods.
 	Probes int
 	// Rejected is the number of calls refused with [ErrOpen] or
 	// [ErrTooManyProbes] since [New]. It never resets.
