@@ -1,0 +1,174 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"gorm.io/gorm"
+)
+
+// Report is what one [Reconciler.Reconcile] found and did for an activity.
+type Report struct {
+	Activity int64
+	DryRun   bool // nothing was released
+
+	Reservations  int   // entries in the Redis ledger
+	ReservedUnits int64 // their quantity
+	LiveOrders    int   // CREATED + PAID orders in the DB
+	SoldUnits     int64 // their quantity: the truth for sold units
+	DBStock       int64 // seckill_activity.stock
+	TotalStock    int64 // seckill_activity.total_stock
+	Conserved     bool  // DBStock + SoldUnits == TotalStock
+
+	Matched int // reservations with a live order
+	// Released: reservations without a live order, older than the grace
+	// period and with no message pending — released (or, in a dry run,
+	// to be released). Includes reservations of cancelled orders whose
+	// release was lost.
+	Released []string
+	// InGrace: reservations without an order, younger than the grace
+	// period (their message may still be on its way); left alone.
+	InGrace []string
+	// Pending: reservations whose message [Pending] says is still queued.
+	Pending []string
+	// Orphans: order numbers of live orders whose reservation is not in the
+	// ledger. Reported only: the DB is the truth and the order stands; a
+	// human (or stock's own repair) decides about the Redis side.
+	Orphans []string
+	// ReleaseErrors: reservations whose release failed (retry next run).
+	ReleaseErrors map[string]error
+}
+
+// Reconciler compares the Redis reservation ledger of an activity with the
+// orders in the database and repairs Redis from the DB, which is the truth
+// for sold units (DESIGN invariant I3: every accepted reservation ends as
+// exactly one order or one release).
+//
+// A reservation is released when it has no live order, is older than the
+// grace period ([WithGrace], default 10 min — choose it above the worst
+// consumer lag) and [Pending] (if set) does not report its message as still
+// queued. A reservation of a CANCELLED order is released regardless of age
+// (cancel's own release was lost). Live orders without a reservation are
+// reported, never deleted. Release is idempotent, so running two reconcilers
+// at once is safe, if wasteful. Safe for concurrent use.
+type Reconciler struct {
+	db     *gorm.DB
+	ledger Ledger
+	rel    Releaser
+	o      options
+}
+
+// NewReconciler returns a reconciler. Options: [WithGrace], [WithDryRun],
+// [WithPending], [WithClock].
+func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...Option) (*Reconciler, error) {
+	if db == nil || ledger == nil || rel == nil {
+		return nil, fmt.Errorf("order: NewReconciler needs a db, a ledger and a releaser")
+	}
+	o := buildOptions(opts)
+	if o.grace < 0 {
+		return nil, fmt.Errorf("order: negative grace")
+	}
+	return &Reconciler{db: db, ledger: ledger, rel: rel, o: o}, nil
+}
+
+const ledgerPage = 500
+
+// Reconcile checks one activity. The error is non-nil only when the ledger
+// or the DB could not be read; individual release failures are in the
+// report.
+func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, error) {
+	rep := Report{Activity: activity, DryRun: r.o.dryRun, ReleaseErrors: map[string]error{}}
+	resv := map[string]Reservation{}
+	var cursor uint64
+	for pages := 0; ; pages++ {
+		page, next, err := r.ledger.Reservations(ctx, activity, cursor, ledgerPage)
+		if err != nil {
+			return rep, fmt.Errorf("order: reconcile %d: ledger: %w", activity, err)
+		}
+		for _, x := range page {
+			resv[x.ID] = x
+		}
+		if next == 0 {
+			break
+		}
+		if pages > 1_000_000 {
+			return rep, fmt.Errorf("order: reconcile %d: ledger cursor does not end", activity)
+		}
+		cursor = next
+	}
+	for _, x := range resv {
+		rep.ReservedUnits += x.Qty
+	}
+	rep.Reservations = len(resv)
+
+	var act Activity
+	if err := r.db.WithContext(ctx).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&act).Error; err != nil {
+		return rep, fmt.Errorf("order: reconcile %d: activity: %w", activity, err)
+	}
+	rep.DBStock, rep.TotalStock = act.Stock, act.TotalStock
+
+	type row struct {
+		OrderNo       string
+		ReservationID string
+		Qty           int64
+		Status        string
+	}
+	var rows []row
+	if err := r.db.WithContext(ctx).Model(&Order{}).Select("order_no", "reservation_id", "qty", "status").
+		Where("activity_id = ?", activity).Find(&rows).Error; err != nil {
+		return rep, fmt.Errorf("order: reconcile %d: orders: %w", activity, err)
+	}
+	status := make(map[string]string, len(rows))
+	for _, o := range rows {
+		status[o.ReservationID] = o.Status
+		if o.Status == OrderCancelled {
+			continue
+		}
+		rep.LiveOrders++
+		rep.SoldUnits += o.Qty
+		if _, ok := resv[o.ReservationID]; !ok {
+			rep.Orphans = append(rep.Orphans, o.OrderNo)
+		}
+	}
+	rep.Conserved = rep.DBStock+rep.SoldUnits == rep.TotalStock
+
+	now := r.o.clock.Now()
+	ids := make([]string, 0, len(resv))
+	for id := range resv {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		x := resv[id]
+		st, hasOrder := status[id]
+		switch {
+		case hasOrder && st != OrderCancelled:
+			rep.Matched++
+			continue
+		case hasOrder: // cancelled, but still held in Redis
+		case now.Sub(x.At) < r.o.grace:
+			rep.InGrace = append(rep.InGrace, id)
+			continue
+		case r.o.pending != nil:
+			p, err := r.o.pending.Pending(ctx, id)
+			if err != nil {
+				rep.ReleaseErrors[id] = fmt.Errorf("order: pending %s: %w", id, err)
+				continue
+			}
+			if p {
+				rep.Pending = append(rep.Pending, id)
+				continue
+			}
+		}
+		rep.Released = append(rep.Released, id)
+		if r.o.dryRun {
+			continue
+		}
+		if err := r.rel.Release(context.WithoutCancel(ctx), activity, id); err != nil {
+			rep.ReleaseErrors[id] = err
+		}
+	}
+	slices.Sort(rep.Orphans)
+	return rep, nil
+}

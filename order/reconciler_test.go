@@ -1,0 +1,103 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReconcilerRepairsLostMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	clock := newClock()
+	led := newLedger()
+	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+	require.NoError(t, err)
+	c, err := NewConsumer(p, led, WithLinger(0))
+	require.NoError(t, err)
+
+	// 6 reservations accepted; the message of r-5 is lost (never published).
+	accepted := 6
+	var kms []*sarama.ConsumerMessage
+	for i := 0; i < accepted; i++ {
+		m := msg(i, 1, int64(100+i))
+		led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+		if i != 5 {
+			kms = append(kms, kmsg(t, int64(i), m))
+		}
+	}
+	require.NoError(t, runClaim(t, c, &fakeSession{ctx: ctx}, kms))
+	// r-6: a fresh reservation whose message is still in flight.
+	led.reserve(1, Reservation{ID: "r-6", User: 106, Qty: 1, At: clock.Now().Add(9 * time.Minute)})
+	// r-7: message waiting in the outbox.
+	led.reserve(1, Reservation{ID: "r-7", User: 107, Qty: 1, At: clock.Now()})
+	// an order whose reservation Redis lost
+	out, err := p.Handle(ctx, msg(8, 1, 108))
+	require.NoError(t, err)
+	// a cancelled order whose release was lost
+	canc, err := NewCanceller(db, nil, ReleaserFunc(func(context.Context, int64, string) error { return errors.New("lost") }))
+	require.NoError(t, err)
+	require.ErrorIs(t, canc.Cancel(ctx, mustOrderNo(t, p, "r-0")), ErrReleasePending)
+
+	clock.Add(10*time.Minute + time.Second)
+	pending := PendingFunc(func(_ context.Context, id string) (bool, error) { return id == "r-7", nil })
+
+	dry, err := NewReconciler(db, led, led, WithClock(clock), WithPending(pending), WithDryRun(true))
+	require.NoError(t, err)
+	rep, err := dry.Reconcile(ctx, 1)
+	require.NoError(t, err)
+	assert.True(t, rep.DryRun)
+	assert.Equal(t, []string{"r-0", "r-5"}, rep.Released)
+	assert.Equal(t, 0, led.releases(), "dry run releases nothing")
+
+	rec, err := NewReconciler(db, led, led, WithClock(clock), WithPending(pending))
+	require.NoError(t, err)
+	rep, err = rec.Reconcile(ctx, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 8, rep.Reservations)
+	assert.Equal(t, []string{"r-0", "r-5"}, rep.Released)
+	assert.Equal(t, []string{"r-6"}, rep.InGrace)
+	assert.Equal(t, []string{"r-7"}, rep.Pending)
+	assert.Equal(t, []string{out.OrderNo}, rep.Orphans)
+	assert.Equal(t, 4, rep.Matched) // r-1..r-4
+	assert.Equal(t, 5, rep.LiveOrders)
+	assert.EqualValues(t, 5, rep.SoldUnits)
+	assert.True(t, rep.Conserved)
+	assert.Empty(t, rep.ReleaseErrors)
+	assert.Equal(t, 2, led.releases())
+	// counts: of the 6 accepted, 4 are live orders (r-1..r-4), 2 released (r-0, r-5)
+	assert.EqualValues(t, accepted-led.releases(), countOrders(t, db, "status <> ? AND reservation_id IN ?",
+		OrderCancelled, []string{"r-0", "r-1", "r-2", "r-3", "r-4", "r-5"}))
+	checkConservation(t, db, 1, 10)
+
+	// a second run finds nothing more to do
+	rep, err = rec.Reconcile(ctx, 1)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Released)
+	assert.Equal(t, 2, led.releases())
+}
+
+func mustOrderNo(t *testing.T, p *Processor, resv string) string {
+	t.Helper()
+	var o Order
+	require.NoError(t, p.db.Where("reservation_id = ?", resv).First(&o).Error)
+	return o.OrderNo
+}
+
+func TestReconcilerLedgerError(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	rec, err := NewReconciler(db, LedgerFunc(func(context.Context, int64, uint64, int64) ([]Reservation, uint64, error) {
+		return nil, 0, errors.New("redis down")
+	}), newLedger())
+	require.NoError(t, err)
+	_, err = rec.Reconcile(context.Background(), 1)
+	require.Error(t, err)
+}
