@@ -35,8 +35,9 @@ func NewWriter(opts ...Option) (*Writer, error) {
 //		return w.Write(ctx, tx, outbox.Message{Topic: "orders", Key: uid, Payload: body})
 //	})
 //
-// Write never begins or commits a transaction; given a plain *gorm.DB it
-// simply inserts (autocommit). Every message is validated before anything
+// Write never commits the caller's transaction; given a plain *gorm.DB it
+// inserts in a transaction of its own, so one Write is all or nothing
+// either way. Every message is validated before anything
 // is written; a MsgID is generated where empty. Writing no messages is a
 // no-op. The rows are claimable at once (next_attempt_at = now).
 func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error {
@@ -50,11 +51,32 @@ func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error 
 	if err != nil {
 		return err
 	}
-	if err := tx.WithContext(ctx).Create(&rows).Error; err != nil {
+	d := tx.WithContext(ctx)
+	if len(rows) <= writeChunk {
+		err = d.Create(&rows).Error
+	} else {
+		// Multi-row INSERTs of writeChunk rows: bigger statements cost
+		// more than they save (bind time grows faster than linearly in the
+		// pure-Go SQLite driver). Inside the caller's transaction this is a
+		// savepoint; on a plain DB it keeps the whole Write atomic.
+		err = d.Transaction(func(tx *gorm.DB) error {
+			for i := 0; i < len(rows); i += writeChunk {
+				chunk := rows[i:min(i+writeChunk, len(rows))]
+				if err := tx.Create(&chunk).Error; err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("outbox: write %d message(s): %w", len(rows), err)
 	}
 	return nil
 }
+
+// writeChunk is the most rows one INSERT statement carries.
+const writeChunk = 100
 
 // rows validates msgs and returns fresh PENDING rows.
 func (w *Writer) rows(msgs []Message) ([]Message, error) {

@@ -1,0 +1,85 @@
+// Package outbox is a transactional outbox for flash-sale order messages:
+// a message is written to the database in the same transaction as the
+// business rows that announce it, and a separate [Relay] publishes it to
+// the broker (Kafka) afterwards, so "order row committed" and "message
+// will be sent" can never disagree.
+//
+// # Writing
+//
+// [Writer.Write] inserts rows inside the caller's transaction, passed
+// explicitly (never hidden in a context):
+//
+//	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+//		if err := tx.Create(&order).Error; err != nil {
+//			return err
+//		}
+//		return w.Write(ctx, tx, outbox.Message{Topic: "orders", Key: uid, Payload: body})
+//	})
+//
+// [Writer.SendOrStore] is the seckill submit path: publish directly (no
+// database write on the fast path) and, only if that fails, store the row
+// in its own short transaction for the relay. If both fail it returns an
+// error wrapping [ErrUndelivered]: the caller releases the reservation and
+// answers "retry".
+//
+// # Relaying
+//
+// [Relay.Run] polls due rows in batches, publishes them through a one-method
+// [Publisher] ([SaramaPublisher] for a sarama SyncProducer, or any
+// [PublisherFunc]), and marks each SENT; a failed publish is retried with
+// exponential backoff and jitter through the row's next_attempt_at, and the
+// row becomes FAILED after [WithMaxAttempts] attempts, calling the
+// [WithOnFailed] alert hook. SENT rows older than [WithRetention] are
+// deleted. [Relay.Close] stops Run.
+//
+// Claiming takes a lease stored in the row (lease_owner, next_attempt_at =
+// lease end, attempts+1). On MySQL 8.0+ / MariaDB 10.6+ (and PostgreSQL) the
+// claim is a short READ COMMITTED transaction with
+// SELECT … FOR UPDATE SKIP LOCKED, so relays never wait for one another. On
+// SQLite, which has no row locks, the claim is one atomic statement,
+// UPDATE … WHERE id IN (SELECT … LIMIT n), serialised by SQLite's write
+// lock. See [ClaimMode]. No lock is held while publishing, and the lease
+// survives crashes: a relay that dies mid-batch leaves rows that are
+// claimed again when their lease ([WithLease], default 30 s) ends.
+//
+// # Delivery guarantees
+//
+// Delivery is at least once. Nothing committed is lost: a row leaves
+// PENDING only when a publisher acknowledged it (SENT) or its attempt budget
+// is spent (FAILED, alerted, kept for [Relay.Requeue]). A message is
+// delivered more than once when a publish failed after the broker stored it
+// (lost acknowledgement), when a relay outlived its lease or crashed between
+// publishing and marking, or when marking failed. Two relays never claim the
+// same row under a live lease, so concurrent relays add no duplicates of
+// their own (tested by counting on SQLite and MariaDB). Consumers must
+// therefore be idempotent, deduplicating on [Message.MsgID], which is stable
+// across redeliveries and carried in the [HeaderMsgID] Kafka header.
+// Ordering is best effort: table order within a batch and per key, but
+// retries reorder.
+//
+// # Metrics and reconciliation
+//
+// [Stats] (or [Relay.Backlog]) reports pending and failed counts and the
+// oldest pending row, for a backlog gauge and alerts. [HasPending],
+// [HasPendingRef] and [Lookup] let a reconciler ask whether a reservation
+// still has a message on its way before releasing it.
+//
+// # Schema
+//
+// One table, outbox_message: [AutoMigrate] or the MySQL DDL in schema.sql
+// ([SchemaMySQL]); timestamps are stored in UTC with microseconds.
+//
+// # Concurrency and time
+//
+// [Writer] and [Relay] are safe for concurrent use. The relay's only
+// goroutines live inside [Relay.Run] and end before it returns. Hooks run
+// after the database recorded the outcome, outside any lock. Every stored
+// or compared timestamp comes from the injected [Clock] ([WithClock]); only
+// the relay's idle wait between polls uses real timers.
+//
+// # When not to use it
+//
+// If losing a message on a broker outage is acceptable, publish directly.
+// If you need exactly-once effects, you still need an idempotent consumer:
+// the outbox gives at-least-once, not exactly-once.
+package outbox
