@@ -27,7 +27,7 @@
     not_started: ["The sale has not started yet.", "bad"],
     ended: ["The sale has ended.", "bad"],
     captcha: ["Wrong captcha — a new one was loaded.", "bad"],
-    token: ["Your buy link expired — please try again.", "bad"],
+    token: ["Your buy link or access token is not valid — please try again.", "bad"],
     denied: ["Request refused by risk control.", "bad"],
     unauthorized: ["Please sign in again.", "bad"],
     created: ["Success! Your order is placed — pay within the time limit.", "ok"],
@@ -150,11 +150,14 @@
     say("queued", "");
     $("message").textContent = "Sending…";
     try {
-      // The signed buy path is released shortly before the start.
+      // An access token from the pool (stock × 3, one per user), then the
+      // signed buy path (released shortly before the start), then the buy.
+      const tk = await api("POST", "/api/activity/token", {});
+      if (!tk.ok) { finishRefusal(tk); return; }
       const p = await api("GET", "/api/activity/path");
       if (!p.ok) { finishRefusal(p); return; }
       const r = await api("POST", p.data.path, {
-        token: p.data.token, captcha_id: state.captchaID, captcha: $("captcha").value.trim(),
+        token: tk.data.token, captcha_id: state.captchaID, captcha: $("captcha").value.trim(),
       });
       if (r.code === 202) {
         state.reservation = r.data.reservation;
