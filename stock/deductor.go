@@ -72,6 +72,9 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 func (d *Deductor) keys(activity int64) keys { return activityKeys(d.o.prefix, activity) }
 
 func (d *Deductor) validate(req Request) error {
+	if req.Activity > 0 && req.User > 0 && req.Qty > 0 && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
+		return nil
+	}
 	switch {
 	case req.Activity <= 0:
 		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, req.Activity)
@@ -116,14 +119,23 @@ func (d *Deductor) validateID(id string) error {
 // [Deductor.Lookup] after an uncertain outcome to know for sure.
 func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 	if err := d.validate(req); err != nil {
-		d.reserved(ctx, req, Result{}, err)
+		if d.o.onReserve != nil {
+			d.o.onReserve(ctx, req, Result{}, err)
+		}
 		return Result{}, err
 	}
 	if d.refuseLocal(req.Activity) {
-		res := Result{Status: SoldOut, Local: true}
-		d.reserved(ctx, req, res, nil)
-		return res, nil
+		if d.o.onReserve != nil {
+			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
+		}
+		return Result{Status: SoldOut, Local: true}, nil
 	}
+	return d.reserveRemote(ctx, req)
+}
+
+// reserveRemote is the part of Reserve that calls Redis (and the fallback);
+// kept apart so the in-process refusal above stays small.
+func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, error) {
 	res, err := d.reserve(ctx, req)
 	if err != nil && d.o.fallback != nil && errors.Is(err, ErrUnavailable) {
 		fres, ferr := d.o.fallback.Reserve(ctx, req)
@@ -147,14 +159,10 @@ func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 			d.clearSoldOut(req.Activity)
 		}
 	}
-	d.reserved(ctx, req, res, err)
-	return res, err
-}
-
-func (d *Deductor) reserved(ctx context.Context, req Request, res Result, err error) {
 	if d.o.onReserve != nil {
 		d.o.onReserve(ctx, req, res, err)
 	}
+	return res, err
 }
 
 func (d *Deductor) reserve(ctx context.Context, req Request) (Result, error) {

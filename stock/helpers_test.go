@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -94,3 +95,5 @@ func heldSum(l map[string]Reservation) (int64, map[int64]int64) {
 	}
 	return sum, per
 }
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,271 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"golang.org/x/time/rate"
+)
+
+// Redis-bound benchmarks need a real server (SECKILL_REDIS_ADDR); miniredis
+// figures are meaningless. Compare them with redis-benchmark running the same
+// script in the same locked command: see testdata/bench.sh.
+//
+//	flock /tmp/seckill-bench.lock stock/testdata/bench.sh
+
+// benchClient returns a client of the real Redis with a pool large enough for
+// 50 callers, and a prefix cleaned at the end.
+func benchClient(b *testing.B) (*redis.Client, string) {
+	b.Helper()
+	addr := os.Getenv(testenv.EnvRedisAddr)
+	if addr == "" {
+		b.Skipf("%s not set: Redis benchmarks need a real server", testenv.EnvRedisAddr)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	prefix := fmt.Sprintf("benchstock%d:", time.Now().UnixNano())
+	b.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Unlink(ctx, iter.Val())
+		}
+		_ = c.Close()
+	})
+	return c, prefix
+}
+
+// parallel50 runs body on 50 goroutines whatever GOMAXPROCS is.
+func parallel50(b *testing.B) {
+	b.Helper()
+	p := (50 + testingProcs() - 1) / testingProcs()
+	b.SetParallelism(p)
+}
+
+func testingProcs() int {
+	n, _ := strconv.Atoi(os.Getenv("GOMAXPROCS"))
+	if n <= 0 {
+		n = runtimeProcs()
+	}
+	return n
+}
+
+func opsPerSec(b *testing.B) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// BenchmarkReserve: Deductor.Reserve against the real Redis, 50 callers,
+// distinct users and request IDs.
+//
+//   - deduct: stock never runs out, every call reserves (the full write path:
+//     ledger miss, window on TIME, buyer check, HINCRBY ×2, HSET, PEXPIREAT ×2).
+//   - soldout: stock 0 and the in-process cache off, every call is refused
+//     in Redis (ledger miss, HMGET, TIME).
+//   - raw-evalsha: go-redis EvalSha of reserve.lua with the same arguments and
+//     no Deductor, the client's own ceiling.
+func BenchmarkReserve(b *testing.B) {
+	rdb, prefix := benchClient(b)
+	ctx := context.Background()
+	for _, sc := range []struct {
+		name  string
+		stock int64
+	}{{"deduct", 1 << 40}, {"soldout", 0}} {
+		b.Run(sc.name, func(b *testing.B) {
+			d, err := New(rdb, WithKeyPrefix(prefix+sc.name+":"), WithoutSoldOutCache())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Reset(ctx, Activity{ID: 1, Stock: sc.stock}); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var failed atomic.Int64
+			want := Reserved
+			if sc.stock == 0 {
+				want = SoldOut
+			}
+			b.ReportAllocs()
+			parallel50(b)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					u := next.Add(1)
+					res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+					if err != nil || res.Status != want {
+						failed.Add(1)
+					}
+				}
+			})
+			opsPerSec(b)
+			if n := failed.Load(); n > 0 {
+				b.Fatalf("%d calls failed or had the wrong status", n)
+			}
+		})
+	}
+	b.Run("raw-evalsha", func(b *testing.B) {
+		d, err := New(rdb, WithKeyPrefix(prefix+"raw:"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Reset(ctx, Activity{ID: 1, Stock: 1 << 40}); err != nil {
+			b.Fatal(err)
+		}
+		k := d.keys(1).list()
+		sha := reserveScript.Hash()
+		if err := reserveScript.Load(ctx, rdb).Err(); err != nil {
+			b.Fatal(err)
+		}
+		var next atomic.Int64
+		b.ReportAllocs()
+		parallel50(b)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				u := next.Add(1)
+				if err := rdb.EvalSha(ctx, sha, k, strconv.FormatInt(u, 10), u, 1).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		opsPerSec(b)
+	})
+}
+
+// BenchmarkSoldOutLocal: the in-process refusal once the process knows the
+// activity is sold out. No Redis call; target <= 50 ns/op, 0 allocs/op.
+//
+//   - run: Run is active, so the flag is plain (one atomic load).
+//   - clock: no Run, the flag carries a deadline checked on the Clock
+//     (system clock: one time.Now per refusal).
+func BenchmarkSoldOutLocal(b *testing.B) {
+	for _, withRun := range []bool{true, false} {
+		name := "clock"
+		if withRun {
+			name = "run"
+		}
+		b.Run(name, func(b *testing.B) {
+			rdb, _ := testenv.Miniredis(b)
+			d, err := New(rdb, WithKeyPrefix("b:"), WithRecheckInterval(time.Hour))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			if withRun {
+				wg.Add(1)
+				go func() { defer wg.Done(); _ = d.Run(ctx) }()
+				for {
+					d.mu.Lock()
+					running := d.running
+					d.mu.Unlock()
+					if running {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			defer func() { cancel(); wg.Wait() }()
+			if _, err := d.Load(ctx, Activity{ID: 1, Stock: 0}); err != nil {
+				b.Fatal(err)
+			}
+			req := Request{Activity: 1, User: 1, Qty: 1, RequestID: "r"}
+			if res, err := d.Reserve(ctx, req); err != nil || res.Status != SoldOut || !d.SoldOut(1) {
+				b.Fatalf("setup: %+v %v", res, err)
+			}
+			b.Run("serial", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					res, _ := d.Reserve(ctx, req)
+					if !res.Local {
+						b.Fatal("reached Redis")
+					}
+				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						res, _ := d.Reserve(ctx, req)
+						if !res.Local {
+							b.Error("reached Redis")
+							return
+						}
+					}
+				})
+			})
+		})
+	}
+}
+
+// BenchmarkLocalAnchors measures, in the same run, the anchors of
+// ANCHORS.md that calibrate BenchmarkSoldOutLocal on a shared machine:
+// x/time/rate Allow (72 ns serial there) and time.Now (42 ns).
+func BenchmarkLocalAnchors(b *testing.B) {
+	b.Run("rate-allow", func(b *testing.B) {
+		l := rate.NewLimiter(1e9, 1e9)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow()
+		}
+	})
+	b.Run("time-now", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = time.Now()
+		}
+	})
+}
+
+// BenchmarkMemoryPer10kBuyers reserves for 10,000 distinct buyers and
+// reports MEMORY USAGE (exact, SAMPLES 0) of the ledger and buyers hashes.
+func BenchmarkMemoryPer10kBuyers(b *testing.B) {
+	rdb, prefix := benchClient(b)
+	ctx := context.Background()
+	var ledgerBytes, buyersBytes int64
+	for i := 0; b.Loop(); i++ {
+		d, err := New(rdb, WithKeyPrefix(prefix+"mem"+strconv.Itoa(i)+":"), WithoutSoldOutCache())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Reset(ctx, Activity{ID: 1, Stock: 10000}); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		for range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					n := next.Add(1)
+					if n > 10000 {
+						return
+					}
+					// Realistic sizes: a snowflake-sized user ID and a 20-byte request ID.
+					user := 1_900_000_000_000_000_000 + n
+					res, err := d.Reserve(ctx, Request{Activity: 1, User: user, Qty: 1, RequestID: fmt.Sprintf("r-%018d", n)})
+					if err != nil || res.Status != Reserved {
+						b.Errorf("reserve %d: %+v %v", n, res, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		k := d.keys(1)
+		ledgerBytes = rdb.MemoryUsage(ctx, k.ledger, 0).Val()
+		buyersBytes = rdb.MemoryUsage(ctx, k.buyers, 0).Val()
+		rdb.Unlink(ctx, k.list()...)
+	}
+	b.ReportMetric(float64(ledgerBytes), "ledger-B/10k")
+	b.ReportMetric(float64(buyersBytes), "buyers-B/10k")
+	b.ReportMetric(float64(ledgerBytes+buyersBytes)/10000, "B/buyer")
+}

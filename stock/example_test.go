@@ -1,0 +1,97 @@
+package stock_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/stock"
+)
+
+func Example() {
+	mr, _ := miniredis.Run() // any Redis: Client, ClusterClient, Ring, failover
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	d, err := stock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	_, _ = d.Load(ctx, stock.Activity{ID: 42, Stock: 1}) // set-if-absent
+
+	res, _ := d.Reserve(ctx, stock.Request{Activity: 42, User: 7, Qty: 1, RequestID: "req-1"})
+	fmt.Println(res.Status, res.Remaining)
+
+	res, _ = d.Reserve(ctx, stock.Request{Activity: 42, User: 7, Qty: 1, RequestID: "req-1"}) // client retry
+	fmt.Println(res.Status, res.Replayed)
+
+	res, _ = d.Reserve(ctx, stock.Request{Activity: 42, User: 8, Qty: 1, RequestID: "req-2"})
+	fmt.Println(res.Status)
+
+	rel, _ := d.Release(ctx, 42, "req-1") // order cancelled
+	fmt.Println(rel.Status, rel.Remaining)
+	// Output:
+	// reserved 0
+	// reserved true
+	// sold out
+	// released 1
+}
+
+func ExampleDeductor_Reserve() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	d, _ := stock.New(rdb, stock.WithKeyPrefix("shop:"))
+	_, _ = d.Load(ctx, stock.Activity{ID: 1, Stock: 5, PerUserLimit: 2})
+
+	for _, req := range []stock.Request{
+		{Activity: 1, User: 1, Qty: 2, RequestID: "a"},
+		{Activity: 1, User: 1, Qty: 1, RequestID: "b"},
+		{Activity: 1, User: 2, Qty: 3, RequestID: "c"},
+		{Activity: 9, User: 2, Qty: 1, RequestID: "d"},
+	} {
+		res, err := d.Reserve(ctx, req)
+		switch {
+		case err != nil: // Redis down or bad input: answer "busy" or 400
+			fmt.Println("error:", err)
+		case res.OK():
+			fmt.Printf("%s: reserved, %d left\n", req.RequestID, res.Remaining)
+		default: // a denial is a result, not an error
+			fmt.Printf("%s: %v\n", req.RequestID, res.Status)
+		}
+	}
+	// Output:
+	// a: reserved, 3 left
+	// b: limit reached
+	// error: stock: invalid request: qty 3 exceeds the per-user limit 2 of activity 1
+	// d: not loaded
+}
+
+func ExampleDeductor_Release() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	d, _ := stock.New(rdb)
+	_, _ = d.Load(ctx, stock.Activity{ID: 1, Stock: 3})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+
+	for _, id := range []string{"a", "a", "late"} {
+		rel, _ := d.Release(ctx, 1, id)
+		fmt.Println(id, rel.Status, rel.Remaining)
+	}
+	// The cancellation overtook the reserve: it deducts nothing.
+	res, _ := d.Reserve(ctx, stock.Request{Activity: 1, User: 2, Qty: 1, RequestID: "late"})
+	fmt.Println("late", res.Status)
+	// Output:
+	// a released 3
+	// a duplicate 3
+	// late unknown request 3
+	// late released
+}
