@@ -1,0 +1,271 @@
+package risk
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"golang.org/x/time/rate"
+)
+
+// BenchmarkAnchorRateAllow is the in-process anchor (x/time/rate Allow,
+// ANCHORS.md: ≈72 ns serial, ≈100 ns parallel), measured in the same run.
+func BenchmarkAnchorRateAllow(b *testing.B) {
+	l := rate.NewLimiter(rate.Inf, 1)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = l.Allow()
+		}
+	})
+}
+
+func BenchmarkClientIP(b *testing.B) {
+	ipr, err := NewIPResolver([]string{"10.0.0.0/8", "172.16.0.0/12", "2001:db8:ffff::/48"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name, remote, xff string
+	}{
+		{"untrusted-peer", "198.51.100.9:4000", "6.6.6.6"},
+		{"xff-1-hop", "10.0.0.2:4000", "203.0.113.7"},
+		{"xff-3-hops", "10.0.0.2:4000", "6.6.6.6, 203.0.113.7, 10.0.3.4, 172.16.0.9"},
+		{"ipv6", "[2001:db8:ffff::2]:443", "[2001:db8:1::7]:1234, 2001:db8:ffff::3"},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = c.remote
+			r.Header.Set("X-Forwarded-For", c.xff)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_ = ipr.ClientIP(r)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkParseBearer(b *testing.B) {
+	h := "Bearer " + "dGhpcyBpcyBhIDI1Ni1iaXQgcmFuZG9tIHRva2VuIQ"
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, _ = ParseBearer(h)
+		}
+	})
+}
+
+// BenchmarkChecker measures the in-process part of a decision: composing
+// three in-memory rules (allow, flag, allow), hooks on.
+func BenchmarkChecker(b *testing.B) {
+	allow := NewRule("a", func(context.Context, Subject) (Decision, error) { return Decision{}, nil })
+	chal := NewRule("c", func(context.Context, Subject) (Decision, error) {
+		return Decision{Action: Challenge, Reason: ReasonSuspicious}, nil
+	})
+	var n atomic.Int64
+	hook := WithOnDecision(func(context.Context, Subject, Decision) { n.Add(1) })
+	s := Subject{UserID: "u1", IP: netipMust("203.0.113.7"), DeviceID: "d"}
+	for _, c := range []struct {
+		name  string
+		rules []Rule
+	}{
+		{"3-allow", []Rule{allow, allow, allow}},
+		{"challenge", []Rule{allow, chal, allow}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			chk, err := NewChecker(c.rules, hook)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, _ = chk.Check(bg, s)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMiddlewareInProcess is the HTTP overhead of Middleware + Auth
+// with in-memory rules and authenticator (no Redis).
+func BenchmarkMiddlewareInProcess(b *testing.B) {
+	allow := NewRule("a", func(context.Context, Subject) (Decision, error) { return Decision{}, nil })
+	chk, _ := NewChecker([]Rule{allow, allow, allow})
+	ipr, _ := NewIPResolver([]string{"10.0.0.0/8"})
+	mw, _ := NewMiddleware(chk, WithIPResolver(ipr))
+	auth, _ := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "u1", nil }))
+	h := auth.Handle(mw.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := httptest.NewRequest(http.MethodPost, "/buy", nil)
+		r.RemoteAddr = "10.0.0.2:1"
+		r.Header.Set("X-Forwarded-For", "203.0.113.7")
+		r.Header.Set("Authorization", "Bearer abc")
+		r.Header.Set("X-Device-ID", "d1")
+		w := discardWriter{h: http.Header{}}
+		for pb.Next() {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d discardWriter) WriteHeader(int)             {}
+
+// --- Redis-bound (real server only) ---
+
+func realRedis(b *testing.B) *redis.Client {
+	if os.Getenv(testenv.EnvRedisAddr) == "" {
+		b.Skip("SECKILL_REDIS_ADDR not set: Redis-bound benchmarks need a real server")
+	}
+	return testenv.RealRedis(b)
+}
+
+const benchParallel = 25 // × GOMAXPROCS(2) = 50 goroutines, as in ANCHORS.md
+
+// BenchmarkAnchorRedisGet is the go-redis plain GET in the same run (the
+// Redis anchor for the one-GET auth path).
+func BenchmarkAnchorRedisGet(b *testing.B) {
+	rdb := realRedis(b)
+	key := testenv.Prefix(b) + "anchor"
+	rdb.Set(bg, key, "u1", time.Hour)
+	b.SetParallelism(benchParallel)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := rdb.Get(bg, key).Err(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkSessionAuthenticate(b *testing.B) {
+	rdb := realRedis(b)
+	s, _ := NewSessionStore(rdb, WithKeyPrefix(testenv.Prefix(b)))
+	toks := make([]string, 1000)
+	for i := range toks {
+		toks[i], _ = s.Create(bg, fmt.Sprint("u", i), time.Hour)
+	}
+	var i atomic.Int64
+	b.SetParallelism(benchParallel)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Authenticate(bg, toks[i.Add(1)%int64(len(toks))]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkBlacklistCheck(b *testing.B) {
+	rdb := realRedis(b)
+	bl, _ := NewBlacklist(rdb, WithKeyPrefix(testenv.Prefix(b)))
+	for _, c := range []struct {
+		name string
+		s    Subject
+	}{
+		{"user", Subject{UserID: "u1"}},
+		{"user+ip+device", Subject{UserID: "u1", IP: netipMust("203.0.113.7"), DeviceID: "d1"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetParallelism(benchParallel)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := bl.Check(bg, c.s); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkBehaviourRecord(b *testing.B) {
+	rdb := realRedis(b)
+	beh, _ := NewBehaviour(rdb, time.Second, 50, 100, WithKeyPrefix(testenv.Prefix(b)))
+	var i atomic.Int64
+	b.SetParallelism(benchParallel)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := beh.Record(bg, fmt.Sprint("u", i.Add(1)%10000)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkDeviceBind(b *testing.B) {
+	rdb := realRedis(b)
+	d, _ := NewDeviceBinder(rdb, WithKeyPrefix(testenv.Prefix(b)), WithBindTTL(time.Minute))
+	var i atomic.Int64
+	b.SetParallelism(benchParallel)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n := i.Add(1) % 10000
+			if _, err := d.Bind(bg, fmt.Sprint("d", n), fmt.Sprint("u", n)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkStack is a full request through Auth (SessionStore) and
+// Middleware(Blacklist, Behaviour, DeviceBinder): 4 Redis round trips.
+func BenchmarkStack(b *testing.B) {
+	rdb := realRedis(b)
+	p := WithKeyPrefix(testenv.Prefix(b))
+	sessions, _ := NewSessionStore(rdb, p)
+	bl, _ := NewBlacklist(rdb, p)
+	beh, _ := NewBehaviour(rdb, time.Second, 1000, 2000, p)
+	dev, _ := NewDeviceBinder(rdb, p)
+	chk, _ := NewChecker([]Rule{bl, beh, dev})
+	mw, _ := NewMiddleware(chk)
+	auth, _ := NewAuth(sessions)
+	h := auth.Handle(mw.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	toks := make([]string, 1000)
+	for i := range toks {
+		toks[i], _ = sessions.Create(bg, fmt.Sprint("u", i), time.Hour)
+	}
+	var i atomic.Int64
+	b.SetParallelism(benchParallel)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		w := discardWriter{h: http.Header{}}
+		for pb.Next() {
+			n := i.Add(1) % int64(len(toks))
+			r := httptest.NewRequest(http.MethodPost, "/buy", nil)
+			r.Header.Set("Authorization", "Bearer "+toks[n])
+			r.Header.Set("X-Device-ID", fmt.Sprint("d", n))
+			h.ServeHTTP(w, r)
+		}
+	})
+}

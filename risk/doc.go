@@ -1,0 +1,75 @@
+// Package risk is the gate in front of a flash sale's stock: it
+// authenticates buyers, finds their real IP behind proxies, and refuses
+// banned, over-eager or device-sharing clients before they reach the stock
+// script, with decisions a client can act on (deny, throttle, challenge).
+//
+// # Building blocks
+//
+//   - [Auth] middleware: bearer token → user ID through a pluggable
+//     [Authenticator] ([AuthenticatorFunc]); [SessionStore] is a Redis-backed
+//     one (random 256-bit tokens, hashed at rest, TTL, optional sliding
+//     expiry, revoke) and [AuthCache] an optional in-process cache in front
+//     of any Authenticator. The user ID is put in the request context
+//     ([UserFrom], [WithUser]).
+//   - [IPResolver]: the client IP from trusted proxies' X-Forwarded-For
+//     (right-most untrusted hop) or, opt-in, X-Real-IP; headers from
+//     untrusted peers are ignored.
+//   - [Blacklist]: bans of users, IPs and devices with TTL and escalation
+//     (first offence base, then ×factor up to a max); one pipelined round
+//     trip checks all three.
+//   - [Behaviour]: per-user sliding-window counter that challenges above one
+//     threshold, throttles above another, and can ban automatically.
+//   - [DeviceBinder]: a device belongs to the first user who presents it; any
+//     other user is denied or challenged.
+//   - [Checker] composes [Rule]s into a [Decision] (first deny wins,
+//     challenges accumulate) and [Middleware] enforces it over HTTP: 403
+//     deny, 429 throttle, 403 "challenge" (configurable), 503 when a
+//     dependency failed under fail-closed. Dry-run mode only reports.
+//
+// # Denials and errors
+//
+// A refusal is a [Decision], never an error. Errors mean a dependency
+// failed (wrapping the go-redis error), an argument was invalid
+// ([ErrInvalidArgument]) or, on the auth path only, a credential did not
+// verify ([ErrNoToken], [ErrMalformedToken], [ErrInvalidToken]).
+//
+// # Failure policy
+//
+// When Redis is down the [Checker] follows [WithFailurePolicy]:
+// [FailClosed] (default: the request is refused with 503, so overloading
+// Redis never opens the gate), [FailOpen] (the failed rule is skipped and
+// named in Decision.Degraded) or [FailChallenge] (humans pass a captcha).
+// Every failure is reported to the [WithOnFailure] hook and the logger. The
+// [Auth] middleware answers 503 (not 401) when its Authenticator fails.
+//
+// # Shared IPs
+//
+// Thousands of honest buyers can share one corporate or carrier NAT
+// address. Nothing in this package denies an IP for being shared: the
+// behaviour counter is per user, device binding is per device, and an IP
+// is only ever denied after an explicit [Blacklist.Add] / [Blacklist.AddFor]
+// by an operator or your own code.
+//
+// # Redis
+//
+// Needs Redis ≥ 6.2 (GETEX for sliding sessions; scripts use TIME and
+// effects replication, default since Redis 5). Works with Cluster: each key
+// carries one hash tag per subject ("{bl:u:42}", "{u:42}", "{d:abc}") and
+// every script touches keys of one tag only; the multi-subject blacklist
+// check is a pipeline, which go-redis splits per node. Scripts are loaded
+// with EVALSHA and fall back to EVAL. The behaviour window uses Redis TIME
+// so all app servers agree; ban "until" values use the injected [Clock]
+// for reporting only (Redis TTLs enforce bans).
+//
+// # When not to use it
+//
+// It is not a WAF, a bot-fingerprinting service or a rate limiter for the
+// whole site: put a token bucket (package limiter) in front for raw volume,
+// and use risk for per-identity judgement. The session store is a simple
+// opaque-token store, not an OAuth server.
+//
+// # Concurrency
+//
+// Every type is safe for concurrent use once constructed. Hooks run on the
+// request goroutine and never under a lock of this package.
+package risk
