@@ -1,0 +1,55 @@
+package captcha
+
+import (
+	"fmt"
+	"time"
+)
+
+// Clock tells the time; it only computes [Challenge.ExpiresAt] (expiry
+// itself is the Redis key's TTL).
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures a [Store].
+type Option func(*options)
+
+type options struct {
+	prefix      string
+	ttl         time.Duration
+	maxAttempts int
+	clock       Clock
+}
+
+func defaultOptions() options {
+	return options{prefix: DefaultKeyPrefix, ttl: 2 * time.Minute, maxAttempts: 5, clock: systemClock{}}
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.ttl < time.Millisecond:
+		return fmt.Errorf("captcha: TTL %v < 1ms", o.ttl)
+	case o.maxAttempts < 1:
+		return fmt.Errorf("captcha: max attempts %d < 1", o.maxAttempts)
+	case o.clock == nil:
+		return fmt.Errorf("captcha: nil clock")
+	}
+	return nil
+}
+
+// WithKeyPrefix sets the prefix of every Redis key. Default
+// [DefaultKeyPrefix] ("seckill:").
+func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+
+// WithTTL sets how long a challenge can be answered. Default 2 minutes.
+func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+
+// WithMaxAttempts sets how many wrong answers burn a challenge. Default 5:
+// the 5th wrong answer returns [ErrTooManyAttempts] and deletes it.
+func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+
+// WithClock injects the clock used for [Challenge.ExpiresAt]. Default: the
+// system clock.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }

@@ -1,0 +1,139 @@
+package captcha
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Challenge is what the client receives: never the answer.
+type Challenge struct {
+	ID        string    `json:"id"`                 // pass back to [Store.Verify]
+	Question  string    `json:"question,omitempty"` // text, may be ""
+	Image     string    `json:"image,omitempty"`    // data URL, may be ""
+	ExpiresAt time.Time `json:"expires_at"`         // by the injected clock
+}
+
+// GenerateParams are the options of one [Store.Generate] call.
+type GenerateParams struct {
+	// User binds the challenge to a user: [Store.Verify] from anyone else
+	// fails with [ErrWrongUser]. "" leaves it unbound.
+	User string
+}
+
+// Store keeps challenges in Redis: one hash per challenge, expiring by TTL,
+// checked and deleted by one Lua script so a challenge passes at most once
+// even under concurrent verification. A Store is safe for concurrent use.
+type Store struct {
+	rdb  redis.Scripter
+	gen  Generator
+	opts options
+}
+
+// New returns a Store on a borrowed client (*redis.Client,
+// *redis.ClusterClient, *redis.Ring, any UniversalClient) and a
+// [Generator] such as [Letters] or [Arithmetic]. Options: [WithKeyPrefix],
+// [WithTTL], [WithMaxAttempts], [WithClock].
+func New(rdb redis.Scripter, gen Generator, opts ...Option) (*Store, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("captcha: nil redis client")
+	}
+	if gen == nil {
+		return nil, fmt.Errorf("captcha: nil generator")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{rdb: rdb, gen: gen, opts: o}, nil
+}
+
+// Generate makes a new challenge, stores its normalised answer with the
+// TTL and returns what the client may see.
+func (s *Store) Generate(ctx context.Context, p GenerateParams) (Challenge, error) {
+	if len(p.User) > 256 {
+		return Challenge{}, fmt.Errorf("captcha: user ID longer than 256 bytes")
+	}
+	for range 3 { // a random 128-bit ID collides only if crypto/rand is broken
+		id := newID()
+		pz, err := s.gen.Generate(ctx, Request{ID: id, User: p.User})
+		if err != nil {
+			return Challenge{}, fmt.Errorf("%w: %w", ErrGenerator, err)
+		}
+		answer := NormalizeAnswer(pz.Answer)
+		if answer == "" || len(answer) > MaxAnswerLen {
+			return Challenge{}, fmt.Errorf("%w: answer empty or longer than %d bytes", ErrGenerator, MaxAnswerLen)
+		}
+		now := s.opts.clock.Now()
+		v, err := createScript.Run(ctx, s.rdb, []string{challengeKey(s.opts.prefix, id)},
+			answer, p.User, s.opts.ttl.Milliseconds()).Result()
+		if err != nil {
+			return Challenge{}, fmt.Errorf("captcha: generate: %w", err)
+		}
+		switch v {
+		case int64(1):
+			return Challenge{ID: id, Question: pz.Question, Image: pz.Image, ExpiresAt: now.Add(s.opts.ttl)}, nil
+		case int64(0):
+			continue
+		default:
+			return Challenge{}, fmt.Errorf("captcha: generate: %w: %v", ErrBadReply, v)
+		}
+	}
+	return Challenge{}, fmt.Errorf("captcha: generate: ID collisions")
+}
+
+// Verify checks answer (normalised: trimmed, case-insensitive) for the
+// challenge id on behalf of user ("" for an anonymous caller). It returns
+// nil exactly once per challenge, then the challenge is gone. Refusals:
+// [ErrNotFound], [ErrWrongUser], [ErrWrongAnswer] (as [*AttemptsError])
+// and [ErrTooManyAttempts]; any other error is a Redis failure and must be
+// treated as "not verified".
+func (s *Store) Verify(ctx context.Context, id, answer, user string) error {
+	if !ValidID(id) {
+		return ErrNotFound
+	}
+	a := NormalizeAnswer(answer)
+	if len(a) > MaxAnswerLen {
+		a = "" // never matches a stored answer but still counts as an attempt
+	}
+	v, err := verifyScript.Run(ctx, s.rdb, []string{challengeKey(s.opts.prefix, id)},
+		a, user, s.opts.maxAttempts).Result()
+	if err != nil {
+		return fmt.Errorf("captcha: verify: %w", err)
+	}
+	arr, ok := v.([]interface{})
+	if !ok || len(arr) != 2 {
+		return fmt.Errorf("captcha: verify: %w: %T", ErrBadReply, v)
+	}
+	code, ok1 := arr[0].(int64)
+	left, ok2 := arr[1].(int64)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("captcha: verify: %w: %v", ErrBadReply, arr)
+	}
+	switch code {
+	case 0:
+		return nil
+	case 1:
+		return ErrNotFound
+	case 2:
+		return &AttemptsError{Remaining: int(left)}
+	case 3:
+		return ErrWrongUser
+	case 4:
+		return ErrTooManyAttempts
+	}
+	return fmt.Errorf("captcha: verify: %w: code %d", ErrBadReply, code)
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
