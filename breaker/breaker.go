@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -322,7 +323,11 @@ func (b *Breaker) setStateLocked(w uint64, to State) uint64 {
 	nw := gen<<2 | uint64(to)
 	switch to {
 	case Open:
-		b.openUntil.Store(b.now() + b.openTimeout)
+		until := b.now() + b.openTimeout
+		if until < 0 { // saturate: a timeout of centuries must not wrap around
+			until = math.MaxInt64
+		}
+		b.openUntil.Store(until)
 	case HalfOpen:
 		b.hoSucc, b.hoFail, b.hoIgnored = 0, 0, 0
 	case Closed:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -472,4 +473,17 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	require.NoError(t, err)
 	_ = open.Execute(ctx, fail)
 	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = open.Execute(ctx, ok) }), "open reject")
+}
+
+func TestHugeOpenTimeoutDoesNotWrap(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	clk.Advance(time.Hour)
+	b, err := breaker.New("t", breaker.WithClock(clk), breaker.WithConsecutiveFailures(1), breaker.WithOpenTimeout(time.Duration(math.MaxInt64)))
+	require.NoError(t, err)
+	clk.Advance(time.Hour)
+	_ = b.Execute(context.Background(), func(context.Context) error { return errFail })
+	clk.Advance(1000 * time.Hour)
+	require.ErrorIs(t, b.Execute(context.Background(), func(context.Context) error { return nil }), breaker.ErrOpen)
+	assert.Equal(t, breaker.Open, b.State())
 }
