@@ -2,14 +2,80 @@ package app
 
 import (
 	"context"
-	"errors"
+	"time"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/stock"
 )
 
-// cancellerOptions wires the unpaid-order cancellation into the consumer.
-// TODO(fullstack): order.Canceller and order.Reconciler are not on main yet.
-func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel order.Releaser) []order.Option {
-	a.parts.pay = func(ctx context.Context, orderNo string) error { return errors.New("pay: not wired yet") }
-	return nil
+// cancellerOptions builds the unpaid-order canceller (Redis delay queue + DB
+// scan backstop) and the reconciler, starts both, and returns the consumer
+// option that schedules each new order's cancellation.
+func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel order.Releaser) ([]order.Option, error) {
+	log := a.log
+	canc, err := order.NewCanceller(a.in.DB, a.in.Redis, rel,
+		order.WithKeyPrefix(a.cfg.KeyPrefix),
+		order.WithPollInterval(500*time.Millisecond),
+		order.WithScanInterval(30*time.Second),
+		order.WithLogger(log),
+		order.WithOnPayCancelled(func(ctx context.Context, o order.Order) {
+			log.Warn("payment for a cancelled order: refund it", "order_no", o.OrderNo, "user", o.UserID)
+		}),
+		order.WithOnError(func(ctx context.Context, err error) {
+			a.m.workerErrors.WithLabelValues("canceller").Inc()
+			log.Warn("canceller", "err", err)
+		}))
+	if err != nil {
+		return nil, err
+	}
+	a.goWorker("canceller", canc.Run)
+	a.closers = append(a.closers, canc.Close)
+	a.parts.pay = canc.Pay
+
+	// Reconciler: the Redis ledger against the DB, every ReconcileEvery.
+	// A reservation is released only when it has no live order, is older
+	// than the grace period and no outbox row still carries its message.
+	ledger := order.LedgerFunc(func(ctx context.Context, activity int64, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+		page, next, err := a.stock.Reservations(ctx, activity, cursor, count)
+		if err != nil {
+			return nil, 0, err
+		}
+		out := make([]order.Reservation, 0, len(page))
+		for _, r := range page {
+			if r.State == stock.Held {
+				out = append(out, order.Reservation{ID: r.RequestID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
+			}
+		}
+		return out, next, nil
+	})
+	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+		return outbox.HasPendingRef(ctx, a.in.DB, resv)
+	})
+	rec, err := order.NewReconciler(a.in.DB, ledger, rel, order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending))
+	if err != nil {
+		return nil, err
+	}
+	a.goWorker("reconciler", func(ctx context.Context) error {
+		t := time.NewTicker(a.cfg.ReconcileEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				rep, err := rec.Reconcile(ctx, a.act.ID)
+				if err != nil {
+					a.m.workerErrors.WithLabelValues("reconciler").Inc()
+					log.Warn("reconcile", "err", err)
+					continue
+				}
+				if len(rep.Released) > 0 || len(rep.Orphans) > 0 || !rep.Conserved {
+					a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
+					log.Warn("reconciler repaired", "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
+				}
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	})
+	return []order.Option{order.WithScheduler(canc)}, nil
 }

@@ -40,6 +40,9 @@ type Config struct {
 	PayTimeout  time.Duration // unpaid orders are cancelled after this
 	DemoUsers   int           // demo users seeded (user IDs 1..N)
 
+	ReconcileEvery time.Duration // reconciler period
+	ReconcileGrace time.Duration // a reservation without order older than this is released
+
 	// Limits.
 	UserRate    int           // buy attempts per user per UserWindow
 	UserWindow  time.Duration //
@@ -63,27 +66,29 @@ type Config struct {
 // DefaultConfig is the embedded demo.
 func DefaultConfig() Config {
 	return Config{
-		Addr:          "127.0.0.1:8080",
-		RedisPoolSize: 128,
-		KeyPrefix:     "seckill:",
-		MySQLDatabase: "seckill",
-		Topic:         "seckill.orders",
-		Partitions:    3,
-		ActivityID:    1,
-		ProductName:   "Mechanical keyboard, limited edition",
-		Stock:         100,
-		Price:         "9.90",
-		Original:      "199.00",
-		StartIn:       10 * time.Second,
-		Duration:      time.Hour,
-		PathLead:      5 * time.Second,
-		PayTimeout:    15 * time.Minute,
-		DemoUsers:     10000,
-		UserRate:      5,
-		UserWindow:    time.Second,
-		GlobalRate:    100000,
-		GlobalBurst:   20000,
-		LogLevel:      "info",
+		Addr:           "127.0.0.1:8080",
+		RedisPoolSize:  128,
+		KeyPrefix:      "seckill:",
+		MySQLDatabase:  "seckill",
+		Topic:          "seckill.orders",
+		Partitions:     3,
+		ActivityID:     1,
+		ProductName:    "Mechanical keyboard, limited edition",
+		Stock:          100,
+		Price:          "9.90",
+		Original:       "199.00",
+		StartIn:        10 * time.Second,
+		Duration:       time.Hour,
+		PathLead:       5 * time.Second,
+		PayTimeout:     15 * time.Minute,
+		DemoUsers:      10000,
+		ReconcileEvery: 30 * time.Second,
+		ReconcileGrace: 2 * time.Minute,
+		UserRate:       5,
+		UserWindow:     time.Second,
+		GlobalRate:     100000,
+		GlobalBurst:    20000,
+		LogLevel:       "info",
 	}
 }
 
@@ -147,6 +152,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	dur(&c.PathLead, "path-lead", "SECKILL_PATH_LEAD", "signed buy path released this long before the start")
 	dur(&c.PayTimeout, "pay-timeout", "SECKILL_PAY_TIMEOUT", "unpaid orders are cancelled after this")
 	intv(&c.DemoUsers, "users", "SECKILL_USERS", "demo users seeded (IDs 1..N, names user1..userN)")
+	dur(&c.ReconcileEvery, "reconcile-every", "SECKILL_RECONCILE_EVERY", "how often the reconciler compares the Redis ledger with the DB")
+	dur(&c.ReconcileGrace, "reconcile-grace", "SECKILL_RECONCILE_GRACE", "age after which a reservation without order and without pending message is released")
 	intv(&c.UserRate, "user-rate", "SECKILL_USER_RATE", "buy attempts allowed per user per -user-window")
 	dur(&c.UserWindow, "user-window", "SECKILL_USER_WINDOW", "per-user sliding window")
 	intv(&c.GlobalRate, "global-rate", "SECKILL_GLOBAL_RATE", "buy requests per second admitted by this node")
@@ -186,6 +193,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("set -redis or -redis-cluster, not both")
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
+	case c.ReconcileEvery <= 0 || c.ReconcileGrace <= 0:
+		return fmt.Errorf("reconcile-every and reconcile-grace must be positive")
 	case c.UserRate < 1 || c.UserWindow <= 0 || c.GlobalRate < 1 || c.GlobalBurst < 1:
 		return fmt.Errorf("limits must be positive")
 	}

@@ -170,12 +170,12 @@ func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
 	// Demo mode only: ?image=none skips rendering for the load generator,
 	// which reads the answer through the demo hook anyway.
 	image := !(a.cfg.Demo && r.URL.Query().Get("image") == "none")
-	id, img, err := a.parts.captcha.New(r.Context(), strconv.FormatInt(user, 10), image)
+	ch, err := a.parts.captcha.New(r.Context(), strconv.FormatInt(user, 10), image)
 	if err != nil {
 		a.fail(w, r, "captcha", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"id": id, "image": img})
+	writeJSON(w, http.StatusOK, ch)
 }
 
 // handleDemoCaptcha is the demo-only captcha hook (see Config.Demo).
@@ -185,7 +185,7 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusForbidden, "denied", "demo users only")
 		return
 	}
-	ans, ok := a.parts.captcha.Answer(r.PathValue("id"), strconv.FormatInt(user, 10))
+	ans, ok := a.parts.captcha.Answer(r.Context(), r.PathValue("id"), strconv.FormatInt(user, 10))
 	if !ok {
 		writeErr(w, http.StatusNotFound, "captcha", "unknown captcha")
 		return

@@ -26,24 +26,13 @@ import (
 // parts holds the pieces the handlers call through small functions, so the
 // wiring of each package stays in one place (this file).
 type parts struct {
-	captcha captchaGate
+	captcha *captchaGate
 	submit  func(ctx context.Context, m order.Message) error
 	pay     func(ctx context.Context, orderNo string) error
 	wired   bool
 }
 
 func (p parts) ready() bool { return p.wired }
-
-// captchaGate is what the buy chain needs from a captcha store.
-type captchaGate interface {
-	// New makes a challenge bound to user: its ID and a data: URL image
-	// (none when image is false: demo-mode load generation only).
-	New(ctx context.Context, user string, image bool) (id, img string, err error)
-	// Verify checks the answer once (the challenge is gone afterwards).
-	Verify(ctx context.Context, id, user, answer string) (bool, error)
-	// Answer is the DEMO-ONLY hook (Config.Demo): the expected answer.
-	Answer(id, user string) (string, bool)
-}
 
 type atomicCounter struct{ n atomic.Uint64 }
 
@@ -216,7 +205,7 @@ func (a *App) wire(ctx context.Context) error {
 			return err
 		}
 		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			return a.outboxW.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Payload: b})
+			return a.outboxW.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
 		})
 	})
 	sub, err := order.NewSubmitter(kafkaPub, fallback, releaser, order.WithResults(a.results), order.WithLogger(log))
@@ -264,7 +253,11 @@ func (a *App) wire(ctx context.Context) error {
 			a.m.workerErrors.WithLabelValues("consumer").Inc()
 			log.Warn("consumer", "err", err)
 		})}
-	consumerOpts = append(consumerOpts, a.cancellerOptions(ctx, proc, releaser)...)
+	cancelOpts, err := a.cancellerOptions(ctx, proc, releaser)
+	if err != nil {
+		return err
+	}
+	consumerOpts = append(consumerOpts, cancelOpts...)
 	cons, err := order.NewConsumer(proc, releaser, consumerOpts...)
 	if err != nil {
 		return err
@@ -310,7 +303,7 @@ func (a *App) wire(ctx context.Context) error {
 // Token refusals are errors by the token package's contract but say nothing
 // about Redis health.
 func (a *App) classify(err error) breaker.Outcome {
-	if isTokenDenial(err) || errors.Is(err, token.ErrUsed) {
+	if isTokenDenial(err) || errors.Is(err, token.ErrUsed) || isCaptchaRefusal(err) {
 		return breaker.Success
 	}
 	return breaker.DefaultClassifier(err)

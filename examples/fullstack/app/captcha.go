@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/captcha"
+)
+
+// captchaGate adapts captcha.Store to the buy chain and adds the demo hook.
+type captchaGate struct {
+	store  *captcha.Store
+	rdb    redis.UniversalClient
+	prefix string
+	demo   bool
+	ttl    time.Duration
+}
+
+type noImageKey struct{}
+
+// newCaptchaGate builds the Store over a letters generator. In demo mode
+// (and only then) the generator is wrapped so every answer is also written
+// to Redis under a demo key, readable by /api/demo/captcha/{id} on any
+// instance; and a request marked "no image" gets a text-less, image-less
+// puzzle, so the load generator doesn't spend the CPU on rendering.
+func newCaptchaGate(rdb redis.UniversalClient, cfg Config) (*captchaGate, error) {
+	letters, err := captcha.Letters(5, captcha.Style{Width: 240, Height: 80, Noise: 2, Lines: true})
+	if err != nil {
+		return nil, err
+	}
+	g := &captchaGate{rdb: rdb, prefix: cfg.KeyPrefix, demo: cfg.Demo, ttl: 5 * time.Minute}
+	gen := letters
+	if cfg.Demo {
+		gen = captcha.GeneratorFunc(func(ctx context.Context, r captcha.Request) (captcha.Puzzle, error) {
+			var p captcha.Puzzle
+			var err error
+			if ctx.Value(noImageKey{}) != nil {
+				p = captcha.Puzzle{Answer: randomAnswer(5)}
+			} else if p, err = letters.Generate(ctx, r); err != nil {
+				return p, err
+			}
+			if err := rdb.Set(ctx, g.demoKey(r.ID), r.User+"\x00"+p.Answer, g.ttl).Err(); err != nil {
+				return captcha.Puzzle{}, err
+			}
+			return p, nil
+		})
+	}
+	if g.store, err = captcha.New(rdb, gen, captcha.WithKeyPrefix(cfg.KeyPrefix), captcha.WithTTL(g.ttl), captcha.WithMaxAttempts(3)); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *captchaGate) demoKey(id string) string { return g.prefix + "demo:{c:" + id + "}:answer" }
+
+// New makes a challenge bound to user. image=false is honoured in demo mode only.
+func (g *captchaGate) New(ctx context.Context, user string, image bool) (captcha.Challenge, error) {
+	if !image && g.demo {
+		ctx = context.WithValue(ctx, noImageKey{}, true)
+	}
+	return g.store.Generate(ctx, captcha.GenerateParams{User: user})
+}
+
+// Verify reports whether answer solves id for user (once). Refusals are
+// false with a nil error; the error is a Redis failure.
+func (g *captchaGate) Verify(ctx context.Context, id, user, answer string) (bool, error) {
+	err := g.store.Verify(ctx, id, answer, user)
+	switch {
+	case err == nil:
+		return true, nil
+	case isCaptchaRefusal(err):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func isCaptchaRefusal(err error) bool {
+	return errors.Is(err, captcha.ErrNotFound) || errors.Is(err, captcha.ErrWrongAnswer) ||
+		errors.Is(err, captcha.ErrTooManyAttempts) || errors.Is(err, captcha.ErrWrongUser)
+}
+
+// Answer is the DEMO-ONLY hook: the answer of a challenge bound to user.
+func (g *captchaGate) Answer(ctx context.Context, id, user string) (string, bool) {
+	if !g.demo {
+		return "", false
+	}
+	v, err := g.rdb.Get(ctx, g.demoKey(id)).Result()
+	if err != nil {
+		return "", false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] == 0 {
+			return v[i+1:], v[:i] == user
+		}
+	}
+	return "", false
+}
+
+func randomAnswer(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = captcha.LetterAlphabet[int(b[i])%len(captcha.LetterAlphabet)]
+	}
+	return string(b)
+}
