@@ -31,7 +31,11 @@ func (c Cents) String() string {
 	if v < 0 {
 		sign, v = "-", -v
 	}
-	return fmt.Sprintf("%s%d.%02d", sign, v/100, v%100)
+	frac := strconv.FormatInt(v%100, 10)
+	if len(frac) == 1 {
+		frac = "0" + frac
+	}
+	return sign + strconv.FormatInt(v/100, 10) + "." + frac
 }
 
 // Value implements driver.Valuer.

@@ -2,10 +2,12 @@ package order
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -82,6 +84,62 @@ var (
 	errDuplicateMsg = errors.New("order: duplicate message")
 	errConflict     = errors.New("order: batch conflict")
 )
+
+// insertChunk bounds the rows of one multi-row INSERT on SQLite, whose
+// pure-Go driver binds parameters in O(params²). Other databases take the
+// whole batch in one statement per table.
+const insertChunk = 100
+
+// execer is the *sql.Tx under a gorm transaction: the batch inserts bypass
+// gorm's reflection (the hot path of the consumer).
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func rawExec(ctx context.Context, tx *gorm.DB, query string, args []any) error {
+	if ex, ok := tx.Statement.ConnPool.(execer); ok {
+		_, err := ex.ExecContext(ctx, query, args...)
+		return err
+	}
+	return tx.Exec(query, args...).Error
+}
+
+func insertOrders(ctx context.Context, tx *gorm.DB, orders []Order) error {
+	var sb strings.Builder
+	sb.Grow(200 + 28*len(orders))
+	sb.WriteString("INSERT INTO seckill_order (id,order_no,reservation_id,user_id,activity_id,single_user,qty,price,status,expire_time,created_at,updated_at) VALUES ")
+	args := make([]any, 0, 12*len(orders))
+	for i := range orders {
+		o := &orders[i]
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
+		var single any
+		if o.SingleUser != nil {
+			single = *o.SingleUser
+		}
+		args = append(args, o.ID, o.OrderNo, o.ReservationID, o.UserID, o.ActivityID, single, o.Qty,
+			o.Price.String(), o.Status, o.ExpireTime, o.CreatedAt, o.UpdatedAt)
+	}
+	return rawExec(ctx, tx, sb.String(), args)
+}
+
+func insertDedups(ctx context.Context, tx *gorm.DB, ds []Dedup) error {
+	var sb strings.Builder
+	sb.Grow(150 + 18*len(ds))
+	sb.WriteString("INSERT INTO message_dedup (msg_id,reservation_id,activity_id,user_id,outcome,order_no,reason,created_at) VALUES ")
+	args := make([]any, 0, 8*len(ds))
+	for i := range ds {
+		d := &ds[i]
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString("(?,?,?,?,?,?,?,?)")
+		args = append(args, d.MsgID, d.ReservationID, d.ActivityID, d.UserID, d.Outcome, d.OrderNo, d.Reason, d.CreatedAt)
+	}
+	return rawExec(ctx, tx, sb.String(), args)
+}
 
 const updateStockSQL = "UPDATE seckill_activity SET stock = stock - ? WHERE id = ? AND stock >= ?"
 
@@ -350,17 +408,24 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 			dedups = append(dedups, dedupOf(m, StatusSuccess, o.OrderNo, "", now))
 			outs[i].Status, outs[i].OrderNo, outs[i].ExpireTime = StatusSuccess, o.OrderNo, o.ExpireTime
 		}
-		if err := tx.Create(&dedups).Error; err != nil {
-			if isDuplicate(err) {
-				return errConflict
-			}
-			return err
+		chunk := insertChunk
+		if tx.Dialector.Name() != "sqlite" {
+			chunk = len(orders)
 		}
-		if err := tx.Create(&orders).Error; err != nil {
-			if isDuplicate(err) {
-				return errConflict
+		for lo := 0; lo < len(orders); lo += chunk {
+			hi := min(lo+chunk, len(orders))
+			if err := insertDedups(ctx, tx, dedups[lo:hi]); err != nil {
+				if isDuplicate(err) {
+					return errConflict
+				}
+				return err
 			}
-			return err
+			if err := insertOrders(ctx, tx, orders[lo:hi]); err != nil {
+				if isDuplicate(err) {
+					return errConflict
+				}
+				return err
+			}
 		}
 		return nil
 	})

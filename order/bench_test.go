@@ -1,0 +1,144 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+)
+
+// timedHandler records when the group session started, so join time is not
+// counted as consume time.
+type timedHandler struct {
+	*Consumer
+	start atomic.Int64
+}
+
+func (h *timedHandler) Setup(s sarama.ConsumerGroupSession) error {
+	h.start.CompareAndSwap(0, time.Now().UnixNano())
+	return h.Consumer.Setup(s)
+}
+
+// BenchmarkConsume measures orders/s from Kafka (in-process kfake, one
+// partition, one consumer) into the database — MariaDB when
+// SECKILL_MYSQL_DSN is set, SQLite otherwise — with the dedup row, the
+// conditional stock update and the order insert for every order.
+// "batch" is the Consumer's default path (500 per transaction, one stock
+// update per activity per batch); "naive" is one transaction per message
+// (WithBatchSize(1)). Run both in the same invocation, e.g. -benchtime=20000x.
+func BenchmarkConsume(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		batch int
+	}{{"batch", 500}, {"naive", 1}} {
+		b.Run(fmt.Sprintf("%s/db=%s", bc.name, testenv.DBKindInUse()), func(b *testing.B) {
+			benchConsume(b, bc.batch)
+		})
+	}
+}
+
+func benchConsume(b *testing.B, batch int) {
+	ctx := context.Background()
+	db := testenv.DB(b)
+	if err := AutoMigrate(ctx, db); err != nil {
+		b.Fatal(err)
+	}
+	n := b.N
+	addActivity(b, db, 1, int64(n)+1, 1)
+	brokers := testenv.Kafka(b, 1, "orders")
+	sp := syncProducer(b, brokers)
+	now := time.Now()
+	pms := make([]*sarama.ProducerMessage, 0, 1000)
+	for i := 0; i < n; i++ {
+		m := Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+			ActivityID: 1, UserID: int64(1 + i), Qty: 1, CreatedAt: now}
+		v, err := m.Encode()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pms = append(pms, &sarama.ProducerMessage{Topic: "orders", Key: sarama.StringEncoder(m.Key()), Value: sarama.ByteEncoder(v)})
+		if len(pms) == cap(pms) || i == n-1 {
+			if err := sp.SendMessages(pms); err != nil {
+				b.Fatal(err)
+			}
+			pms = pms[:0]
+		}
+	}
+	gen, err := NewIDGenerator(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewProcessor(db, gen)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Int64
+	finished := make(chan time.Time, 1)
+	c, err := NewConsumer(p, ReleaserFunc(func(context.Context, int64, string) error { return nil }),
+		WithBatchSize(batch), WithLinger(time.Millisecond),
+		WithNotifier(NotifierFunc(func(context.Context, Result) {
+			if done.Add(1) == int64(n) {
+				finished <- time.Now()
+			}
+		})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &timedHandler{Consumer: c}
+	b.ReportAllocs()
+	b.ResetTimer()
+	r := runGroup(b, brokers, nil, "bench", "orders", h)
+	var end time.Time
+	select {
+	case end = <-finished:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("only %d of %d orders after 10 minutes", done.Load(), n)
+	}
+	b.StopTimer()
+	r.stop()
+	elapsed := end.Sub(time.Unix(0, h.start.Load()))
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "orders/s")
+	var orders int64
+	if err := db.Model(&Order{}).Count(&orders).Error; err != nil || orders != int64(n) {
+		b.Fatalf("orders = %d (err %v), want %d", orders, err, n)
+	}
+}
+
+// BenchmarkNextID measures the snowflake generator (one shared generator).
+func BenchmarkNextID(b *testing.B) {
+	g, err := NewIDGenerator(1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := g.NextID(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkDecode measures message decoding and validation.
+func BenchmarkDecode(b *testing.B) {
+	v, err := msg(1, 1, 1).Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := Decode(v); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
