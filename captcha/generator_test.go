@@ -29,7 +29,7 @@ func TestLetters(t *testing.T) {
 	g, err := Letters(6, Style{Width: 200, Height: 60, Noise: 5, Lines: true})
 	require.NoError(t, err)
 	seen := map[string]bool{}
-	for range 5 {
+	for range 3 {
 		p, err := g.Generate(context.Background(), Request{})
 		require.NoError(t, err)
 		assert.Len(t, p.Answer, 6)
@@ -54,41 +54,57 @@ func TestLetters(t *testing.T) {
 
 func TestArithmetic(t *testing.T) {
 	t.Parallel()
-	g, err := Arithmetic(Style{}, true)
-	require.NoError(t, err)
-	for range 20 {
-		p, err := g.Generate(context.Background(), Request{})
-		require.NoError(t, err)
-		// Check the answer against the question.
-		q := strings.TrimSuffix(p.Question, "=?")
-		var x, y, want int
-		switch {
-		case strings.Contains(q, "+"):
-			a, b, _ := strings.Cut(q, "+")
-			x, y = atoi(t, a), atoi(t, b)
-			want = x + y
-		case strings.Contains(q, "-"):
-			a, b, _ := strings.Cut(q, "-")
-			x, y = atoi(t, a), atoi(t, b)
-			want = x - y
-		default:
-			a, b, ok := strings.Cut(q, "x")
-			require.True(t, ok, p.Question)
-			x, y = atoi(t, a), atoi(t, b)
-			want = x * y
-		}
-		assert.Equal(t, strconv.Itoa(want), p.Answer, p.Question)
-		assert.GreaterOrEqual(t, want, 0)
-		w, h := decodePNG(t, p.Image)
-		assert.Equal(t, [2]int{240, 80}, [2]int{w, h})
+	// The question/answer logic, many times (cheap, no image).
+	ops := map[byte]int{}
+	for range 2000 {
+		q, a := arithmetic()
+		want, op := evalQuestion(t, q)
+		ops[op]++
+		assert.Equal(t, strconv.Itoa(want), a, q)
+		assert.GreaterOrEqual(t, want, 0, q)
+		assert.Less(t, want, 100, q)
 	}
-	g, err = Arithmetic(Style{}, false)
+	assert.Len(t, ops, 3, "all three operators occur")
+
+	// The generator, rendering an image (slow under -race: twice only).
+	g, err := Arithmetic(Style{}, true)
 	require.NoError(t, err)
 	p, err := g.Generate(context.Background(), Request{})
 	require.NoError(t, err)
+	want, _ := evalQuestion(t, p.Question)
+	assert.Equal(t, strconv.Itoa(want), p.Answer)
+	w, h := decodePNG(t, p.Image)
+	assert.Equal(t, [2]int{240, 80}, [2]int{w, h})
+
+	g, err = Arithmetic(Style{}, false)
+	require.NoError(t, err)
+	p, err = g.Generate(context.Background(), Request{})
+	require.NoError(t, err)
 	assert.Empty(t, p.Question)
+	assert.NotEmpty(t, p.Image)
 	_, err = Arithmetic(Style{Width: 5000}, false)
 	assert.Error(t, err)
+}
+
+func evalQuestion(t *testing.T, question string) (int, byte) {
+	t.Helper()
+	q, ok := strings.CutSuffix(question, "=?")
+	require.True(t, ok, question)
+	for _, op := range []byte{'+', '-', 'x'} {
+		if a, b, ok := strings.Cut(q, string(op)); ok {
+			x, y := atoi(t, a), atoi(t, b)
+			switch op {
+			case '+':
+				return x + y, op
+			case '-':
+				return x - y, op
+			default:
+				return x * y, op
+			}
+		}
+	}
+	t.Fatalf("bad question %q", question)
+	return 0, 0
 }
 
 func atoi(t *testing.T, s string) int {

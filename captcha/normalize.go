@@ -30,8 +30,9 @@ func NormalizeAnswer(s string) string {
 	return strings.TrimSpace(b.String())
 }
 
-// fold maps r to the smallest rune of its case-folding orbit, so every
-// member of an orbit ("K", "k" and the Kelvin sign) normalises alike.
+// fold maps r to the lower case of the smallest rune of its case-folding
+// orbit, so every member of an orbit ("K", "k" and the Kelvin sign; "Σ",
+// "σ" and "ς") normalises alike.
 func fold(r rune) rune {
 	m := r
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
@@ -39,10 +40,7 @@ func fold(r rune) rune {
 			m = f
 		}
 	}
-	if m >= 'A' && m <= 'Z' {
-		m += 'a' - 'A'
-	}
-	return m
+	return unicode.ToLower(m)
 }
 
 func isLowerASCII(s string) bool {

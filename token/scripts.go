@@ -31,4 +31,3 @@ var (
 	statsScript   = redis.NewScript(libLua + statsLua)
 	dropScript    = redis.NewScript(dropLua)
 )
-
