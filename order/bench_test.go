@@ -103,6 +103,9 @@ func benchConsume(b *testing.B, batch int) {
 	r.stop()
 	elapsed := end.Sub(time.Unix(0, h.start.Load()))
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "orders/s")
+	if st := c.Stats(); st.Batches > 0 {
+		b.ReportMetric(float64(st.BatchMessages)/float64(st.Batches), "msgs/batch")
+	}
 	var orders int64
 	if err := db.Model(&Order{}).Count(&orders).Error; err != nil || orders != int64(n) {
 		b.Fatalf("orders = %d (err %v), want %d", orders, err, n)

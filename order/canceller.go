@@ -113,7 +113,7 @@ func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
 		// CAS first: under REPEATABLE READ a status read before the update
 		// could be a stale snapshot.
 		res := tx.Model(&Order{}).Where("order_no = ? AND status = ?", orderNo, OrderCreated).
-			Updates(map[string]any{"status": OrderCancelled, "cancel_time": now, "single_user": nil, "updated_at": now})
+			Updates(map[string]any{"status": OrderCancelled, "cancel_time": now, "live_slot": nil, "updated_at": now})
 		if res.Error != nil {
 			return res.Error
 		}

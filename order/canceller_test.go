@@ -62,7 +62,7 @@ func TestCancelAndDoubleCancel(t *testing.T) {
 	require.NoError(t, f.c.Cancel(ctx, f.nos[0]))
 	o := f.status(t, f.nos[0])
 	assert.Equal(t, OrderCancelled, o.Status)
-	assert.Nil(t, o.SingleUser)
+	assert.Nil(t, o.LiveSlot)
 	assert.NotNil(t, o.CancelTime)
 	assert.Equal(t, 1, f.led.releases())
 

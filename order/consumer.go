@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -41,6 +42,24 @@ type Consumer struct {
 	p   *Processor
 	rel Releaser
 	o   options
+
+	batches, batchMsgs, oneByOne, deadLettered, retries, releaseFailures atomic.Int64
+}
+
+// Stats are counters of a [Consumer] since it was created.
+type Stats struct {
+	Batches         int64 // batch transactions committed
+	BatchMessages   int64 // messages written by them
+	OneByOne        int64 // messages written on the per-message path
+	DeadLettered    int64 // messages sent to the dead-letter sink
+	Retries         int64 // failed attempts that were retried
+	ReleaseFailures int64 // releases left to the Reconciler
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats {
+	return Stats{Batches: c.batches.Load(), BatchMessages: c.batchMsgs.Load(), OneByOne: c.oneByOne.Load(),
+		DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load(), ReleaseFailures: c.releaseFailures.Load()}
 }
 
 var _ sarama.ConsumerGroupHandler = (*Consumer)(nil)
@@ -169,9 +188,12 @@ func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.Cons
 		for attempt := 0; ; attempt++ {
 			outs, err := c.p.Process(ctx, msgs)
 			if err == nil {
+				c.batches.Add(1)
+				c.batchMsgs.Add(int64(len(msgs)))
 				c.after(ctx, outs)
 				return nil
 			}
+			c.retries.Add(1)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -189,9 +211,11 @@ func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.Cons
 		for attempt := 0; ; attempt++ {
 			out, err := c.p.Handle(ctx, m)
 			if err == nil {
+				c.oneByOne.Add(1)
 				c.after(ctx, []Outcome{out})
 				break
 			}
+			c.retries.Add(1)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -237,6 +261,7 @@ func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 				}
 			}
 			if err != nil {
+				c.releaseFailures.Add(1)
 				c.report(ctx, fmt.Errorf("order: release %s (left to the reconciler): %w", o.Message.ReservationID, err))
 			}
 		}
@@ -267,6 +292,7 @@ func (c *Consumer) deadLetter(ctx context.Context, km *sarama.ConsumerMessage, c
 	for attempt := 0; ; attempt++ {
 		err := c.o.deadLetter.DeadLetter(ctx, km, cause)
 		if err == nil {
+			c.deadLettered.Add(1)
 			c.o.logger.WarnContext(ctx, "order: message dead-lettered", "topic", km.Topic,
 				"partition", km.Partition, "offset", km.Offset, "cause", cause)
 			return nil

@@ -179,8 +179,8 @@ func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 	db := newDB(t)
 	addActivity(t, db, 1, 100, 1)
 	var down downSwitch
-	// The order table is gone: the dedup rows and the stock update of the
-	// same transaction run, then the order INSERT fails and all must roll back.
+	// The order table is gone: the dedup rows of the transaction are written,
+	// then the order INSERT fails and everything must roll back.
 	require.NoError(t, db.Migrator().DropTable(&Order{}))
 	down.on.Store(true)
 	led := newLedger()

@@ -96,19 +96,20 @@ func (Activity) TableName() string { return "seckill_activity" }
 
 // Order is a row of seckill_order.
 //
-// SingleUser holds UserID while the order is live (CREATED or PAID) and the
-// activity's UserLimit is 1, and NULL otherwise; UNIQUE(single_user,
-// activity_id) is therefore "UNIQUE(user_id, activity_id) when the cap is 1"
-// — NULLs never collide (MySQL, MariaDB and SQLite alike), so caps above 1
-// and re-buying after a cancellation still work. Caps above 1 are enforced by
-// Redis only.
+// LiveSlot is 1 while the order is live (CREATED or PAID) and the
+// activity's UserLimit is 1, and NULL otherwise; UNIQUE(user_id,
+// activity_id, live_slot) is therefore "UNIQUE(user_id, activity_id) when
+// the cap is 1" — NULLs never collide (MySQL, MariaDB and SQLite alike), so
+// caps above 1 and re-buying after a cancellation still work. Caps above 1
+// are enforced by Redis only. The same index serves lookups by (user,
+// activity).
 type Order struct {
 	ID            int64     `gorm:"primaryKey;autoIncrement:false"`
 	OrderNo       string    `gorm:"size:32;not null;uniqueIndex:uk_order_no"`
 	ReservationID string    `gorm:"size:64;not null;uniqueIndex:uk_reservation"`
-	UserID        int64     `gorm:"not null;index:idx_user_activity,priority:1"`
-	ActivityID    int64     `gorm:"not null;index:idx_user_activity,priority:2;uniqueIndex:uk_single_user,priority:2"`
-	SingleUser    *int64    `gorm:"uniqueIndex:uk_single_user,priority:1"`
+	UserID        int64     `gorm:"not null;uniqueIndex:uk_user_activity_live,priority:1"`
+	ActivityID    int64     `gorm:"not null;uniqueIndex:uk_user_activity_live,priority:2"`
+	LiveSlot      *int8     `gorm:"uniqueIndex:uk_user_activity_live,priority:3"`
 	Qty           int64     `gorm:"not null"`
 	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0"`
 	Status        string    `gorm:"size:16;not null;index:idx_status_expire,priority:1"`
@@ -127,7 +128,7 @@ func (Order) TableName() string { return "seckill_order" }
 // a redelivered message finds its row and is answered from it.
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`
-	ReservationID string    `gorm:"size:64;not null;index:idx_dedup_resv"`
+	ReservationID string    `gorm:"size:64;not null"`
 	ActivityID    int64     `gorm:"not null;index:idx_dedup_user,priority:2"`
 	UserID        int64     `gorm:"not null;index:idx_dedup_user,priority:1"`
 	Outcome       string    `gorm:"size:16;not null"`

@@ -47,7 +47,7 @@ func (o Outcome) Result() Result {
 // Each message is written in ONE transaction: the dedup row (message_dedup,
 // primary key msg_id), UPDATE seckill_activity SET stock = stock - n WHERE
 // id = ? AND stock >= n, and the order row (snowflake ID, unique order_no,
-// unique reservation_id, UNIQUE(single_user, activity_id) when the cap is 1).
+// unique reservation_id, UNIQUE(user_id, activity_id, live_slot) when the cap is 1).
 // A message already in message_dedup is answered from there (Duplicate).
 // A business refusal (sold out in the DB, duplicate user, unknown activity)
 // rolls back and writes a FAILED dedup row alone: the result is an
@@ -107,7 +107,7 @@ func rawExec(ctx context.Context, tx *gorm.DB, query string, args []any) error {
 func insertOrders(ctx context.Context, tx *gorm.DB, orders []Order) error {
 	var sb strings.Builder
 	sb.Grow(200 + 28*len(orders))
-	sb.WriteString("INSERT INTO seckill_order (id,order_no,reservation_id,user_id,activity_id,single_user,qty,price,status,expire_time,created_at,updated_at) VALUES ")
+	sb.WriteString("INSERT INTO seckill_order (id,order_no,reservation_id,user_id,activity_id,live_slot,qty,price,status,expire_time,created_at,updated_at) VALUES ")
 	args := make([]any, 0, 12*len(orders))
 	for i := range orders {
 		o := &orders[i]
@@ -115,11 +115,11 @@ func insertOrders(ctx context.Context, tx *gorm.DB, orders []Order) error {
 			sb.WriteByte(',')
 		}
 		sb.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
-		var single any
-		if o.SingleUser != nil {
-			single = *o.SingleUser
+		var slot any
+		if o.LiveSlot != nil {
+			slot = *o.LiveSlot
 		}
-		args = append(args, o.ID, o.OrderNo, o.ReservationID, o.UserID, o.ActivityID, single, o.Qty,
+		args = append(args, o.ID, o.OrderNo, o.ReservationID, o.UserID, o.ActivityID, slot, o.Qty,
 			o.Price.String(), o.Status, o.ExpireTime, o.CreatedAt, o.UpdatedAt)
 	}
 	return rawExec(ctx, tx, sb.String(), args)
@@ -171,8 +171,8 @@ func (p *Processor) newOrder(m Message, a activityInfo, id int64, now time.Time)
 		UserID: m.UserID, ActivityID: m.ActivityID, Qty: m.Qty, Price: price, Status: OrderCreated,
 		ExpireTime: now.Add(p.o.payTimeout), CreatedAt: now, UpdatedAt: now}
 	if a.UserLimit == 1 {
-		u := m.UserID
-		o.SingleUser = &u
+		one := int8(1)
+		o.LiveSlot = &one
 	}
 	return o
 }
@@ -209,19 +209,20 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 		if !ok {
 			return &businessError{ReasonUnknownActivity}
 		}
-		res := tx.Exec(updateStockSQL, m.Qty, m.ActivityID, m.Qty)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return &businessError{ReasonSoldOut}
-		}
 		ord = p.newOrder(m, a, id, now)
 		if err := tx.Create(&ord).Error; err != nil {
 			if isDuplicate(err) {
 				return &businessError{ReasonDuplicate}
 			}
 			return err
+		}
+		// The hot row last: its lock is held only until the commit.
+		res := tx.Exec(updateStockSQL, m.Qty, m.ActivityID, m.Qty)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return &businessError{ReasonSoldOut}
 		}
 		return nil
 	})
@@ -388,13 +389,6 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 			if _, ok := acts[a]; !ok {
 				return errConflict
 			}
-			res := tx.Exec(updateStockSQL, totals[a], a, totals[a])
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				return errConflict
-			}
 		}
 		dedups := make([]Dedup, 0, len(uniq))
 		orders := make([]Order, 0, len(uniq))
@@ -425,6 +419,17 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 					return errConflict
 				}
 				return err
+			}
+		}
+		// The hot rows last, in one order: their locks are held only until
+		// the commit, and consumers never deadlock on them.
+		for _, a := range actIDs {
+			res := tx.Exec(updateStockSQL, totals[a], a, totals[a])
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return errConflict
 			}
 		}
 		return nil

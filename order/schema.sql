@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS seckill_activity (
   activity_price DECIMAL(12,2) NOT NULL DEFAULT 0,
   total_stock    BIGINT        NOT NULL DEFAULT 0,
   stock          BIGINT        NOT NULL DEFAULT 0,   -- guarded: UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n
-  user_limit     BIGINT        NOT NULL DEFAULT 1,   -- per-user cap; 1 turns on uk_single_user below
+  user_limit     BIGINT        NOT NULL DEFAULT 1,   -- per-user cap; 1 turns on live_slot below
   version        BIGINT        NOT NULL DEFAULT 0,
   status         TINYINT       NOT NULL DEFAULT 1,
   start_time     DATETIME(3)   NOT NULL,
@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS seckill_order (
   reservation_id VARCHAR(64)   NOT NULL,             -- one order per Redis reservation
   user_id        BIGINT        NOT NULL,
   activity_id    BIGINT        NOT NULL,
-  single_user    BIGINT        NULL,                 -- = user_id while live and user_limit = 1, else NULL
+  live_slot      TINYINT       NULL,                 -- 1 while live and user_limit = 1, else NULL
   qty            BIGINT        NOT NULL,
   price          DECIMAL(12,2) NOT NULL DEFAULT 0,
   status         VARCHAR(16)   NOT NULL,             -- CREATED / PAID / CANCELLED
@@ -39,8 +39,8 @@ CREATE TABLE IF NOT EXISTS seckill_order (
   PRIMARY KEY (id),
   UNIQUE KEY uk_order_no (order_no),
   UNIQUE KEY uk_reservation (reservation_id),
-  UNIQUE KEY uk_single_user (single_user, activity_id), -- UNIQUE(user, activity) when the cap is 1
-  KEY idx_user_activity (user_id, activity_id),
+  UNIQUE KEY uk_user_activity_live (user_id, activity_id, live_slot), -- UNIQUE(user, activity) when the cap is 1
+
   KEY idx_status_expire (status, expire_time)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
@@ -54,6 +54,5 @@ CREATE TABLE IF NOT EXISTS message_dedup (
   reason         VARCHAR(255)  NOT NULL DEFAULT '',
   created_at     DATETIME(3)   NOT NULL,
   PRIMARY KEY (msg_id),
-  KEY idx_dedup_resv (reservation_id),
   KEY idx_dedup_user (user_id, activity_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
