@@ -311,7 +311,7 @@ func (d *Deductor) Remaining(ctx context.Context, activity int64) (int64, error)
 		return 0, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
 	}
 	k := d.keys(activity)
-	vals, err := remainingScript.Run(ctx, d.rdb, []string{k.meta}).Slice()
+	vals, err := remainingScript.RunRO(ctx, d.rdb, []string{k.meta}).Slice()
 	if err != nil {
 		return 0, classify("remaining", err)
 	}
@@ -331,7 +331,7 @@ func (d *Deductor) Stats(ctx context.Context, activity int64) (Stats, error) {
 	if activity <= 0 {
 		return Stats{}, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
 	}
-	vals, err := statsScript.Run(ctx, d.rdb, d.keys(activity).list()).Slice()
+	vals, err := statsScript.RunRO(ctx, d.rdb, d.keys(activity).list()).Slice()
 	if err != nil {
 		return Stats{}, classify("stats", err)
 	}
@@ -355,7 +355,7 @@ func (d *Deductor) Lookup(ctx context.Context, activity int64, requestID string)
 	if err := d.validateID(requestID); err != nil {
 		return Reservation{}, false, err
 	}
-	rec, err := lookupScript.Run(ctx, d.rdb, []string{d.keys(activity).ledger}, requestID).Text()
+	rec, err := lookupScript.RunRO(ctx, d.rdb, []string{d.keys(activity).ledger}, requestID).Text()
 	if errors.Is(err, redis.Nil) {
 		return Reservation{}, false, nil
 	}
@@ -378,7 +378,7 @@ func (d *Deductor) Reservations(ctx context.Context, activity int64, cursor uint
 	if count <= 0 {
 		count = 100
 	}
-	vals, err := scanScript.Run(ctx, d.rdb, []string{d.keys(activity).ledger}, strconv.FormatUint(cursor, 10), count).Slice()
+	vals, err := scanScript.RunRO(ctx, d.rdb, []string{d.keys(activity).ledger}, strconv.FormatUint(cursor, 10), count).Slice()
 	if err != nil {
 		return nil, 0, classify("reservations", err)
 	}

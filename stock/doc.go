@@ -78,9 +78,10 @@
 //
 // # Redis and Cluster
 //
-// Redis 5.0 or later (scripts call TIME before writing, which needs
-// effects replication; tested on 7.0) or miniredis; EVAL scripts only, no
-// Functions. All keys of one activity carry the hash tag {a:<id>}, so they
+// Redis 7.0 or later (tested on 7.0.15) or miniredis; EVAL scripts only, no
+// Functions. The read-only calls (Remaining, Stats, Lookup, Reservations)
+// use EVALSHA_RO, so a ClusterClient with ReadOnly or RouteByLatency, or a
+// failover client reading from replicas, serves them off the write path. All keys of one activity carry the hash tag {a:<id>}, so they
 // live in one Cluster slot and the package works unchanged on Client,
 // ClusterClient, Ring and failover clients. The flip side is that one
 // activity is one slot on one shard: a single hot sale is bounded by one

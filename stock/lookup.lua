@@ -1,4 +1,4 @@
--- lookup.lua: read-only; the ledger record of one request ID.
+-- lookup.lua: read-only (run with EVALSHA_RO); the ledger record of one request ID.
 --
 -- KEYS[1] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 -- ARGV[1] requestID

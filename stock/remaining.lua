@@ -1,4 +1,4 @@
--- remaining.lua: read-only; the live stock of one activity.
+-- remaining.lua: read-only (run with EVALSHA_RO); the live stock of one activity.
 --
 -- KEYS[1] meta  hash  stock, ...   <prefix>{a:<id>}:meta
 --

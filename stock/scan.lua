@@ -1,4 +1,4 @@
--- scan.lua: read-only; one HSCAN page of the reservation ledger.
+-- scan.lua: read-only (run with EVALSHA_RO); one HSCAN page of the reservation ledger.
 --
 -- KEYS[1] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 -- ARGV[1] cursor ("0" to start)

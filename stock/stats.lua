@@ -1,4 +1,4 @@
--- stats.lua: read-only; a snapshot of one activity.
+-- stats.lua: read-only (run with EVALSHA_RO); a snapshot of one activity.
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp   <prefix>{a:<id>}:meta
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
