@@ -15,8 +15,9 @@ import (
 // In the Closed state a call costs a few atomic operations and no lock: the
 // state, the run of consecutive failures and the window buckets are atomics,
 // and the clock is read only when a rolling window is configured (once per
-// call, at its end) or when the breaker is Open. Transitions, half-open probes
-// and bucket rotation take a mutex.
+// call, at its end). An Open breaker refuses with two atomic loads and an
+// add (plus a clock reading with an injected [Clock]). Transitions,
+// half-open probes and bucket rotation take a mutex.
 type Breaker struct {
 	// Read by every call; written only on transitions (under mu).
 	// word packs the generation (bits 2..63) and the State (bits 0..1); a
@@ -29,7 +30,10 @@ type Breaker struct {
 	consec atomic.Uint64
 	// openUntil is the end of the open period, in ns since base.
 	openUntil atomic.Int64
-	_         [40]byte
+	// expiredGen (default clock only) is the generation of the Open period
+	// whose timeout a runtime timer has seen elapse; see openExpired.
+	expiredGen atomic.Uint64
+	_          [32]byte
 
 	rejected atomic.Uint64
 	_        [56]byte
@@ -122,6 +126,18 @@ func (b *Breaker) now() int64 {
 	return int64(d)
 }
 
+// openExpired reports whether the open period of the Open word w is over.
+// With an injected clock it compares the clock with the deadline; with the
+// process clock it asks the timer armed when the breaker opened, which costs
+// one atomic load instead of a clock reading (the period may end a timer
+// latency late, never early).
+func (b *Breaker) openExpired(w uint64) bool {
+	if b.clock == nil {
+		return b.expiredGen.Load() == genOf(w)
+	}
+	return b.now() >= b.openUntil.Load()
+}
+
 // classify maps a call's error to its Outcome.
 func (b *Breaker) classify(err error) Outcome {
 	if err == nil {
@@ -136,7 +152,7 @@ func (b *Breaker) classify(err error) Outcome {
 
 // admit decides whether a call may run and returns the state word it runs
 // under. Closed costs one atomic load (Execute and Do inline that case);
-// Open one clock reading; HalfOpen takes the mutex.
+// Open a few more (see openExpired); HalfOpen takes the mutex.
 func (b *Breaker) admit() (uint64, error) {
 	if w := b.word.Load(); stateOf(w) == Closed {
 		return w, nil
@@ -150,7 +166,7 @@ func (b *Breaker) admitSlow() (uint64, error) {
 	case Closed:
 		return w, nil
 	case Open:
-		if b.now() < b.openUntil.Load() {
+		if !b.openExpired(w) {
 			b.rejected.Add(1)
 			return 0, ErrOpen
 		}
@@ -162,7 +178,7 @@ func (b *Breaker) admitSlow() (uint64, error) {
 		b.mu.Unlock()
 		return w, nil
 	case Open:
-		if b.now() < b.openUntil.Load() {
+		if !b.openExpired(w) {
 			b.mu.Unlock()
 			b.rejected.Add(1)
 			return 0, ErrOpen
@@ -328,6 +344,12 @@ func (b *Breaker) setStateLocked(w uint64, to State) uint64 {
 			until = math.MaxInt64
 		}
 		b.openUntil.Store(until)
+		if b.clock == nil {
+			// With the process clock, a runtime timer (no goroutine until it
+			// fires, then one store) marks the end of the open period, so
+			// refusing a call reads no clock. Timers never fire early.
+			time.AfterFunc(time.Duration(b.openTimeout), func() { b.expiredGen.Store(gen) })
+		}
 	case HalfOpen:
 		b.hoSucc, b.hoFail, b.hoIgnored = 0, 0, 0
 	case Closed:
@@ -378,12 +400,12 @@ func (b *Breaker) unlockAndDeliver() {
 // becomes HalfOpen here (as it would on the next call), firing the hook.
 func (b *Breaker) State() State {
 	w := b.word.Load()
-	if stateOf(w) != Open || b.now() < b.openUntil.Load() {
+	if stateOf(w) != Open || !b.openExpired(w) {
 		return stateOf(w)
 	}
 	b.mu.Lock()
 	w = b.word.Load()
-	if stateOf(w) == Open && b.now() >= b.openUntil.Load() {
+	if stateOf(w) == Open && b.openExpired(w) {
 		w = b.setStateLocked(w, HalfOpen)
 	}
 	b.unlockAndDeliver()

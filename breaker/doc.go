@@ -62,12 +62,17 @@
 // A [Breaker] is safe for concurrent use. In the Closed state a call takes no
 // lock: the state and generation, the consecutive-failure run and the window
 // buckets are atomics (a plain-mutex version is kept in bench_test.go to show
-// the difference). Without a rolling window the closed state never reads the
-// clock; with one it reads it once per call, through the monotonic
-// time.Since, which is cheaper than time.Now. An Open breaker reads the clock
-// once per refused call. Transitions, half-open probes and bucket rotation
-// (once per bucket width) take a mutex. Execute and Do do not allocate;
-// Allow allocates its permit.
+// the difference). Reading the clock is the largest cost on many machines,
+// so it is avoided where exactness allows: without a rolling window the
+// closed state never reads it; with one it reads it once per call (each
+// result must land in the bucket of its own instant), through the monotonic
+// time.Since, which is cheaper than time.Now. An Open breaker refuses calls
+// without reading the clock: with the default clock, opening arms one
+// runtime timer (time.AfterFunc) that marks the end of the open period, so
+// the breaker never half-opens early and at most a timer latency late; with
+// an injected clock each refusal reads it. Transitions, half-open probes and
+// bucket rotation (once per bucket width) take a mutex. Execute and Do do not
+// allocate; Allow allocates its permit.
 //
 // # When not to use it
 //
@@ -75,5 +80,6 @@
 // view, which is what you want for protecting a dependency from this
 // process. It is not a rate limiter (use package limiter) and it does not
 // retry. Time comes from the injected [Clock] ([WithClock]); the package
-// starts no goroutines.
+// keeps no goroutine running (the open-period timer runs one store when it
+// fires) and has no global state.
 package breaker

@@ -141,8 +141,11 @@ func WithOnStateChange(f func(name string, from, to State)) Option {
 }
 
 // WithClock sets the source of "now" (for tests, a fake clock). c must not be
-// nil. Default: the process's monotonic clock, read through time.Since, which
-// costs about half of a time.Now.
+// nil. Default: the process's monotonic clock, read through time.Since (about
+// half the cost of time.Now), with a runtime timer marking the end of each
+// open period. With an injected clock the breaker polls it instead: an Open
+// breaker becomes HalfOpen on the first call or [Breaker.State] at or after
+// the deadline, exactly.
 func WithClock(c Clock) Option {
 	return func(o *options) { o.clock, o.clockSet = c, true }
 }
