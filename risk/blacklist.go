@@ -82,14 +82,25 @@ func NewBlacklist(rdb Client, opts ...Option) (*Blacklist, error) {
 // Name returns "blacklist".
 func (b *Blacklist) Name() string { return "blacklist" }
 
-func checkSubject(kind Kind, id string) error {
+// subjectID validates kind and id and returns the id as stored: IP ids are
+// canonicalised ("::ffff:10.0.0.1" and "10.0.0.1" are one subject, IPv6 in
+// its compressed form) so bans added by hand match the [IPResolver]'s
+// output.
+func subjectID(kind Kind, id string) (string, error) {
 	if !kind.valid() {
-		return fmt.Errorf("risk: unknown kind %q: %w", kind, ErrInvalidArgument)
+		return "", fmt.Errorf("risk: unknown kind %q: %w", kind, ErrInvalidArgument)
 	}
 	if id == "" {
-		return fmt.Errorf("risk: empty %s id: %w", kind, ErrInvalidArgument)
+		return "", fmt.Errorf("risk: empty %s id: %w", kind, ErrInvalidArgument)
 	}
-	return nil
+	if kind == KindIP {
+		a, ok := ParseHop(id)
+		if !ok {
+			return "", fmt.Errorf("risk: ip %q: %w", id, ErrInvalidArgument)
+		}
+		id = a.String()
+	}
+	return id, nil
 }
 
 // Add records an offence of the subject and bans it for the escalated
@@ -109,7 +120,8 @@ func (b *Blacklist) AddFor(ctx context.Context, kind Kind, id, reason string, d 
 }
 
 func (b *Blacklist) add(ctx context.Context, kind Kind, id, reason string, fixed time.Duration) (Ban, error) {
-	if err := checkSubject(kind, id); err != nil {
+	id, err := subjectID(kind, id)
+	if err != nil {
 		return Ban{}, err
 	}
 	if reason == "" {
@@ -134,7 +146,8 @@ func (b *Blacklist) add(ctx context.Context, kind Kind, id, reason string, fixed
 // offence escalates from where it was; use [Blacklist.Reset] to forget it
 // too. Removing an unbanned subject is a no-op.
 func (b *Blacklist) Remove(ctx context.Context, kind Kind, id string) error {
-	if err := checkSubject(kind, id); err != nil {
+	id, err := subjectID(kind, id)
+	if err != nil {
 		return err
 	}
 	if err := b.rdb.Del(ctx, banKey(b.o.prefix, kind, id)).Err(); err != nil {
@@ -145,7 +158,8 @@ func (b *Blacklist) Remove(ctx context.Context, kind Kind, id string) error {
 
 // Reset lifts the subject's ban and forgets its offences.
 func (b *Blacklist) Reset(ctx context.Context, kind Kind, id string) error {
-	if err := checkSubject(kind, id); err != nil {
+	id, err := subjectID(kind, id)
+	if err != nil {
 		return err
 	}
 	// Both keys share a hash tag: one DEL is fine on a Cluster.
@@ -157,7 +171,8 @@ func (b *Blacklist) Reset(ctx context.Context, kind Kind, id string) error {
 
 // Banned reports whether the subject is banned, and the ban.
 func (b *Blacklist) Banned(ctx context.Context, kind Kind, id string) (Ban, bool, error) {
-	if err := checkSubject(kind, id); err != nil {
+	id, err := subjectID(kind, id)
+	if err != nil {
 		return Ban{}, false, err
 	}
 	v, err := b.rdb.Get(ctx, banKey(b.o.prefix, kind, id)).Result()
@@ -189,7 +204,7 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 		n++
 	}
 	if s.IP.IsValid() {
-		items[n] = item{KindIP, s.IP.String()}
+		items[n] = item{KindIP, s.IP.Unmap().WithZone("").String()}
 		n++
 	}
 	if s.DeviceID != "" {

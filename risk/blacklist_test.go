@@ -244,3 +244,32 @@ func TestBlacklistEscalationAllRedis(t *testing.T) {
 		}
 	})
 }
+
+func TestBlacklistIPCanonical(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Miniredis(t)
+	bl, err := NewBlacklist(rdb)
+	require.NoError(t, err)
+	_, err = bl.AddFor(bg, KindIP, "::ffff:203.0.113.5", "manual", time.Hour)
+	require.NoError(t, err)
+	_, err = bl.AddFor(bg, KindIP, "2001:DB8:0::0:1", "manual", time.Hour)
+	require.NoError(t, err)
+	for _, ip := range []string{"203.0.113.5", "::ffff:203.0.113.5", "2001:db8::1", "fe80::1%eth0"} {
+		d, err := bl.Check(bg, Subject{IP: netipMust(ip)})
+		require.NoError(t, err)
+		want := Deny
+		if ip == "fe80::1%eth0" {
+			want = Allow
+		}
+		assert.Equal(t, want, d.Action, ip)
+	}
+	_, banned, err := bl.Banned(bg, KindIP, "[2001:db8::1]:443")
+	require.NoError(t, err)
+	assert.True(t, banned)
+	require.NoError(t, bl.Remove(bg, KindIP, "203.0.113.5"))
+	_, banned, err = bl.Banned(bg, KindIP, "::ffff:203.0.113.5")
+	require.NoError(t, err)
+	assert.False(t, banned)
+	_, err = bl.Add(bg, KindIP, "not-an-ip", "")
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+}

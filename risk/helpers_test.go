@@ -12,14 +12,6 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
-// Compile-time proof that go-redis clients satisfy Client.
-var (
-	_ Client = (*redis.Client)(nil)
-	_ Client = (*redis.ClusterClient)(nil)
-	_ Client = (*redis.Ring)(nil)
-	_ Client = (redis.UniversalClient)(nil)
-)
-
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time

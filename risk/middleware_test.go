@@ -306,3 +306,15 @@ func TestStackRedisDownPolicies(t *testing.T) {
 		})
 	}
 }
+
+func TestMiddlewareJSONEscapes(t *testing.T) {
+	t.Parallel()
+	odd := "a\"b\\c\n<script>é\u2028"
+	chk, err := NewChecker([]Rule{fixed("r", Decision{Action: Deny, Reason: odd}, nil)})
+	require.NoError(t, err)
+	mw, err := NewMiddleware(chk)
+	require.NoError(t, err)
+	got := serve(t, mw.Handle, nil)
+	assert.Equal(t, 403, got.status)
+	assert.Equal(t, odd, got.body["reason"], "custom reason codes survive JSON encoding")
+}
