@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // Claiming. A claim takes a lease on up to batchSize due rows: it sets
@@ -18,8 +19,6 @@ import (
 // milliseconds; no database lock is held while publishing.
 
 const (
-	selectDueSQL = "SELECT id FROM " + TableName +
-		" WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE"
 	leaseByIDSQL = "UPDATE " + TableName +
 		" SET lease_owner = ?, next_attempt_at = ?, attempts = attempts + 1, updated_at = ? WHERE id IN ?"
 	leaseAtomicSQL = "UPDATE " + TableName +
@@ -53,24 +52,32 @@ func (r *Relay) claim(ctx context.Context, now time.Time, token string) ([]Messa
 }
 
 func (r *Relay) claimLocked(ctx context.Context, now, until time.Time, token string) ([]Message, error) {
-	q := selectDueSQL
+	lock := clause.Locking{Strength: clause.LockingStrengthUpdate}
 	if r.mode == ClaimSkipLocked {
-		q += " SKIP LOCKED"
+		lock.Options = clause.LockingOptionsSkipLocked
 	}
 	var rows []Message
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var ids []int64
-		if err := tx.Raw(q, StatusPending, now, r.o.batchSize).Scan(&ids).Error; err != nil {
+		// SELECT * … WHERE status = ? AND next_attempt_at <= ?
+		// ORDER BY next_attempt_at, id LIMIT n FOR UPDATE [SKIP LOCKED]
+		err := tx.Clauses(lock).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).
+			Order("next_attempt_at, id").Limit(r.o.batchSize).Find(&rows).Error
+		if err != nil {
 			return fmt.Errorf("select due: %w", err)
 		}
-		if len(ids) == 0 {
+		if len(rows) == 0 {
 			return nil
+		}
+		ids := make([]int64, len(rows))
+		for i := range rows {
+			ids[i] = rows[i].ID
 		}
 		if err := tx.Exec(leaseByIDSQL, token, until, now, ids).Error; err != nil {
 			return fmt.Errorf("lease: %w", err)
 		}
-		if err := tx.Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
-			return fmt.Errorf("read leased: %w", err)
+		for i := range rows { // what the UPDATE wrote
+			rows[i].LeaseOwner, rows[i].NextAttemptAt, rows[i].UpdatedAt = token, until, now
+			rows[i].Attempts++
 		}
 		return nil
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})

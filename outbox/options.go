@@ -168,7 +168,8 @@ func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll
 // WithLease sets how long a claimed row stays invisible to other relays.
 // It must exceed the time to publish and mark one batch: a relay that
 // outlives its lease may see its rows published again by another relay
-// (a duplicate, never a loss). A relay that crashes leaves its rows to be
+// (a duplicate, never a loss). Publishing a batch gets a context deadline
+// of 80 % of the lease. A relay that crashes leaves its rows to be
 // reclaimed when the lease ends. Relay only. Default 30s.
 func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d } }
 

@@ -163,7 +163,8 @@ func (r *Relay) reportErr(ctx context.Context, err error) {
 }
 
 // Close stops [Relay.Run] and waits for it to return (the batch in flight
-// is settled first). It is idempotent and returns nil.
+// is settled first). It is idempotent and returns nil. Do not call it from
+// a hook, which runs on Run's goroutine: cancel Run's context instead.
 func (r *Relay) Close() error {
 	r.mu.Lock()
 	if !r.closed {
@@ -199,7 +200,13 @@ func (r *Relay) RunOnce(ctx context.Context) (Batch, error) {
 	if err != nil || len(msgs) == 0 {
 		return Batch{}, err
 	}
-	errs := r.publish(ctx, msgs)
+	// Publishing must end before the lease does, or another relay would
+	// claim the rows again while they are in flight: give it 80 % of the
+	// lease, leaving the rest for the settle. A publisher that ignores ctx
+	// can still overrun it (duplicates, never losses).
+	pctx, cancel := context.WithTimeout(ctx, r.o.lease*4/5)
+	errs := r.publish(pctx, msgs)
+	cancel()
 	return r.settle(ctx, msgs, errs, token)
 }
 

@@ -687,3 +687,58 @@ func TestNewRelayValidates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ClaimForUpdate, m)
 }
+
+// A publisher that hangs is cut off before the lease ends, so the row is
+// retried instead of being claimed by a second relay while in flight.
+func TestRelayPublishDeadlineWithinLease(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	w, _ := NewWriter()
+	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+	var deadline time.Duration
+	hang := PublisherFunc(func(ctx context.Context, m Message) error {
+		dl, ok := ctx.Deadline()
+		require.True(t, ok)
+		deadline = time.Until(dl)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	r, err := NewRelay(db, hang, WithLease(250*time.Millisecond))
+	require.NoError(t, err)
+	b, err := r.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+	assert.LessOrEqual(t, deadline, 200*time.Millisecond)
+	assert.Contains(t, allRows(t, db)[0].LastError, "deadline exceeded")
+}
+
+// The claim really uses SKIP LOCKED on MySQL/MariaDB and the one-statement
+// UPDATE on SQLite.
+func TestClaimSQLPerDialect(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	var mu sync.Mutex
+	var stmts []string
+	rec := func(d *gorm.DB) {
+		mu.Lock()
+		stmts = append(stmts, d.Statement.SQL.String())
+		mu.Unlock()
+	}
+	require.NoError(t, db.Callback().Query().After("gorm:query").Register("outbox_test:q", rec))
+	require.NoError(t, db.Callback().Raw().After("gorm:raw").Register("outbox_test:r", rec))
+	w, _ := NewWriter()
+	writeN(t, db, w, 3, "t")
+	r, err := NewRelay(db, newRecorder())
+	require.NoError(t, err)
+	b, err := r.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 3, b.Sent)
+	all := fmt.Sprint(stmts)
+	if testenv.DBKindInUse() == testenv.KindMySQL {
+		assert.Contains(t, all, "FOR UPDATE SKIP LOCKED")
+		assert.Contains(t, all, "ORDER BY next_attempt_at, id LIMIT")
+	} else {
+		assert.Contains(t, all, "WHERE id IN (SELECT id FROM outbox_message WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)")
+		assert.NotContains(t, all, "FOR UPDATE")
+	}
+}
