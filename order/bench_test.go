@@ -25,7 +25,8 @@ func (h *timedHandler) Setup(s sarama.ConsumerGroupSession) error {
 }
 
 // BenchmarkConsume measures orders/s from Kafka (in-process kfake, one
-// partition, one consumer) into the database — MariaDB when
+// consumer process; one partition, or three consumed concurrently) into the
+// database — MariaDB when
 // SECKILL_MYSQL_DSN is set, SQLite otherwise — with the dedup row, the
 // conditional stock update and the order insert for every order.
 // "batch" is the Consumer's default path (500 per transaction, one stock
@@ -33,16 +34,17 @@ func (h *timedHandler) Setup(s sarama.ConsumerGroupSession) error {
 // (WithBatchSize(1)). Run both in the same invocation, e.g. -benchtime=20000x.
 func BenchmarkConsume(b *testing.B) {
 	for _, bc := range []struct {
-		name  string
-		batch int
-	}{{"batch", 500}, {"naive", 1}} {
-		b.Run(fmt.Sprintf("%s/db=%s", bc.name, testenv.DBKindInUse()), func(b *testing.B) {
-			benchConsume(b, bc.batch)
+		name       string
+		batch      int
+		partitions int32
+	}{{"batch", 500, 1}, {"batch", 500, 3}, {"naive", 1, 1}} {
+		b.Run(fmt.Sprintf("%s/partitions=%d/db=%s", bc.name, bc.partitions, testenv.DBKindInUse()), func(b *testing.B) {
+			benchConsume(b, bc.batch, bc.partitions)
 		})
 	}
 }
 
-func benchConsume(b *testing.B, batch int) {
+func benchConsume(b *testing.B, batch int, partitions int32) {
 	ctx := context.Background()
 	db := testenv.DB(b)
 	if err := AutoMigrate(ctx, db); err != nil {
@@ -50,7 +52,7 @@ func benchConsume(b *testing.B, batch int) {
 	}
 	n := b.N
 	addActivity(b, db, 1, int64(n)+1, 1)
-	brokers := testenv.Kafka(b, 1, "orders")
+	brokers := testenv.Kafka(b, partitions, "orders")
 	sp := syncProducer(b, brokers)
 	now := time.Now()
 	pms := make([]*sarama.ProducerMessage, 0, 1000)

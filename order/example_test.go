@@ -1,0 +1,135 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order"
+)
+
+// openDB opens an embedded SQLite database with the order tables and one
+// activity of two units, capped at one per user.
+func openDB() (*gorm.DB, func()) {
+	dir, err := os.MkdirTemp("", "order-example")
+	if err != nil {
+		panic(err)
+	}
+	db, err := testenv.OpenSQLite(filepath.Join(dir, "orders.db"))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := order.AutoMigrate(ctx, db); err != nil {
+		panic(err)
+	}
+	start := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	db.Create(&order.Activity{ID: 42, Name: "phone", ActivityPrice: 99900, TotalStock: 2, Stock: 2,
+		UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
+	return db, func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func message(n int, user int64) order.Message {
+	return order.Message{Version: order.MessageVersion, MsgID: fmt.Sprint("msg-", n), ReservationID: fmt.Sprint("resv-", n),
+		ActivityID: 42, UserID: user, Qty: 1, CreatedAt: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
+}
+
+// A batch of messages becomes orders in one transaction; what does not fit
+// is settled message by message. Redelivery is answered from the dedup rows.
+func ExampleProcessor_Process() {
+	ctx := context.Background()
+	db, done := openDB()
+	defer done()
+
+	ids, _ := order.NewIDGenerator(1) // machine ID unique per instance
+	p, _ := order.NewProcessor(db, ids)
+
+	msgs := []order.Message{message(1, 7), message(2, 8), message(3, 9)}
+	outs, err := p.Process(ctx, msgs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, o := range outs {
+		fmt.Println(o.Message.UserID, o.Status, o.Reason, "release:", o.Release())
+	}
+	again, _ := p.Handle(ctx, msgs[0]) // Kafka delivered it twice
+	fmt.Println("redelivered:", again.Status, again.Duplicate)
+	// Output:
+	// 7 SUCCESS  release: false
+	// 8 SUCCESS  release: false
+	// 9 FAILED sold_out release: true
+	// redelivered: SUCCESS true
+}
+
+// Pay and the unpaid cancellation are compare-and-set updates: whichever
+// comes first wins, the other gets a sentinel error.
+func ExampleCanceller_Pay() {
+	ctx := context.Background()
+	db, done := openDB()
+	defer done()
+	ids, _ := order.NewIDGenerator(1)
+	p, _ := order.NewProcessor(db, ids)
+	a, _ := p.Handle(ctx, message(1, 7))
+	b, _ := p.Handle(ctx, message(2, 8))
+
+	released := order.ReleaserFunc(func(_ context.Context, activity int64, resv string) error {
+		fmt.Println("release", activity, resv)
+		return nil
+	})
+	c, _ := order.NewCanceller(db, nil, released, order.WithOnPayCancelled(func(_ context.Context, o order.Order) {
+		fmt.Println("refund", o.ReservationID)
+	}))
+
+	fmt.Println(c.Pay(ctx, a.OrderNo))
+	fmt.Println(errors.Is(c.Pay(ctx, a.OrderNo), order.ErrAlreadyPaid))
+	fmt.Println(c.Cancel(ctx, b.OrderNo))
+	fmt.Println(errors.Is(c.Pay(ctx, b.OrderNo), order.ErrOrderCancelled))
+	// Output:
+	// <nil>
+	// true
+	// release 42 resv-2
+	// <nil>
+	// refund resv-2
+	// true
+}
+
+// Submit publishes; when Kafka fails the message goes to the fallback store
+// (an outbox row); when both fail the reservation is released and the
+// caller is told to retry.
+func ExampleSubmitter_Submit() {
+	ctx := context.Background()
+	kafkaDown := order.PublisherFunc(func(context.Context, order.Message) error { return errors.New("kafka down") })
+	outbox := order.FallbackFunc(func(_ context.Context, m order.Message) error {
+		fmt.Println("outbox row for", m.ReservationID)
+		return nil
+	})
+	release := order.ReleaserFunc(func(_ context.Context, _ int64, resv string) error {
+		fmt.Println("released", resv)
+		return nil
+	})
+	s, _ := order.NewSubmitter(kafkaDown, outbox, release)
+	route, err := s.Submit(ctx, order.Message{ReservationID: "resv-1", ActivityID: 42, UserID: 7, Qty: 1})
+	fmt.Println(route, err)
+
+	dbDown := order.FallbackFunc(func(context.Context, order.Message) error { return errors.New("db down") })
+	s, _ = order.NewSubmitter(kafkaDown, dbDown, release)
+	_, err = s.Submit(ctx, order.Message{ReservationID: "resv-2", ActivityID: 42, UserID: 8, Qty: 1})
+	fmt.Println(errors.Is(err, order.ErrRetry))
+	// Output:
+	// outbox row for resv-1
+	// fallback <nil>
+	// released resv-2
+	// true
+}
