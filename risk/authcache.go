@@ -14,7 +14,8 @@ import (
 // for up to ttl after its revocation (call [AuthCache.Forget] on the
 // instance that revokes; other instances wait for expiry). Keep ttl short
 // (a few seconds) or do not use the cache where instant logout matters.
-// Failures and invalid tokens are never cached.
+// Failures and invalid tokens are never cached. Cache hits do not reach
+// the wrapped store, so they do not extend a [WithSlidingTTL] session.
 //
 // The cache holds at most max entries; when full, expired entries are
 // swept and, if still full, arbitrary entries are evicted down to 3/4. AuthCache is

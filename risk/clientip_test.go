@@ -139,3 +139,18 @@ func TestClientIPNoAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _ = r.ClientIP(req) })
 	assert.Zero(t, allocs)
 }
+
+func TestIPResolverKey(t *testing.T) {
+	t.Parallel()
+	r, err := NewIPResolver([]string{"10.0.0.0/8"})
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.RemoteAddr = "10.0.0.2:1"
+	req.Header.Set("X-Forwarded-For", "[2001:db8::5]:99")
+	k, err := r.Key(req)
+	require.NoError(t, err)
+	assert.Equal(t, "2001:db8::5", k)
+	req.RemoteAddr = "@"
+	_, err = r.Key(req)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+}

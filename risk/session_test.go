@@ -1,8 +1,10 @@
 package risk
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,4 +122,54 @@ func TestSessionStoreDown(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = NewSessionStore(rdb, WithSessionTTL(0))
 	assert.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+// countingClient counts the commands that reach Redis.
+type countingClient struct {
+	redis.UniversalClient
+	gets, getexs atomic.Int64
+}
+
+func (c *countingClient) Get(ctx context.Context, key string) *redis.StringCmd {
+	c.gets.Add(1)
+	return c.UniversalClient.Get(ctx, key)
+}
+
+func (c *countingClient) GetEx(ctx context.Context, key string, d time.Duration) *redis.StringCmd {
+	c.getexs.Add(1)
+	return c.UniversalClient.GetEx(ctx, key, d)
+}
+
+func TestAuthHotPathOneCommand(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Miniredis(t)
+	cc := &countingClient{UniversalClient: rdb}
+	for _, sliding := range []bool{false, true} {
+		s, err := NewSessionStore(cc, WithSlidingTTL(sliding))
+		require.NoError(t, err)
+		tok, err := s.Create(bg, "u", 0)
+		require.NoError(t, err)
+		auth, err := NewAuth(s)
+		require.NoError(t, err)
+		before := cc.gets.Load() + cc.getexs.Load()
+		for i := 0; i < 10; i++ {
+			got := doAuth(t, auth, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) })
+			require.Equal(t, 204, got.status)
+		}
+		assert.EqualValues(t, 10, cc.gets.Load()+cc.getexs.Load()-before, "one command per request")
+		if sliding {
+			assert.EqualValues(t, 10, cc.getexs.Load())
+		}
+		// With an AuthCache in front: one command for ten requests.
+		cache, err := NewAuthCache(s, time.Second, 10)
+		require.NoError(t, err)
+		auth, err = NewAuth(cache)
+		require.NoError(t, err)
+		before = cc.gets.Load() + cc.getexs.Load()
+		for i := 0; i < 10; i++ {
+			got := doAuth(t, auth, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) })
+			require.Equal(t, 204, got.status)
+		}
+		assert.EqualValues(t, 1, cc.gets.Load()+cc.getexs.Load()-before)
+	}
 }
