@@ -85,6 +85,7 @@ type CoarseClock struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	closed bool
 }
 
 // NewCoarseClock returns a coarse clock of the given resolution (1 ms if
@@ -98,9 +99,15 @@ func NewCoarseClock(d time.Duration) *CoarseClock {
 }
 
 // Run updates the clock every resolution until ctx is done or Close is
-// called. It returns an error if the clock is already running.
+// called, then returns nil. It returns an error at once if the clock is
+// already running or was closed (Close is final, even if called before Run
+// starts).
 func (c *CoarseClock) Run(ctx context.Context) error {
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errors.New("limiter: coarse clock closed")
+	}
 	if c.cancel != nil {
 		c.mu.Unlock()
 		return errors.New("limiter: coarse clock already running")
@@ -133,10 +140,12 @@ func (c *CoarseClock) Run(ctx context.Context) error {
 	}
 }
 
-// Close stops a running loop and waits for it to return. It is safe to call
-// more than once.
+// Close stops a running loop and waits for it to return; a later Run
+// returns an error at once. Readings stay valid (exact) after Close. It is
+// safe to call more than once.
 func (c *CoarseClock) Close() error {
 	c.mu.Lock()
+	c.closed = true
 	cancel, done := c.cancel, c.done
 	c.mu.Unlock()
 	if cancel != nil {

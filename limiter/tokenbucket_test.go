@@ -267,19 +267,31 @@ func TestCoarseClock(t *testing.T) {
 	assert.True(t, b.Allow())
 	assert.True(t, b.Allow())
 	assert.False(t, b.Allow())
-	require.NoError(t, c.Close())
-	require.NoError(t, <-errc)
-	require.NoError(t, c.Close(), "Close twice")
-	// stopped: exact readings, still monotonic
-	a := c.Now()
-	assert.False(t, c.Now().Before(a))
-	// a second Run while running is refused
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() { _ = c.Run(ctx2) }()
 	done, cancelDone := context.WithCancel(context.Background())
 	cancelDone() // a Run that does start returns at once
-	require.Eventually(t, func() bool { return c.Run(done) != nil }, 5*time.Second, time.Millisecond)
-	cancel2()
+	require.Eventually(t, func() bool { return c.Run(done) != nil }, 5*time.Second, time.Millisecond,
+		"a second Run while the first runs is refused")
+	require.NoError(t, c.Close())
+	select {
+	case <-errc: // stopped, or refused because Close came first
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Close")
+	}
+	require.NoError(t, c.Close(), "Close twice")
+	require.Error(t, c.Run(context.Background()), "Close is final")
+	a := c.Now()
+	assert.False(t, c.Now().Before(a), "exact readings after Close")
+	assert.False(t, b.Allow())
+}
+
+func TestCoarseClockStopsWithContext(t *testing.T) {
+	t.Parallel()
+	c := limiter.NewCoarseClock(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	cancel()
+	require.NoError(t, <-errc)
 	require.NoError(t, c.Close())
 }
 

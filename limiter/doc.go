@@ -1,0 +1,68 @@
+// Package limiter sheds load before it reaches stock, the database or the
+// message queue: in-process and Redis-backed rate limits, their
+// composition, a dry-run mode and HTTP middleware.
+//
+// # Which limiter
+//
+//   - [TokenBucket]: one in-process bucket (rate + burst), e.g. a node's
+//     total intake. GCRA on one atomic word: Allow is lock-free and
+//     allocation-free; Reserve and Wait honour context deadlines (failing
+//     fast when the wait would pass them). Zero, infinite and invalid rates
+//     have defined meanings (see the type).
+//   - [Keyed]: a token bucket per key (user, device, IP) on one node, with
+//     bounded memory (idle keys evicted exactly, a cap on keys).
+//   - [SlidingWindow]: at most N events per key in any window of length W,
+//     shared by all app servers through Redis. An exact sliding log: no
+//     boundary burst.
+//   - [RedisBucket]: a token bucket per key in Redis (GCRA); with one
+//     constant key it is the cluster-wide global limit.
+//   - [Chain] composes limits (user → device → global) so that a refusal
+//     anywhere spends no budget anywhere; [DryRun] observes a limit without
+//     enforcing it; [NewMiddleware] applies rules to HTTP requests.
+//
+// Every keyed limiter implements [Limiter] (and [Refunder]) and returns a
+// [Result]: a refusal is a Result with Allowed false, never an error.
+//
+// When not to use it: a limiter is not an admission guarantee for stock
+// (the stock package's atomic reserve is), and a local limiter does not
+// coordinate nodes — use the Redis ones for budgets that must hold across
+// instances.
+//
+// # Time
+//
+// In-process limiters take an injected [Clock] ([WithClock]; default: the
+// runtime's monotonic clock, about half the cost of time.Now on this kind
+// of VM). A [CoarseClock], updated by a loop behind Run/Close, makes Allow
+// cost an atomic load instead of a clock read, at the price of seeing
+// refills up to one resolution late (it never over-admits). The Redis
+// limiters read Redis TIME inside their scripts, so app server clocks never
+// matter; tests move it with miniredis SetTime.
+//
+// # Concurrency
+//
+// All types are safe for concurrent use. Hooks are called synchronously,
+// outside any lock. No type starts a goroutine, except [CoarseClock.Run],
+// which the caller runs and stops.
+//
+// # Failures
+//
+// Redis failures (network, timeout, closed server, unexpected reply — never
+// a panic) are handled per limiter by an explicit [FailurePolicy]:
+// [FailClosed] (the default: refuse, and return an error wrapping
+// [ErrUnavailable]), [FailOpen] (allow, Result.Degraded) or [FallbackLocal]
+// (decide with an in-process [Keyed] limiter, per node). Each failure is
+// reported to [WithOnFailure] and the logger whatever the policy. A caller
+// whose own context ended gets its context error, not the policy. A
+// decision whose reply was lost (timeout after the script ran) may have
+// spent budget; the limiter errs toward refusing.
+//
+// # Redis
+//
+// Redis >= 5 (scripts read TIME before writing; effects replication).
+// Every script touches exactly one key, passed in KEYS, so Redis Cluster
+// works (keys are hash-tagged per limiter and caller key). Scripts run by
+// EVALSHA (EVAL after a script cache flush); concurrent decisions are
+// coalesced into pipelines by default ([WithBatching]). Keys live under a
+// prefix ([WithKeyPrefix], default "seckill:") and expire when idle.
+// The client is borrowed, never closed.
+package limiter
