@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -175,6 +176,11 @@ func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "captcha", err)
 		return
 	}
+	if !image { // demo mode only (see above): hand the answer over too
+		ans, _ := a.parts.captcha.Answer(r.Context(), ch.ID, strconv.FormatInt(user, 10))
+		writeJSON(w, http.StatusOK, map[string]any{"id": ch.ID, "expires_at": ch.ExpiresAt, "demo_answer": ans})
+		return
+	}
 	writeJSON(w, http.StatusOK, ch)
 }
 
@@ -245,9 +251,10 @@ type buyRequest struct {
 
 // handleBuy runs the chain, cheapest refusals first:
 //
-//	auth (risk.Auth, before this handler)
+//	auth (risk.Auth, before this handler; in-process cache, else one GET)
 //	→ window + in-process sold-out flag (stock.Deductor.SoldOut): no I/O
 //	→ global bucket (limiter.TokenBucket, this node): no I/O
+//	→ shape of access token and captcha ID: no I/O
 //	→ risk checker: blacklist, behaviour, device (Redis, breaker)
 //	→ per-user window (limiter, Redis, breaker)
 //	→ signed path (token.Signer.Verify, HMAC, no I/O)
@@ -307,6 +314,16 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	var req buyRequest
 	if err := readJSON(r, &req); err != nil {
 		deny("body", http.StatusBadRequest, "bad_request", "bad body")
+		return
+	}
+	// Shape checks, no I/O: a missing or malformed access token or captcha
+	// ID can never pass, so it costs no Redis round trip.
+	if !token.ValidPoolToken(req.Token) {
+		deny("access_token", http.StatusForbidden, "token", "no valid access token")
+		return
+	}
+	if !captcha.ValidID(req.CaptchaID) || req.Captcha == "" {
+		deny("captcha", http.StatusBadRequest, "captcha", "captcha missing")
 		return
 	}
 

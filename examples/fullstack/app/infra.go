@@ -59,14 +59,14 @@ func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, erro
 			// order calls are idempotent by ID, others are settled by the
 			// reconciler (DESIGN §8). No blind retries.
 			MaxRetries:   -1,
-			ReadTimeout:  time.Second,
-			WriteTimeout: time.Second,
+			ReadTimeout:  3 * time.Second,
+			WriteTimeout: 3 * time.Second,
 		})
 		in.Redis, in.RedisKind = c, "cluster"
 	case cfg.RedisAddr != "":
 		c := redis.NewClient(&redis.Options{
 			Addr: cfg.RedisAddr, PoolSize: cfg.RedisPoolSize, MaxRetries: -1,
-			ReadTimeout: time.Second, WriteTimeout: time.Second,
+			ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
 		})
 		in.Redis, in.RedisKind = c, "standalone"
 	default:

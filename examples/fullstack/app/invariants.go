@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+
+	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
@@ -63,24 +66,31 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	}
 	iv.RedisLive = int64(len(held))
 
-	var act order.Activity
-	if err := db.Select("stock").Where("id = ?", a.act.ID).Take(&act).Error; err != nil {
-		return iv, fmt.Errorf("activity: %w", err)
-	}
-	iv.DBStock = act.Stock
-	var byStatus []struct {
-		Status string
-		N      int64
-	}
-	if err := db.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", a.act.ID).Group("status").Scan(&byStatus).Error; err != nil {
-		return iv, fmt.Errorf("orders: %w", err)
-	}
-	for _, r := range byStatus {
-		iv.Orders[r.Status] = r.N
-	}
+	// One read transaction: the DB stock and the orders from one snapshot.
 	var live []order.Order
-	if err := db.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", a.act.ID, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
-		return iv, fmt.Errorf("live orders: %w", err)
+	err = db.Transaction(func(tx *gorm.DB) error {
+		var act order.Activity
+		if err := tx.Select("stock").Where("id = ?", a.act.ID).Take(&act).Error; err != nil {
+			return fmt.Errorf("activity: %w", err)
+		}
+		iv.DBStock = act.Stock
+		var byStatus []struct {
+			Status string
+			N      int64
+		}
+		if err := tx.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", a.act.ID).Group("status").Scan(&byStatus).Error; err != nil {
+			return fmt.Errorf("orders: %w", err)
+		}
+		for _, r := range byStatus {
+			iv.Orders[r.Status] = r.N
+		}
+		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", a.act.ID, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
+			return fmt.Errorf("live orders: %w", err)
+		}
+		return nil
+	}, &sql.TxOptions{ReadOnly: a.in.DBKind == "mysql", Isolation: isolation(a.in.DBKind)})
+	if err != nil {
+		return iv, err
 	}
 	perUser := map[int64]int64{}
 	liveResv := map[string]bool{}
@@ -105,4 +115,13 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	iv.OutboxPending = bl.Pending
 	iv.Settled = iv.InFlight == 0 && iv.OutboxPending == 0
 	return iv, nil
+}
+
+// isolation is a snapshot for MySQL (REPEATABLE READ, consistent read) and
+// the default for SQLite (one connection: transactions are serial anyway).
+func isolation(kind string) sql.IsolationLevel {
+	if kind == "mysql" {
+		return sql.LevelRepeatableRead
+	}
+	return sql.LevelDefault
 }

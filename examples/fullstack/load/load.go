@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
@@ -192,9 +193,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
+	// Users arrive in random order, as in a real sale.
+	order := rand.Perm(len(atts))
 	t1 := time.Now()
 	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
-		return c.buy(ctx, atts[i])
+		return c.buy(ctx, atts[order[i]])
 	})
 	if err != nil {
 		return nil, err
@@ -222,8 +225,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		if iv.Settled && rep.Server.Settled {
+			rep.Server = iv // settled twice in a row: counts are final
+			break
+		}
 		rep.Server = iv
-		if iv.Settled || time.Now().After(deadline) {
+		if time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -424,10 +431,26 @@ type apiResp struct {
 	Message     string `json:"message"`
 	Token       string `json:"token"`
 	ID          string `json:"id"`
-	Answer      string `json:"answer"`
+	DemoAnswer  string `json:"demo_answer"`
 	Path        string `json:"path"`
 	Reservation string `json:"reservation"`
 	OrderNo     string `json:"order_no"`
+}
+
+// doRetry is do, retried a few times while the server answers 503 (busy):
+// the preparation steps are not what is measured, and a real user retries.
+func (c *client) doRetry(ctx context.Context, method, path, bearer string, body any, out any) (int, error) {
+	for attempt := 1; ; attempt++ {
+		code, err := c.do(ctx, method, path, bearer, body, out)
+		if err != nil || code != http.StatusServiceUnavailable || attempt == 8 {
+			return code, err
+		}
+		select {
+		case <-time.After(time.Duration(attempt*attempt) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return code, ctx.Err()
+		}
+	}
 }
 
 func (c *client) do(ctx context.Context, method, path, bearer string, body any, out any) (int, error) {
@@ -483,7 +506,7 @@ func (c *client) activity(ctx context.Context) (Activity, error) {
 
 func (c *client) login(ctx context.Context, user string) (string, error) {
 	var r apiResp
-	code, err := c.do(ctx, "POST", "/api/login", "", map[string]string{"username": user}, &r)
+	code, err := c.doRetry(ctx, "POST", "/api/login", "", map[string]string{"username": user}, &r)
 	if err != nil {
 		return "", err
 	}
@@ -498,25 +521,19 @@ func (c *client) login(ctx context.Context, user string) (string, error) {
 // an error: that user still tries to buy, as a real one would.
 func (c *client) prepare(ctx context.Context, a *attempt) error {
 	var r apiResp
-	code, err := c.do(ctx, "GET", "/api/captcha?image=none", a.bearer, nil, &r)
+	code, err := c.doRetry(ctx, "GET", "/api/captcha?image=none", a.bearer, nil, &r)
 	if err != nil {
 		return err
 	}
 	if code != 200 {
 		return fmt.Errorf("load: captcha: %d %s", code, r.Message)
 	}
-	a.captcha = r.ID
-	r = apiResp{}
-	code, err = c.do(ctx, "GET", "/api/demo/captcha/"+a.captcha, a.bearer, nil, &r)
-	if err != nil {
-		return err
+	a.captcha, a.answer = r.ID, r.DemoAnswer
+	if a.answer == "" {
+		return fmt.Errorf("load: the server gave no demo captcha answer (is it running with -demo?)")
 	}
-	if code != 200 {
-		return fmt.Errorf("load: demo captcha answer: %d %s", code, r.Message)
-	}
-	a.answer = r.Answer
 	r = apiResp{}
-	code, err = c.do(ctx, "POST", "/api/activity/token", a.bearer, struct{}{}, &r)
+	code, err = c.doRetry(ctx, "POST", "/api/activity/token", a.bearer, struct{}{}, &r)
 	if err != nil {
 		return err
 	}
@@ -529,7 +546,7 @@ func (c *client) prepare(ctx context.Context, a *attempt) error {
 		return fmt.Errorf("load: access token: %d %s", code, r.Message)
 	}
 	r = apiResp{}
-	code, err = c.do(ctx, "GET", "/api/activity/path", a.bearer, nil, &r)
+	code, err = c.doRetry(ctx, "GET", "/api/activity/path", a.bearer, nil, &r)
 	if err != nil {
 		return err
 	}

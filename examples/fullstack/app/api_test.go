@@ -1,0 +1,179 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type apiClient struct {
+	t      *testing.T
+	base   string
+	bearer string
+}
+
+func (c *apiClient) do(method, path string, body any) (int, map[string]any) {
+	c.t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out := map[string]any{}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func (c *apiClient) str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+
+func login(t *testing.T, base, user string) *apiClient {
+	c := &apiClient{t: t, base: base}
+	code, m := c.do("POST", "/api/login", map[string]string{"username": user})
+	if code != 200 {
+		t.Fatalf("login %s: %d %v", user, code, m)
+	}
+	c.bearer = c.str(m, "token")
+	return c
+}
+
+// creds fetches a captcha (+ demo answer), an access token and the path.
+func (c *apiClient) creds() (captchaID, answer, tok, path string) {
+	c.t.Helper()
+	_, m := c.do("GET", "/api/captcha", nil)
+	captchaID = c.str(m, "id")
+	if !strings.HasPrefix(c.str(m, "image"), "data:image/") {
+		c.t.Fatalf("captcha without image: %v", m)
+	}
+	_, m = c.do("GET", "/api/demo/captcha/"+captchaID, nil)
+	answer = c.str(m, "answer")
+	_, m = c.do("POST", "/api/activity/token", struct{}{})
+	tok = c.str(m, "token")
+	_, m = c.do("GET", "/api/activity/path", nil)
+	path = c.str(m, "path")
+	if captchaID == "" || answer == "" || tok == "" || path == "" {
+		c.t.Fatalf("credentials incomplete: %q %q %q %q", captchaID, answer, tok, path)
+	}
+	return
+}
+
+// TestAPIRefusalsAndPay walks the API's refusal paths (each must be refused,
+// and refused for the right reason), then a buy, the SSE push, and pay.
+func TestAPIRefusalsAndPay(t *testing.T) {
+	cfg := embeddedConfig(10, 2)
+	cfg.UserRate = 100 // this test makes many attempts as one user on purpose
+	_, base := startApp(t, cfg)
+	anon := &apiClient{t: t, base: base}
+	if code, _ := anon.do("POST", "/api/login", map[string]string{"username": "user11"}); code != 401 {
+		t.Errorf("login of a non-demo user: %d, want 401", code)
+	}
+	if code, _ := anon.do("GET", "/api/captcha", nil); code != 401 {
+		t.Errorf("captcha without a session: %d, want 401", code)
+	}
+
+	u1, u2 := login(t, base, "user1"), login(t, base, "user2")
+	cid, ans, tok, path := u1.creds()
+
+	// Someone else's signed path.
+	_, _, tok2, path2 := u2.creds()
+	if code, m := u1.do("POST", path2, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != 403 || u1.str(m, "status") != "token" {
+		t.Errorf("another user's path: %d %v", code, m)
+	}
+	// Forged signature.
+	forged := path[:len(path)-3] + "AAA"
+	if code, m := u1.do("POST", forged, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != 403 {
+		t.Errorf("forged path: %d %v", code, m)
+	}
+	// Someone else's access token (it passes the captcha, which is then spent).
+	if code, m := u1.do("POST", path, map[string]string{"token": tok2, "captcha_id": cid, "captcha": ans}); code != 403 || u1.str(m, "status") != "token" {
+		t.Errorf("another user's access token: %d %v", code, m)
+	}
+	cid, ans, _, _ = u1.creds2()
+	// Wrong captcha (the challenge survives a first wrong answer).
+	if code, m := u1.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans + "x"}); code != 400 || u1.str(m, "status") != "captcha" {
+		t.Errorf("wrong captcha: %d %v", code, m)
+	}
+
+	// The real thing.
+	code, m := u1.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans})
+	if code != 202 || u1.str(m, "status") != "queued" {
+		t.Fatalf("buy: %d %v", code, m)
+	}
+	resv := u1.str(m, "reservation")
+
+	// Replays: the same captcha, the same access token.
+	if code, m := u1.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code < 400 {
+		t.Errorf("replayed buy accepted: %d %v", code, m)
+	}
+	cid, ans, _, path = u1.creds2()
+	if code, m := u1.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != 409 || u1.str(m, "status") != "already_bought" {
+		t.Errorf("second buy with a used token: %d %v", code, m)
+	}
+
+	// The result is pushed over SSE.
+	req, _ := http.NewRequest("GET", base+"/api/events/"+resv+"?access_token="+u1.bearer, nil)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			_ = json.Unmarshal([]byte(line), &ev)
+			if ev["status"] != "queued" {
+				break
+			}
+		}
+	}
+	resp.Body.Close()
+	if ev["status"] != "created" || ev["order_no"] == "" {
+		t.Fatalf("pushed result: %v", ev)
+	}
+	orderNo := ev["order_no"].(string)
+
+	// Pay: only the owner, once (a repeat is success), then the status says so.
+	if code, _ := u2.do("POST", "/api/pay", map[string]string{"order_no": orderNo}); code != 404 {
+		t.Errorf("paying someone else's order: %d", code)
+	}
+	for i := 0; i < 2; i++ {
+		if code, m := u1.do("POST", "/api/pay", map[string]string{"order_no": orderNo}); code != 200 {
+			t.Errorf("pay #%d: %d %v", i+1, code, m)
+		}
+	}
+	if _, m := u1.do("GET", "/api/result/"+resv, nil); u1.str(m, "status") != "paid" {
+		t.Errorf("result after pay: %v", m)
+	}
+	if code, m := anon.do("GET", "/healthz", nil); code != 200 || m["status"] != "ok" {
+		t.Errorf("healthz: %d %v", code, m)
+	}
+	if code, _ := anon.do("GET", "/metrics", nil); code != 200 {
+		t.Errorf("metrics: %d", code)
+	}
+}
+
+// creds2 is creds without a new access token (the user already used it).
+func (c *apiClient) creds2() (captchaID, answer, tok, path string) {
+	c.t.Helper()
+	_, m := c.do("GET", "/api/captcha", nil)
+	captchaID = c.str(m, "id")
+	_, m = c.do("GET", "/api/demo/captcha/"+captchaID, nil)
+	answer = c.str(m, "answer")
+	_, m = c.do("GET", "/api/activity/path", nil)
+	path = c.str(m, "path")
+	return
+}
