@@ -101,3 +101,27 @@ func TestReconcilerLedgerError(t *testing.T) {
 	_, err = rec.Reconcile(context.Background(), 1)
 	require.Error(t, err)
 }
+
+func TestReconcilerPagesLedger(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	clock := newClock()
+	all := []Reservation{{ID: "a", Qty: 1}, {ID: "b", Qty: 1}, {ID: "c", Qty: 2}}
+	var cursors []uint64
+	pages := LedgerFunc(func(_ context.Context, _ int64, cursor uint64, _ int64) ([]Reservation, uint64, error) {
+		cursors = append(cursors, cursor)
+		if cursor >= uint64(len(all)-1) {
+			return all[cursor:], 0, nil
+		}
+		return all[cursor : cursor+1], cursor + 1, nil
+	})
+	rec, err := NewReconciler(db, pages, newLedger(), WithClock(clock), WithDryRun(true), WithGrace(0))
+	require.NoError(t, err)
+	rep, err := rec.Reconcile(context.Background(), 1)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{0, 1, 2}, cursors)
+	assert.Equal(t, 3, rep.Reservations)
+	assert.EqualValues(t, 4, rep.ReservedUnits)
+	assert.Equal(t, []string{"a", "b", "c"}, rep.Released)
+}

@@ -1,0 +1,107 @@
+package order
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+)
+
+var (
+	_ ResultsClient = (*redis.Client)(nil)
+	_ ResultsClient = (*redis.ClusterClient)(nil)
+	_ ResultsClient = (*redis.Ring)(nil)
+	_ QueueClient   = (*redis.Client)(nil)
+	_ QueueClient   = (*redis.ClusterClient)(nil)
+	_ QueueClient   = (*redis.Ring)(nil)
+	_ IDSource      = (*IDGenerator)(nil)
+	_ Publisher     = (*Producer)(nil)
+	_ DeadLetter    = (*DeadLetterTopic)(nil)
+	_ Scheduler     = (*Canceller)(nil)
+	_ Ledger        = (*ledger)(nil)
+)
+
+var tagRe = regexp.MustCompile(`\{[^}]*\}`)
+
+// Miniredis cannot check slots: assert every script's keys share one tag.
+func TestScriptKeysShareTag(t *testing.T) {
+	t.Parallel()
+	for _, keys := range [][]string{
+		{machineKey("seckill:", 7), machineFloorKey("seckill:", 7)},
+		{resultKey("seckill:", 42, 7)},
+		{cancelQueueKey("seckill:")},
+	} {
+		tag := tagRe.FindString(keys[0])
+		require.NotEmpty(t, tag, keys[0])
+		for _, k := range keys[1:] {
+			assert.Equal(t, tag, tagRe.FindString(k), k)
+		}
+	}
+	assert.Equal(t, "seckill:{a:42}:result:7", resultKey("seckill:", 42, 7))
+}
+
+func TestLeaseOnEveryRedis(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for kind, rdb := range testenv.AllRedis(t) {
+		t.Run(string(kind), func(t *testing.T) {
+			prefix := testenv.Prefix(t) + string(kind) + ":"
+			a, err := AcquireMachineID(ctx, rdb, WithKeyPrefix(prefix), WithLeaseTTL(10*time.Second))
+			require.NoError(t, err)
+			b, err := AcquireMachineID(ctx, rdb, WithKeyPrefix(prefix), WithLeaseTTL(10*time.Second))
+			require.NoError(t, err)
+			assert.NotEqual(t, a.MachineID(), b.MachineID())
+			g, err := a.NewGenerator()
+			require.NoError(t, err)
+			_, err = g.NextID()
+			require.NoError(t, err)
+			require.NoError(t, a.Renew(ctx))
+			require.NoError(t, a.Close())
+			require.NoError(t, b.Close())
+			c, err := AcquireMachineID(ctx, rdb, WithKeyPrefix(prefix), WithLeaseTTL(10*time.Second))
+			require.NoError(t, err)
+			assert.Equal(t, a.MachineID(), c.MachineID())
+			assert.GreaterOrEqual(t, c.Floor(), g.LastMillis())
+			require.NoError(t, c.Close())
+		})
+	}
+}
+
+func TestPruneDedupAndPrice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1)
+	clock := newClock()
+	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+	require.NoError(t, err)
+	m := msg(1, 1, 7)
+	m.Price = 1234
+	_, err = p.Handle(ctx, m)
+	require.NoError(t, err)
+	clock.Add(time.Hour)
+	_, err = p.Handle(ctx, msg(2, 1, 8))
+	require.NoError(t, err)
+
+	var orders []Order
+	require.NoError(t, db.Order("user_id").Find(&orders).Error)
+	require.Len(t, orders, 2)
+	assert.Equal(t, Cents(1234), orders[0].Price, "message price")
+	assert.Equal(t, Cents(990), orders[1].Price, "activity price")
+	assert.Equal(t, "9.90", orders[1].Price.String())
+
+	n, err := PruneDedup(ctx, db, clock.Now().Add(-time.Minute), 100)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n)
+	var left int64
+	require.NoError(t, db.Model(&Dedup{}).Count(&left).Error)
+	assert.EqualValues(t, 1, left)
+	_, err = PruneDedup(ctx, db, clock.Now(), 0)
+	assert.Error(t, err)
+}

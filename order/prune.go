@@ -1,0 +1,34 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// PruneDedup deletes at most limit message_dedup rows created before
+// before, and returns how many it deleted. Keep rows far longer than any
+// redelivery can take (Kafka retention, outbox retry horizon): a message
+// redelivered after its row is gone is deduplicated only by the order's
+// unique reservation_id, and a redelivered FAILED message would be written
+// again (and its reservation released again, which is idempotent).
+func PruneDedup(ctx context.Context, db *gorm.DB, before time.Time, limit int) (int64, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("order: prune limit must be positive")
+	}
+	var ids []string
+	if err := db.WithContext(ctx).Model(&Dedup{}).Where("created_at < ?", before).
+		Order("created_at").Limit(limit).Pluck("msg_id", &ids).Error; err != nil {
+		return 0, fmt.Errorf("order: prune dedup: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	res := db.WithContext(ctx).Where("msg_id IN ?", ids).Delete(&Dedup{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("order: prune dedup: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
