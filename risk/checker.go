@@ -61,7 +61,8 @@ func NewChecker(rules []Rule, opts ...Option) (*Checker, error) {
 // Check evaluates the rules for s. The error is non-nil only under
 // [FailClosed] when a rule failed (it wraps [ErrUnavailable] and the rule's
 // error) or when ctx is done; the decision is then the zero Decision and
-// must not be used to allow.
+// must not be used to allow. In dry-run mode a FailClosed failure is
+// reported as a would-be Deny with reason [ReasonUnavailable] instead.
 func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
 	var out Decision
 	for _, r := range c.rules {
@@ -79,7 +80,12 @@ func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
 				out.Degraded = append(out.Degraded, r.Name())
 				d = Decision{Action: Challenge, Reason: ReasonUnavailable}
 			default:
-				return Decision{}, fmt.Errorf("risk: rule %s: %w: %w", r.Name(), ErrUnavailable, err)
+				if !c.o.dryRun {
+					return Decision{}, fmt.Errorf("risk: rule %s: %w: %w", r.Name(), ErrUnavailable, err)
+				}
+				// Dry run never refuses: report the would-be refusal.
+				out.Degraded = append(out.Degraded, r.Name())
+				d = Decision{Action: Deny, Reason: ReasonUnavailable}
 			}
 		}
 		out.Flags = append(out.Flags, d.Flags...)

@@ -162,3 +162,19 @@ func TestNewCheckerErrors(t *testing.T) {
 		assert.NotEmpty(t, p.String())
 	}
 }
+
+func TestCheckerDryRunFailure(t *testing.T) {
+	t.Parallel()
+	var seen []Decision
+	chk, err := NewChecker([]Rule{fixed("bl", Decision{}, errDown), fixed("x", Decision{Action: Challenge, Reason: "c"}, nil)},
+		WithDryRun(true), WithOnDecision(func(_ context.Context, _ Subject, d Decision) { seen = append(seen, d) }))
+	require.NoError(t, err)
+	d, err := chk.Check(bg, Subject{})
+	require.NoError(t, err, "dry run never refuses, not even on failure")
+	assert.Equal(t, Allow, d.Action)
+	assert.Equal(t, Deny, d.DryRunAction)
+	assert.Equal(t, ReasonUnavailable, d.Reason)
+	assert.Equal(t, []string{"bl"}, d.Degraded)
+	require.Len(t, seen, 1)
+	assert.Equal(t, Deny, seen[0].Action)
+}

@@ -244,8 +244,9 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // WithDryRun makes the [Checker] evaluate every rule, report the decision
 // to the [WithOnDecision] hook, and then allow: the returned Decision has
 // Action Allow, DryRun true and the would-be action in DryRunAction. Rules
-// still record (behaviour counts, device bindings, automatic bans). Default
-// off.
+// still record (behaviour counts, device bindings, automatic bans). A rule
+// failure under [FailClosed] becomes a would-be Deny ([ReasonUnavailable])
+// instead of an error. Default off.
 func WithDryRun(on bool) Option {
 	return func(o *options) { o.dryRun = on }
 }
