@@ -77,6 +77,22 @@ func (c *Canceller) Schedule(ctx context.Context, orderNo string, at time.Time) 
 
 var errCASLost = errors.New("order: status changed")
 
+// ScheduleMany queues many orders in one ZADD; the [Consumer] uses it for a
+// batch when its [Scheduler] has it.
+func (c *Canceller) ScheduleMany(ctx context.Context, orders map[string]time.Time) error {
+	if c.rdb == nil || len(orders) == 0 {
+		return nil
+	}
+	zs := make([]redis.Z, 0, len(orders))
+	for no, at := range orders {
+		zs = append(zs, redis.Z{Score: float64(at.UnixMilli()), Member: no})
+	}
+	if err := c.rdb.ZAdd(ctx, cancelQueueKey(c.o.prefix), zs...).Err(); err != nil {
+		return fmt.Errorf("order: schedule %d orders: %w", len(orders), err)
+	}
+	return nil
+}
+
 func statusErr(status string) error {
 	switch status {
 	case OrderPaid:

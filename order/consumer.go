@@ -250,39 +250,66 @@ func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.Cons
 func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 	bg := context.WithoutCancel(ctx)
 	for _, o := range outs {
-		if o.Release() {
-			var err error
-			for i := 0; i < c.o.releaseTry; i++ {
-				if err = c.rel.Release(bg, o.Message.ActivityID, o.Message.ReservationID); err == nil {
-					break
-				}
-				if i+1 < c.o.releaseTry {
-					_ = c.sleep(bg, i)
-				}
+		if !o.Release() {
+			continue
+		}
+		var err error
+		for i := 0; i < c.o.releaseTry; i++ {
+			if err = c.rel.Release(bg, o.Message.ActivityID, o.Message.ReservationID); err == nil {
+				break
 			}
-			if err != nil {
-				c.releaseFailures.Add(1)
-				c.report(ctx, fmt.Errorf("order: release %s (left to the reconciler): %w", o.Message.ReservationID, err))
+			if i+1 < c.o.releaseTry {
+				_ = c.sleep(bg, i)
 			}
 		}
-		if c.o.scheduler != nil && o.Status == StatusSuccess && !o.Duplicate {
-			if err := c.o.scheduler.Schedule(bg, o.OrderNo, o.ExpireTime); err != nil {
-				c.report(ctx, fmt.Errorf("order: schedule cancel %s: %w", o.OrderNo, err))
+		if err != nil {
+			c.releaseFailures.Add(1)
+			c.report(ctx, fmt.Errorf("order: release %s (left to the reconciler): %w", o.Message.ReservationID, err))
+		}
+	}
+	if c.o.scheduler != nil {
+		due := map[string]time.Time{}
+		for _, o := range outs {
+			if o.Status == StatusSuccess && !o.Duplicate {
+				due[o.OrderNo] = o.ExpireTime
 			}
 		}
-		if c.o.results != nil || c.o.notifier != nil {
-			r := o.Result()
-			r.At = c.o.clock.Now()
-			if c.o.results != nil {
-				if err := c.o.results.Set(bg, r); err != nil {
-					c.report(ctx, err)
-				}
+		if bs, ok := c.o.scheduler.(batchScheduler); ok && len(due) > 1 {
+			if err := bs.ScheduleMany(bg, due); err != nil {
+				c.report(ctx, err)
 			}
-			if c.o.notifier != nil {
-				c.o.notifier.Notify(bg, r)
+		} else {
+			for no, at := range due {
+				if err := c.o.scheduler.Schedule(bg, no, at); err != nil {
+					c.report(ctx, fmt.Errorf("order: schedule cancel %s: %w", no, err))
+				}
 			}
 		}
 	}
+	if c.o.results == nil && c.o.notifier == nil {
+		return
+	}
+	now := c.o.clock.Now()
+	rs := make([]Result, len(outs))
+	for i, o := range outs {
+		rs[i] = o.Result()
+		rs[i].At = now
+	}
+	if c.o.results != nil {
+		if err := c.o.results.SetMany(bg, rs); err != nil {
+			c.report(ctx, err)
+		}
+	}
+	if c.o.notifier != nil {
+		for _, r := range rs {
+			c.o.notifier.Notify(bg, r)
+		}
+	}
+}
+
+// batchScheduler is implemented by [Canceller]: one ZADD per batch.
+type batchScheduler interface {
+	ScheduleMany(ctx context.Context, orders map[string]time.Time) error
 }
 
 func (c *Consumer) deadLetter(ctx context.Context, km *sarama.ConsumerMessage, cause error) error {

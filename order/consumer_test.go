@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 type dlqSink struct {
@@ -97,7 +99,9 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 	sched := map[string]time.Time{}
 	var smu sync.Mutex
 	n := &notes{}
-	c, err := NewConsumer(newProc(t, db), led, WithBatchSize(4), WithLinger(0), WithNotifier(n),
+	results, err := NewResults(testenv.Redis(t), db, WithKeyPrefix(testenv.Prefix(t)))
+	require.NoError(t, err)
+	c, err := NewConsumer(newProc(t, db), led, WithBatchSize(4), WithLinger(0), WithNotifier(n), WithResults(results),
 		WithScheduler(SchedulerFunc(func(_ context.Context, no string, at time.Time) error {
 			smu.Lock()
 			sched[no] = at
@@ -117,6 +121,23 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 	checkConservation(t, db, 1, 5)
 	assert.Len(t, sched, 5, "one cancellation scheduled per new order")
 	assert.Equal(t, 9, n.count(), "every delivery notified (at least once)")
+	succ, failed := 0, 0
+	for i := 0; i < 8; i++ {
+		r, err := results.Get(context.Background(), 1, int64(100+i))
+		require.NoError(t, err)
+		switch r.Status {
+		case StatusSuccess:
+			succ++
+			assert.NotEmpty(t, r.OrderNo)
+		case StatusFailed:
+			failed++
+			assert.Equal(t, ReasonSoldOut, r.Reason)
+		}
+	}
+	assert.Equal(t, 5, succ)
+	assert.Equal(t, 3, failed)
+	st := c.Stats()
+	assert.EqualValues(t, 9, st.BatchMessages+st.OneByOne)
 }
 
 func TestConsumeClaimPoison(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,6 +96,25 @@ func (r *Results) Set(ctx context.Context, res Result) error {
 		return fmt.Errorf("order: set result: %w", err)
 	}
 	return nil
+}
+
+// SetMany records many results, up to 16 Redis calls in flight (a script
+// per key cannot be pipelined safely). It returns the joined errors.
+func (r *Results) SetMany(ctx context.Context, rs []Result) error {
+	const inFlight = 16
+	errs := make([]error, len(rs))
+	sem := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	for i := range rs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = r.Set(ctx, rs[i])
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Get returns the status of (activity, user): from Redis, else from the
