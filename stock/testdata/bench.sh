@@ -20,7 +20,6 @@ COUNT=${COUNT:-3}
 DIR=$(cd "$(dirname "$0")/.." && pwd)
 CLI="redis-cli -h $HOST -p $PORT"
 
-SHA=$($CLI script load "$(cat "$DIR/reserve.lua")")
 P="rbench$$:"
 META="$P{a:1}:meta"
 BUYERS="$P{a:1}:buyers"
@@ -32,6 +31,9 @@ load() { # stock
 	$CLI hset "$META" stock "$1" total "$1" limit 1 start 0 end 0 exp "$EXP" >/dev/null
 }
 rb() { # name
+	# (Re)load the script right before the run: tests on a shared server may
+	# SCRIPT FLUSH, and redis-benchmark cannot recover from NOSCRIPT.
+	SHA=$($CLI script load "$(cat "$DIR/reserve.lua")")
 	# -r: a large keyspace so request IDs and users rarely repeat (the Go
 	# benchmark uses strictly distinct ones).
 	echo "redis-benchmark $1: evalsha reserve.lua 3 meta buyers ledger <rid> <user> 1"
