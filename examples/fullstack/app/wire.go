@@ -116,7 +116,7 @@ func (a *App) wire(ctx context.Context) error {
 	if a.sessions, err = risk.NewSessionStore(rdb, risk.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
 		return err
 	}
-	if a.authn, err = risk.NewAuthCache(a.sessions, 5*time.Second, 200000); err != nil {
+	if a.authn, err = risk.NewAuthCache(a.sessions, time.Minute, 200000); err != nil {
 		return err
 	}
 	if a.auth, err = risk.NewAuth(a.authn, risk.WithLogger(log)); err != nil {

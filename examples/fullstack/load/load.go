@@ -29,13 +29,14 @@ import (
 
 // Config of one run.
 type Config struct {
-	Target      string        // base URL of the service, e.g. http://127.0.0.1:8080
-	Users       int           // demo users taking part (user1..userN); default 10,000
-	FirstUser   int           // number of the first user; default 1
-	Repeat      int           // buy requests per user (repeats are refused as limited/already bought); default 1
-	Concurrency int           // parallel HTTP connections; default 256
-	Drain       time.Duration // how long to wait for the pipeline to settle; default 60s
-	Progress    io.Writer     // progress bars go here; nil = none
+	Target      string           // base URL of the service, e.g. http://127.0.0.1:8080
+	Users       int              // demo users taking part (user1..userN); default 10,000
+	FirstUser   int              // number of the first user; default 1
+	Repeat      int              // buy requests per user (repeats are refused as limited/already bought); default 1
+	Concurrency int              // parallel HTTP connections; default 256
+	Drain       time.Duration    // how long to wait for the pipeline to settle; default 60s
+	Progress    io.Writer        // progress bars go here; nil = none
+	OnBuyPhase  func(start bool) // called when the buy phase starts and ends (profiling); may be nil
 }
 
 func (c *Config) defaults() {
@@ -195,6 +196,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	// Users arrive in random order, as in a real sale.
 	order := rand.Perm(len(atts))
+	if cfg.OnBuyPhase != nil {
+		cfg.OnBuyPhase(true)
+	}
 	t1 := time.Now()
 	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
 		return c.buy(ctx, atts[order[i]])
@@ -203,6 +207,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.BuyTime = time.Since(t1)
+	if cfg.OnBuyPhase != nil {
+		cfg.OnBuyPhase(false)
+	}
 	rep.BuyRequests = len(atts)
 	rep.Throughput = float64(len(atts)) / rep.BuyTime.Seconds()
 	lat := make([]time.Duration, len(atts))

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -48,6 +49,7 @@ func run() (int, error) {
 	fs.IntVar(&lc.Concurrency, "c", 256, "parallel connections")
 	fs.DurationVar(&lc.Drain, "drain", 60*time.Second, "how long to wait for the order pipeline to settle")
 	quiet := fs.Bool("q", false, "no progress bars")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
 	_ = fs.Parse(os.Args[1:])
 	cfg.Resolve(fs)
 	cfg.Demo = true
@@ -84,6 +86,20 @@ func run() (int, error) {
 		w = nil
 	}
 	lc.Progress = w
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		lc.OnBuyPhase = func(start bool) {
+			if start {
+				_ = pprof.StartCPUProfile(f)
+			} else {
+				pprof.StopCPUProfile()
+			}
+		}
+	}
 	rep, err := load.Run(ctx, lc)
 	if err != nil {
 		return 0, err
