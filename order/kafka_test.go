@@ -231,6 +231,8 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("nothing on the dead-letter topic")
 	}
+	assert.EqualValues(t, 1, c.Stats().DeadLettered)
+	checkConservation(t, db, 1, 100)
 }
 
 // memFallback is an outbox stand-in: rows stored in memory, relayed later.
