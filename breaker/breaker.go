@@ -14,9 +14,9 @@ import (
 //
 // In the Closed state a call costs a few atomic operations and no lock: the
 // state, the run of consecutive failures and the window buckets are atomics,
-// and the clock is read only when a rolling window is configured (once per
-// call, at its end). An Open breaker refuses with two atomic loads and an
-// add (plus a clock reading with an injected [Clock]). Transitions,
+// and a success reads no clock (with the default clock; see the package doc
+// for the rolling window). An Open breaker refuses with two atomic loads and
+// an add (plus a clock reading with an injected [Clock]). Transitions,
 // half-open probes and bucket rotation take a mutex.
 type Breaker struct {
 	// Read by every call; written only on transitions (under mu).
@@ -33,7 +33,12 @@ type Breaker struct {
 	// expiredGen (default clock only) is the generation of the Open period
 	// whose timeout a runtime timer has seen elapse; see openExpired.
 	expiredGen atomic.Uint64
-	_          [32]byte
+	// Default clock with a window only: the current bucket epoch as last
+	// read from the clock, and whether a bucket boundary may have passed
+	// since (set by a runtime timer at the boundary). See successBucket.
+	epochCache atomic.Int64
+	epochStale atomic.Bool
+	_          [20]byte
 
 	rejected atomic.Uint64
 	_        [56]byte
@@ -102,6 +107,7 @@ func New(name string, opts ...Option) (*Breaker, error) {
 	} else {
 		b.base = time.Now()
 	}
+	b.epochStale.Store(true)
 	return b, nil
 }
 
@@ -265,7 +271,7 @@ func (b *Breaker) succeed(w uint64) {
 	}
 	bk := &b.win.buckets[0]
 	if b.win.width != 0 {
-		_, bk = b.bucketNow()
+		bk = b.successBucket()
 	}
 	if bk != nil {
 		bk.successes.Add(1)
@@ -286,6 +292,43 @@ func (b *Breaker) resetRun(gen uint32) {
 		if b.consec.CompareAndSwap(c, uint64(gen)<<32) {
 			return
 		}
+	}
+}
+
+// successBucket returns the bucket a success is counted in. With an injected
+// clock, or when a bucket boundary may have passed, it reads the clock like
+// bucketNow. Otherwise (default clock) it uses the cached epoch, which a
+// runtime timer invalidates at the next boundary: a success then costs no
+// clock reading. A success recorded between a boundary and the timer firing
+// (a timer latency) counts in the previous bucket and so leaves the window
+// one bucket early; failures and Counts always read the clock.
+func (b *Breaker) successBucket() *bucket {
+	if b.clock == nil && !b.epochStale.Load() {
+		if bk := b.win.at(b.epochCache.Load(), &b.mu); bk != nil {
+			return bk
+		}
+	}
+	now := b.now()
+	e := b.win.epoch(now)
+	if b.clock == nil {
+		b.refreshEpoch(e, now)
+	}
+	return b.win.at(e, &b.mu)
+}
+
+// refreshEpoch raises the cached epoch to e (read at now) and, if the cache
+// was stale, arms a timer for the next bucket boundary. While calls keep
+// coming there is one timer per bucket width; an idle breaker has none.
+func (b *Breaker) refreshEpoch(e, now int64) {
+	for {
+		c := b.epochCache.Load()
+		if c >= e || b.epochCache.CompareAndSwap(c, e) {
+			break
+		}
+	}
+	if b.epochStale.CompareAndSwap(true, false) {
+		next := (e+1)*b.win.width - now
+		time.AfterFunc(time.Duration(next), func() { b.epochStale.Store(true) })
 	}
 }
 

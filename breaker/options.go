@@ -84,8 +84,8 @@ func WithFailureRatio(ratio float64, minRequests int) Option {
 // buckets*(d/buckets)). d must be positive, buckets in [1, 1024] and d/buckets
 // at least 1ns. Default: [DefaultWindow] (10s) in [DefaultWindowBuckets] (10)
 // buckets, used only when [WithFailureRatio] is given. Without either option
-// no window is kept: the closed state needs no clock reading at all, and
-// Counts reports the totals since the breaker last closed.
+// no window is kept: the closed state never reads the clock, and Counts
+// reports the totals since the breaker last closed.
 func WithWindow(d time.Duration, buckets int) Option {
 	return func(o *options) { o.window, o.buckets, o.windowSet = d, buckets, true }
 }
@@ -142,10 +142,12 @@ func WithOnStateChange(f func(name string, from, to State)) Option {
 
 // WithClock sets the source of "now" (for tests, a fake clock). c must not be
 // nil. Default: the process's monotonic clock, read through time.Since (about
-// half the cost of time.Now), with a runtime timer marking the end of each
-// open period. With an injected clock the breaker polls it instead: an Open
-// breaker becomes HalfOpen on the first call or [Breaker.State] at or after
-// the deadline, exactly.
+// half the cost of time.Now), with runtime timers marking the end of each
+// open period and each window bucket, so that successes and refusals need no
+// clock reading (see the package doc). With an injected clock the breaker
+// reads it instead, and is exact: an Open breaker becomes HalfOpen on the
+// first call or [Breaker.State] at or after the deadline, and every result
+// lands in the bucket of its instant.
 func WithClock(c Clock) Option {
 	return func(o *options) { o.clock, o.clockSet = c, true }
 }

@@ -88,3 +88,63 @@ func TestHalfOpenHammerWithProcessClock(t *testing.T) {
 	assert.Equal(t, 0, b.Counts().Probes)
 	assert.NotEqual(t, breaker.Closed, b.State())
 }
+
+// TestWindowWithProcessClock drives the cached-epoch path: successes use the
+// epoch cached until the boundary timer fires.
+func TestWindowWithProcessClock(t *testing.T) {
+	t.Parallel()
+	const window = 200 * time.Millisecond
+	b, err := breaker.New("t", breaker.WithConsecutiveFailures(1<<30), breaker.WithWindow(window, 4))
+	require.NoError(t, err)
+	ctx := context.Background()
+	ok := func(context.Context) error { return nil }
+
+	start := time.Now()
+	for range 50 {
+		require.NoError(t, b.Execute(ctx, ok))
+	}
+	c := b.Counts()
+	if time.Since(start) < window/4 { // not stalled past the first bucket
+		assert.Equal(t, uint64(50), c.Successes)
+	}
+	assert.LessOrEqual(t, c.Successes, uint64(50))
+	// The successes leave with their bucket; a later success lands in a fresh
+	// bucket (the boundary timer re-armed after the cache went stale).
+	require.Eventually(t, func() bool { return b.Counts().Successes == 0 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, b.Execute(ctx, ok))
+	_ = b.Execute(ctx, func(context.Context) error { return errFail })
+	c = b.Counts()
+	assert.Equal(t, uint64(1), c.Failures)
+	assert.GreaterOrEqual(t, c.Successes+c.Failures, uint64(1))
+}
+
+func TestWindowHammerWithProcessClock(t *testing.T) {
+	t.Parallel()
+	// Tiny buckets so that boundaries, timers, rotations and cached-epoch
+	// writes race constantly; checked with -race and by counting.
+	b, err := breaker.New("t", breaker.WithConsecutiveFailures(1<<30), breaker.WithWindow(time.Hour, 4))
+	require.NoError(t, err)
+	tiny, err := breaker.New("t", breaker.WithConsecutiveFailures(1<<30), breaker.WithWindow(400*time.Microsecond, 4))
+	require.NoError(t, err)
+	const goroutines, calls = 4, 5000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range calls {
+				var err error
+				if (i+g)%7 == 0 {
+					err = errFail
+				}
+				_ = b.Execute(context.Background(), func(context.Context) error { return err })
+				_ = tiny.Execute(context.Background(), func(context.Context) error { return err })
+				if i%500 == 0 {
+					_ = tiny.Counts()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c := b.Counts()
+	assert.Equal(t, uint64(goroutines*calls), c.Requests(), "an hour-long window loses nothing")
+	assert.LessOrEqual(t, tiny.Counts().Requests(), uint64(goroutines*calls))
+}
