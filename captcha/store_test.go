@@ -288,3 +288,9 @@ func TestAttemptsErrorMessage(t *testing.T) {
 	assert.Equal(t, "captcha: wrong answer (2 attempts left)", err.Error())
 	assert.ErrorIs(t, err, ErrWrongAnswer)
 }
+
+func TestChallengeKeyIsItsOwnHashTag(t *testing.T) {
+	t.Parallel()
+	id := newID()
+	assert.Equal(t, "seckill:captcha:{"+id+"}", challengeKey(DefaultKeyPrefix, id))
+}
