@@ -214,7 +214,12 @@ func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 	switch g.Status {
 	case token.Granted, token.Held:
-		writeJSON(w, http.StatusOK, map[string]any{"token": g.Token, "expires_at": g.ExpiresAt})
+		out := map[string]any{"token": g.Token, "expires_at": g.ExpiresAt}
+		// The signed path too, when it is already released (saves a round trip).
+		if sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: strconv.FormatInt(user, 10), Start: a.act.StartTime, Expiry: a.act.EndTime}); err == nil {
+			out["path"] = "/api/buy/" + a.actKey + "/" + sig
+		}
+		writeJSON(w, http.StatusOK, out)
 	case token.Empty:
 		a.refuse(w, r, "token", http.StatusConflict, "sold_out", "no access tokens left")
 	case token.Used:

@@ -546,11 +546,14 @@ func (c *client) prepare(ctx context.Context, a *attempt) error {
 	}
 	switch {
 	case code == 200:
-		a.token = r.Token
+		a.token, a.path = r.Token, r.Path
 	case code >= 400 && code < 500 && r.Status != "":
 		a.prepErr = "token:" + r.Status
 	default:
 		return fmt.Errorf("load: access token: %d %s", code, r.Message)
+	}
+	if a.path != "" {
+		return nil // the token answer carried the signed path
 	}
 	r = apiResp{}
 	code, err = c.doRetry(ctx, "GET", "/api/activity/path", a.bearer, nil, &r)
