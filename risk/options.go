@@ -94,9 +94,9 @@ func buildOptions(opts []Option) (options, error) {
 	return o, o.err
 }
 
-func (o *options) fail(format string) {
+func (o *options) fail(msg string) {
 	if o.err == nil {
-		o.err = &argError{msg: format}
+		o.err = &argError{msg: msg}
 	}
 }
 
@@ -293,7 +293,9 @@ func WithChallengeHandler(h ChallengeHandler) Option {
 }
 
 // WithCookie makes [Auth] fall back to the named cookie when the request
-// has no Authorization header. Default: header only.
+// has no Authorization header. Default: header only. Browsers send cookies
+// on cross-site requests: pair this with SameSite=Strict (or Lax) cookies
+// or a CSRF token on state-changing routes.
 func WithCookie(name string) Option {
 	return func(o *options) { o.cookie = name }
 }
