@@ -890,13 +890,3 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
 	assert.ErrorIs(t, err, ErrBadReply)
 }
-
-func TestStatusStrings(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, "sold out", SoldOut.String())
-	assert.Equal(t, "released", Released.String())
-	assert.Equal(t, "Status(99)", Status(99).String())
-	assert.Equal(t, "duplicate", ReleaseDuplicate.String())
-	assert.Equal(t, "tombstone", Tombstone.String())
-	assert.ErrorIs(t, Result{}.Err(), ErrBadReply)
-}
