@@ -32,6 +32,8 @@ type Deductor struct {
 	// flags is a copy-on-write map of in-process sold-out flags, read
 	// lock-free on the hot path; writers hold mu.
 	flags atomic.Pointer[map[int64]*soldFlag]
+	// keyCache is a copy-on-write map of KEYS slices of loaded activities.
+	keyCache atomic.Pointer[map[int64][]string]
 
 	mu      sync.Mutex
 	running bool
@@ -70,6 +72,42 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 }
 
 func (d *Deductor) keys(activity int64) keys { return activityKeys(d.o.prefix, activity) }
+
+// maxCachedKeys bounds the key cache; it only holds activities Redis knew.
+const maxCachedKeys = 1024
+
+// keyList returns the KEYS of an activity, from the cache when the activity
+// was seen loaded before (saves five allocations per Reserve). The returned
+// slice is shared and must not be modified.
+func (d *Deductor) keyList(activity int64) []string {
+	if m := d.keyCache.Load(); m != nil {
+		if k, ok := (*m)[activity]; ok {
+			return k
+		}
+	}
+	return d.keys(activity).list()
+}
+
+// rememberKeys caches the keys of an activity Redis reported as loaded, so
+// activity IDs made up by clients cannot grow the cache.
+func (d *Deductor) rememberKeys(activity int64) {
+	if m := d.keyCache.Load(); m != nil {
+		if _, ok := (*m)[activity]; ok {
+			return
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := d.keyCache.Load()
+	m := make(map[int64][]string, 8)
+	if old != nil && len(*old) < maxCachedKeys {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[activity] = d.keys(activity).list()
+	d.keyCache.Store(&m)
+}
 
 func (d *Deductor) validate(req Request) error {
 	if req.Activity > 0 && req.User > 0 && req.Qty > 0 && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
@@ -166,8 +204,7 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 }
 
 func (d *Deductor) reserve(ctx context.Context, req Request) (Result, error) {
-	k := d.keys(req.Activity)
-	vals, err := reserveScript.Run(ctx, d.rdb, k.list(), req.RequestID, req.User, req.Qty).Slice()
+	vals, err := reserveScript.Run(ctx, d.rdb, d.keyList(req.Activity), req.RequestID, req.User, req.Qty).Slice()
 	if err != nil {
 		return Result{}, classify("reserve", err)
 	}
@@ -176,6 +213,9 @@ func (d *Deductor) reserve(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == 1, Limit: n[5]}
+	if n[0] != 6 {
+		d.rememberKeys(req.Activity)
+	}
 	switch code := n[0]; code {
 	case -1:
 		return Result{}, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
@@ -454,16 +494,17 @@ func parseRecord(id, rec string) (Reservation, error) {
 	return r, nil
 }
 
-// ints checks that vals holds exactly n integers.
-func ints(op string, vals []any, n int) ([]int64, error) {
-	if len(vals) != n {
-		return nil, badReply(op, "%d values, want %d", len(vals), n)
+// ints checks that vals holds exactly n (<= 9) integers; it returns them in
+// a fixed array so the hot path does not allocate.
+func ints(op string, vals []any, n int) ([9]int64, error) {
+	var out [9]int64
+	if len(vals) != n || n > len(out) {
+		return out, badReply(op, "%d values, want %d", len(vals), n)
 	}
-	out := make([]int64, n)
 	for i, v := range vals {
 		x, ok := v.(int64)
 		if !ok {
-			return nil, badReply(op, "value %d of type %T", i, v)
+			return out, badReply(op, "value %d of type %T", i, v)
 		}
 		out[i] = x
 	}
