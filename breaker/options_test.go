@@ -3,6 +3,7 @@ package breaker_test
 import (
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -21,7 +22,6 @@ func TestNewValidation(t *testing.T) {
 	}{
 		{"nil option", []breaker.Option{nil}},
 		{"negative consecutive", []breaker.Option{breaker.WithConsecutiveFailures(-1)}},
-		{"consecutive too large", []breaker.Option{breaker.WithConsecutiveFailures(math.MaxInt)}},
 		{"no trip condition", []breaker.Option{breaker.WithConsecutiveFailures(0)}},
 		{"ratio zero", []breaker.Option{breaker.WithFailureRatio(0, 10)}},
 		{"ratio negative", []breaker.Option{breaker.WithFailureRatio(-0.5, 10)}},
@@ -41,6 +41,13 @@ func TestNewValidation(t *testing.T) {
 		{"nil classifier", []breaker.Option{breaker.WithClassifier(nil)}},
 		{"nil clock", []breaker.Option{breaker.WithClock(nilClock)}},
 		{"several at once", []breaker.Option{breaker.WithProbeLimit(-1), breaker.WithOpenTimeout(0)}},
+	}
+	if strconv.IntSize == 64 { // an int can exceed the uint32 run counter
+		tooLarge := int64(math.MaxUint32) + 1
+		bad = append(bad, struct {
+			name string
+			opts []breaker.Option
+		}{"consecutive too large", []breaker.Option{breaker.WithConsecutiveFailures(int(tooLarge))}})
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,7 +72,7 @@ func TestNewValidation(t *testing.T) {
 		{"one bucket", []breaker.Option{breaker.WithWindow(time.Nanosecond, 1), breaker.WithFailureRatio(0.5, 1)}},
 		{"nil hook is no hook", []breaker.Option{breaker.WithOnStateChange(nil)}},
 		{"everything", []breaker.Option{
-			breaker.WithConsecutiveFailures(math.MaxUint32), breaker.WithFailureRatio(0.25, 100),
+			breaker.WithConsecutiveFailures(math.MaxInt32), breaker.WithFailureRatio(0.25, 100),
 			breaker.WithWindow(time.Minute, 60), breaker.WithOpenTimeout(time.Second), breaker.WithProbeLimit(10),
 			breaker.WithSuccessesToClose(20), breaker.WithClassifier(breaker.DefaultClassifier),
 			breaker.WithClock(newFakeClock()), breaker.WithOnStateChange(func(string, breaker.State, breaker.State) {}),
