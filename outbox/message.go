@@ -57,13 +57,13 @@ type Message struct {
 	// sent to the broker, indexed for [HasPendingRef] (seckill: the
 	// reservation ID, so a reconciler can ask whether a reservation still
 	// has a message on its way).
-	Ref string `gorm:"column:ref;type:varchar(255);not null;default:'';index:idx_outbox_message_ref,priority:1"`
+	Ref string `gorm:"column:ref;type:varchar(255);not null;default:'';index:idx_outbox_message_ref"`
 	// Payload is the message body, opaque to the outbox.
 	Payload []byte `gorm:"column:payload"`
 	// Headers are optional message headers, stored as JSON.
 	Headers map[string]string `gorm:"column:headers;type:text;serializer:json"`
 	// Status is PENDING, SENT or FAILED.
-	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1;index:idx_outbox_message_topic_key,priority:3;index:idx_outbox_message_sent,priority:1;index:idx_outbox_message_ref,priority:2"`
+	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1"`
 	// Attempts counts the publish attempts started by relays. Inside a
 	// Publisher it is the number of the current attempt (1 for the first).
 	Attempts int `gorm:"column:attempts;size:32;not null;default:0"`
@@ -80,7 +80,7 @@ type Message struct {
 	// UpdatedAt is the last state change (relay's clock).
 	UpdatedAt time.Time `gorm:"column:updated_at;precision:6;not null"`
 	// SentAt is when a relay marked the row SENT; nil otherwise.
-	SentAt *time.Time `gorm:"column:sent_at;precision:6;index:idx_outbox_message_sent,priority:2"`
+	SentAt *time.Time `gorm:"column:sent_at;precision:6;index:idx_outbox_message_sent"`
 }
 
 // TableName tells gorm the table name; see the [TableName] constant.

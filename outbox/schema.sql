@@ -28,7 +28,9 @@ CREATE TABLE IF NOT EXISTS `outbox_message` (
   PRIMARY KEY (`id`),
   UNIQUE KEY `uk_outbox_message_msg_id` (`msg_id`),
   KEY `idx_outbox_message_poll` (`status`, `next_attempt_at`),          -- relay poll + SKIP LOCKED
-  KEY `idx_outbox_message_sent` (`status`, `sent_at`),                  -- retention clean-up
-  KEY `idx_outbox_message_topic_key` (`topic`, `msg_key`, `status`),    -- HasPending / Pending
-  KEY `idx_outbox_message_ref` (`ref`, `status`)                        -- HasPendingRef
+  KEY `idx_outbox_message_sent` (`sent_at`),                            -- retention clean-up
+  KEY `idx_outbox_message_topic_key` (`topic`, `msg_key`),              -- HasPending / Pending
+  KEY `idx_outbox_message_ref` (`ref`)                                  -- HasPendingRef
+  -- status is only in the poll index: marking a row SENT then rewrites two
+  -- secondary index entries (poll, sent_at), not four.
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
