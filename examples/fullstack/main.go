@@ -13,7 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -69,5 +68,3 @@ func run() error {
 	defer cancel()
 	return a.Shutdown(sctx)
 }
-
-var _ = slog.Default

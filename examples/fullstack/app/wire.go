@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -346,6 +344,3 @@ func (a *App) startWorkers() {
 		}
 	})
 }
-
-var _ = http.StatusOK
-var _ = strconv.Itoa
