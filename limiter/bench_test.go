@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,6 +61,24 @@ func BenchmarkTokenBucket(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				l.Allow()
+			}
+		})
+	})
+	// The same GCRA arithmetic behind a mutex, to show what the single
+	// compare-and-swap buys (same clock read as impl=seckill).
+	b.Run("impl=mutex-gcra/mode=serial", func(b *testing.B) {
+		l := newMutexGCRA(benchRate, benchBurst)
+		b.ReportAllocs()
+		for b.Loop() {
+			l.allow()
+		}
+	})
+	b.Run("impl=mutex-gcra/mode=parallel", func(b *testing.B) {
+		l := newMutexGCRA(benchRate, benchBurst)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				l.allow()
 			}
 		})
 	})
@@ -144,6 +163,17 @@ func BenchmarkSlidingWindow(b *testing.B) {
 			return err
 		})
 	})
+	b.Run("impl=seckill-unbatched", func(b *testing.B) {
+		l, err := limiter.NewSlidingWindow(rdb, 10, time.Second, limiter.WithKeyPrefix(prefix),
+			limiter.WithName("unbatched"), limiter.WithBatching(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, func(ctx context.Context, key string) error {
+			_, err := l.Allow(ctx, key)
+			return err
+		})
+	})
 	b.Run("impl=seckill-redisbucket", func(b *testing.B) {
 		l, err := limiter.NewRedisBucket(rdb, 10, 10, limiter.WithKeyPrefix(prefix))
 		if err != nil {
@@ -167,4 +197,29 @@ func cleanBench(rdb *redis.Client, prefix string) {
 	for iter.Next(ctx) {
 		rdb.Del(ctx, iter.Val())
 	}
+}
+
+type mutexGCRA struct {
+	mu       sync.Mutex
+	start    time.Time
+	tat      int64
+	interval int64
+	tau      int64
+}
+
+func newMutexGCRA(rate float64, burst int) *mutexGCRA {
+	iv := int64(float64(time.Second) / rate)
+	return &mutexGCRA{start: time.Now(), interval: iv, tau: iv * int64(burst), tat: -1 << 60}
+}
+
+func (m *mutexGCRA) allow() bool {
+	now := int64(time.Since(m.start))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	nt := max(m.tat, now) + m.interval
+	if nt-now > m.tau {
+		return false
+	}
+	m.tat = nt
+	return true
 }
