@@ -20,7 +20,7 @@ const (
 // IDGenerator is a snowflake ID generator: 41-bit millisecond time, 10-bit
 // machine ID, 12-bit sequence. It is safe for concurrent use.
 //
-// Why not sony/sonyflake v1.2.0 (in go.mod): its 8-bit sequence per 10 ms
+// Why not sony/sonyflake v1.2.0: its 8-bit sequence per 10 ms
 // caps one instance at 25,600 IDs/s — below the consumer's batch throughput,
 // where it sleeps — and it reads time.Now directly, so a clock step back
 // cannot be injected in a test. This generator has the same step-back rule
