@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
-
-	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 // ledger is an in-memory Redis reservation ledger and Releaser.
@@ -77,17 +76,9 @@ func (l *ledger) setFail(err error) {
 	l.mu.Unlock()
 }
 
-// fixedClock is a settable clock.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fixedClock = testenv.Clock
 
-func newClock() *fixedClock { return &fixedClock{t: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)} }
-
-func (c *fixedClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fixedClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-func (c *fixedClock) Set(t time.Time)     { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+func newClock() *fixedClock { return testenv.NewClock(time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)) }
 
 func newDB(t testing.TB) *gorm.DB {
 	t.Helper()

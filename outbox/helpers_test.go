@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,26 +10,10 @@ import (
 	"gorm.io/gorm"
 )
 
-// fakeClock is a settable clock for tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock = testenv.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+	return testenv.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
 // migratedDB returns testenv.DB with the outbox table.

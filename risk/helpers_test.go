@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,25 +11,10 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = testenv.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return testenv.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
 
 // eachRedis runs fn once per Redis kind available (miniredis always, real

@@ -3,7 +3,6 @@ package stock
 import (
 	"context"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,25 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeClock is a settable Clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type fakeClock = testenv.Clock
 
-func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock(t time.Time) *fakeClock { return testenv.NewClock(t) }
 
 // forEachRedis runs f on every Redis kind available (miniredis always; the
 // real standalone server and Cluster when their env vars are set). Each kind
