@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,8 +46,9 @@ func Kind() RedisKind {
 }
 
 // Redis returns a client for the test: miniredis, or a real server / Cluster
-// selected by the environment (see the package doc). The client is closed
-// and the test's prefix (see [Prefix]) is deleted at cleanup.
+// selected by the environment (see the package doc). The client is closed at
+// cleanup; keys under [Prefix] are deleted when the test that asked for the
+// prefix ends.
 func Redis(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	switch Kind() {
@@ -97,10 +99,7 @@ func RealRedis(t testing.TB) *redis.Client {
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128})
 	ping(t, c)
-	t.Cleanup(func() {
-		cleanPrefix(c, Prefix(t))
-		_ = c.Close()
-	})
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -114,10 +113,7 @@ func RealCluster(t testing.TB) *redis.ClusterClient {
 	}
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 128})
 	ping(t, c)
-	t.Cleanup(func() {
-		cleanPrefix(c, Prefix(t))
-		_ = c.Close()
-	})
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -130,19 +126,53 @@ func ping(t testing.TB, c redis.UniversalClient) {
 	}
 }
 
-type prefixKey struct{ name string }
+var (
+	prefixMu sync.Mutex
+	prefixes = map[testing.TB]string{}
 
-var prefixes = newSyncMap[prefixKey, string]()
+	cleanOnce    sync.Once
+	cleanClients []redis.UniversalClient
+)
 
-// Prefix returns the key prefix owned by the test, unique per test name and
-// process run, ending in ":". Use it as the package's key prefix option; keys
-// under it are deleted when a real-server client of [Redis] is cleaned up.
+// Prefix returns the key prefix owned by this test (each subtest and each
+// -count repetition gets its own), ending in ":". Use it as the package's key
+// prefix option. When real servers are configured, keys under it are deleted
+// from them when the test ends.
 func Prefix(t testing.TB) string {
-	return prefixes.getOrSet(prefixKey{t.Name()}, func() string {
+	prefixMu.Lock()
+	p, ok := prefixes[t]
+	if !ok {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
-		return "t" + hex.EncodeToString(b[:]) + ":"
+		p = "t" + hex.EncodeToString(b[:]) + ":"
+		prefixes[t] = p
+	}
+	prefixMu.Unlock()
+	if !ok {
+		t.Cleanup(func() {
+			for _, c := range realCleanClients() {
+				cleanPrefix(c, p)
+			}
+			prefixMu.Lock()
+			delete(prefixes, t)
+			prefixMu.Unlock()
+		})
+	}
+	return p
+}
+
+// realCleanClients returns process-wide clients of the configured real
+// servers, used only to delete test prefixes.
+func realCleanClients() []redis.UniversalClient {
+	cleanOnce.Do(func() {
+		if addr := os.Getenv(EnvRedisAddr); addr != "" {
+			cleanClients = append(cleanClients, redis.NewClient(&redis.Options{Addr: addr}))
+		}
+		if addrs := os.Getenv(EnvRedisClusterAddrs); addrs != "" {
+			cleanClients = append(cleanClients, redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")}))
+		}
 	})
+	return cleanClients
 }
 
 func cleanPrefix(c redis.UniversalClient, prefix string) {

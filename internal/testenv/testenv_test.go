@@ -32,6 +32,10 @@ func TestPrefixUniquePerTest(t *testing.T) {
 	t.Run("b", func(t *testing.T) { b = Prefix(t) })
 	assert.NotEqual(t, a, b)
 	assert.Equal(t, Prefix(t), Prefix(t))
+	// A second run of the same name (as with -count=N) starts clean.
+	var again string
+	t.Run("a", func(t *testing.T) { again = Prefix(t) })
+	assert.NotEqual(t, a, again)
 }
 
 func TestRealPrefixCleaned(t *testing.T) {
