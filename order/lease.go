@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -147,7 +148,7 @@ func (l *MachineLease) Run(ctx context.Context) error {
 			rctx, rc := context.WithTimeout(context.WithoutCancel(ctx), l.ttl/3)
 			err := l.renew(rctx, true)
 			rc()
-			if err != nil && err != ErrLeaseLost {
+			if err != nil && !errors.Is(err, ErrLeaseLost) {
 				return err
 			}
 			return nil
@@ -156,7 +157,7 @@ func (l *MachineLease) Run(ctx context.Context) error {
 			switch {
 			case err == nil:
 				lastOK = time.Now()
-			case err == ErrLeaseLost:
+			case errors.Is(err, ErrLeaseLost):
 				return err
 			case time.Since(lastOK) >= l.ttl:
 				return fmt.Errorf("%w: %v", ErrLeaseLost, err)
@@ -179,7 +180,7 @@ func (l *MachineLease) Close() error {
 	if cancel == nil {
 		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
 		defer c()
-		if err := l.renew(ctx, true); err != nil && err != ErrLeaseLost {
+		if err := l.renew(ctx, true); err != nil && !errors.Is(err, ErrLeaseLost) {
 			return err
 		}
 		return nil
