@@ -25,11 +25,11 @@ func (h *timedHandler) Setup(s sarama.ConsumerGroupSession) error {
 }
 
 // BenchmarkConsume measures orders/s from Kafka (in-process kfake, one
-// consumer process; one partition, or three consumed concurrently) into the
+// consumer process; one, three or six partitions consumed concurrently) into the
 // database — MariaDB when
 // SECKILL_MYSQL_DSN is set, SQLite otherwise — with the dedup row, the
 // conditional stock update and the order insert for every order.
-// "batch" is the Consumer's default path (500 per transaction, one stock
+// "batch" is the Consumer's path (500 per transaction by default, one stock
 // update per activity per batch); "naive" is one transaction per message
 // (WithBatchSize(1)). Run both in the same invocation, e.g. -benchtime=20000x.
 func BenchmarkConsume(b *testing.B) {
@@ -37,8 +37,8 @@ func BenchmarkConsume(b *testing.B) {
 		name       string
 		batch      int
 		partitions int32
-	}{{"batch", 500, 1}, {"batch", 500, 3}, {"naive", 1, 1}} {
-		b.Run(fmt.Sprintf("%s/partitions=%d/db=%s", bc.name, bc.partitions, testenv.DBKindInUse()), func(b *testing.B) {
+	}{{"batch", 500, 1}, {"batch", 500, 3}, {"batch", 2000, 6}, {"naive", 1, 1}} {
+		b.Run(fmt.Sprintf("%s=%d/partitions=%d/db=%s", bc.name, bc.batch, bc.partitions, testenv.DBKindInUse()), func(b *testing.B) {
 			benchConsume(b, bc.batch, bc.partitions)
 		})
 	}
