@@ -443,6 +443,11 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 			a.logger(ctx).Warn("submit failed, reservation released", "reservation", resv, "err", err)
 			return
 		}
+		// Not accepted (the message was refused before Kafka or the outbox
+		// saw it): the reservation must not outlive the refusal.
+		if _, rerr := a.stock.Release(context.WithoutCancel(ctx), a.act.ID, resv); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		failed("submit", err)
 		return
 	}
