@@ -96,7 +96,7 @@ func (s *SaramaPublisher) PublishBatch(ctx context.Context, msgs []Message) []er
 			mapped++
 		}
 	}
-	if mapped == 0 { // cannot tell which failed: retry all (duplicates, not losses)
+	if mapped < len(perrs) { // cannot tell which failed: retry all (duplicates, not losses)
 		return fillErr(len(msgs), fmt.Errorf("outbox: kafka send batch: %w", err))
 	}
 	return out

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -218,4 +219,27 @@ func TestSaramaPublisher(t *testing.T) {
 	require.Len(t, pm.Headers, 3)
 	assert.Equal(t, "id", string(pm.Headers[0].Value))
 	assert.Equal(t, "a", string(pm.Headers[1].Key))
+}
+
+// partialErrProducer fails a batch with ProducerErrors, one of which cannot
+// be mapped back to its message.
+type partialErrProducer struct{ sarama.SyncProducer }
+
+func (partialErrProducer) SendMessages(pms []*sarama.ProducerMessage) error {
+	return sarama.ProducerErrors{
+		{Msg: pms[0], Err: errors.New("leader gone")},
+		{Msg: nil, Err: errors.New("unknown message")},
+	}
+}
+
+// An unmapped ProducerError must not let the other messages pass as sent.
+func TestSaramaPublishBatchUnmappedErrorRetriesAll(t *testing.T) {
+	t.Parallel()
+	pub, err := NewSaramaPublisher(partialErrProducer{})
+	require.NoError(t, err)
+	errs := pub.PublishBatch(context.Background(), []Message{{Topic: "t"}, {Topic: "t"}, {Topic: "t"}})
+	require.Len(t, errs, 3)
+	for i, e := range errs {
+		assert.Error(t, e, "message %d", i)
+	}
 }
