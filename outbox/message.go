@@ -25,7 +25,7 @@ type Status string
 
 // Row states. A row is written PENDING and ends SENT, or FAILED after the
 // relay's attempt budget is spent. FAILED rows stay until an operator
-// requeues them ([Requeue]) or deletes them.
+// requeues them ([Relay.Requeue]) or deletes them.
 const (
 	StatusPending Status = "PENDING"
 	StatusSent    Status = "SENT"
