@@ -64,7 +64,7 @@ func NewCanceller(db *gorm.DB, rdb QueueClient, rel Releaser, opts ...Option) (*
 }
 
 // Schedule queues orderNo for cancellation at at (if still unpaid then).
-// Scheduling twice keeps the later time. Implements [Scheduler].
+// Scheduling again replaces the time (a plain ZADD). Implements [Scheduler].
 func (c *Canceller) Schedule(ctx context.Context, orderNo string, at time.Time) error {
 	if c.rdb == nil {
 		return nil
