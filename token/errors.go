@@ -42,7 +42,7 @@ var (
 var (
 	// ErrBadReply: Redis answered a script with an unexpected type or code.
 	ErrBadReply = errors.New("token: unexpected reply from redis")
-	// ErrNoKeys: the Signer was given no key, a key with an empty secret or
-	// an invalid key ID.
+	// ErrNoKeys: the Signer was given no key, a secret shorter than 16
+	// bytes, an invalid key ID or a duplicate key ID.
 	ErrNoKeys = errors.New("token: invalid key set")
 )
