@@ -88,7 +88,9 @@ func NewPool(rdb redis.Scripter, opts ...Option) (*Pool, error) {
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if err := o.validate(); err != nil {
 		return nil, err

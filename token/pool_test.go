@@ -45,6 +45,8 @@ func TestNewPoolValidates(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	_, err := NewPool(nil)
 	assert.Error(t, err)
+	assert.NotPanics(t, func() { _, err = NewPool(rdb, nil) })
+	assert.NoError(t, err, "a nil option is ignored")
 	for _, o := range []Option{WithMultiplier(0), WithBindTTL(0), WithReclaimBatch(-1), WithIssueBatch(0), WithClock(nil)} {
 		_, err := NewPool(rdb, o)
 		assert.Error(t, err)

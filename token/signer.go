@@ -98,7 +98,9 @@ const (
 func NewSigner(keys []Key, opts ...Option) (*Signer, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if err := o.validate(); err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ func TestNewSignerValidates(t *testing.T) {
 		_, err := NewSigner(keys)
 		assert.ErrorIs(t, err, ErrNoKeys, keys)
 	}
+	var err error
+	assert.NotPanics(t, func() { _, err = NewSigner([]Key{k1}, nil) })
+	assert.NoError(t, err, "a nil option is ignored")
 	for _, o := range []Option{WithLeadTime(-1), WithValidity(0), WithSkew(-1)} {
 		_, err := NewSigner([]Key{k1}, o)
 		assert.Error(t, err)
