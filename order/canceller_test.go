@@ -112,7 +112,7 @@ func TestCancelRacingPay(t *testing.T) {
 	const n = 40
 	var refunds atomic.Int64
 	f := newCancelFixture(t, 100, n, WithOnPayCancelled(func(context.Context, Order) { refunds.Add(1) }))
-	var paid, cancelled, payLost, cancelLost atomic.Int64
+	var paid, cancelled, payLost, cancelLost, payRefused atomic.Int64
 	var wg sync.WaitGroup
 	for _, no := range f.nos {
 		wg.Add(4)
@@ -122,7 +122,10 @@ func TestCancelRacingPay(t *testing.T) {
 				switch err := f.c.Pay(ctx, no); {
 				case err == nil:
 					paid.Add(1)
-				case errors.Is(err, ErrOrderCancelled), errors.Is(err, ErrAlreadyPaid):
+				case errors.Is(err, ErrOrderCancelled):
+					payRefused.Add(1)
+					payLost.Add(1)
+				case errors.Is(err, ErrAlreadyPaid):
 					payLost.Add(1)
 				default:
 					t.Error(err)
@@ -152,6 +155,7 @@ func TestCancelRacingPay(t *testing.T) {
 	assert.EqualValues(t, cancelled.Load(), f.led.releases(), "one release per cancellation")
 	// every payment that lost to a cancellation was refunded
 	assert.LessOrEqual(t, refunds.Load(), payLost.Load())
+	assert.Equal(t, payRefused.Load(), refunds.Load(), "one refund per payment refused as cancelled")
 	// orders = accepted − releases; DB stock + live orders = initial
 	assert.EqualValues(t, n-f.led.releases(), countOrders(t, f.db, "status <> ?", OrderCancelled))
 	checkConservation(t, f.db, 1, 100)
