@@ -112,8 +112,8 @@ func WithKeyPrefix(prefix string) Option {
 }
 
 // WithClock injects the clock. Default: the system clock. Read by
-// [Blacklist] (the "until" it reports), [AuthCache] (entry expiry) and
-// [Checker]. Redis TTLs and the behaviour window use Redis time.
+// [Blacklist] (the "until" it reports) and [AuthCache] (entry expiry).
+// Redis TTLs and the behaviour window use Redis time.
 func WithClock(c Clock) Option {
 	return func(o *options) {
 		if c == nil {
