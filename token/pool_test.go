@@ -263,6 +263,11 @@ func TestTakeReclaimsExpired(t *testing.T) {
 			err := p.Consume(ctx, "5", "zzz", old.Token)
 			assert.True(t, errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongUser), err)
 		}
+		// ... and their former holders can no longer spend them.
+		for i, u := range []string{"b", "c"} {
+			err := p.Consume(ctx, "5", u, held[i+1].Token)
+			assert.True(t, errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongUser), "%s: %v", u, err)
+		}
 		s, err := p.Stats(ctx, "5")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 3, Free: 1, Bound: 2}, s)
