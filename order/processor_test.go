@@ -51,7 +51,7 @@ func TestHandleBusinessFailures(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusSuccess, ok.Status)
 
-	// same user, new reservation, cap 1 → duplicate user (but stock is 0 first: sold out)
+	// another user, no unit left in the DB → sold out
 	soldOut, err := p.Handle(ctx, msg(2, 1, 8))
 	require.NoError(t, err)
 	assert.Equal(t, StatusFailed, soldOut.Status)
