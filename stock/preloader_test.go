@@ -75,6 +75,22 @@ func TestPreloaderTick(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, st.LedgerEntries)
 
+	// The Reserve above came before the sale opened and wrote nothing; now
+	// hold a real reservation and check that another pass keeps it.
+	m.SetTime(now.Add(5 * time.Minute))
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "live"})
+	require.NoError(t, err)
+	require.Equal(t, Reserved, res.Status)
+	n, err = p.Tick(ctx)
+	assert.ErrorIs(t, err, ErrInvalidActivity, "only the bad row fails")
+	assert.Zero(t, n, "both good activities are already loaded")
+	rem, err = d.Remaining(ctx, 1)
+	require.NoError(t, err)
+	assert.EqualValues(t, 9, rem, "a live sale is not reset")
+	_, found, err := d.Lookup(ctx, 1, "live")
+	require.NoError(t, err)
+	assert.True(t, found, "the reservation survives the pass")
+
 	src.mu.Lock()
 	src.err = errors.New("db down")
 	src.mu.Unlock()
