@@ -25,9 +25,11 @@ if count + n <= limit then
   local nows = string.format('%.0f', now)
   local args = {}
   for i = 1, n do
-    -- members are unique: at one TIME the count only grows between calls
+    -- members are unique: one added now is indexed by its rank + 1 (zero-padded
+    -- to 7 digits, limit <= 1<<20, so equal scores sort numerically); a
+    -- refund removes the highest ranks, so the next indices are free
     args[2 * i - 1] = nows
-    args[2 * i] = nows .. ':' .. (count + i)
+    args[2 * i] = string.format('%s:%07d', nows, count + i)
   end
   redis.call('ZADD', key, unpack(args))
   redis.call('PEXPIRE', key, math.ceil(window / 1000) + 1)

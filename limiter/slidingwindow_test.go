@@ -385,3 +385,26 @@ func TestBatchingAbandonedCallerSpendsNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 999, r.Remaining)
 }
+
+// TestSlidingWindowRefundThenAllowSameInstant: a refund removes the newest
+// members; events recorded afterwards at the same Redis TIME must get
+// members of their own (not overwrite a surviving one), or the log would
+// stop growing and admit without bound within that microsecond.
+func TestSlidingWindowRefundThenAllowSameInstant(t *testing.T) {
+	t.Parallel()
+	l, _, _ := newWindow(t, 12, time.Hour) // the clock stays at t0
+	ctx := context.Background()
+	r, err := l.AllowN(ctx, "u", 10)
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.NoError(t, l.RefundN(ctx, "u", 1))
+	for i := range 3 {
+		r, err = l.Allow(ctx, "u")
+		require.NoError(t, err)
+		assert.True(t, r.Allowed, "event %d", i)
+		assert.Equal(t, 12-(9+i+1), r.Remaining, "event %d", i)
+	}
+	r, err = l.Allow(ctx, "u")
+	require.NoError(t, err)
+	assert.False(t, r.Allowed, "the 13th event in the window is refused")
+}
