@@ -395,12 +395,16 @@ func (d *Deductor) Lookup(ctx context.Context, activity int64, requestID string)
 	if err := d.validateID(requestID); err != nil {
 		return Reservation{}, false, err
 	}
-	rec, err := lookupScript.RunRO(ctx, d.rdb, []string{d.keys(activity).ledger}, requestID).Text()
+	v, err := lookupScript.RunRO(ctx, d.rdb, []string{d.keys(activity).ledger}, requestID).Result()
 	if errors.Is(err, redis.Nil) {
 		return Reservation{}, false, nil
 	}
 	if err != nil {
 		return Reservation{}, false, classify("lookup", err)
+	}
+	rec, ok := v.(string)
+	if !ok {
+		return Reservation{}, false, badReply("lookup", "record of type %T", v)
 	}
 	r, err := parseRecord(requestID, rec)
 	return r, err == nil, err
