@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -54,9 +53,10 @@ func (o Outcome) Result() Result {
 // [Outcome], not an error. Errors are infrastructure failures: nothing was
 // committed for that message and retrying is safe.
 type Processor struct {
-	db  *gorm.DB
-	ids IDSource
-	o   options
+	db    *gorm.DB
+	ids   IDSource
+	o     options
+	stmts *stmtCache
 }
 
 // NewProcessor returns a processor writing to db with IDs from ids (an
@@ -70,8 +70,14 @@ func NewProcessor(db *gorm.DB, ids IDSource, opts ...Option) (*Processor, error)
 	if o.payTimeout <= 0 {
 		return nil, fmt.Errorf("order: pay timeout must be positive")
 	}
-	return &Processor{db: db, ids: ids, o: o}, nil
+	return &Processor{db: db, ids: ids, o: o, stmts: newStmtCache(db)}, nil
 }
+
+// Close closes the processor's prepared statements (the batch path prepares
+// a few multi-row INSERTs per connection). The database stays open; a
+// processor used after Close prepares them again. Closing the *sql.DB closes
+// them too, so Close is needed only when the DB outlives the processor.
+func (p *Processor) Close() error { return p.stmts.close() }
 
 // DB returns the database the processor writes to.
 func (p *Processor) DB() *gorm.DB { return p.db }
@@ -84,11 +90,6 @@ var (
 	errDuplicateMsg = errors.New("order: duplicate message")
 	errConflict     = errors.New("order: batch conflict")
 )
-
-// insertChunk bounds the rows of one multi-row INSERT on SQLite, whose
-// pure-Go driver binds parameters in O(params²). Other databases take the
-// whole batch in one statement per table.
-const insertChunk = 100
 
 // execer is the *sql.Tx under a gorm transaction: the batch inserts bypass
 // gorm's reflection (the hot path of the consumer).
@@ -104,17 +105,10 @@ func rawExec(ctx context.Context, tx *gorm.DB, query string, args []any) error {
 	return tx.Exec(query, args...).Error
 }
 
-func insertOrders(ctx context.Context, tx *gorm.DB, orders []Order) error {
-	var sb strings.Builder
-	sb.Grow(200 + 28*len(orders))
-	sb.WriteString("INSERT INTO seckill_order (id,order_no,reservation_id,user_id,activity_id,live_slot,qty,price,status,expire_time,created_at,updated_at) VALUES ")
-	args := make([]any, 0, 12*len(orders))
+func orderArgs(orders []Order) []any {
+	args := make([]any, 0, columns(tableOrder)*len(orders))
 	for i := range orders {
 		o := &orders[i]
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?)")
 		var slot any
 		if o.LiveSlot != nil {
 			slot = *o.LiveSlot
@@ -122,23 +116,16 @@ func insertOrders(ctx context.Context, tx *gorm.DB, orders []Order) error {
 		args = append(args, o.ID, o.OrderNo, o.ReservationID, o.UserID, o.ActivityID, slot, o.Qty,
 			o.Price.String(), o.Status, o.ExpireTime, o.CreatedAt, o.UpdatedAt)
 	}
-	return rawExec(ctx, tx, sb.String(), args)
+	return args
 }
 
-func insertDedups(ctx context.Context, tx *gorm.DB, ds []Dedup) error {
-	var sb strings.Builder
-	sb.Grow(150 + 18*len(ds))
-	sb.WriteString("INSERT INTO message_dedup (msg_id,reservation_id,activity_id,user_id,outcome,order_no,reason,created_at) VALUES ")
-	args := make([]any, 0, 8*len(ds))
+func dedupArgs(ds []Dedup) []any {
+	args := make([]any, 0, columns(tableDedup)*len(ds))
 	for i := range ds {
 		d := &ds[i]
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString("(?,?,?,?,?,?,?,?)")
 		args = append(args, d.MsgID, d.ReservationID, d.ActivityID, d.UserID, d.Outcome, d.OrderNo, d.Reason, d.CreatedAt)
 	}
-	return rawExec(ctx, tx, sb.String(), args)
+	return args
 }
 
 const updateStockSQL = "UPDATE seckill_activity SET stock = stock - ? WHERE id = ? AND stock >= ?"
@@ -349,6 +336,7 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 		}
 		ids[k] = id
 	}
+	p.stmts.prepare(ctx, chunkSize(p.db)) // before the transaction holds a connection
 	now := p.o.clock.Now()
 	msgIDs := make([]string, len(uniq))
 	for k, i := range uniq {
@@ -402,24 +390,17 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 			dedups = append(dedups, dedupOf(m, StatusSuccess, o.OrderNo, "", now))
 			outs[i].Status, outs[i].OrderNo, outs[i].ExpireTime = StatusSuccess, o.OrderNo, o.ExpireTime
 		}
-		chunk := insertChunk
-		if tx.Dialector.Name() != "sqlite" {
-			chunk = len(orders)
+		if err := p.insertRows(ctx, tx, tableDedup, dedupArgs(dedups)); err != nil {
+			if isDuplicate(err) {
+				return errConflict
+			}
+			return err
 		}
-		for lo := 0; lo < len(orders); lo += chunk {
-			hi := min(lo+chunk, len(orders))
-			if err := insertDedups(ctx, tx, dedups[lo:hi]); err != nil {
-				if isDuplicate(err) {
-					return errConflict
-				}
-				return err
+		if err := p.insertRows(ctx, tx, tableOrder, orderArgs(orders)); err != nil {
+			if isDuplicate(err) {
+				return errConflict
 			}
-			if err := insertOrders(ctx, tx, orders[lo:hi]); err != nil {
-				if isDuplicate(err) {
-					return errConflict
-				}
-				return err
-			}
+			return err
 		}
 		// The hot rows last, in one order: their locks are held only until
 		// the commit, and consumers never deadlock on them.
