@@ -8,14 +8,12 @@
 package load
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -25,6 +23,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/valyala/fasthttp"
 )
 
 // Config of one run.
@@ -35,6 +34,7 @@ type Config struct {
 	Repeat      int              // buy requests per user (repeats are refused as limited/already bought); default 1
 	Concurrency int              // parallel HTTP connections; default 256
 	Drain       time.Duration    // how long to wait for the pipeline to settle; default 60s
+	SameProcess bool             // the server runs in this process (CPU is reported once)
 	Progress    io.Writer        // progress bars go here; nil = none
 	OnBuyPhase  func(start bool) // called when the buy phase starts and ends (profiling); may be nil
 }
@@ -76,6 +76,12 @@ type Report struct {
 	Server      Invariants     // counts read by the server from its DB and Redis
 	Violations  []string       // empty = every invariant holds
 	DrainTime   time.Duration
+	// CPU used during the buy phase: by this process (GenCPU) and by the
+	// server process as its /metrics reports it (ServerCPU; zero when
+	// unknown). SameProcess is set when the server runs inside this
+	// process: both figures then measure the same CPU.
+	GenCPU, ServerCPU time.Duration
+	SameProcess       bool
 }
 
 // Invariants is the JSON of GET /api/demo/invariants.
@@ -108,6 +114,7 @@ type attempt struct {
 	prepErr string
 	outcome string
 	resv    string
+	body    []byte // the buy request, encoded before the start line
 	latency time.Duration
 }
 
@@ -119,16 +126,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Target == "" {
 		return nil, errors.New("load: no target")
 	}
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        cfg.Concurrency * 2,
-		MaxIdleConnsPerHost: cfg.Concurrency * 2,
-		MaxConnsPerHost:     cfg.Concurrency,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	defer tr.CloseIdleConnections()
-	c := &client{base: cfg.Target, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	c := newClient(cfg.Target, cfg.Concurrency)
+	defer c.hc.CloseIdleConnections()
 
 	act, err := c.activity(ctx)
 	if err != nil {
@@ -199,6 +198,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(true)
 	}
+	srv0, srvOK := c.serverCPU(ctx)
+	gen0, genOK := selfCPU()
 	t1 := time.Now()
 	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
 		return c.buy(ctx, atts[order[i]])
@@ -207,6 +208,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.BuyTime = time.Since(t1)
+	if gen1, ok := selfCPU(); ok && genOK {
+		rep.GenCPU = gen1 - gen0
+	}
+	if srv1, ok := c.serverCPU(ctx); ok && srvOK {
+		rep.ServerCPU = srv1 - srv0
+	}
+	rep.SameProcess = cfg.SameProcess
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(false)
 	}
@@ -320,6 +328,15 @@ func (r *Report) String() string {
 		r.Users, r.BuyRequests, r.PrepTime.Round(time.Millisecond), r.BuyTime.Round(time.Millisecond), r.DrainTime.Round(time.Millisecond))
 	fmt.Fprintf(&b, "throughput  %.0f buy requests/s\n", r.Throughput)
 	fmt.Fprintf(&b, "latency     p50 %v  p99 %v  p999 %v  max %v\n", r.P50, r.P99, r.P999, r.Max)
+	if n := time.Duration(max(r.BuyRequests, 1)); r.GenCPU > 0 {
+		if r.SameProcess {
+			fmt.Fprintf(&b, "cpu         %v per buy (generator + embedded server, one process)\n", (r.GenCPU / n).Round(100*time.Nanosecond))
+		} else if r.ServerCPU > 0 {
+			fmt.Fprintf(&b, "cpu         server %v per buy, generator %v per buy\n", (r.ServerCPU / n).Round(100*time.Nanosecond), (r.GenCPU / n).Round(100*time.Nanosecond))
+		} else {
+			fmt.Fprintf(&b, "cpu         generator %v per buy (server CPU unknown)\n", (r.GenCPU / n).Round(100*time.Nanosecond))
+		}
+	}
 	fmt.Fprintf(&b, "outcomes    %s\n", fmtMap(r.Outcomes))
 	if len(r.PrepErrors) > 0 {
 		fmt.Fprintf(&b, "prepare     %s\n", fmtMap(r.PrepErrors))
@@ -408,10 +425,27 @@ func parallel(ctx context.Context, workers, n int, pb *progressbar.ProgressBar, 
 	return ctx.Err()
 }
 
-// client speaks the service's JSON API.
+// client speaks the service's JSON API over fasthttp's client, which needs
+// a fraction of net/http's CPU per request: the generator shares the
+// machine with the service it measures (BENCHMARKS.md).
 type client struct {
-	base string
-	hc   *http.Client
+	base    string
+	hc      *fasthttp.Client
+	timeout time.Duration
+}
+
+func newClient(base string, conns int) *client {
+	return &client{base: base, timeout: 30 * time.Second, hc: &fasthttp.Client{
+		MaxConnsPerHost:               conns,
+		MaxConnWaitTimeout:            30 * time.Second,
+		MaxIdleConnDuration:           90 * time.Second,
+		ReadTimeout:                   30 * time.Second,
+		WriteTimeout:                  30 * time.Second,
+		NoDefaultUserAgentHeader:      true,
+		DisablePathNormalizing:        true,
+		DisableHeaderNamesNormalizing: true,
+		Dial:                          (&fasthttp.TCPDialer{Concurrency: conns}).Dial,
+	}}
 }
 
 // Activity is the JSON of GET /api/activity (the fields the generator uses).
@@ -461,39 +495,46 @@ func (c *client) doRetry(ctx context.Context, method, path, bearer string, body 
 }
 
 func (c *client) do(ctx context.Context, method, path, bearer string, body any, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+	var b []byte
+	switch v := body.(type) {
+	case nil:
+	case []byte:
+		b = v
+	default:
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return 0, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	deadline := time.Now().Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(c.base + path)
+	req.Header.SetMethod(method)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.SetContentType("application/json")
+		req.SetBodyRaw(b)
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
+	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
 		return 0, fmt.Errorf("load: %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, fmt.Errorf("load: %s %s: read: %w", method, path, err)
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("load: %s %s: %d %q: %w", method, path, resp.StatusCode, b, err)
+	code := resp.StatusCode()
+	if rb := resp.Body(); out != nil && len(rb) > 0 {
+		if err := json.Unmarshal(rb, out); err != nil {
+			return code, fmt.Errorf("load: %s %s: %d %q: %w", method, path, code, rb, err)
 		}
 	}
-	return resp.StatusCode, nil
+	return code, nil
 }
 
 func (c *client) activity(ctx context.Context) (Activity, error) {
@@ -552,6 +593,9 @@ func (c *client) prepare(ctx context.Context, a *attempt) error {
 	default:
 		return fmt.Errorf("load: access token: %d %s", code, r.Message)
 	}
+	defer func() {
+		a.body, _ = json.Marshal(map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer})
+	}()
 	if a.path != "" {
 		return nil // the token answer carried the signed path
 	}
@@ -578,10 +622,9 @@ func (c *client) buy(ctx context.Context, a *attempt) error {
 	if path == "" {
 		path = "/api/buy/none" // a user without a path still tries, and is refused
 	}
-	body := map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer}
 	var r apiResp
 	t := time.Now()
-	code, err := c.do(ctx, "POST", path, a.bearer, body, &r)
+	code, err := c.do(ctx, "POST", path, a.bearer, a.body, &r)
 	a.latency = time.Since(t)
 	if err != nil {
 		return err

@@ -13,13 +13,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -49,8 +54,13 @@ func run() (int, error) {
 	fs.IntVar(&lc.Concurrency, "c", 256, "parallel connections")
 	fs.DurationVar(&lc.Drain, "drain", 60*time.Second, "how long to wait for the order pipeline to settle")
 	quiet := fs.Bool("q", false, "no progress bars")
+	bareServe := fs.String("bare-serve", "", "internal: serve the bare baseline server on this address and print its URL (used by -baseline with -target)")
+	baseline := fs.Bool("baseline", false, "first measure a bare net/http server in this process with the same generator, concurrency and request count (the machine's floor), then the service")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
 	_ = fs.Parse(os.Args[1:])
+	if *bareServe != "" {
+		return serveBare(*bareServe)
+	}
 	cfg.Resolve(fs)
 	cfg.Demo = true
 	lc.Users = cfg.DemoUsers
@@ -76,6 +86,7 @@ func run() (int, error) {
 			_ = a.Shutdown(sctx)
 		}()
 		lc.Target = url
+		lc.SameProcess = true
 		fmt.Printf("embedded server at %s (redis %s, db %s, kafka %s), %d users vs %d stock\n",
 			url, a.Infra().RedisKind, a.Infra().DBKind, a.Infra().KafkaKind, lc.Users, cfg.Stock)
 	} else {
@@ -100,13 +111,82 @@ func run() (int, error) {
 			}
 		}
 	}
+	var base *load.Report
+	if *baseline {
+		bc := lc
+		bc.Target = ""
+		if !lc.SameProcess {
+			// The service runs in another process: so does the bare server.
+			url, stopBare, err := startBare(ctx)
+			if err != nil {
+				return 0, err
+			}
+			defer stopBare()
+			bc.Target = url
+		}
+		b, err := load.Baseline(ctx, bc)
+		if err != nil {
+			return 0, err
+		}
+		base = b
+	}
 	rep, err := load.Run(ctx, lc)
 	if err != nil {
 		return 0, err
 	}
 	fmt.Print(rep.String())
+	if base != nil {
+		fmt.Print(base.BaselineString())
+		fmt.Printf("ratio       the service's buy phase ran at %.0f%% of the bare server's rate\n", 100*rep.Throughput/base.Throughput)
+	}
 	if len(rep.Violations) > 0 {
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// serveBare runs the bare baseline server (the child side of -baseline with
+// -target) until stdin closes or a signal arrives.
+func serveBare(addr string) (int, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return 0, err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: load.BareHandler()}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Printf("http://%s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }() // the parent went away
+	<-ctx.Done()
+	return 0, srv.Close()
+}
+
+// startBare starts this program as a bare baseline server in a child
+// process and returns its URL.
+func startBare(ctx context.Context) (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-bare-serve", "127.0.0.1:0")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { _ = stdin.Close(); _ = cmd.Wait() }
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("bare server: %w", err)
+	}
+	return strings.TrimSpace(line), stop, nil
 }
