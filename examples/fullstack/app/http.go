@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 //go:embed web
@@ -48,7 +51,7 @@ func (a *App) withRequestID(next http.Handler) http.Handler {
 		if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\t\"") {
 			id = a.nodeTag + "-" + strconv.FormatUint(reqSeq.Add(1), 36)
 		}
-		w.Header().Set("X-Request-ID", id)
+		w.Header()["X-Request-Id"] = []string{id} // canonical key, no re-canonicalising
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
 	})
 }
@@ -85,6 +88,14 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // route wraps a handler with per-route metrics and a debug access log. At
 // 20k req/s an info line per request would cost more than the request.
 func (a *App) route(name string, h http.HandlerFunc) http.Handler {
+	var byCode sync.Map // status code → prometheus.Counter of this route
+	count := func(code int) {
+		c, ok := byCode.Load(code)
+		if !ok {
+			c, _ = byCode.LoadOrStore(code, a.m.httpReqs.WithLabelValues(name, strconv.Itoa(code)))
+		}
+		c.(prometheus.Counter).Inc()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		start := time.Now()
@@ -92,19 +103,45 @@ func (a *App) route(name string, h http.HandlerFunc) http.Handler {
 		if sw.code == 0 {
 			sw.code = http.StatusOK
 		}
-		a.m.httpReqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		count(sw.code)
 		if a.log.Enabled(r.Context(), slog.LevelDebug) {
 			a.logger(r.Context()).Debug("http", "route", name, "method", r.Method, "path", r.URL.Path, "code", sw.code, "dur", time.Since(start))
 		}
 	})
 }
 
+var (
+	jsonType = []string{"application/json"}
+	noStore  = []string{"no-store"}
+)
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"status":"error","message":"encoding the answer failed"}`)
+	}
+	writeBody(w, code, append(b, '\n'))
 }
+
+// writeBody writes an encoded JSON answer. The header values are shared,
+// read-only slices, set under their canonical keys.
+func writeBody(w http.ResponseWriter, code int, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonType
+	h["Cache-Control"] = noStore
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// errBodies caches the encoded refusals: the buy path answers the same few
+// (status, message) pairs at tens of thousands per second. Bounded: messages
+// carrying error text stop being cached once it is full.
+var (
+	errBodies    sync.Map // apiError → []byte
+	errBodyCount atomic.Int32
+)
+
+const maxErrBodies = 512
 
 // apiError is the JSON body of every refusal: a machine status the page
 // maps to a message, and a human message.
@@ -114,7 +151,21 @@ type apiError struct {
 }
 
 func writeErr(w http.ResponseWriter, code int, status, msg string) {
-	writeJSON(w, code, apiError{Status: status, Message: msg})
+	key := apiError{Status: status, Message: msg}
+	if b, ok := errBodies.Load(key); ok {
+		writeBody(w, code, b.([]byte))
+		return
+	}
+	b, err := json.Marshal(key)
+	if err != nil {
+		writeJSON(w, code, key)
+		return
+	}
+	b = append(b, '\n')
+	if errBodyCount.Add(1) <= maxErrBodies {
+		errBodies.Store(key, b)
+	}
+	writeBody(w, code, b)
 }
 
 func readJSON(r *http.Request, v any) error {
