@@ -158,6 +158,16 @@ func TestAPIRefusalsAndPay(t *testing.T) {
 	if _, m := u1.do("GET", "/api/result/"+resv, nil); u1.str(m, "status") != "paid" {
 		t.Errorf("result after pay: %v", m)
 	}
+	// The result is looked up by reservation: another user asking for u1's
+	// reservation, or anyone for an unknown one, learns nothing.
+	if _, m := u2.do("GET", "/api/result/"+resv, nil); u2.str(m, "status") != "unknown" || u2.str(m, "order_no") != "" {
+		t.Errorf("someone else's reservation: %v", m)
+	}
+	for _, bogus := range []string{"no-such-reservation", "%20"} {
+		if code, m := u1.do("GET", "/api/result/"+bogus, nil); code != 200 || u1.str(m, "status") != "unknown" {
+			t.Errorf("unknown reservation %q: %d %v", bogus, code, m)
+		}
+	}
 	if code, m := anon.do("GET", "/healthz", nil); code != 200 || m["status"] != "ok" {
 		t.Errorf("healthz: %d %v", code, m)
 	}

@@ -491,13 +491,32 @@ func (v resultView) final() bool {
 }
 
 // resultOf reads the user's result for the activity (order.Results: Redis,
-// DB fallback) and, for a placed order, its current status.
+// DB fallback) and, for a placed order, its current status. Results keeps
+// the latest result per (activity, user); when it is about another of the
+// user's reservations than resv, the stock ledger answers for resv: held =
+// still queued, freed or tombstoned = failed, absent or another user's =
+// unknown.
 func (a *App) resultOf(ctx context.Context, user int64, resv string) (resultView, error) {
 	res, err := a.results.Get(ctx, a.act.ID, user)
 	if err != nil {
 		return resultView{}, err
 	}
-	return a.view(ctx, res), nil
+	if resv == "" || res.ReservationID == resv {
+		return a.view(ctx, res), nil
+	}
+	r, ok, err := a.stock.Lookup(ctx, a.act.ID, resv)
+	switch {
+	case errors.Is(err, stock.ErrInvalidRequest):
+		return resultView{Status: "unknown", Reservation: resv}, nil
+	case err != nil:
+		return resultView{}, err
+	case !ok || r.User != user:
+		return resultView{Status: "unknown", Reservation: resv}, nil
+	case r.State == stock.Held:
+		return resultView{Status: "queued", Reservation: resv}, nil
+	default:
+		return resultView{Status: "failed", Reservation: resv, Reason: "released"}, nil
+	}
 }
 
 func (a *App) view(ctx context.Context, res order.Result) resultView {

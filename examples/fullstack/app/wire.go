@@ -43,12 +43,15 @@ func (a *App) wire(ctx context.Context) error {
 	var err error
 
 	// Breakers: one around Redis, one around Kafka. Denials are results, so
-	// only real failures count.
+	// only real failures count. The Redis one trips on the failure ratio
+	// alone (≥ 50 % of ≥ 50 calls in 10 s): at tens of thousands of calls a
+	// second, five failures in a row are a blip (a failover, a slow fork),
+	// not an outage worth 2 s of 503s.
 	stateHook := func(name string, from, to breaker.State) {
 		a.m.breakerState.WithLabelValues(name).Set(float64(to))
 		log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
 	}
-	if a.brRedis, err = breaker.New("redis", breaker.WithFailureRatio(0.5, 50), breaker.WithWindow(10*time.Second, 10),
+	if a.brRedis, err = breaker.New("redis", breaker.WithConsecutiveFailures(0), breaker.WithFailureRatio(0.5, 50), breaker.WithWindow(10*time.Second, 10),
 		breaker.WithOpenTimeout(2*time.Second), breaker.WithOnStateChange(stateHook), breaker.WithClassifier(a.classify)); err != nil {
 		return err
 	}
