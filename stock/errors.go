@@ -15,8 +15,9 @@ var (
 	// ErrUnavailable wraps every failure to reach Redis or to get an answer
 	// from it: connection refused or closed, timeouts, a cancelled context,
 	// pool exhaustion, and server replies such as LOADING, BUSY, READONLY,
-	// MASTERDOWN, CLUSTERDOWN, TRYAGAIN or OOM. The cause is wrapped as well,
-	// so errors.Is(err, context.DeadlineExceeded) still works.
+	// MASTERDOWN, CLUSTERDOWN, TRYAGAIN, OOM, NOREPLICAS or MISCONF. The
+	// cause is wrapped as well, so errors.Is(err, context.DeadlineExceeded)
+	// still works.
 	//
 	// A timeout is an uncertain outcome: the script may have run. Retrying
 	// [Deductor.Reserve] or [Deductor.Release] with the same request ID is
