@@ -44,15 +44,23 @@ type Ban struct {
 	// (1 for a first offence).
 	Offence int64
 	// Until is when the ban ends (as recorded with the injected clock;
-	// Redis' TTL enforces it).
+	// Redis' TTL enforces it). Zero for a permanent ban.
 	Until time.Time
-	// Duration is the length of the ban as set (0 when read by a check).
+	// Duration is the length of the ban as set (0 when read by
+	// [Blacklist.Banned], and for a permanent ban).
 	Duration time.Duration
+	// Permanent is set for a ban without an end: a ban key without a TTL,
+	// written by hand (SET … without EX) or by an older version. Add and
+	// AddFor never put an end on a permanent ban.
+	Permanent bool
 }
 
 // Blacklist bans users, IPs and devices for a time, escalating with repeat
 // offences: the n-th offence within the offence memory bans for
 // base·factor^(n-1), capped at max ([WithEscalation], [WithOffenceMemory]).
+// Bans only grow: an offence while a longer ban is active keeps that ban,
+// and a ban key without a TTL (set by hand, or by an older version) is
+// permanent and stays permanent until [Blacklist.Remove].
 //
 // As a [Rule] it denies a [Subject] whose user, IP or device is banned,
 // checking all three in one pipelined round trip. The IP part only ever
@@ -104,14 +112,18 @@ func subjectID(kind Kind, id string) (string, error) {
 }
 
 // Add records an offence of the subject and bans it for the escalated
-// duration. An existing longer ban is kept, never shortened.
+// duration. Bans only grow: the result is the longer of the existing ban
+// and the new one (atomically, in one script), so an existing longer ban
+// keeps its end and a permanent ban (a ban key without a TTL, set by hand)
+// stays permanent ([Ban.Permanent]).
 func (b *Blacklist) Add(ctx context.Context, kind Kind, id, reason string) (Ban, error) {
 	return b.add(ctx, kind, id, reason, 0)
 }
 
 // AddFor records an offence and bans the subject for exactly d (or longer
-// if a longer ban is active), bypassing escalation. The offence still
-// counts towards later escalations.
+// if a longer or permanent ban is active: as [Blacklist.Add], it never
+// shortens a ban), bypassing escalation. The offence still counts towards
+// later escalations.
 func (b *Blacklist) AddFor(ctx context.Context, kind Kind, id, reason string, d time.Duration) (Ban, error) {
 	if d < time.Millisecond {
 		return Ban{}, fmt.Errorf("risk: ban duration %v: %w", d, ErrInvalidArgument)
@@ -138,8 +150,13 @@ func (b *Blacklist) add(ctx context.Context, kind Kind, id, reason string, fixed
 	if len(res) != 3 {
 		return Ban{}, fmt.Errorf("risk: blacklist add: %w: %v", ErrBadReply, res)
 	}
-	return Ban{Kind: kind, ID: id, Reason: reason, Offence: res[0],
-		Duration: time.Duration(res[1]) * time.Millisecond, Until: time.UnixMilli(res[2])}, nil
+	ban := Ban{Kind: kind, ID: id, Reason: reason, Offence: res[0]}
+	if res[1] < 0 {
+		ban.Permanent = true
+	} else {
+		ban.Duration, ban.Until = time.Duration(res[1])*time.Millisecond, time.UnixMilli(res[2])
+	}
+	return ban, nil
 }
 
 // Remove lifts the subject's ban. Its offence count is kept, so a new
@@ -251,9 +268,10 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 			continue
 		}
 		// The key exists, so the subject is banned even if the value was
-		// written by hand and does not parse.
+		// written by hand and does not parse. A permanent ban has no
+		// Retry-After.
 		d := Decision{Action: Deny, Reason: items[i].kind.reason()}
-		if ban, err := parseBan(items[i].kind, items[i].id, vals[i]); err == nil {
+		if ban, err := parseBan(items[i].kind, items[i].id, vals[i]); err == nil && !ban.Permanent {
 			if rem := ban.Until.Sub(b.o.clock.Now()); rem > 0 {
 				d.RetryAfter = rem
 			}
@@ -263,7 +281,8 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 	return Decision{}, nil
 }
 
-// parseBan reads "until_ms|offence|reason".
+// parseBan reads "until_ms|offence|reason"; until_ms 0 marks a permanent
+// ban (see blacklist_add.lua).
 func parseBan(kind Kind, id, v string) (Ban, error) {
 	a, rest, ok1 := strings.Cut(v, "|")
 	n, reason, ok2 := strings.Cut(rest, "|")
@@ -272,5 +291,11 @@ func parseBan(kind Kind, id, v string) (Ban, error) {
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
 		return Ban{}, fmt.Errorf("risk: ban value %q: %w", v, ErrBadReply)
 	}
-	return Ban{Kind: kind, ID: id, Reason: reason, Offence: off, Until: time.UnixMilli(until)}, nil
+	ban := Ban{Kind: kind, ID: id, Reason: reason, Offence: off}
+	if until <= 0 {
+		ban.Permanent = true
+	} else {
+		ban.Until = time.UnixMilli(until)
+	}
+	return ban, nil
 }

@@ -273,3 +273,116 @@ func TestBlacklistIPCanonical(t *testing.T) {
 	_, err = bl.Add(bg, KindIP, "not-an-ip", "")
 	assert.ErrorIs(t, err, ErrInvalidArgument)
 }
+
+// Bans only ever grow: a later Add/AddFor keeps the longer of the existing
+// and the new ban, and a ban key without a TTL (written by hand, or by an
+// older version) is permanent and stays permanent.
+func TestBlacklistExtendOnlyAllRedis(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		clk := newFakeClock()
+		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(clk),
+			WithEscalation(time.Minute, time.Hour, 2))
+		require.NoError(t, err)
+		pttl := func(id string) time.Duration {
+			t.Helper()
+			d, err := rdb.PTTL(bg, banKey(prefix, KindUser, id)).Result()
+			require.NoError(t, err)
+			return d
+		}
+		const slack = float64(2 * time.Second)
+
+		t.Run("permanent then timed stays permanent", func(t *testing.T) {
+			key := banKey(prefix, KindUser, "perm")
+			for _, v := range []string{"1", "0|3|manual"} { // by hand; by an older version
+				require.NoError(t, rdb.Set(bg, key, v, 0).Err())
+				require.Equal(t, time.Duration(-1), pttl("perm"), "no TTL: permanent")
+
+				ban, err := bl.AddFor(bg, KindUser, "perm", "auto", time.Minute)
+				require.NoError(t, err)
+				assert.True(t, ban.Permanent, v)
+				assert.Zero(t, ban.Duration)
+				assert.True(t, ban.Until.IsZero())
+				assert.Equal(t, time.Duration(-1), pttl("perm"), "AddFor must not put a TTL on a permanent ban (%s)", v)
+
+				ban, err = bl.Add(bg, KindUser, "perm", "auto")
+				require.NoError(t, err)
+				assert.True(t, ban.Permanent)
+				assert.Equal(t, time.Duration(-1), pttl("perm"), "Add must not put a TTL on a permanent ban (%s)", v)
+
+				got, banned, err := bl.Banned(bg, KindUser, "perm")
+				require.NoError(t, err)
+				require.True(t, banned)
+				assert.True(t, got.Permanent)
+				assert.True(t, got.Until.IsZero())
+				assert.Equal(t, "auto", got.Reason)
+
+				d, err := bl.Check(bg, Subject{UserID: "perm"})
+				require.NoError(t, err)
+				assert.Equal(t, Deny, d.Action)
+				assert.Zero(t, d.RetryAfter, "no end, so no Retry-After")
+			}
+		})
+
+		t.Run("long then short keeps long", func(t *testing.T) {
+			_, err := bl.AddFor(bg, KindUser, "long", "manual", 10*time.Hour)
+			require.NoError(t, err)
+			ban, err := bl.AddFor(bg, KindUser, "long", "auto", time.Minute)
+			require.NoError(t, err)
+			assert.False(t, ban.Permanent)
+			assert.InDelta(t, float64(10*time.Hour), float64(ban.Duration), slack)
+			assert.InDelta(t, float64(10*time.Hour), float64(pttl("long")), slack)
+			ban, err = bl.Add(bg, KindUser, "long", "auto") // escalated: 2m
+			require.NoError(t, err)
+			assert.InDelta(t, float64(10*time.Hour), float64(ban.Duration), slack)
+			assert.InDelta(t, float64(10*time.Hour), float64(pttl("long")), slack)
+		})
+
+		t.Run("short then long extends", func(t *testing.T) {
+			ban, err := bl.Add(bg, KindUser, "short", "auto")
+			require.NoError(t, err)
+			assert.Equal(t, time.Minute, ban.Duration)
+			ban, err = bl.AddFor(bg, KindUser, "short", "manual", 10*time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, 10*time.Hour, ban.Duration)
+			assert.True(t, clk.Now().Add(10*time.Hour).Equal(ban.Until))
+			assert.InDelta(t, float64(10*time.Hour), float64(pttl("short")), slack)
+			got, _, err := bl.Banned(bg, KindUser, "short")
+			require.NoError(t, err)
+			assert.Equal(t, "manual", got.Reason)
+			assert.True(t, ban.Until.Equal(got.Until))
+		})
+	})
+}
+
+// Concurrent Adds of different lengths end with the longest: the
+// read-TTL-then-set is one script, so no shorter ban can land last.
+func TestBlacklistConcurrentAddKeepsLongestAllRedis(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix))
+		require.NoError(t, err)
+		const n = 24
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				d := time.Duration(i+1) * time.Minute
+				if i == n/2 {
+					d = 10 * time.Hour
+				}
+				_, err := bl.AddFor(bg, KindDevice, "race", "r", d)
+				errs <- err
+			}()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+		ttl, err := rdb.PTTL(bg, banKey(prefix, KindDevice, "race")).Result()
+		require.NoError(t, err)
+		assert.InDelta(t, float64(10*time.Hour), float64(ttl), float64(5*time.Second))
+		got, banned, err := bl.Banned(bg, KindDevice, "race")
+		require.NoError(t, err)
+		require.True(t, banned)
+		assert.EqualValues(t, n, got.Offence)
+	})
+}

@@ -15,8 +15,10 @@
 //     (right-most untrusted hop) or, opt-in, X-Real-IP; headers from
 //     untrusted peers are ignored.
 //   - [Blacklist]: bans of users, IPs and devices with TTL and escalation
-//     (first offence base, then ×factor up to a max); one pipelined round
-//     trip checks all three.
+//     (first offence base, then ×factor up to a max); bans only grow (a
+//     later Add keeps the longer of the two, and a ban key without a TTL
+//     is permanent and stays so); one pipelined round trip checks all
+//     three.
 //   - [Behaviour]: per-user sliding-window counter that challenges above one
 //     threshold, throttles above another, and can ban automatically.
 //   - [DeviceBinder]: a device belongs to the first user who presents it; any
@@ -52,8 +54,9 @@
 //
 // # Redis
 //
-// Needs Redis ≥ 6.2 (GETEX for sliding sessions; scripts use TIME and
-// effects replication, default since Redis 5). Works with Cluster: each key
+// Needs Redis ≥ 6.2 (GETEX for sliding sessions; SET … KEEPTTL in the
+// blacklist script; scripts use TIME and effects replication, default
+// since Redis 5). Works with Cluster: each key
 // carries one hash tag per subject ("{bl:u:42}", "{u:42}", "{d:abc}") and
 // every script touches keys of one tag only; the multi-subject blacklist
 // check is a pipeline, which go-redis splits per node. Scripts are loaded
