@@ -117,19 +117,41 @@ func (c *Canceller) find(tx *gorm.DB, orderNo string) (Order, error) {
 
 // Cancel moves a CREATED order to CANCELLED (CAS), frees its (user,
 // activity) slot and restores the DB stock in one transaction, then
-// releases the Redis reservation. It returns nil when this call cancelled
-// the order; [ErrAlreadyCancelled] when it was cancelled before (the release
+// releases the Redis reservation. It is the explicit cancellation (the
+// user or an operator asks), so it does not look at expire_time; the
+// unpaid cancellation ([Canceller.CancelDue], [Canceller.ScanExpired] and
+// [Canceller.Pay] on an expired order) cancels only an order whose
+// expire_time has passed. It returns nil when this call cancelled the
+// order; [ErrAlreadyCancelled] when it was cancelled before (the release
 // is re-issued, idempotently); [ErrAlreadyPaid]; [ErrOrderNotFound]; or an
-// infrastructure error (nothing changed, or — if it says so — cancelled but
-// not yet released: call Cancel again).
+// infrastructure error (nothing changed, or — if it says so with
+// [ErrReleasePending] — cancelled but not yet released: call Cancel again).
 func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
-	now := c.o.clock.Now()
+	return c.cancelOrder(ctx, orderNo, c.o.clock.Now(), false)
+}
+
+// notDueError reports that the unpaid cancellation found the order CREATED
+// and its expire_time, the truth, still ahead: a delay-queue entry scored
+// early (a skewed or buggy scheduler) or an expiry moved later.
+type notDueError struct{ expire time.Time }
+
+func (e *notDueError) Error() string {
+	return "order: not expired until " + e.expire.UTC().Format(time.RFC3339Nano)
+}
+
+// cancelOrder is Cancel at now; with expiredOnly the CAS also requires
+// expire_time <= now, and a CREATED order not yet expired gives a
+// *notDueError and changes nothing.
+func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Time, expiredOnly bool) error {
 	var o Order
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// CAS first: under REPEATABLE READ a status read before the update
 		// could be a stale snapshot.
-		res := tx.Model(&Order{}).Where("order_no = ? AND status = ?", orderNo, OrderCreated).
-			Updates(map[string]any{"status": OrderCancelled, "cancel_time": now, "live_slot": nil, "updated_at": now})
+		q := tx.Model(&Order{}).Where("order_no = ? AND status = ?", orderNo, OrderCreated)
+		if expiredOnly {
+			q = q.Where("expire_time <= ?", now)
+		}
+		res := q.Updates(map[string]any{"status": OrderCancelled, "cancel_time": now, "live_slot": nil, "updated_at": now})
 		if res.Error != nil {
 			return res.Error
 		}
@@ -143,8 +165,12 @@ func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
 		return tx.Exec("UPDATE seckill_activity SET stock = stock + ? WHERE id = ?", o.Qty, o.ActivityID).Error
 	})
 	if errors.Is(err, errCASLost) {
-		// Not CREATED (or gone): read the committed state outside the transaction.
+		// Not CREATED (or gone, or not expired): read the committed state
+		// outside the transaction.
 		if o, err = c.find(c.db.WithContext(ctx), orderNo); err == nil {
+			if o.Status == OrderCreated && expiredOnly {
+				return &notDueError{expire: o.ExpireTime}
+			}
 			err = statusErr(o.Status)
 		}
 	}
@@ -167,6 +193,13 @@ func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
 // payment window had passed (it is cancelled now) — the refund hook
 // ([WithOnPayCancelled]) was called and the money must go back;
 // [ErrOrderNotFound]; or an infrastructure error.
+//
+// When Pay itself cancels an expired order and the Redis release fails,
+// the order is still CANCELLED with its DB stock restored, and the error is
+// [ErrOrderCancelled] joined with [ErrReleasePending] (errors.Is matches
+// both): the order is put back on the delay queue, whose next
+// [Canceller.CancelDue] re-issues the release; without Redis, or if that
+// fails too, the [Reconciler] releases the reservation of a cancelled order.
 func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
 	now := c.o.clock.Now()
 	res := c.db.WithContext(ctx).Model(&Order{}).
@@ -182,17 +215,29 @@ func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
 	if err != nil {
 		return err
 	}
+	var pending error
 	switch o.Status {
 	case OrderPaid:
 		return ErrAlreadyPaid
-	case OrderCreated: // expired, not yet cancelled: cancel it now
-		if err := c.Cancel(ctx, orderNo); err != nil && !errors.Is(err, ErrAlreadyCancelled) {
-			if errors.Is(err, ErrAlreadyPaid) {
-				return ErrAlreadyPaid
+	case OrderCreated: // expired at now, not yet cancelled: cancel it now
+		cerr := c.cancelOrder(ctx, orderNo, now, true)
+		switch {
+		case cerr == nil, errors.Is(cerr, ErrAlreadyCancelled) && !errors.Is(cerr, ErrReleasePending):
+		case errors.Is(cerr, ErrAlreadyPaid):
+			return ErrAlreadyPaid
+		case errors.Is(cerr, ErrReleasePending):
+			// CANCELLED in the DB, the reservation still held in Redis.
+			pending = errors.Join(cerr, c.requeue(ctx, orderNo, now))
+		default:
+			// Nothing changed — unless the commit went through and only its
+			// answer was lost: then the release was never issued.
+			if o2, err2 := c.find(c.db.WithContext(ctx), orderNo); err2 != nil || o2.Status != OrderCancelled {
+				if _, ok := errors.AsType[*notDueError](cerr); ok {
+					return fmt.Errorf("order: pay %s: expire_time changed: %w", orderNo, cerr)
+				}
+				return cerr
 			}
-			if o, err2 := c.find(c.db.WithContext(ctx), orderNo); err2 != nil || o.Status != OrderCancelled {
-				return err
-			}
+			pending = errors.Join(fmt.Errorf("%w: order %s: %w", ErrReleasePending, orderNo, cerr), c.requeue(ctx, orderNo, now))
 		}
 		if o2, err := c.find(c.db.WithContext(ctx), orderNo); err == nil {
 			o = o2
@@ -201,13 +246,20 @@ func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
 	if c.o.onPayCancel != nil {
 		c.o.onPayCancel(ctx, o)
 	}
+	if pending != nil {
+		return errors.Join(ErrOrderCancelled, pending)
+	}
 	return ErrOrderCancelled
 }
 
 // CancelDue cancels the orders whose queue time has come (at most
 // [WithScanBatch] per call) and returns how many this call cancelled. An
 // entry is claimed with ZREM, so several instances never cancel the same
-// order twice; an entry that failed is re-queued after a backoff.
+// order twice; an entry that failed is re-queued after a backoff. The
+// queue's score only says when to look: the cancellation itself requires
+// the order's expire_time in the DB to have passed, and an entry scored
+// early (a skewed clock, a buggy scheduler) is re-queued at the order's
+// expire_time instead.
 func (c *Canceller) CancelDue(ctx context.Context) (int, error) {
 	if c.rdb == nil {
 		return 0, nil
@@ -230,7 +282,14 @@ func (c *Canceller) CancelDue(ctx context.Context) (int, error) {
 		if claimed == 0 {
 			continue // another instance took it
 		}
-		err = c.Cancel(ctx, no)
+		err = c.cancelOrder(ctx, no, now, true)
+		if nd, ok := errors.AsType[*notDueError](err); ok {
+			// Scored before the order's expire_time: the row is the truth.
+			if err := c.Schedule(context.WithoutCancel(ctx), no, nd.expire); err != nil {
+				errs = append(errs, fmt.Errorf("%w (the DB scan cancels it when it expires)", err))
+			}
+			continue
+		}
 		switch {
 		case err == nil:
 			n++
@@ -265,15 +324,19 @@ func (c *Canceller) requeue(ctx context.Context, orderNo string, now time.Time) 
 // whose expire_time has passed (at most [WithScanBatch] per call) and
 // returns how many this call cancelled.
 func (c *Canceller) ScanExpired(ctx context.Context) (int, error) {
+	now := c.o.clock.Now()
 	var nos []string
-	if err := c.db.WithContext(ctx).Model(&Order{}).Where("status = ? AND expire_time <= ?", OrderCreated, c.o.clock.Now()).
+	if err := c.db.WithContext(ctx).Model(&Order{}).Where("status = ? AND expire_time <= ?", OrderCreated, now).
 		Order("expire_time").Limit(c.o.scanBatch).Pluck("order_no", &nos).Error; err != nil {
 		return 0, fmt.Errorf("order: scan expired: %w", err)
 	}
 	n := 0
 	var errs []error
 	for _, no := range nos {
-		err := c.Cancel(ctx, no)
+		err := c.cancelOrder(ctx, no, now, true)
+		if _, ok := errors.AsType[*notDueError](err); ok {
+			continue // its expire_time moved on since the read
+		}
 		switch {
 		case err == nil:
 			n++

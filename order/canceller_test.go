@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -22,6 +23,8 @@ type cancelFixture struct {
 	clock *fixedClock
 	proc  *Processor
 	c     *Canceller
+	rdb   redis.UniversalClient
+	key   string // the delay queue
 	nos   []string
 }
 
@@ -33,9 +36,11 @@ func newCancelFixture(t *testing.T, stock int64, n int, opts ...Option) *cancelF
 	var err error
 	f.proc, err = NewProcessor(f.db, newGen(t, 1), WithClock(f.clock))
 	require.NoError(t, err)
-	rdb := testenv.Redis(t)
-	opts = append([]Option{WithClock(f.clock), WithKeyPrefix(testenv.Prefix(t))}, opts...)
-	f.c, err = NewCanceller(f.db, rdb, f.led, opts...)
+	f.rdb = testenv.Redis(t)
+	prefix := testenv.Prefix(t)
+	f.key = cancelQueueKey(prefix)
+	opts = append([]Option{WithClock(f.clock), WithKeyPrefix(prefix)}, opts...)
+	f.c, err = NewCanceller(f.db, f.rdb, f.led, opts...)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {
 		m := msg(i, 1, int64(100+i))
@@ -242,4 +247,133 @@ func TestConsumerSchedulesOnCanceller(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, fmt.Sprint("scheduled by the consumer"))
 	checkConservation(t, f.db, 1, 10)
+}
+
+// A delay-queue entry scored before the order's expire_time (a skewed or
+// buggy node scheduled it) must not cancel the order: the DB row's
+// expire_time is the truth. The entry is moved to the real expiry, and the
+// order is cancelled only then.
+func TestCancelDueTrustsDBExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newCancelFixture(t, 10, 2)
+	expire := f.status(t, f.nos[0]).ExpireTime
+	require.True(t, expire.After(f.clock.Now().Add(29*time.Minute)))
+	early := f.clock.Now().Add(-time.Minute)
+	for _, no := range f.nos {
+		require.NoError(t, f.c.Schedule(ctx, no, early))
+	}
+	require.NoError(t, f.c.Pay(ctx, f.nos[1]))
+
+	n, err := f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "nothing is due by the DB")
+	assert.Equal(t, OrderCreated, f.status(t, f.nos[0]).Status, "unexpired order left alone")
+	assert.Equal(t, OrderPaid, f.status(t, f.nos[1]).Status)
+	assert.Equal(t, 0, f.led.releases())
+	score, err := f.rdb.ZScore(ctx, f.key, f.nos[0]).Result()
+	require.NoError(t, err, "the entry is rescheduled, not dropped")
+	assert.EqualValues(t, expire.UnixMilli(), score, "rescheduled at the DB expire_time")
+	assert.ErrorIs(t, f.rdb.ZScore(ctx, f.key, f.nos[1]).Err(), redis.Nil, "a paid order's entry is dropped")
+	checkConservation(t, f.db, 1, 10)
+
+	// the scan backstop does not cancel it early either
+	n, err = f.c.ScanExpired(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n)
+
+	f.clock.Add(30*time.Minute + time.Second)
+	n, err = f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "cancelled at its real expiry")
+	assert.Equal(t, OrderCancelled, f.status(t, f.nos[0]).Status)
+	assert.Equal(t, 1, f.led.releases())
+	checkConservation(t, f.db, 1, 10)
+}
+
+// Pay on an expired, unscheduled order cancels it; when the Redis release
+// fails the order is still CANCELLED with the DB stock restored once, the
+// error says so, and the delay queue retries the release exactly once.
+func TestPayExpiredReleaseFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var refunds atomic.Int64
+	f := newCancelFixture(t, 10, 2, WithOnPayCancelled(func(context.Context, Order) { refunds.Add(1) }))
+	f.clock.Add(31 * time.Minute)
+	f.led.setFail(errors.New("redis down"))
+
+	err := f.c.Pay(ctx, f.nos[0])
+	assert.ErrorIs(t, err, ErrOrderCancelled, "the payment must be refunded")
+	assert.ErrorIs(t, err, ErrReleasePending, "the failed release is not swallowed")
+	assert.EqualValues(t, 1, refunds.Load())
+	assert.Equal(t, OrderCancelled, f.status(t, f.nos[0]).Status)
+	assert.Equal(t, 0, f.led.releases())
+	checkConservation(t, f.db, 1, 10)
+	_, err = f.rdb.ZScore(ctx, f.key, f.nos[0]).Result()
+	require.NoError(t, err, "put on the delay queue to retry the release")
+
+	// a retry while Redis is still down restores nothing twice
+	assert.ErrorIs(t, f.c.Cancel(ctx, f.nos[0]), ErrAlreadyCancelled)
+	checkConservation(t, f.db, 1, 10)
+
+	f.led.setFail(nil)
+	f.clock.Add(time.Minute)
+	n, err := f.c.CancelDue(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 0, n, "already cancelled: only the release is re-issued")
+	assert.Equal(t, 1, f.led.releases())
+	n, err = f.c.ScanExpired(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the other expired order; the first is not cancelled twice")
+	assert.Equal(t, 2, f.led.releases())
+	checkConservation(t, f.db, 1, 10)
+
+	rec, err := NewReconciler(f.db, f.led, f.led, WithClock(f.clock))
+	require.NoError(t, err)
+	rep, err := rec.Reconcile(ctx, 1)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Released, "nothing left to release")
+	assert.Equal(t, 2, f.led.releases())
+	assert.Equal(t, map[string]int{"r-0": 1, "r-1": 1}, f.led.releasedByID())
+}
+
+// Without a delay queue the Reconciler releases the reservation that Pay's
+// cancellation could not, exactly once.
+func TestPayExpiredReleaseLeftToReconciler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, led, clock := newDB(t), newLedger(), newClock()
+	addActivity(t, db, 1, 10, 1)
+	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+	require.NoError(t, err)
+	m := msg(0, 1, 100)
+	led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+	out, err := p.Handle(ctx, m)
+	require.NoError(t, err)
+	c, err := NewCanceller(db, nil, led, WithClock(clock))
+	require.NoError(t, err)
+
+	clock.Add(31 * time.Minute)
+	led.setFail(errors.New("redis down"))
+	err = c.Pay(ctx, out.OrderNo)
+	assert.ErrorIs(t, err, ErrOrderCancelled)
+	assert.ErrorIs(t, err, ErrReleasePending)
+	checkConservation(t, db, 1, 10)
+	assert.Equal(t, 0, led.releases())
+
+	led.setFail(nil)
+	rec, err := NewReconciler(db, led, led, WithClock(clock))
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		rep, err := rec.Reconcile(ctx, 1)
+		require.NoError(t, err)
+		if i == 0 {
+			assert.Equal(t, []string{m.ReservationID}, rep.Released)
+		} else {
+			assert.Empty(t, rep.Released, "released once")
+		}
+		assert.True(t, rep.Conserved)
+	}
+	assert.Equal(t, 1, led.releases())
+	checkConservation(t, db, 1, 10)
 }

@@ -10,7 +10,7 @@
 //	         dedup rows + orders + one "UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n" per activity
 //	      ─► after commit: Release FAILED reservations, Results (Redis), Scheduler, Notifier ─► mark offset
 //	Canceller: Pay (CAS CREATED→PAID) / Cancel (CAS CREATED→CANCELLED + DB stock restore, then Release)
-//	           driven by a Redis delay queue with a DB scan backstop
+//	           driven by a Redis delay queue with a DB scan backstop; the DB expire_time, not the queue score, decides
 //	Reconciler: Redis ledger vs DB orders; releases reservations without order after a grace period
 //
 // # Delivery and idempotence

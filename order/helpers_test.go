@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,12 @@ func (l *ledger) releases() int {
 		n += v
 	}
 	return n
+}
+
+func (l *ledger) releasedByID() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.released)
 }
 
 func (l *ledger) setFail(err error) {
