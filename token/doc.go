@@ -15,6 +15,14 @@
 // the pool: lazily in Take ([WithReclaimBatch]) and in [Pool.Reclaim].
 // [Pool.Remaining] and [Pool.Stats] report what is left.
 //
+// [Pool.Restore] undoes a Consume whose downstream step failed (the stock
+// reservation hit a Redis error or an open breaker, or the order hand-off
+// failed and the reservation was released), so the user's retry is not
+// refused with [ErrUsed]: the token is bound to the user again with a fresh
+// deadline and the used counter drops by one, atomically and idempotently.
+// Restore only tokens whose purchase did not go through; the guard against
+// a second order is the stock package's per-user cap, not the token.
+//
 // Following the project rule "a denial is a result", an exhausted pool is
 // a [Grant] with Status [Empty], not an error. A credential that fails
 // [Pool.Consume] is an error ([ErrNotFound], [ErrWrongUser], [ErrUsed],
@@ -46,7 +54,7 @@
 // must treat it as "not verified" (fail closed). go-redis may retry a
 // script after a read timeout; Take and Issue are idempotent per user and
 // per target, but a retried Consume may report [ErrUsed] for a token the
-// first attempt consumed.
+// first attempt consumed. A retried Restore is a no-op.
 //
 // # Redis
 //

@@ -49,6 +49,55 @@ func ExamplePool() {
 	// alice again: true
 }
 
+// A purchase fails after the token was consumed (here the stock step
+// reports an infrastructure error): Restore gives the user their token back
+// so the retry is not refused as "already used".
+func ExamplePool_Restore() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	pool, err := token.NewPool(rdb)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := pool.Issue(ctx, "42", 1); err != nil {
+		panic(err)
+	}
+	g, _ := pool.Take(ctx, "42", "alice")
+
+	reserve := func(attempt int) error { // stands in for stock.Reserve
+		if attempt == 1 {
+			return errors.New("stock: redis: connection refused")
+		}
+		return nil
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		if err := pool.Consume(ctx, "42", "alice", g.Token); err != nil {
+			fmt.Println("attempt", attempt, "refused:", err)
+			continue
+		}
+		if err := reserve(attempt); err != nil {
+			fmt.Println("attempt", attempt, "failed:", err)
+			fmt.Println("restore:", pool.Restore(ctx, "42", "alice", g.Token))
+			continue
+		}
+		fmt.Println("attempt", attempt, "reserved")
+	}
+	s, _ := pool.Stats(ctx, "42")
+	fmt.Println("used:", s.Used)
+	// Output:
+	// attempt 1 failed: stock: redis: connection refused
+	// restore: <nil>
+	// attempt 2 reserved
+	// used: 1
+}
+
 func ExampleSigner() {
 	start := time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 	now := start.Add(-30 * time.Second)

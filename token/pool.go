@@ -70,7 +70,8 @@ type Stats struct {
 
 // Pool is an access-token pool in Redis: [Pool.Issue] creates stock×k random
 // tokens for an activity, [Pool.Take] binds one to a user, [Pool.Consume]
-// spends it exactly once. A Pool is safe for concurrent use and holds no
+// spends it exactly once and [Pool.Restore] undoes a Consume whose purchase
+// failed downstream. A Pool is safe for concurrent use and holds no
 // state besides its configuration; any number of app servers may share the
 // same keys.
 type Pool struct {
@@ -230,6 +231,60 @@ func (p *Pool) Consume(ctx context.Context, activity, user, token string) error 
 		return ErrExpired
 	}
 	return fmt.Errorf("token: consume %s: %w: code %d", activity, ErrBadReply, code)
+}
+
+// Restore undoes a [Pool.Consume] of token by user, in one atomic call: the
+// used token becomes bound to the user again with a fresh binding deadline
+// (now + [WithBindTTL], whatever the old deadline was), the user→token
+// ownership is kept and the Used counter of [Pool.Stats] drops by one. The
+// user can then Consume the same token again (and [Pool.Take] answers Held
+// with it).
+//
+// Call it only to undo your own Consume whose downstream step failed: the
+// stock reservation failed for an infrastructure reason (Redis error,
+// breaker open), or the order hand-off failed and the reservation was
+// released. Without it the user's retry is refused with [ErrUsed] although
+// nothing was bought. Never restore a token whose purchase went through: the
+// user could then buy a second time as far as the token is concerned. The
+// guard against a second order is the stock package's per-user cap
+// (Activity.PerUserLimit, 1 by default), not the token.
+//
+// Restore is idempotent: a token already bound to the user and live is left
+// as it is (nil), so a retried Restore is safe. Refusals are errors:
+// [ErrMalformed] (checked before Redis, like Consume), [ErrWrongUser] (the
+// token is bound to or used by another user) and [ErrNotFound] (unknown,
+// free or already returned to the pool; a binding of the user that expired
+// is returned to the pool by this call and also reports ErrNotFound: there
+// is nothing left to restore). A Redis failure is a wrapped error matching
+// none of them.
+func (p *Pool) Restore(ctx context.Context, activity, user, token string) error {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return err
+	}
+	if !validID(user) {
+		return fmt.Errorf("%w: user %q", ErrMalformed, user)
+	}
+	if !ValidPoolToken(token) {
+		return fmt.Errorf("%w: pool token", ErrMalformed)
+	}
+	v, err := restoreScript.Run(ctx, p.rdb, keys, user, token, p.opts.bindTTL.Milliseconds(), p.now()).Result()
+	if err != nil {
+		return fmt.Errorf("token: restore %s: %w", activity, err)
+	}
+	code, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("token: restore %s: %w: %T", activity, ErrBadReply, v)
+	}
+	switch code {
+	case 0, 2: // restored; already bound and live
+		return nil
+	case 1, 4: // not found; expired binding returned to the pool
+		return ErrNotFound
+	case 3:
+		return ErrWrongUser
+	}
+	return fmt.Errorf("token: restore %s: %w: code %d", activity, ErrBadReply, code)
 }
 
 // Reclaim returns every expired bound-but-unused token of the activity to

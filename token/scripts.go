@@ -17,6 +17,8 @@ var (
 	takeLua string
 	//go:embed consume.lua
 	consumeLua string
+	//go:embed restore.lua
+	restoreLua string
 	//go:embed reclaim.lua
 	reclaimLua string
 	//go:embed stats.lua
@@ -27,6 +29,7 @@ var (
 	issueScript   = redis.NewScript(issueLua)
 	takeScript    = redis.NewScript(libLua + takeLua)
 	consumeScript = redis.NewScript(libLua + consumeLua)
+	restoreScript = redis.NewScript(libLua + restoreLua)
 	reclaimScript = redis.NewScript(libLua + reclaimLua)
 	statsScript   = redis.NewScript(libLua + statsLua)
 	dropScript    = redis.NewScript(dropLua)
