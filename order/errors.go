@@ -36,6 +36,11 @@ var (
 	// cancelled (a retry; the reservation release is re-issued idempotently).
 	ErrAlreadyCancelled = errors.New("order: order already cancelled")
 
+	// ErrActivityNotFound is returned by [Reconciler.Reconcile] when the
+	// activity has no seckill_activity row; nothing is released for it
+	// (Report.ActivityMissing).
+	ErrActivityNotFound = errors.New("order: activity not found")
+
 	// ErrReleasePending is returned (joined with the cause) by
 	// [Canceller.Cancel] when the order is cancelled in the DB but the Redis
 	// reservation could not be released yet: call Cancel again (the delay

@@ -12,6 +12,12 @@ import (
 type Report struct {
 	Activity int64
 	DryRun   bool // nothing was released
+	// ActivityMissing: seckill_activity has no row for Activity (wrong
+	// database, deleted row, wrong ID). Reconcile then returns
+	// [ErrActivityNotFound], releases nothing and fills only the ledger
+	// fields: without the row the DB cannot vouch that a reservation has
+	// no order, and its stock is unknown, not 0.
+	ActivityMissing bool
 
 	Reservations  int   // entries in the Redis ledger
 	ReservedUnits int64 // their quantity
@@ -50,8 +56,10 @@ type Report struct {
 // consumer lag) and [Pending] (if set) does not report its message as still
 // queued. A reservation of a CANCELLED order is released regardless of age
 // (cancel's own release was lost). Live orders without a reservation are
-// reported, never deleted. Release is idempotent, so running two reconcilers
-// at once is safe, if wasteful. Safe for concurrent use.
+// reported, never deleted. An activity without a DB row is reported
+// ([ErrActivityNotFound]) and left alone. Release is idempotent, so
+// running two reconcilers at once is safe, if wasteful. Safe for
+// concurrent use.
 type Reconciler struct {
 	db     *gorm.DB
 	ledger Ledger
@@ -74,9 +82,10 @@ func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...Option) (*R
 
 const ledgerPage = 500
 
-// Reconcile checks one activity. The error is non-nil only when the ledger
-// or the DB could not be read; individual release failures are in the
-// report.
+// Reconcile checks one activity. The error is non-nil when the ledger or
+// the DB could not be read, or when the activity has no row in the DB
+// ([ErrActivityNotFound], with Report.ActivityMissing set): then nothing is
+// released. Individual release failures are in the report.
 func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, error) {
 	rep := Report{Activity: activity, DryRun: r.o.dryRun, ReleaseErrors: map[string]error{}}
 	resv := map[string]Reservation{}
@@ -102,11 +111,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 	}
 	rep.Reservations = len(resv)
 
-	var act Activity
-	if err := r.db.WithContext(ctx).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&act).Error; err != nil {
+	var acts []Activity
+	if err := r.db.WithContext(ctx).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&acts).Error; err != nil {
 		return rep, fmt.Errorf("order: reconcile %d: activity: %w", activity, err)
 	}
-	rep.DBStock, rep.TotalStock = act.Stock, act.TotalStock
+	if len(acts) == 0 {
+		rep.ActivityMissing = true
+		return rep, fmt.Errorf("%w: reconcile %d: %d reservations in the ledger, none released", ErrActivityNotFound, activity, rep.Reservations)
+	}
+	rep.DBStock, rep.TotalStock = acts[0].Stock, acts[0].TotalStock
 
 	type row struct {
 		OrderNo       string

@@ -3,12 +3,14 @@ package order
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 func TestReconcilerRepairsLostMessage(t *testing.T) {
@@ -124,4 +126,45 @@ func TestReconcilerPagesLedger(t *testing.T) {
 	assert.Equal(t, 3, rep.Reservations)
 	assert.EqualValues(t, 4, rep.ReservedUnits)
 	assert.Equal(t, []string{"a", "b", "c"}, rep.Released)
+}
+
+// A missing activity row is not "DB stock 0, no orders": the DB cannot
+// vouch for the ledger (wrong database, row deleted, wrong ID), so nothing
+// is released and the report says why.
+func TestReconcilerActivityMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	addActivity(t, db, 1, 10, 1) // another activity exists
+	clock := newClock()
+	led := newLedger()
+	for i := 0; i < 3; i++ {
+		led.reserve(2, Reservation{ID: fmt.Sprint("r-", i), User: int64(100 + i), Qty: 1, At: clock.Now()})
+	}
+	clock.Add(time.Hour) // far past the grace period
+	for _, dry := range []bool{true, false} {
+		rec, err := NewReconciler(db, led, led, WithClock(clock), WithDryRun(dry))
+		require.NoError(t, err)
+		rep, err := rec.Reconcile(ctx, 2)
+		require.ErrorIs(t, err, ErrActivityNotFound, "dry run %v", dry)
+		assert.True(t, rep.ActivityMissing)
+		assert.Equal(t, 3, rep.Reservations, "the ledger is still reported")
+		assert.EqualValues(t, 3, rep.ReservedUnits)
+		assert.Empty(t, rep.Released, "nothing released for a missing activity")
+		assert.False(t, rep.Conserved, "no claim of conservation without the row")
+	}
+	assert.Equal(t, 0, led.releases())
+
+	// the existing activity still reconciles normally
+	rep, err := newReconcilerMust(t, db, led, clock).Reconcile(ctx, 1)
+	require.NoError(t, err)
+	assert.False(t, rep.ActivityMissing)
+	assert.True(t, rep.Conserved)
+}
+
+func newReconcilerMust(t *testing.T, db *gorm.DB, led *ledger, clock Clock) *Reconciler {
+	t.Helper()
+	rec, err := NewReconciler(db, led, led, WithClock(clock))
+	require.NoError(t, err)
+	return rec
 }
