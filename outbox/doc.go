@@ -33,9 +33,13 @@
 // deleted. [Relay.Close] stops Run.
 //
 // Claiming takes a lease stored in the row (lease_owner, next_attempt_at =
-// lease end, attempts+1). On MySQL 8.0+ / MariaDB 10.6+ (and PostgreSQL) the
-// claim is a short READ COMMITTED transaction with
-// SELECT … FOR UPDATE SKIP LOCKED, so relays never wait for one another. On
+// lease end, attempts+1). Settling a batch (SENT, retry, FAILED) updates
+// only rows still leased to that batch, and only rows it updated count in
+// [Batch] and reach the hooks: a relay that outlived its lease leaves the
+// rows another relay claimed to that relay ([Batch.LeaseLost]). On
+// MySQL 8.0+ / MariaDB 10.6+ (and PostgreSQL) the claim is a short READ
+// COMMITTED transaction with SELECT … FOR UPDATE SKIP LOCKED, so relays
+// never wait for one another. On
 // SQLite, which has no row locks, the claim is one atomic statement,
 // UPDATE … WHERE id IN (SELECT … LIMIT n), serialised by SQLite's write
 // lock. See [ClaimMode]. No lock is held while publishing, and the lease

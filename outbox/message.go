@@ -70,8 +70,10 @@ type Message struct {
 	// NextAttemptAt is when the row may next be claimed. While a relay
 	// holds the row it is the end of that relay's lease.
 	NextAttemptAt time.Time `gorm:"column:next_attempt_at;precision:6;not null;index:idx_outbox_message_poll,priority:2"`
-	// LeaseOwner is the claim token of the relay batch holding the row,
-	// empty when none does. It is diagnostic and guards state changes.
+	// LeaseOwner is the claim token of the relay batch holding the row; on
+	// a SENT row, the token of the batch that marked it; empty otherwise.
+	// It guards state changes: a batch records outcomes only for rows it
+	// still holds.
 	LeaseOwner string `gorm:"column:lease_owner;type:varchar(64);not null;default:''"`
 	// LastError is the last publish error, truncated to 1000 bytes.
 	LastError string `gorm:"column:last_error;type:varchar(1024);not null;default:''"`

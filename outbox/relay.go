@@ -179,13 +179,18 @@ func (r *Relay) Close() error {
 	return nil
 }
 
-// Batch counts what one [Relay.RunOnce] did.
+// Batch counts what one [Relay.RunOnce] did. Each claimed row is counted
+// once: Claimed = Sent + Retried + Failed + Released + LeaseLost.
 type Batch struct {
 	Claimed  int // rows leased by this relay
-	Sent     int // published and marked SENT
+	Sent     int // published and marked SENT by this relay
 	Retried  int // failed, retry scheduled
 	Failed   int // failed for the last time, now FAILED
 	Released int // not attempted because ctx ended; due again at once
+	// LeaseLost counts rows this relay published or failed after its
+	// lease had been taken over by another relay's claim: the outcome is
+	// not recorded (the other relay's is) and no hook runs for them.
+	LeaseLost int
 }
 
 // RunOnce claims one batch of due rows, publishes it and settles it. It is
@@ -272,8 +277,12 @@ func safeBatch(ctx context.Context, bp BatchPublisher, msgs []Message) (errs []e
 }
 
 const (
+	// markSentSQL keeps the batch's token in lease_owner, so that after a
+	// partial update (some rows were taken over) markedSQL finds exactly
+	// the rows this batch marked.
 	markSentSQL = "UPDATE " + TableName +
-		" SET status = ?, sent_at = ?, updated_at = ?, lease_owner = '' WHERE id IN ? AND status = ?"
+		" SET status = ?, sent_at = ?, updated_at = ? WHERE id IN ? AND lease_owner = ? AND status = ?"
+	markedSQL  = "SELECT id FROM " + TableName + " WHERE id IN ? AND lease_owner = ? AND status = ?"
 	releaseSQL = "UPDATE " + TableName +
 		" SET next_attempt_at = ?, attempts = attempts - 1, updated_at = ?, lease_owner = ''" +
 		" WHERE id IN ? AND lease_owner = ? AND status = ?"
@@ -302,9 +311,11 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 
 	var sent, released []int64
 	var events []event
+	var lost, nReleased int
 	err := r.db.WithContext(sctx).Transaction(func(tx *gorm.DB) error {
 		events = events[:0]
 		sent, released = sent[:0], released[:0]
+		lost = 0
 		for i := range msgs {
 			var e error
 			if errs != nil {
@@ -317,15 +328,34 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 				released = append(released, msgs[i].ID)
 			}
 		}
+		// Only rows this batch still holds are marked: a row whose lease
+		// was taken over by another relay's claim is that relay's to
+		// record (it may be publishing it right now).
+		var marked map[int64]bool // nil: every sent row was marked
 		if len(sent) > 0 {
-			if err := tx.Exec(markSentSQL, StatusSent, now, now, sent, StatusPending).Error; err != nil {
-				return fmt.Errorf("mark sent: %w", err)
+			res := tx.Exec(markSentSQL, StatusSent, now, now, sent, token, StatusPending)
+			if res.Error != nil {
+				return fmt.Errorf("mark sent: %w", res.Error)
+			}
+			if int(res.RowsAffected) != len(sent) {
+				var ids []int64
+				if err := tx.Raw(markedSQL, sent, token, StatusSent).Scan(&ids).Error; err != nil {
+					return fmt.Errorf("read marked rows: %w", err)
+				}
+				marked = make(map[int64]bool, len(ids))
+				for _, id := range ids {
+					marked[id] = true
+				}
 			}
 		}
+		nReleased = 0
 		if len(released) > 0 {
-			if err := tx.Exec(releaseSQL, now, now, released, token, StatusPending).Error; err != nil {
-				return fmt.Errorf("release: %w", err)
+			res := tx.Exec(releaseSQL, now, now, released, token, StatusPending)
+			if res.Error != nil {
+				return fmt.Errorf("release: %w", res.Error)
 			}
+			nReleased = int(res.RowsAffected)
+			lost += len(released) - nReleased
 		}
 		for i := range msgs {
 			m := msgs[i]
@@ -334,7 +364,11 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 				e = errs[i]
 			}
 			if e == nil {
-				m.Status, m.SentAt, m.UpdatedAt, m.LeaseOwner = StatusSent, &now, now, ""
+				if marked != nil && !marked[m.ID] {
+					lost++
+					continue
+				}
+				m.Status, m.SentAt, m.UpdatedAt = StatusSent, &now, now
 				events = append(events, event{m: m})
 				continue
 			}
@@ -355,8 +389,10 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 			if res.Error != nil {
 				return fmt.Errorf("record failure of %d: %w", m.ID, res.Error)
 			}
-			if res.RowsAffected == 1 { // else our lease was taken over: theirs now
+			if res.RowsAffected == 1 {
 				events = append(events, event{m: m, err: e, kind: kind})
+			} else { // our lease was taken over: theirs now
+				lost++
 			}
 		}
 		return nil
@@ -364,7 +400,11 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 	if err != nil {
 		return b, fmt.Errorf("outbox: settle batch: %w", err)
 	}
-	b.Released = len(released)
+	b.Released, b.LeaseLost = nReleased, lost
+	if lost > 0 {
+		r.o.logger.LogAttrs(ctx, slog.LevelWarn, "outbox: lease lost before settle, rows left to the relay that took them over",
+			slog.String("token", token), slog.Int("rows", lost))
+	}
 	for _, ev := range events {
 		switch ev.kind {
 		case 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,7 +133,7 @@ func TestRelayDeliversAll(t *testing.T) {
 				assert.Equal(t, StatusSent, row.Status)
 				require.NotNil(t, row.SentAt)
 				assert.True(t, row.SentAt.Equal(clk.Now()))
-				assert.Empty(t, row.LeaseOwner)
+				assert.True(t, strings.HasPrefix(row.LeaseOwner, r.id+"-"), "token of the marking batch: %q", row.LeaseOwner)
 			}
 			bl, err := r.Backlog(context.Background())
 			require.NoError(t, err)
@@ -272,16 +273,31 @@ func TestRelayLeaseExpiryHandsOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Batch{Claimed: 3, Sent: 3}, got)
 
-	// A wakes up: its first message failed, the others went out (so
-	// they were delivered twice). Its failure must not reopen a SENT row.
-	errs := []error{errors.New("late failure"), nil, nil}
-	var retried atomic.Int64
-	a.o.onRetry = func(Message, error, time.Time) { retried.Add(1) }
-	res, err := a.settle(ctx, msgs, errs, tokenA)
+	// Had A been stopped instead, its release must not touch B's rows
+	// (nor give back an attempt): they count as lost, not released.
+	stopped, stop := context.WithCancel(ctx)
+	stop()
+	canceled := []error{context.Canceled, context.Canceled, context.Canceled}
+	res, err := a.settle(stopped, msgs, canceled, tokenA)
 	require.NoError(t, err)
-	assert.Equal(t, 2, res.Sent)
-	assert.Zero(t, res.Retried)
+	assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
+	for _, row := range allRows(t, db) {
+		assert.Equal(t, StatusSent, row.Status)
+		assert.Equal(t, 2, row.Attempts)
+	}
+
+	// A wakes up: its first message failed, the others went out (so
+	// they were delivered twice). Its failure must not reopen a SENT row,
+	// and it must not count (or report) B's marks as its own.
+	errs := []error{errors.New("late failure"), nil, nil}
+	var retried, sent atomic.Int64
+	a.o.onRetry = func(Message, error, time.Time) { retried.Add(1) }
+	a.o.onSent = func(Message) { sent.Add(1) }
+	res, err = a.settle(ctx, msgs, errs, tokenA)
+	require.NoError(t, err)
+	assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
 	assert.Zero(t, retried.Load())
+	assert.Zero(t, sent.Load())
 	for _, row := range allRows(t, db) {
 		assert.Equal(t, StatusSent, row.Status)
 		assert.Equal(t, 2, row.Attempts)
@@ -740,5 +756,134 @@ func TestClaimSQLPerDialect(t *testing.T) {
 	} else {
 		assert.Contains(t, all, "WHERE id IN (SELECT id FROM outbox_message WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)")
 		assert.NotContains(t, all, "FOR UPDATE")
+	}
+}
+
+// gate is a Publisher that records deliveries into a shared broker and
+// blocks its first call until released, so a test can let the lease run
+// out while a batch is in flight.
+type gate struct {
+	broker  *recorder
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newGate(broker *recorder) *gate {
+	return &gate{broker: broker, started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) Publish(ctx context.Context, m Message) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.started)
+		<-g.release
+	}
+	return g.broker.Publish(ctx, m)
+}
+
+// A relay whose lease runs out mid-publish loses some rows to another
+// relay's claim. It must mark SENT (and count, and report to OnSent) only
+// the rows it still holds: the other relay records the rest, so every row
+// is counted exactly once across both relays, none is lost, and the
+// taken-over rows show up as LeaseLost.
+func TestRelayLeaseLostMidPublishCountsOnlyOwnMarks(t *testing.T) {
+	t.Parallel()
+	for _, otherDone := range []bool{true, false} {
+		name := "other relay already marked"
+		if !otherDone {
+			name = "other relay still publishing"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := migratedDB(t)
+			clk := newFakeClock()
+			w, _ := NewWriter(WithClock(clk))
+			ids := writeN(t, db, w, 10, "orders")
+			const lease = 10 * time.Second
+
+			broker := newRecorder()
+			var mu sync.Mutex
+			sentBy := map[string][]string{} // relay -> msg IDs reported to OnSent
+			onSent := func(relay string) Option {
+				return WithOnSent(func(m Message) {
+					mu.Lock()
+					sentBy[relay] = append(sentBy[relay], m.MsgID)
+					mu.Unlock()
+				})
+			}
+			pubA, pubB := newGate(broker), newGate(broker)
+			if otherDone {
+				close(pubB.release)
+			}
+			a, err := NewRelay(db, pubA, WithClock(clk), WithLease(lease), WithBatchSize(10), onSent("A"))
+			require.NoError(t, err)
+			b, err := NewRelay(db, pubB, WithClock(clk), WithLease(lease), WithBatchSize(4), onSent("B"))
+			require.NoError(t, err)
+
+			type result struct {
+				b   Batch
+				err error
+			}
+			run := func(r *Relay) chan result {
+				ch := make(chan result, 1)
+				go func() {
+					got, err := r.RunOnce(ctx)
+					ch <- result{got, err}
+				}()
+				return ch
+			}
+
+			// A claims all 10 and stalls on its first publish past its lease.
+			resA := run(a)
+			<-pubA.started
+			clk.Advance(lease)
+
+			// B claims the 4 oldest (A's lease is over) ...
+			resB := run(b)
+			if otherDone {
+				rb := <-resB
+				require.NoError(t, rb.err)
+				assert.Equal(t, Batch{Claimed: 4, Sent: 4}, rb.b)
+			} else {
+				<-pubB.started
+			}
+
+			// ... then A finishes publishing all 10 and settles.
+			close(pubA.release)
+			ra := <-resA
+			require.NoError(t, ra.err)
+			assert.Equal(t, Batch{Claimed: 10, Sent: 6, LeaseLost: 4}, ra.b)
+			if !otherDone {
+				// A did not mark B's rows: they are still B's, in flight.
+				var held int64
+				require.NoError(t, db.Model(&Message{}).
+					Where("status = ? AND msg_id IN ?", StatusPending, ids[:4]).Count(&held).Error)
+				assert.EqualValues(t, 4, held)
+				close(pubB.release)
+				rb := <-resB
+				require.NoError(t, rb.err)
+				assert.Equal(t, Batch{Claimed: 4, Sent: 4}, rb.b)
+			}
+
+			mu.Lock()
+			defer mu.Unlock()
+			assert.ElementsMatch(t, ids[4:], sentBy["A"], "A reports only the rows it marked")
+			assert.ElementsMatch(t, ids[:4], sentBy["B"], "B reports the rows it took over")
+			for _, id := range ids {
+				assert.GreaterOrEqual(t, broker.got[id], 1, "%s published", id)
+			}
+			distinct, total := broker.deliveries()
+			assert.Equal(t, 10, distinct)
+			assert.Equal(t, 14, total, "B's 4 went out twice (documented duplicates)")
+			for _, row := range allRows(t, db) {
+				assert.Equal(t, StatusSent, row.Status, row.MsgID)
+			}
+			bl, err := Stats(ctx, db)
+			require.NoError(t, err)
+			assert.Equal(t, Backlog{}, bl)
+		})
 	}
 }

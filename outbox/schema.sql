@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS `outbox_message` (
   `status`          VARCHAR(16)   NOT NULL DEFAULT 'PENDING', -- PENDING | SENT | FAILED
   `attempts`        INT           NOT NULL DEFAULT 0,     -- publish attempts started
   `next_attempt_at` DATETIME(6)   NOT NULL,               -- due time; lease end while claimed (UTC)
-  `lease_owner`     VARCHAR(64)   NOT NULL DEFAULT '',    -- claim token of the relay batch holding the row
+  `lease_owner`     VARCHAR(64)   NOT NULL DEFAULT '',    -- claim token of the batch holding the row (SENT: that marked it)
   `last_error`      VARCHAR(1024) NOT NULL DEFAULT '',
   `created_at`      DATETIME(6)   NOT NULL,
   `updated_at`      DATETIME(6)   NOT NULL,
