@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/app"
 )
 
 type apiClient struct {
@@ -186,4 +188,35 @@ func (c *apiClient) creds2() (captchaID, answer, tok, path string) {
 	_, m = c.do("GET", "/api/activity/path", nil)
 	path = c.str(m, "path")
 	return
+}
+
+// TestAccessTokenRestoredOnRetryableFailure: a buy whose reservation cannot
+// be made for a reason the user can retry (here Redis's clock says the sale
+// has not started while the server's says it has) gives the access token
+// back, so the retry with the same token is not refused as already used.
+func TestAccessTokenRestoredOnRetryableFailure(t *testing.T) {
+	t.Parallel()
+	a, base := startApp(t, embeddedConfig(20, 5))
+	mini := app.Miniredis(a)
+	if mini == nil {
+		t.Skip("needs the embedded Redis to move its clock")
+	}
+	u := login(t, base, "user3")
+	cid, ans, tok, path := u.creds()
+	mini.SetTime(time.Now().Add(-30 * time.Second)) // behind the sale start, within the 5-minute token binding
+	code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans})
+	if code != 425 || u.str(m, "status") != "not_started" {
+		t.Fatalf("buy while Redis's clock is behind: %d %v", code, m)
+	}
+	mini.SetTime(time.Now())
+	cid, ans, _, path = u.creds2() // the captcha is single-use; the token is not spent
+	code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans})
+	if code != 202 || u.str(m, "status") != "queued" {
+		t.Fatalf("retry with the same access token: %d %v", code, m)
+	}
+	// and it is spent now
+	cid, ans, _, path = u.creds2()
+	if code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != 409 {
+		t.Fatalf("third use of the token: %d %v", code, m)
+	}
 }

@@ -409,6 +409,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		a.m.reserve.WithLabelValues("error").Inc()
+		a.restoreToken(ctx, userKey, req.Token)
 		failed("reserve", err)
 		return
 	}
@@ -422,6 +423,9 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		deny("reserve", http.StatusConflict, "already_bought", "one per person")
 		return
 	case stock.NotStarted, stock.NotLoaded:
+		// Redis's clock says "not yet" where ours said "open": the user
+		// will try again, with the same access token.
+		a.restoreToken(ctx, userKey, req.Token)
 		deny("reserve", http.StatusTooEarly, "not_started", "the sale has not started")
 		return
 	case stock.Ended:
@@ -439,6 +443,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, order.ErrRetry) {
 			outcome = "retry"
 			a.m.released.WithLabelValues("submit_failed").Inc()
+			a.restoreToken(ctx, userKey, req.Token) // "please retry" must be possible
 			writeErr(w, http.StatusServiceUnavailable, "retry", "could not place the order, please retry")
 			a.logger(ctx).Warn("submit failed, reservation released", "reservation", resv, "err", err)
 			return
@@ -454,6 +459,19 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	a.accepted.Add(1)
 	outcome = "queued"
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "queued", "reservation": resv})
+}
+
+// restoreToken gives back an access token consumed by a buy that then
+// failed before anything was reserved (or whose reservation was released),
+// so the user's retry is not refused as "already used". The per-user cap in
+// stock, not the token, is what stops a second order. A failure is logged:
+// the user then needs a new token, nothing is lost.
+func (a *App) restoreToken(ctx context.Context, user, tok string) {
+	ctx = context.WithoutCancel(ctx)
+	if err := a.pool.Restore(ctx, a.actKey, user, tok); err != nil {
+		a.m.refused.WithLabelValues("token_restore_error").Inc()
+		a.logger(ctx).Warn("access token not restored", "user", user, "err", err)
+	}
 }
 
 type limiterResult struct {
