@@ -41,8 +41,9 @@ type Backlog struct {
 	// Failed counts rows that spent their attempt budget; each one is a
 	// message no consumer has received. Alert when non-zero.
 	Failed int64
-	// OldestPending is the created_at of the oldest pending row; zero when
-	// Pending is 0. now − OldestPending is the worst delivery lag.
+	// OldestPending is the smallest created_at among pending rows (UTC;
+	// by timestamp, not by id); zero when Pending is 0. now − OldestPending
+	// is the worst delivery lag.
 	OldestPending time.Time
 }
 
@@ -60,11 +61,18 @@ func Stats(ctx context.Context, db *gorm.DB) (Backlog, error) {
 		return Backlog{}, fmt.Errorf("outbox: count failed: %w", err)
 	}
 	if b.Pending > 0 {
+		// The smallest created_at, not the lowest id's: ids follow insert
+		// order, but rows may carry explicit timestamps or come from
+		// several writers. ORDER BY created_at LIMIT 1 is MIN(created_at)
+		// answered from idx_outbox_message_pending_age (status,
+		// created_at) with one index probe; unlike MIN() it keeps the
+		// column's type on SQLite, where an aggregate comes back as text.
 		var m Message
-		err := d.Select("id", "created_at").Where("status = ?", StatusPending).Order("id").Limit(1).Take(&m).Error
+		err := d.Select("created_at").Where("status = ?", StatusPending).
+			Order("created_at").Limit(1).Take(&m).Error
 		switch {
 		case err == nil:
-			b.OldestPending = m.CreatedAt
+			b.OldestPending = m.CreatedAt.UTC()
 		case !errors.Is(err, gorm.ErrRecordNotFound): // delivered meanwhile: fine
 			return Backlog{}, fmt.Errorf("outbox: oldest pending: %w", err)
 		}

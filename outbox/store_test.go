@@ -181,3 +181,106 @@ func describe(t *testing.T, db *gorm.DB) string {
 	b.WriteString(strings.Join(idx, "\n"))
 	return b.String()
 }
+
+// OldestPending is the smallest created_at among PENDING rows, not the
+// created_at of the lowest id: rows can carry explicit timestamps or come
+// from several writers whose inserts interleave out of time order.
+func TestStatsOldestPendingByCreatedAt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	clk := newFakeClock()
+	t0 := clk.Now()
+	w, _ := NewWriter(WithClock(clk))
+
+	// Inserted in id order a, b, c, d but created at t0, t0-1h, t0-2h+1µs, t0-3h.
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "t", MsgID: "a"}))
+	clk.Set(t0.Add(-time.Hour))
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "t", MsgID: "b"}))
+	clk.Set(t0.Add(-2*time.Hour + time.Microsecond))
+	require.NoError(t, w.Write(ctx, db, Message{Topic: "t", MsgID: "c"}))
+	// Written by another writer with an explicit timestamp: SENT already,
+	// so it must not count, though it is the oldest row of all.
+	old := t0.Add(-3 * time.Hour)
+	require.NoError(t, db.Create(&Message{MsgID: "d", Topic: "t", Status: StatusSent,
+		NextAttemptAt: old, CreatedAt: old, UpdatedAt: old, SentAt: &old}).Error)
+
+	bl, err := Stats(ctx, db)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, bl.Pending)
+	want := t0.Add(-2*time.Hour + time.Microsecond)
+	assert.True(t, bl.OldestPending.Equal(want), "oldest pending %v, want %v (row c)", bl.OldestPending, want)
+	assert.Equal(t, time.UTC, bl.OldestPending.Location())
+
+	// Once c is delivered, b (t0-1h) is the oldest.
+	require.NoError(t, db.Model(&Message{}).Where("msg_id = ?", "c").Update("status", StatusSent).Error)
+	bl, err = Stats(ctx, db)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, bl.Pending)
+	assert.True(t, bl.OldestPending.Equal(t0.Add(-time.Hour)), "%v", bl.OldestPending)
+
+	// Nothing pending: zero.
+	require.NoError(t, db.Model(&Message{}).Where("status = ?", StatusPending).Update("status", StatusSent).Error)
+	bl, err = Stats(ctx, db)
+	require.NoError(t, err)
+	assert.Equal(t, Backlog{}, bl)
+}
+
+// The oldest-pending query is answered from (status, created_at), not by
+// sorting every pending row.
+func TestStatsOldestPendingUsesAgeIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	w, _ := NewWriter()
+	writeN(t, db, w, 50, "t")
+	q := "SELECT created_at FROM " + TableName + " WHERE status = 'PENDING' ORDER BY created_at LIMIT 1"
+	var plan string
+	if testenv.DBKindInUse() == testenv.KindMySQL {
+		var key *string
+		var extra *string
+		rows, err := db.Raw("EXPLAIN " + q).Rows()
+		require.NoError(t, err)
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			require.NoError(t, rows.Scan(ptrs...))
+			for i, c := range cols {
+				s := fmt.Sprint(vals[i])
+				if b, ok := vals[i].([]byte); ok {
+					s = string(b)
+				}
+				switch strings.ToLower(c) {
+				case "key":
+					key = &s
+				case "extra":
+					extra = &s
+				}
+			}
+		}
+		require.NoError(t, rows.Close())
+		require.NotNil(t, key)
+		plan = *key
+		if extra != nil {
+			assert.NotContains(t, *extra, "filesort", "no sort of pending rows")
+		}
+	} else {
+		rows, err := db.Raw("EXPLAIN QUERY PLAN " + q).Rows()
+		require.NoError(t, err)
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
+			plan += detail + "\n"
+		}
+		require.NoError(t, rows.Close())
+		assert.NotContains(t, plan, "TEMP B-TREE", "no sort of pending rows")
+	}
+	assert.Contains(t, plan, "idx_outbox_message_pending_age")
+	_, err := Stats(ctx, db)
+	require.NoError(t, err)
+}
