@@ -63,7 +63,7 @@ type Message struct {
 	// Headers are optional message headers, stored as JSON.
 	Headers map[string]string `gorm:"column:headers;type:text;serializer:json"`
 	// Status is PENDING, SENT or FAILED.
-	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1;index:idx_outbox_message_pending_age,priority:1"`
+	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1"`
 	// Attempts counts the publish attempts started by relays. Inside a
 	// Publisher it is the number of the current attempt (1 for the first).
 	Attempts int `gorm:"column:attempts;size:32;not null;default:0"`
@@ -78,7 +78,7 @@ type Message struct {
 	// LastError is the last publish error, truncated to 1000 bytes.
 	LastError string `gorm:"column:last_error;type:varchar(1024);not null;default:''"`
 	// CreatedAt is when the row was written (Writer's clock).
-	CreatedAt time.Time `gorm:"column:created_at;precision:6;not null;index:idx_outbox_message_pending_age,priority:2"`
+	CreatedAt time.Time `gorm:"column:created_at;precision:6;not null"`
 	// UpdatedAt is the last state change (relay's clock).
 	UpdatedAt time.Time `gorm:"column:updated_at;precision:6;not null"`
 	// SentAt is when a relay marked the row SENT; nil otherwise.

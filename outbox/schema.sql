@@ -28,14 +28,9 @@ CREATE TABLE IF NOT EXISTS `outbox_message` (
   PRIMARY KEY (`id`),
   UNIQUE KEY `uk_outbox_message_msg_id` (`msg_id`),
   KEY `idx_outbox_message_poll` (`status`, `next_attempt_at`),          -- relay poll + SKIP LOCKED
-  KEY `idx_outbox_message_pending_age` (`status`, `created_at`),        -- Stats: oldest pending row
   KEY `idx_outbox_message_sent` (`sent_at`),                            -- retention clean-up
   KEY `idx_outbox_message_topic_key` (`topic`, `msg_key`),              -- HasPending / Pending
   KEY `idx_outbox_message_ref` (`ref`)                                  -- HasPendingRef
-  -- status is only in the poll and age indexes: marking a row SENT
-  -- rewrites three secondary index entries (poll, age, sent_at).
+  -- status is only in the poll index: marking a row SENT rewrites two
+  -- secondary index entries (poll, sent_at).
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
---
--- Upgrading a table made before idx_outbox_message_pending_age existed
--- (AutoMigrate adds it by itself):
---   ALTER TABLE `outbox_message` ADD KEY `idx_outbox_message_pending_age` (`status`, `created_at`);

@@ -63,10 +63,13 @@ func Stats(ctx context.Context, db *gorm.DB) (Backlog, error) {
 	if b.Pending > 0 {
 		// The smallest created_at, not the lowest id's: ids follow insert
 		// order, but rows may carry explicit timestamps or come from
-		// several writers. ORDER BY created_at LIMIT 1 is MIN(created_at)
-		// answered from idx_outbox_message_pending_age (status,
-		// created_at) with one index probe; unlike MIN() it keeps the
-		// column's type on SQLite, where an aggregate comes back as text.
+		// several writers. ORDER BY created_at LIMIT 1 is MIN(created_at);
+		// unlike MIN() it keeps the column's type on SQLite, where an
+		// aggregate comes back as text. It reads the PENDING rows through
+		// the poll index and sorts them: no index of its own, because a
+		// (status, created_at) index cost ≈ 13 % of Write's throughput on
+		// MariaDB (BENCHMARKS.md) for a monitoring query, and the pending
+		// set is small unless Kafka is down.
 		var m Message
 		err := d.Select("created_at").Where("status = ?", StatusPending).
 			Order("created_at").Limit(1).Take(&m).Error
