@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -104,4 +105,39 @@ func TestPruneDedupAndPrice(t *testing.T) {
 	assert.EqualValues(t, 1, left)
 	_, err = PruneDedup(ctx, db, clock.Now(), 0)
 	assert.Error(t, err)
+}
+
+// PruneDedup deletes only rows older than the horizon, at most limit per
+// call, whatever their order in the table.
+func TestPruneDedupLimitAndHorizon(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	base := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	var rows []Dedup
+	for i := 0; i < 15; i++ {
+		at := base.Add(-time.Duration(i+1) * time.Hour) // 10 rows older than the horizon
+		if i%3 == 0 {
+			at = base.Add(time.Duration(i) * time.Minute) // 5 rows newer
+		}
+		rows = append(rows, Dedup{MsgID: fmt.Sprintf("z-%02d", 14-i), ReservationID: fmt.Sprintf("r-%d", i),
+			ActivityID: 1, UserID: int64(i + 1), Outcome: string(StatusSuccess), CreatedAt: at})
+	}
+	require.NoError(t, db.Create(&rows).Error)
+	var got []int64
+	for {
+		n, err := PruneDedup(ctx, db, base, 4)
+		require.NoError(t, err)
+		got = append(got, n)
+		if n == 0 {
+			break
+		}
+	}
+	assert.Equal(t, []int64{4, 4, 2, 0}, got)
+	var left []Dedup
+	require.NoError(t, db.Find(&left).Error)
+	require.Len(t, left, 5)
+	for _, d := range left {
+		assert.False(t, d.CreatedAt.Before(base), "a row newer than the horizon survives: %s %v", d.MsgID, d.CreatedAt)
+	}
 }

@@ -134,7 +134,7 @@ type Dedup struct {
 	Outcome       string    `gorm:"size:16;not null"`
 	OrderNo       string    `gorm:"size:32;not null;default:''"`
 	Reason        string    `gorm:"size:255;not null;default:''"`
-	CreatedAt     time.Time `gorm:"not null;index:idx_dedup_created"` // PruneDedup's range scan
+	CreatedAt     time.Time `gorm:"not null"` // no index: it cost ≈ 13 % of the consumer's throughput (PruneDedup)
 }
 
 // TableName implements gorm's Tabler.

@@ -18,15 +18,19 @@ func PruneDedup(ctx context.Context, db *gorm.DB, before time.Time, limit int) (
 	if limit < 1 {
 		return 0, fmt.Errorf("order: prune limit must be positive")
 	}
+	// Any rows older than the horizon, not the oldest first: message_dedup
+	// has no index on created_at (it would slow every order's insert), and
+	// without ORDER BY the scan stops at limit matches instead of sorting
+	// the table.
 	var ids []string
 	if err := db.WithContext(ctx).Model(&Dedup{}).Where("created_at < ?", before).
-		Order("created_at").Limit(limit).Pluck("msg_id", &ids).Error; err != nil {
+		Limit(limit).Pluck("msg_id", &ids).Error; err != nil {
 		return 0, fmt.Errorf("order: prune dedup: %w", err)
 	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	res := db.WithContext(ctx).Where("msg_id IN ?", ids).Delete(&Dedup{})
+	res := db.WithContext(ctx).Where("msg_id IN ? AND created_at < ?", ids, before).Delete(&Dedup{})
 	if res.Error != nil {
 		return 0, fmt.Errorf("order: prune dedup: %w", res.Error)
 	}

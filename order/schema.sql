@@ -54,6 +54,5 @@ CREATE TABLE IF NOT EXISTS message_dedup (
   reason         VARCHAR(255)  NOT NULL DEFAULT '',
   created_at     DATETIME(3)   NOT NULL,
   PRIMARY KEY (msg_id),
-  KEY idx_dedup_user (user_id, activity_id),
-  KEY idx_dedup_created (created_at)                 -- PruneDedup: WHERE created_at < ? ORDER BY created_at LIMIT n
+  KEY idx_dedup_user (user_id, activity_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -16,16 +16,6 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
-// PruneDedup orders and filters by created_at: without an index it scans
-// and sorts the whole table on every call.
-func TestDedupCreatedAtIndexed(t *testing.T) {
-	t.Parallel()
-	db := newDB(t)
-	assert.True(t, db.Migrator().HasIndex(&Dedup{}, "idx_dedup_created"), "message_dedup needs an index on created_at")
-	idx := indexesOf(t, db, &Dedup{})
-	assert.Contains(t, idx, "idx_dedup_created 0 created_at")
-}
-
 var (
 	schemaTableRe = regexp.MustCompile(`(?s)CREATE TABLE IF NOT EXISTS (\w+) \((.*?)\n\) ENGINE`)
 	schemaKeyRe   = regexp.MustCompile(`(?m)^\s*(UNIQUE )?KEY (\w+) \(([^)]*)\)`)
