@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,50 @@ func TestLoadRealServers(t *testing.T) {
 	_, url := startApp(t, cfg)
 	rep := runLoad(t, url, users, 128)
 	assertSale(t, rep, users, stock)
+}
+
+// TestLoadRealCluster runs the sale on the real Redis Cluster: every key the
+// chain touches (stock, tokens, captcha, risk, limiter, results, delay
+// queue) must be Cluster-safe, or a script fails with CROSSSLOT. The DB is
+// MariaDB when SECKILL_MYSQL_DSN is set, embedded SQLite otherwise.
+func TestLoadRealCluster(t *testing.T) {
+	addrs := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
+	if addrs == "" {
+		t.Skip("SECKILL_REDIS_CLUSTER_ADDRS not set: no real Redis Cluster")
+	}
+	const users, stock = 2000, 20
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	cfg := embeddedConfig(users, stock)
+	cfg.RedisCluster = strings.Split(addrs, ",")
+	cfg.KeyPrefix = "tfc" + tag + ":"
+	if dsn := os.Getenv("SECKILL_MYSQL_DSN"); dsn != "" {
+		cfg.MySQLDSN = dsn
+		cfg.MySQLDatabase = "seckill_fc_" + tag
+		cfg.DropDatabaseOnClose = true
+	}
+	t.Cleanup(func() { cleanClusterPrefix(cfg.RedisCluster, cfg.KeyPrefix) })
+	a, url := startApp(t, cfg)
+	if got := a.Infra().RedisKind; !strings.Contains(strings.ToLower(got), "cluster") {
+		t.Fatalf("redis kind %q, want the cluster", got)
+	}
+	rep := runLoad(t, url, users, 64)
+	assertSale(t, rep, users, stock)
+}
+
+func cleanClusterPrefix(addrs []string, prefix string) {
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		it := m.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			m.Del(ctx, it.Val())
+		}
+		return it.Err()
+	})
 }
 
 func cleanPrefix(addr, prefix string) {
