@@ -193,6 +193,22 @@ func (p *Pool) Take(ctx context.Context, activity, user string) (Grant, error) {
 	return g, nil
 }
 
+// tokenKeys checks the input of a call about one user's token, before any
+// Redis round trip, and returns the activity's keys.
+func (p *Pool) tokenKeys(activity, user, token string) ([]string, error) {
+	keys, err := p.keys(activity)
+	if err != nil {
+		return nil, err
+	}
+	if !validID(user) {
+		return nil, fmt.Errorf("%w: user %q", ErrMalformed, user)
+	}
+	if !ValidPoolToken(token) {
+		return nil, fmt.Errorf("%w: pool token", ErrMalformed)
+	}
+	return keys, nil
+}
+
 // Consume verifies that token is bound to user and live, and marks it used,
 // in one atomic call: of any number of concurrent calls with the same token
 // exactly one returns nil. Refusals are errors: [ErrMalformed],
@@ -200,15 +216,9 @@ func (p *Pool) Take(ctx context.Context, activity, user string) (Grant, error) {
 // token returns to the pool in the same call; later calls for it then
 // report ErrNotFound, or ErrWrongUser once another user takes it).
 func (p *Pool) Consume(ctx context.Context, activity, user, token string) error {
-	keys, err := p.keys(activity)
+	keys, err := p.tokenKeys(activity, user, token)
 	if err != nil {
 		return err
-	}
-	if !validID(user) {
-		return fmt.Errorf("%w: user %q", ErrMalformed, user)
-	}
-	if !ValidPoolToken(token) {
-		return fmt.Errorf("%w: pool token", ErrMalformed)
 	}
 	v, err := consumeScript.Run(ctx, p.rdb, keys, user, token, p.now()).Result()
 	if err != nil {
@@ -258,15 +268,9 @@ func (p *Pool) Consume(ctx context.Context, activity, user, token string) error 
 // is nothing left to restore). A Redis failure is a wrapped error matching
 // none of them.
 func (p *Pool) Restore(ctx context.Context, activity, user, token string) error {
-	keys, err := p.keys(activity)
+	keys, err := p.tokenKeys(activity, user, token)
 	if err != nil {
 		return err
-	}
-	if !validID(user) {
-		return fmt.Errorf("%w: user %q", ErrMalformed, user)
-	}
-	if !ValidPoolToken(token) {
-		return fmt.Errorf("%w: pool token", ErrMalformed)
 	}
 	v, err := restoreScript.Run(ctx, p.rdb, keys, user, token, p.opts.bindTTL.Milliseconds(), p.now()).Result()
 	if err != nil {
