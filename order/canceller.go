@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
+
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,11 +39,7 @@ type Canceller struct {
 	rdb QueueClient
 	rel Releaser
 	o   options
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	closed bool
+	w   worker
 }
 
 var _ Scheduler = (*Canceller)(nil)
@@ -359,21 +355,11 @@ func (c *Canceller) ScanExpired(ctx context.Context) (int, error) {
 // [WithScanInterval] until ctx ends or Close is called; it returns nil then.
 // Failures go to [WithOnError] and are retried on the next tick.
 func (c *Canceller) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
+	ctx, stop, err := c.w.begin(ctx, "canceller")
+	if err != nil {
+		return err
 	}
-	if c.done != nil {
-		c.mu.Unlock()
-		return fmt.Errorf("order: canceller already running")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	c.cancel, c.done = cancel, make(chan struct{})
-	done := c.done
-	c.mu.Unlock()
-	defer close(done)
-	defer cancel()
+	defer stop()
 
 	poll := time.NewTicker(c.o.poll)
 	defer poll.Stop()
@@ -400,13 +386,6 @@ func (c *Canceller) Run(ctx context.Context) error {
 
 // Close stops Run and waits for it to return. It is safe to call twice.
 func (c *Canceller) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	cancel, done := c.cancel, c.done
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	c.w.shutdown()
 	return nil
 }

@@ -29,11 +29,9 @@ type MachineLease struct {
 	ttl    time.Duration
 	floor  int64
 
-	mu     sync.Mutex
-	gen    *IDGenerator
-	cancel context.CancelFunc
-	done   chan struct{}
-	closed bool
+	mu  sync.Mutex // guards gen
+	gen *IDGenerator
+	w   worker
 }
 
 // AcquireMachineID leases the first free machine ID in 0..[MaxMachineID].
@@ -123,21 +121,11 @@ func (l *MachineLease) renew(ctx context.Context, release bool) error {
 // it releases the lease and returns nil). It returns [ErrLeaseLost] when the
 // lease was lost; transient Redis errors are retried until the TTL runs out.
 func (l *MachineLease) Run(ctx context.Context) error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return ErrClosed
+	ctx, stop, err := l.w.begin(ctx, "lease")
+	if err != nil {
+		return err
 	}
-	if l.done != nil {
-		l.mu.Unlock()
-		return fmt.Errorf("order: lease already running")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	l.cancel, l.done = cancel, make(chan struct{})
-	done := l.done
-	l.mu.Unlock()
-	defer close(done)
-	defer cancel()
+	defer stop()
 
 	t := time.NewTicker(l.ttl / 3)
 	defer t.Stop()
@@ -169,23 +157,14 @@ func (l *MachineLease) Run(ctx context.Context) error {
 // Close stops Run (which releases the lease) and waits for it. Without a
 // running Run it releases the lease directly.
 func (l *MachineLease) Close() error {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
+	first, running := l.w.shutdown()
+	if !first || running {
+		return nil // Run released the lease on its way out
 	}
-	l.closed = true
-	cancel, done := l.cancel, l.done
-	l.mu.Unlock()
-	if cancel == nil {
-		ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		if err := l.renew(ctx, true); err != nil && !errors.Is(err, ErrLeaseLost) {
-			return err
-		}
-		return nil
+	ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+	defer c()
+	if err := l.renew(ctx, true); err != nil && !errors.Is(err, ErrLeaseLost) {
+		return err
 	}
-	cancel()
-	<-done
 	return nil
 }
