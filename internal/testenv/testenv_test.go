@@ -102,3 +102,27 @@ func TestKafkaRoundTrip(t *testing.T) {
 		t.Fatal("no message from kfake within 10s")
 	}
 }
+
+func TestParseEpoch(t *testing.T) {
+	t.Parallel()
+	wall := time.Date(2031, 5, 6, 7, 8, 9, 500, time.UTC)
+	now := func() time.Time { return wall }
+	for in, want := range map[string]time.Time{
+		"":                     DefaultEpoch,
+		"default":              DefaultEpoch,
+		"past":                 PastEpoch,
+		" FUTURE ":             time.Date(2071, 5, 6, 7, 7, 7, 0, time.UTC),
+		"now":                  wall.Truncate(time.Second),
+		"2044-02-29T23:59:59Z": time.Date(2044, 2, 29, 23, 59, 59, 0, time.UTC),
+	} {
+		got, err := parseEpoch(in, now)
+		require.NoError(t, err, in)
+		assert.True(t, want.Equal(got), "%q: %v, want %v", in, got, want)
+	}
+	_, err := parseEpoch("yesterday", now)
+	require.ErrorContains(t, err, EpochEnv)
+	future, err := parseEpoch("future", time.Now)
+	require.NoError(t, err)
+	assert.True(t, PastEpoch.Before(time.Now()) && future.After(time.Now().AddDate(futureYears-1, 0, 0)),
+		"the guard epochs stand on both sides of today")
+}
