@@ -3,6 +3,8 @@ package limiter_test
 import (
 	"sync"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 // fakeClock is a manual clock whose After channels fire when it is
@@ -18,9 +20,13 @@ type fakeWaiter struct {
 	ch chan time.Time
 }
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-}
+// newFakeClock returns a fakeClock standing at the test epoch: for logic
+// that never meets real time.
+func newFakeClock() *fakeClock { return &fakeClock{now: testenv.Epoch()} }
+
+// newWallFakeClock returns a fakeClock standing at the wall clock's now: for
+// tests whose fake time meets real time, such as a real context deadline.
+func newWallFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()

@@ -167,17 +167,22 @@ func TestTokenBucketWait(t *testing.T) {
 	t.Parallel()
 	t.Run("fails fast past the deadline and spends nothing", func(t *testing.T) {
 		t.Parallel()
-		clk := newFakeClock()
-		b, err := limiter.NewTokenBucket(1, 1, limiter.WithClock(clk))
+		// The context's deadline is real, so the clock it is compared with
+		// starts at the wall clock's now (a fixed date would make the context
+		// born expired once that date has passed). One token an hour and a
+		// deadline a minute away keep the test independent of machine speed.
+		clk := newWallFakeClock()
+		b, err := limiter.NewTokenBucket(limiter.Every(time.Hour), 1, limiter.WithClock(clk))
 		require.NoError(t, err)
 		require.True(t, b.Allow())
-		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(500*time.Millisecond))
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Minute))
 		defer cancel()
 		err = b.Wait(ctx)
+		require.NoError(t, ctx.Err(), "the context was still live when Wait answered")
 		require.ErrorIs(t, err, limiter.ErrWouldExceedDeadline)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Zero(t, clk.Waiters(), "did not wait")
-		clk.Advance(time.Second)
+		clk.Advance(time.Hour)
 		assert.True(t, b.Allow(), "the failed Wait spent nothing")
 	})
 	t.Run("waits on the clock", func(t *testing.T) {
