@@ -128,7 +128,7 @@ func (Order) TableName() string { return "seckill_order" }
 // a redelivered message finds its row and is answered from it.
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`
-	ReservationID string    `gorm:"size:64;not null"`
+	ReservationID string    `gorm:"size:64;not null;uniqueIndex:uk_dedup_reservation"` // the consume/release fence (Fence)
 	ActivityID    int64     `gorm:"not null;index:idx_dedup_user,priority:2"`
 	UserID        int64     `gorm:"not null;index:idx_dedup_user,priority:1"`
 	Outcome       string    `gorm:"size:16;not null"`

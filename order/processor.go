@@ -196,6 +196,15 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 		if !ok {
 			return &businessError{ReasonUnknownActivity}
 		}
+		if a.UserLimit > 1 {
+			held, err := liveUnits(ctx, tx, m.ActivityID, []int64{m.UserID})
+			if err != nil {
+				return err
+			}
+			if held[m.UserID]+m.Qty > a.UserLimit {
+				return &businessError{ReasonLimit}
+			}
+		}
 		ord = p.newOrder(m, a, id, now)
 		if err := tx.Create(&ord).Error; err != nil {
 			if isDuplicate(err) {
@@ -218,25 +227,12 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 	case err == nil:
 		return Outcome{Message: m, Status: StatusSuccess, OrderID: id, OrderNo: ord.OrderNo, ExpireTime: ord.ExpireTime}, nil
 	case errors.Is(err, errDuplicateMsg):
-		return p.lookup(ctx, m)
+		return lookupReservation(ctx, p.db, m)
 	case errors.As(err, &biz):
 		return p.fail(ctx, m, biz.reason, now)
 	default:
 		return Outcome{}, fmt.Errorf("order: handle %s: %w", m.MsgID, err)
 	}
-}
-
-// lookup answers a redelivered message from its dedup row.
-func (p *Processor) lookup(ctx context.Context, m Message) (Outcome, error) {
-	var d []Dedup
-	if err := p.db.WithContext(ctx).Where("msg_id = ?", m.MsgID).Limit(1).Find(&d).Error; err != nil {
-		return Outcome{}, fmt.Errorf("order: lookup %s: %w", m.MsgID, err)
-	}
-	if len(d) == 0 {
-		// A concurrent writer rolled back after our conflict: retry.
-		return Outcome{}, fmt.Errorf("order: lookup %s: dedup row vanished", m.MsgID)
-	}
-	return outcomeOf(m, d[0]), nil
 }
 
 func outcomeOf(m Message, d Dedup) Outcome {
@@ -259,7 +255,7 @@ func (p *Processor) fail(ctx context.Context, m Message, reason string, now time
 	d := dedupOf(m, out.Status, out.OrderNo, out.Reason, now)
 	if err := p.db.WithContext(ctx).Create(&d).Error; err != nil {
 		if isDuplicate(err) {
-			return p.lookup(ctx, m)
+			return lookupReservation(ctx, p.db, m)
 		}
 		return Outcome{}, fmt.Errorf("order: record failure %s: %w", m.MsgID, err)
 	}
@@ -378,6 +374,9 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 				return errConflict
 			}
 		}
+		if err := checkCaps(ctx, tx, msgs, uniq, outs, acts); err != nil {
+			return err
+		}
 		dedups := make([]Dedup, 0, len(uniq))
 		orders := make([]Order, 0, len(uniq))
 		for _, i := range uniq {
@@ -419,4 +418,60 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 		return fmt.Errorf("order: batch of %d: %w", len(uniq), err)
 	}
 	return err
+}
+
+// liveUnits returns the units of the live (CREATED or PAID) orders of users
+// in activity, reading them with a locking read where the database has one
+// (MySQL/MariaDB: FOR UPDATE takes next-key locks on the (user_id,
+// activity_id) index range, so a concurrent transaction for the same buyer
+// waits; SQLite serialises writers anyway).
+func liveUnits(ctx context.Context, tx *gorm.DB, activity int64, users []int64) (map[int64]int64, error) {
+	q := "SELECT user_id, qty FROM seckill_order WHERE user_id IN ? AND activity_id = ? AND status IN ?"
+	if tx.Dialector.Name() == "mysql" {
+		q += " FOR UPDATE"
+	}
+	type row struct {
+		UserID int64
+		Qty    int64
+	}
+	var rows []row
+	if err := tx.WithContext(ctx).Raw(q, users, activity, []string{OrderCreated, OrderPaid}).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("order: live units: %w", err)
+	}
+	held := make(map[int64]int64, len(users))
+	for _, r := range rows {
+		held[r.UserID] += r.Qty
+	}
+	return held, nil
+}
+
+// checkCaps enforces caps above 1 in the database for a batch (a cap of 1
+// is the live_slot unique key). A buyer over the cap sends the batch to the
+// one-by-one path, where [Processor.Handle] refuses that message alone.
+// The batch holds at most one message per (user, activity).
+func checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, uniq []int, outs []Outcome, acts map[int64]activityInfo) error {
+	users := map[int64][]int64{}
+	for _, i := range uniq {
+		m := msgs[i]
+		if outs[i].Duplicate || acts[m.ActivityID].UserLimit <= 1 {
+			continue
+		}
+		users[m.ActivityID] = append(users[m.ActivityID], m.UserID)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	for act, us := range users {
+		held, err := liveUnits(ctx, tx, act, us)
+		if err != nil {
+			return err
+		}
+		for _, i := range uniq {
+			m := msgs[i]
+			if m.ActivityID == act && !outs[i].Duplicate && held[m.UserID]+m.Qty > acts[act].UserLimit {
+				return errConflict
+			}
+		}
+	}
+	return nil
 }

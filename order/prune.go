@@ -13,7 +13,10 @@ import (
 // redelivery can take (Kafka retention, outbox retry horizon): a message
 // redelivered after its row is gone is deduplicated only by the order's
 // unique reservation_id, and a redelivered FAILED message would be written
-// again (and its reservation released again, which is idempotent).
+// again (and its reservation released again, which is idempotent). The rows
+// are also the [Fence]: once a released reservation's row is pruned, a
+// message of that reservation still in flight could become an order, so the
+// horizon must exceed the age of the oldest message that can still arrive.
 func PruneDedup(ctx context.Context, db *gorm.DB, before time.Time, limit int) (int64, error) {
 	if limit < 1 {
 		return 0, fmt.Errorf("order: prune limit must be positive")

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -48,14 +49,19 @@ type Report struct {
 
 // Reconciler compares the Redis reservation ledger of an activity with the
 // orders in the database and repairs Redis from the DB, which is the truth
-// for sold units (DESIGN invariant I3: every accepted reservation ends as
-// exactly one order or one release).
+// for sold units (every accepted reservation ends as exactly one order or
+// one release).
 //
 // A reservation is released when it has no live order, is older than the
-// grace period ([WithGrace], default 10 min — choose it above the worst
-// consumer lag) and [Pending] (if set) does not report its message as still
-// queued. A reservation of a CANCELLED order is released regardless of age
-// (cancel's own release was lost). Live orders without a reservation are
+// grace period ([WithGrace], default 10 min) and [Pending] (if set) does not
+// report its message as still queued. The release goes through a [Fence]:
+// the reservation is first recorded as released in the database, so a
+// message that is still in Kafka (a consumer lagging past the grace) is
+// answered FAILED ([ReasonReleased]) when it arrives and deducts nothing;
+// and a reservation whose order committed in the meantime is not released.
+// The grace period is therefore about not failing buyers needlessly, not
+// about safety. A reservation of a CANCELLED order is released regardless
+// of age (cancel's own release was lost). Live orders without a reservation are
 // reported, never deleted. An activity without a DB row is reported
 // ([ErrActivityNotFound]) and left alone. Release is idempotent, so
 // running two reconcilers at once is safe, if wasteful. Safe for
@@ -64,6 +70,7 @@ type Reconciler struct {
 	db     *gorm.DB
 	ledger Ledger
 	rel    Releaser
+	fence  *Fence
 	o      options
 }
 
@@ -77,7 +84,11 @@ func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...Option) (*R
 	if o.grace < 0 {
 		return nil, fmt.Errorf("order: negative grace")
 	}
-	return &Reconciler{db: db, ledger: ledger, rel: rel, o: o}, nil
+	fence, err := NewFence(db, rel, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Reconciler{db: db, ledger: ledger, rel: rel, fence: fence, o: o}, nil
 }
 
 const ledgerPage = 500
@@ -174,13 +185,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 				continue
 			}
 		}
-		rep.Released = append(rep.Released, id)
 		if r.o.dryRun {
+			rep.Released = append(rep.Released, id)
 			continue
 		}
-		if err := r.rel.Release(context.WithoutCancel(ctx), activity, id); err != nil {
+		var err error
+		if hasOrder { // cancelled: the order owns the reservation, the cancel's release was lost
+			err = r.rel.Release(context.WithoutCancel(ctx), activity, id)
+		} else { // no order: fence it in the DB first, so a late message deducts nothing
+			err = r.fence.ReleaseFor(ctx, ReleaseRequest{Activity: activity, User: x.User, ReservationID: id})
+		}
+		switch {
+		case errors.Is(err, ErrConsumed): // its message committed since the orders were read
+			rep.Matched++
+			continue
+		case err != nil:
 			rep.ReleaseErrors[id] = err
 		}
+		rep.Released = append(rep.Released, id)
 	}
 	slices.Sort(rep.Orphans)
 	return rep, nil

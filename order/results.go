@@ -33,6 +33,8 @@ const (
 	ReasonDuplicate       = "duplicate"        // the reservation or the (user, activity) already has an order
 	ReasonUnknownActivity = "unknown_activity" // no such activity row
 	ReasonCancelled       = "cancelled"        // the order was cancelled (unpaid or by request)
+	ReasonLimit           = "limit_reached"    // the buyer's live orders would exceed the activity's cap (DB check)
+	ReasonHandoff         = "handoff_failed"   // neither Kafka nor the fallback took the message; the buyer may retry
 )
 
 // Result is the status of one (activity, user), as polled by GET /result or
@@ -117,31 +119,122 @@ func (r *Results) SetMany(ctx context.Context, rs []Result) error {
 	return errors.Join(errs...)
 }
 
-// Get returns the status of (activity, user): from Redis, else from the
-// database (latest order, else latest FAILED dedup row), else StatusNone.
-// A Redis failure falls through to the database; the error is returned
-// only when no answer could be found at all.
+// Get returns the status of (activity, user). With a database the answer is
+// derived from the database, the truth, and never contradicts it: Redis
+// only says which reservation is the buyer's latest and that it is still
+// QUEUED while the database has nothing for it yet. A stale entry (a QUEUED
+// whose order committed before a crash, a SUCCESS whose order was
+// cancelled since) is answered from the database and rewritten. Without an
+// entry in Redis the database's latest order, else latest FAILED outcome,
+// answers. A Redis failure falls through to the database; the error is
+// returned only when no answer could be found at all. Without a database
+// (db nil) the Redis entry is the answer.
+//
+// Cost: one indexed database read per call when a database is configured.
 func (r *Results) Get(ctx context.Context, activity, user int64) (Result, error) {
-	m, rerr := r.get(ctx, resultKey(r.o.prefix, activity, user)).Result()
-	if rerr == nil && len(m) > 0 {
-		ms, _ := strconv.ParseInt(m["at"], 10, 64)
-		return Result{Activity: activity, User: user, Status: Status(m["status"]), OrderNo: m["order_no"],
-			Reason: m["reason"], ReservationID: m["resv"], At: time.UnixMilli(ms)}, nil
-	}
-	if rerr != nil && errors.Is(rerr, redis.Nil) {
-		rerr = nil
-	}
+	cached, ok, rerr := r.cached(ctx, activity, user)
 	if r.db == nil {
 		if rerr != nil {
 			return Result{}, fmt.Errorf("order: get result: %w", rerr)
 		}
-		return Result{Activity: activity, User: user}, nil
+		if !ok {
+			return Result{Activity: activity, User: user}, nil
+		}
+		return cached, nil
+	}
+	if ok && cached.ReservationID != "" {
+		return r.resolve(ctx, cached)
 	}
 	res, err := resultFromDB(ctx, r.db, activity, user)
 	if err != nil {
 		return Result{}, errors.Join(err, rerr)
 	}
 	return res, nil
+}
+
+// Reservation returns the status of one reservation of (activity, user):
+// from the database when it has an order or an outcome for it, else QUEUED
+// when Redis records it as the buyer's queued reservation, else StatusNone
+// (unknown here: the caller may ask the stock ledger whether it is held).
+// Without a database only Redis answers.
+func (r *Results) Reservation(ctx context.Context, activity, user int64, reservationID string) (Result, error) {
+	cached, ok, rerr := r.cached(ctx, activity, user)
+	if !ok || cached.ReservationID != reservationID {
+		cached = Result{Activity: activity, User: user, ReservationID: reservationID}
+	}
+	if r.db == nil {
+		if rerr != nil {
+			return Result{}, fmt.Errorf("order: get result: %w", rerr)
+		}
+		return cached, nil
+	}
+	return r.resolve(ctx, cached)
+}
+
+// cached reads the Redis entry of (activity, user).
+func (r *Results) cached(ctx context.Context, activity, user int64) (Result, bool, error) {
+	m, err := r.get(ctx, resultKey(r.o.prefix, activity, user)).Result()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		return Result{}, false, err
+	}
+	if len(m) == 0 {
+		return Result{}, false, nil
+	}
+	ms, _ := strconv.ParseInt(m["at"], 10, 64)
+	return Result{Activity: activity, User: user, Status: Status(m["status"]), OrderNo: m["order_no"],
+		Reason: m["reason"], ReservationID: m["resv"], At: time.UnixMilli(ms)}, true, nil
+}
+
+// resolve answers c's reservation from the database, falling back to c when
+// the database has nothing for it yet (in flight). A final answer that
+// differs from c is written back to Redis, best effort.
+func (r *Results) resolve(ctx context.Context, c Result) (Result, error) {
+	res, found, err := resultByReservation(ctx, r.db, c.Activity, c.User, c.ReservationID)
+	if err != nil {
+		return Result{}, err
+	}
+	if !found {
+		return c, nil
+	}
+	if res.Status != c.Status || res.Reason != c.Reason || res.OrderNo != c.OrderNo {
+		if err := r.Set(context.WithoutCancel(ctx), res); err != nil {
+			r.o.logger.WarnContext(ctx, "order: result not repaired in Redis", "err", err)
+		}
+	}
+	return res, nil
+}
+
+// resultByReservation reads the order, else the dedup outcome, of one
+// reservation.
+func resultByReservation(ctx context.Context, db *gorm.DB, activity, user int64, resv string) (Result, bool, error) {
+	var o []Order
+	if err := db.WithContext(ctx).Where("reservation_id = ?", resv).Limit(1).Find(&o).Error; err != nil {
+		return Result{}, false, fmt.Errorf("order: result from db: %w", err)
+	}
+	if len(o) == 1 {
+		return orderResult(o[0]), true, nil
+	}
+	var d []Dedup
+	if err := db.WithContext(ctx).Where("reservation_id = ?", resv).Limit(1).Find(&d).Error; err != nil {
+		return Result{}, false, fmt.Errorf("order: result from db: %w", err)
+	}
+	if len(d) == 1 {
+		return Result{Activity: activity, User: user, Status: Status(d[0].Outcome), OrderNo: d[0].OrderNo,
+			Reason: d[0].Reason, ReservationID: resv, At: d[0].CreatedAt}, true, nil
+	}
+	return Result{}, false, nil
+}
+
+func orderResult(o Order) Result {
+	res := Result{Activity: o.ActivityID, User: o.UserID, Status: StatusSuccess, OrderNo: o.OrderNo,
+		ReservationID: o.ReservationID, At: o.CreatedAt}
+	if o.Status == OrderCancelled {
+		res.Status, res.Reason = StatusFailed, ReasonCancelled
+	}
+	return res
 }
 
 func resultFromDB(ctx context.Context, db *gorm.DB, activity, user int64) (Result, error) {
@@ -151,12 +244,7 @@ func resultFromDB(ctx context.Context, db *gorm.DB, activity, user int64) (Resul
 		return Result{}, fmt.Errorf("order: result from db: %w", err)
 	}
 	if len(o) == 1 {
-		res := Result{Activity: activity, User: user, Status: StatusSuccess, OrderNo: o[0].OrderNo,
-			ReservationID: o[0].ReservationID, At: o[0].CreatedAt}
-		if o[0].Status == OrderCancelled {
-			res.Status, res.Reason = StatusFailed, ReasonCancelled
-		}
-		return res, nil
+		return orderResult(o[0]), nil
 	}
 	var d []Dedup
 	if err := db.WithContext(ctx).Where("user_id = ? AND activity_id = ? AND outcome = ?", user, activity, string(StatusFailed)).

@@ -54,5 +54,6 @@ CREATE TABLE IF NOT EXISTS message_dedup (
   reason         VARCHAR(255)  NOT NULL DEFAULT '',
   created_at     DATETIME(3)   NOT NULL,
   PRIMARY KEY (msg_id),
+  UNIQUE KEY uk_dedup_reservation (reservation_id), -- one outcome per reservation: the consume/release fence
   KEY idx_dedup_user (user_id, activity_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -31,7 +31,10 @@ func (r Route) String() string {
 // Submitter is the write path after a successful reservation: publish to
 // Kafka; if that fails, store the message with the [Fallback] (an outbox
 // row); if that fails too, release the reservation through the [Releaser]
-// and tell the caller to retry ([ErrRetry]). Safe for concurrent use.
+// and tell the caller to retry ([ErrRetry]). Pass a [Fence] as the
+// releaser: a publish that reported an error may still have reached Kafka,
+// and only a fenced release keeps that message from deducting a unit that
+// was given back. Safe for concurrent use.
 type Submitter struct {
 	pub Publisher
 	fb  Fallback
@@ -75,14 +78,16 @@ func (s *Submitter) Submit(ctx context.Context, m Message) (Route, error) {
 		// reservation is already taken and must end somewhere.
 		ferr := s.fb.Store(context.WithoutCancel(ctx), m)
 		if ferr != nil {
-			rerr := s.rel.Release(context.WithoutCancel(ctx), m.ActivityID, m.ReservationID)
+			rerr := s.release(context.WithoutCancel(ctx), m)
 			err := fmt.Errorf("%w: publish: %v; fallback: %v", ErrRetry, perr, ferr)
 			if rerr != nil {
 				err = errors.Join(err, fmt.Errorf("order: release %s: %w", m.ReservationID, rerr))
 			}
-			if s.o.results != nil {
+			if rerr == nil && s.o.results != nil {
+				// Only once the release is done: an unreleased reservation is
+				// still the buyer's, and a retry with its ID resubmits it.
 				_ = s.o.results.Set(context.WithoutCancel(ctx), Result{Activity: m.ActivityID, User: m.UserID,
-					Status: StatusFailed, Reason: "retry", ReservationID: m.ReservationID})
+					Status: StatusFailed, Reason: ReasonHandoff, ReservationID: m.ReservationID})
 			}
 			return RouteNone, err
 		}
@@ -95,4 +100,24 @@ func (s *Submitter) Submit(ctx context.Context, m Message) (Route, error) {
 		}
 	}
 	return route, nil
+}
+
+// releaseForer is implemented by [Fence]: a release that records the buyer
+// and the reason with the fence row.
+type releaseForer interface {
+	ReleaseFor(ctx context.Context, r ReleaseRequest) error
+}
+
+// release gives m's reservation back after a failed hand-off. The publish
+// may have reached Kafka although it reported an error, so the release must
+// be fenced: with a [Fence] as the releaser, a message that did get through
+// is answered FAILED when consumed and deducts nothing; when the fence
+// cannot be written (the database is down too) nothing is released and the
+// [Reconciler] settles the reservation later.
+func (s *Submitter) release(ctx context.Context, m Message) error {
+	if f, ok := s.rel.(releaseForer); ok {
+		return f.ReleaseFor(ctx, ReleaseRequest{Activity: m.ActivityID, User: m.UserID,
+			ReservationID: m.ReservationID, Reason: ReasonHandoff})
+	}
+	return s.rel.Release(ctx, m.ActivityID, m.ReservationID)
 }

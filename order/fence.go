@@ -1,0 +1,149 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// ReasonReleased is the Reason of a FAILED outcome whose reservation was
+// released before its message was consumed (by the [Reconciler], a failed
+// hand-off, or an operator): the message deducts nothing when it arrives.
+const ReasonReleased = "released"
+
+// ErrConsumed is returned by [Fence.Release] when the reservation already
+// has an order: it was consumed, so it is not released (cancel the order
+// instead).
+var ErrConsumed = errors.New("order: reservation already consumed by an order")
+
+// fenceMsgPrefix marks the message_dedup rows written by [Fence.Release].
+const fenceMsgPrefix = "fence:"
+
+// ReleaseRequest names one reservation for [Fence.Release].
+type ReleaseRequest struct {
+	Activity      int64
+	User          int64 // the buyer; 0 when unknown (the result is then found by reservation only)
+	ReservationID string
+	Reason        string // stored as the FAILED outcome's Reason; default ReasonReleased
+}
+
+// Fence decides, once per reservation and in one place, between "consumed"
+// (an order) and "released" (no order, units back in Redis). The decision is
+// one unique key in the database: message_dedup.reservation_id. The
+// consumer's transaction writes the reservation's dedup row together with
+// its order; Fence.Release writes a FAILED dedup row for the reservation
+// before it releases anything in Redis. Whichever commits first wins and the
+// other sees a duplicate key:
+//
+//   - a message whose reservation was fenced as released is answered FAILED
+//     (ReasonReleased) and deducts nothing, however late it arrives;
+//   - a Release of a consumed reservation returns [ErrConsumed] and gives
+//     back nothing.
+//
+// Redis is therefore released only for reservations that can never become
+// an order. The fence holds while the dedup row lives: [PruneDedup]'s
+// horizon must exceed the oldest message still deliverable (Kafka retention,
+// outbox age). Fence implements [Releaser] for the [Submitter]; the
+// [Reconciler] uses one internally. Safe for concurrent use.
+type Fence struct {
+	db  *gorm.DB
+	rel Releaser
+	o   options
+}
+
+// NewFence returns a fence over db that gives units back through rel (the
+// raw Redis release, stock.Deductor.Release). Options: [WithClock],
+// [WithResults] (a FAILED result is recorded after a release).
+func NewFence(db *gorm.DB, rel Releaser, opts ...Option) (*Fence, error) {
+	if db == nil || rel == nil {
+		return nil, fmt.Errorf("order: NewFence needs a db and a releaser")
+	}
+	return &Fence{db: db, rel: rel, o: buildOptions(opts)}, nil
+}
+
+// Release implements [Releaser]: it fences the reservation with reason
+// [ReasonReleased] and an unknown user, then releases it.
+func (f *Fence) Release(ctx context.Context, activity int64, reservationID string) error {
+	return f.ReleaseFor(ctx, ReleaseRequest{Activity: activity, ReservationID: reservationID})
+}
+
+// ReleaseFor fences r's reservation as released in the database, then
+// releases it in Redis. It returns [ErrConsumed] when the reservation has an
+// order (nothing is released). A reservation fenced earlier is released
+// again (Redis release is idempotent), so a retry after a failed Redis
+// release finishes the job. On a database error nothing was decided and
+// nothing is released: retry later.
+func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
+	if r.ReservationID == "" || len(r.ReservationID) > 64 {
+		return fmt.Errorf("%w: reservation ID must be 1-64 bytes", ErrInvalidMessage)
+	}
+	if r.Reason == "" {
+		r.Reason = ReasonReleased
+	}
+	out, err := f.fence(ctx, r)
+	if err != nil {
+		return err
+	}
+	if out.Status == StatusSuccess {
+		return fmt.Errorf("%w: %s (order %s)", ErrConsumed, r.ReservationID, out.OrderNo)
+	}
+	if err := f.rel.Release(context.WithoutCancel(ctx), r.Activity, r.ReservationID); err != nil {
+		return fmt.Errorf("order: release %s after fencing: %w", r.ReservationID, err)
+	}
+	if f.o.results != nil && r.User != 0 {
+		if err := f.o.results.Set(context.WithoutCancel(ctx), Result{Activity: r.Activity, User: r.User,
+			Status: StatusFailed, Reason: out.Reason, ReservationID: r.ReservationID}); err != nil {
+			f.o.logger.WarnContext(ctx, "order: failed result not written (the DB answers)", "err", err)
+		}
+	}
+	return nil
+}
+
+// fence writes the FAILED dedup row of r, or reads the row that won.
+func (f *Fence) fence(ctx context.Context, r ReleaseRequest) (Outcome, error) {
+	now := f.o.clock.Now()
+	m := Message{MsgID: fenceMsgPrefix + r.ReservationID, ReservationID: r.ReservationID,
+		ActivityID: r.Activity, UserID: r.User}
+	if len(m.MsgID) > 64 {
+		m.MsgID = m.MsgID[:64] // the row is found by reservation_id, not by msg_id
+	}
+	d := dedupOf(m, StatusFailed, "", r.Reason, now)
+	err := f.db.WithContext(ctx).Create(&d).Error
+	if err == nil {
+		return Outcome{Message: m, Status: StatusFailed, Reason: r.Reason}, nil
+	}
+	if !isDuplicate(err) {
+		return Outcome{}, fmt.Errorf("order: fence %s: %w", r.ReservationID, err)
+	}
+	return lookupReservation(ctx, f.db, m)
+}
+
+// lookupReservation answers m from the dedup row of its message or of its
+// reservation (whichever exists), or from the reservation's order.
+func lookupReservation(ctx context.Context, db *gorm.DB, m Message) (Outcome, error) {
+	var d []Dedup
+	if err := db.WithContext(ctx).Where("msg_id = ? OR reservation_id = ?", m.MsgID, m.ReservationID).
+		Limit(2).Find(&d).Error; err != nil {
+		return Outcome{}, fmt.Errorf("order: lookup %s: %w", m.ReservationID, err)
+	}
+	for _, row := range d {
+		if row.ReservationID == m.ReservationID {
+			return outcomeOf(m, row), nil
+		}
+	}
+	if len(d) > 0 {
+		return outcomeOf(m, d[0]), nil
+	}
+	var o []Order
+	if err := db.WithContext(ctx).Select("order_no").Where("reservation_id = ?", m.ReservationID).
+		Limit(1).Find(&o).Error; err != nil {
+		return Outcome{}, fmt.Errorf("order: lookup %s: %w", m.ReservationID, err)
+	}
+	if len(o) == 1 {
+		return Outcome{Message: m, Status: StatusSuccess, OrderNo: o[0].OrderNo, Duplicate: true}, nil
+	}
+	// A concurrent writer rolled back after our conflict: retry.
+	return Outcome{}, fmt.Errorf("order: lookup %s: dedup row vanished", m.ReservationID)
+}
