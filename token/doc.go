@@ -44,10 +44,27 @@
 // [ErrInvalidSignature], [ErrWrongActivity], [ErrWrongUser],
 // [ErrNotYetValid], [ErrExpired], [ErrReplayed]. Keys carry IDs and rotate
 // without downtime ([Signer.SetKeys]). With [WithReplayGuard] each URL is
-// accepted once (SET NX on its nonce with a TTL until expiry); without it
-// Verify does no I/O and no allocation (≈ 0.6 µs on a 2-core VM).
+// accepted once (SET NX on its nonce); without it Verify does no I/O and no
+// allocation (≈ 0.6 µs on a 2-core VM).
+//
+// Replay guard and clock skew: each server checks expiry on its own clock,
+// so a server whose clock is behind still accepts a URL that a server ahead
+// already considers expired. The nonce's "used" record therefore lives until
+// expiry + skew ([WithSkew]) + the maximum node skew ([WithMaxNodeSkew],
+// default 30 s), read on the clock of the server that accepted the URL. The
+// contract: as long as the clocks of any two servers sharing one replay
+// guard differ by at most the maximum node skew, a URL is accepted at most
+// once across all of them, at any moment of its life. Beyond that bound a
+// server far enough behind may accept a replay; keep the servers on NTP. The
+// TTL counts on the Redis server's clock as a duration, so the Redis clock's
+// offset does not matter, but the record must not be lost: no eviction
+// policy that may drop it (use noeviction, or keep the guard's keys out of
+// an evicting instance).
 //
 // # Concurrency and failures
+//
+// Options out of range fail [NewPool] and [NewSigner] with
+// [ErrInvalidConfig].
 //
 // Pool and Signer are safe for concurrent use. A Redis failure is returned
 // as a wrapped error, never as a refusal and never as a success: callers

@@ -45,4 +45,8 @@ var (
 	// ErrNoKeys: the Signer was given no key, a secret shorter than 16
 	// bytes, an invalid key ID or a duplicate key ID.
 	ErrNoKeys = errors.New("token: invalid key set")
+	// ErrInvalidConfig: an option of [NewPool] or [NewSigner] is out of range
+	// (a negative skew, a zero validity, a nil clock, ...) or NewPool was
+	// given a nil Redis client.
+	ErrInvalidConfig = errors.New("token: invalid config")
 )

@@ -99,6 +99,7 @@ func ExamplePool_Restore() {
 }
 
 func ExampleSigner() {
+	// A fixed date is safe here: the only clock is the fake one below (no Redis, no deadline).
 	start := time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 	now := start.Add(-30 * time.Second)
 	clock := token.ClockFunc(func() time.Time { return now })
@@ -143,7 +144,8 @@ func ExampleWithReplayGuard() {
 
 	start := time.Now().Add(30 * time.Second)
 	signer, err := token.NewSigner([]token.Key{{ID: "k1", Secret: []byte("0123456789abcdef0123456789abcdef")}},
-		token.WithReplayGuard(rdb), token.WithSkew(time.Minute))
+		token.WithReplayGuard(rdb), token.WithSkew(time.Minute),
+		token.WithMaxNodeSkew(10*time.Second)) // our servers' clocks are at most 10 s apart
 	if err != nil {
 		panic(err)
 	}

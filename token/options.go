@@ -24,6 +24,7 @@ type options struct {
 	lead     time.Duration
 	validity time.Duration
 	skew     time.Duration
+	nodeSkew time.Duration
 	nonces   NonceStore
 }
 
@@ -38,27 +39,37 @@ func defaultOptions() options {
 		lead:         time.Minute,
 		validity:     10 * time.Minute,
 		skew:         2 * time.Second,
+		nodeSkew:     DefaultMaxNodeSkew,
 	}
 }
 
 func (o *options) validate() error {
+	if err := o.check(); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+func (o *options) check() error {
 	switch {
 	case o.multiplier < 1:
-		return fmt.Errorf("token: multiplier %d < 1", o.multiplier)
+		return fmt.Errorf("multiplier %d < 1", o.multiplier)
 	case o.bindTTL < time.Millisecond:
-		return fmt.Errorf("token: binding TTL %v < 1ms", o.bindTTL)
+		return fmt.Errorf("binding TTL %v < 1ms", o.bindTTL)
 	case o.reclaimBatch < 0:
-		return fmt.Errorf("token: reclaim batch %d < 0", o.reclaimBatch)
+		return fmt.Errorf("reclaim batch %d < 0", o.reclaimBatch)
 	case o.issueBatch < 1:
-		return fmt.Errorf("token: issue batch %d < 1", o.issueBatch)
+		return fmt.Errorf("issue batch %d < 1", o.issueBatch)
 	case o.lead < 0:
-		return fmt.Errorf("token: lead time %v < 0", o.lead)
+		return fmt.Errorf("lead time %v < 0", o.lead)
 	case o.validity <= 0:
-		return fmt.Errorf("token: validity %v <= 0", o.validity)
+		return fmt.Errorf("validity %v <= 0", o.validity)
 	case o.skew < 0:
-		return fmt.Errorf("token: skew %v < 0", o.skew)
+		return fmt.Errorf("skew %v < 0", o.skew)
+	case o.nodeSkew < 0:
+		return fmt.Errorf("max node skew %v < 0", o.nodeSkew)
 	case o.clock == nil:
-		return fmt.Errorf("token: nil clock")
+		return fmt.Errorf("nil clock")
 	}
 	return nil
 }
@@ -111,9 +122,31 @@ func WithSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
 
 // WithReplayGuard makes [Signer.Verify] accept each signed URL at most once:
 // after every other check passes it claims the URL's nonce in Redis with
-// SET NX and a TTL that lasts until the URL expires (Signer). Default: off
-// (a URL verifies any number of times until it expires).
+// SET NX and a TTL that lasts until the URL is expired on every verifying
+// server, see [WithMaxNodeSkew] (Signer). Default: off (a URL verifies any
+// number of times until it expires).
 func WithReplayGuard(s NonceStore) Option { return func(o *options) { o.nonces = s } }
+
+// DefaultMaxNodeSkew is the clock difference between verifying servers that
+// the replay guard tolerates unless [WithMaxNodeSkew] says otherwise.
+const DefaultMaxNodeSkew = 30 * time.Second
+
+// WithMaxNodeSkew sets the largest difference between the clocks of any two
+// servers that verify the same signed URLs with one replay guard (Signer;
+// used only with [WithReplayGuard]). It must be >= 0; default
+// [DefaultMaxNodeSkew] (30 s).
+//
+// A server accepts a URL while its own clock reads before expiry + skew
+// ([WithSkew]), so a server whose clock is behind still accepts a URL that a
+// server ahead already considers expired. The nonce's "used" record must
+// outlive that: Verify sets its TTL to expiry + skew + d − now, read on the
+// clock of the server that accepted the URL. Any two verifying clocks that
+// differ by at most d then never see the record gone while one of them still
+// considers the URL live, so a replay is refused on every server. Clocks
+// further apart than d break that guarantee: keep servers on NTP and set d
+// above the worst difference you alert on. A larger d costs only memory (each
+// record lives d longer).
+func WithMaxNodeSkew(d time.Duration) Option { return func(o *options) { o.nodeSkew = d } }
 
 // NonceStore is the one Redis command the replay guard needs. It is
 // satisfied by *redis.Client, *redis.ClusterClient, *redis.Ring and any

@@ -82,10 +82,11 @@ type Pool struct {
 // NewPool returns a Pool on a borrowed client (*redis.Client,
 // *redis.ClusterClient, *redis.Ring or any UniversalClient). Options:
 // [WithKeyPrefix], [WithClock], [WithMultiplier], [WithBindTTL],
-// [WithReclaimBatch], [WithIssueBatch].
+// [WithReclaimBatch], [WithIssueBatch]. A nil client or an option out of
+// range fails with [ErrInvalidConfig].
 func NewPool(rdb redis.Scripter, opts ...Option) (*Pool, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("token: nil redis client")
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {

@@ -94,7 +94,8 @@ const (
 
 // NewSigner returns a Signer holding keys; keys[0] signs. Options:
 // [WithClock], [WithLeadTime], [WithValidity], [WithSkew],
-// [WithReplayGuard], [WithKeyPrefix].
+// [WithReplayGuard], [WithMaxNodeSkew], [WithKeyPrefix]. An option out of
+// range fails with [ErrInvalidConfig].
 func NewSigner(keys []Key, opts ...Option) (*Signer, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -300,7 +301,9 @@ func (s *Signer) check(sc *scratch, tok, activity, user string) (checked, error)
 // the skew tolerance ([ErrNotYetValid], [ErrExpired]) and, last, the
 // one-time nonce when [WithReplayGuard] is set ([ErrReplayed]), so a
 // refused request never burns a nonce. Any other error is a Redis failure
-// of the replay guard; the URL must then be treated as not verified.
+// of the replay guard; the URL must then be treated as not verified. The
+// guard refuses a replay on every server that shares its Redis as long as
+// their clocks differ by at most [WithMaxNodeSkew].
 //
 // Without the replay guard Verify does no I/O and does not allocate.
 func (s *Signer) Verify(ctx context.Context, tok, activity, user string) (Claims, error) {
@@ -320,7 +323,7 @@ func (s *Signer) Verify(ctx context.Context, tok, activity, user string) (Claims
 	}
 	c := Claims{Activity: activity, User: user, KeyID: d.kid, NotBefore: nbf, Expiry: exp, Nonce: d.nonce}
 	if s.opts.nonces != nil {
-		ttl := max(exp.Add(s.opts.skew).Sub(now), time.Second)
+		ttl := nonceTTL(now, exp, s.opts.skew, s.opts.nodeSkew)
 		key := nonceKey(s.opts.prefix, activity, base64.RawURLEncoding.EncodeToString(d.nonce[:]))
 		ok, err := s.opts.nonces.SetNX(ctx, key, 1, ttl).Result()
 		if err != nil {
@@ -331,4 +334,16 @@ func (s *Signer) Verify(ctx context.Context, tok, activity, user string) (Claims
 		}
 	}
 	return c, nil
+}
+
+// nonceTTL is how long the replay guard keeps a nonce claimed at now (the
+// accepting server's clock): until the URL is expired on every server whose
+// clock is at most nodeSkew behind this one, i.e. exp + skew + nodeSkew − now,
+// rounded up to a whole millisecond (Redis counts PX in whole milliseconds;
+// rounding down would end the record up to 1 ms early) and never below one
+// second.
+func nonceTTL(now, exp time.Time, skew, nodeSkew time.Duration) time.Duration {
+	ttl := exp.Add(skew + nodeSkew).Sub(now)
+	ttl = (ttl + time.Millisecond - 1).Truncate(time.Millisecond)
+	return max(ttl, time.Second)
 }
