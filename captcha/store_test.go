@@ -58,8 +58,10 @@ func TestNewValidates(t *testing.T) {
 
 func TestGenerateStores(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
-	clk := clockFunc(func() time.Time { return now })
+	// The clock only stamps ExpiresAt; the key's TTL is a relative PEXPIRE,
+	// so an Epoch clock is safe on a real server too.
+	clk := testenv.NewEpochClock(0)
+	now := clk.Now()
 	eachRedis(t, fixed("2+2=?", " 4 "), func(t *testing.T, s *Store, rdb redis.UniversalClient) {
 		ctx := context.Background()
 		ch, err := s.Generate(ctx, GenerateParams{User: "alice"})
@@ -77,9 +79,20 @@ func TestGenerateStores(t *testing.T) {
 	}, WithTTL(time.Minute), WithClock(clk))
 }
 
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
+// With the default (system) clock, ExpiresAt is when the server drops the
+// challenge: time.Now() + the key's PTTL, give or take the round trip.
+func TestExpiresAtMatchesServerTTL(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, fixed("q", "a"), func(t *testing.T, s *Store, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		ch, err := s.Generate(ctx, GenerateParams{})
+		require.NoError(t, err)
+		ttl, err := rdb.PTTL(ctx, challengeKey(s.opts.prefix, ch.ID)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		assert.WithinDuration(t, time.Now().Add(ttl), ch.ExpiresAt, 2*time.Second)
+	}, WithTTL(time.Hour))
+}
 
 // TestVerifyRefusals counts every refusal path of a challenge.
 func TestVerifyRefusals(t *testing.T) {

@@ -74,10 +74,12 @@ func NewBehaviour(rdb Client, window time.Duration, flagAt, denyAt int64, opts .
 // Name returns "behaviour".
 func (b *Behaviour) Name() string { return "behaviour" }
 
-// Record counts one event of user and reports where the user stands.
+// Record counts one event of user and reports where the user stands. A
+// user ID that is not [ValidUserID] fails with [ErrInvalidID] and records
+// nothing.
 func (b *Behaviour) Record(ctx context.Context, user string) (BehaviourResult, error) {
-	if user == "" {
-		return BehaviourResult{}, fmt.Errorf("risk: empty user id: %w", ErrInvalidArgument)
+	if err := checkUserID(user); err != nil {
+		return BehaviourResult{}, err
 	}
 	nonce := b.nonceBase + "." + strconv.FormatUint(b.nonceCounter.Add(1), 36)
 	res, err := behaviourScript.Run(ctx, b.rdb, []string{behaviourKey(b.o.prefix, user)},
@@ -111,10 +113,14 @@ func (b *Behaviour) Record(ctx context.Context, user string) (BehaviourResult, e
 
 // Check records one event of s.UserID (skipped when empty) and decides:
 // Deny (throttled, reason [ReasonTooFrequent]) above the deny threshold,
-// the flag action (reason [ReasonSuspicious]) above the flag threshold.
+// the flag action (reason [ReasonSuspicious]) above the flag threshold. An
+// invalid user ID is denied ([ReasonInvalidUser]) and not recorded.
 func (b *Behaviour) Check(ctx context.Context, s Subject) (Decision, error) {
 	if s.UserID == "" {
 		return Decision{}, nil
+	}
+	if d, bad := invalidSubject(s, true, false); bad {
+		return d, nil
 	}
 	r, err := b.Record(ctx, s.UserID)
 	if err != nil {

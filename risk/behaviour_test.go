@@ -15,7 +15,7 @@ import (
 func TestBehaviourWindow(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	t0 := testenv.Epoch() // miniredis TIME only: no real clock involved
 	m.SetTime(t0)
 	b, err := NewBehaviour(rdb, 10*time.Second, 3, 5)
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestBehaviourCheckDecisions(t *testing.T) {
 func TestBehaviourAutoBlacklist(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	t0 := testenv.Epoch() // miniredis TIME only: no real clock involved
 	m.SetTime(t0)
 	bl, err := NewBlacklist(rdb, WithEscalation(time.Minute, time.Hour, 2))
 	require.NoError(t, err)

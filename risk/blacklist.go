@@ -21,8 +21,6 @@ const (
 	KindDevice Kind = "d"
 )
 
-func (k Kind) valid() bool { return k == KindUser || k == KindIP || k == KindDevice }
-
 func (k Kind) reason() string {
 	switch k {
 	case KindIP:
@@ -90,25 +88,31 @@ func NewBlacklist(rdb Client, opts ...Option) (*Blacklist, error) {
 // Name returns "blacklist".
 func (b *Blacklist) Name() string { return "blacklist" }
 
-// subjectID validates kind and id and returns the id as stored: IP ids are
-// canonicalised ("::ffff:10.0.0.1" and "10.0.0.1" are one subject, IPv6 in
-// its compressed form) so bans added by hand match the [IPResolver]'s
-// output.
+// subjectID validates kind and id and returns the id as stored: user and
+// device ids must be [ValidUserID] / [ValidDeviceID] (else [ErrInvalidID]);
+// IP ids are canonicalised ("::ffff:10.0.0.1" and "10.0.0.1" are one
+// subject, IPv6 in its compressed form, at most 45 bytes) so bans added by
+// hand match the [IPResolver]'s output.
 func subjectID(kind Kind, id string) (string, error) {
-	if !kind.valid() {
-		return "", fmt.Errorf("risk: unknown kind %q: %w", kind, ErrInvalidArgument)
-	}
-	if id == "" {
-		return "", fmt.Errorf("risk: empty %s id: %w", kind, ErrInvalidArgument)
-	}
-	if kind == KindIP {
+	switch kind {
+	case KindUser:
+		return id, checkUserID(id)
+	case KindDevice:
+		return id, checkDeviceID(id)
+	case KindIP:
+		if id == "" {
+			return "", fmt.Errorf("risk: empty ip: %w", ErrInvalidArgument)
+		}
 		a, ok := ParseHop(id)
 		if !ok {
+			if len(id) > 64 {
+				return "", fmt.Errorf("risk: ip of %d bytes: %w", len(id), ErrInvalidArgument)
+			}
 			return "", fmt.Errorf("risk: ip %q: %w", id, ErrInvalidArgument)
 		}
-		id = a.String()
+		return a.String(), nil
 	}
-	return id, nil
+	return "", fmt.Errorf("risk: unknown kind %.16q: %w", kind, ErrInvalidArgument)
 }
 
 // Add records an offence of the subject and bans it for the escalated
@@ -208,8 +212,13 @@ func (b *Blacklist) Banned(ctx context.Context, kind Kind, id string) (Ban, bool
 }
 
 // Check denies s if its user, IP or device is banned (in that order of
-// precedence), in one pipelined round trip. Empty fields are skipped.
+// precedence), in one pipelined round trip. Empty fields are skipped; an
+// invalid user or device ID is denied ([ReasonInvalidUser],
+// [ReasonInvalidDevice]) without a Redis command.
 func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
+	if d, bad := invalidSubject(s, true, true); bad {
+		return d, nil
+	}
 	type item struct {
 		kind Kind
 		id   string

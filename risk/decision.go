@@ -43,10 +43,15 @@ const (
 	ReasonSuspicious        = "suspicious_rate"   // behaviour: over the flag threshold
 	ReasonDeviceShared      = "device_other_user" // device bound to another user
 	ReasonUnavailable       = "unavailable"       // a rule failed under FailChallenge
+	ReasonInvalidUser       = "invalid_user"      // Subject.UserID set but not ValidUserID
+	ReasonInvalidDevice     = "invalid_device"    // Subject.DeviceID set but not ValidDeviceID
 )
 
 // Subject is who and what a request comes from. Empty fields are skipped by
-// the rules that need them.
+// the rules that need them. A UserID that is set but not [ValidUserID], or a
+// DeviceID that is set but not [ValidDeviceID], is denied by [Blacklist],
+// [Behaviour] and [DeviceBinder] (reason [ReasonInvalidUser] or
+// [ReasonInvalidDevice]) without a Redis command.
 type Subject struct {
 	UserID   string
 	IP       netip.Addr

@@ -44,10 +44,15 @@ func NewDeviceBinder(rdb Client, opts ...Option) (*DeviceBinder, error) {
 // Name returns "device".
 func (d *DeviceBinder) Name() string { return "device" }
 
-// Bind binds device to user if it is free, and reports its owner.
+// Bind binds device to user if it is free, and reports its owner. A
+// device ID that is not [ValidDeviceID] or a user ID that is not
+// [ValidUserID] fails with [ErrInvalidID] and writes nothing.
 func (d *DeviceBinder) Bind(ctx context.Context, device, user string) (Binding, error) {
-	if device == "" || user == "" {
-		return Binding{}, fmt.Errorf("risk: empty device or user id: %w", ErrInvalidArgument)
+	if err := checkDeviceID(device); err != nil {
+		return Binding{}, err
+	}
+	if err := checkUserID(user); err != nil {
+		return Binding{}, err
 	}
 	refresh := "0"
 	if d.o.refreshBinding {
@@ -69,10 +74,11 @@ func (d *DeviceBinder) Bind(ctx context.Context, device, user string) (Binding, 
 	return Binding{Owner: owner, New: status == 1, Conflict: status == 0}, nil
 }
 
-// Unbind frees the device (e.g. after a support request).
+// Unbind frees the device (e.g. after a support request). An invalid
+// device ID fails with [ErrInvalidID].
 func (d *DeviceBinder) Unbind(ctx context.Context, device string) error {
-	if device == "" {
-		return fmt.Errorf("risk: empty device id: %w", ErrInvalidArgument)
+	if err := checkDeviceID(device); err != nil {
+		return err
 	}
 	if err := d.rdb.Del(ctx, deviceKey(d.o.prefix, device)).Err(); err != nil {
 		return fmt.Errorf("risk: device unbind %s: %w", device, err)
@@ -82,10 +88,14 @@ func (d *DeviceBinder) Unbind(ctx context.Context, device string) error {
 
 // Check binds s.DeviceID to s.UserID (skipped unless both are set) and
 // denies or challenges (reason [ReasonDeviceShared]) when the device
-// belongs to another user.
+// belongs to another user. An invalid device or user ID is denied
+// ([ReasonInvalidDevice], [ReasonInvalidUser]) and nothing is written.
 func (d *DeviceBinder) Check(ctx context.Context, s Subject) (Decision, error) {
 	if s.DeviceID == "" || s.UserID == "" {
 		return Decision{}, nil
+	}
+	if dec, bad := invalidSubject(s, true, true); bad {
+		return dec, nil
 	}
 	b, err := d.Bind(ctx, s.DeviceID, s.UserID)
 	if err != nil {

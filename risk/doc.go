@@ -32,8 +32,21 @@
 //
 // A refusal is a [Decision], never an error. Errors mean a dependency
 // failed (wrapping the go-redis error), an argument was invalid
-// ([ErrInvalidArgument]) or, on the auth path only, a credential did not
-// verify ([ErrNoToken], [ErrMalformedToken], [ErrInvalidToken]).
+// ([ErrInvalidArgument]; [ErrInvalidID] for a bad user or device ID) or,
+// on the auth path only, a credential did not verify ([ErrNoToken],
+// [ErrMalformedToken], [ErrInvalidToken]).
+//
+// # IDs
+//
+// User and device IDs become parts of Redis keys, so they are bounded
+// before any command is sent: a user ID is 1..[MaxIDLen] (128) bytes
+// without braces ([ValidUserID]); a device ID, which comes straight from
+// the client, is 1..128 bytes of [A-Za-z0-9._:-] ([ValidDeviceID]). Direct
+// calls ([DeviceBinder.Bind], [Blacklist.Add], [Behaviour.Record],
+// [SessionStore.Create] …) fail with [ErrInvalidID] and write nothing; as
+// rules, [Blacklist], [Behaviour] and [DeviceBinder] deny such a [Subject]
+// ([ReasonInvalidUser], [ReasonInvalidDevice]; the [Middleware] answers
+// 403). IP IDs are canonical addresses.
 //
 // # Failure policy
 //

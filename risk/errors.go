@@ -1,6 +1,9 @@
 package risk
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Denials are never errors: a refused request is a
 // [Decision] with Action [Deny] or [Challenge]. Errors mean a credential
@@ -27,7 +30,14 @@ var (
 	// ErrBadReply means Redis answered a script with an unexpected type.
 	ErrBadReply = errors.New("risk: unexpected redis reply")
 
-	// ErrInvalidArgument is returned for empty IDs, bad durations and other
-	// programming errors in arguments and options.
+	// ErrInvalidArgument is returned for bad durations, nil collaborators
+	// and other programming errors in arguments and options.
 	ErrInvalidArgument = errors.New("risk: invalid argument")
+
+	// ErrInvalidID is returned, before any Redis command is sent, for a
+	// user ID that is not [ValidUserID] or a device ID that is not
+	// [ValidDeviceID] (empty, longer than [MaxIDLen], bad characters). It
+	// wraps [ErrInvalidArgument]. As a [Rule], each type denies such a
+	// subject instead ([ReasonInvalidUser], [ReasonInvalidDevice]).
+	ErrInvalidID = fmt.Errorf("risk: invalid user or device id: %w", ErrInvalidArgument)
 )

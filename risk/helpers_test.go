@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/testenv"
@@ -13,8 +12,13 @@ import (
 
 type fakeClock = testenv.Clock
 
+// newFakeClock returns a clock at testenv.Epoch(). It may be used next to a
+// real Redis: in this package the injected clock only stamps a ban's
+// reported "until" (stored as data and read back by the same clock, never
+// a Redis expiry time; TTLs are relative PX durations) and AuthCache's
+// in-process expiry.
 func newFakeClock() *fakeClock {
-	return testenv.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	return testenv.NewEpochClock(0)
 }
 
 // eachRedis runs fn once per Redis kind available (miniredis always, real

@@ -25,8 +25,9 @@ type ChallengeHandler func(w http.ResponseWriter, r *http.Request, next http.Han
 //
 // The subject is the user from [UserFrom] (so put [Auth] in front), the IP
 // from the [IPResolver] (default: TCP peer only) and the device from the
-// X-Device-ID header; see [WithSubjectFunc]. Middleware is safe for
-// concurrent use.
+// X-Device-ID header, as sent (the built-in rules deny one that is not
+// [ValidDeviceID]: 403 reason [ReasonInvalidDevice]); see
+// [WithSubjectFunc]. Middleware is safe for concurrent use.
 type Middleware struct {
 	c *Checker
 	o options
@@ -58,9 +59,9 @@ func (m *Middleware) Subject(r *http.Request) (Subject, error) {
 	s.UserID, _ = UserFrom(r.Context())
 	s.IP = m.o.ipResolver.ClientIP(r)
 	if m.o.deviceHeader != "" {
-		if d := r.Header.Get(m.o.deviceHeader); len(d) <= 128 {
-			s.DeviceID = d
-		}
+		// Passed on as sent: the rules deny an invalid device ID
+		// (ReasonInvalidDevice) before it reaches Redis.
+		s.DeviceID = r.Header.Get(m.o.deviceHeader)
 	}
 	return s, nil
 }

@@ -130,14 +130,15 @@ func TestMiddlewareSubject(t *testing.T) {
 	})
 	assert.Equal(t, Subject{UserID: "u9", IP: netipMust("203.0.113.4"), DeviceID: "phone-1"}, got)
 
-	// Default: no proxy trusted; over-long device IDs dropped.
+	// Default: no proxy trusted; the device header is passed on as sent
+	// (the built-in rules deny an invalid one, see TestInvalidIDs...).
 	mw2, err := NewMiddleware(chk)
 	require.NoError(t, err)
 	serve(t, mw2.Handle, func(r *http.Request) {
 		r.Header.Set("X-Forwarded-For", "1.1.1.1")
 		r.Header.Set("X-Device-ID", strings.Repeat("x", 200))
 	})
-	assert.Equal(t, Subject{IP: netipMust("198.51.100.10")}, got)
+	assert.Equal(t, Subject{IP: netipMust("198.51.100.10"), DeviceID: strings.Repeat("x", 200)}, got)
 
 	// Custom subject func; an error is a 400.
 	mw3, err := NewMiddleware(chk, WithSubjectFunc(func(r *http.Request) (Subject, error) {

@@ -38,10 +38,11 @@ func NewSessionStore(rdb Client, opts ...Option) (*SessionStore, error) {
 }
 
 // Create starts a session of userID for ttl (0 = the store's session TTL,
-// see [WithSessionTTL]) and returns its bearer token.
+// see [WithSessionTTL]) and returns its bearer token. A user ID that is not
+// [ValidUserID] fails with [ErrInvalidID] and stores nothing.
 func (s *SessionStore) Create(ctx context.Context, userID string, ttl time.Duration) (string, error) {
-	if userID == "" {
-		return "", fmt.Errorf("risk: empty user id: %w", ErrInvalidArgument)
+	if err := checkUserID(userID); err != nil {
+		return "", err
 	}
 	if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) {
 		return "", fmt.Errorf("risk: session ttl %v: %w", ttl, ErrInvalidArgument)
