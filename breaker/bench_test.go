@@ -14,8 +14,9 @@ package breaker_test
 //   - OpenReject: the breaker is open with a long timeout; every call is
 //     refused.
 //   - MutexReference: the closed-state path of this package written with one
-//     sync.Mutex instead of atomics, to show what the atomics buy (STYLE
-//     rule 10); compare it with Execute/Consecutive/*/seckill.
+//     sync.Mutex instead of atomics, to show what the atomics buy (docs/
+//     ARCHITECTURE.md, "Concurrency: mutex first"); compare it with
+//     Execute/Consecutive/*/seckill.
 
 import (
 	"context"
@@ -246,7 +247,8 @@ func BenchmarkOpenReject(b *testing.B) {
 }
 
 // mutexBreaker is the closed-state path of breaker.Breaker written the way
-// STYLE rule 10 says to start: the same steps (state and generation check at
+// docs/ARCHITECTURE.md ("Concurrency: mutex first") says to start: the same
+// steps (state and generation check at
 // admission and at the end, panic accounting through a defer, classification,
 // a success/failure bucket and the consecutive-failure run, trip check) under
 // one sync.Mutex instead of atomics. It exists only to measure what the

@@ -17,6 +17,7 @@ func (c *manualClock) Now() time.Time          { return c.t }
 func (c *manualClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func ExampleNew() {
+	// A fixed date is safe here: the breaker reads only this fake clock.
 	clk := &manualClock{t: time.Unix(0, 0)}
 	b, err := breaker.New("redis",
 		breaker.WithConsecutiveFailures(3),
@@ -82,6 +83,7 @@ func ExampleBreaker_Allow() {
 }
 
 func ExampleWithFailureRatio() {
+	// A fixed date is safe here: the breaker reads only this fake clock.
 	clk := &manualClock{t: time.Unix(0, 0)}
 	b, err := breaker.New("db",
 		breaker.WithConsecutiveFailures(0),     // only the ratio trips

@@ -1,13 +1,10 @@
 package breaker_test
 
-import (
-	"time"
-
-	"github.com/seckillkit/seckill/internal/testenv"
-)
+import "github.com/seckillkit/seckill/internal/testenv"
 
 type fakeClock = testenv.Clock
 
-func newFakeClock() *fakeClock {
-	return testenv.NewClock(time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC))
-}
+// newFakeClock returns a fake clock standing at the test epoch. A breaker
+// on it measures time only from the clock's reading at New; the tests build
+// no real deadline or timer from it.
+func newFakeClock() *fakeClock { return testenv.NewEpochClock(0) }

@@ -29,7 +29,9 @@ func openDB() (*gorm.DB, func()) {
 	if err := order.AutoMigrate(ctx, db); err != nil {
 		panic(err)
 	}
-	start := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	// The examples run on the real clock (the ID generator, the processor
+	// and the canceller use time.Now), so the activity window starts now.
+	start := time.Now()
 	db.Create(&order.Activity{ID: 42, Name: "phone", ActivityPrice: 99900, TotalStock: 2, Stock: 2,
 		UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
 	return db, func() {
@@ -42,7 +44,7 @@ func openDB() (*gorm.DB, func()) {
 
 func message(n int, user int64) order.Message {
 	return order.Message{Version: order.MessageVersion, MsgID: fmt.Sprint("msg-", n), ReservationID: fmt.Sprint("resv-", n),
-		ActivityID: 42, UserID: user, Qty: 1, CreatedAt: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
+		ActivityID: 42, UserID: user, Qty: 1, CreatedAt: time.Now()}
 }
 
 // A batch of messages becomes orders in one transaction; what does not fit

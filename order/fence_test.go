@@ -50,7 +50,7 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 		addActivity(t, db, 1, 1, 1)
 		clock := newClock()
 		led := newLedger()
-		p, err := NewProcessor(db, newGen(t, 1, WithEpoch(testIDEpoch())), WithClock(clock))
+		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 		require.NoError(t, err)
 
 		late := msg(1, 1, 101) // buyer A: reserved, message stuck behind a backlog
@@ -93,7 +93,7 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 		addActivity(t, db, 1, 10, 2)
 		clock := newClock()
 		led := newLedger()
-		p, err := NewProcessor(db, newGen(t, 1, WithEpoch(testIDEpoch())), WithClock(clock))
+		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 		require.NoError(t, err)
 		const u = 7
 		late := msg(1, 1, u)
@@ -129,7 +129,7 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 			t.Parallel()
 			db := newDB(t)
 			addActivity(t, db, 1, 100, 3)
-			p, err := NewProcessor(db, newGen(t, 1, WithEpoch(testIDEpoch())), WithClock(newClock()))
+			p, err := NewProcessor(db, newGen(t, 1), WithClock(newClock()))
 			require.NoError(t, err)
 			// user 5 buys qty 2, then qty 1, then qty 1 (over the cap of 3),
 			// each in its own batch with other buyers.
@@ -176,7 +176,7 @@ func TestFenceRace(t *testing.T) {
 	addActivity(t, db, 1, n, 1)
 	clock := newClock()
 	led := newLedger()
-	p, err := NewProcessor(db, newGen(t, 1, WithEpoch(testIDEpoch())), WithClock(clock))
+	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 	require.NoError(t, err)
 	f, err := NewFence(db, led, WithClock(clock))
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 	require.NoError(t, err)
 	var delivered []Message
 	pub := PublisherFunc(func(_ context.Context, m Message) error {
-		delivered = append(delivered, m) // it got through…
+		delivered = append(delivered, m)        // it got through…
 		return errors.New("kafka: i/o timeout") // …but the reply was lost
 	})
 	fb := FallbackFunc(func(context.Context, Message) error { return errors.New("outbox: db down") })
@@ -269,7 +269,7 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 	require.Len(t, delivered, 1)
 	assert.Equal(t, 1, led.releasedByID()[m.ReservationID])
 
-	p, err := NewProcessor(db, newGen(t, 1, WithEpoch(testIDEpoch())), WithClock(clock))
+	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 	require.NoError(t, err)
 	o, err := p.Handle(ctx, delivered[0])
 	require.NoError(t, err)
@@ -293,7 +293,7 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 			prefix := testenv.Prefix(t) + string(kind) + ":"
 			r, err := NewResults(rdb, db, WithKeyPrefix(prefix), WithClock(clock), WithResultTTL(time.Hour))
 			require.NoError(t, err)
-			p, err := NewProcessor(db, newGen(t, 1, WithEpoch(testIDEpoch())), WithClock(clock))
+			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 			require.NoError(t, err)
 
 			m := msg(1, 1, 7)

@@ -85,7 +85,18 @@ func (l *ledger) setFail(err error) {
 
 type fixedClock = testenv.Clock
 
-func newClock() *fixedClock { return testenv.NewClock(time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)) }
+// newClock returns a fake clock standing at the test epoch. It meets no real
+// time: the package compares its readings only with each other (expiry,
+// grace, queue scores), never with a deadline, a TTL or a server's NOW().
+func newClock() *fixedClock { return testenv.NewEpochClock(0) }
+
+// testIDEpoch is the ID epoch of every generator that runs on a test clock
+// (pass it with WithEpoch, and to DecomposeID): a day before the test epoch.
+// The default ID epoch, 2024-01-01, is after the "past" test epoch (a
+// generator refuses a clock before its epoch) and more than 41 bits of
+// milliseconds before a late enough one (IDs overflow). Generators on the
+// real clock keep the default.
+func testIDEpoch() time.Time { return testenv.Epoch().Add(-24 * time.Hour) }
 
 func newDB(t testing.TB) *gorm.DB {
 	t.Helper()
@@ -96,7 +107,7 @@ func newDB(t testing.TB) *gorm.DB {
 
 func addActivity(t testing.TB, db *gorm.DB, id, stock, limit int64) {
 	t.Helper()
-	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
 	require.NoError(t, db.Create(&Activity{ID: id, Name: fmt.Sprint("a", id), ActivityPrice: 990, OriginalPrice: 1990,
 		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
 }
@@ -133,8 +144,20 @@ func checkConservation(t testing.TB, db *gorm.DB, act, initial int64) {
 	require.Equal(t, initial, dbStock(t, db, act)+liveOrders(t, db, act), "DB stock + live orders = initial")
 }
 
+// newGen returns an ID generator for machine. Without options it runs on the
+// real clock with the default ID epoch. On a test clock pass WithClock(clock)
+// and WithEpoch(testIDEpoch()) together. testIDEpoch on the real clock is
+// refused here, in every epoch mode: it moves with SECKILL_TEST_EPOCH, so
+// under "future" it lies decades after the real now and NewIDGenerator would
+// refuse it only in that run.
 func newGen(t testing.TB, machine int64, opts ...Option) *IDGenerator {
 	t.Helper()
+	if o := buildOptions(opts); o.epoch.Equal(testIDEpoch()) {
+		if _, real := o.clock.(systemClock); real {
+			t.Fatal("newGen: WithEpoch(testIDEpoch()) needs the test clock it is relative to (WithClock); " +
+				"a generator on the real clock keeps the default ID epoch")
+		}
+	}
 	g, err := NewIDGenerator(machine, opts...)
 	require.NoError(t, err)
 	return g
@@ -142,7 +165,7 @@ func newGen(t testing.TB, machine int64, opts ...Option) *IDGenerator {
 
 func msg(i int, act, user int64) Message {
 	return Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
-		ActivityID: act, UserID: user, Qty: 1, CreatedAt: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
+		ActivityID: act, UserID: user, Qty: 1, CreatedAt: testenv.Epoch()}
 }
 
 // fakeSession and fakeClaim drive ConsumeClaim without Kafka.

@@ -15,7 +15,7 @@ import (
 func TestIDGeneratorMonotonicAndUnique(t *testing.T) {
 	t.Parallel()
 	clock := newClock()
-	g := newGen(t, 5, WithClock(clock))
+	g := newGen(t, 5, WithClock(clock), WithEpoch(testIDEpoch()))
 	seen := map[int64]bool{}
 	var last int64
 	// 10,000 IDs in one frozen millisecond: the sequence overflows and
@@ -27,7 +27,7 @@ func TestIDGeneratorMonotonicAndUnique(t *testing.T) {
 		require.Greater(t, id, last)
 		seen[id], last = true, id
 	}
-	_, machine, _ := DecomposeID(last, time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, machine, _ := DecomposeID(last, testIDEpoch())
 	assert.EqualValues(t, 5, machine)
 
 	// clock steps back an hour: IDs keep increasing
@@ -41,7 +41,7 @@ func TestIDGeneratorMonotonicAndUnique(t *testing.T) {
 	clock.Add(2 * time.Hour)
 	id, err := g.NextID()
 	require.NoError(t, err)
-	at, _, seq := DecomposeID(id, time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
+	at, _, seq := DecomposeID(id, testIDEpoch())
 	assert.Equal(t, clock.Now().UnixMilli(), at.UnixMilli())
 	assert.EqualValues(t, 0, seq)
 }
@@ -99,7 +99,7 @@ func TestMachineLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, a.MachineID(), b.MachineID(), "no two instances share a machine id")
 
-	ga, err := a.NewGenerator(WithClock(clock))
+	ga, err := a.NewGenerator(WithClock(clock), WithEpoch(testIDEpoch()))
 	require.NoError(t, err)
 	var last int64
 	for i := 0; i < 100; i++ {
@@ -117,7 +117,7 @@ func TestMachineLease(t *testing.T) {
 	assert.GreaterOrEqual(t, c.Floor(), ga.LastMillis())
 	behind := newClock()
 	behind.Add(-time.Hour)
-	gc, err := c.NewGenerator(WithClock(behind))
+	gc, err := c.NewGenerator(WithClock(behind), WithEpoch(testIDEpoch())) // the floor is relative to the ID epoch: the same one
 	require.NoError(t, err)
 	id, err := gc.NextID()
 	require.NoError(t, err)

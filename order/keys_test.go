@@ -113,7 +113,7 @@ func TestPruneDedupLimitAndHorizon(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t)
-	base := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	base := testenv.Epoch()
 	var rows []Dedup
 	for i := 0; i < 15; i++ {
 		at := base.Add(-time.Duration(i+1) * time.Hour) // 10 rows older than the horizon

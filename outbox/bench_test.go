@@ -13,7 +13,7 @@ import (
 
 // Database-bound benchmarks run on testenv.DB: SQLite by default, MariaDB
 // when SECKILL_MYSQL_DSN is set. Kafka is an in-process 3-broker kfake
-// (or SECKILL_KAFKA_BROKERS). Figures: /tmp/seckill-bench/outbox.md.
+// (or SECKILL_KAFKA_BROKERS). Figures: the outbox section of BENCHMARKS.md.
 
 // plainRow has the outbox row's shape without the package: the anchor for
 // Write's own overhead on the same database.

@@ -95,6 +95,7 @@ func (c *fixedClock) Now() time.Time { return c.t }
 func ExampleRelay_RunOnce() {
 	ctx := context.Background()
 	db := openDB("example_relay")
+	// A fixed date is safe here: the writer and the relay both read only this fake clock.
 	clock := &fixedClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	w, _ := outbox.NewWriter(outbox.WithClock(clock))
 	_ = w.Write(ctx, db, outbox.Message{MsgID: "m1", Topic: "orders"})

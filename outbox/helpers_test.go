@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/stretchr/testify/require"
@@ -12,9 +11,11 @@ import (
 
 type fakeClock = testenv.Clock
 
-func newFakeClock() *fakeClock {
-	return testenv.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-}
+// newFakeClock returns a fake clock standing at the test epoch. Give it to
+// the Writer and the Relay alike: rows are due by the writer's clock and
+// claimed by the relay's, so a fake writer clock with a real relay clock
+// (or the reverse) would depend on today's date.
+func newFakeClock() *fakeClock { return testenv.NewEpochClock(0) }
 
 // migratedDB returns testenv.DB with the outbox table.
 func migratedDB(t testing.TB) *gorm.DB {

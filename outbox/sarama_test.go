@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// safeProducerConfig is the seckill producer configuration (DESIGN §7),
-// with short retries so a dead cluster fails fast in tests.
+// safeProducerConfig is the seckill producer configuration (the settings of
+// order.SaramaConfig: acks=all, idempotent, one open request), with short
+// retries so a dead cluster fails fast in tests.
 func safeProducerConfig() *sarama.Config {
 	c := sarama.NewConfig()
 	c.Version = sarama.V2_1_0_0
