@@ -16,11 +16,23 @@ type pipeliner interface {
 
 const maxBatch = 128
 
+// The life of a queued call. It leaves callWaiting exactly once, by one
+// compare-and-swap, and whoever wins decides its fate:
+//
+//	callWaiting → callAbandoned  the caller gave up: it is never sent, and the
+//	                             caller reports that nothing was spent
+//	callWaiting → callSent       a leader took it into a pipeline: it runs, and
+//	                             the caller waits for its real reply
+//	callWaiting → callLeader     the slot is handed to it: the caller sends it
+//	                             (or, if its ctx has ended, gives up unsent)
+//
+// So a call that was reported as "nothing spent" is never executed, and a
+// call that was executed is never reported as "nothing spent".
 const (
 	callWaiting int32 = iota
 	callAbandoned
+	callSent
 	callLeader
-	callDone
 )
 
 type scriptCall struct {
@@ -70,6 +82,7 @@ func (b *batcher) run(ctx context.Context, key string, args ...any) (any, error)
 	if b.running < b.max {
 		b.running++
 		b.mu.Unlock()
+		c.state.Store(callSent) // never queued: nobody else sees it
 		b.lead(ctx, c)
 		return c.v, c.err
 	}
@@ -79,28 +92,54 @@ func (b *batcher) run(ctx context.Context, key string, args ...any) (any, error)
 	case <-c.done:
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
-			return nil, ctx.Err() // never sent: nothing spent
+			return nil, ctx.Err() // never sent, never will be: nothing spent
 		}
-		<-c.done
+		<-c.done // taken into a pipeline or handed the slot first
 	}
 	if c.state.Load() == callLeader {
+		if err := ctx.Err(); err != nil {
+			// Handed the slot after giving up: send the others, not this call.
+			b.lead(ctx, nil)
+			return nil, err
+		}
 		b.lead(ctx, c)
 	}
 	return c.v, c.err
 }
 
-// lead sends mine plus whatever is queued as one pipeline, then hands the
-// slot to the next waiting caller (or frees it).
+// lead sends mine (nil: none) plus the calls queued behind it as one
+// pipeline, then hands the slot to the next waiting caller (or frees it).
+// A queued call is taken only by winning its callWaiting → callSent swap, so
+// a caller that already abandoned it is skipped, and one that has not yet
+// can no longer do so.
 func (b *batcher) lead(ctx context.Context, mine *scriptCall) {
 	b.mu.Lock()
-	n := min(len(b.queue), maxBatch-1)
-	batch := make([]*scriptCall, 0, n+1)
-	batch = append(batch, mine)
-	batch = append(batch, b.queue[:n]...)
-	b.queue = append(b.queue[:0], b.queue[n:]...)
+	batch := make([]*scriptCall, 0, min(len(b.queue)+1, maxBatch))
+	if mine != nil {
+		batch = append(batch, mine)
+	}
+	taken := 0
+	for taken < len(b.queue) && len(batch) < maxBatch {
+		c := b.queue[taken]
+		taken++
+		if c.state.CompareAndSwap(callWaiting, callSent) {
+			batch = append(batch, c)
+		}
+		// else abandoned before being sent: drop it
+	}
+	rest := copy(b.queue, b.queue[taken:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
 	b.mu.Unlock()
 
-	b.exec(context.WithoutCancel(ctx), batch)
+	if len(batch) > 0 {
+		b.exec(context.WithoutCancel(ctx), batch)
+		for _, c := range batch {
+			if c != mine {
+				c.done <- struct{}{}
+			}
+		}
+	}
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -117,29 +156,25 @@ func (b *batcher) lead(ctx context.Context, mine *scriptCall) {
 	b.running--
 }
 
+// exec runs batch and stores each call's reply in it.
 func (b *batcher) exec(ctx context.Context, batch []*scriptCall) {
 	if len(batch) == 1 {
 		c := batch[0]
 		c.v, c.err = b.script.Run(ctx, b.sc, []string{c.key}, c.args...).Result()
-	} else {
-		pipe := b.pl.Pipeline()
-		cmds := make([]*redis.Cmd, len(batch))
-		sha := b.script.Hash()
-		for i, c := range batch {
-			cmds[i] = pipe.EvalSha(ctx, sha, []string{c.key}, c.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-		for i, c := range batch {
-			c.v, c.err = cmds[i].Result()
-			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-				// script cache flushed: Run loads it (EVAL) and retries this call.
-				c.v, c.err = b.script.Run(ctx, b.sc, []string{c.key}, c.args...).Result()
-			}
-		}
+		return
 	}
-	for _, c := range batch {
-		if c.state.CompareAndSwap(callWaiting, callDone) {
-			c.done <- struct{}{}
+	pipe := b.pl.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	sha := b.script.Hash()
+	for i, c := range batch {
+		cmds[i] = pipe.EvalSha(ctx, sha, []string{c.key}, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, c := range batch {
+		c.v, c.err = cmds[i].Result()
+		if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
+			// script cache flushed: Run loads it (EVAL) and retries this call.
+			c.v, c.err = b.script.Run(ctx, b.sc, []string{c.key}, c.args...).Result()
 		}
 	}
 }

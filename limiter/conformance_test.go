@@ -45,7 +45,7 @@ func impls(t *testing.T) []impl {
 					switch kind {
 					case testenv.KindMiniredis:
 						c, m := testenv.Miniredis(t)
-						now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+						now := testenv.Epoch() // miniredis TIME and TTLs are both fake
 						m.SetTime(now)
 						advance = func(d time.Duration) { now = now.Add(d); m.SetTime(now); m.FastForward(d) }
 						rdb = c
@@ -70,7 +70,8 @@ func impls(t *testing.T) []impl {
 	return out
 }
 
-// runAll runs a behavioural test against every implementation (Rule 21).
+// runAll runs a behavioural test against every implementation (see
+// docs/ARCHITECTURE.md, "Conformance suites").
 func runAll(t *testing.T, timeDriven bool, f func(t *testing.T, mk func(limit int, period time.Duration) (limiter.Limiter, func(time.Duration)))) {
 	for _, im := range impls(t) {
 		t.Run(im.name, func(t *testing.T) {

@@ -18,7 +18,10 @@
 //     constant key it is the cluster-wide global limit.
 //   - [Chain] composes limits (user → device → global) so that a refusal
 //     anywhere spends no budget anywhere; [DryRun] observes a limit without
-//     enforcing it; [NewMiddleware] applies rules to HTTP requests.
+//     enforcing it; [NewMiddleware] applies rules to HTTP requests, keyed
+//     by the TCP peer ([RemoteAddrKey], the default), by the client behind
+//     trusted reverse proxies ([ForwardedForKey], which believes
+//     X-Forwarded-For only from the proxies it is given) or by a header.
 //
 // Every keyed limiter implements [Limiter] (and [Refunder]) and returns a
 // [Result]: a refusal is a Result with Allowed false, never an error.
@@ -64,5 +67,7 @@
 // EVALSHA (EVAL after a script cache flush); concurrent decisions are
 // coalesced into pipelines by default ([WithBatching]). Keys live under a
 // prefix ([WithKeyPrefix], default "seckill:") and expire when idle.
+// Script numbers are Lua doubles: a rate, burst or cost above 2^53-1 is
+// refused in Go ([ErrInvalidConfig], [ErrInvalidN]) rather than rounded.
 // The client is borrowed, never closed.
 package limiter

@@ -10,7 +10,8 @@ var (
 	ErrInvalidConfig = errors.New("limiter: invalid config")
 
 	// ErrInvalidN is returned when a cost n is < 1, or larger than the
-	// limit (burst) so that it could never be allowed.
+	// limit (burst) so that it could never be allowed, or (for a Redis
+	// limiter's refund) above 2^53-1, which its script cannot hold exactly.
 	ErrInvalidN = errors.New("limiter: invalid n")
 
 	// ErrUnavailable wraps a failure of the shared store (Redis): a network

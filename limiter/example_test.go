@@ -34,6 +34,7 @@ func ExampleNewSlidingWindow() {
 		panic(err)
 	}
 	defer m.Close()
+	// A fixed date is safe here: the only clock is miniredis TIME (fake, set here).
 	m.SetTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer rdb.Close()
@@ -66,7 +67,8 @@ func ExampleChain() {
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer rdb.Close()
 
-	m.SetTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)) // freeze Redis TIME for the example
+	// A fixed date is safe here: the only clock is miniredis TIME (fake, set here).
+	m.SetTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 
 	perUser, _ := limiter.NewSlidingWindow(rdb, 1, time.Minute, limiter.WithName("user"))
 	global, _ := limiter.NewRedisBucket(rdb, 1000, 1000, limiter.WithName("global"))

@@ -57,6 +57,22 @@ func (b *redisBase) validate() error {
 	return nil
 }
 
+// maxScriptInt is the largest integer a Redis script holds exactly: Lua
+// numbers are doubles, so a rate, burst, limit or cost above it would be
+// rounded inside the script and the limit would silently differ from the
+// one configured. The Redis limiters refuse such values in Go.
+const maxScriptInt = 1<<53 - 1
+
+const whyMaxScriptInt = "Redis scripts compute in doubles, exact only up to 2^53-1"
+
+// checkScriptN refuses a cost the scripts cannot hold exactly.
+func checkScriptN(n int) error {
+	if int64(n) > maxScriptInt {
+		return fmt.Errorf("%w: %d is above %d: %s", ErrInvalidN, n, int64(maxScriptInt), whyMaxScriptInt)
+	}
+	return nil
+}
+
 // parseDecision checks the 4-integer reply shared by the scripts.
 func parseDecision(v any, err error, limit int) (Result, error) {
 	if err != nil {

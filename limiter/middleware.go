@@ -2,12 +2,9 @@ package limiter
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -15,48 +12,6 @@ import (
 // ID, a client IP). An error means the request cannot be keyed; see
 // [WithKeyFailurePolicy].
 type KeyFunc func(*http.Request) (string, error)
-
-// RemoteAddrKey keys by the host part of r.RemoteAddr: the peer of the TCP
-// connection. It is the default key and cannot be spoofed by headers; behind
-// a reverse proxy it is the proxy's address (see [ForwardedForKey]).
-func RemoteAddrKey(r *http.Request) (string, error) {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		if r.RemoteAddr == "" {
-			return "", errors.New("empty RemoteAddr")
-		}
-		return r.RemoteAddr, nil // no port (unix socket, tests)
-	}
-	return host, nil
-}
-
-// ForwardedForKey keys by the client address recorded by trusted proxies in
-// X-Forwarded-For. Opt in only behind proxies you control: trustedHops is
-// the number of proxies in front of this server that append to the header,
-// and the key is the address trustedHops entries from the right (the one
-// the outermost trusted proxy saw); entries further left are client
-// supplied and ignored. Without the header, or with fewer entries than
-// trustedHops, it falls back to [RemoteAddrKey]. trustedHops < 1 is treated
-// as 1.
-func ForwardedForKey(trustedHops int) KeyFunc {
-	trustedHops = max(trustedHops, 1)
-	return func(r *http.Request) (string, error) {
-		var parts []string
-		for _, h := range r.Header.Values("X-Forwarded-For") {
-			for p := range strings.SplitSeq(h, ",") {
-				parts = append(parts, strings.TrimSpace(p))
-			}
-		}
-		if len(parts) < trustedHops {
-			return RemoteAddrKey(r)
-		}
-		ip := parts[len(parts)-trustedHops]
-		if net.ParseIP(ip) == nil {
-			return "", fmt.Errorf("bad X-Forwarded-For entry %q", ip)
-		}
-		return ip, nil
-	}
-}
 
 // HeaderKey keys by a request header (a user or device ID set by an
 // authenticating proxy or by earlier middleware); a missing header is an

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,36 +135,36 @@ func TestMiddlewareValidation(t *testing.T) {
 	require.ErrorIs(t, err, limiter.ErrInvalidConfig)
 }
 
-func TestKeyFuncs(t *testing.T) {
-	t.Parallel()
-	req := func(remote string, xff ...string) *http.Request {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = remote
-		for _, v := range xff {
-			r.Header.Add("X-Forwarded-For", v)
-		}
-		return r
+func xffReq(remote string, xff ...string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = remote
+	for _, v := range xff {
+		r.Header.Add("X-Forwarded-For", v)
 	}
+	return r
+}
+
+func TestRemoteAddrKey(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
-		kf   limiter.KeyFunc
 		r    *http.Request
 		want string
 		err  bool
 	}{
-		{"remote v4", limiter.RemoteAddrKey, req("1.2.3.4:80"), "1.2.3.4", false},
-		{"remote v6", limiter.RemoteAddrKey, req("[::1]:80"), "::1", false},
-		{"remote no port", limiter.RemoteAddrKey, req("pipe"), "pipe", false},
-		{"remote empty", limiter.RemoteAddrKey, req(""), "", true},
-		{"xff ignored by default key", limiter.RemoteAddrKey, req("1.2.3.4:80", "6.6.6.6"), "1.2.3.4", false},
-		{"xff one hop", limiter.ForwardedForKey(1), req("10.0.0.1:80", "6.6.6.6, 5.5.5.5"), "5.5.5.5", false},
-		{"xff two hops", limiter.ForwardedForKey(2), req("10.0.0.1:80", "6.6.6.6, 5.5.5.5", "10.0.0.9"), "5.5.5.5", false},
-		{"xff too short", limiter.ForwardedForKey(3), req("10.0.0.1:80", "5.5.5.5"), "10.0.0.1", false},
-		{"xff garbage", limiter.ForwardedForKey(1), req("10.0.0.1:80", "not-an-ip"), "", true},
-		{"xff absent", limiter.ForwardedForKey(1), req("10.0.0.1:80"), "10.0.0.1", false},
+		{"v4", xffReq("1.2.3.4:80"), "1.2.3.4", false},
+		{"v4 no port", xffReq("1.2.3.4"), "1.2.3.4", false},
+		{"v4-mapped v6", xffReq("[::ffff:1.2.3.4]:80"), "1.2.3.4", false},
+		{"v4-mapped v6 no port", xffReq("::FFFF:1.2.3.4"), "1.2.3.4", false},
+		{"v6", xffReq("[::1]:80"), "::1", false},
+		{"v6 upper case and zone", xffReq("[FE80::A%eth0]:80"), "fe80::a", false},
+		{"v6 long form", xffReq("[2001:DB8:0:0:0:0:0:1]:443"), "2001:db8::1", false},
+		{"not an IP", xffReq("pipe"), "pipe", false},
+		{"empty", xffReq(""), "", true},
+		{"header ignored", xffReq("1.2.3.4:80", "6.6.6.6"), "1.2.3.4", false},
 	}
 	for _, tc := range cases {
-		got, err := tc.kf(tc.r)
+		got, err := limiter.RemoteAddrKey(tc.r)
 		if tc.err {
 			assert.Error(t, err, tc.name)
 			continue
@@ -171,4 +172,83 @@ func TestKeyFuncs(t *testing.T) {
 		require.NoError(t, err, tc.name)
 		assert.Equal(t, tc.want, got, tc.name)
 	}
+}
+
+func TestForwardedForKey(t *testing.T) {
+	t.Parallel()
+	kf, err := limiter.ForwardedForKey([]string{"10.0.0.0/8", " 192.0.2.7 ", "2001:db8:ffff::/48"})
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		r    *http.Request
+		want string
+	}{
+		{"untrusted peer: header ignored", xffReq("203.0.113.5:4000", "6.6.6.6"), "203.0.113.5"},
+		{"untrusted peer, mapped: canonical", xffReq("[::ffff:203.0.113.5]:4000", "6.6.6.6"), "203.0.113.5"},
+		{"trusted peer: right-most untrusted entry", xffReq("10.0.0.1:80", "6.6.6.6, 5.5.5.5"), "5.5.5.5"},
+		{"trusted hops skipped, across lines", xffReq("10.0.0.1:80", "6.6.6.6, 5.5.5.5", "10.0.0.9, 192.0.2.7"), "5.5.5.5"},
+		{"single-address proxy", xffReq("192.0.2.7:80", "5.5.5.5"), "5.5.5.5"},
+		{"v6 proxy", xffReq("[2001:db8:ffff::1]:443", "5.5.5.5"), "5.5.5.5"},
+		{"client's own entries are ignored", xffReq("10.0.0.1:80", "1.1.1.1, 10.0.0.2, 5.5.5.5"), "5.5.5.5"},
+		{"entry with port", xffReq("10.0.0.1:80", "1.2.3.4:5678"), "1.2.3.4"},
+		{"v4-mapped entry", xffReq("10.0.0.1:80", "::ffff:1.2.3.4"), "1.2.3.4"},
+		{"bracketed v4-mapped entry with port", xffReq("10.0.0.1:80", "[::FFFF:1.2.3.4]:9"), "1.2.3.4"},
+		{"v6 entry lower-cased, zone dropped", xffReq("10.0.0.1:80", "2001:DB8::A%eth0"), "2001:db8::a"},
+		{"quoted entry and empty entries", xffReq("10.0.0.1:80", `"5.5.5.5", , `), "5.5.5.5"},
+		{"garbage stops at the last verified hop", xffReq("10.0.0.1:80", "5.5.5.5, unknown, 10.0.0.9"), "10.0.0.9"},
+		{"garbage next to the peer", xffReq("10.0.0.1:80", "not-an-ip"), "10.0.0.1"},
+		{"bad port is garbage", xffReq("10.0.0.1:80", "5.5.5.5:http"), "10.0.0.1"},
+		{"every entry trusted: left-most", xffReq("10.0.0.1:80", "10.9.9.9, 10.0.0.2"), "10.9.9.9"},
+		{"no header: the peer", xffReq("10.0.0.1:80"), "10.0.0.1"},
+	}
+	for _, tc := range cases {
+		got, err := kf(tc.r)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, got, tc.name)
+	}
+
+	// No trusted proxy: the header is never believed.
+	plain, err := limiter.ForwardedForKey(nil)
+	require.NoError(t, err)
+	got, err := plain(xffReq("[::ffff:10.0.0.1]:80", "5.5.5.5"))
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1", got)
+
+	// An IPv4-mapped CIDR trusts the unmapped addresses it covers.
+	mapped, err := limiter.ForwardedForKey([]string{"::ffff:10.0.0.0/104"})
+	require.NoError(t, err)
+	got, err = mapped(xffReq("10.1.2.3:80", "5.5.5.5"))
+	require.NoError(t, err)
+	assert.Equal(t, "5.5.5.5", got)
+
+	for _, bad := range []string{"", "10.0.0.0/33", "proxy.internal", "10.0.0.1:80", "10.0.0.256"} {
+		kf, err := limiter.ForwardedForKey([]string{"10.0.0.0/8", bad})
+		require.ErrorIs(t, err, limiter.ErrInvalidConfig, "%q", bad)
+		assert.Nil(t, kf)
+	}
+}
+
+// TestForwardedForKeyOneBudgetPerClient: the spellings of one client
+// address share one budget, and a client cannot pick its key by writing
+// X-Forwarded-For itself.
+func TestForwardedForKeyOneBudgetPerClient(t *testing.T) {
+	t.Parallel()
+	kf, err := limiter.ForwardedForKey([]string{"10.0.0.0/8"})
+	require.NoError(t, err)
+	perIP := keyed(t, 3)
+	mw, err := limiter.NewMiddleware([]limiter.Rule{{Name: "ip", Limiter: perIP, Key: kf}})
+	require.NoError(t, err)
+	h := mw(okHandler)
+	for i, xff := range []string{"1.2.3.4", "::ffff:1.2.3.4", "1.2.3.4:5678"} {
+		w := serve(h, "10.0.0.1:80", map[string]string{"X-Forwarded-For": xff})
+		require.Equal(t, http.StatusNoContent, w.Code, xff)
+		assert.Equal(t, strconv.Itoa(2-i), w.Header().Get("RateLimit-Remaining"), xff)
+	}
+	w := serve(h, "10.0.0.1:80", map[string]string{"X-Forwarded-For": "9.9.9.9, 1.2.3.4"})
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, "a forged left entry does not reset the budget")
+	// a direct client spoofing the header is keyed by its own address
+	w = serve(h, "[::ffff:1.2.3.4]:9999", map[string]string{"X-Forwarded-For": "7.7.7.7"})
+	assert.Equal(t, http.StatusTooManyRequests, w.Code, "untrusted peer: header ignored, same client")
+	assert.False(t, perIP.Allow("1.2.3.4"), "all five were charged to 1.2.3.4")
+	assert.True(t, perIP.Allow("7.7.7.7"), "the spoofed address was never charged")
 }

@@ -98,7 +98,9 @@ func WithShards(n int) Option { return func(o *options) { o.shards = n } }
 // Pipeline method (Client, ClusterClient, Ring); others run unbatched.
 // Default 4.
 //
-// While batched, a caller whose ctx ends before its decision is sent
-// returns ctx.Err() and spends nothing; once sent, the decision completes
-// within the client's read/write timeouts whatever the caller's ctx.
+// While batched, a caller whose ctx ends before its decision is taken into
+// a pipeline returns ctx.Err(), and that decision is never sent: nothing is
+// spent. Once taken, the decision completes within the client's read/write
+// timeouts whatever the caller's ctx, and the caller gets its reply, never
+// ctx.Err().
 func WithBatching(n int) Option { return func(o *options) { o.batch = n } }

@@ -39,7 +39,8 @@ type RedisBucket struct {
 }
 
 // NewRedisBucket returns a Redis token bucket of burst tokens refilled at
-// rate per second per key. rate must be positive and finite, burst >= 1.
+// rate per second per key. rate must be positive and finite, burst >= 1,
+// and neither above 2^53-1 (the script's numbers are Lua doubles).
 // Options read: [WithKeyPrefix], [WithName], [WithFailurePolicy],
 // [WithFallback], [WithOnFailure], [WithLogger], [WithBatching].
 func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...Option) (*RedisBucket, error) {
@@ -52,8 +53,14 @@ func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...Option) (
 	if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
 		return nil, fmt.Errorf("%w: redis bucket rate %v must be positive and finite", ErrInvalidConfig, r)
 	}
+	if r > maxScriptInt {
+		return nil, fmt.Errorf("%w: redis bucket rate %v is above %d: %s", ErrInvalidConfig, r, int64(maxScriptInt), whyMaxScriptInt)
+	}
 	if burst < 1 {
 		return nil, fmt.Errorf("%w: burst %d must be >= 1", ErrInvalidConfig, burst)
+	}
+	if int64(burst) > maxScriptInt {
+		return nil, fmt.Errorf("%w: burst %d is above %d: %s", ErrInvalidConfig, burst, int64(maxScriptInt), whyMaxScriptInt)
 	}
 	interval := 1e6 / r // µs per token
 	if interval*float64(burst) > 1e15 {
@@ -98,11 +105,15 @@ func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, er
 }
 
 // RefundN implements [Refunder]: it puts n tokens back (never beyond
-// full). A failure is reported to [WithOnFailure] and returned, wrapping
+// full). n above 2^53-1 is refused with [ErrInvalidN] and gives nothing
+// back. A failure is reported to [WithOnFailure] and returned, wrapping
 // [ErrUnavailable].
 func (b *RedisBucket) RefundN(ctx context.Context, key string, n int) error {
 	if n < 1 {
 		return nil
+	}
+	if err := checkScriptN(n); err != nil {
+		return err
 	}
 	err := gcraScript.Run(ctx, b.rdb, []string{bucketKey(b.o.prefix, b.o.name, key)},
 		b.argInterval, b.argBurst, -n).Err()

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,5 +82,54 @@ func TestRedisBucketGlobalAcrossInstances(t *testing.T) {
 			wg.Wait()
 			assert.Equal(t, int64(40), allowed.Load(), "one shared budget")
 		})
+	}
+}
+
+// TestRedisLimitersRejectInexactNumbers: the scripts compute in Lua
+// doubles, exact up to 2^53-1 only. A rate, burst or cost above that would
+// be rounded inside Redis, so it is refused in Go and reaches no script.
+func TestRedisLimitersRejectInexactNumbers(t *testing.T) {
+	t.Parallel()
+	c, m := testenv.Miniredis(t)
+	m.SetTime(t0)
+	const maxExact = 1<<53 - 1
+
+	_, err := limiter.NewRedisBucket(c, limiter.Limit(maxExact+1), 1)
+	require.ErrorIs(t, err, limiter.ErrInvalidConfig, "rate 2^53")
+	assert.ErrorContains(t, err, "2^53-1")
+	_, err = limiter.NewRedisBucket(c, limiter.Limit(maxExact), 1)
+	require.NoError(t, err, "rate 2^53-1 is exact")
+
+	if strconv.IntSize < 64 {
+		t.Skip("int cannot exceed 2^53-1 here")
+	}
+	shift := 53
+	big := 1 << shift // 2^53: not a constant, so that the test compiles where int has 32 bits
+	_, err = limiter.NewRedisBucket(c, 1e9, big)
+	require.ErrorIs(t, err, limiter.ErrInvalidConfig, "burst 2^53")
+	assert.ErrorContains(t, err, "2^53-1")
+	_, err = limiter.NewRedisBucket(c, 1e9, big-1)
+	require.NoError(t, err, "burst 2^53-1 is exact")
+
+	// A refund of 2^53 is refused and gives nothing back.
+	ctx := context.Background()
+	prefix := testenv.Prefix(t)
+	rb, err := limiter.NewRedisBucket(c, limiter.Every(time.Hour), 2, limiter.WithKeyPrefix(prefix), limiter.WithName("rb"))
+	require.NoError(t, err)
+	sw, err := limiter.NewSlidingWindow(c, 2, time.Hour, limiter.WithKeyPrefix(prefix), limiter.WithName("sw"))
+	require.NoError(t, err)
+	for _, l := range []interface {
+		limiter.Limiter
+		limiter.Refunder
+	}{rb, sw} {
+		r, err := l.AllowN(ctx, "k", 2)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		err = l.RefundN(ctx, "k", big)
+		require.ErrorIs(t, err, limiter.ErrInvalidN)
+		assert.ErrorContains(t, err, "2^53-1")
+		r, err = l.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, r.Allowed, "%T: the refused refund gave nothing back", l)
 	}
 }

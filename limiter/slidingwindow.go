@@ -107,12 +107,16 @@ func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (Result, 
 }
 
 // RefundN implements [Refunder]: it removes the n newest events of key's
-// log (any n recent events count the same for later decisions). It never
+// log (any n recent events count the same for later decisions). n above
+// 2^53-1 is refused with [ErrInvalidN] and removes nothing. It never
 // applies the failure policy: a failure is reported to [WithOnFailure] and
 // returned, wrapping [ErrUnavailable].
 func (s *SlidingWindow) RefundN(ctx context.Context, key string, n int) error {
 	if n < 1 {
 		return nil
+	}
+	if err := checkScriptN(n); err != nil {
+		return err
 	}
 	err := slidingWindowRefundScript.Run(ctx, s.rdb, []string{windowKey(s.o.prefix, s.o.name, key)}, n).Err()
 	if err != nil {

@@ -20,7 +20,9 @@ import (
 	"github.com/seckillkit/seckill/limiter"
 )
 
-var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+// t0 is the instant miniredis TIME is frozen at (SetTime). Every clock it
+// meets is fake: miniredis TTLs only move with FastForward.
+var t0 = testenv.Epoch()
 
 func newWindow(t *testing.T, limit int, window time.Duration, opts ...limiter.Option) (*limiter.SlidingWindow, *miniredis.Miniredis, func(time.Time)) {
 	t.Helper()
@@ -295,7 +297,7 @@ func fastFailClient(t *testing.T) (*redis.Client, *miniredis.Miniredis) {
 func TestRedisFailureCustomFallbackAndSetError(t *testing.T) {
 	t.Parallel()
 	c, m := testenv.Miniredis(t)
-	fb, err := limiter.NewKeyed(1, 1)
+	fb, err := limiter.NewKeyed(limiter.Every(time.Hour), 1) // no refill between the calls, however slow
 	require.NoError(t, err)
 	l, err := limiter.NewSlidingWindow(c, 5, time.Second, limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithFallback(fb))
 	require.NoError(t, err)
