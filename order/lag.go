@@ -1,0 +1,90 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+)
+
+// LagClient is what [Lag] needs from Kafka: sarama.ClusterAdmin satisfies
+// it (ListConsumerGroupOffsets), and the newest offsets come from a
+// sarama.Client.
+type LagClient interface {
+	ListConsumerGroupOffsets(group string, topicPartitions map[string][]int32) (*sarama.OffsetFetchResponse, error)
+}
+
+// OffsetClient is the part of sarama.Client that [Lag] needs.
+type OffsetClient interface {
+	Partitions(topic string) ([]int32, error)
+	GetOffset(topic string, partition int32, time int64) (int64, error)
+}
+
+// PartitionLag is the lag of one partition: messages written that the
+// group has not committed yet.
+type PartitionLag struct {
+	Partition int32
+	HighWater int64 // the next offset the broker will write
+	Committed int64 // the next offset the group will read; -1 when none is committed
+	Lag       int64 // HighWater − Committed (HighWater when nothing is committed)
+}
+
+// Lag returns the consumer group's lag on topic, partition by partition,
+// and its total: the high-water mark minus the committed offset. This is
+// Kafka lag, not in-process work: a message counts until the consumer
+// committed its offset, which it does only after the message's DB
+// transaction committed. A partition on which the group never committed
+// counts every message from the oldest retained offset. ctx bounds nothing
+// inside sarama (its calls have their own timeouts) but is checked between
+// partitions.
+func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic string) (total int64, parts []PartitionLag, err error) {
+	if admin == nil || client == nil || group == "" || topic == "" {
+		return 0, nil, errors.New("order: Lag needs an admin, a client, a group and a topic")
+	}
+	ps, err := client.Partitions(topic)
+	if err != nil {
+		return 0, nil, fmt.Errorf("order: lag: partitions of %s: %w", topic, err)
+	}
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+	switch {
+	case errors.Is(err, sarama.ErrGroupIDNotFound):
+		resp = nil // a group that never committed: every retained message is lag
+	case err != nil:
+		return 0, nil, fmt.Errorf("order: lag: offsets of group %s: %w", group, err)
+	case resp.Err == sarama.ErrGroupIDNotFound:
+		resp = nil
+	case resp.Err != sarama.ErrNoError:
+		return 0, nil, fmt.Errorf("order: lag: offsets of group %s: %w", group, resp.Err)
+	}
+	for _, p := range ps {
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
+		hw, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			return 0, nil, fmt.Errorf("order: lag: high-water mark of %s/%d: %w", topic, p, err)
+		}
+		pl := PartitionLag{Partition: p, HighWater: hw, Committed: -1}
+		if resp != nil {
+			if b := resp.GetBlock(topic, p); b != nil {
+				if b.Err != sarama.ErrNoError {
+					return 0, nil, fmt.Errorf("order: lag: offset of %s/%d: %w", topic, p, b.Err)
+				}
+				pl.Committed = b.Offset
+			}
+		}
+		if pl.Committed < 0 {
+			oldest, err := client.GetOffset(topic, p, sarama.OffsetOldest)
+			if err != nil {
+				return 0, nil, fmt.Errorf("order: lag: oldest offset of %s/%d: %w", topic, p, err)
+			}
+			pl.Lag = hw - oldest
+		} else {
+			pl.Lag = max(hw-pl.Committed, 0)
+		}
+		total += pl.Lag
+		parts = append(parts, pl)
+	}
+	return total, parts, nil
+}

@@ -1,0 +1,29 @@
+package order
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// LiveReservations returns the reservations of an activity's live (CREATED
+// or PAID) orders: what the Redis ledger must hold for them. A Redis
+// rebuild after data loss (stock.Deductor.Rebuild) loads exactly these,
+// once nothing is in flight any more.
+func LiveReservations(ctx context.Context, db *gorm.DB, activity int64) ([]Reservation, error) {
+	if db == nil {
+		return nil, fmt.Errorf("order: LiveReservations needs a db")
+	}
+	var rows []Order
+	if err := db.WithContext(ctx).Select("reservation_id", "user_id", "qty", "created_at").
+		Where("activity_id = ? AND status IN ?", activity, []string{OrderCreated, OrderPaid}).
+		Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("order: live reservations of %d: %w", activity, err)
+	}
+	out := make([]Reservation, len(rows))
+	for i, o := range rows {
+		out[i] = Reservation{ID: o.ReservationID, User: o.UserID, Qty: o.Qty, At: o.CreatedAt}
+	}
+	return out, nil
+}
