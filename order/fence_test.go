@@ -333,6 +333,11 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 			unknown, err := r.Reservation(ctx, 1, 8, "r-nobody")
 			require.NoError(t, err)
 			assert.Equal(t, StatusNone, unknown.Status)
+			// another buyer's reservation tells this one nothing
+			other, err := r.Reservation(ctx, 1, 8, m.ReservationID)
+			require.NoError(t, err)
+			assert.Equal(t, StatusNone, other.Status)
+			assert.Empty(t, other.OrderNo)
 		})
 	}
 }

@@ -208,17 +208,21 @@ func (r *Results) resolve(ctx context.Context, c Result) (Result, error) {
 }
 
 // resultByReservation reads the order, else the dedup outcome, of one
-// reservation.
+// reservation of user in activity. A row of another buyer or activity is
+// not an answer: a caller never learns about a reservation that is not its
+// own.
 func resultByReservation(ctx context.Context, db *gorm.DB, activity, user int64, resv string) (Result, bool, error) {
 	var o []Order
-	if err := db.WithContext(ctx).Where("reservation_id = ?", resv).Limit(1).Find(&o).Error; err != nil {
+	if err := db.WithContext(ctx).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
+		Limit(1).Find(&o).Error; err != nil {
 		return Result{}, false, fmt.Errorf("order: result from db: %w", err)
 	}
 	if len(o) == 1 {
 		return orderResult(o[0]), true, nil
 	}
 	var d []Dedup
-	if err := db.WithContext(ctx).Where("reservation_id = ?", resv).Limit(1).Find(&d).Error; err != nil {
+	if err := db.WithContext(ctx).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
+		Limit(1).Find(&d).Error; err != nil {
 		return Result{}, false, fmt.Errorf("order: result from db: %w", err)
 	}
 	if len(d) == 1 {
