@@ -9,9 +9,10 @@ import (
 type Activity struct {
 	// ID of the activity, > 0.
 	ID int64
-	// Stock is the number of units on sale, >= 0.
+	// Stock is the number of units on sale, in [0, MaxQuantity].
 	Stock int64
-	// PerUserLimit is how many units one buyer may hold; 0 means 1.
+	// PerUserLimit is how many units one buyer may hold, in [0,
+	// MaxQuantity]; 0 means 1.
 	PerUserLimit int64
 	// Start and End bound the sale, checked on Redis TIME with millisecond
 	// precision: a Reserve is accepted when Start <= now < End. A zero Start
@@ -30,8 +31,12 @@ func (a Activity) validate() error {
 		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidActivity, a.ID)
 	case a.Stock < 0:
 		return fmt.Errorf("%w: stock %d must be >= 0", ErrInvalidActivity, a.Stock)
+	case a.Stock > MaxQuantity:
+		return fmt.Errorf("%w: stock %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidActivity, a.Stock)
 	case a.PerUserLimit < 0:
 		return fmt.Errorf("%w: per-user limit %d must be >= 0", ErrInvalidActivity, a.PerUserLimit)
+	case a.PerUserLimit > MaxQuantity:
+		return fmt.Errorf("%w: per-user limit %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidActivity, a.PerUserLimit)
 	case a.TTL < 0:
 		return fmt.Errorf("%w: TTL %v must be >= 0", ErrInvalidActivity, a.TTL)
 	case !a.Start.IsZero() && !a.End.IsZero() && !a.End.After(a.Start):

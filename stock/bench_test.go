@@ -210,9 +210,10 @@ func BenchmarkSoldOutLocal(b *testing.B) {
 	}
 }
 
-// BenchmarkLocalAnchors measures, in the same run, the anchors of
-// ANCHORS.md that calibrate BenchmarkSoldOutLocal on a shared machine:
-// x/time/rate Allow (72 ns serial there) and time.Now (42 ns).
+// BenchmarkLocalAnchors measures, in the same run, the anchors that
+// calibrate BenchmarkSoldOutLocal on a shared machine (see BENCHMARKS.md):
+// x/time/rate Allow (72 ns serial on a quiet 2-vCPU machine) and time.Now
+// (42 ns).
 func BenchmarkLocalAnchors(b *testing.B) {
 	b.Run("rate-allow", func(b *testing.B) {
 		l := rate.NewLimiter(1e9, 1e9)

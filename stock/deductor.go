@@ -32,8 +32,9 @@ type Deductor struct {
 	// flags is a copy-on-write map of in-process sold-out flags, read
 	// lock-free on the hot path; writers hold mu.
 	flags atomic.Pointer[map[int64]*soldFlag]
-	// keyCache is a copy-on-write map of KEYS slices of loaded activities.
-	keyCache atomic.Pointer[map[int64][]string]
+	// states is a copy-on-write map of what this Deductor knows about each
+	// activity Redis reported as loaded: its KEYS and the fence (fence.go).
+	states atomic.Pointer[map[int64]*actState]
 
 	mu      sync.Mutex
 	running bool
@@ -73,44 +74,8 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 
 func (d *Deductor) keys(activity int64) keys { return activityKeys(d.o.prefix, activity) }
 
-// maxCachedKeys bounds the key cache; it only holds activities Redis knew.
-const maxCachedKeys = 1024
-
-// keyList returns the KEYS of an activity, from the cache when the activity
-// was seen loaded before (saves five allocations per Reserve). The returned
-// slice is shared and must not be modified.
-func (d *Deductor) keyList(activity int64) []string {
-	if m := d.keyCache.Load(); m != nil {
-		if k, ok := (*m)[activity]; ok {
-			return k
-		}
-	}
-	return d.keys(activity).list()
-}
-
-// rememberKeys caches the keys of an activity Redis reported as loaded, so
-// activity IDs made up by clients cannot grow the cache.
-func (d *Deductor) rememberKeys(activity int64) {
-	if m := d.keyCache.Load(); m != nil {
-		if _, ok := (*m)[activity]; ok {
-			return
-		}
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old := d.keyCache.Load()
-	m := make(map[int64][]string, 8)
-	if old != nil && len(*old) < maxCachedKeys {
-		for k, v := range *old {
-			m[k] = v
-		}
-	}
-	m[activity] = d.keys(activity).list()
-	d.keyCache.Store(&m)
-}
-
 func (d *Deductor) validate(req Request) error {
-	if req.Activity > 0 && req.User > 0 && req.Qty > 0 && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
+	if req.Activity > 0 && req.User > 0 && req.Qty > 0 && req.Qty <= MaxQuantity && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
 		return nil
 	}
 	switch {
@@ -120,6 +85,8 @@ func (d *Deductor) validate(req Request) error {
 		return fmt.Errorf("%w: user ID %d must be > 0", ErrInvalidRequest, req.User)
 	case req.Qty <= 0:
 		return fmt.Errorf("%w: qty %d must be > 0", ErrInvalidRequest, req.Qty)
+	case req.Qty > MaxQuantity:
+		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidRequest, req.Qty)
 	}
 	return d.validateID(req.RequestID)
 }
@@ -152,9 +119,15 @@ func (d *Deductor) validateID(id string) error {
 //
 // After this process has seen the activity sold out, Reserve answers SoldOut
 // with Result.Local set, without calling Redis, until it learns that stock
-// came back (see [Deductor.Run]). A local refusal skips the ledger, so a
-// retry of a request that had in fact reserved can be told SoldOut; use
-// [Deductor.Lookup] after an uncertain outcome to know for sure.
+// came back (see [Deductor.Run]). A request ID that was in the ledger when
+// the process learnt it (and so any retry of a request that won before the
+// sale sold out) still goes to Redis and gets its reservation back (see
+// "Sold-out short-circuit" in the package doc for the cost and the one
+// window left).
+//
+// When the reply shows that Redis lost or rolled back the activity's data
+// (see "Redis data loss" in the package doc), Reserve answers [Frozen],
+// freezes the activity and reports the loss to [WithOnLoss].
 func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 	if err := d.validate(req); err != nil {
 		if d.o.onReserve != nil {
@@ -162,7 +135,7 @@ func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity) {
+	if d.refuseLocal(req.Activity, req.RequestID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -174,7 +147,7 @@ func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 // reserveRemote is the part of Reserve that calls Redis (and the fallback);
 // kept apart so the in-process refusal above stays small.
 func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, error) {
-	res, err := d.reserve(ctx, req)
+	res, f, err := d.reserve(ctx, req)
 	if err != nil && d.o.fallback != nil && errors.Is(err, ErrUnavailable) {
 		fres, ferr := d.o.fallback.Reserve(ctx, req)
 		fres.Fallback = true
@@ -189,10 +162,10 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 	}
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: reserve failed", "activity", req.Activity, "request", req.RequestID, "err", err)
-	} else if !res.Fallback && !d.o.noCache {
+	} else if !res.Fallback && !d.o.noCache && res.Status != Frozen {
 		switch {
 		case res.Status == SoldOut && res.Remaining <= 0:
-			d.markSoldOut(req.Activity)
+			d.markSoldOut(ctx, req.Activity, f)
 		case res.Remaining > 0:
 			d.clearSoldOut(req.Activity)
 		}
@@ -203,31 +176,57 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 	return res, err
 }
 
-func (d *Deductor) reserve(ctx context.Context, req Request) (Result, error) {
-	vals, err := reserveScript.Run(ctx, d.rdb, d.keyList(req.Activity), req.RequestID, req.User, req.Qty).Slice()
-	if err != nil {
-		return Result{}, classify("reserve", err)
+// reserve runs reserve.lua and judges the reply with the fence. It returns
+// the reply's fence too, which keys the sold-out cache's ledger snapshot.
+func (d *Deductor) reserve(ctx context.Context, req Request) (Result, fenceReply, error) {
+	st := d.state(req.Activity)
+	var sn fenceSnap
+	k := d.keyList(req.Activity)
+	if st != nil {
+		sn = st.snap()
 	}
-	n, err := ints("reserve", vals, 6)
+	vals, err := reserveScript.Run(ctx, d.rdb, k, req.RequestID, req.User, req.Qty).Slice()
 	if err != nil {
-		return Result{}, err
+		return Result{}, fenceReply{}, classify("reserve", err)
 	}
+	n, err := ints("reserve", vals, 11)
+	if err != nil {
+		return Result{}, fenceReply{}, err
+	}
+	code := n[0]
+	f := fenceReply{epoch: n[6], seq: n[7], exp: n[8], born: n[9], origin: n[10]}
+	var v verdict
+	if code == 6 {
+		if st != nil {
+			v = st.observeGone(sn, n[3])
+		}
+	} else {
+		if st == nil {
+			st = d.remember(req.Activity)
+		}
+		v = st.observe(sn, f)
+	}
+	d.act(ctx, req.Activity, v)
+
 	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == 1, Limit: n[5]}
-	if n[0] != 6 {
-		d.rememberKeys(req.Activity)
-	}
-	switch code := n[0]; code {
+	switch code {
 	case -1:
-		return Result{}, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
+		return Result{}, f, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
 			ErrInvalidRequest, req.Qty, n[5], req.Activity)
 	case -2:
-		return Result{}, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
-	case 1, 2, 3, 4, 5, 6, 7:
+		return Result{}, f, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
+	case 1, 2, 3, 4, 5, 7, 8:
 		res.Status = Status(code)
+	case 6:
+		res = Result{Status: NotLoaded}
 	default:
-		return Result{}, badReply("reserve", "status code %d", code)
+		return Result{}, f, badReply("reserve", "status code %d", code)
 	}
-	return res, nil
+	if v.frozen {
+		// Never Reserved (or any other answer) from data Redis lost.
+		res = Result{Status: Frozen, Remaining: res.Remaining, Limit: res.Limit}
+	}
+	return res, f, nil
 }
 
 // Release gives back the units held by requestID in activity, exactly once
@@ -263,13 +262,17 @@ func (d *Deductor) release(ctx context.Context, activity int64, requestID string
 	if err := d.validateID(requestID); err != nil {
 		return ReleaseResult{}, err
 	}
-	k := d.keys(activity)
-	vals, err := releaseScript.Run(ctx, d.rdb, k.list(), requestID, d.channel, activity).Slice()
+	st := d.state(activity)
+	var sn fenceSnap
+	if st != nil {
+		sn = st.snap()
+	}
+	vals, err := releaseScript.Run(ctx, d.rdb, d.keyList(activity), requestID, d.channel, activity).Slice()
 	if err != nil {
 		return ReleaseResult{}, classify("release", err)
 	}
-	if len(vals) != 4 {
-		return ReleaseResult{}, badReply("release", "%d values, want 4", len(vals))
+	if len(vals) != 10 {
+		return ReleaseResult{}, badReply("release", "%d values, want 10", len(vals))
 	}
 	n, err := ints("release", vals[:3], 3)
 	if err != nil {
@@ -278,6 +281,10 @@ func (d *Deductor) release(ctx context.Context, activity int64, requestID string
 	u, ok := vals[3].(string)
 	if !ok {
 		return ReleaseResult{}, badReply("release", "user of type %T", vals[3])
+	}
+	fv, err := ints("release", vals[4:], 6)
+	if err != nil {
+		return ReleaseResult{}, err
 	}
 	res := ReleaseResult{Remaining: n[1], Qty: n[2]}
 	if u != "" {
@@ -291,39 +298,68 @@ func (d *Deductor) release(ctx context.Context, activity int64, requestID string
 	default:
 		return ReleaseResult{}, badReply("release", "status code %d", n[0])
 	}
+	// The fence: a release changes no answer, but it may reveal a loss.
+	var v verdict
+	if res.Status == ReleaseNotLoaded {
+		if st != nil {
+			v = st.observeGone(sn, fv[5])
+		}
+	} else {
+		if st == nil {
+			st = d.remember(activity)
+		}
+		v = st.observe(sn, fenceReply{epoch: fv[0], seq: fv[1], exp: fv[2], born: fv[3], origin: fv[4]})
+	}
+	d.act(ctx, activity, v)
 	return res, nil
 }
 
 // Load loads a into Redis if it is not loaded yet (set-if-absent): a re-run,
 // a second preloader or a restarted process never resets a live sale. It
 // reports whether this call loaded it. Use [Deductor.Reset] to overwrite.
+//
+// Set-if-absent cannot tell "never loaded" from "lost": if Redis lost the
+// activity's keys, Load reopens the sale at full stock. Deductors that saw
+// the sale before detect that (see "Redis data loss" in the package doc),
+// a freshly started one does not; a [Preloader] with [WithRecovery]
+// rebuilds from the database instead of loading.
 func (d *Deductor) Load(ctx context.Context, a Activity) (loaded bool, err error) {
-	return d.load(ctx, a, false)
+	return d.load(ctx, a, loadPlain)
 }
 
 // Reset deletes the activity's stock, buyers and ledger and loads a afresh.
 // It is an admin operation: reservations held at that moment are forgotten
 // (their later Release answers ReleaseUnknown), so run it only before a sale
-// or after reconciling with the database.
+// or after reconciling with the database. The reset copy has a new epoch,
+// which Deductors accept as a deliberate replacement.
 func (d *Deductor) Reset(ctx context.Context, a Activity) error {
-	_, err := d.load(ctx, a, true)
+	_, err := d.load(ctx, a, loadReset)
 	if err == nil {
 		d.clearSoldOut(a.ID)
 	}
 	return err
 }
 
-func (d *Deductor) load(ctx context.Context, a Activity, force bool) (bool, error) {
+// Load modes.
+const (
+	loadPlain       = iota // set-if-absent
+	loadReset              // delete and load
+	loadPlaceholder        // set-if-absent, frozen, stock 0
+)
+
+func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error) {
 	if err := a.validate(); err != nil {
 		return false, err
 	}
-	forceArg := "0"
-	if force {
-		forceArg = "1"
+	reset, origin, frozen := "0", originLoad, "0"
+	switch mode {
+	case loadReset:
+		reset, origin = "1", originReset
+	case loadPlaceholder:
+		origin, frozen = originPlaceholder, "1"
 	}
-	k := d.keys(a.ID)
-	vals, err := loadScript.Run(ctx, d.rdb, k.list(), a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End),
-		a.ttl().Milliseconds(), forceArg).Slice()
+	vals, err := loadScript.Run(ctx, d.rdb, d.keys(a.ID).list(), a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End),
+		a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen).Slice()
 	if err != nil {
 		return false, classify("load", err)
 	}
@@ -333,7 +369,8 @@ func (d *Deductor) load(ctx context.Context, a Activity, force bool) (bool, erro
 	}
 	switch n[0] {
 	case 1:
-		d.o.logger.InfoContext(ctx, "stock: activity loaded", "activity", a.ID, "stock", a.Stock, "reset", force)
+		d.o.logger.InfoContext(ctx, "stock: activity loaded", "activity", a.ID, "stock", n[1],
+			"reset", mode == loadReset, "frozen", mode == loadPlaceholder)
 		return true, nil
 	case 0:
 		return false, nil
@@ -341,6 +378,116 @@ func (d *Deductor) load(ctx context.Context, a Activity, force bool) (bool, erro
 		return false, fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 	}
 	return false, badReply("load", "status code %d", n[0])
+}
+
+// Rebuild rebuilds an activity's Redis state from the truth, in one atomic
+// script call, after Redis lost or rolled back its data. a is the activity
+// with its total (initial) stock; live are the reservations that still hold
+// stock in the caller's database (orders created or paid, not cancelled or
+// expired), each with its RequestID, User, Qty and ReservedAt (zero means
+// now); State must be zero or [Held].
+//
+// It writes the meta hash (stock = a.Stock - the sum of live quantities,
+// limit, start, end and expiry as Load writes them, a new epoch, seq 0,
+// not frozen), the buyers hash (the sum per user) and one held ledger entry
+// per live reservation, after deleting the old buyers and ledger. It
+// refuses, writing nothing, unless the activity's meta is absent or frozen
+// (the error wraps [ErrLive]), and when the input is bad (the error wraps
+// [ErrInvalidActivity]): an invalid activity, an empty, over-long or
+// duplicate request ID, a user ID <= 0, a qty <= 0 or above [MaxQuantity],
+// a user holding more than the per-user limit, or more live units than
+// a.Stock.
+//
+// The caller must make sure that nothing is in flight for the activity
+// while it reads live and calls Rebuild (the activity being frozen stops
+// new reservations; releases and order writes already under way must have
+// landed), or the rebuilt state misses them. Ten thousand live
+// reservations go in one call (about 40,000 arguments).
+func (d *Deductor) Rebuild(ctx context.Context, a Activity, live []Reservation) (Stats, error) {
+	return d.rebuild(ctx, a, live, "")
+}
+
+// rebuild is Rebuild with a precondition on the current meta: "" absent or
+// frozen, "0" absent, an epoch: frozen with that epoch.
+func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, expect string) (Stats, error) {
+	if err := a.validate(); err != nil {
+		return Stats{}, err
+	}
+	if err := d.validateLive(a, live); err != nil {
+		return Stats{}, err
+	}
+	args := make([]any, 0, 8+4*len(live))
+	args = append(args, a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End), a.ttl().Milliseconds(),
+		newEpoch(), expect, len(live))
+	for _, r := range live {
+		args = append(args, r.RequestID, r.User, r.Qty, unixMilli(r.ReservedAt))
+	}
+	vals, err := rebuildScript.Run(ctx, d.rdb, d.keys(a.ID).list(), args...).Slice()
+	if err != nil {
+		return Stats{}, classify("rebuild", err)
+	}
+	n, err := ints("rebuild", vals, 13)
+	if err != nil {
+		return Stats{}, err
+	}
+	switch n[0] {
+	case 1:
+		var s [12]int64
+		copy(s[:], n[1:13])
+		st := statsOf(s)
+		d.clearSoldOut(a.ID)
+		d.o.logger.InfoContext(ctx, "stock: activity rebuilt", "activity", a.ID, "remaining", st.Remaining,
+			"live", len(live), "epoch", st.Epoch)
+		return st, nil
+	case -1:
+		return Stats{}, fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+	case -2:
+		return Stats{}, fmt.Errorf("stock: rebuild activity %d: %w (freeze it first)", a.ID, ErrLive)
+	case -3:
+		return Stats{}, fmt.Errorf("stock: rebuild activity %d: %w (it changed since it was checked)", a.ID, ErrLive)
+	case -4, -5, -6:
+		return Stats{}, fmt.Errorf("%w: activity %d: live reservations rejected by redis (code %d)", ErrInvalidActivity, a.ID, n[0])
+	}
+	return Stats{}, badReply("rebuild", "status code %d", n[0])
+}
+
+// validateLive checks Rebuild's live reservations against a.
+func (d *Deductor) validateLive(a Activity, live []Reservation) error {
+	seen := make(map[string]struct{}, len(live))
+	per := make(map[int64]int64, len(live))
+	limit := a.limit()
+	var sum int64
+	for i, r := range live {
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: activity %d: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.RequestID,
+				fmt.Sprintf(format, args...))
+		}
+		switch {
+		case r.RequestID == "":
+			return bad("empty request ID")
+		case len(r.RequestID) > d.o.maxIDBytes:
+			return bad("request ID longer than %d bytes", d.o.maxIDBytes)
+		case r.User <= 0:
+			return bad("user ID %d must be > 0", r.User)
+		case r.Qty <= 0 || r.Qty > MaxQuantity:
+			return bad("qty %d must be in [1, 2^53-1]", r.Qty)
+		case r.State != 0 && r.State != Held:
+			return bad("state %v: only held reservations are live", r.State)
+		case !r.ReservedAt.IsZero() && r.ReservedAt.UnixMilli() <= 0:
+			return bad("reserved at %v: must be after 1970", r.ReservedAt)
+		}
+		if _, dup := seen[r.RequestID]; dup {
+			return bad("duplicate request ID")
+		}
+		seen[r.RequestID] = struct{}{}
+		if per[r.User] += r.Qty; per[r.User] > limit {
+			return bad("user %d would hold %d units, above the per-user limit %d", r.User, per[r.User], limit)
+		}
+		if sum += r.Qty; sum > a.Stock {
+			return bad("live reservations hold more than the stock %d", a.Stock)
+		}
+	}
+	return nil
 }
 
 // Remaining returns the activity's live stock, for display. It runs a
@@ -375,15 +522,22 @@ func (d *Deductor) Stats(ctx context.Context, activity int64) (Stats, error) {
 	if err != nil {
 		return Stats{}, classify("stats", err)
 	}
-	n, err := ints("stats", vals, 9)
+	n, err := ints("stats", vals, 12)
 	if err != nil {
 		return Stats{}, err
 	}
+	var s [12]int64
+	copy(s[:], n[:12])
+	return statsOf(s), nil
+}
+
+// statsOf maps the reply of stats.lua (and the tail of rebuild.lua's).
+func statsOf(n [12]int64) Stats {
 	return Stats{
 		Loaded: n[0] == 1, Remaining: n[1], Total: n[2], Limit: n[3],
 		Start: fromMilli(n[4]), End: fromMilli(n[5]), ExpiresAt: fromMilli(n[6]),
-		Buyers: n[7], LedgerEntries: n[8],
-	}, nil
+		Buyers: n[7], LedgerEntries: n[8], Frozen: n[9] == 1, Epoch: n[10], Seq: n[11],
+	}
 }
 
 // Lookup returns the ledger entry of requestID in activity, and false when
@@ -498,10 +652,10 @@ func parseRecord(id, rec string) (Reservation, error) {
 	return r, nil
 }
 
-// ints checks that vals holds exactly n (<= 9) integers; it returns them in
-// a fixed array so the hot path does not allocate.
-func ints(op string, vals []any, n int) ([9]int64, error) {
-	var out [9]int64
+// ints checks that vals holds exactly n (<= 13) integers; it returns them
+// in a fixed array so the hot path does not allocate.
+func ints(op string, vals []any, n int) ([13]int64, error) {
+	var out [13]int64
 	if len(vals) != n || n > len(out) {
 		return out, badReply(op, "%d values, want %d", len(vals), n)
 	}

@@ -454,8 +454,10 @@ func TestWindowUsesRedisTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, m := testenv.Miniredis(t)
-	start := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
-	app := newFakeClock(start.Add(-48 * time.Hour)) // a badly skewed app server
+	// miniredis time (SetTime) and the app clock are both fake and never
+	// meet real time: no real server, no real deadline.
+	start := testenv.Epoch()
+	app := testenv.NewEpochClock(-48 * time.Hour) // a badly skewed app server
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(app))
 	m.SetTime(start.Add(-time.Hour))
 	mustLoad(t, d, Activity{ID: 1, Stock: 10, Start: start, End: start.Add(time.Hour)})
@@ -524,7 +526,7 @@ func TestLoadExpiry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, m := testenv.Miniredis(t)
-	now := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	now := testenv.Epoch() // miniredis time only
 	m.SetTime(now)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	mustLoad(t, d, Activity{ID: 1, Stock: 1, Start: now, End: now.Add(time.Hour), TTL: time.Hour})
@@ -534,10 +536,13 @@ func TestLoadExpiry(t *testing.T) {
 	for _, key := range k.list() {
 		assert.Equal(t, 2*time.Hour, m.TTL(key), key)
 	}
+	// Redis time moves on with the TTLs (FastForward alone expires keys but
+	// leaves TIME where it was, which a real server never does).
+	m.SetTime(now.Add(2 * time.Hour))
 	m.FastForward(2 * time.Hour)
 	res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
 	require.NoError(t, err)
-	assert.Equal(t, NotLoaded, res.Status)
+	assert.Equal(t, NotLoaded, res.Status, "expired as planned: not a data loss")
 	// An activity whose keys would expire at once is refused.
 	_, err = d.Load(ctx, Activity{ID: 2, Stock: 1, Start: now.Add(-3 * time.Hour), End: now.Add(-2 * time.Hour), TTL: time.Hour})
 	assert.ErrorIs(t, err, ErrInvalidActivity)
@@ -596,7 +601,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	_, err = d.Stats(ctx, 0)
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := testenv.Epoch() // validation only: never reaches Redis
 	for name, a := range map[string]Activity{
 		"zero ID":           {ID: 0, Stock: 1},
 		"negative stock":    {ID: 2, Stock: -1},
@@ -875,6 +880,9 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 			assert.Error(t, err, name)
 			_, _, err = d.Reservations(ctx, 1, 0, 10)
 			assert.Error(t, err, name)
+			assert.Error(t, d.Freeze(ctx, 1), name)
+			_, err = d.Rebuild(ctx, Activity{ID: 1, Stock: 1}, nil)
+			assert.Error(t, err, name)
 		}, name)
 	}
 	d, err := New(scripted{val: []any{"0", []any{"id", "garbage"}}})
@@ -894,4 +902,54 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
 	assert.ErrorIs(t, err, ErrBadReply)
+}
+
+// TestQuantitiesAboveLuaPrecision: stock, qty and per-user limit travel
+// through Lua numbers (doubles), exact only up to 2^53-1. Above that they
+// are refused at the Go boundary with the package's invalid-input sentinel,
+// and nothing is written.
+func TestQuantitiesAboveLuaPrecision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	prefix := testenv.Prefix(t)
+	d := newTestDeductor(t, rdb, prefix)
+	require.Equal(t, int64(9007199254740991), MaxQuantity)
+
+	for name, a := range map[string]Activity{
+		"stock 2^53":        {ID: 1, Stock: MaxQuantity + 1},
+		"stock 2^63-1":      {ID: 1, Stock: 1<<63 - 1},
+		"limit 2^53":        {ID: 1, Stock: 1, PerUserLimit: MaxQuantity + 1},
+		"stock & limit big": {ID: 1, Stock: 1 << 60, PerUserLimit: 1 << 60},
+	} {
+		_, err := d.Load(ctx, a)
+		assert.ErrorIs(t, err, ErrInvalidActivity, name)
+		assert.ErrorContains(t, err, "2^53-1", name)
+		assert.ErrorIs(t, d.Reset(ctx, a), ErrInvalidActivity, name)
+		_, err = d.Rebuild(ctx, a, nil)
+		assert.ErrorIs(t, err, ErrInvalidActivity, name)
+	}
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "nothing written")
+
+	// The largest exact value works end to end, digit for digit.
+	k := activityKeys(prefix, 2)
+	mustLoad(t, d, Activity{ID: 2, Stock: MaxQuantity, PerUserLimit: MaxQuantity})
+	res, err := d.Reserve(ctx, Request{Activity: 2, User: 1, Qty: MaxQuantity - 1, RequestID: "big"})
+	require.NoError(t, err)
+	require.Equal(t, Reserved, res.Status)
+	assert.EqualValues(t, 1, res.Remaining)
+	assert.Equal(t, "1", hgetall(t, rdb, k.meta)["stock"])
+	assert.Equal(t, "9007199254740990", hgetall(t, rdb, k.buyers)["1"])
+
+	// A qty above it never reaches Redis: with every command failing, the
+	// answer is still the input error, not ErrUnavailable.
+	before := snapshot(t, rdb, prefix)
+	m.SetError("LOADING should not be reached")
+	_, err = d.Reserve(ctx, Request{Activity: 2, User: 2, Qty: MaxQuantity + 1, RequestID: "huge"})
+	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.NotErrorIs(t, err, ErrUnavailable)
+	m.SetError("")
+	assert.Equal(t, before, snapshot(t, rdb, prefix))
 }

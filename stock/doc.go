@@ -20,9 +20,12 @@
 // per-user limit (default 1, multi-quantity allowed); then decrement the
 // stock, add to the buyer's held quantity and write the ledger entry (user,
 // qty, state, Redis time). A denial ([SoldOut], [LimitReached],
-// [NotStarted], [Ended], [NotLoaded], [Released]) is a [Result] with a nil
-// error and writes nothing; errors are reserved for bad input, Redis failures
-// and malformed replies.
+// [NotStarted], [Ended], [NotLoaded], [Released], [Frozen]) is a [Result]
+// with a nil error and writes nothing; errors are reserved for bad input,
+// Redis failures and malformed replies. Stock, quantities and per-user
+// limits pass through Lua numbers (doubles): values above [MaxQuantity]
+// (2^53-1) are refused with [ErrInvalidActivity] or [ErrInvalidRequest]
+// before Redis is called.
 //
 // # Idempotence and Release
 //
@@ -45,8 +48,9 @@
 // [Deductor.Load] is set-if-absent: a re-run, a second preloader or a
 // restarted process never resets a live sale. [Deductor.Reset] is the
 // explicit admin overwrite. A [Preloader] loads the activities a [Source]
-// reports as starting within a lead time (default 10 minutes). Keys expire
-// at End + TTL (default 24h).
+// reports as starting within a lead time (default 10 minutes); with
+// [WithRecovery] it rebuilds them from the database instead (see below).
+// Keys expire at End + TTL (default 24h).
 //
 // # Sold-out short-circuit
 //
@@ -57,10 +61,22 @@
 // pub/sub channel "<prefix>stock:released", on which release.lua publishes
 // in the same atomic step, heard while [Deductor.Run] is active; and in any
 // case after the re-check interval (default 500ms, [WithRecheckInterval]),
-// after which one Reserve asks Redis again. A local refusal skips the
-// ledger: a retry of a request that did reserve may be told SoldOut; use
-// [Deductor.Lookup] after an uncertain outcome. [WithoutSoldOutCache] turns
-// the cache off.
+// after which one Reserve asks Redis again. [WithoutSoldOutCache] turns the
+// cache off.
+//
+// Retries of winners are not refused: before setting the flag, the process
+// reads the request IDs of the activity's ledger (ids.lua, HSCAN pages of
+// 1,000, on the master) into an in-process set, and a request whose ID is in
+// it goes to Redis, which answers from the ledger (Reserved with Replayed,
+// or Released). The set is tied to the (epoch, seq) of the SoldOut reply, so
+// it is read again only when the ledger changed; cost: one round trip per
+// 1,000 entries (the ledger holds about as many entries as there was stock,
+// plus releases and tombstones) once per sell-out per process, about 100
+// bytes per entry while sold out, and one map lookup per refusal. One
+// window stays: a reservation made after that read (possible only after
+// stock came back through a release in another process) can be refused
+// locally until this process learns of the release, the same window in
+// which the flag itself is stale. [Deductor.Lookup] is the authority.
 //
 // # Failures
 //
@@ -76,17 +92,74 @@
 // database. After SCRIPT FLUSH, a restart or a failover the scripts are
 // reloaded by themselves (EVALSHA falls back to EVAL on NOSCRIPT).
 //
+// # Redis data loss
+//
+// Redis is fast, not durable: a restart without persistence, a failover to
+// a replica that missed the last writes, or a restore of an older snapshot
+// loses or rolls back reservations, and a set-if-absent Load would then
+// reopen the sale at full stock. The package fences that:
+//
+//   - The meta hash carries an epoch (a random integer in [1, 2^52) from
+//     Go, new at each Load, Reset and Rebuild), seq (incremented by every
+//     reservation, release and tombstone), born (the Redis time the epoch
+//     was created), origin (Load, Reset, Rebuild or recovery placeholder)
+//     and frozen. reserve.lua and release.lua return them with every reply.
+//   - A Deductor remembers, per activity, the epoch and the highest seq it
+//     has seen, and judges each reply against its knowledge when the call
+//     was sent (replies of concurrent calls arrive in any order; a call sent
+//     after seq s was seen runs after it). Same epoch with a lower seq, an
+//     older epoch, a newer epoch made by Load before the old copy's expiry,
+//     or "not loaded" before that expiry mean the data was lost or rolled
+//     back: that call answers [Frozen] (never Reserved from a possibly lost ledger), the Deductor
+//     freezes the activity (best effort) and calls the [WithOnLoss] hook
+//     once. A newer epoch made by Reset, Rebuild or a recovery placeholder
+//     is a deliberate replacement and is adopted; keys gone at or after
+//     their expiry are the normal end of a sale.
+//   - Frozen: reserve.lua answers [Frozen] for every new request (replays
+//     of existing entries still answer from the ledger); Release works.
+//     [Deductor.Freeze] and [Deductor.Unfreeze] set and clear it by hand.
+//   - [Deductor.Rebuild] writes the activity again from the truth in one
+//     script call, only when its meta is absent or frozen ([ErrLive]
+//     otherwise): stock = total - the live quantities, buyers and one held
+//     ledger entry per live reservation, a new epoch, seq 0, not frozen.
+//     Ten thousand live reservations fit in one call.
+//   - A [Preloader] with [WithRecovery] asks the caller's [Recovery] for an
+//     activity that is absent or frozen; while it is not ready (the
+//     pipeline still has reservations or releases in flight) the activity
+//     stays frozen, with a frozen placeholder (stock 0) written if the keys
+//     are gone, so buyers get [Frozen], not [NotLoaded]; once ready it calls
+//     Rebuild with the live reservations. A never-loaded activity has none,
+//     so this is also its first load.
+//
+// What is detected: a wipe or a reload at full stock, seen by any Deductor
+// that saw the activity before; a rollback seen by a Deductor that saw the
+// newer writes. What is not: a loss that no running Deductor saw before
+// (a process started after it has nothing to compare with; the keys simply
+// look new, or absent until the next load); a rollback to a state newer than
+// anything a Deductor had seen; a copy whose meta predates the fence (epoch
+// 0). Without WithRecovery a Preloader still uses set-if-absent Load: after
+// a loss that nobody noticed it reopens the sale at full stock, and oversell
+// is possible. The caller supplies the truth: the live reservations per
+// activity (orders created or paid) and whether anything is in flight.
+// Calls in flight when a loss happens may still be answered from the lost
+// copy until the freeze lands; the one that detects it has run on that copy
+// too (its entry is there) but is answered Frozen. A Rebuild from the
+// database drops both kinds that did not become orders.
+//
 // # Redis and Cluster
 //
 // Redis 7.0 or later (tested on 7.0.15) or miniredis; EVAL scripts only, no
 // Functions. The read-only calls (Remaining, Stats, Lookup, Reservations)
 // use EVALSHA_RO, so a ClusterClient with ReadOnly or RouteByLatency, or a
-// failover client reading from replicas, serves them off the write path. All keys of one activity carry the hash tag {a:<id>}, so they
-// live in one Cluster slot and the package works unchanged on Client,
-// ClusterClient, Ring and failover clients. The flip side is that one
-// activity is one slot on one shard: a single hot sale is bounded by one
-// Redis core (about 100k reserve calls per second); spread load by
-// refusing early (the sold-out cache, rate limiting in front).
+// failover client reading from replicas, serves them off the write path
+// (the ledger read of the sold-out cache runs on the master: a replica may
+// lack the reservation it is there to find). All keys of one activity carry
+// the hash tag {a:<id>}, so they live in one Cluster slot and the package
+// works unchanged on Client, ClusterClient, Ring and failover clients. The
+// flip side is that one activity is one slot on one shard: a single hot
+// sale is bounded by one Redis core (about 100k reserve calls per second);
+// spread load by refusing early (the sold-out cache, rate limiting in
+// front).
 //
 // # When not to use it
 //

@@ -25,13 +25,16 @@ var (
 	ErrUnavailable = errors.New("stock: redis unavailable")
 
 	// ErrInvalidRequest reports a Reserve, Release or lookup with bad input:
-	// an activity or user ID <= 0, an empty or over-long request ID, a qty <= 0
-	// or above the activity's per-user limit. Nothing was written.
+	// an activity or user ID <= 0, an empty or over-long request ID, a qty <= 0,
+	// above [MaxQuantity] or above the activity's per-user limit. Nothing was
+	// written.
 	ErrInvalidRequest = errors.New("stock: invalid request")
 
-	// ErrInvalidActivity reports a Load or Reset with a bad [Activity]: ID <= 0,
-	// negative stock, per-user limit < 0, End not after Start, negative TTL,
-	// or an End + TTL already past in Redis time. Nothing was written.
+	// ErrInvalidActivity reports a Load, Reset or Rebuild with a bad
+	// [Activity]: ID <= 0, stock or per-user limit < 0 or above
+	// [MaxQuantity], End not after Start, negative TTL, or an End + TTL
+	// already past in Redis time; or a Rebuild with bad live reservations.
+	// Nothing was written.
 	ErrInvalidActivity = errors.New("stock: invalid activity")
 
 	// ErrRequestConflict reports a request ID already in the ledger for a
@@ -44,12 +47,19 @@ var (
 	// reply). It is never a panic.
 	ErrBadReply = errors.New("stock: unexpected reply from redis")
 
+	// ErrLive reports a [Deductor.Rebuild] of an activity that is loaded and
+	// not frozen (freeze it first), or that changed while a [Preloader]
+	// prepared its rebuild. Nothing was written.
+	ErrLive = errors.New("stock: activity is live in redis (not frozen)")
+
 	// ErrClosed is returned by [Deductor.Run] when called again after
 	// [Deductor.Close], or while another Run is active.
 	ErrClosed = errors.New("stock: deductor closed or already running")
 )
 
 // Denial sentinels returned by [Result.Err] (never by Reserve itself).
+// ErrNotLoaded is also the error of [Deductor.Remaining], [Deductor.Freeze]
+// and [Deductor.Unfreeze] for an activity that is not in Redis.
 var (
 	ErrSoldOut      = errors.New("stock: sold out")
 	ErrLimitReached = errors.New("stock: per-user limit reached")
@@ -57,6 +67,7 @@ var (
 	ErrEnded        = errors.New("stock: activity ended")
 	ErrNotLoaded    = errors.New("stock: activity not loaded")
 	ErrReleased     = errors.New("stock: reservation released")
+	ErrFrozen       = errors.New("stock: activity frozen, retry later")
 )
 
 // transientPrefixes are Redis error replies that mean "the server cannot

@@ -95,3 +95,32 @@ func ExampleDeductor_Release() {
 	// late unknown request 3
 	// late released
 }
+
+func ExampleDeductor_Rebuild() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	d, _ := stock.New(rdb, stock.WithOnLoss(func(activity int64, reason string) {
+		fmt.Println("redis lost activity", activity) // page someone
+	}))
+	a := stock.Activity{ID: 1, Stock: 10}
+	_, _ = d.Load(ctx, a)
+	_, _ = d.Reserve(ctx, stock.Request{Activity: 1, User: 7, Qty: 1, RequestID: "order-1"})
+
+	mr.FlushAll() // Redis restarted without persistence
+	res, _ := d.Reserve(ctx, stock.Request{Activity: 1, User: 8, Qty: 1, RequestID: "order-2"})
+	fmt.Println(res.Status) // busy, retry later: not "sold out", not "not loaded"
+
+	// The database says order-1 still holds its unit: rebuild from it.
+	st, err := d.Rebuild(ctx, a, []stock.Reservation{{RequestID: "order-1", User: 7, Qty: 1}})
+	fmt.Println(st.Remaining, st.LedgerEntries, err)
+	res, _ = d.Reserve(ctx, stock.Request{Activity: 1, User: 8, Qty: 1, RequestID: "order-2"})
+	fmt.Println(res.Status, res.Remaining)
+	// Output:
+	// redis lost activity 1
+	// frozen
+	// 9 1 <nil>
+	// reserved 8
+}

@@ -3,17 +3,13 @@ package stock
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
-
-type fakeClock = testenv.Clock
-
-func newFakeClock(t time.Time) *fakeClock { return testenv.NewClock(t) }
 
 // forEachRedis runs f on every Redis kind available (miniredis always; the
 // real standalone server and Cluster when their env vars are set). Each kind
@@ -22,15 +18,70 @@ func newFakeClock(t time.Time) *fakeClock { return testenv.NewClock(t) }
 // parallel with other tests.
 func forEachRedis(t *testing.T, f func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
 	t.Helper()
+	forEachRedisKind(t, func(t *testing.T, _ testenv.RedisKind, rdb redis.UniversalClient, prefix string) {
+		f(t, rdb, prefix)
+	})
+}
+
+// forEachRedisKind is forEachRedis for tests that must know the kind.
+func forEachRedisKind(t *testing.T, f func(t *testing.T, kind testenv.RedisKind, rdb redis.UniversalClient, prefix string)) {
+	t.Helper()
 	t.Parallel()
 	parent := testenv.Prefix(t)
 	for kind, rdb := range testenv.AllRedis(t) {
 		prefix := parent + string(kind) + ":"
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			f(t, rdb, prefix)
+			f(t, kind, rdb, prefix)
 		})
 	}
+}
+
+// hgetall reads one hash straight from Redis, not through the Deductor.
+func hgetall(t testing.TB, rdb redis.UniversalClient, key string) map[string]string {
+	t.Helper()
+	m, err := rdb.HGetAll(context.Background(), key).Result()
+	require.NoError(t, err)
+	return m
+}
+
+// hint reads one integer field of a hash straight from Redis.
+func hint(t testing.TB, rdb redis.UniversalClient, key, field string) int64 {
+	t.Helper()
+	v, err := rdb.HGet(context.Background(), key, field).Int64()
+	require.NoError(t, err, "%s %s", key, field)
+	return v
+}
+
+// lossLog records the WithOnLoss hook.
+type lossLog struct {
+	mu      sync.Mutex
+	reasons map[int64][]string
+}
+
+func (l *lossLog) hook(activity int64, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.reasons == nil {
+		l.reasons = map[int64][]string{}
+	}
+	l.reasons[activity] = append(l.reasons[activity], reason)
+}
+
+func (l *lossLog) get(activity int64) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.reasons[activity]...)
+}
+
+func (l *lossLog) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.reasons {
+		n += len(r)
+	}
+	return n
 }
 
 func newTestDeductor(t testing.TB, rdb redis.Scripter, prefix string, opts ...Option) *Deductor {

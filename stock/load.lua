@@ -1,16 +1,30 @@
 -- load.lua: load one activity, set-if-absent (or reset when ARGV[6] is "1").
 --
--- KEYS[1] meta    hash  stock, total, limit, start, end, exp   <prefix>{a:<id>}:meta
+-- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
+--                       epoch, seq, born, origin, frozen
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> reservation record        <prefix>{a:<id>}:resv
--- ARGV[1] stock (>= 0)
--- ARGV[2] per-user limit (>= 1)
+-- ARGV[1] stock (>= 0, <= 2^53-1)
+-- ARGV[2] per-user limit (>= 1, <= 2^53-1)
 -- ARGV[3] start, unix ms (0 = open from now)
 -- ARGV[4] end, unix ms (0 = no end)
 -- ARGV[5] TTL in ms, counted from end (or from now when end is 0)
 -- ARGV[6] "1" = reset: delete all three keys first (admin only)
+-- ARGV[7] epoch: a random integer in [1, 2^52) chosen by the caller
+-- ARGV[8] origin of the epoch: 1 Load, 2 Reset, 4 frozen placeholder
+-- ARGV[9] "1" = write a frozen placeholder: stock 0 (total ARGV[1]) and
+--         frozen 1, set-if-absent, so that Reserve answers frozen, not
+--         "not loaded", until the activity is rebuilt (rebuild.lua)
 --
--- Now: Redis TIME (milliseconds), for the expiry of keys when end is 0.
+-- The fence: epoch names this copy of the activity's state; seq counts the
+-- writes made to it (reserve.lua, release.lua); born is the Redis time at
+-- which the epoch was created; origin says who created it; frozen 1 makes
+-- reserve.lua refuse everything but replays. A Deductor that sees the epoch
+-- change, the seq go back or the keys vanish before exp knows that Redis
+-- lost or rolled back data.
+--
+-- Now: Redis TIME (milliseconds), for the expiry of keys when end is 0, and
+-- for born.
 --
 -- Returns {code, remaining}
 --   code 1 loaded now, 0 already loaded (nothing changed; remaining is the
@@ -34,10 +48,20 @@ if exp <= now then
   return {-1, 0}
 end
 
+local born = now
 if ARGV[6] == '1' then
+  local old = tonumber(redis.call('HGET', KEYS[1], 'born'))
+  if old and old >= born then
+    born = old + 1
+  end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'total', ARGV[1], 'limit', ARGV[2],
-  'start', ARGV[3], 'end', ARGV[4], 'exp', exp)
+local stock, frozen = ARGV[1], '0'
+if ARGV[9] == '1' then
+  stock, frozen = '0', '1'
+end
+redis.call('HSET', KEYS[1], 'stock', stock, 'total', ARGV[1], 'limit', ARGV[2],
+  'start', ARGV[3], 'end', ARGV[4], 'exp', exp,
+  'epoch', ARGV[7], 'seq', 0, 'born', born, 'origin', ARGV[8], 'frozen', frozen)
 redis.call('PEXPIREAT', KEYS[1], exp)
-return {1, tonumber(ARGV[1])}
+return {1, tonumber(stock)}

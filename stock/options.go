@@ -35,6 +35,7 @@ type options struct {
 	onReserve  func(context.Context, Request, Result, error)
 	onRelease  func(context.Context, int64, string, ReleaseResult, error)
 	onSoldOut  func(activity int64, soldOut bool)
+	onLoss     func(activity int64, reason string)
 	maxIDBytes int
 }
 
@@ -94,6 +95,17 @@ func WithOnRelease(f func(ctx context.Context, activity int64, requestID string,
 // lock. Default: none.
 func WithOnSoldOut(f func(activity int64, soldOut bool)) Option {
 	return func(o *options) { o.onSoldOut = f }
+}
+
+// WithOnLoss sets a hook called when a Reserve or Release reveals that
+// Redis lost or rolled back the activity's data (see "Redis data loss" in
+// the package doc), once per detection, after the Deductor has tried to
+// freeze the activity. reason says what was seen. It runs on the caller's
+// goroutine, outside any lock. Page someone, or start the recovery
+// ([Preloader] with [WithRecovery] does it by itself). Default: none (the
+// loss is logged at error level).
+func WithOnLoss(f func(activity int64, reason string)) Option {
+	return func(o *options) { o.onLoss = f }
 }
 
 // WithMaxRequestIDBytes sets the longest accepted request ID. Default 128.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -23,6 +24,36 @@ func (f SourceFunc) Upcoming(ctx context.Context, from, to time.Time) ([]Activit
 	return f(ctx, from, to)
 }
 
+// Recovery tells a [Preloader] what the database holds for an activity whose
+// Redis state is missing or frozen, so that the Preloader rebuilds it
+// ([Deductor.Rebuild]) instead of loading it at full stock.
+//
+// Recover returns the activity's live reservations: one per order that
+// still holds stock (created or paid, not cancelled or expired), with its
+// reservation ID (the Reserve request ID), buyer, quantity and reservation
+// time. ready reports that nothing is in flight for the activity in the
+// caller's pipeline: no reservation between Redis and the database (a
+// message not yet turned into an order), no cancellation or expiry whose
+// Release has not run. While it is false the Preloader keeps the activity
+// frozen (buyers get [Frozen]) and asks again on a later pass. An error is
+// reported by Tick and retried on the next pass.
+type Recovery interface {
+	Recover(ctx context.Context, a Activity) (live []Reservation, ready bool, err error)
+}
+
+// RecoveryFunc adapts a function to [Recovery].
+type RecoveryFunc func(ctx context.Context, a Activity) (live []Reservation, ready bool, err error)
+
+func isNilRecovery(r Recovery) bool {
+	f, isFunc := r.(RecoveryFunc)
+	return r == nil || (isFunc && f == nil)
+}
+
+// Recover calls f.
+func (f RecoveryFunc) Recover(ctx context.Context, a Activity) ([]Reservation, bool, error) {
+	return f(ctx, a)
+}
+
 // Default preloader settings.
 const (
 	DefaultLeadTime     = 10 * time.Minute
@@ -33,9 +64,12 @@ const (
 type PreloaderOption func(*preloaderOptions)
 
 type preloaderOptions struct {
-	lead, poll time.Duration
-	clock      Clock
-	logger     *slog.Logger
+	lead, poll  time.Duration
+	clock       Clock
+	logger      *slog.Logger
+	recovery    Recovery
+	recoverySet bool
+	onRecover   func(activity int64, rebuilt bool)
 }
 
 // WithLeadTime sets how long before its start an activity is loaded.
@@ -61,10 +95,36 @@ func WithPreloadLogger(l *slog.Logger) PreloaderOption {
 	return func(o *preloaderOptions) { o.logger = l }
 }
 
+// WithRecovery makes the Preloader rebuild, instead of load, every listed
+// activity that is absent from Redis or frozen: it asks r for the
+// activity's live reservations and, when r reports ready, calls
+// [Deductor.Rebuild] with them (a never-loaded activity has none, so this is
+// also how it is loaded the first time); when r is not ready it keeps the
+// activity frozen, writing a frozen placeholder (stock 0) when the keys are
+// missing so that buyers get [Frozen] rather than [NotLoaded], and asks
+// again on the next pass. A frozen activity is rebuilt as soon as r is
+// ready, whoever froze it. Several preloaders may run side by side: a
+// rebuild only applies to the state it examined. A nil r is an error of
+// [NewPreloader]. Default: none; activities are loaded with
+// [Deductor.Load], which reopens a sale whose keys Redis lost at full
+// stock.
+func WithRecovery(r Recovery) PreloaderOption {
+	return func(o *preloaderOptions) { o.recovery, o.recoverySet = r, true }
+}
+
+// WithOnRecover sets a hook called after the Preloader rebuilt an activity
+// (rebuilt true) or kept it frozen because [Recovery] was not ready (false).
+// It runs on the Tick goroutine. Default: none (both are logged).
+func WithOnRecover(f func(activity int64, rebuilt bool)) PreloaderOption {
+	return func(o *preloaderOptions) { o.onRecover = f }
+}
+
 // Preloader warms Redis up before sales start: every poll interval it asks a
 // [Source] for the activities starting within the lead time and loads each
 // with [Deductor.Load] (set-if-absent, so it never resets a live sale and
-// several preloaders may run side by side). It is safe for concurrent use.
+// several preloaders may run side by side), or, with [WithRecovery],
+// rebuilds each one that is missing or frozen from the caller's database.
+// It is safe for concurrent use.
 type Preloader struct {
 	d   *Deductor
 	src Source
@@ -89,14 +149,17 @@ func NewPreloader(d *Deductor, src Source, opts ...PreloaderOption) (*Preloader,
 		return nil, fmt.Errorf("stock: poll interval %v must be > 0", o.poll)
 	case o.clock == nil || o.logger == nil:
 		return nil, errors.New("stock: nil clock or logger")
+	case o.recoverySet && isNilRecovery(o.recovery):
+		return nil, errors.New("stock: nil recovery")
 	}
 	return &Preloader{d: d, src: src, o: o}, nil
 }
 
 // Tick runs one pass: it lists the activities overlapping [now, now+lead]
-// and loads each one. It returns how many this pass loaded (those already
-// loaded are not counted) and the joined errors of the source and of the
-// loads; one bad activity does not stop the others.
+// and loads (or, with [WithRecovery], rebuilds) each one. It returns how
+// many this pass loaded or rebuilt (those already live are not counted) and
+// the joined errors of the source, the loads and the recoveries; one bad
+// activity does not stop the others.
 func (p *Preloader) Tick(ctx context.Context) (int, error) {
 	now := p.o.clock.Now()
 	acts, err := p.src.Upcoming(ctx, now, now.Add(p.o.lead))
@@ -106,16 +169,79 @@ func (p *Preloader) Tick(ctx context.Context) (int, error) {
 	var errs []error
 	n := 0
 	for _, a := range acts {
-		loaded, err := p.d.Load(ctx, a)
+		var done bool
+		if p.o.recovery != nil {
+			done, err = p.recover(ctx, a)
+		} else {
+			done, err = p.d.Load(ctx, a)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("stock: preload activity %d: %w", a.ID, err))
 			continue
 		}
-		if loaded {
+		if done {
 			n++
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// recover rebuilds a missing or frozen activity from the Recovery, or keeps
+// it frozen until the Recovery is ready. It reports whether it rebuilt.
+func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
+	if err := a.validate(); err != nil {
+		return false, err
+	}
+	st, err := p.d.Stats(ctx, a.ID)
+	if err != nil {
+		return false, err
+	}
+	if st.Loaded && !st.Frozen {
+		return false, nil // live
+	}
+	// The rebuild applies only to the state examined here: absent, or
+	// frozen with this epoch (another preloader may act meanwhile).
+	expect := "0"
+	if st.Loaded {
+		expect = ""
+		if st.Epoch != 0 {
+			expect = strconv.FormatInt(st.Epoch, 10)
+		}
+	}
+	live, ready, err := p.o.recovery.Recover(ctx, a)
+	if err != nil {
+		return false, fmt.Errorf("recover: %w", err)
+	}
+	if !ready {
+		if !st.Loaded {
+			if _, err := p.d.load(ctx, a, loadPlaceholder); err != nil {
+				return false, err
+			}
+		}
+		p.o.logger.WarnContext(ctx, "stock: activity missing or frozen in redis; kept frozen until recovery is ready", "activity", a.ID)
+		if p.o.onRecover != nil {
+			p.o.onRecover(a.ID, false)
+		}
+		return false, nil
+	}
+	rst, err := p.d.rebuild(ctx, a, live, expect)
+	if errors.Is(err, ErrLive) {
+		p.o.logger.InfoContext(ctx, "stock: activity changed while it was recovered; next pass", "activity", a.ID)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	level := slog.LevelInfo // a first load
+	if st.Loaded {
+		level = slog.LevelWarn // after a freeze
+	}
+	p.o.logger.Log(ctx, level, "stock: activity rebuilt from recovery", "activity", a.ID,
+		"live", len(live), "remaining", rst.Remaining, "total", rst.Total, "was_frozen", st.Loaded)
+	if p.o.onRecover != nil {
+		p.o.onRecover(a.ID, true)
+	}
+	return true, nil
 }
 
 // Run calls Tick now and then every poll interval until ctx is done, and
@@ -128,7 +254,7 @@ func (p *Preloader) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			p.o.logger.WarnContext(ctx, "stock: preload pass failed", "loaded", n, "err", err)
 		} else if n > 0 {
-			p.o.logger.InfoContext(ctx, "stock: preloaded activities", "loaded", n)
+			p.o.logger.InfoContext(ctx, "stock: preloaded activities", "loaded", n, "recovery", p.o.recovery != nil)
 		}
 		select {
 		case <-ctx.Done():

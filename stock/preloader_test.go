@@ -40,9 +40,11 @@ func TestPreloaderTick(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, m := testenv.Miniredis(t)
-	now := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	// The preloader's clock and miniredis time (SetTime) are both fake and
+	// agree: Load's start/end/exp never reach a real server.
+	clock := testenv.NewEpochClock(0)
+	now := clock.Now()
 	m.SetTime(now)
-	clock := newFakeClock(now)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	src := &table{acts: []Activity{
 		{ID: 1, Stock: 10, Start: now.Add(5 * time.Minute), End: now.Add(time.Hour)},
@@ -138,4 +140,87 @@ func TestNewPreloaderValidates(t *testing.T) {
 	assert.Error(t, err)
 	_, err = NewPreloader(d, src, WithLeadTime(-time.Second))
 	assert.Error(t, err)
+}
+
+func TestPreloaderRecoveryOptions(t *testing.T) {
+	t.Parallel()
+	rdb, _ := testenv.Miniredis(t)
+	d := newTestDeductor(t, rdb, testenv.Prefix(t))
+	src := &table{}
+	_, err := NewPreloader(d, src, WithRecovery(nil))
+	assert.Error(t, err, "a nil collaborator is an error")
+	var nilFunc RecoveryFunc
+	_, err = NewPreloader(d, src, WithRecovery(nilFunc))
+	assert.Error(t, err, "a nil RecoveryFunc too")
+	_, err = NewPreloader(d, src, WithRecovery(&recoveryStub{}), nil)
+	assert.NoError(t, err, "a nil option is ignored")
+}
+
+// TestPreloaderRecoveryErrorsAndRaces: a Recovery error is reported and
+// changes nothing; a rebuild prepared on a state that changed meanwhile
+// (another preloader acted) is dropped, not applied.
+func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	prefix := testenv.Prefix(t)
+	d := newTestDeductor(t, rdb, prefix)
+	a := Activity{ID: 1, Stock: 5}
+	k := activityKeys(prefix, 1)
+
+	rec := &recoveryStub{err: errors.New("db down")}
+	p, err := NewPreloader(d, &table{acts: []Activity{a, {ID: 2, Stock: -1}}}, WithRecovery(rec))
+	require.NoError(t, err)
+	n, err := p.Tick(ctx)
+	assert.Zero(t, n)
+	assert.ErrorContains(t, err, "db down")
+	assert.ErrorIs(t, err, ErrInvalidActivity, "the bad row is reported too")
+	ex, err := rdb.Exists(ctx, k.list()...).Result()
+	require.NoError(t, err)
+	assert.Zero(t, ex, "nothing written")
+
+	// A placeholder written by another preloader between this one's look
+	// and its rebuild: the rebuild prepared for "absent" is dropped.
+	p2, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(RecoveryFunc(
+		func(ctx context.Context, a Activity) ([]Reservation, bool, error) {
+			_, err := d.load(ctx, a, loadPlaceholder) // the other preloader, meanwhile
+			require.NoError(t, err)
+			return nil, true, nil
+		})))
+	require.NoError(t, err)
+	n, err = p2.Tick(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	meta := hgetall(t, rdb, k.meta)
+	assert.Equal(t, "1", meta["frozen"], "the placeholder stands")
+	assert.Equal(t, "4", meta["origin"])
+
+	// The same for a frozen activity whose epoch changed meanwhile.
+	p3, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(RecoveryFunc(
+		func(ctx context.Context, a Activity) ([]Reservation, bool, error) {
+			_, err := d.Rebuild(ctx, a, nil) // another preloader rebuilt…
+			require.NoError(t, err)
+			require.NoError(t, d.Freeze(ctx, a.ID)) // …and the activity was frozen again
+			return []Reservation{{RequestID: "x", User: 1, Qty: 1}}, true, nil
+		})))
+	require.NoError(t, err)
+	n, err = p3.Tick(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Empty(t, hgetall(t, rdb, k.ledger), "the stale live list was not applied")
+	assert.Equal(t, "5", hgetall(t, rdb, k.meta)["stock"])
+
+	// The next pass rebuilds from a fresh look.
+	rec2 := &recoveryStub{ready: true, live: []Reservation{{RequestID: "x", User: 1, Qty: 1}}}
+	p4, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(rec2))
+	require.NoError(t, err)
+	n, err = p4.Tick(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, "4", hgetall(t, rdb, k.meta)["stock"])
+	assert.Contains(t, hgetall(t, rdb, k.ledger), "x")
+	n, err = p4.Tick(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "live now: left alone")
+	assert.Equal(t, 1, rec2.calls, "Recover is not asked about a live activity")
 }

@@ -11,7 +11,7 @@ import (
 type Request struct {
 	Activity  int64  // activity ID, > 0
 	User      int64  // buyer ID, > 0
-	Qty       int64  // units, > 0 and <= the activity's per-user limit
+	Qty       int64  // units, > 0 and <= the activity's per-user limit (<= MaxQuantity)
 	RequestID string // unique per reservation, 1..128 bytes
 }
 
@@ -38,9 +38,15 @@ const (
 	// was released before its Reserve arrived (a tombstone). Nothing is held
 	// and nothing was deducted by this call.
 	Released
+	// Frozen: the activity is frozen: answer busy / retry later, NOT sold
+	// out. Redis lost or rolled back its data (this call detected it, or an
+	// earlier one froze the activity), or an operator froze it; new
+	// reservations wait for [Deductor.Rebuild] or [Deductor.Unfreeze].
+	// Nothing was deducted by this call, and the sold-out cache is not set.
+	Frozen
 )
 
-var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released"}
+var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released", "frozen"}
 
 // String returns a lower-case name such as "sold out".
 func (s Status) String() string {
@@ -55,7 +61,8 @@ type Result struct {
 	// Status is the outcome; only Reserved holds stock.
 	Status Status
 	// Remaining is the activity's stock after this call (0 for NotLoaded and
-	// for an in-process refusal).
+	// for an in-process refusal; for Frozen, what Redis holds, which may be
+	// wrong).
 	Remaining int64
 	// Held is the quantity the buyer holds in this activity after the call,
 	// when Redis computed it (Reserved, LimitReached, and replays).
@@ -83,7 +90,7 @@ func (r Result) OK() bool { return r.Status == Reserved }
 
 // Err returns nil for Reserved and a denial sentinel otherwise
 // ([ErrSoldOut], [ErrLimitReached], [ErrNotStarted], [ErrEnded],
-// [ErrNotLoaded], [ErrReleased]), for callers that prefer errors.
+// [ErrNotLoaded], [ErrReleased], [ErrFrozen]), for callers that prefer errors.
 func (r Result) Err() error {
 	switch r.Status {
 	case Reserved:
@@ -100,6 +107,8 @@ func (r Result) Err() error {
 		return ErrNotLoaded
 	case Released:
 		return ErrReleased
+	case Frozen:
+		return ErrFrozen
 	}
 	return ErrBadReply
 }
@@ -173,7 +182,9 @@ func (s State) String() string {
 }
 
 // Reservation is one ledger entry, as read by [Deductor.Reservations] and
-// [Deductor.Lookup]. Times are Redis times.
+// [Deductor.Lookup], and one live reservation given to [Deductor.Rebuild]
+// (RequestID, User, Qty, ReservedAt; State zero or Held). Times are Redis
+// times.
 type Reservation struct {
 	RequestID  string
 	User       int64 // 0 for a tombstone
@@ -193,4 +204,9 @@ type Stats struct {
 	ExpiresAt     time.Time
 	Buyers        int64 // buyers currently holding units
 	LedgerEntries int64 // ledger entries, including freed ones and tombstones
+	Frozen        bool  // new reservations answer Frozen
+	// Epoch names this copy of the activity's state (new at each Load,
+	// Reset, Rebuild); Seq counts the reservations, releases and tombstones
+	// written to it. Both are 0 for state loaded before they existed.
+	Epoch, Seq int64
 }

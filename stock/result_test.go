@@ -10,12 +10,13 @@ func TestStatusStrings(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "sold out", SoldOut.String())
 	assert.Equal(t, "released", Released.String())
+	assert.Equal(t, "frozen", Frozen.String())
 	assert.Equal(t, "Status(99)", Status(99).String())
 	assert.Equal(t, "duplicate", ReleaseDuplicate.String())
 	assert.Equal(t, "tombstone", Tombstone.String())
 	assert.ErrorIs(t, Result{}.Err(), ErrBadReply)
 	for st, want := range map[Status]error{Reserved: nil, SoldOut: ErrSoldOut, LimitReached: ErrLimitReached,
-		NotStarted: ErrNotStarted, Ended: ErrEnded, NotLoaded: ErrNotLoaded, Released: ErrReleased} {
+		NotStarted: ErrNotStarted, Ended: ErrEnded, NotLoaded: ErrNotLoaded, Released: ErrReleased, Frozen: ErrFrozen} {
 		assert.Equal(t, want, Result{Status: st}.Err(), st.String())
 		assert.Equal(t, st == Reserved, Result{Status: st}.OK())
 	}

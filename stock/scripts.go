@@ -38,4 +38,16 @@ var (
 	//go:embed lookup.lua
 	lookupLua    string
 	lookupScript = redis.NewScript(lookupLua)
+
+	//go:embed ids.lua
+	idsLua    string
+	idsScript = redis.NewScript(idsLua)
+
+	//go:embed freeze.lua
+	freezeLua    string
+	freezeScript = redis.NewScript(freezeLua)
+
+	//go:embed rebuild.lua
+	rebuildLua    string
+	rebuildScript = redis.NewScript(rebuildLua)
 )

@@ -12,9 +12,13 @@ import (
 
 // The in-process sold-out cache.
 //
-// When a Reserve answers SoldOut with nothing left, the process sets a flag
-// for the activity and refuses that activity in-process (Result.Local) with
-// one atomic load: no Redis call, no allocation. The flag is dropped when
+// When a Reserve answers SoldOut with nothing left, the process reads the
+// request IDs of the activity's ledger (ids.lua, HSCAN pages of 1,000, on
+// the master), then sets a flag for the activity and refuses that activity
+// in-process (Result.Local) with one atomic load and one map lookup: no
+// Redis call, no allocation. A request whose ID is in that set is not
+// refused: it goes to Redis, which answers it from the ledger, so the retry
+// of a request that won gets its reservation back. The flag is dropped when
 //
 //   - this process releases stock of the activity (Release), or a Reserve
 //     sees stock again;
@@ -28,13 +32,46 @@ import (
 // Dropping the flag only means the next Reserve asks Redis again; if the
 // activity is still sold out the flag is set again. So the cost of the
 // backstop is at most one Redis call per activity per interval per process.
+//
+// The ID set is keyed by the (epoch, seq) of the SoldOut reply that set the
+// flag: seq counts every ledger write, so when the flag is set again and
+// nothing was written since, the set is reused without a scan. A scan costs
+// one round trip per 1,000 ledger entries (the ledger holds about as many
+// entries as the activity had stock, plus releases and tombstones) and the
+// set about 100 bytes per entry while the activity is sold out; it is paid
+// once per sell-out per process, and again after each release that was sold
+// again. While the scan runs nothing is refused locally. If it fails, the
+// flag is not set and every Reserve keeps asking Redis.
+//
+// What stays inexact: a reservation made after the scan (possible only
+// once stock came back through a release elsewhere) is not in the set, so
+// its retry can be refused locally until this process drops the flag, the
+// same window in which the flag itself is stale (pub/sub under Run, the
+// re-check interval otherwise). Lookup is the authority.
 
 const forever = math.MaxInt64
+
+// idsPage is the COUNT hint of the ledger scan behind the sold-out cache.
+const idsPage = 1000
 
 type soldFlag struct {
 	// until is 0 when not sold out, forever while Run owns the flag, or the
 	// clock's UnixNano deadline of the flag otherwise.
 	until atomic.Int64
+	// ids are the request IDs in the ledger when the flag was set.
+	ids atomic.Pointer[idSet]
+	// loading is held by the one Reserve that reads the ledger.
+	loading atomic.Bool
+	// clears counts clearSoldOut calls, so a flag is not set from a scan
+	// that a release overtook.
+	clears atomic.Int64
+}
+
+// idSet is a snapshot of a ledger's request IDs, taken after a SoldOut
+// reply with this epoch and seq.
+type idSet struct {
+	epoch, seq int64
+	ids        map[string]struct{}
 }
 
 func (d *Deductor) flag(activity int64) *soldFlag {
@@ -45,8 +82,9 @@ func (d *Deductor) flag(activity int64) *soldFlag {
 	return (*m)[activity]
 }
 
-// refuseLocal reports whether the process knows the activity is sold out.
-func (d *Deductor) refuseLocal(activity int64) bool {
+// refuseLocal reports whether the process knows the activity is sold out
+// and requestID was not in its ledger.
+func (d *Deductor) refuseLocal(activity int64, requestID string) bool {
 	f := d.flag(activity)
 	if f == nil {
 		return false
@@ -55,10 +93,13 @@ func (d *Deductor) refuseLocal(activity int64) bool {
 	switch {
 	case u == 0:
 		return false
-	case u == forever:
-		return true
-	case d.o.clock.Now().UnixNano() < u:
-		return true
+	case u == forever, d.o.clock.Now().UnixNano() < u:
+		set := f.ids.Load()
+		if set == nil {
+			return false
+		}
+		_, known := set.ids[requestID]
+		return !known
 	}
 	if f.until.CompareAndSwap(u, 0) && d.o.onSoldOut != nil {
 		d.o.onSoldOut(activity, false)
@@ -78,21 +119,58 @@ func (d *Deductor) SoldOut(activity int64) bool {
 	return u == forever || (u != 0 && d.o.clock.Now().UnixNano() < u)
 }
 
-func (d *Deductor) markSoldOut(activity int64) {
+// flagFor returns the flag of activity, creating it.
+func (d *Deductor) flagFor(activity int64) *soldFlag {
+	if f := d.flag(activity); f != nil {
+		return f
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f := d.flag(activity); f != nil {
+		return f
+	}
+	old := d.flags.Load()
+	m := make(map[int64]*soldFlag, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	f := &soldFlag{}
+	m[activity] = f
+	d.flags.Store(&m)
+	return f
+}
+
+// markSoldOut sets the flag after a SoldOut reply with fence r, once the
+// ledger's request IDs are known. A flag already set is left as it is (it
+// expires on its first schedule, and the next sell-out takes a new look).
+func (d *Deductor) markSoldOut(ctx context.Context, activity int64, r fenceReply) {
+	f := d.flagFor(activity)
+	if f.until.Load() != 0 || !f.loading.CompareAndSwap(false, true) {
+		return
+	}
+	defer f.loading.Store(false)
+	if f.until.Load() != 0 {
+		return
+	}
+	clears := f.clears.Load()
+	set := f.ids.Load()
+	if set == nil || set.epoch != r.epoch || set.seq != r.seq || r.epoch == 0 {
+		ids, err := d.ledgerIDs(ctx, activity)
+		if err != nil {
+			d.o.logger.WarnContext(ctx, "stock: sold out, but the ledger could not be read: not refusing in-process",
+				"activity", activity, "err", err)
+			return
+		}
+		set = &idSet{epoch: r.epoch, seq: r.seq, ids: ids}
+		f.ids.Store(set)
+	}
 	now := d.o.clock.Now()
 	d.mu.Lock()
-	f := d.flag(activity)
-	if f == nil {
-		old := d.flags.Load()
-		m := make(map[int64]*soldFlag, 1)
-		if old != nil {
-			for k, v := range *old {
-				m[k] = v
-			}
-		}
-		f = &soldFlag{}
-		m[activity] = f
-		d.flags.Store(&m)
+	if f.clears.Load() != clears {
+		d.mu.Unlock()
+		return // stock came back while the ledger was read
 	}
 	var prev int64
 	if d.running {
@@ -103,16 +181,57 @@ func (d *Deductor) markSoldOut(activity int64) {
 	}
 	d.mu.Unlock()
 	if prev == 0 {
-		d.o.logger.Info("stock: activity sold out, refusing in-process", "activity", activity)
+		d.o.logger.Info("stock: activity sold out, refusing in-process", "activity", activity, "ledger", len(set.ids))
 		if d.o.onSoldOut != nil {
 			d.o.onSoldOut(activity, true)
 		}
 	}
 }
 
+// ledgerIDs reads every request ID of the activity's ledger. It runs on the
+// master (EVALSHA, not EVALSHA_RO): a replica may not have the reservation
+// whose retry the set is there to let through.
+func (d *Deductor) ledgerIDs(ctx context.Context, activity int64) (map[string]struct{}, error) {
+	key := []string{d.keys(activity).ledger}
+	ids := map[string]struct{}{}
+	cursor := "0"
+	for {
+		vals, err := idsScript.Run(ctx, d.rdb, key, cursor, idsPage).Slice()
+		if err != nil {
+			return nil, classify("ledger ids", err)
+		}
+		if len(vals) != 2 {
+			return nil, badReply("ledger ids", "%d values, want 2", len(vals))
+		}
+		next, ok1 := vals[0].(string)
+		page, ok2 := vals[1].([]any)
+		if !ok1 || !ok2 {
+			return nil, badReply("ledger ids", "reply of types %T, %T", vals[0], vals[1])
+		}
+		for _, v := range page {
+			id, ok := v.(string)
+			if !ok {
+				return nil, badReply("ledger ids", "ID of type %T", v)
+			}
+			ids[id] = struct{}{}
+		}
+		if next == "0" {
+			return ids, nil
+		}
+		cursor = next
+	}
+}
+
 func (d *Deductor) clearSoldOut(activity int64) {
 	f := d.flag(activity)
-	if f == nil || f.until.Load() == 0 {
+	if f == nil {
+		return
+	}
+	f.clears.Add(1)
+	if f.ids.Load() != nil {
+		f.ids.Store(nil) // stock came back: the ledger changes, the set goes
+	}
+	if f.until.Load() == 0 {
 		return
 	}
 	if f.until.Swap(0) != 0 {

@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestSoldOutRefusedInProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, m := testenv.Miniredis(t)
-	clock := newFakeClock(time.Unix(1_000_000, 0))
+	clock := testenv.NewEpochClock(0)
 	var ev soldOutEvents
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(clock), WithOnSoldOut(ev.hook))
 	sellOut(t, d)
@@ -135,7 +136,7 @@ func waitSubscribed(t *testing.T, rdb redis.UniversalClient, channel string) {
 func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
-		clock := newFakeClock(time.Unix(1_000_000, 0))
+		clock := testenv.NewEpochClock(0)
 		a := newTestDeductor(t, rdb, prefix)
 		b := newTestDeductor(t, rdb, prefix, WithClock(clock), WithRecheckInterval(time.Hour))
 		runCtx, cancel := context.WithCancel(ctx)
@@ -167,7 +168,7 @@ func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
 func TestRunBackstop(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	clock := newFakeClock(time.Unix(1_000_000, 0))
+	clock := testenv.NewEpochClock(0)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(clock), WithRecheckInterval(5*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -222,7 +223,7 @@ type scripterOnly struct{ redis.Scripter }
 func TestRunWithoutSubscriber(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	clock := newFakeClock(time.Unix(1_000_000, 0))
+	clock := testenv.NewEpochClock(0)
 	d := newTestDeductor(t, scripterOnly{rdb}, testenv.Prefix(t), WithClock(clock), WithRecheckInterval(5*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -233,4 +234,122 @@ func TestRunWithoutSubscriber(t *testing.T) {
 	require.Eventually(t, func() bool { return !d.SoldOut(1) }, 10*time.Second, time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// countingClient counts EVALSHA calls per script (Script.Run always tries
+// EVALSHA first).
+type countingClient struct {
+	redis.UniversalClient
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[sha]++
+	c.mu.Unlock()
+	return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+}
+
+func (c *countingClient) count(s *redis.Script) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[s.Hash()]
+}
+
+// TestSoldOutLetsWinnersRetryThrough: once the process refuses a sold-out
+// activity in-process, the retry of a request that won still reaches Redis
+// and gets its reservation back (Reserved, Replayed), while new request IDs
+// are still refused without a Redis call. The ledger is read once per
+// sell-out and reused while nothing was written.
+func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, m := testenv.Miniredis(t)
+	cc := &countingClient{UniversalClient: rdb}
+	clock := testenv.NewEpochClock(0)
+	prefix := testenv.Prefix(t)
+	d := newTestDeductor(t, cc, prefix, WithClock(clock))
+	sellOut(t, d) // "win" reserved the only unit, "lose" saw SoldOut
+	assert.Equal(t, 1, cc.count(idsScript), "the ledger is read when the flag is set")
+
+	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "win"})
+	require.NoError(t, err)
+	assert.Equal(t, Result{Status: Reserved, Replayed: true, Remaining: 0, Held: 1, Limit: 1, ReservedAt: res.ReservedAt}, res)
+	assert.False(t, res.ReservedAt.IsZero())
+	assert.True(t, d.SoldOut(1), "the replay leaves the flag alone")
+
+	// New IDs, and the retry of the loser, are still refused in-process:
+	// every Redis command fails and they do not notice.
+	m.SetError("LOADING down")
+	for _, id := range []string{"lose", "new"} {
+		res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: id})
+		require.NoError(t, err)
+		assert.Equal(t, Result{Status: SoldOut, Local: true}, res, id)
+	}
+	m.SetError("")
+
+	// The flag expires and is set again with nothing written since: the
+	// set is reused, no second scan.
+	clock.Add(DefaultRecheckInterval)
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "n1"})
+	require.NoError(t, err)
+	require.Equal(t, SoldOut, res.Status)
+	require.False(t, res.Local)
+	require.True(t, d.SoldOut(1))
+	assert.Equal(t, 1, cc.count(idsScript))
+
+	// Another process releases "win" and sells the unit again as "w2".
+	other := newTestDeductor(t, rdb, prefix)
+	rr, err := other.Release(ctx, 1, "win")
+	require.NoError(t, err)
+	require.Equal(t, ReleaseDone, rr.Status)
+	reserveOK(t, other, 1, 7, 1, "w2")
+	// Once this process asks Redis again, it reads the ledger afresh and
+	// lets the retry of w2 through.
+	clock.Add(DefaultRecheckInterval)
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "n2"})
+	require.NoError(t, err)
+	require.Equal(t, SoldOut, res.Status)
+	require.True(t, d.SoldOut(1))
+	assert.Equal(t, 2, cc.count(idsScript), "the ledger changed: scanned again")
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 7, Qty: 1, RequestID: "w2"})
+	require.NoError(t, err)
+	assert.Equal(t, Reserved, res.Status)
+	assert.True(t, res.Replayed)
+	assert.False(t, res.Local)
+	res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "win"})
+	require.NoError(t, err)
+	assert.Equal(t, Released, res.Status, "a released ID is in the ledger too: Redis answers it")
+}
+
+// TestSoldOutLedgerScanFailureRefusesNothing: when the ledger cannot be
+// read the flag is not set, so no request is refused without Redis.
+func TestSoldOutLedgerScanFailureRefusesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	d := newTestDeductor(t, failIDs{rdb}, testenv.Prefix(t))
+	mustLoad(t, d, Activity{ID: 1, Stock: 1})
+	reserveOK(t, d, 1, 1, 1, "win")
+	for range 3 {
+		res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "lose"})
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status)
+		assert.False(t, res.Local)
+	}
+	assert.False(t, d.SoldOut(1))
+}
+
+// failIDs fails the ledger-IDs script only.
+type failIDs struct{ redis.UniversalClient }
+
+func (f failIDs) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if sha == idsScript.Hash() {
+		return redis.NewCmdResult(nil, errors.New("boom"))
+	}
+	return f.UniversalClient.EvalSha(ctx, sha, keys, args...)
 }

@@ -3,7 +3,7 @@
 # with EVALSHA, against the same Redis, in one command. Run it from anywhere,
 # under the shared benchmark lock:
 #
-#   source /tmp/seckill-env.sh   # or export SECKILL_REDIS_ADDR=host:port
+#   eval "$(bash .ci/services start)"   # or export SECKILL_REDIS_ADDR=host:port
 #   flock /tmp/seckill-bench.lock stock/testdata/bench.sh
 #
 # Scenarios (both with 50 connections / 50 callers, distinct users and

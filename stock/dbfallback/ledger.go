@@ -1,0 +1,129 @@
+package dbfallback
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seckillkit/seckill/stock"
+)
+
+// Lookup returns the reservation row of requestID in activity, and false
+// when there is none (or it belongs to another activity). Use it after an
+// uncertain outcome. State is [stock.Held], [stock.Freed], or
+// [stock.Tombstone] for a Release that came first; times are the Store
+// clock's.
+func (s *Store) Lookup(ctx context.Context, activity int64, requestID string) (stock.Reservation, bool, error) {
+	if activity <= 0 {
+		return stock.Reservation{}, false, fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+	}
+	if err := validateID(requestID); err != nil {
+		return stock.Reservation{}, false, err
+	}
+	r, found, err := s.lookup(s.db.WithContext(ctx), requestID)
+	if err != nil {
+		return stock.Reservation{}, false, fmt.Errorf("dbfallback: lookup %q: %w", requestID, err)
+	}
+	if !found || r.activity != activity {
+		return stock.Reservation{}, false, nil
+	}
+	return r.reservation(), true, nil
+}
+
+// Reservations returns one page of the activity's held reservations, in
+// request ID order (byte order): start with cursor "" and pass the returned
+// cursor back until it is "". count is the page size (default 100 when
+// <= 0, at most 10,000). A reconciler counts these against its orders and
+// against the Redis ledger ([Store.Overlap]); released rows and tombstones
+// are not returned.
+func (s *Store) Reservations(ctx context.Context, activity int64, cursor string, count int) ([]stock.Reservation, string, error) {
+	if activity <= 0 {
+		return nil, "", fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+	}
+	if len(cursor) > maxIDBytes {
+		return nil, "", fmt.Errorf("dbfallback: %w: cursor of %d bytes", stock.ErrInvalidRequest, len(cursor))
+	}
+	switch {
+	case count <= 0:
+		count = 100
+	case count > 10000:
+		count = 10000
+	}
+	rows, err := s.db.WithContext(ctx).Raw("SELECT "+rowColumns+" FROM "+s.resv+
+		" WHERE activity_id = ? AND state = ? AND request_id > ? ORDER BY request_id LIMIT ?",
+		activity, stateHeld, cursor, count).Rows()
+	if err != nil {
+		return nil, "", fmt.Errorf("dbfallback: reservations of activity %d: %w", activity, err)
+	}
+	defer rows.Close()
+	var out []stock.Reservation
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("dbfallback: reservations of activity %d: %w", activity, err)
+		}
+		out = append(out, r.reservation())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("dbfallback: reservations of activity %d: %w", activity, err)
+	}
+	next := ""
+	if len(out) == count {
+		next = out[len(out)-1].RequestID
+	}
+	return out, next, nil
+}
+
+// Ledger is the read side of the Redis ledger that [Store.Overlap] needs;
+// *stock.Deductor implements it.
+type Ledger interface {
+	Lookup(ctx context.Context, activity int64, requestID string) (stock.Reservation, bool, error)
+}
+
+// Overlap returns the reservations held in this Store whose request ID is
+// also held in the Redis ledger: one request holding units in both stores.
+// That happens when a Redis call timed out after its script had run (the
+// Deductor then asked the fallback) or when a request reserved here is
+// retried after Redis came back. No unit is oversold (the two stores never
+// share units), but the request holds twice what it asked for. After an
+// outage, the reconciler releases the copy in this Store for each one
+// ([Store.Release]; the order keeps the Redis reservation), then drains.
+func (s *Store) Overlap(ctx context.Context, ledger Ledger, activity int64) ([]stock.Reservation, error) {
+	if ledger == nil {
+		return nil, fmt.Errorf("dbfallback: overlap: nil ledger")
+	}
+	var out []stock.Reservation
+	cursor := ""
+	for {
+		page, next, err := s.Reservations(ctx, activity, cursor, 500)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			rr, ok, err := ledger.Lookup(ctx, activity, r.RequestID)
+			if err != nil {
+				return nil, fmt.Errorf("dbfallback: overlap: %w", err)
+			}
+			if ok && rr.State == stock.Held {
+				out = append(out, r)
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
+}
+
+func (r row) reservation() stock.Reservation {
+	out := stock.Reservation{RequestID: r.id, User: r.user, Qty: r.qty, ReservedAt: fromMillis(r.createdMs)}
+	switch {
+	case r.state == stateHeld:
+		out.State = stock.Held
+	case r.tombstone():
+		out.State = stock.Tombstone
+	default:
+		out.State = stock.Freed
+		out.ReleasedAt = fromMillis(r.releaseMs)
+	}
+	return out
+}

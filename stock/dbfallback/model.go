@@ -1,0 +1,101 @@
+package dbfallback
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+)
+
+// SchemaMySQL is the MySQL/MariaDB DDL of the two tables with the default
+// prefix (schema.sql). [Store.AutoMigrate] builds the same tables, indexes
+// and checks; DBAs who manage DDL by hand apply this instead (replace
+// "seckill_fallback_" when using [WithTablePrefix]).
+//
+//go:embed schema.sql
+var SchemaMySQL string
+
+// Reservation states stored in the state column.
+const (
+	stateHeld     = "R" // the units are held for the buyer
+	stateReleased = "X" // released; with qty 0, a tombstone
+)
+
+// poolRow is a row of <prefix>pool: the units of one activity carved out
+// for the fallback. Invariant: remaining + held units = quota.
+type poolRow struct {
+	ActivityID   int64 `gorm:"column:activity_id;primaryKey;autoIncrement:false"`
+	Quota        int64 `gorm:"column:quota;not null;check:quota >= remaining"`
+	Remaining    int64 `gorm:"column:remaining;not null;check:remaining >= 0"`
+	Drained      int64 `gorm:"column:drained;not null;default:0"`
+	PerUserLimit int64 `gorm:"column:per_user_limit;not null"`
+	StartMs      int64 `gorm:"column:start_ms;not null;default:0"`
+	EndMs        int64 `gorm:"column:end_ms;not null;default:0"`
+	UpdatedMs    int64 `gorm:"column:updated_ms;not null"`
+}
+
+// reservationRow is a row of <prefix>reservation, one per request ID.
+type reservationRow struct {
+	RequestID  requestID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
+	ActivityID int64     `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
+	UserID     int64     `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
+	Qty        int64     `gorm:"column:qty;not null"`
+	State      string    `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
+	CreatedMs  int64     `gorm:"column:created_ms;not null"`
+	ReleasedMs int64     `gorm:"column:released_ms;not null;default:0"`
+}
+
+// requestID is the request_id column: compared byte for byte on every
+// database (VARBINARY on MySQL, where a _ci collation would make "a" and
+// "A" one key; TEXT with the default BINARY collation on SQLite).
+type requestID string
+
+// GormDBDataType implements gorm's GormDBDataTypeInterface.
+func (requestID) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+	if db.Dialector.Name() == "mysql" {
+		return "varbinary(128)"
+	}
+	return "text"
+}
+
+// AutoMigrate creates or updates the Store's two tables, their indexes and
+// check constraints (on MySQL: InnoDB, utf8mb4). It is the equivalent of
+// [SchemaMySQL] for the Store's table prefix.
+func (s *Store) AutoMigrate(ctx context.Context) error {
+	d := s.db.WithContext(ctx)
+	if s.mysql {
+		d = d.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+	}
+	if err := d.Table(s.pool).AutoMigrate(&poolRow{}); err != nil {
+		return fmt.Errorf("dbfallback: migrate %s: %w", s.pool, err)
+	}
+	if err := d.Table(s.resv).AutoMigrate(&reservationRow{}); err != nil {
+		return fmt.Errorf("dbfallback: migrate %s: %w", s.resv, err)
+	}
+	return nil
+}
+
+// isDuplicate reports a primary-key violation on MySQL/MariaDB or SQLite,
+// whether or not gorm's TranslateError is on.
+func isDuplicate(err error) bool {
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// isDeadlock reports an InnoDB deadlock (the transaction was rolled back
+// and may be run again).
+func isDeadlock(err error) bool {
+	var me *mysqldrv.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}

@@ -1,0 +1,218 @@
+package dbfallback
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/stock"
+)
+
+// Reserve implements [stock.Fallback]: it reserves req.Qty units of
+// req.Activity's pool for req.User, in one transaction:
+//
+//  1. lock the activity's pool row (every writer of the activity takes it
+//     first, so they are serialised and cannot deadlock among themselves);
+//  2. look req.RequestID up: a known ID replays its first outcome
+//     (Reserved with Replayed set while held, Released once released or
+//     when a Release tombstone came first) and deducts nothing; an ID known
+//     with another user, quantity or activity fails with an error wrapping
+//     [stock.ErrRequestConflict];
+//  3. no pool: [stock.NotLoaded]; qty above the per-user limit: an error
+//     wrapping [stock.ErrInvalidRequest]; the window on the Store's clock
+//     ([WithClock]): [stock.NotStarted] before Start, [stock.Ended] at or
+//     after End;
+//  4. fewer than qty units left: [stock.SoldOut]; the buyer's held units
+//     (read under the pool lock) + qty above the limit: [stock.LimitReached];
+//  5. UPDATE pool SET remaining = remaining - qty WHERE activity_id = ? AND
+//     remaining >= qty, and insert the reservation row (state held).
+//
+// The checks come in the order of the Redis script, so both stores answer
+// alike. Denials and replays write nothing (the transaction is rolled
+// back) and are not recorded: a retry of a denied request is decided
+// afresh. Result.Remaining is the pool's remaining units, Result.Held the
+// buyer's held units in this Store, Result.ReservedAt the Store clock's
+// time of the reservation (of the decision for a denial); Result.Fallback
+// is left false, the [stock.Deductor] sets it.
+//
+// The error is non-nil only for bad input, a conflicting request ID and
+// database failures; nothing was written then, except that a failed commit
+// is an uncertain outcome: retry with the same request ID.
+func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, error) {
+	if err := validateRequest(req); err != nil {
+		return stock.Result{}, err
+	}
+	var res stock.Result
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var err error
+		res, err = s.reserve(tx, req)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, stock.ErrInvalidRequest) || errors.Is(err, stock.ErrRequestConflict) {
+			return stock.Result{}, err
+		}
+		return stock.Result{}, fmt.Errorf("dbfallback: reserve %q in activity %d: %w", req.RequestID, req.Activity, err)
+	}
+	return res, nil
+}
+
+// reserve is one attempt of Reserve's transaction. It returns errRollback
+// with every outcome but a new reservation.
+func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
+	p, opened, err := s.lockPool(tx, req.Activity)
+	if err != nil {
+		return stock.Result{}, err
+	}
+	r, found, err := s.lookup(tx, req.RequestID)
+	if err != nil {
+		return stock.Result{}, err
+	}
+	if found {
+		res, err := s.replay(tx, req, p, r)
+		if err == nil {
+			err = errRollback
+		}
+		return res, err
+	}
+	if !opened {
+		return stock.Result{Status: stock.NotLoaded}, errRollback
+	}
+	if req.Qty > p.limit {
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: qty %d exceeds the per-user limit %d of activity %d",
+			stock.ErrInvalidRequest, req.Qty, p.limit, req.Activity)
+	}
+	nowMs := s.clock.Now().UnixMilli()
+	deny := stock.Result{Remaining: p.remaining, Limit: p.limit, ReservedAt: time.UnixMilli(nowMs)}
+	switch {
+	case p.startMs > 0 && nowMs < p.startMs:
+		deny.Status = stock.NotStarted
+		return deny, errRollback
+	case p.endMs > 0 && nowMs >= p.endMs:
+		deny.Status = stock.Ended
+		return deny, errRollback
+	case p.remaining < req.Qty:
+		deny.Status = stock.SoldOut
+		return deny, errRollback
+	}
+	held, err := s.held(tx, req.Activity, req.User)
+	if err != nil {
+		return stock.Result{}, err
+	}
+	if held+req.Qty > p.limit {
+		deny.Status, deny.Held = stock.LimitReached, held
+		return deny, errRollback
+	}
+	u := tx.Exec("UPDATE "+s.pool+" SET remaining = remaining - ?, updated_ms = ? WHERE activity_id = ? AND remaining >= ?",
+		req.Qty, nowMs, req.Activity, req.Qty)
+	if u.Error != nil {
+		return stock.Result{}, u.Error
+	}
+	if u.RowsAffected == 0 { // the guard; the lock makes it unreachable
+		deny.Status = stock.SoldOut
+		return deny, errRollback
+	}
+	err = tx.Exec("INSERT INTO "+s.resv+" (request_id, activity_id, user_id, qty, state, created_ms, released_ms)"+
+		" VALUES (?, ?, ?, ?, ?, ?, 0)", req.RequestID, req.Activity, req.User, req.Qty, stateHeld, nowMs).Error
+	if err != nil {
+		return stock.Result{}, err // a duplicate key: inTx runs it again, as a replay
+	}
+	return stock.Result{Status: stock.Reserved, Remaining: p.remaining - req.Qty, Held: held + req.Qty,
+		Limit: p.limit, ReservedAt: time.UnixMilli(nowMs)}, nil
+}
+
+// replay answers a request ID already in the table.
+func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Result, error) {
+	if r.activity != req.Activity {
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %d, not %d",
+			stock.ErrRequestConflict, req.RequestID, r.activity, req.Activity)
+	}
+	res := stock.Result{Status: stock.Released, Remaining: p.remaining, Limit: p.limit,
+		ReservedAt: fromMillis(r.createdMs), Replayed: true}
+	if r.tombstone() {
+		return res, nil
+	}
+	if r.user != req.User || r.qty != req.Qty {
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q in activity %d is user %d, qty %d",
+			stock.ErrRequestConflict, req.RequestID, req.Activity, r.user, r.qty)
+	}
+	held, err := s.held(tx, req.Activity, req.User)
+	if err != nil {
+		return stock.Result{}, err
+	}
+	res.Held = held
+	if r.state == stateHeld {
+		res.Status = stock.Reserved
+	}
+	return res, nil
+}
+
+// held sums the units the user holds in the activity. It is a plain read,
+// made while the transaction holds the pool row lock: every writer of the
+// activity's reservation rows takes that lock first and keeps it to its
+// commit, and InnoDB's read view is created by the transaction's first
+// plain read, after the lock was granted, so the sum includes every
+// committed reservation of the user and none can commit before this
+// transaction does. A locking read (FOR UPDATE) would add nothing but
+// next-key locks on the (activity_id, user_id) index, whose gaps run into
+// other activities' ranges: on MariaDB 10.11, five activities sold at once
+// met 149 deadlocks in 3,000 reservations with it and none without.
+func (s *Store) held(tx *gorm.DB, activity, user int64) (int64, error) {
+	var n int64
+	err := tx.Raw("SELECT COALESCE(SUM(qty), 0) FROM "+s.resv+" WHERE activity_id = ? AND user_id = ? AND state = ?",
+		activity, user, stateHeld).Row().Scan(&n)
+	return n, err
+}
+
+// row is a reservation row as read back.
+type row struct {
+	id                   string
+	activity, user, qty  int64
+	state                string
+	createdMs, releaseMs int64
+}
+
+// tombstone reports a row written by a Release of an unknown request ID.
+func (r row) tombstone() bool { return r.state == stateReleased && r.qty == 0 }
+
+const rowColumns = "request_id, activity_id, user_id, qty, state, created_ms, released_ms"
+
+func scanRow(sc interface{ Scan(...any) error }) (row, error) {
+	var r row
+	var id []byte
+	err := sc.Scan(&id, &r.activity, &r.user, &r.qty, &r.state, &r.createdMs, &r.releaseMs)
+	r.id = string(id)
+	return r, err
+}
+
+// lookup reads the row of a request ID.
+func (s *Store) lookup(tx *gorm.DB, id string) (row, bool, error) {
+	r, err := scanRow(tx.Raw("SELECT "+rowColumns+" FROM "+s.resv+" WHERE request_id = ?", id).Row())
+	if errors.Is(err, sql.ErrNoRows) {
+		return row{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+func validateRequest(req stock.Request) error {
+	switch {
+	case req.Activity <= 0:
+		return fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, req.Activity)
+	case req.User <= 0:
+		return fmt.Errorf("dbfallback: %w: user ID %d must be > 0", stock.ErrInvalidRequest, req.User)
+	case req.Qty <= 0 || req.Qty > maxQty:
+		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidRequest, req.Qty)
+	}
+	return validateID(req.RequestID)
+}
+
+func validateID(id string) error {
+	if id == "" || len(id) > maxIDBytes {
+		return fmt.Errorf("dbfallback: %w: request ID of %d bytes (want 1..%d)", stock.ErrInvalidRequest, len(id), maxIDBytes)
+	}
+	return nil
+}
