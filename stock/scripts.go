@@ -23,6 +23,10 @@ var (
 	loadLua    string
 	loadScript = redis.NewScript(loadLua)
 
+	//go:embed held.lua
+	heldLua    string
+	heldScript = redis.NewScript(heldLua)
+
 	//go:embed remaining.lua
 	remainingLua    string
 	remainingScript = redis.NewScript(remainingLua)
