@@ -1,6 +1,7 @@
 // Command fullstack is the reference deployment of seckill: an HTTP service
-// with a web page, every package of the library wired the way DESIGN.md §2
-// describes, and its background workers.
+// with a web page, every package of the library wired the way
+// docs/ARCHITECTURE.md ("Request flow of a buy") describes, and its
+// background workers.
 //
 //	go run ./examples/fullstack            # embedded: miniredis + kfake + SQLite
 //	go run ./examples/fullstack -help      # every flag

@@ -1,7 +1,8 @@
 // Package app is the reference deployment of seckill: it wires every package
-// of the library into one HTTP service the way DESIGN.md §2 describes, with
-// its background workers. cmd examples/fullstack runs it; the load generator
-// and the tests start it in-process.
+// of the library into one HTTP service the way docs/ARCHITECTURE.md
+// ("Request flow of a buy") describes, with its background workers.
+// cmd examples/fullstack runs it; the load generator and the tests start it
+// in-process.
 package app
 
 import (

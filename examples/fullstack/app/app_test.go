@@ -17,6 +17,16 @@ import (
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 )
 
+// The tests' time limits are bounds, not expectations: generous enough for
+// -race on two loaded cores, and every wait ends as soon as its condition
+// holds.
+const (
+	startBound = 2 * time.Minute // app.New: infrastructure, migrations, seeding
+	stopBound  = 2 * time.Minute // Shutdown with its drain
+	loadBound  = 5 * time.Minute // one load.Run
+	drainBound = 2 * time.Minute // the pipeline settling after the buy phase
+)
+
 // startApp starts the service in-process on a free port and stops it (with
 // its drain) at cleanup.
 func startApp(t *testing.T, cfg app.Config) (*app.App, string) {
@@ -25,7 +35,7 @@ func startApp(t *testing.T, cfg app.Config) (*app.App, string) {
 	if testing.Verbose() {
 		log = app.NewLogger(os.Stderr, "warn")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), startBound)
 	defer cancel()
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
@@ -37,7 +47,7 @@ func startApp(t *testing.T, cfg app.Config) (*app.App, string) {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), stopBound)
 		defer cancel()
 		if err := a.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -58,13 +68,13 @@ func embeddedConfig(users int, stock int64) app.Config {
 
 func runLoad(t *testing.T, url string, users, conc int) *load.Report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), loadBound)
 	defer cancel()
 	var progress io.Writer
 	if testing.Verbose() {
 		progress = os.Stderr
 	}
-	rep, err := load.Run(ctx, load.Config{Target: url, Users: users, Concurrency: conc, Drain: 60 * time.Second, Progress: progress})
+	rep, err := load.Run(ctx, load.Config{Target: url, Users: users, Concurrency: conc, Drain: drainBound, Progress: progress})
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
@@ -156,7 +166,7 @@ func TestLoadRealCluster(t *testing.T) {
 func cleanClusterPrefix(addrs []string, prefix string) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), stopBound)
 	defer cancel()
 	_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		it := m.Scan(ctx, 0, prefix+"*", 1000).Iterator()
@@ -170,7 +180,7 @@ func cleanClusterPrefix(addrs []string, prefix string) {
 func cleanPrefix(addr, prefix string) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), stopBound)
 	defer cancel()
 	it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for it.Next(ctx) {

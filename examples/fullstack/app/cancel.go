@@ -35,7 +35,10 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 
 	// Reconciler: the Redis ledger against the DB, every ReconcileEvery.
 	// A reservation is released only when it has no live order, is older
-	// than the grace period and no outbox row still carries its message.
+	// than the grace period and no outbox row still carries its message;
+	// and it is fenced in the DB first, so a message still in Kafka (a
+	// consumer lagging past the grace) deducts nothing when it arrives and
+	// its buyer reads "failed", not "queued".
 	ledger := order.LedgerFunc(func(ctx context.Context, activity int64, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
 		page, next, err := a.stock.Reservations(ctx, activity, cursor, count)
 		if err != nil {
@@ -52,7 +55,8 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingRef(ctx, a.in.DB, resv)
 	})
-	rec, err := order.NewReconciler(a.in.DB, ledger, rel, order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending))
+	rec, err := order.NewReconciler(a.in.DB, ledger, rel, order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending),
+		order.WithResults(a.results), order.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}

@@ -246,7 +246,7 @@ func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"path": "/api/buy/" + a.actKey + "/" + sig})
 }
 
-// ---- the buy chain (DESIGN §2) ----
+// ---- the buy chain (docs/ARCHITECTURE.md, "Request flow of a buy") ----
 
 type buyRequest struct {
 	Token     string `json:"token"`
@@ -431,6 +431,12 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	case stock.Ended:
 		deny("reserve", http.StatusGone, "ended", "the sale has ended")
 		return
+	case stock.Frozen:
+		// Redis lost the sale's state (or an operator froze it) and it is
+		// being rebuilt from the database: not sold out, try again shortly.
+		a.restoreToken(ctx, userKey, req.Token)
+		deny("reserve", http.StatusServiceUnavailable, "busy", "the sale is paused for a moment, retry shortly")
+		return
 	default:
 		deny("reserve", http.StatusConflict, "sold_out", res.Status.String())
 		return
@@ -508,18 +514,25 @@ func (v resultView) final() bool {
 	return v.Status != "queued" && v.Status != "unknown" && v.Status != ""
 }
 
-// resultOf reads the user's result for the activity (order.Results: Redis,
-// DB fallback) and, for a placed order, its current status. Results keeps
-// the latest result per (activity, user); when it is about another of the
-// user's reservations than resv, the stock ledger answers for resv: held =
-// still queued, freed or tombstoned = failed, absent or another user's =
-// unknown.
+// resultOf answers for one reservation of the user (or, without one, for
+// the user's latest): the database decides whenever it knows the
+// reservation (an order, or a FAILED outcome such as a fenced release), so
+// the answer never contradicts it; a reservation the database does not know
+// yet is asked of the stock ledger: held = still queued, released or
+// tombstoned = failed, absent or another user's = unknown.
 func (a *App) resultOf(ctx context.Context, user int64, resv string) (resultView, error) {
-	res, err := a.results.Get(ctx, a.act.ID, user)
+	if resv == "" {
+		res, err := a.results.Get(ctx, a.act.ID, user)
+		if err != nil {
+			return resultView{}, err
+		}
+		return a.view(ctx, res), nil
+	}
+	res, err := a.results.Reservation(ctx, a.act.ID, user, resv)
 	if err != nil {
 		return resultView{}, err
 	}
-	if resv == "" || res.ReservationID == resv {
+	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
 		return a.view(ctx, res), nil
 	}
 	r, ok, err := a.stock.Lookup(ctx, a.act.ID, resv)

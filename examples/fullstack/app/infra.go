@@ -57,7 +57,8 @@ func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, erro
 			PoolSize: cfg.RedisPoolSize,
 			// A script may have run although the reply timed out; stock and
 			// order calls are idempotent by ID, others are settled by the
-			// reconciler (DESIGN §8). No blind retries.
+			// reconciler (docs/ARCHITECTURE.md, "Failure policy"). No blind
+			// retries.
 			MaxRetries:   -1,
 			ReadTimeout:  3 * time.Second,
 			WriteTimeout: 3 * time.Second,

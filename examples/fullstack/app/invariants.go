@@ -13,7 +13,8 @@ import (
 )
 
 // Invariants is what the node reads from its database and Redis to check
-// DESIGN §3 by counting (served at /api/demo/invariants in demo mode).
+// the invariants of docs/ARCHITECTURE.md by counting (served at
+// /api/demo/invariants in demo mode).
 type Invariants struct {
 	Activity      int64            `json:"activity"`
 	Initial       int64            `json:"initial"`

@@ -64,6 +64,11 @@ func (a *App) wire(ctx context.Context) error {
 
 	// Stock: the one Lua call, with the in-process sold-out flag.
 	if a.stock, err = stock.New(rdb, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log),
+		stock.WithOnLoss(func(activity int64, reason string) {
+			a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
+			log.Error("ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
+				"activity", activity, "reason", reason)
+		}),
 		stock.WithOnRelease(func(ctx context.Context, activity int64, id string, res stock.ReleaseResult, err error) {
 			if err == nil && res.Released() {
 				a.m.released.WithLabelValues("released").Inc()
@@ -85,7 +90,12 @@ func (a *App) wire(ctx context.Context) error {
 		}
 		return out, nil
 	})
-	if a.preloader, err = stock.NewPreloader(a.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second), stock.WithPreloadLogger(log)); err != nil {
+	recovery, err := a.stockRecovery()
+	if err != nil {
+		return err
+	}
+	if a.preloader, err = stock.NewPreloader(a.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second),
+		stock.WithPreloadLogger(log), stock.WithRecovery(recovery)); err != nil {
 		return err
 	}
 	if _, err := a.preloader.Tick(ctx); err != nil { // load now; Run keeps watching
@@ -209,7 +219,14 @@ func (a *App) wire(ctx context.Context) error {
 			return a.outboxW.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
 		})
 	})
-	sub, err := order.NewSubmitter(kafkaPub, fallback, releaser, order.WithResults(a.results), order.WithLogger(log))
+	// A hand-off that failed both ways releases through the fence: the
+	// publish may have reached Kafka all the same, and the fence makes that
+	// message deduct nothing when it is consumed.
+	fence, err := order.NewFence(db, releaser, order.WithResults(a.results), order.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	sub, err := order.NewSubmitter(kafkaPub, fallback, fence, order.WithResults(a.results), order.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -263,7 +280,7 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	group, err := sarama.NewConsumerGroup(a.in.Brokers, "seckill-orders", scfg)
+	group, err := sarama.NewConsumerGroup(a.in.Brokers, consumerGroup, scfg)
 	if err != nil {
 		return fmt.Errorf("kafka consumer group: %w", err)
 	}
@@ -346,4 +363,60 @@ func (a *App) startWorkers() {
 			}
 		}
 	})
+}
+
+// stockRecovery rebuilds the sale's Redis state from the database after
+// Redis lost it (a restart without persistence, a failover to a replica
+// that missed writes, the embedded miniredis after a crash): the ledger is
+// the reservations of the live orders, remaining is total − their units.
+// It is ready only when nothing is in flight any more — no outbox row
+// pending and no Kafka lag for the consumer group — because an in-flight
+// message becomes an order (or a FAILED outcome) that the rebuild must
+// count. Until then buyers are answered "busy" (stock.Frozen).
+func (a *App) stockRecovery() (stock.Recovery, error) {
+	client, err := sarama.NewClient(a.in.Brokers, kafkaAdminConfig(a.nodeTag))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client for lag: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("kafka admin for lag: %w", err)
+	}
+	a.closers = append(a.closers, admin.Close) // closes the client too
+	return stock.RecoveryFunc(func(ctx context.Context, act stock.Activity) ([]stock.Reservation, bool, error) {
+		backlog, err := outbox.Stats(ctx, a.in.DB)
+		if err != nil {
+			return nil, false, err
+		}
+		lag, _, err := order.Lag(ctx, admin, client, consumerGroup, a.cfg.Topic)
+		if err != nil {
+			return nil, false, err
+		}
+		if backlog.Pending > 0 || lag > 0 {
+			a.log.Warn("sale frozen: waiting for in-flight orders before the rebuild", "activity", act.ID,
+				"outbox_pending", backlog.Pending, "kafka_lag", lag)
+			return nil, false, nil
+		}
+		live, err := order.LiveReservations(ctx, a.in.DB, act.ID)
+		if err != nil {
+			return nil, false, err
+		}
+		out := make([]stock.Reservation, len(live))
+		for i, r := range live {
+			out[i] = stock.Reservation{RequestID: r.ID, User: r.User, Qty: r.Qty, State: stock.Held, ReservedAt: r.At}
+		}
+		return out, true, nil
+	}), nil
+}
+
+// consumerGroup is the Kafka consumer group of the order consumer.
+const consumerGroup = "seckill-orders"
+
+func kafkaAdminConfig(node string) *sarama.Config {
+	c := order.SaramaConfig()
+	c.ClientID = "seckill-fullstack-admin-" + node
+	c.Net.DialTimeout = 3 * time.Second
+	c.Metadata.Retry.Max = 3
+	return c
 }

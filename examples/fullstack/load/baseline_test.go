@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,18 +44,40 @@ func TestCPUReadings(t *testing.T) {
 	srv := httptest.NewServer(BareHandler())
 	defer srv.Close()
 	c := newClient(srv.URL, 2)
+	// The server is this process. /proc counts CPU in clock ticks (10 ms),
+	// so a process that has just started (this test run alone) may read 0:
+	// work until the reading moves, with a generous bound, so the check
+	// depends neither on the tests run before nor on the machine's speed.
 	d, ok := c.serverCPU(context.Background())
 	require.True(t, ok, "process_cpu_seconds_total not found in /metrics")
-	assert.Positive(t, d)
+	var sink uint64
+	for bound := time.Now().Add(time.Minute); d == 0 && time.Now().Before(bound); {
+		sink += burnCPU()
+		d, ok = c.serverCPU(context.Background())
+		require.True(t, ok)
+	}
+	assert.Positive(t, d, "process_cpu_seconds_total after CPU work (%d)", sink)
 	self, ok := selfCPU()
 	require.True(t, ok)
 	assert.Positive(t, self)
+	assert.GreaterOrEqual(t, self+10*time.Millisecond, d, "getrusage %v and /proc %v disagree beyond a tick", self, d)
 
 	// a server without /metrics: unknown, not zero-and-ok
 	bad := httptest.NewServer(nil)
 	defer bad.Close()
 	_, ok = newClient(bad.URL, 1).serverCPU(context.Background())
 	assert.False(t, ok)
+}
+
+// burnCPU does a fixed amount of CPU work (no I/O, no sleep).
+func burnCPU() uint64 {
+	x := uint64(88172645463325252)
+	for i := 0; i < 1<<20; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
 }
 
 func TestReportCPULine(t *testing.T) {

@@ -270,7 +270,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// check lists every violated invariant (DESIGN §3), counted, not trusted.
+// check lists every violated invariant (I1–I5 of docs/ARCHITECTURE.md),
+// counted, not trusted.
 func check(rep *Report, total int64, cfg Config) []string {
 	var v []string
 	iv := rep.Server

@@ -1,5 +1,6 @@
 // seckill demo page. Plain JS, no build step.
-// - countdown from the SERVER clock (offset measured on every /api/activity)
+// - countdown and buy button from the SERVER clock: a lower bound of the
+//   server's time, re-read on every /api/activity (see loadActivity)
 // - buy button locked while a request is in flight
 // - result pushed over SSE, with polling as a fallback
 (() => {
@@ -8,7 +9,7 @@
   const state = {
     token: sessionStorage.getItem("seckill.token") || "",
     user: sessionStorage.getItem("seckill.user") || "",
-    offset: 0,          // serverNow - clientNow, ms
+    clock: null,        // {server, at}: server time (ms) no later than monotonic instant `at`
     act: null,          // last /api/activity
     captchaID: "",
     inFlight: false,
@@ -54,7 +55,19 @@
     return { ok: res.ok, code: res.status, data };
   }
 
-  const serverNow = () => Date.now() + state.offset;
+  // The server's clock, never ahead of it: server_time was read before its
+  // answer arrived, so server_time plus the time elapsed since the arrival
+  // is at most the server's real time. (The middle of the round trip would
+  // be a closer guess, but one that runs early whenever the server reads
+  // its clock late in a slow request: the page would then open the button
+  // before the sale and the buy would be refused.) performance.now() is
+  // monotonic and independent of the wall clock, so a wrong or jumping
+  // client clock changes nothing.
+  const serverNow = () => state.clock.server + (performance.now() - state.clock.at);
+
+  // Date.parse of RFC 3339 with more than 3 fraction digits: cut to
+  // milliseconds (never round up, which could put the bound ahead).
+  const parseMs = (s) => Date.parse(String(s).replace(/(\.\d{3})\d+/, "$1"));
 
   function fmt(ms) {
     if (ms < 0) ms = 0;
@@ -64,13 +77,11 @@
   }
 
   async function loadActivity() {
-    const t0 = Date.now();
     const r = await api("GET", "/api/activity");
-    const t1 = Date.now();
+    const at = performance.now(); // after the answer (and its server_time) arrived
     if (!r.ok) return;
     const a = r.data;
-    // Server time was read somewhere in [t0, t1]: assume the middle.
-    state.offset = Date.parse(a.server_time) - (t0 + t1) / 2;
+    state.clock = { server: parseMs(a.server_time), at };
     state.act = a;
     $("name").textContent = a.product_name;
     $("price").textContent = "$" + a.price;
@@ -83,7 +94,7 @@
   function tick() {
     const a = state.act;
     if (a) {
-      const now = serverNow(), start = Date.parse(a.start_time), end = Date.parse(a.end_time);
+      const now = serverNow(), start = parseMs(a.start_time), end = parseMs(a.end_time);
       const phase = $("phase"), cd = $("countdown");
       $("servertime").textContent = new Date(now).toISOString().substring(11, 19) + " UTC";
       let open = false;
@@ -169,8 +180,10 @@
     } catch (e) {
       say("retry", String(e));
     } finally {
+      // Re-read the server's clock and stock before the button can be used
+      // again: after a "not started" the countdown shows the server's view.
+      await loadActivity().catch(() => {});
       state.inFlight = false;
-      loadActivity();
     }
   }
 
