@@ -1,7 +1,57 @@
 package app
 
-import "github.com/alicebob/miniredis/v2"
+import (
+	"context"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/stock"
+)
 
 // Miniredis returns the embedded Redis of a, nil on a real server (tests
 // only: it moves Redis's clock).
 func Miniredis(a *App) *miniredis.Miniredis { return a.in.mini }
+
+// The helpers below let tests stage what a crash or a lost reply leaves
+// behind, through the same library calls the service makes.
+
+// ConsumeToken spends user's access token, as a request that died right
+// after the consume would have.
+func ConsumeToken(ctx context.Context, a *App, user, tok string) error {
+	return a.pool.Consume(ctx, a.actKey, user, tok)
+}
+
+// ReserveAs reserves one unit for user under resv, as a request whose
+// Reserve ran in Redis but whose reply was lost.
+func ReserveAs(ctx context.Context, a *App, user int64, resv string) (stock.Result, error) {
+	return a.stock.Reserve(ctx, stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv})
+}
+
+// ReleaseFenced releases resv through the fence, as the reconciler does.
+func ReleaseFenced(ctx context.Context, a *App, user int64, resv string) error {
+	f, err := order.NewFence(a.in.DB, order.ReleaserFunc(func(ctx context.Context, activity int64, id string) error {
+		_, err := a.stock.Release(ctx, activity, id)
+		return err
+	}))
+	if err != nil {
+		return err
+	}
+	return f.ReleaseFor(ctx, order.ReleaseRequest{Activity: a.act.ID, User: user, ReservationID: resv})
+}
+
+// ClientReservationID is the reservation ID of a client's request ID.
+func ClientReservationID(user, requestID string) string { return clientReservationID(user, requestID) }
+
+// DB returns a's database, for counting rows.
+func DB(a *App) *gorm.DB { return a.in.DB }
+
+// RedisClient returns a's Redis client, for reading keys directly.
+func RedisClient(a *App) redis.UniversalClient { return a.in.Redis }
+
+// Held reads what user holds in the sale's stock.
+func Held(ctx context.Context, a *App, user int64) (int64, error) {
+	return a.stock.Held(ctx, a.act.ID, user)
+}

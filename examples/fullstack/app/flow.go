@@ -252,6 +252,85 @@ type buyRequest struct {
 	Token     string `json:"token"`
 	CaptchaID string `json:"captcha_id"`
 	Captcha   string `json:"captcha"`
+	// RequestID is the client's idempotency key for one purchase attempt
+	// (1–40 of [A-Za-z0-9_-]), reused on every retry of that attempt: the
+	// reservation ID is derived from it, so a retry after a lost answer
+	// gets the same reservation back instead of a second one or a refusal.
+	// Optional; without it every request is a new attempt.
+	RequestID string `json:"request_id"`
+}
+
+// validRequestID reports whether id is a usable client idempotency key.
+func validRequestID(id string) bool {
+	if len(id) == 0 || len(id) > 40 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// clientReservationID is the reservation ID of a client's attempt: the
+// user is part of it, so one user's key can never name another's
+// reservation, and it cannot collide with newReservationID's IDs.
+func clientReservationID(user, requestID string) string { return "u" + user + "-" + requestID }
+
+// replay answers a retry of an attempt whose reservation exists: with its
+// result when the database has one, else by handing its message on again
+// (the consumer settles duplicates by reservation ID) and answering queued.
+// A reservation that was released answers failed, and the access token is
+// given back: the buyer holds nothing and may start a new attempt. It
+// reports false when the reservation does not exist (a first attempt, or
+// one that never reached Reserve): the normal path runs.
+func (a *App) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, user int64, req buyRequest, resv string, outcome *string) bool {
+	lk, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (lookup, error) {
+		rec, found, err := a.stock.Lookup(ctx, a.act.ID, resv)
+		return lookup{rec, found}, err
+	})
+	switch {
+	case err != nil:
+		*outcome = "busy"
+		a.fail(w, r, "replay", err)
+		return true
+	case !lk.found:
+		return false
+	case lk.r.State != stock.Held:
+		*outcome = "failed"
+		a.restoreToken(ctx, strconv.FormatInt(user, 10), req.Token)
+		writeJSON(w, http.StatusConflict, map[string]string{"status": "failed", "reservation": resv, "reason": "released"})
+		return true
+	}
+	res, err := a.results.Reservation(ctx, a.act.ID, user, resv)
+	if err != nil {
+		*outcome = "busy"
+		a.fail(w, r, "replay", err)
+		return true
+	}
+	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
+		*outcome = "replayed"
+		writeJSON(w, http.StatusOK, a.view(ctx, res))
+		return true
+	}
+	msg := order.Message{MsgID: order.NewMsgID(), ReservationID: resv, ActivityID: a.act.ID, UserID: user, Qty: lk.r.Qty,
+		Price: int64(a.act.ActivityPrice), CreatedAt: time.Now().UTC()}
+	if err := a.parts.submit(ctx, msg); err != nil {
+		*outcome = "retry"
+		writeErr(w, http.StatusServiceUnavailable, "retry", "could not place the order, please retry")
+		a.logger(ctx).Warn("resubmit failed", "reservation", resv, "err", err)
+		return true
+	}
+	*outcome = "queued"
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "queued", "reservation": resv})
+	return true
+}
+
+type lookup struct {
+	r     stock.Reservation
+	found bool
 }
 
 // handleBuy runs the chain, cheapest refusals first:
@@ -331,6 +410,14 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		deny("captcha", http.StatusBadRequest, "captcha", "captcha missing")
 		return
 	}
+	resv := ""
+	if req.RequestID != "" {
+		if !validRequestID(req.RequestID) {
+			deny("body", http.StatusBadRequest, "bad_request", "request_id: 1-40 of [A-Za-z0-9_-]")
+			return
+		}
+		resv = clientReservationID(userKey, req.RequestID)
+	}
 
 	// Risk: blacklist, behaviour, device.
 	subj := risk.Subject{UserID: userKey, IP: a.ips.ClientIP(r), DeviceID: r.Header.Get("X-Device-ID")}
@@ -367,6 +454,12 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// A retry of an attempt that reserved: its reservation, not a second
+	// one (before the one-time path, captcha and token, which it spent).
+	if resv != "" && a.replay(ctx, w, r, user, req, resv, &outcome) {
+		return
+	}
+
 	// Signed path: HMAC, no I/O.
 	if _, err := a.signer.Verify(ctx, r.PathValue("sig"), a.actKey, userKey); err != nil {
 		deny("path", http.StatusForbidden, "token", "invalid buy link: "+err.Error())
@@ -392,8 +485,22 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, token.ErrUsed):
-		deny("access_token", http.StatusConflict, "already_bought", "access token already used")
-		return
+		// Spent by an earlier attempt. If that attempt left the buyer
+		// holding nothing (it crashed or lost its answer before Reserve,
+		// or its reservation was released), the token's right to try comes
+		// back: the per-user limit in stock, not the token, stops a second
+		// unit.
+		held, herr := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (int64, error) {
+			return a.stock.Held(ctx, a.act.ID, user)
+		})
+		if herr != nil {
+			failed("access_token", herr)
+			return
+		}
+		if held > 0 {
+			deny("access_token", http.StatusConflict, "already_bought", "access token already used")
+			return
+		}
 	case isTokenDenial(err):
 		deny("access_token", http.StatusForbidden, "token", "invalid access token: "+err.Error())
 		return
@@ -403,7 +510,9 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// Reserve: one Lua call. The reservation ID travels with the order.
-	resv := a.newReservationID()
+	if resv == "" {
+		resv = a.newReservationID()
+	}
 	res, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (stock.Result, error) {
 		return a.stock.Reserve(ctx, stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv})
 	})

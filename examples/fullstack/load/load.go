@@ -9,6 +9,8 @@ package load
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -595,7 +597,12 @@ func (c *client) prepare(ctx context.Context, a *attempt) error {
 		return fmt.Errorf("load: access token: %d %s", code, r.Message)
 	}
 	defer func() {
-		a.body, _ = json.Marshal(map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer})
+		// request_id: the buyer's idempotency key, so a retried buy gets
+		// its reservation back instead of a refusal.
+		var rid [9]byte
+		_, _ = crand.Read(rid[:])
+		a.body, _ = json.Marshal(map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer,
+			"request_id": hex.EncodeToString(rid[:])})
 	}()
 	if a.path != "" {
 		return nil // the token answer carried the signed path

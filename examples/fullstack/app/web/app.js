@@ -13,6 +13,7 @@
     act: null,          // last /api/activity
     captchaID: "",
     inFlight: false,
+    attempt: "",        // idempotency key of the purchase attempt in progress (request_id)
     done: false,        // a final result was shown
     reservation: "",
     orderNo: "",
@@ -154,6 +155,12 @@
     say("unauthorized");
   }
 
+  function newAttemptID() {
+    const b = new Uint8Array(12);
+    crypto.getRandomValues(b);
+    return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  }
+
   async function buy() {
     if (state.inFlight || state.done) return;
     state.inFlight = true;
@@ -167,18 +174,25 @@
       if (!tk.ok) { finishRefusal(tk); return; }
       const p = await api("GET", "/api/activity/path");
       if (!p.ok) { finishRefusal(p); return; }
+      // One idempotency key per purchase attempt, kept across retries of
+      // that attempt (a lost answer, a 5xx): the server then returns the
+      // reservation the first try made instead of refusing the retry.
+      if (!state.attempt) state.attempt = newAttemptID();
       const r = await api("POST", p.data.path, {
         token: tk.data.token, captcha_id: state.captchaID, captcha: $("captcha").value.trim(),
+        request_id: state.attempt,
       });
-      if (r.code === 202) {
+      if (r.code === 202 || (r.code === 200 && r.data.reservation)) {
+        state.attempt = "";
         state.reservation = r.data.reservation;
         say("queued");
-        await waitResult(r.data.reservation);
+        if (r.code === 202) await waitResult(r.data.reservation); else showResult(r.data);
       } else {
+        if (r.code < 500) state.attempt = ""; // refused for good: the next try is a new attempt
         finishRefusal(r);
       }
     } catch (e) {
-      say("retry", String(e));
+      say("retry", String(e)); // the answer was lost: the next click retries the same attempt
     } finally {
       // Re-read the server's clock and stock before the button can be used
       // again: after a "not started" the countdown shows the server's view.

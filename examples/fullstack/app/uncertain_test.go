@@ -1,0 +1,114 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/app"
+)
+
+// waitOrders waits until the database holds want orders of user (read with
+// SQL, not through the app), and fails after a generous bound.
+func waitOrders(t *testing.T, a *app.App, user int64, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(drainBound)
+	for {
+		var n int64
+		if err := app.DB(a).Raw("SELECT COUNT(*) FROM seckill_order WHERE user_id = ?", user).Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n == want {
+			return
+		}
+		if n > want || time.Now().After(deadline) {
+			t.Fatalf("user %d has %d orders, want %d", user, n, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the DB for a state, bounded by drainBound
+	}
+}
+
+// Outcomes the buyer could not see (a crash between the access token and
+// the reservation, a lost Reserve reply, a lost 202) never lock the buyer
+// out and never give a second unit. Before, each of these answered
+// 409 already_bought to a buyer with no order.
+func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, base := startApp(t, embeddedConfig(20, 10))
+
+	t.Run("token spent, then the process died before Reserve", func(t *testing.T) {
+		u := login(t, base, "user4")
+		cid, ans, tok, path := u.creds()
+		if err := app.ConsumeToken(ctx, a, "4", tok); err != nil {
+			t.Fatal(err)
+		}
+		code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans})
+		if code != 202 || u.str(m, "status") != "queued" {
+			t.Fatalf("retry after the lost attempt: %d %v (want 202 queued)", code, m)
+		}
+		waitOrders(t, a, 4, 1)
+		// a second unit is refused: the buyer holds one now
+		cid, ans, _, path = u.creds2()
+		if code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "again"}); code != 409 {
+			t.Fatalf("second unit: %d %v", code, m)
+		}
+		waitOrders(t, a, 4, 1)
+	})
+
+	t.Run("Reserve ran but its reply was lost; the retry gets that reservation", func(t *testing.T) {
+		u := login(t, base, "user5")
+		cid, ans, tok, path := u.creds()
+		resv := app.ClientReservationID("5", "attempt-1")
+		if err := app.ConsumeToken(ctx, a, "5", tok); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := app.ReserveAs(ctx, a, 5, resv); err != nil || !res.OK() {
+			t.Fatalf("stage the lost reserve: %v %v", res, err)
+		}
+		for i := 0; i < 3; i++ { // the client retries, three times
+			code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-1"})
+			if (code != 202 && code != 200) || u.str(m, "reservation") != resv {
+				t.Fatalf("retry %d: %d %v (want the lost reservation %s)", i, code, m, resv)
+			}
+		}
+		waitOrders(t, a, 5, 1)
+		held, err := app.Held(ctx, a, 5)
+		if err != nil || held != 1 {
+			t.Fatalf("held %d, %v: want 1", held, err)
+		}
+		var orders int64
+		if err := app.DB(a).Raw("SELECT COUNT(*) FROM seckill_order WHERE reservation_id = ?", resv).Scan(&orders).Error; err != nil || orders != 1 {
+			t.Fatalf("orders of %s: %d %v", resv, orders, err)
+		}
+	})
+
+	t.Run("a released reservation answers failed and gives the token back", func(t *testing.T) {
+		u := login(t, base, "user6")
+		cid, ans, tok, path := u.creds()
+		resv := app.ClientReservationID("6", "attempt-1")
+		if err := app.ConsumeToken(ctx, a, "6", tok); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := app.ReserveAs(ctx, a, 6, resv); err != nil || !res.OK() {
+			t.Fatalf("stage: %v %v", res, err)
+		}
+		if err := app.ReleaseFenced(ctx, a, 6, resv); err != nil { // the reconciler, after the grace
+			t.Fatal(err)
+		}
+		code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-1"})
+		if code != 409 || u.str(m, "status") != "failed" || u.str(m, "reason") != "released" {
+			t.Fatalf("retry of a released attempt: %d %v", code, m)
+		}
+		cid, ans, _, path = u.creds2()
+		code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-2"})
+		if code != 202 {
+			t.Fatalf("a new attempt with the same token: %d %v", code, m)
+		}
+		waitOrders(t, a, 6, 1)
+		_, m = u.do("GET", "/api/result/"+resv, nil)
+		if u.str(m, "status") != "failed" {
+			t.Fatalf("result of the released reservation: %v", m)
+		}
+	})
+}
