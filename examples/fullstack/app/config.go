@@ -25,6 +25,11 @@ type Config struct {
 	SQLitePath          string // embedded SQLite file; empty = temp dir
 
 	KafkaBrokers []string // empty = embedded kfake
+	// KafkaDataDir keeps the embedded kfake's log and group offsets on disk,
+	// fsynced on every produce, so a kill -9 loses no accepted buy. Empty
+	// with a SQLitePath: SQLitePath + ".kafka". Empty without one: in
+	// memory (the quick start; a crash loses what was queued).
+	KafkaDataDir string
 	Topic        string
 	Partitions   int
 
@@ -140,6 +145,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.MySQLDatabase, "mysql-db", "SECKILL_MYSQL_DB", "database created and used when the DSN names none")
 	str(&c.SQLitePath, "sqlite", "SECKILL_SQLITE", "embedded SQLite file (default: a temp file)")
 	list(&c.KafkaBrokers, "kafka", "SECKILL_KAFKA_BROKERS", "Kafka brokers host:port (default: embedded kfake)")
+	str(&c.KafkaDataDir, "kafka-data", "SECKILL_KAFKA_DATA", "directory of the embedded Kafka's log, fsynced per produce (default: -sqlite FILE + \".kafka\", else in memory)")
 	str(&c.Topic, "topic", "SECKILL_TOPIC", "Kafka topic of order messages")
 	intv(&c.Partitions, "partitions", "SECKILL_PARTITIONS", "partitions of the embedded Kafka topic")
 	i64(&c.ActivityID, "activity", "SECKILL_ACTIVITY", "demo activity ID")

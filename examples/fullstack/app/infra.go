@@ -115,17 +115,29 @@ func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, erro
 	if len(cfg.KafkaBrokers) > 0 {
 		in.Brokers, in.KafkaKind = cfg.KafkaBrokers, "kafka"
 	} else {
-		c, err := kfake.NewCluster(
+		opts := []kfake.Opt{
 			kfake.NumBrokers(3),
 			kfake.AllowAutoTopicCreation(),
 			kfake.DefaultNumPartitions(cfg.Partitions),
 			kfake.SeedTopics(int32(cfg.Partitions), cfg.Topic, cfg.Topic+".dlq"),
-		)
+		}
+		dir := cfg.KafkaDataDir
+		if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" {
+			dir = cfg.SQLitePath + ".kafka"
+		}
+		kind := "kfake (in memory: a crash loses queued buys)"
+		if dir != "" {
+			// The log and the group offsets on disk, fsynced per produce:
+			// a 202 is answered only after its message is durable.
+			opts = append(opts, kfake.DataDir(dir), kfake.SyncWrites())
+			kind = "kfake (log in " + dir + ")"
+		}
+		c, err := kfake.NewCluster(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("start kfake: %w", err)
 		}
 		in.kafka = c
-		in.Brokers, in.KafkaKind = c.ListenAddrs(), "kfake"
+		in.Brokers, in.KafkaKind = c.ListenAddrs(), kind
 	}
 	log.Info("infrastructure ready", "redis", in.RedisKind, "db", in.DBKind, "kafka", in.KafkaKind, "brokers", strings.Join(in.Brokers, ","))
 	ok = true
