@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,4 +277,134 @@ func BenchmarkMemoryPer10kBuyers(b *testing.B) {
 	b.ReportMetric(float64(ledgerBytes), "ledger-B/10k")
 	b.ReportMetric(float64(buyersBytes), "buyers-B/10k")
 	b.ReportMetric(float64(ledgerBytes+buyersBytes)/10000, "B/buyer")
+}
+
+// scriptCounter counts EVALSHA calls (Script.Run tries EVALSHA first), to
+// report the mean batch size.
+type scriptCounter struct {
+	*redis.Client
+	calls atomic.Int64
+}
+
+func (c *scriptCounter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c.calls.Add(1)
+	return c.Client.EvalSha(ctx, sha, keys, args...)
+}
+
+// redisCPU returns used_cpu_sys + used_cpu_user of the server, in seconds.
+func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return sum
+}
+
+// goCPU returns the CPU time this process's Go scheduler spent running
+// (runtime/metrics: total minus idle, an estimate), in seconds.
+func goCPU() float64 {
+	m := []metrics.Sample{{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	metrics.Read(m)
+	return m[0].Value.Float64() - m[1].Value.Float64()
+}
+
+// BenchmarkReserveCoalescing: Deductor.Reserve one by one vs coalesced
+// (WithCoalescing, default window 500µs and batch 64), 200 concurrent
+// callers on the real Redis, stock 10^9 so that every call reserves,
+// distinct users and request IDs. Reported:
+//
+//   - reservations/s: b.N / elapsed (every call must answer Reserved);
+//   - p50-ms, p99-ms: the latency of each Reserve call, measured around it;
+//   - redis-cpu-us/resv: the server's used_cpu_sys + used_cpu_user
+//     (INFO cpu) over the run, per reservation (the server is shared: other
+//     clients' work shows up here too);
+//   - client-cpu-us/resv: this process's Go CPU time over the run (the
+//     runtime's estimate), per reservation;
+//   - req/call: requests per script call (1 one by one).
+//
+// The client pool holds 200 connections, one per caller one by one.
+func BenchmarkReserveCoalescing(b *testing.B) {
+	addr := os.Getenv(testenv.EnvRedisAddr)
+	if addr == "" {
+		b.Skipf("%s not set: Redis benchmarks need a real server", testenv.EnvRedisAddr)
+	}
+	base := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 200})
+	rdb := &scriptCounter{Client: base}
+	prefix := fmt.Sprintf("benchcoal%d:", time.Now().UnixNano())
+	b.Cleanup(func() {
+		ctx := context.Background()
+		iter := base.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			base.Unlink(ctx, iter.Val())
+		}
+		_ = base.Close()
+	})
+	ctx := context.Background()
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{
+		{"one-by-one", nil},
+		{"coalesced", []Option{WithCoalescing(0, 0)}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			d, err := New(rdb, append([]Option{WithKeyPrefix(prefix + mode.name + ":"), WithoutSoldOutCache()}, mode.opts...)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Reset(ctx, Activity{ID: 1, Stock: 1_000_000_000}); err != nil {
+				b.Fatal(err)
+			}
+			var (
+				next, failed atomic.Int64
+				mu           sync.Mutex
+				lat          = make([]time.Duration, 0, b.N)
+			)
+			calls0 := rdb.calls.Load()
+			cpu0, go0 := redisCPU(b, base), goCPU()
+			b.ReportAllocs()
+			b.SetParallelism((200 + testingProcs() - 1) / testingProcs())
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				mine := make([]time.Duration, 0, 1024)
+				for pb.Next() {
+					u := next.Add(1)
+					t0 := time.Now()
+					res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+					mine = append(mine, time.Since(t0))
+					if err != nil || res.Status != Reserved {
+						failed.Add(1)
+					}
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+			b.StopTimer()
+			cpu, gocpu := redisCPU(b, base)-cpu0, goCPU()-go0
+			calls := rdb.calls.Load() - calls0
+			if n := failed.Load(); n > 0 {
+				b.Fatalf("%d calls failed or did not reserve", n)
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
+			b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
+			b.ReportMetric(cpu*1e6/float64(b.N), "redis-cpu-us/resv")
+			b.ReportMetric(gocpu*1e6/float64(b.N), "client-cpu-us/resv")
+			b.ReportMetric(float64(b.N)/float64(max(calls, 1)), "req/call")
+		})
+	}
 }

@@ -41,6 +41,8 @@ type Deductor struct {
 	closed  bool
 	cancel  context.CancelFunc
 	marked  map[int64]time.Time // flags owned by Run, with the time they were set
+
+	co *coalescer // nil unless WithCoalescing
 }
 
 // New returns a Deductor using rdb, which may be a *redis.Client (also from
@@ -69,6 +71,13 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 		return nil, fmt.Errorf("stock: max request ID bytes %d must be > 0", o.maxIDBytes)
 	}
 	d := &Deductor{rdb: rdb, o: o, channel: releaseChannel(o.prefix), marked: map[int64]time.Time{}}
+	if o.coalesce {
+		window, maxBatch, err := validCoalescing(o.coWindow, o.coMax)
+		if err != nil {
+			return nil, err
+		}
+		d.co = newCoalescer(d, window, maxBatch)
+	}
 	return d, nil
 }
 
@@ -128,6 +137,12 @@ func (d *Deductor) validateID(id string) error {
 // When the reply shows that Redis lost or rolled back the activity's data
 // (see "Redis data loss" in the package doc), Reserve answers [Frozen],
 // freezes the activity and reports the loss to [WithOnLoss].
+//
+// With [WithCoalescing] the request joins a batch of its activity, decided
+// in one script call with the same outcome (see "Coalescing" in the package
+// doc). If ctx ends before the batch is sent, Reserve returns ctx's error
+// (wrapped in ErrUnavailable) and the request is never sent; once sent,
+// Reserve waits for its outcome whatever ctx does.
 func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 	if err := d.validate(req); err != nil {
 		if d.o.onReserve != nil {
@@ -178,7 +193,12 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 
 // reserve runs reserve.lua and judges the reply with the fence. It returns
 // the reply's fence too, which keys the sold-out cache's ledger snapshot.
+// With coalescing on, the request joins a batch of its activity instead
+// (coalesce.go), decided by reserve_many.lua and judged the same way.
 func (d *Deductor) reserve(ctx context.Context, req Request) (Result, fenceReply, error) {
+	if d.co != nil {
+		return d.co.reserve(ctx, req)
+	}
 	st := d.state(req.Activity)
 	var sn fenceSnap
 	k := d.keyList(req.Activity)
@@ -189,44 +209,60 @@ func (d *Deductor) reserve(ctx context.Context, req Request) (Result, fenceReply
 	if err != nil {
 		return Result{}, fenceReply{}, classify("reserve", err)
 	}
+	res, f, v, err := d.judge(req, &st, sn, vals)
+	d.act(ctx, req.Activity, v)
+	return res, f, err
+}
+
+// judge turns one decision of reserve.lua (or one element of
+// reserve_many.lua's reply) into the Reserve outcome, and judges its fence
+// against sn, the knowledge of the activity when the call was sent. *st is
+// the activity's state (nil: not known yet; set when the reply shows it
+// loaded). The caller carries out the verdict with act.
+func (d *Deductor) judge(req Request, st **actState, sn fenceSnap, vals []any) (Result, fenceReply, verdict, error) {
 	n, err := ints("reserve", vals, 11)
 	if err != nil {
-		return Result{}, fenceReply{}, err
+		return Result{}, fenceReply{}, verdict{}, err
 	}
 	code := n[0]
 	f := fenceReply{epoch: n[6], seq: n[7], exp: n[8], born: n[9], origin: n[10]}
 	var v verdict
 	if code == 6 {
-		if st != nil {
-			v = st.observeGone(sn, n[3])
+		if *st != nil {
+			v = (*st).observeGone(sn, n[3])
 		}
 	} else {
-		if st == nil {
-			st = d.remember(req.Activity)
+		if *st == nil {
+			*st = d.remember(req.Activity)
 		}
-		v = st.observe(sn, f)
+		v = (*st).observe(sn, f)
 	}
-	d.act(ctx, req.Activity, v)
 
 	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == 1, Limit: n[5]}
 	switch code {
 	case -1:
-		return Result{}, f, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
+		return Result{}, f, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
 			ErrInvalidRequest, req.Qty, n[5], req.Activity)
 	case -2:
-		return Result{}, f, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
+		return Result{}, f, v, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
 	case 1, 2, 3, 4, 5, 7, 8:
 		res.Status = Status(code)
 	case 6:
 		res = Result{Status: NotLoaded}
 	default:
-		return Result{}, f, badReply("reserve", "status code %d", code)
+		return Result{}, f, v, badReply("reserve", "status code %d", code)
 	}
 	if v.frozen {
 		// Never Reserved (or any other answer) from data Redis lost.
-		res = Result{Status: Frozen, Remaining: res.Remaining, Limit: res.Limit}
+		res = frozenResult(res)
 	}
-	return res, f, nil
+	return res, f, v, nil
+}
+
+// frozenResult is the answer given instead of res when its reply revealed
+// (or followed) a loss of the activity's data.
+func frozenResult(res Result) Result {
+	return Result{Status: Frozen, Remaining: res.Remaining, Limit: res.Limit}
 }
 
 // Release gives back the units held by requestID in activity, exactly once

@@ -37,6 +37,9 @@ type options struct {
 	onSoldOut  func(activity int64, soldOut bool)
 	onLoss     func(activity int64, reason string)
 	maxIDBytes int
+	coalesce   bool
+	coWindow   time.Duration
+	coMax      int
 }
 
 func defaultOptions() options {
@@ -110,3 +113,32 @@ func WithOnLoss(f func(activity int64, reason string)) Option {
 
 // WithMaxRequestIDBytes sets the longest accepted request ID. Default 128.
 func WithMaxRequestIDBytes(n int) Option { return func(o *options) { o.maxIDBytes = n } }
+
+// WithCoalescing gathers concurrent Reserve calls of one activity made
+// through this Deductor into batches decided by one Redis script call each
+// (reserve_many.lua): a batch is sent when it holds maxBatch requests or
+// window after its first request arrived, whichever comes first. Each
+// request is decided exactly as a single Reserve would decide it (request-ID
+// replay, frozen, window on Redis TIME, stock, per-user cap, ledger entry,
+// the data-loss fence), in the order the requests joined the batch; the
+// same request ID twice in one batch is decided once and replayed to the
+// second. A batch never mixes activities, so it touches one Cluster slot.
+//
+// Use it when one hot activity's Reserve traffic approaches what one Redis
+// core can run (see "Coalescing" in the package doc): a batch costs Redis
+// far less CPU per reservation than one script call per request and needs
+// one round trip instead of many, so throughput rises several-fold, at the
+// price of up to window of added latency per call (a lone request waits the
+// whole window). Without that load it only adds latency: leave it off.
+//
+// Keep maxBatch below the number of concurrent callers per process (a
+// batch that never fills always waits the whole window) and the window near
+// one or two Redis round trips. A caller whose context ends before its batch
+// is sent gets the context's error and its request is never sent; once
+// sent, it waits for its real outcome. Zero means the default: window 500µs
+// ([DefaultCoalesceWindow]), maxBatch 64 ([DefaultCoalesceMaxBatch]). New
+// refuses a negative window and a maxBatch outside [0, 1024]
+// ([MaxCoalesceBatch]). Default: off (one script call per Reserve).
+func WithCoalescing(window time.Duration, maxBatch int) Option {
+	return func(o *options) { o.coalesce, o.coWindow, o.coMax = true, window, maxBatch }
+}

@@ -15,6 +15,10 @@ var (
 	reserveLua    string
 	reserveScript = redis.NewScript(reserveLua)
 
+	//go:embed reserve_many.lua
+	reserveManyLua    string
+	reserveManyScript = redis.NewScript(reserveManyLua)
+
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
