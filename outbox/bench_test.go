@@ -11,9 +11,12 @@ import (
 	"gorm.io/gorm"
 )
 
-// Database-bound benchmarks run on testenv.DB: SQLite by default, MariaDB
-// when SECKILL_MYSQL_DSN is set. Kafka is an in-process 3-broker kfake
-// (or SECKILL_KAFKA_BROKERS). Figures: the outbox section of BENCHMARKS.md.
+// Database-bound benchmarks run on every database available, one
+// sub-benchmark per kind (sqlite/…, mysql/…, postgres/…): SQLite always,
+// MariaDB and PostgreSQL when SECKILL_MYSQL_DSN and SECKILL_POSTGRES_DSN are
+// set, so one run puts them side by side. Kafka is an in-process 3-broker
+// kfake (or SECKILL_KAFKA_BROKERS). Figures: the outbox sections of
+// BENCHMARKS.md.
 
 // plainRow has the outbox row's shape without the package: the anchor for
 // Write's own overhead on the same database.
@@ -33,50 +36,52 @@ func (plainRow) TableName() string { return "outbox_bench_plain" }
 var benchPayload = []byte(`{"v":1,"msg_id":"0123456789abcdef0123456789abcdef","reservation_id":"r-123456","user_id":123456,"activity_id":42,"qty":1}`)
 
 // BenchmarkWrite measures the cost of one outbox message written in the
-// caller's transaction (ns/op is per message).
+// caller's transaction (ns/op is per message), on each database.
 func BenchmarkWrite(b *testing.B) {
-	for _, perTx := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("outbox/per-tx=%d", perTx), func(b *testing.B) {
-			db := migratedDB(b)
-			w, _ := NewWriter()
-			ctx := context.Background()
-			msgs := make([]Message, perTx)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for done := 0; done < b.N; done += perTx {
-				n := min(perTx, b.N-done)
-				for i := range n {
-					msgs[i] = Message{Topic: "orders", Key: "123456", Payload: benchPayload}
+	for _, kind := range dbKinds() {
+		for _, perTx := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("%s/outbox/per-tx=%d", kind, perTx), func(b *testing.B) {
+				db := migratedDB(b, kind)
+				w, _ := NewWriter()
+				ctx := context.Background()
+				msgs := make([]Message, perTx)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for done := 0; done < b.N; done += perTx {
+					n := min(perTx, b.N-done)
+					for i := range n {
+						msgs[i] = Message{Topic: "orders", Key: "123456", Payload: benchPayload}
+					}
+					err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return w.Write(ctx, tx, msgs[:n]...) })
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
-				err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return w.Write(ctx, tx, msgs[:n]...) })
-				if err != nil {
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			})
+			b.Run(fmt.Sprintf("%s/anchor-gorm-create/per-tx=%d", kind, perTx), func(b *testing.B) {
+				db := openDB(b, kind)
+				if err := db.AutoMigrate(&plainRow{}); err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-		})
-		b.Run(fmt.Sprintf("anchor-gorm-create/per-tx=%d", perTx), func(b *testing.B) {
-			db := testenv.DB(b)
-			if err := db.AutoMigrate(&plainRow{}); err != nil {
-				b.Fatal(err)
-			}
-			rows := make([]plainRow, perTx)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for done := 0; done < b.N; done += perTx {
-				n := min(perTx, b.N-done)
-				now := time.Now().UTC()
-				for i := range n {
-					rows[i] = plainRow{MsgID: NewMsgID(), Topic: "orders", MsgKey: "123456", Payload: benchPayload,
-						Status: "PENDING", NextAttemptAt: now, CreatedAt: now}
+				rows := make([]plainRow, perTx)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for done := 0; done < b.N; done += perTx {
+					n := min(perTx, b.N-done)
+					now := time.Now().UTC()
+					for i := range n {
+						rows[i] = plainRow{MsgID: NewMsgID(), Topic: "orders", MsgKey: "123456", Payload: benchPayload,
+							Status: "PENDING", NextAttemptAt: now, CreatedAt: now}
+					}
+					err := db.Transaction(func(tx *gorm.DB) error { return tx.Create(rows[:n]).Error })
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
-				err := db.Transaction(func(tx *gorm.DB) error { return tx.Create(rows[:n]).Error })
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-		})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
 	}
 }
 
@@ -121,38 +126,40 @@ func BenchmarkRelay(b *testing.B) {
 		{"one-by-one/concurrency=1", 100, func(p *SaramaPublisher) Publisher { return PublisherFunc(p.Publish) }, 1},
 		{"one-by-one/concurrency=16", 100, func(p *SaramaPublisher) Publisher { return PublisherFunc(p.Publish) }, 16},
 	}
-	for _, v := range variants {
-		b.Run("relay/"+v.name, func(b *testing.B) {
-			topic := "bench-" + NewMsgID()[:8]
-			brokers := testenv.Kafka(b, 3, topic)
-			sp, _ := NewSaramaPublisher(benchProducer(b, brokers))
-			db := migratedDB(b)
-			w, _ := NewWriter()
-			fill(b, db, w, b.N, topic)
-			r, err := NewRelay(db, v.wrap(sp), WithBatchSize(v.batch), WithPublishConcurrency(v.conc))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			sent := 0
-			for sent < b.N {
-				got, err := r.RunOnce(ctx)
+	for _, kind := range dbKinds() {
+		for _, v := range variants {
+			b.Run(string(kind)+"/relay/"+v.name, func(b *testing.B) {
+				topic := "bench-" + NewMsgID()[:8]
+				brokers := testenv.Kafka(b, 3, topic)
+				sp, _ := NewSaramaPublisher(benchProducer(b, brokers))
+				db := migratedDB(b, kind)
+				w, _ := NewWriter()
+				fill(b, db, w, b.N, topic)
+				r, err := NewRelay(db, v.wrap(sp), WithBatchSize(v.batch), WithPublishConcurrency(v.conc))
 				if err != nil {
 					b.Fatal(err)
 				}
-				if got.Sent != got.Claimed {
-					b.Fatalf("batch %+v", got)
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				sent := 0
+				for sent < b.N {
+					got, err := r.RunOnce(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if got.Sent != got.Claimed {
+						b.Fatalf("batch %+v", got)
+					}
+					if got.Claimed == 0 {
+						b.Fatalf("drained at %d of %d", sent, b.N)
+					}
+					sent += got.Sent
 				}
-				if got.Claimed == 0 {
-					b.Fatalf("drained at %d of %d", sent, b.N)
-				}
-				sent += got.Sent
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-		})
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
 	}
 	for _, batch := range []int{1, 100, 500} {
 		b.Run(fmt.Sprintf("anchor-sarama-send/batch=%d", batch), func(b *testing.B) {

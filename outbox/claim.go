@@ -18,16 +18,9 @@ import (
 // again when their lease ends. The claim transaction itself lasts
 // milliseconds; no database lock is held while publishing.
 
-const (
-	leaseByIDSQL = "UPDATE " + TableName +
-		" SET lease_owner = ?, next_attempt_at = ?, attempts = attempts + 1, updated_at = ? WHERE id IN ?"
-	leaseAtomicSQL = "UPDATE " + TableName +
-		" SET lease_owner = ?, next_attempt_at = ?, attempts = attempts + 1, updated_at = ?" +
-		" WHERE id IN (SELECT id FROM " + TableName +
-		" WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)"
-)
-
-// resolveClaimMode maps ClaimAuto to a concrete mode for the dialect.
+// resolveClaimMode maps ClaimAuto to a concrete mode for the dialect:
+// SKIP LOCKED where the database has it (gorm's dialector names "mysql",
+// also for MariaDB, and "postgres"), the one-statement claim on SQLite.
 func resolveClaimMode(m ClaimMode, dialect string) (ClaimMode, error) {
 	if m != ClaimAuto {
 		return m, nil
@@ -60,7 +53,7 @@ func (r *Relay) claimLocked(ctx context.Context, now, until time.Time, token str
 	err := r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// SELECT * … WHERE status = ? AND next_attempt_at <= ?
 		// ORDER BY next_attempt_at, id LIMIT n FOR UPDATE [SKIP LOCKED]
-		err := tx.Clauses(lock).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).
+		err := tx.Table(r.table).Clauses(lock).Where("status = ? AND next_attempt_at <= ?", StatusPending, now).
 			Order("next_attempt_at, id").Limit(r.o.batchSize).Find(&rows).Error
 		if err != nil {
 			return fmt.Errorf("select due: %w", err)
@@ -72,7 +65,7 @@ func (r *Relay) claimLocked(ctx context.Context, now, until time.Time, token str
 		for i := range rows {
 			ids[i] = rows[i].ID
 		}
-		if err := tx.Exec(leaseByIDSQL, token, until, now, ids).Error; err != nil {
+		if err := tx.Exec(r.sql.leaseByID, token, until, now, ids).Error; err != nil {
 			return fmt.Errorf("lease: %w", err)
 		}
 		for i := range rows { // what the UPDATE wrote
@@ -89,7 +82,7 @@ func (r *Relay) claimLocked(ctx context.Context, now, until time.Time, token str
 
 func (r *Relay) claimAtomic(ctx context.Context, now, until time.Time, token string) ([]Message, error) {
 	d := r.db.WithContext(ctx)
-	res := d.Exec(leaseAtomicSQL, token, until, now, StatusPending, now, r.o.batchSize)
+	res := d.Exec(r.sql.leaseAtomic, token, until, now, StatusPending, now, r.o.batchSize)
 	if res.Error != nil {
 		return nil, fmt.Errorf("outbox: claim (%v): %w", r.mode, res.Error)
 	}
@@ -99,7 +92,7 @@ func (r *Relay) claimAtomic(ctx context.Context, now, until time.Time, token str
 	// (status, next_attempt_at) = (PENDING, until) hits the poll index;
 	// lease_owner picks our rows among any sharing that instant.
 	var rows []Message
-	err := d.Where("status = ? AND next_attempt_at = ? AND lease_owner = ?", StatusPending, until, token).
+	err := d.Table(r.table).Where("status = ? AND next_attempt_at = ? AND lease_owner = ?", StatusPending, until, token).
 		Order("id").Find(&rows).Error
 	if err != nil {
 		// The rows stay leased and become due again when the lease ends.

@@ -37,12 +37,11 @@
 // only rows still leased to that batch, and only rows it updated count in
 // [Batch] and reach the hooks: a relay that outlived its lease leaves the
 // rows another relay claimed to that relay ([Batch.LeaseLost]). On
-// MySQL 8.0+ / MariaDB 10.6+ (and PostgreSQL) the claim is a short READ
+// MySQL 8.0+ / MariaDB 10.6+ and PostgreSQL 9.5+ the claim is a short READ
 // COMMITTED transaction with SELECT … FOR UPDATE SKIP LOCKED, so relays
-// never wait for one another. On
-// SQLite, which has no row locks, the claim is one atomic statement,
-// UPDATE … WHERE id IN (SELECT … LIMIT n), serialised by SQLite's write
-// lock. See [ClaimMode]. No lock is held while publishing, and the lease
+// never wait for one another. On SQLite, which has no row locks, the claim
+// is one atomic statement, UPDATE … WHERE id IN (SELECT … LIMIT n),
+// serialised by SQLite's write lock. See [ClaimMode]. No lock is held while publishing, and the lease
 // survives crashes: a relay that dies mid-batch leaves rows that are
 // claimed again when their lease ([WithLease], default 30 s) ends.
 //
@@ -55,7 +54,7 @@
 // (lost acknowledgement), when a relay outlived its lease or crashed between
 // publishing and marking, or when marking failed. Two relays never claim the
 // same row under a live lease, so concurrent relays add no duplicates of
-// their own (tested by counting on SQLite and MariaDB). Consumers must
+// their own (tested by counting on SQLite, MariaDB and PostgreSQL). Consumers must
 // therefore be idempotent, deduplicating on [Message.MsgID], which is stable
 // across redeliveries and carried in the [HeaderMsgID] Kafka header.
 // Ordering is best effort: table order within a batch and per key, but
@@ -68,10 +67,36 @@
 // [HasPendingRef] and [Lookup] let a reconciler ask whether a reservation
 // still has a message on its way before releasing it.
 //
-// # Schema
+// # Schema and table name
 //
-// One table, outbox_message: [AutoMigrate] or the MySQL DDL in schema.sql
-// ([SchemaMySQL]); timestamps are stored in UTC with microseconds.
+// One table, outbox_message by default: [AutoMigrate], or the DDL of
+// [Schema] (schema.sql, [SchemaMySQL]; schema_postgres.sql,
+// [SchemaPostgres]); timestamps are stored in UTC with microseconds.
+// [WithTable] names another table, so that several outboxes share a
+// database: give the same [TableOption] to [NewWriter], [NewRelay],
+// [AutoMigrate] and the queries ([Stats], [Pending], [HasPending],
+// [HasPendingRef], [Lookup]). The name must be a plain lower-case
+// identifier; the indexes are named after it (uk_<table>_msg_id,
+// idx_<table>_poll, …), since PostgreSQL and SQLite name indexes per
+// schema, not per table. A MsgID written twice into one table fails with
+// [ErrDuplicateMsgID].
+//
+// # Databases
+//
+// MySQL 8.0+ / MariaDB 10.6+ (gorm.io/driver/mysql): InnoDB, utf8mb4_bin so
+// topics and keys compare byte for byte; claims with SKIP LOCKED (older
+// servers: [WithClaimMode]([ClaimForUpdate])). Open the DSN with
+// parseTime=true. Duplicate keys are error 1062.
+//
+// SQLite (github.com/glebarez/sqlite or any gorm SQLite dialector): claims
+// with one UPDATE under the database lock; use one connection per process
+// or WAL with a busy timeout so writers queue instead of failing with
+// SQLITE_BUSY. No DDL file: [AutoMigrate].
+//
+// PostgreSQL 9.5+ (gorm.io/driver/postgres, pgx): TIMESTAMPTZ(6) columns,
+// BIGSERIAL id; claims with SKIP LOCKED; duplicate keys are SQLSTATE 23505
+// (*pgconn.PgError). A failed statement aborts the caller's transaction,
+// as always on PostgreSQL: roll it back on any error from [Writer.Write].
 //
 // # Concurrency and time
 //

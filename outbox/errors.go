@@ -20,6 +20,13 @@ var (
 	// published: empty topic, topic, key or msg ID too long.
 	ErrInvalidMessage = errors.New("outbox: invalid message")
 
+	// ErrDuplicateMsgID is returned (wrapped, with the database's error) by
+	// [Writer.Write], and so by [Writer.SendOrStore]'s store, when a
+	// message's MsgID is already in the table: the unique-key violation of
+	// MySQL/MariaDB (1062), PostgreSQL (SQLSTATE 23505) or SQLite, or
+	// gorm.ErrDuplicatedKey when the database translates errors.
+	ErrDuplicateMsgID = errors.New("outbox: duplicate msg ID")
+
 	// ErrInvalidOption is returned by the constructors for an option value
 	// out of range.
 	ErrInvalidOption = errors.New("outbox: invalid option")

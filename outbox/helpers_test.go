@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/seckillkit/seckill/internal/testenv"
@@ -17,10 +18,65 @@ type fakeClock = testenv.Clock
 // (or the reverse) would depend on today's date.
 func newFakeClock() *fakeClock { return testenv.NewEpochClock(0) }
 
-// migratedDB returns testenv.DB with the outbox table.
-func migratedDB(t testing.TB) *gorm.DB {
+// eachDB runs f as a parallel subtest, named after the kind, on a fresh
+// database of every kind available (testenv.AllDB: SQLite always, MariaDB
+// and PostgreSQL when SECKILL_MYSQL_DSN and SECKILL_POSTGRES_DSN are set),
+// with the outbox table.
+func eachDB(t *testing.T, f func(t *testing.T, kind testenv.DBKind, db *gorm.DB)) {
 	t.Helper()
-	db := testenv.DB(t)
+	forEachDB(t, true, f)
+}
+
+// eachDBSerial is eachDB with the subtests run one after the other, for
+// tests that must not run beside others (they count goroutines).
+func eachDBSerial(t *testing.T, f func(t *testing.T, kind testenv.DBKind, db *gorm.DB)) {
+	t.Helper()
+	forEachDB(t, false, f)
+}
+
+func forEachDB(t *testing.T, parallel bool, f func(t *testing.T, kind testenv.DBKind, db *gorm.DB)) {
+	t.Helper()
+	for kind, db := range testenv.AllDB(t) {
+		t.Run(string(kind), func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
+			require.NoError(t, AutoMigrate(context.Background(), db))
+			f(t, kind, db)
+		})
+	}
+}
+
+// dbKinds lists the kinds of database available, as testenv.AllDB would
+// return them, in a fixed order (for benchmarks).
+func dbKinds() []testenv.DBKind {
+	kinds := []testenv.DBKind{testenv.KindSQLite}
+	if os.Getenv(testenv.EnvMySQLDSN) != "" {
+		kinds = append(kinds, testenv.KindMySQL)
+	}
+	if os.Getenv(testenv.EnvPostgresDSN) != "" {
+		kinds = append(kinds, testenv.KindPostgres)
+	}
+	return kinds
+}
+
+// openDB returns a fresh database of the given kind (no outbox table).
+func openDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
+	t.Helper()
+	switch kind {
+	case testenv.KindMySQL:
+		return testenv.MySQL(t)
+	case testenv.KindPostgres:
+		return testenv.Postgres(t)
+	}
+	return testenv.SQLite(t)
+}
+
+// migratedDB returns a fresh database of the given kind with the outbox
+// table.
+func migratedDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
+	t.Helper()
+	db := openDB(t, kind)
 	require.NoError(t, AutoMigrate(context.Background(), db))
 	return db
 }

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// TableName is the name of the outbox table, fixed so that the DDL in
-// schema.sql, [AutoMigrate] and every query agree.
+// TableName is the default name of the outbox table, the one in schema.sql
+// and schema_postgres.sql. [WithTable] names another; [AutoMigrate],
+// [Schema] and every query follow it.
 const TableName = "outbox_message"
 
 // Column limits enforced before a row reaches the database.
@@ -40,36 +41,39 @@ const (
 // redelivery of the row and shared by [Writer.SendOrStore]'s direct publish
 // and its stored fallback, so one logical message has one MsgID however
 // many times it is delivered. It is unique in the table: writing the same
-// MsgID twice fails with a duplicate-key error from the database.
+// MsgID twice fails with [ErrDuplicateMsgID].
 //
-// The key column is named msg_key because KEY is reserved in MySQL.
+// The key column is named msg_key because KEY is reserved in MySQL. The
+// struct tags describe the columns only: the secondary indexes, whose
+// names follow the table's, are created by [AutoMigrate] (so migrate with
+// it, not with gorm's AutoMigrate on Message).
 type Message struct {
 	// ID is the row's auto-increment primary key (0 before it is stored).
 	ID int64 `gorm:"column:id;primaryKey;autoIncrement"`
 	// MsgID is the stable deduplication ID (see the type doc).
-	MsgID string `gorm:"column:msg_id;type:varchar(64);not null;uniqueIndex:uk_outbox_message_msg_id"`
+	MsgID string `gorm:"column:msg_id;type:varchar(64);not null"`
 	// Topic is the destination topic; required.
-	Topic string `gorm:"column:topic;type:varchar(255);not null;index:idx_outbox_message_topic_key,priority:1"`
+	Topic string `gorm:"column:topic;type:varchar(255);not null"`
 	// Key is the partitioning key (free-form; for seckill orders the user
 	// ID, or the reservation ID when a reconciler must find it).
-	Key string `gorm:"column:msg_key;type:varchar(255);not null;default:'';index:idx_outbox_message_topic_key,priority:2"`
+	Key string `gorm:"column:msg_key;type:varchar(255);not null;default:''"`
 	// Ref is an optional application reference kept with the row but not
 	// sent to the broker, indexed for [HasPendingRef] (seckill: the
 	// reservation ID, so a reconciler can ask whether a reservation still
 	// has a message on its way).
-	Ref string `gorm:"column:ref;type:varchar(255);not null;default:'';index:idx_outbox_message_ref"`
+	Ref string `gorm:"column:ref;type:varchar(255);not null;default:''"`
 	// Payload is the message body, opaque to the outbox.
 	Payload []byte `gorm:"column:payload"`
 	// Headers are optional message headers, stored as JSON.
 	Headers map[string]string `gorm:"column:headers;type:text;serializer:json"`
 	// Status is PENDING, SENT or FAILED.
-	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING';index:idx_outbox_message_poll,priority:1"`
+	Status Status `gorm:"column:status;type:varchar(16);not null;default:'PENDING'"`
 	// Attempts counts the publish attempts started by relays. Inside a
 	// Publisher it is the number of the current attempt (1 for the first).
 	Attempts int `gorm:"column:attempts;size:32;not null;default:0"`
 	// NextAttemptAt is when the row may next be claimed. While a relay
 	// holds the row it is the end of that relay's lease.
-	NextAttemptAt time.Time `gorm:"column:next_attempt_at;precision:6;not null;index:idx_outbox_message_poll,priority:2"`
+	NextAttemptAt time.Time `gorm:"column:next_attempt_at;precision:6;not null"`
 	// LeaseOwner is the claim token of the relay batch holding the row; on
 	// a SENT row, the token of the batch that marked it; empty otherwise.
 	// It guards state changes: a batch records outcomes only for rows it
@@ -82,10 +86,11 @@ type Message struct {
 	// UpdatedAt is the last state change (relay's clock).
 	UpdatedAt time.Time `gorm:"column:updated_at;precision:6;not null"`
 	// SentAt is when a relay marked the row SENT; nil otherwise.
-	SentAt *time.Time `gorm:"column:sent_at;precision:6;index:idx_outbox_message_sent"`
+	SentAt *time.Time `gorm:"column:sent_at;precision:6"`
 }
 
-// TableName tells gorm the table name; see the [TableName] constant.
+// TableName tells gorm the default table name, the [TableName] constant;
+// the package itself names the table explicitly in every statement.
 func (Message) TableName() string { return TableName }
 
 // validate checks the caller-supplied fields.

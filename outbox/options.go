@@ -36,7 +36,9 @@ const (
 	// UPDATE … SET lease WHERE id IN (SELECT id … LIMIT n), then reads the
 	// rows back by their lease token. Correct on SQLite, whose writers are
 	// serialised by the database lock (SQLite has no row locks). Not valid
-	// on MySQL, which forbids LIMIT in such a subquery.
+	// on MySQL, which forbids LIMIT in such a subquery, and not safe on
+	// PostgreSQL, where two concurrent claims can pick the same rows from
+	// their snapshots (use ClaimSkipLocked there, the default).
 	ClaimAtomicUpdate
 )
 
@@ -56,12 +58,75 @@ func (m ClaimMode) String() string {
 }
 
 // Option configures a [Writer] or a [Relay]. Options that concern only one
-// of them say so and are ignored by the other.
-type Option func(*options)
+// of them say so and are ignored by the other. A nil Option is ignored.
+type Option interface{ apply(*options) }
+
+// optionFunc is an Option made of a function.
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// TableOption names the outbox table: see [WithTable]. It is an [Option]
+// of [NewWriter] and [NewRelay], and the only option of the functions that
+// take a database ([AutoMigrate], [Schema], [Stats], [Pending],
+// [HasPending], [HasPendingRef], [Lookup]). A nil TableOption is ignored.
+type TableOption func(*tableOptions)
+
+type tableOptions struct{ name string }
+
+func (f TableOption) apply(o *options) {
+	if f != nil {
+		f(&o.table)
+	}
+}
+
+// WithTable names the outbox table instead of [TableName], so that several
+// outboxes (say, one per service sharing a database) live side by side.
+// The name must be a plain lower-case SQL identifier: a letter or
+// underscore, then letters, digits or underscores, at most [MaxTableLen]
+// bytes (so that the index names derived from it, such as
+// idx_<name>_topic_key, fit PostgreSQL's 63-byte limit). Anything else
+// makes the constructor or function fail with [ErrInvalidOption]. Writer,
+// relays, queries and [AutoMigrate] must all be given the same name.
+// Default [TableName].
+func WithTable(name string) TableOption { return func(t *tableOptions) { t.name = name } }
+
+// MaxTableLen is the longest table name [WithTable] accepts.
+const MaxTableLen = 49
+
+// tableName applies opts and returns the validated table name.
+func tableName(opts []TableOption) (string, error) {
+	t := tableOptions{name: TableName}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&t)
+		}
+	}
+	return t.name, validTableName(t.name)
+}
+
+// validTableName checks that name is a plain lower-case identifier, the
+// same on MySQL, PostgreSQL (no case folding) and SQLite.
+func validTableName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty table name", ErrInvalidOption)
+	}
+	if len(name) > MaxTableLen {
+		return fmt.Errorf("%w: table name %q longer than %d bytes", ErrInvalidOption, name, MaxTableLen)
+	}
+	for i, c := range []byte(name) {
+		ok := c == '_' || 'a' <= c && c <= 'z' || i > 0 && '0' <= c && c <= '9'
+		if !ok {
+			return fmt.Errorf("%w: table name %q is not a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", ErrInvalidOption, name)
+		}
+	}
+	return nil
+}
 
 type options struct {
 	clock  Clock
 	logger *slog.Logger
+	table  tableOptions
 
 	// relay
 	batchSize    int
@@ -88,6 +153,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		clock:        systemClock{},
+		table:        tableOptions{name: TableName},
 		logger:       slog.New(slog.DiscardHandler),
 		batchSize:    100,
 		pollInterval: 100 * time.Millisecond,
@@ -110,8 +176,11 @@ func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.apply(&o)
 		}
+	}
+	if err := validTableName(o.table.name); err != nil {
+		return o, err
 	}
 	switch {
 	case o.clock == nil:
@@ -146,24 +215,28 @@ func buildOptions(opts []Option) (options, error) {
 
 // WithClock sets the clock for every stored or compared timestamp.
 // Default: the system clock.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
 
 // WithLogger sets the logger. Default: a logger that discards everything.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithStoreTimeout bounds the outbox insert that [Writer.SendOrStore] runs
 // after a failed publish, on a context that ignores the caller's
 // cancellation (the store is the compensation). Writer only. Default 5s.
-func WithStoreTimeout(d time.Duration) Option { return func(o *options) { o.storeTimeout = d } }
+func WithStoreTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.storeTimeout = d })
+}
 
 // WithBatchSize sets how many rows a relay claims per poll. Relay only.
 // Default 100.
-func WithBatchSize(n int) Option { return func(o *options) { o.batchSize = n } }
+func WithBatchSize(n int) Option { return optionFunc(func(o *options) { o.batchSize = n }) }
 
 // WithPollInterval sets how long an idle relay waits before polling again
 // (a relay that claimed a full batch polls again at once). Relay only.
 // Default 100ms.
-func WithPollInterval(d time.Duration) Option { return func(o *options) { o.pollInterval = d } }
+func WithPollInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.pollInterval = d })
+}
 
 // WithLease sets how long a claimed row stays invisible to other relays.
 // It must exceed the time to publish and mark one batch: a relay that
@@ -171,63 +244,67 @@ func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll
 // (a duplicate, never a loss). Publishing a batch gets a context deadline
 // of 80 % of the lease. A relay that crashes leaves its rows to be
 // reclaimed when the lease ends. Relay only. Default 30s.
-func WithLease(d time.Duration) Option { return func(o *options) { o.lease = d } }
+func WithLease(d time.Duration) Option { return optionFunc(func(o *options) { o.lease = d }) }
 
 // WithMaxAttempts sets the publish attempts after which a row becomes
 // FAILED and the OnFailed hook runs. Relay only. Default 10.
-func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }
 
 // WithBackoff sets the retry delay after the k-th failed attempt to
 // min(base·2^(k-1), max), before jitter. Relay only. Default 1s, 5m.
 func WithBackoff(base, max time.Duration) Option {
-	return func(o *options) { o.backoffBase, o.backoffMax = base, max }
+	return optionFunc(func(o *options) { o.backoffBase, o.backoffMax = base, max })
 }
 
 // WithJitter sets the random fraction f in [0,1] taken off each backoff:
 // the delay d becomes a uniform value in [d·(1-f), d]. 0 disables jitter.
 // Relay only. Default 0.2.
-func WithJitter(f float64) Option { return func(o *options) { o.jitter = f } }
+func WithJitter(f float64) Option { return optionFunc(func(o *options) { o.jitter = f }) }
 
 // WithMarkTimeout bounds the database writes that settle a published
 // batch (SENT, retry, FAILED). They run on context.WithoutCancel so that a
 // relay stopped mid-batch still records what it published. Relay only.
 // Default 5s.
-func WithMarkTimeout(d time.Duration) Option { return func(o *options) { o.markTimeout = d } }
+func WithMarkTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.markTimeout = d })
+}
 
 // WithRetention makes [Relay.Run] delete SENT rows whose sent_at is older
 // than retention, checking every `every` of clock time. Relay only.
 // Default 24h, every 1m.
 func WithRetention(retention, every time.Duration) Option {
-	return func(o *options) { o.retention, o.cleanupEvery, o.cleanup = retention, every, true }
+	return optionFunc(func(o *options) { o.retention, o.cleanupEvery, o.cleanup = retention, every, true })
 }
 
 // WithoutCleanup stops [Relay.Run] from deleting SENT rows (call
 // [Relay.Cleanup] yourself, or keep them). Relay only.
-func WithoutCleanup() Option { return func(o *options) { o.cleanup = false } }
+func WithoutCleanup() Option { return optionFunc(func(o *options) { o.cleanup = false }) }
 
 // WithPublishConcurrency publishes a batch on n goroutines, rows with the
 // same key always on the same goroutine in table order. Ignored when the
 // publisher is a [BatchPublisher]. Relay only. Default 1.
-func WithPublishConcurrency(n int) Option { return func(o *options) { o.concurrency = n } }
+func WithPublishConcurrency(n int) Option { return optionFunc(func(o *options) { o.concurrency = n }) }
 
 // WithClaimMode forces a claim strategy. Relay only. Default [ClaimAuto].
-func WithClaimMode(m ClaimMode) Option { return func(o *options) { o.claimMode = m } }
+func WithClaimMode(m ClaimMode) Option { return optionFunc(func(o *options) { o.claimMode = m }) }
 
 // WithOnSent sets a hook called for each row marked SENT, after the mark
 // committed, outside any lock. Relay only. Default none.
-func WithOnSent(f func(m Message)) Option { return func(o *options) { o.onSent = f } }
+func WithOnSent(f func(m Message)) Option { return optionFunc(func(o *options) { o.onSent = f }) }
 
 // WithOnRetry sets a hook called for each failed publish that will be
 // retried at next, after the retry was recorded. Relay only. Default none.
 func WithOnRetry(f func(m Message, err error, next time.Time)) Option {
-	return func(o *options) { o.onRetry = f }
+	return optionFunc(func(o *options) { o.onRetry = f })
 }
 
 // WithOnFailed sets the alert hook called for each row that became FAILED
 // (attempt budget spent), after that was recorded. Relay only. Default none.
-func WithOnFailed(f func(m Message, err error)) Option { return func(o *options) { o.onFailed = f } }
+func WithOnFailed(f func(m Message, err error)) Option {
+	return optionFunc(func(o *options) { o.onFailed = f })
+}
 
 // WithOnError sets a hook called by [Relay.Run] for each poll or clean-up
 // that failed on the database (Run logs and keeps going). Relay only.
 // Default none.
-func WithOnError(f func(err error)) Option { return func(o *options) { o.onError = f } }
+func WithOnError(f func(err error)) Option { return optionFunc(func(o *options) { o.onError = f }) }

@@ -31,12 +31,14 @@ import (
 // those of [Relay.Run] (and, while a batch is published with
 // [WithPublishConcurrency], its workers), all gone when Run returns.
 type Relay struct {
-	db   *gorm.DB
-	pub  Publisher
-	o    options
-	mode ClaimMode
-	id   string
-	seq  atomic.Uint64
+	db    *gorm.DB
+	pub   Publisher
+	o     options
+	mode  ClaimMode
+	table string   // unquoted, for gorm's Table
+	sql   relaySQL // raw SQL on the quoted table
+	id    string
+	seq   atomic.Uint64
 
 	mu      sync.Mutex
 	running bool
@@ -47,7 +49,8 @@ type Relay struct {
 
 // NewRelay returns a relay over db publishing through pub. It does not
 // start anything: call [Relay.Run], or [Relay.RunOnce] from your own loop.
-// The table must exist ([AutoMigrate] or schema.sql).
+// The table must exist ([AutoMigrate], schema.sql or schema_postgres.sql);
+// it is [TableName] unless [WithTable] names another.
 func NewRelay(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	if db == nil {
 		return nil, ErrNilDB
@@ -69,6 +72,7 @@ func NewRelay(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
 	}
 	return &Relay{
 		db: db, pub: pub, o: o, mode: mode,
+		table: o.table.name, sql: newRelaySQL(quoteTable(db, o.table.name)),
 		id:   hex.EncodeToString(b[:]),
 		stop: make(chan struct{}),
 	}, nil
@@ -276,24 +280,6 @@ func safeBatch(ctx context.Context, bp BatchPublisher, msgs []Message) (errs []e
 	return bp.PublishBatch(ctx, msgs)
 }
 
-const (
-	// markSentSQL keeps the batch's token in lease_owner, so that after a
-	// partial update (some rows were taken over) markedSQL finds exactly
-	// the rows this batch marked.
-	markSentSQL = "UPDATE " + TableName +
-		" SET status = ?, sent_at = ?, updated_at = ? WHERE id IN ? AND lease_owner = ? AND status = ?"
-	markedSQL  = "SELECT id FROM " + TableName + " WHERE id IN ? AND lease_owner = ? AND status = ?"
-	releaseSQL = "UPDATE " + TableName +
-		" SET next_attempt_at = ?, attempts = attempts - 1, updated_at = ?, lease_owner = ''" +
-		" WHERE id IN ? AND lease_owner = ? AND status = ?"
-	retrySQL = "UPDATE " + TableName +
-		" SET next_attempt_at = ?, last_error = ?, updated_at = ?, lease_owner = ''" +
-		" WHERE id = ? AND lease_owner = ? AND status = ?"
-	failSQL = "UPDATE " + TableName +
-		" SET status = ?, last_error = ?, updated_at = ?, lease_owner = ''" +
-		" WHERE id = ? AND lease_owner = ? AND status = ?"
-)
-
 type event struct {
 	m    Message
 	err  error
@@ -333,13 +319,13 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 		// record (it may be publishing it right now).
 		var marked map[int64]bool // nil: every sent row was marked
 		if len(sent) > 0 {
-			res := tx.Exec(markSentSQL, StatusSent, now, now, sent, token, StatusPending)
+			res := tx.Exec(r.sql.markSent, StatusSent, now, now, sent, token, StatusPending)
 			if res.Error != nil {
 				return fmt.Errorf("mark sent: %w", res.Error)
 			}
 			if int(res.RowsAffected) != len(sent) {
 				var ids []int64
-				if err := tx.Raw(markedSQL, sent, token, StatusSent).Scan(&ids).Error; err != nil {
+				if err := tx.Raw(r.sql.marked, sent, token, StatusSent).Scan(&ids).Error; err != nil {
 					return fmt.Errorf("read marked rows: %w", err)
 				}
 				marked = make(map[int64]bool, len(ids))
@@ -350,7 +336,7 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 		}
 		nReleased = 0
 		if len(released) > 0 {
-			res := tx.Exec(releaseSQL, now, now, released, token, StatusPending)
+			res := tx.Exec(r.sql.release, now, now, released, token, StatusPending)
 			if res.Error != nil {
 				return fmt.Errorf("release: %w", res.Error)
 			}
@@ -381,10 +367,10 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 			if m.Attempts >= r.o.maxAttempts {
 				kind = 2
 				m.Status = StatusFailed
-				res = tx.Exec(failSQL, StatusFailed, m.LastError, now, m.ID, token, StatusPending)
+				res = tx.Exec(r.sql.fail, StatusFailed, m.LastError, now, m.ID, token, StatusPending)
 			} else {
 				m.NextAttemptAt = dbTime(now.Add(r.backoff(m.Attempts)))
-				res = tx.Exec(retrySQL, m.NextAttemptAt, m.LastError, now, m.ID, token, StatusPending)
+				res = tx.Exec(r.sql.retry, m.NextAttemptAt, m.LastError, now, m.ID, token, StatusPending)
 			}
 			if res.Error != nil {
 				return fmt.Errorf("record failure of %d: %w", m.ID, res.Error)
@@ -449,13 +435,6 @@ func (r *Relay) backoff(attempt int) time.Duration {
 	return d
 }
 
-const (
-	selectOldSentSQL = "SELECT id FROM " + TableName + " WHERE status = ? AND sent_at < ? ORDER BY sent_at LIMIT ?"
-	deleteByIDSQL    = "DELETE FROM " + TableName + " WHERE id IN ? AND status = ?"
-	requeueSQL       = "UPDATE " + TableName +
-		" SET status = ?, attempts = 0, next_attempt_at = ?, updated_at = ?, lease_owner = '' WHERE id IN ? AND status = ?"
-)
-
 // Cleanup deletes SENT rows whose sent_at is older than the retention
 // ([WithRetention], default 24h) in chunks of 1000, and returns how many
 // it deleted. PENDING and FAILED rows are never deleted.
@@ -465,13 +444,13 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	var total int64
 	for {
 		var ids []int64
-		if err := d.Raw(selectOldSentSQL, StatusSent, cutoff, r.o.cleanupLimit).Scan(&ids).Error; err != nil {
+		if err := d.Raw(r.sql.selectOldSent, StatusSent, cutoff, r.o.cleanupLimit).Scan(&ids).Error; err != nil {
 			return total, fmt.Errorf("outbox: cleanup: %w", err)
 		}
 		if len(ids) == 0 {
 			return total, nil
 		}
-		res := d.Exec(deleteByIDSQL, ids, StatusSent)
+		res := d.Exec(r.sql.deleteByID, ids, StatusSent)
 		if res.Error != nil {
 			return total, fmt.Errorf("outbox: cleanup: %w", res.Error)
 		}
@@ -495,12 +474,14 @@ func (r *Relay) Requeue(ctx context.Context, ids ...int64) (int64, error) {
 		return 0, nil
 	}
 	now := dbTime(r.o.clock.Now())
-	res := r.db.WithContext(ctx).Exec(requeueSQL, StatusPending, now, now, ids, StatusFailed)
+	res := r.db.WithContext(ctx).Exec(r.sql.requeue, StatusPending, now, now, ids, StatusFailed)
 	if res.Error != nil {
 		return 0, fmt.Errorf("outbox: requeue: %w", res.Error)
 	}
 	return res.RowsAffected, nil
 }
 
-// Backlog returns the outbox backlog in the relay's database; see [Stats].
-func (r *Relay) Backlog(ctx context.Context) (Backlog, error) { return Stats(ctx, r.db) }
+// Backlog returns the outbox backlog in the relay's table; see [Stats].
+func (r *Relay) Backlog(ctx context.Context) (Backlog, error) {
+	return Stats(ctx, r.db, WithTable(r.table))
+}

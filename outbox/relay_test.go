@@ -98,46 +98,47 @@ func TestRelayDeliversAll(t *testing.T) {
 	for _, conc := range []int{1, 4} {
 		t.Run(fmt.Sprintf("concurrency=%d", conc), func(t *testing.T) {
 			t.Parallel()
-			db := migratedDB(t)
-			clk := newFakeClock()
-			w, err := NewWriter(WithClock(clk))
-			require.NoError(t, err)
-			ids := writeN(t, db, w, 150, "orders")
+			eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+				clk := newFakeClock()
+				w, err := NewWriter(WithClock(clk))
+				require.NoError(t, err)
+				ids := writeN(t, db, w, 150, "orders")
 
-			rec := newRecorder()
-			var sentHook atomic.Int64
-			r, err := NewRelay(db, rec, WithClock(clk), WithBatchSize(40), WithPublishConcurrency(conc),
-				WithOnSent(func(m Message) {
-					sentHook.Add(1)
-					assert.Equal(t, StatusSent, m.Status)
-				}))
-			require.NoError(t, err)
-			b := drain(t, r)
-			assert.Equal(t, Batch{Claimed: 150, Sent: 150}, b)
-			assert.EqualValues(t, 150, sentHook.Load())
+				rec := newRecorder()
+				var sentHook atomic.Int64
+				r, err := NewRelay(db, rec, WithClock(clk), WithBatchSize(40), WithPublishConcurrency(conc),
+					WithOnSent(func(m Message) {
+						sentHook.Add(1)
+						assert.Equal(t, StatusSent, m.Status)
+					}))
+				require.NoError(t, err)
+				b := drain(t, r)
+				assert.Equal(t, Batch{Claimed: 150, Sent: 150}, b)
+				assert.EqualValues(t, 150, sentHook.Load())
 
-			distinct, total := rec.deliveries()
-			assert.Equal(t, 150, distinct)
-			assert.Equal(t, 150, total)
-			for _, id := range ids {
-				assert.Equal(t, 1, rec.got[id], id)
-			}
-			// Per key, table order is kept (within and across batches here).
-			last := map[string]string{}
-			for _, m := range rec.order {
-				assert.Equal(t, 1, m.Attempts)
-				assert.Greater(t, m.MsgID, last[m.Key], "key %s out of order", m.Key)
-				last[m.Key] = m.MsgID
-			}
-			for _, row := range allRows(t, db) {
-				assert.Equal(t, StatusSent, row.Status)
-				require.NotNil(t, row.SentAt)
-				assert.True(t, row.SentAt.Equal(clk.Now()))
-				assert.True(t, strings.HasPrefix(row.LeaseOwner, r.id+"-"), "token of the marking batch: %q", row.LeaseOwner)
-			}
-			bl, err := r.Backlog(context.Background())
-			require.NoError(t, err)
-			assert.Equal(t, Backlog{}, bl)
+				distinct, total := rec.deliveries()
+				assert.Equal(t, 150, distinct)
+				assert.Equal(t, 150, total)
+				for _, id := range ids {
+					assert.Equal(t, 1, rec.got[id], id)
+				}
+				// Per key, table order is kept (within and across batches here).
+				last := map[string]string{}
+				for _, m := range rec.order {
+					assert.Equal(t, 1, m.Attempts)
+					assert.Greater(t, m.MsgID, last[m.Key], "key %s out of order", m.Key)
+					last[m.Key] = m.MsgID
+				}
+				for _, row := range allRows(t, db) {
+					assert.Equal(t, StatusSent, row.Status)
+					require.NotNil(t, row.SentAt)
+					assert.True(t, row.SentAt.Equal(clk.Now()))
+					assert.True(t, strings.HasPrefix(row.LeaseOwner, r.id+"-"), "token of the marking batch: %q", row.LeaseOwner)
+				}
+				bl, err := r.Backlog(context.Background())
+				require.NoError(t, err)
+				assert.Equal(t, Backlog{}, bl)
+			})
 		})
 	}
 }
@@ -145,93 +146,95 @@ func TestRelayDeliversAll(t *testing.T) {
 func TestRelayBackoffThenFailed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	require.NoError(t, w.Write(ctx, db, Message{Topic: "orders", Key: "u1", MsgID: "x"}))
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "orders", Key: "u1", MsgID: "x"}))
 
-	rec := newRecorder()
-	rec.fail = func(Message) (bool, error) { return false, errors.New("broker down") }
-	type retry struct {
-		attempts int
-		next     time.Time
-	}
-	var retries []retry
-	var failed []Message
-	r, err := NewRelay(db, rec, WithClock(clk), WithJitter(0), WithBackoff(time.Second, 5*time.Second),
-		WithMaxAttempts(5),
-		WithOnRetry(func(m Message, err error, next time.Time) {
-			assert.EqualError(t, err, "broker down")
-			retries = append(retries, retry{m.Attempts, next})
-		}),
-		WithOnFailed(func(m Message, err error) { failed = append(failed, m) }))
-	require.NoError(t, err)
+		rec := newRecorder()
+		rec.fail = func(Message) (bool, error) { return false, errors.New("broker down") }
+		type retry struct {
+			attempts int
+			next     time.Time
+		}
+		var retries []retry
+		var failed []Message
+		r, err := NewRelay(db, rec, WithClock(clk), WithJitter(0), WithBackoff(time.Second, 5*time.Second),
+			WithMaxAttempts(5),
+			WithOnRetry(func(m Message, err error, next time.Time) {
+				assert.EqualError(t, err, "broker down")
+				retries = append(retries, retry{m.Attempts, next})
+			}),
+			WithOnFailed(func(m Message, err error) { failed = append(failed, m) }))
+		require.NoError(t, err)
 
-	// Expected delays after attempts 1..4: 1s, 2s, 4s, 5s (capped).
-	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second} {
+		// Expected delays after attempts 1..4: 1s, 2s, 4s, 5s (capped).
+		for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second} {
+			b, err := r.RunOnce(ctx)
+			require.NoError(t, err)
+			require.Equal(t, Batch{Claimed: 1, Retried: 1}, b, "attempt %d", i+1)
+			require.Len(t, retries, i+1)
+			assert.Equal(t, i+1, retries[i].attempts)
+			assert.True(t, retries[i].next.Equal(clk.Now().Add(want)), "attempt %d next %v", i+1, retries[i].next)
+			row := allRows(t, db)[0]
+			assert.Equal(t, "broker down", row.LastError)
+			assert.True(t, row.NextAttemptAt.Equal(clk.Now().Add(want)))
+
+			// Not due a microsecond early.
+			clk.Advance(want - time.Microsecond)
+			b, err = r.RunOnce(ctx)
+			require.NoError(t, err)
+			require.Zero(t, b.Claimed, "claimed early after attempt %d", i+1)
+			clk.Advance(time.Microsecond)
+		}
 		b, err := r.RunOnce(ctx)
 		require.NoError(t, err)
-		require.Equal(t, Batch{Claimed: 1, Retried: 1}, b, "attempt %d", i+1)
-		require.Len(t, retries, i+1)
-		assert.Equal(t, i+1, retries[i].attempts)
-		assert.True(t, retries[i].next.Equal(clk.Now().Add(want)), "attempt %d next %v", i+1, retries[i].next)
-		row := allRows(t, db)[0]
-		assert.Equal(t, "broker down", row.LastError)
-		assert.True(t, row.NextAttemptAt.Equal(clk.Now().Add(want)))
+		assert.Equal(t, Batch{Claimed: 1, Failed: 1}, b)
+		require.Len(t, failed, 1)
+		assert.Equal(t, 5, failed[0].Attempts)
+		assert.Equal(t, StatusFailed, failed[0].Status)
+		assert.EqualValues(t, 5, rec.calls.Load())
 
-		// Not due a microsecond early.
-		clk.Advance(want - time.Microsecond)
+		clk.Advance(time.Hour)
 		b, err = r.RunOnce(ctx)
 		require.NoError(t, err)
-		require.Zero(t, b.Claimed, "claimed early after attempt %d", i+1)
-		clk.Advance(time.Microsecond)
-	}
-	b, err := r.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 1, Failed: 1}, b)
-	require.Len(t, failed, 1)
-	assert.Equal(t, 5, failed[0].Attempts)
-	assert.Equal(t, StatusFailed, failed[0].Status)
-	assert.EqualValues(t, 5, rec.calls.Load())
+		assert.Zero(t, b.Claimed, "FAILED rows are never claimed")
+		bl, err := Stats(ctx, db)
+		require.NoError(t, err)
+		assert.Equal(t, Backlog{Failed: 1}, bl)
 
-	clk.Advance(time.Hour)
-	b, err = r.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Zero(t, b.Claimed, "FAILED rows are never claimed")
-	bl, err := Stats(ctx, db)
-	require.NoError(t, err)
-	assert.Equal(t, Backlog{Failed: 1}, bl)
-
-	// Requeue gives a fresh budget; a healthy broker then delivers it.
-	rec.fail = nil
-	n, err := r.Requeue(ctx, failed[0].ID, 12345)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, n)
-	b, err = r.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 1, Sent: 1}, b)
-	assert.Equal(t, 1, rec.got["x"])
+		// Requeue gives a fresh budget; a healthy broker then delivers it.
+		rec.fail = nil
+		n, err := r.Requeue(ctx, failed[0].ID, 12345)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n)
+		b, err = r.RunOnce(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 1, Sent: 1}, b)
+		assert.Equal(t, 1, rec.got["x"])
+	})
 }
 
 func TestRelayBackoffJitter(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	r, err := NewRelay(db, newRecorder(), WithBackoff(100*time.Millisecond, time.Minute), WithJitter(0.5))
-	require.NoError(t, err)
-	seen := map[time.Duration]bool{}
-	for attempt := 1; attempt <= 12; attempt++ {
-		full := min(100*time.Millisecond<<(attempt-1), time.Minute)
-		for range 50 {
-			d := r.backoff(attempt)
-			require.GreaterOrEqual(t, d, full/2, "attempt %d", attempt)
-			require.LessOrEqual(t, d, full, "attempt %d", attempt)
-			seen[d] = true
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		r, err := NewRelay(db, newRecorder(), WithBackoff(100*time.Millisecond, time.Minute), WithJitter(0.5))
+		require.NoError(t, err)
+		seen := map[time.Duration]bool{}
+		for attempt := 1; attempt <= 12; attempt++ {
+			full := min(100*time.Millisecond<<(attempt-1), time.Minute)
+			for range 50 {
+				d := r.backoff(attempt)
+				require.GreaterOrEqual(t, d, full/2, "attempt %d", attempt)
+				require.LessOrEqual(t, d, full, "attempt %d", attempt)
+				seen[d] = true
+			}
 		}
-	}
-	assert.Greater(t, len(seen), 100, "jitter spreads delays")
-	// No overflow for absurd attempt counts.
-	assert.LessOrEqual(t, r.backoff(1_000_000), time.Minute)
-	assert.Greater(t, r.backoff(1_000_000), time.Duration(0))
+		assert.Greater(t, len(seen), 100, "jitter spreads delays")
+		// No overflow for absurd attempt counts.
+		assert.LessOrEqual(t, r.backoff(1_000_000), time.Minute)
+		assert.Greater(t, r.backoff(1_000_000), time.Duration(0))
+	})
 }
 
 // A relay that stalls past its lease (or crashes) loses its rows to
@@ -240,68 +243,69 @@ func TestRelayBackoffJitter(t *testing.T) {
 func TestRelayLeaseExpiryHandsOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	writeN(t, db, w, 3, "orders")
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		writeN(t, db, w, 3, "orders")
 
-	recA, recB := newRecorder(), newRecorder()
-	a, err := NewRelay(db, recA, WithClock(clk), WithLease(10*time.Second))
-	require.NoError(t, err)
-	b, err := NewRelay(db, recB, WithClock(clk), WithLease(10*time.Second))
-	require.NoError(t, err)
+		recA, recB := newRecorder(), newRecorder()
+		a, err := NewRelay(db, recA, WithClock(clk), WithLease(10*time.Second))
+		require.NoError(t, err)
+		b, err := NewRelay(db, recB, WithClock(clk), WithLease(10*time.Second))
+		require.NoError(t, err)
 
-	// A claims and stalls (we hold its batch instead of publishing).
-	tokenA := "stalled-A"
-	msgs, err := a.claim(ctx, dbTime(clk.Now()), tokenA)
-	require.NoError(t, err)
-	require.Len(t, msgs, 3)
-	for _, m := range msgs {
-		assert.Equal(t, tokenA, m.LeaseOwner)
-		assert.Equal(t, 1, m.Attempts)
-	}
+		// A claims and stalls (we hold its batch instead of publishing).
+		tokenA := "stalled-A"
+		msgs, err := a.claim(ctx, dbTime(clk.Now()), tokenA)
+		require.NoError(t, err)
+		require.Len(t, msgs, 3)
+		for _, m := range msgs {
+			assert.Equal(t, tokenA, m.LeaseOwner)
+			assert.Equal(t, 1, m.Attempts)
+		}
 
-	// B sees nothing while the lease holds.
-	clk.Advance(10*time.Second - time.Microsecond)
-	got, err := b.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Zero(t, got.Claimed)
+		// B sees nothing while the lease holds.
+		clk.Advance(10*time.Second - time.Microsecond)
+		got, err := b.RunOnce(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, got.Claimed)
 
-	// Lease over: B takes the rows and delivers them.
-	clk.Advance(time.Microsecond)
-	got, err = b.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 3, Sent: 3}, got)
+		// Lease over: B takes the rows and delivers them.
+		clk.Advance(time.Microsecond)
+		got, err = b.RunOnce(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 3, Sent: 3}, got)
 
-	// Had A been stopped instead, its release must not touch B's rows
-	// (nor give back an attempt): they count as lost, not released.
-	stopped, stop := context.WithCancel(ctx)
-	stop()
-	canceled := []error{context.Canceled, context.Canceled, context.Canceled}
-	res, err := a.settle(stopped, msgs, canceled, tokenA)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
-	for _, row := range allRows(t, db) {
-		assert.Equal(t, StatusSent, row.Status)
-		assert.Equal(t, 2, row.Attempts)
-	}
+		// Had A been stopped instead, its release must not touch B's rows
+		// (nor give back an attempt): they count as lost, not released.
+		stopped, stop := context.WithCancel(ctx)
+		stop()
+		canceled := []error{context.Canceled, context.Canceled, context.Canceled}
+		res, err := a.settle(stopped, msgs, canceled, tokenA)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
+		for _, row := range allRows(t, db) {
+			assert.Equal(t, StatusSent, row.Status)
+			assert.Equal(t, 2, row.Attempts)
+		}
 
-	// A wakes up: its first message failed, the others went out (so
-	// they were delivered twice). Its failure must not reopen a SENT row,
-	// and it must not count (or report) B's marks as its own.
-	errs := []error{errors.New("late failure"), nil, nil}
-	var retried, sent atomic.Int64
-	a.o.onRetry = func(Message, error, time.Time) { retried.Add(1) }
-	a.o.onSent = func(Message) { sent.Add(1) }
-	res, err = a.settle(ctx, msgs, errs, tokenA)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
-	assert.Zero(t, retried.Load())
-	assert.Zero(t, sent.Load())
-	for _, row := range allRows(t, db) {
-		assert.Equal(t, StatusSent, row.Status)
-		assert.Equal(t, 2, row.Attempts)
-	}
+		// A wakes up: its first message failed, the others went out (so
+		// they were delivered twice). Its failure must not reopen a SENT row,
+		// and it must not count (or report) B's marks as its own.
+		errs := []error{errors.New("late failure"), nil, nil}
+		var retried, sent atomic.Int64
+		a.o.onRetry = func(Message, error, time.Time) { retried.Add(1) }
+		a.o.onSent = func(Message) { sent.Add(1) }
+		res, err = a.settle(ctx, msgs, errs, tokenA)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
+		assert.Zero(t, retried.Load())
+		assert.Zero(t, sent.Load())
+		for _, row := range allRows(t, db) {
+			assert.Equal(t, StatusSent, row.Status)
+			assert.Equal(t, 2, row.Attempts)
+		}
+	})
 }
 
 // Two relays over one table with a publisher that sometimes fails cleanly
@@ -313,35 +317,37 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 	t.Parallel()
 	type setup struct {
 		name string
+		kind testenv.DBKind
 		dbs  func(t *testing.T) (*gorm.DB, *gorm.DB)
 	}
-	setups := []setup{{"shared-pool", func(t *testing.T) (*gorm.DB, *gorm.DB) {
-		db := migratedDB(t)
-		return db, db
-	}}}
-	if testenv.DBKindInUse() == testenv.KindSQLite {
-		setups = append(setups, setup{"two-sqlite-connections", func(t *testing.T) (*gorm.DB, *gorm.DB) {
-			path := filepath.Join(t.TempDir(), "two.db")
-			open := func() *gorm.DB {
-				db, err := testenv.OpenSQLite(path)
-				require.NoError(t, err)
-				t.Cleanup(func() {
-					if s, err := db.DB(); err == nil {
-						_ = s.Close()
-					}
-				})
-				return db
-			}
-			a, b := open(), open()
-			require.NoError(t, AutoMigrate(context.Background(), a))
-			return a, b
+	var setups []setup
+	for _, kind := range dbKinds() {
+		setups = append(setups, setup{string(kind) + "/shared-pool", kind, func(t *testing.T) (*gorm.DB, *gorm.DB) {
+			db := migratedDB(t, kind)
+			return db, db
 		}})
 	}
+	setups = append(setups, setup{"sqlite/two-connections", testenv.KindSQLite, func(t *testing.T) (*gorm.DB, *gorm.DB) {
+		path := filepath.Join(t.TempDir(), "two.db")
+		open := func() *gorm.DB {
+			db, err := testenv.OpenSQLite(path)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				if s, err := db.DB(); err == nil {
+					_ = s.Close()
+				}
+			})
+			return db
+		}
+		a, b := open(), open()
+		require.NoError(t, AutoMigrate(context.Background(), a))
+		return a, b
+	}})
 	for _, s := range setups {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			n := 400
-			if testenv.DBKindInUse() == testenv.KindSQLite {
+			if s.kind == testenv.KindSQLite {
 				n = 150 // pure-Go SQLite is ~20x slower under -race
 			}
 			dbA, dbB := s.dbs(t)
@@ -392,7 +398,7 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 			}
 			dups := total - distinct
 			t.Logf("%s (%s): %d rows, %d publishes, %d clean failures, %d ambiguous, %d duplicates; marked by A %d, B %d",
-				s.name, testenv.DBKindInUse(), n, rec.calls.Load(), clean.Load(), ambiguous.Load(), dups,
+				s.name, s.kind, n, rec.calls.Load(), clean.Load(), ambiguous.Load(), dups,
 				claimedA.Load(), claimedB.Load())
 			assert.EqualValues(t, ambiguous.Load(), dups, "duplicates come only from ambiguous publishes")
 			assert.Positive(t, claimedA.Load(), "relay A took part")
@@ -405,54 +411,56 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 
 func TestRelayStopMidBatchReleasesRows(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	writeN(t, db, w, 5, "orders")
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		writeN(t, db, w, 5, "orders")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	rec := newRecorder()
-	var calls int
-	rec.fail = func(Message) (bool, error) {
-		calls++
-		if calls == 2 {
-			cancel() // stopped while publishing the 2nd message
-			return false, context.Canceled
+		ctx, cancel := context.WithCancel(context.Background())
+		rec := newRecorder()
+		var calls int
+		rec.fail = func(Message) (bool, error) {
+			calls++
+			if calls == 2 {
+				cancel() // stopped while publishing the 2nd message
+				return false, context.Canceled
+			}
+			return true, nil
 		}
-		return true, nil
-	}
-	r, err := NewRelay(db, rec, WithClock(clk))
-	require.NoError(t, err)
-	b, err := r.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 5, Sent: 1, Released: 4}, b)
-	assert.Equal(t, 2, calls, "nothing published after cancellation")
+		r, err := NewRelay(db, rec, WithClock(clk))
+		require.NoError(t, err)
+		b, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 5, Sent: 1, Released: 4}, b)
+		assert.Equal(t, 2, calls, "nothing published after cancellation")
 
-	// Released rows are due at once, with their attempt given back.
-	rec.fail = nil
-	b, err = r.RunOnce(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 4, Sent: 4}, b)
-	for _, row := range allRows(t, db) {
-		assert.Equal(t, StatusSent, row.Status)
-		assert.Equal(t, 1, row.Attempts)
-	}
+		// Released rows are due at once, with their attempt given back.
+		rec.fail = nil
+		b, err = r.RunOnce(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 4, Sent: 4}, b)
+		for _, row := range allRows(t, db) {
+			assert.Equal(t, StatusSent, row.Status)
+			assert.Equal(t, 1, row.Attempts)
+		}
+	})
 }
 
 func TestRelayPublisherPanicIsRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	require.NoError(t, w.Write(ctx, db, Message{Topic: "t"}))
-	panicky := PublisherFunc(func(context.Context, Message) error { panic("boom") })
-	r, err := NewRelay(db, panicky, WithClock(clk), WithJitter(0))
-	require.NoError(t, err)
-	b, err := r.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
-	assert.Contains(t, allRows(t, db)[0].LastError, "panicked: boom")
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "t"}))
+		panicky := PublisherFunc(func(context.Context, Message) error { panic("boom") })
+		r, err := NewRelay(db, panicky, WithClock(clk), WithJitter(0))
+		require.NoError(t, err)
+		b, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+		assert.Contains(t, allRows(t, db)[0].LastError, "panicked: boom")
+	})
 }
 
 // batchRec is a BatchPublisher failing the messages it is told to.
@@ -480,31 +488,32 @@ func (b *batchRec) PublishBatch(ctx context.Context, msgs []Message) []error {
 
 func TestRelayUsesBatchPublisher(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	writeN(t, db, w, 30, "orders")
-	bp := &batchRec{recorder: *newRecorder(), failIdx: map[string]bool{"m-00003": true, "m-00017": true}}
-	r, err := NewRelay(db, bp, WithClock(clk), WithBatchSize(10), WithJitter(0))
-	require.NoError(t, err)
-	b := drain(t, r)
-	assert.Equal(t, Batch{Claimed: 30, Sent: 28, Retried: 2}, b)
-	assert.EqualValues(t, 3, bp.batches.Load())
-	assert.EqualValues(t, 28, countStatus(t, db, StatusSent))
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		writeN(t, db, w, 30, "orders")
+		bp := &batchRec{recorder: *newRecorder(), failIdx: map[string]bool{"m-00003": true, "m-00017": true}}
+		r, err := NewRelay(db, bp, WithClock(clk), WithBatchSize(10), WithJitter(0))
+		require.NoError(t, err)
+		b := drain(t, r)
+		assert.Equal(t, Batch{Claimed: 30, Sent: 28, Retried: 2}, b)
+		assert.EqualValues(t, 3, bp.batches.Load())
+		assert.EqualValues(t, 28, countStatus(t, db, StatusSent))
 
-	bp.failIdx = nil
-	clk.Advance(time.Second)
-	b = drain(t, r)
-	assert.Equal(t, Batch{Claimed: 2, Sent: 2}, b)
+		bp.failIdx = nil
+		clk.Advance(time.Second)
+		b = drain(t, r)
+		assert.Equal(t, Batch{Claimed: 2, Sent: 2}, b)
 
-	// A batch publisher returning the wrong number of results retries all.
-	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
-	bad := &badBatch{}
-	r2, err := NewRelay(db, bad, WithClock(clk))
-	require.NoError(t, err)
-	b, err = r2.RunOnce(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+		// A batch publisher returning the wrong number of results retries all.
+		require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+		bad := &badBatch{}
+		r2, err := NewRelay(db, bad, WithClock(clk))
+		require.NoError(t, err)
+		b, err = r2.RunOnce(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+	})
 }
 
 type badBatch struct{}
@@ -517,246 +526,306 @@ func (badBatch) PublishBatch(context.Context, []Message) []error {
 func TestCleanup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	rec := newRecorder()
-	r, err := NewRelay(db, rec, WithClock(clk), WithRetention(time.Hour, time.Minute), WithMaxAttempts(1))
-	require.NoError(t, err)
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		rec := newRecorder()
+		r, err := NewRelay(db, rec, WithClock(clk), WithRetention(time.Hour, time.Minute), WithMaxAttempts(1))
+		require.NoError(t, err)
 
-	writeN(t, db, w, 5, "old") // sent at T
-	drain(t, r)
-	clk.Advance(30 * time.Minute)
-	require.NoError(t, w.Write(ctx, db, Message{Topic: "newer", MsgID: "newer"})) // sent at T+30m
-	drain(t, r)
-	rec.fail = func(Message) (bool, error) { return false, errors.New("x") }
-	require.NoError(t, w.Write(ctx, db, Message{Topic: "failed", MsgID: "failed"}))
-	drain(t, r)
-	clk.Advance(time.Hour) // T+90m; the FAILED and this PENDING must survive
-	require.NoError(t, w.Write(ctx, db, Message{Topic: "pending", MsgID: "pending"}))
+		writeN(t, db, w, 5, "old") // sent at T
+		drain(t, r)
+		clk.Advance(30 * time.Minute)
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "newer", MsgID: "newer"})) // sent at T+30m
+		drain(t, r)
+		rec.fail = func(Message) (bool, error) { return false, errors.New("x") }
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "failed", MsgID: "failed"}))
+		drain(t, r)
+		clk.Advance(time.Hour) // T+90m; the FAILED and this PENDING must survive
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "pending", MsgID: "pending"}))
 
-	n, err := r.Cleanup(ctx)
-	require.NoError(t, err)
-	assert.EqualValues(t, 5, n)
-	var left []string
-	for _, row := range allRows(t, db) {
-		left = append(left, row.MsgID)
-	}
-	assert.Equal(t, []string{"newer", "failed", "pending"}, left)
+		n, err := r.Cleanup(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 5, n)
+		var left []string
+		for _, row := range allRows(t, db) {
+			left = append(left, row.MsgID)
+		}
+		assert.Equal(t, []string{"newer", "failed", "pending"}, left)
 
-	clk.Advance(time.Hour)
-	n, err = r.Cleanup(ctx)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, n)
+		clk.Advance(time.Hour)
+		n, err = r.Cleanup(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n)
 
-	// Chunked: more rows than one chunk.
-	r.o.cleanupLimit = 7
-	rec.fail = nil
-	writeN(t, db, w, 30, "bulk")
-	drain(t, r)
-	clk.Advance(2 * time.Hour)
-	n, err = r.Cleanup(ctx)
-	require.NoError(t, err)
-	assert.EqualValues(t, 31, n) // 30 + "pending"
-	assert.Len(t, allRows(t, db), 1)
+		// Chunked: more rows than one chunk.
+		r.o.cleanupLimit = 7
+		rec.fail = nil
+		writeN(t, db, w, 30, "bulk")
+		drain(t, r)
+		clk.Advance(2 * time.Hour)
+		n, err = r.Cleanup(ctx)
+		require.NoError(t, err)
+		assert.EqualValues(t, 31, n) // 30 + "pending"
+		assert.Len(t, allRows(t, db), 1)
+	})
 }
 
 func TestRunCleansUp(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	clk := newFakeClock()
-	w, _ := NewWriter(WithClock(clk))
-	writeN(t, db, w, 3, "orders")
-	r, err := NewRelay(db, newRecorder(), WithClock(clk), WithRetention(time.Hour, time.Minute),
-		WithPollInterval(time.Millisecond))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()) }()
-	require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 3 }, 10*time.Second, time.Millisecond)
-	clk.Advance(2 * time.Hour)
-	require.Eventually(t, func() bool { return len(allRows(t, db)) == 0 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, r.Close())
-	require.NoError(t, <-done)
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		clk := newFakeClock()
+		w, _ := NewWriter(WithClock(clk))
+		writeN(t, db, w, 3, "orders")
+		r, err := NewRelay(db, newRecorder(), WithClock(clk), WithRetention(time.Hour, time.Minute),
+			WithPollInterval(time.Millisecond))
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(context.Background()) }()
+		require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 3 }, 10*time.Second, time.Millisecond)
+		clk.Advance(2 * time.Hour)
+		require.Eventually(t, func() bool { return len(allRows(t, db)) == 0 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, r.Close())
+		require.NoError(t, <-done)
+	})
 }
 
 // Not parallel: counts goroutines.
 func TestRunStopsOnCloseAndCancelWithoutLeaks(t *testing.T) {
-	db := migratedDB(t)
-	w, _ := NewWriter()
-	writeN(t, db, w, 20, "orders")
-	before := runtime.NumGoroutine()
+	eachDBSerial(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		w, _ := NewWriter()
+		writeN(t, db, w, 20, "orders")
+		before := runtime.NumGoroutine()
 
-	// Close.
-	r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithPublishConcurrency(3))
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()) }()
-	require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 20 }, 10*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return errors.Is(r.Run(context.Background()), ErrRunning) }, time.Second, time.Millisecond)
-	require.NoError(t, r.Close())
-	select {
-	case err := <-done:
+		// Close.
+		r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithPublishConcurrency(3))
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after Close")
-	}
-	require.NoError(t, r.Close(), "Close is idempotent")
-	require.ErrorIs(t, r.Run(context.Background()), ErrClosed)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(context.Background()) }()
+		require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 20 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return errors.Is(r.Run(context.Background()), ErrRunning) }, time.Second, time.Millisecond)
+		require.NoError(t, r.Close())
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return after Close")
+		}
+		require.NoError(t, r.Close(), "Close is idempotent")
+		require.ErrorIs(t, r.Run(context.Background()), ErrClosed)
 
-	// Cancel.
-	r2, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond))
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { done <- r2.Run(ctx) }()
-	time.Sleep(20 * time.Millisecond) // let it poll a few times
-	cancel()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
-	require.NoError(t, r2.Close())
+		// Cancel.
+		r2, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { done <- r2.Run(ctx) }()
+		time.Sleep(20 * time.Millisecond) // let it poll a few times
+		cancel()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(5 * time.Second):
+			t.Fatal("Run did not return after cancel")
+		}
+		require.NoError(t, r2.Close())
 
-	// Close before Run, then Run.
-	r3, err := NewRelay(db, newRecorder())
-	require.NoError(t, err)
-	require.NoError(t, r3.Close())
-	require.ErrorIs(t, r3.Run(context.Background()), ErrClosed)
+		// Close before Run, then Run.
+		r3, err := NewRelay(db, newRecorder())
+		require.NoError(t, err)
+		require.NoError(t, r3.Close())
+		require.ErrorIs(t, r3.Run(context.Background()), ErrClosed)
 
-	// Pool connections opened meanwhile carry driver goroutines (the MySQL
-	// driver's watcher): close the idle ones before counting.
-	sqlDB, err := db.DB()
-	require.NoError(t, err)
-	sqlDB.SetMaxIdleConns(0)
-	defer sqlDB.SetMaxIdleConns(2)
-	// Poll by hand: testify's Eventually runs its condition on a goroutine.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if runtime.NumGoroutine() > before {
+		// Pool connections opened meanwhile carry driver goroutines (the MySQL
+		// driver's watcher): close the idle ones before counting.
+		sqlDB, err := db.DB()
+		require.NoError(t, err)
+		sqlDB.SetMaxIdleConns(0)
+		defer sqlDB.SetMaxIdleConns(2)
+		// Poll by hand: testify's Eventually runs its condition on a goroutine.
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if runtime.NumGoroutine() > before {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: before %d, now %d\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines: before %d, now %d\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-	}
-	buf := make([]byte, 1<<20)
-	assert.NotContains(t, string(buf[:runtime.Stack(buf, true)]), "outbox.(*Relay)", "no relay goroutine left")
+		assert.NotContains(t, string(buf[:runtime.Stack(buf, true)]), "outbox.(*Relay)", "no relay goroutine left")
+	})
 }
 
 func TestRunReportsDBErrorsAndKeepsGoing(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	var errs atomic.Int64
-	r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithOnError(func(error) { errs.Add(1) }))
-	require.NoError(t, err)
-	require.NoError(t, db.Migrator().DropTable(&Message{}))
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()) }()
-	require.Eventually(t, func() bool { return errs.Load() >= 3 }, 10*time.Second, time.Millisecond)
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		var errs atomic.Int64
+		r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithOnError(func(error) { errs.Add(1) }))
+		require.NoError(t, err)
+		require.NoError(t, db.Migrator().DropTable(&Message{}))
+		done := make(chan error, 1)
+		go func() { done <- r.Run(context.Background()) }()
+		require.Eventually(t, func() bool { return errs.Load() >= 3 }, 10*time.Second, time.Millisecond)
 
-	// The table comes back: the relay recovers by itself.
-	require.NoError(t, AutoMigrate(context.Background(), db))
-	w, _ := NewWriter()
-	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
-	require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 1 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, r.Close())
-	require.NoError(t, <-done)
+		// The table comes back: the relay recovers by itself.
+		require.NoError(t, AutoMigrate(context.Background(), db))
+		w, _ := NewWriter()
+		require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+		require.Eventually(t, func() bool { return countStatus(t, db, StatusSent) == 1 }, 10*time.Second, time.Millisecond)
+		require.NoError(t, r.Close())
+		require.NoError(t, <-done)
+	})
 }
 
 func TestNewRelayValidates(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	_, err := NewRelay(nil, newRecorder())
-	require.ErrorIs(t, err, ErrNilDB)
-	_, err = NewRelay(db, nil)
-	require.ErrorIs(t, err, ErrNilPublisher)
-	for name, opt := range map[string]Option{
-		"batch":     WithBatchSize(0),
-		"poll":      WithPollInterval(0),
-		"lease":     WithLease(-time.Second),
-		"attempts":  WithMaxAttempts(0),
-		"backoff":   WithBackoff(time.Second, time.Millisecond),
-		"jitter":    WithJitter(1.5),
-		"mark":      WithMarkTimeout(0),
-		"retention": WithRetention(0, time.Second),
-		"conc":      WithPublishConcurrency(0),
-		"mode":      WithClaimMode(ClaimMode(42)),
-		"logger":    WithLogger(nil),
-	} {
-		_, err := NewRelay(db, newRecorder(), opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, name)
-	}
-	_, err = NewRelay(db, newRecorder(), WithoutCleanup(), WithRetention(0, 0), WithoutCleanup())
-	require.NoError(t, err)
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		_, err := NewRelay(nil, newRecorder())
+		require.ErrorIs(t, err, ErrNilDB)
+		_, err = NewRelay(db, nil)
+		require.ErrorIs(t, err, ErrNilPublisher)
+		for name, opt := range map[string]Option{
+			"batch":     WithBatchSize(0),
+			"poll":      WithPollInterval(0),
+			"lease":     WithLease(-time.Second),
+			"attempts":  WithMaxAttempts(0),
+			"backoff":   WithBackoff(time.Second, time.Millisecond),
+			"jitter":    WithJitter(1.5),
+			"mark":      WithMarkTimeout(0),
+			"retention": WithRetention(0, time.Second),
+			"conc":      WithPublishConcurrency(0),
+			"mode":      WithClaimMode(ClaimMode(42)),
+			"logger":    WithLogger(nil),
+		} {
+			_, err := NewRelay(db, newRecorder(), opt)
+			assert.ErrorIs(t, err, ErrInvalidOption, name)
+		}
+		_, err = NewRelay(db, newRecorder(), WithoutCleanup(), WithRetention(0, 0), WithoutCleanup())
+		require.NoError(t, err)
 
-	r, err := NewRelay(db, newRecorder())
-	require.NoError(t, err)
-	if testenv.DBKindInUse() == testenv.KindSQLite {
-		assert.Equal(t, ClaimAtomicUpdate, r.ClaimMode())
-	} else {
-		assert.Equal(t, ClaimSkipLocked, r.ClaimMode())
-	}
-	m, err := resolveClaimMode(ClaimAuto, "sqlserver")
-	require.ErrorIs(t, err, ErrUnsupportedDialect)
-	assert.Zero(t, m)
-	m, err = resolveClaimMode(ClaimForUpdate, "sqlserver")
-	require.NoError(t, err)
-	assert.Equal(t, ClaimForUpdate, m)
+		r, err := NewRelay(db, newRecorder())
+		require.NoError(t, err)
+		if kind == testenv.KindSQLite {
+			assert.Equal(t, ClaimAtomicUpdate, r.ClaimMode())
+		} else { // MariaDB and PostgreSQL
+			assert.Equal(t, ClaimSkipLocked, r.ClaimMode())
+		}
+		m, err := resolveClaimMode(ClaimAuto, "sqlserver")
+		require.ErrorIs(t, err, ErrUnsupportedDialect)
+		assert.Zero(t, m)
+		m, err = resolveClaimMode(ClaimForUpdate, "sqlserver")
+		require.NoError(t, err)
+		assert.Equal(t, ClaimForUpdate, m)
+	})
 }
 
 // A publisher that hangs is cut off before the lease ends, so the row is
 // retried instead of being claimed by a second relay while in flight.
 func TestRelayPublishDeadlineWithinLease(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	w, _ := NewWriter()
-	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
-	var deadline time.Duration
-	hang := PublisherFunc(func(ctx context.Context, m Message) error {
-		dl, ok := ctx.Deadline()
-		require.True(t, ok)
-		deadline = time.Until(dl)
-		<-ctx.Done()
-		return ctx.Err()
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		w, _ := NewWriter()
+		require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+		var deadline time.Duration
+		hang := PublisherFunc(func(ctx context.Context, m Message) error {
+			dl, ok := ctx.Deadline()
+			require.True(t, ok)
+			deadline = time.Until(dl)
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		r, err := NewRelay(db, hang, WithLease(250*time.Millisecond))
+		require.NoError(t, err)
+		b, err := r.RunOnce(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
+		assert.LessOrEqual(t, deadline, 200*time.Millisecond)
+		assert.Contains(t, allRows(t, db)[0].LastError, "deadline exceeded")
 	})
-	r, err := NewRelay(db, hang, WithLease(250*time.Millisecond))
-	require.NoError(t, err)
-	b, err := r.RunOnce(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 1, Retried: 1}, b)
-	assert.LessOrEqual(t, deadline, 200*time.Millisecond)
-	assert.Contains(t, allRows(t, db)[0].LastError, "deadline exceeded")
 }
 
-// The claim really uses SKIP LOCKED on MySQL/MariaDB and the one-statement
-// UPDATE on SQLite.
+// The claim really uses SKIP LOCKED on MySQL/MariaDB and PostgreSQL and
+// the one-statement UPDATE on SQLite, on the quoted table name.
 func TestClaimSQLPerDialect(t *testing.T) {
 	t.Parallel()
-	db := migratedDB(t)
-	var mu sync.Mutex
-	var stmts []string
-	rec := func(d *gorm.DB) {
-		mu.Lock()
-		stmts = append(stmts, d.Statement.SQL.String())
-		mu.Unlock()
-	}
-	require.NoError(t, db.Callback().Query().After("gorm:query").Register("outbox_test:q", rec))
-	require.NoError(t, db.Callback().Raw().After("gorm:raw").Register("outbox_test:r", rec))
-	w, _ := NewWriter()
-	writeN(t, db, w, 3, "t")
-	r, err := NewRelay(db, newRecorder())
-	require.NoError(t, err)
-	b, err := r.RunOnce(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, 3, b.Sent)
-	all := fmt.Sprint(stmts)
-	if testenv.DBKindInUse() == testenv.KindMySQL {
-		assert.Contains(t, all, "FOR UPDATE SKIP LOCKED")
-		assert.Contains(t, all, "ORDER BY next_attempt_at, id LIMIT")
-	} else {
-		assert.Contains(t, all, "WHERE id IN (SELECT id FROM outbox_message WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)")
-		assert.NotContains(t, all, "FOR UPDATE")
-	}
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		var mu sync.Mutex
+		var stmts []string
+		rec := func(d *gorm.DB) {
+			mu.Lock()
+			stmts = append(stmts, d.Statement.SQL.String())
+			mu.Unlock()
+		}
+		require.NoError(t, db.Callback().Query().After("gorm:query").Register("outbox_test:q", rec))
+		require.NoError(t, db.Callback().Raw().After("gorm:raw").Register("outbox_test:r", rec))
+		w, _ := NewWriter()
+		writeN(t, db, w, 3, "t")
+		r, err := NewRelay(db, newRecorder())
+		require.NoError(t, err)
+		b, err := r.RunOnce(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, 3, b.Sent)
+		all := fmt.Sprint(stmts)
+		q := quoteTable(db, TableName)
+		if kind == testenv.KindSQLite {
+			assert.Contains(t, all, "WHERE id IN (SELECT id FROM "+q+" WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)")
+			assert.NotContains(t, all, "FOR UPDATE")
+		} else {
+			assert.Contains(t, all, "FOR UPDATE SKIP LOCKED")
+			assert.Contains(t, all, "ORDER BY next_attempt_at, id LIMIT")
+			assert.Contains(t, all, "UPDATE "+q+" SET lease_owner = ")
+		}
+	})
+}
+
+// On the databases with row locks, a claim skips rows another transaction
+// has locked instead of waiting for them: the relay claims the unlocked
+// rows at once, and the locked ones after the lock is released.
+func TestClaimSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		if kind == testenv.KindSQLite {
+			t.Skip("SQLite has no row locks: its claim is one statement under the database lock")
+		}
+		ctx := context.Background()
+		w, _ := NewWriter()
+		ids := writeN(t, db, w, 5, "t")
+		r, err := NewRelay(db, newRecorder())
+		require.NoError(t, err)
+		require.Equal(t, ClaimSkipLocked, r.ClaimMode())
+
+		locker := db.Begin()
+		require.NoError(t, locker.Error)
+		defer locker.Rollback()
+		var locked []int64
+		require.NoError(t, locker.Raw("SELECT id FROM "+quoteTable(db, TableName)+
+			" WHERE msg_id IN ? ORDER BY id FOR UPDATE", ids[:2]).Scan(&locked).Error)
+		require.Len(t, locked, 2)
+
+		// A claim that waited for the lock would hit this deadline (the
+		// lock is held until the Rollback below).
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msgs, err := r.claim(cctx, dbTime(time.Now()), "tok")
+		require.NoError(t, err)
+		var claimed []string
+		for _, m := range msgs {
+			claimed = append(claimed, m.MsgID)
+		}
+		assert.Equal(t, ids[2:], claimed, "the unlocked rows, at once")
+		var leased []string
+		require.NoError(t, db.Raw("SELECT msg_id FROM "+quoteTable(db, TableName)+
+			" WHERE lease_owner = ? ORDER BY id", "tok").Scan(&leased).Error)
+		assert.Equal(t, ids[2:], leased, "the lease is in the rows")
+
+		require.NoError(t, locker.Rollback().Error)
+		b, err := r.settle(ctx, msgs, nil, "tok")
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 3, Sent: 3}, b)
+		b, err = r.RunOnce(ctx) // the formerly locked rows
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 2, Sent: 2}, b)
+		assert.EqualValues(t, 5, countStatus(t, db, StatusSent))
+	})
 }
 
 // gate is a Publisher that records deliveries into a shared broker and
@@ -798,92 +867,93 @@ func TestRelayLeaseLostMidPublishCountsOnlyOwnMarks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db := migratedDB(t)
-			clk := newFakeClock()
-			w, _ := NewWriter(WithClock(clk))
-			ids := writeN(t, db, w, 10, "orders")
-			const lease = 10 * time.Second
+			eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+				clk := newFakeClock()
+				w, _ := NewWriter(WithClock(clk))
+				ids := writeN(t, db, w, 10, "orders")
+				const lease = 10 * time.Second
 
-			broker := newRecorder()
-			var mu sync.Mutex
-			sentBy := map[string][]string{} // relay -> msg IDs reported to OnSent
-			onSent := func(relay string) Option {
-				return WithOnSent(func(m Message) {
-					mu.Lock()
-					sentBy[relay] = append(sentBy[relay], m.MsgID)
-					mu.Unlock()
-				})
-			}
-			pubA, pubB := newGate(broker), newGate(broker)
-			if otherDone {
-				close(pubB.release)
-			}
-			a, err := NewRelay(db, pubA, WithClock(clk), WithLease(lease), WithBatchSize(10), onSent("A"))
-			require.NoError(t, err)
-			b, err := NewRelay(db, pubB, WithClock(clk), WithLease(lease), WithBatchSize(4), onSent("B"))
-			require.NoError(t, err)
+				broker := newRecorder()
+				var mu sync.Mutex
+				sentBy := map[string][]string{} // relay -> msg IDs reported to OnSent
+				onSent := func(relay string) Option {
+					return WithOnSent(func(m Message) {
+						mu.Lock()
+						sentBy[relay] = append(sentBy[relay], m.MsgID)
+						mu.Unlock()
+					})
+				}
+				pubA, pubB := newGate(broker), newGate(broker)
+				if otherDone {
+					close(pubB.release)
+				}
+				a, err := NewRelay(db, pubA, WithClock(clk), WithLease(lease), WithBatchSize(10), onSent("A"))
+				require.NoError(t, err)
+				b, err := NewRelay(db, pubB, WithClock(clk), WithLease(lease), WithBatchSize(4), onSent("B"))
+				require.NoError(t, err)
 
-			type result struct {
-				b   Batch
-				err error
-			}
-			run := func(r *Relay) chan result {
-				ch := make(chan result, 1)
-				go func() {
-					got, err := r.RunOnce(ctx)
-					ch <- result{got, err}
-				}()
-				return ch
-			}
+				type result struct {
+					b   Batch
+					err error
+				}
+				run := func(r *Relay) chan result {
+					ch := make(chan result, 1)
+					go func() {
+						got, err := r.RunOnce(ctx)
+						ch <- result{got, err}
+					}()
+					return ch
+				}
 
-			// A claims all 10 and stalls on its first publish past its lease.
-			resA := run(a)
-			<-pubA.started
-			clk.Advance(lease)
+				// A claims all 10 and stalls on its first publish past its lease.
+				resA := run(a)
+				<-pubA.started
+				clk.Advance(lease)
 
-			// B claims the 4 oldest (A's lease is over) ...
-			resB := run(b)
-			if otherDone {
-				rb := <-resB
-				require.NoError(t, rb.err)
-				assert.Equal(t, Batch{Claimed: 4, Sent: 4}, rb.b)
-			} else {
-				<-pubB.started
-			}
+				// B claims the 4 oldest (A's lease is over) ...
+				resB := run(b)
+				if otherDone {
+					rb := <-resB
+					require.NoError(t, rb.err)
+					assert.Equal(t, Batch{Claimed: 4, Sent: 4}, rb.b)
+				} else {
+					<-pubB.started
+				}
 
-			// ... then A finishes publishing all 10 and settles.
-			close(pubA.release)
-			ra := <-resA
-			require.NoError(t, ra.err)
-			assert.Equal(t, Batch{Claimed: 10, Sent: 6, LeaseLost: 4}, ra.b)
-			if !otherDone {
-				// A did not mark B's rows: they are still B's, in flight.
-				var held int64
-				require.NoError(t, db.Model(&Message{}).
-					Where("status = ? AND msg_id IN ?", StatusPending, ids[:4]).Count(&held).Error)
-				assert.EqualValues(t, 4, held)
-				close(pubB.release)
-				rb := <-resB
-				require.NoError(t, rb.err)
-				assert.Equal(t, Batch{Claimed: 4, Sent: 4}, rb.b)
-			}
+				// ... then A finishes publishing all 10 and settles.
+				close(pubA.release)
+				ra := <-resA
+				require.NoError(t, ra.err)
+				assert.Equal(t, Batch{Claimed: 10, Sent: 6, LeaseLost: 4}, ra.b)
+				if !otherDone {
+					// A did not mark B's rows: they are still B's, in flight.
+					var held int64
+					require.NoError(t, db.Model(&Message{}).
+						Where("status = ? AND msg_id IN ?", StatusPending, ids[:4]).Count(&held).Error)
+					assert.EqualValues(t, 4, held)
+					close(pubB.release)
+					rb := <-resB
+					require.NoError(t, rb.err)
+					assert.Equal(t, Batch{Claimed: 4, Sent: 4}, rb.b)
+				}
 
-			mu.Lock()
-			defer mu.Unlock()
-			assert.ElementsMatch(t, ids[4:], sentBy["A"], "A reports only the rows it marked")
-			assert.ElementsMatch(t, ids[:4], sentBy["B"], "B reports the rows it took over")
-			for _, id := range ids {
-				assert.GreaterOrEqual(t, broker.got[id], 1, "%s published", id)
-			}
-			distinct, total := broker.deliveries()
-			assert.Equal(t, 10, distinct)
-			assert.Equal(t, 14, total, "B's 4 went out twice (documented duplicates)")
-			for _, row := range allRows(t, db) {
-				assert.Equal(t, StatusSent, row.Status, row.MsgID)
-			}
-			bl, err := Stats(ctx, db)
-			require.NoError(t, err)
-			assert.Equal(t, Backlog{}, bl)
+				mu.Lock()
+				defer mu.Unlock()
+				assert.ElementsMatch(t, ids[4:], sentBy["A"], "A reports only the rows it marked")
+				assert.ElementsMatch(t, ids[:4], sentBy["B"], "B reports the rows it took over")
+				for _, id := range ids {
+					assert.GreaterOrEqual(t, broker.got[id], 1, "%s published", id)
+				}
+				distinct, total := broker.deliveries()
+				assert.Equal(t, 10, distinct)
+				assert.Equal(t, 14, total, "B's 4 went out twice (documented duplicates)")
+				for _, row := range allRows(t, db) {
+					assert.Equal(t, StatusSent, row.Status, row.MsgID)
+				}
+				bl, err := Stats(ctx, db)
+				require.NoError(t, err)
+				assert.Equal(t, Backlog{}, bl)
+			})
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 // safeProducerConfig is the seckill producer configuration (the settings of
@@ -101,78 +102,79 @@ func TestKafkaDownOutboxThenRelayDelivers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	topic := "outbox-" + NewMsgID()[:8]
-	db := migratedDB(t)
-	w, err := NewWriter()
-	require.NoError(t, err)
-
-	// A cluster that dies after the producer connected.
-	dead, err := testenv.StartKafka(1, topic)
-	require.NoError(t, err)
-	downProd, err := sarama.NewSyncProducer(dead.ListenAddrs(), safeProducerConfig())
-	require.NoError(t, err)
-	dead.Close()
-	downPub, err := NewSaramaPublisher(downProd)
-	require.NoError(t, err)
-
-	want := map[string]Message{}
-	for i := range 4 {
-		m := Message{Topic: topic, Key: fmt.Sprintf("user-%d", i), Ref: fmt.Sprintf("resv-%d", i),
-			Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Headers: map[string]string{"v": "1"}}
-		res, err := w.SendOrStore(ctx, db, downPub, m)
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		w, err := NewWriter()
 		require.NoError(t, err)
-		require.Equal(t, Stored, res.Delivery, "kafka is down")
-		require.Error(t, res.PublishErr)
-		m.MsgID = res.MsgID
-		want[m.MsgID] = m
-		pending, err := HasPendingRef(ctx, db, m.Ref)
+
+		// A cluster that dies after the producer connected.
+		dead, err := testenv.StartKafka(1, topic)
 		require.NoError(t, err)
-		assert.True(t, pending)
-	}
-	_ = downProd.Close()
-	bl, err := Stats(ctx, db)
-	require.NoError(t, err)
-	assert.EqualValues(t, 4, bl.Pending)
+		downProd, err := sarama.NewSyncProducer(dead.ListenAddrs(), safeProducerConfig())
+		require.NoError(t, err)
+		dead.Close()
+		downPub, err := NewSaramaPublisher(downProd)
+		require.NoError(t, err)
 
-	// Kafka is back.
-	brokers := testenv.Kafka(t, 1, topic)
-	pub, err := NewSaramaPublisher(newProducer(t, brokers))
-	require.NoError(t, err)
+		want := map[string]Message{}
+		for i := range 4 {
+			m := Message{Topic: topic, Key: fmt.Sprintf("user-%d", i), Ref: fmt.Sprintf("resv-%d", i),
+				Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Headers: map[string]string{"v": "1"}}
+			res, err := w.SendOrStore(ctx, db, downPub, m)
+			require.NoError(t, err)
+			require.Equal(t, Stored, res.Delivery, "kafka is down")
+			require.Error(t, res.PublishErr)
+			m.MsgID = res.MsgID
+			want[m.MsgID] = m
+			pending, err := HasPendingRef(ctx, db, m.Ref)
+			require.NoError(t, err)
+			assert.True(t, pending)
+		}
+		_ = downProd.Close()
+		bl, err := Stats(ctx, db)
+		require.NoError(t, err)
+		assert.EqualValues(t, 4, bl.Pending)
 
-	// The direct path works again and writes nothing.
-	live := Message{Topic: topic, Key: "user-live", Payload: []byte(`{"n":"live"}`)}
-	res, err := w.SendOrStore(ctx, db, pub, live)
-	require.NoError(t, err)
-	require.Equal(t, Published, res.Delivery)
-	live.MsgID = res.MsgID
-	want[live.MsgID] = live
+		// Kafka is back.
+		brokers := testenv.Kafka(t, 1, topic)
+		pub, err := NewSaramaPublisher(newProducer(t, brokers))
+		require.NoError(t, err)
 
-	var sent []string
-	r, err := NewRelay(db, pub, WithOnSent(func(m Message) { sent = append(sent, m.MsgID) }))
-	require.NoError(t, err)
-	b, err := r.RunOnce(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, Batch{Claimed: 4, Sent: 4}, b)
-	assert.Len(t, sent, 4)
-	bl, err = Stats(ctx, db)
-	require.NoError(t, err)
-	assert.Equal(t, Backlog{}, bl)
+		// The direct path works again and writes nothing.
+		live := Message{Topic: topic, Key: "user-live", Payload: []byte(`{"n":"live"}`)}
+		res, err := w.SendOrStore(ctx, db, pub, live)
+		require.NoError(t, err)
+		require.Equal(t, Published, res.Delivery)
+		live.MsgID = res.MsgID
+		want[live.MsgID] = live
 
-	got := consumeAll(t, brokers, topic, len(want))
-	var ids []string
-	for _, rec := range got {
-		id := header(rec, HeaderMsgID)
-		ids = append(ids, id)
-		m, ok := want[id]
-		require.True(t, ok, "unknown msg id %q", id)
-		assert.Equal(t, m.Key, string(rec.Key))
-		assert.Equal(t, m.Payload, rec.Value)
-		assert.Equal(t, m.Headers["v"], header(rec, "v"))
-	}
-	sort.Strings(ids)
-	assert.Len(t, ids, len(want))
-	for i := 1; i < len(ids); i++ {
-		assert.NotEqual(t, ids[i-1], ids[i], "duplicate record")
-	}
+		var sent []string
+		r, err := NewRelay(db, pub, WithOnSent(func(m Message) { sent = append(sent, m.MsgID) }))
+		require.NoError(t, err)
+		b, err := r.RunOnce(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, Batch{Claimed: 4, Sent: 4}, b)
+		assert.Len(t, sent, 4)
+		bl, err = Stats(ctx, db)
+		require.NoError(t, err)
+		assert.Equal(t, Backlog{}, bl)
+
+		got := consumeAll(t, brokers, topic, len(want))
+		var ids []string
+		for _, rec := range got {
+			id := header(rec, HeaderMsgID)
+			ids = append(ids, id)
+			m, ok := want[id]
+			require.True(t, ok, "unknown msg id %q", id)
+			assert.Equal(t, m.Key, string(rec.Key))
+			assert.Equal(t, m.Payload, rec.Value)
+			assert.Equal(t, m.Headers["v"], header(rec, "v"))
+		}
+		sort.Strings(ids)
+		assert.Len(t, ids, len(want))
+		for i := 1; i < len(ids); i++ {
+			assert.NotEqual(t, ids[i-1], ids[i], "duplicate record")
+		}
+	})
 }
 
 // Single-message Publish and per-message errors of PublishBatch.

@@ -1,5 +1,7 @@
 -- outbox_message: transactional outbox of github.com/seckillkit/seckill/outbox.
--- MySQL 8.0+ / MariaDB 10.6+ (SKIP LOCKED). Equivalent to outbox.AutoMigrate.
+-- MySQL 8.0+ / MariaDB 10.6+ (SKIP LOCKED). Equivalent to outbox.AutoMigrate on
+-- MySQL; outbox.Schema("mysql", outbox.WithTable(name)) gives this DDL for
+-- another table name.
 --
 -- Lifecycle: written PENDING inside the business transaction (Writer.Write)
 -- -> a relay leases it (lease_owner, next_attempt_at = lease end, attempts+1)

@@ -5,30 +5,76 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// SchemaMySQL is the MySQL/MariaDB DDL of the outbox table (schema.sql).
+// SchemaMySQL is the MySQL/MariaDB DDL of the default outbox table
+// (schema.sql). [Schema] gives it for another table name.
 //
 //go:embed schema.sql
 var SchemaMySQL string
 
-// AutoMigrate creates or updates the outbox_message table and its indexes
-// with gorm's AutoMigrate (on MySQL: InnoDB, utf8mb4_bin, so topics and
-// keys compare byte for byte as on SQLite). DBAs who manage schemas by hand
-// apply [SchemaMySQL] (schema.sql) instead; both give the same table.
-func AutoMigrate(ctx context.Context, db *gorm.DB) error {
+// SchemaPostgres is the PostgreSQL DDL of the default outbox table
+// (schema_postgres.sql). [Schema] gives it for another table name.
+//
+//go:embed schema_postgres.sql
+var SchemaPostgres string
+
+// Schema returns the DDL of the outbox table for a gorm dialect name
+// ("mysql" for MySQL and MariaDB, "postgres"), for the table named by
+// [WithTable] (default [TableName]): [SchemaMySQL] or [SchemaPostgres] with
+// the table's name, and its index names, in place of outbox_message. Other
+// dialects (SQLite: use [AutoMigrate]) fail with [ErrUnsupportedDialect].
+func Schema(dialect string, opts ...TableOption) (string, error) {
+	table, err := tableName(opts)
+	if err != nil {
+		return "", err
+	}
+	var ddl string
+	switch dialect {
+	case "mysql":
+		ddl = SchemaMySQL
+	case "postgres":
+		ddl = SchemaPostgres
+	default:
+		return "", fmt.Errorf("%w: no schema for %q (use AutoMigrate)", ErrUnsupportedDialect, dialect)
+	}
+	return strings.ReplaceAll(ddl, TableName, table), nil
+}
+
+// AutoMigrate creates or updates the outbox table (named by [WithTable],
+// default [TableName]) with gorm's AutoMigrate, then creates whichever of
+// its indexes is missing, named after the table (uk_<table>_msg_id,
+// idx_<table>_poll, …). On MySQL the table is InnoDB, utf8mb4_bin, so
+// topics and keys compare byte for byte as on SQLite and PostgreSQL. DBAs
+// who manage schemas by hand apply [Schema]'s DDL (schema.sql,
+// schema_postgres.sql) instead; both give the same table.
+func AutoMigrate(ctx context.Context, db *gorm.DB, opts ...TableOption) error {
 	if db == nil {
 		return ErrNilDB
+	}
+	table, err := tableName(opts)
+	if err != nil {
+		return err
 	}
 	d := db.WithContext(ctx)
 	if d.Dialector.Name() == "mysql" {
 		d = d.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
 	}
-	if err := d.AutoMigrate(&Message{}); err != nil {
-		return fmt.Errorf("outbox: migrate: %w", err)
+	if err := d.Table(table).AutoMigrate(&Message{}); err != nil {
+		return fmt.Errorf("outbox: migrate %s: %w", table, err)
+	}
+	m := d.Migrator()
+	for _, ix := range indexes {
+		if m.HasIndex(table, ix.name(table)) {
+			continue
+		}
+		if err := d.Exec(ix.createSQL(d, table)).Error; err != nil {
+			return fmt.Errorf("outbox: migrate %s: index %s: %w", table, ix.name(table), err)
+		}
 	}
 	return nil
 }
@@ -47,17 +93,22 @@ type Backlog struct {
 	OldestPending time.Time
 }
 
-// Stats returns the outbox backlog in db.
-func Stats(ctx context.Context, db *gorm.DB) (Backlog, error) {
+// Stats returns the outbox backlog in db's outbox table (named by
+// [WithTable], default [TableName]).
+func Stats(ctx context.Context, db *gorm.DB, opts ...TableOption) (Backlog, error) {
 	if db == nil {
 		return Backlog{}, ErrNilDB
 	}
+	table, err := tableName(opts)
+	if err != nil {
+		return Backlog{}, err
+	}
 	var b Backlog
 	d := db.WithContext(ctx)
-	if err := d.Model(&Message{}).Where("status = ?", StatusPending).Count(&b.Pending).Error; err != nil {
+	if err := d.Table(table).Where("status = ?", StatusPending).Count(&b.Pending).Error; err != nil {
 		return Backlog{}, fmt.Errorf("outbox: count pending: %w", err)
 	}
-	if err := d.Model(&Message{}).Where("status = ?", StatusFailed).Count(&b.Failed).Error; err != nil {
+	if err := d.Table(table).Where("status = ?", StatusFailed).Count(&b.Failed).Error; err != nil {
 		return Backlog{}, fmt.Errorf("outbox: count failed: %w", err)
 	}
 	if b.Pending > 0 {
@@ -71,7 +122,7 @@ func Stats(ctx context.Context, db *gorm.DB) (Backlog, error) {
 		// MariaDB (BENCHMARKS.md) for a monitoring query, and the pending
 		// set is small unless Kafka is down.
 		var m Message
-		err := d.Select("created_at").Where("status = ?", StatusPending).
+		err := d.Table(table).Select("created_at").Where("status = ?", StatusPending).
 			Order("created_at").Limit(1).Take(&m).Error
 		switch {
 		case err == nil:
@@ -84,13 +135,18 @@ func Stats(ctx context.Context, db *gorm.DB) (Backlog, error) {
 }
 
 // Pending counts PENDING rows with exactly this topic and key (the key is
-// free-form: whatever the writer put in [Message.Key]).
-func Pending(ctx context.Context, db *gorm.DB, topic, key string) (int64, error) {
+// free-form: whatever the writer put in [Message.Key]). The only option is
+// [WithTable], as for every function here.
+func Pending(ctx context.Context, db *gorm.DB, topic, key string, opts ...TableOption) (int64, error) {
 	if db == nil {
 		return 0, ErrNilDB
 	}
+	table, err := tableName(opts)
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	err := db.WithContext(ctx).Model(&Message{}).
+	err = db.WithContext(ctx).Table(table).
 		Where("topic = ? AND msg_key = ? AND status = ?", topic, key, StatusPending).Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("outbox: count pending %s/%s: %w", topic, key, err)
@@ -105,12 +161,16 @@ func Pending(ctx context.Context, db *gorm.DB, topic, key string) (int64, error)
 // them until someone calls [Relay.Requeue]); look them up with [Lookup].
 // The key is free-form. To ask by something that is not the partition
 // key (a reservation ID), store it in [Message.Ref] and use [HasPendingRef].
-func HasPending(ctx context.Context, db *gorm.DB, topic, key string) (bool, error) {
+func HasPending(ctx context.Context, db *gorm.DB, topic, key string, opts ...TableOption) (bool, error) {
 	if db == nil {
 		return false, ErrNilDB
 	}
+	table, err := tableName(opts)
+	if err != nil {
+		return false, err
+	}
 	var ids []int64
-	err := db.WithContext(ctx).Model(&Message{}).
+	err = db.WithContext(ctx).Table(table).
 		Where("topic = ? AND msg_key = ? AND status = ?", topic, key, StatusPending).
 		Limit(1).Pluck("id", &ids).Error
 	if err != nil {
@@ -122,15 +182,19 @@ func HasPending(ctx context.Context, db *gorm.DB, topic, key string) (bool, erro
 // HasPendingRef reports whether a PENDING row whose [Message.Ref] is ref
 // exists, whatever its topic. Same contract as [HasPending]. An empty ref
 // is an error (it would match every row written without one).
-func HasPendingRef(ctx context.Context, db *gorm.DB, ref string) (bool, error) {
+func HasPendingRef(ctx context.Context, db *gorm.DB, ref string, opts ...TableOption) (bool, error) {
 	if db == nil {
 		return false, ErrNilDB
 	}
 	if ref == "" {
 		return false, fmt.Errorf("%w: empty ref", ErrInvalidMessage)
 	}
+	table, err := tableName(opts)
+	if err != nil {
+		return false, err
+	}
 	var ids []int64
-	err := db.WithContext(ctx).Model(&Message{}).
+	err = db.WithContext(ctx).Table(table).
 		Where("ref = ? AND status = ?", ref, StatusPending).Limit(1).Pluck("id", &ids).Error
 	if err != nil {
 		return false, fmt.Errorf("outbox: has pending ref %s: %w", ref, err)
@@ -140,11 +204,15 @@ func HasPendingRef(ctx context.Context, db *gorm.DB, ref string) (bool, error) {
 
 // Lookup returns the row whose MsgID is msgID (found = false if none). Its
 // Status says whether it is still pending, sent, or failed.
-func Lookup(ctx context.Context, db *gorm.DB, msgID string) (m Message, found bool, err error) {
+func Lookup(ctx context.Context, db *gorm.DB, msgID string, opts ...TableOption) (m Message, found bool, err error) {
 	if db == nil {
 		return Message{}, false, ErrNilDB
 	}
-	err = db.WithContext(ctx).Where("msg_id = ?", msgID).Limit(1).Take(&m).Error
+	table, err := tableName(opts)
+	if err != nil {
+		return Message{}, false, err
+	}
+	err = db.WithContext(ctx).Table(table).Where("msg_id = ?", msgID).Limit(1).Take(&m).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Message{}, false, nil
 	}

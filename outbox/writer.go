@@ -16,7 +16,7 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer. Options used: [WithClock], [WithLogger],
-// [WithStoreTimeout].
+// [WithStoreTimeout], [WithTable].
 func NewWriter(opts ...Option) (*Writer, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -39,7 +39,9 @@ func NewWriter(opts ...Option) (*Writer, error) {
 // inserts in a transaction of its own, so one Write is all or nothing
 // either way. Every message is validated before anything
 // is written; a MsgID is generated where empty. Writing no messages is a
-// no-op. The rows are claimable at once (next_attempt_at = now).
+// no-op. The rows are claimable at once (next_attempt_at = now). A MsgID
+// already in the table fails the Write with an error wrapping
+// [ErrDuplicateMsgID] (and the database's own error).
 func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error {
 	if tx == nil {
 		return ErrNilTx
@@ -51,7 +53,7 @@ func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error 
 	if err != nil {
 		return err
 	}
-	d := tx.WithContext(ctx)
+	d := tx.WithContext(ctx).Table(w.o.table.name)
 	if len(rows) <= writeChunk {
 		err = d.Create(&rows).Error
 	} else {
@@ -70,9 +72,38 @@ func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error 
 		})
 	}
 	if err != nil {
+		if isDuplicateKey(tx, err) {
+			return fmt.Errorf("outbox: write %d message(s): %w: %w", len(rows), ErrDuplicateMsgID, err)
+		}
 		return fmt.Errorf("outbox: write %d message(s): %w", len(rows), err)
 	}
 	return nil
+}
+
+// isDuplicateKey reports whether err is a unique-key violation. Write
+// inserts fresh rows (no ID), so on the outbox table that can only be the
+// msg_id. Recognised: gorm.ErrDuplicatedKey (a DB opened with
+// TranslateError), SQLSTATE 23505 from any error carrying one (pgx's
+// *pgconn.PgError, lib/pq), and whatever db's dialector translates to
+// gorm.ErrDuplicatedKey (MySQL/MariaDB 1062, SQLite's unique and
+// primary-key constraint codes, PostgreSQL's 23505), without importing a
+// driver.
+func isDuplicateKey(db *gorm.DB, err error) bool {
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "23505" {
+		return true
+	}
+	if tr, ok := db.Dialector.(gorm.ErrorTranslator); ok {
+		for e := err; e != nil; e = errors.Unwrap(e) {
+			if errors.Is(tr.Translate(e), gorm.ErrDuplicatedKey) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeChunk is the most rows one INSERT statement carries.

@@ -10,7 +10,14 @@
 //	SECKILL_REDIS_CLUSTER_ADDRS  comma-separated seed nodes of a Redis Cluster
 //	SECKILL_MYSQL_DSN            go-sql-driver DSN of a MySQL/MariaDB server
 //	                             (a fresh database is created per test and dropped)
+//	SECKILL_POSTGRES_DSN         pgx connection string of a PostgreSQL server
+//	                             (likewise; only [Postgres] and [AllDB] use it)
 //	SECKILL_KAFKA_BROKERS        comma-separated Kafka brokers
+//
+// [DB] returns one database, SQLite or MySQL/MariaDB; [AllDB] returns every
+// kind available (SQLite always, MySQL/MariaDB and PostgreSQL when their
+// variables are set), for tests that must hold on each, as [AllRedis] does
+// for Redis.
 //
 // Isolation: every test gets its own key prefix ([Prefix]) and its own
 // database; keys under the prefix are deleted at cleanup. Nothing ever calls

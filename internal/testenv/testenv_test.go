@@ -2,6 +2,9 @@ package testenv
 
 import (
 	"context"
+	"maps"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,6 +78,63 @@ func TestDB(t *testing.T) {
 	require.NoError(t, db2.AutoMigrate(&row{}))
 	require.NoError(t, db2.Model(&row{}).Count(&n).Error)
 	assert.Zero(t, n)
+}
+
+// AllDB hands out one fresh database per available kind, each of the kind
+// it claims to be, and DB keeps returning SQLite or MySQL only.
+func TestAllDB(t *testing.T) {
+	t.Parallel()
+	all := AllDB(t)
+	want := []DBKind{KindSQLite}
+	if os.Getenv(EnvMySQLDSN) != "" {
+		want = append(want, KindMySQL)
+	}
+	if os.Getenv(EnvPostgresDSN) != "" {
+		want = append(want, KindPostgres)
+	}
+	assert.ElementsMatch(t, want, slices.Collect(maps.Keys(all)))
+	dialect := map[DBKind]string{KindSQLite: "sqlite", KindMySQL: "mysql", KindPostgres: "postgres"}
+	for kind, db := range all {
+		t.Run(string(kind), func(t *testing.T) {
+			assert.Equal(t, dialect[kind], db.Dialector.Name())
+			require.NoError(t, db.AutoMigrate(&row{}))
+			require.NoError(t, db.Create(&row{ID: 1, Name: "a"}).Error)
+			var n int64
+			require.NoError(t, db.Model(&row{}).Count(&n).Error)
+			assert.EqualValues(t, 1, n)
+		})
+	}
+	assert.NotEqual(t, KindPostgres, DBKindInUse())
+	assert.NotEqual(t, "postgres", DB(t).Dialector.Name())
+}
+
+// Postgres gives each test its own database and drops it at cleanup, even
+// with a connection still open.
+func TestPostgresFreshAndDropped(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(EnvPostgresDSN) == "" {
+		t.Skipf("%s not set: no real PostgreSQL", EnvPostgresDSN)
+	}
+	var name string
+	t.Run("owner", func(t *testing.T) {
+		db := Postgres(t)
+		require.NoError(t, db.Raw("SELECT current_database()").Scan(&name).Error)
+		require.NoError(t, db.AutoMigrate(&row{}))
+		require.NoError(t, db.Create(&row{ID: 1, Name: "a"}).Error)
+		// A second database for the same test starts empty.
+		other := Postgres(t)
+		var n int64
+		require.NoError(t, other.Raw("SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&n).Error)
+		assert.Zero(t, n)
+		// A transaction left open holds a connection to the database:
+		// the drop must not wait for it.
+		require.NoError(t, db.Begin().Exec("SELECT 1").Error)
+	})
+	require.NotEmpty(t, name)
+	probe := Postgres(t)
+	var n int64
+	require.NoError(t, probe.Raw("SELECT COUNT(*) FROM pg_database WHERE datname = ?", name).Scan(&n).Error)
+	assert.Zero(t, n, "database %s dropped at the owner's cleanup", name)
 }
 
 func TestKafkaRoundTrip(t *testing.T) {
