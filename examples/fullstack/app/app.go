@@ -30,6 +30,7 @@ import (
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/stock/dbfallback"
 	"github.com/seckillkit/seckill/token"
 )
 
@@ -59,6 +60,8 @@ type App struct {
 
 	// Library parts.
 	stock     *stock.Deductor
+	fallback  *dbfallback.Store // nil unless -db-fallback-quota > 0
+	poolOut   atomic.Int64      // unix nanos until which the DB pool is known sold out
 	preloader *stock.Preloader
 	pool      *token.Pool
 	signer    *token.Signer

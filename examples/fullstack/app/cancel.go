@@ -44,6 +44,13 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 		if err != nil {
 			return nil, 0, err
 		}
+		if next == 0 && activity == a.act.ID { // the DB pool's reservations come with the last page
+			pool, err := a.poolReservations(ctx)
+			if err != nil {
+				return nil, 0, err
+			}
+			page = append(page, pool...)
+		}
 		out := make([]order.Reservation, 0, len(page))
 		for _, r := range page {
 			if r.State == stock.Held {

@@ -14,10 +14,18 @@ import (
 type Config struct {
 	Addr string // listen address
 
-	RedisAddr     string   // standalone Redis; empty + no cluster = embedded miniredis
-	RedisCluster  []string // Redis Cluster seed nodes
-	RedisPoolSize int
-	KeyPrefix     string // Redis key prefix of every package
+	RedisAddr    string   // standalone Redis; empty + no cluster = embedded miniredis
+	RedisCluster []string // Redis Cluster seed nodes
+	// StockRedisAddr puts the sale's stock on its own standalone Redis
+	// (the hot keys apart from sessions, captchas and tokens). Empty: the
+	// main Redis.
+	StockRedisAddr string
+	// DBFallbackQuota sets this many units of the sale aside in a database
+	// pool (stock/dbfallback): they are sold when Redis cannot be reached,
+	// and when Redis's share is sold out, so none is stranded. 0: off.
+	DBFallbackQuota int64
+	RedisPoolSize   int
+	KeyPrefix       string // Redis key prefix of every package
 
 	MySQLDSN            string // go-sql-driver DSN; empty = embedded SQLite
 	MySQLDatabase       string // database created when the DSN names none
@@ -140,6 +148,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.RedisAddr, "redis", "SECKILL_REDIS_ADDR", "standalone Redis host:port (default: embedded miniredis)")
 	list(&c.RedisCluster, "redis-cluster", "SECKILL_REDIS_CLUSTER_ADDRS", "Redis Cluster seed nodes host:port")
 	intv(&c.RedisPoolSize, "redis-pool", "SECKILL_REDIS_POOL", "Redis connection pool size")
+	str(&c.StockRedisAddr, "stock-redis", "SECKILL_STOCK_REDIS_ADDR", "standalone Redis host:port for the sale's stock alone (default: the main Redis)")
+	i64(&c.DBFallbackQuota, "db-fallback-quota", "SECKILL_DB_FALLBACK_QUOTA", "units set aside in a DB pool, sold while Redis is unreachable or sold out (0: off)")
 	str(&c.KeyPrefix, "prefix", "SECKILL_PREFIX", "Redis key prefix")
 	str(&c.MySQLDSN, "mysql", "SECKILL_MYSQL_DSN", "MySQL/MariaDB DSN, e.g. 'root@tcp(127.0.0.1:3306)/?parseTime=true' (default: embedded SQLite)")
 	str(&c.MySQLDatabase, "mysql-db", "SECKILL_MYSQL_DB", "database created and used when the DSN names none")
@@ -199,6 +209,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("set -redis or -redis-cluster, not both")
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
+	case c.DBFallbackQuota < 0 || c.DBFallbackQuota > c.Stock:
+		return fmt.Errorf("db-fallback-quota must be between 0 and the stock (%d), got %d", c.Stock, c.DBFallbackQuota)
 	case c.ReconcileEvery <= 0 || c.ReconcileGrace <= 0:
 		return fmt.Errorf("reconcile-every and reconcile-grace must be positive")
 	case c.UserRate < 1 || c.UserWindow <= 0 || c.GlobalRate < 1 || c.GlobalBurst < 1:

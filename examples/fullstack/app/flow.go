@@ -140,7 +140,7 @@ func (a *App) cachedRemaining(ctx context.Context) int64 {
 	last := a.remainAt.Load()
 	if now-last > int64(200*time.Millisecond) && a.remainAt.CompareAndSwap(last, now) {
 		if n, err := a.stock.Remaining(ctx, a.act.ID); err == nil {
-			a.remaining.Store(n)
+			a.remaining.Store(n + a.poolRemaining(ctx))
 		} else if errors.Is(err, stock.ErrNotLoaded) {
 			a.remaining.Store(a.act.Stock)
 		}
@@ -201,7 +201,7 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
-	if a.stock.SoldOut(a.act.ID) {
+	if a.stock.SoldOut(a.act.ID) && a.poolSoldOut() {
 		a.refuse(w, r, "soldout", http.StatusConflict, "sold_out", "sold out")
 		return
 	}
@@ -288,7 +288,7 @@ func clientReservationID(user, requestID string) string { return "u" + user + "-
 // one that never reached Reserve): the normal path runs.
 func (a *App) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, user int64, req buyRequest, resv string, outcome *string) bool {
 	lk, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (lookup, error) {
-		rec, found, err := a.stock.Lookup(ctx, a.act.ID, resv)
+		rec, found, err := a.lookupReservation(ctx, resv)
 		return lookup{rec, found}, err
 	})
 	switch {
@@ -385,7 +385,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		deny("window", http.StatusGone, "ended", "the sale has ended")
 		return
 	}
-	if a.stock.SoldOut(a.act.ID) {
+	if a.stock.SoldOut(a.act.ID) && a.poolSoldOut() {
 		a.m.reserve.WithLabelValues("sold_out_local").Inc()
 		deny("soldout", http.StatusConflict, "sold_out", "sold out")
 		return
@@ -514,7 +514,12 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		resv = a.newReservationID()
 	}
 	res, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (stock.Result, error) {
-		return a.stock.Reserve(ctx, stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv})
+		sreq := stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv}
+		res, err := a.stock.Reserve(ctx, sreq)
+		if err != nil {
+			return res, err
+		}
+		return a.reserveFromPool(ctx, sreq, res)
 	})
 	if err != nil {
 		a.m.reserve.WithLabelValues("error").Inc()
@@ -526,6 +531,13 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	switch res.Status {
 	case stock.Reserved:
 	case stock.SoldOut:
+		if res.Fallback {
+			// Redis cannot be reached and the DB pool is empty: Redis's
+			// share may well have units left, so this is not "sold out".
+			a.restoreToken(ctx, userKey, req.Token)
+			deny("reserve", http.StatusServiceUnavailable, "busy", "the sale is paused for a moment, retry shortly")
+			return
+		}
 		deny("reserve", http.StatusConflict, "sold_out", "sold out")
 		return
 	case stock.LimitReached:
@@ -565,7 +577,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		}
 		// Not accepted (the message was refused before Kafka or the outbox
 		// saw it): the reservation must not outlive the refusal.
-		if _, rerr := a.stock.Release(context.WithoutCancel(ctx), a.act.ID, resv); rerr != nil {
+		if rerr := a.releaseUnits(context.WithoutCancel(ctx), a.act.ID, resv); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		failed("submit", err)
@@ -644,7 +656,7 @@ func (a *App) resultOf(ctx context.Context, user int64, resv string) (resultView
 	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
 		return a.view(ctx, res), nil
 	}
-	r, ok, err := a.stock.Lookup(ctx, a.act.ID, resv)
+	r, ok, err := a.lookupReservation(ctx, resv)
 	switch {
 	case errors.Is(err, stock.ErrInvalidRequest):
 		return resultView{Status: "unknown", Reservation: resv}, nil

@@ -25,9 +25,12 @@ import (
 // a miniredis server, a pure-Go SQLite file and an in-process kfake cluster,
 // and closes them in Close.
 type Infra struct {
-	Redis   redis.UniversalClient
-	DB      *gorm.DB
-	Brokers []string
+	Redis redis.UniversalClient
+	// StockRedis holds the sale's stock: Redis unless -stock-redis names
+	// another server.
+	StockRedis redis.UniversalClient
+	DB         *gorm.DB
+	Brokers    []string
 
 	// Describe the kinds in use, for logs and /healthz.
 	RedisKind, DBKind, KafkaKind string
@@ -85,6 +88,21 @@ func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, erro
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("ping redis (%s): %w", in.RedisKind, err)
+	}
+	in.StockRedis = in.Redis
+	if cfg.StockRedisAddr != "" {
+		c := redis.NewClient(&redis.Options{
+			Addr: cfg.StockRedisAddr, PoolSize: cfg.RedisPoolSize, MaxRetries: -1,
+			ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
+		})
+		in.closers = append(in.closers, c.Close)
+		in.StockRedis = c
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("ping stock redis: %w", err)
+		}
 	}
 
 	// Database.

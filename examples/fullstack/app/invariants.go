@@ -21,6 +21,8 @@ type Invariants struct {
 	RedisRemain   int64            `json:"redis_remaining"`
 	RedisLive     int64            `json:"redis_live"`
 	RedisReleased int64            `json:"redis_released"`
+	PoolRemain    int64            `json:"pool_remaining"` // DB fallback pool: units left (0 without one)
+	PoolLive      int64            `json:"pool_live"`      // DB fallback pool: reservations held
 	DBStock       int64            `json:"db_stock"`
 	Orders        map[string]int64 `json:"orders"`
 	LiveOrders    int64            `json:"live_orders"`
@@ -66,6 +68,21 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 		}
 	}
 	iv.RedisLive = int64(len(held))
+	if a.fallback != nil {
+		ps, err := a.fallback.Stats(ctx, a.act.ID)
+		if err != nil {
+			return iv, fmt.Errorf("db fallback pool: %w", err)
+		}
+		iv.PoolRemain = ps.Remaining
+		pool, err := a.poolHeld(ctx)
+		if err != nil {
+			return iv, err
+		}
+		iv.PoolLive = int64(len(pool))
+		for id := range pool {
+			held[id] = true
+		}
+	}
 
 	// One read transaction: the DB stock and the orders from one snapshot.
 	var live []order.Order

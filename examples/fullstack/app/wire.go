@@ -62,8 +62,13 @@ func (a *App) wire(ctx context.Context) error {
 	a.m.breakerState.WithLabelValues("redis").Set(0)
 	a.m.breakerState.WithLabelValues("kafka").Set(0)
 
-	// Stock: the one Lua call, with the in-process sold-out flag.
-	if a.stock, err = stock.New(rdb, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log),
+	// Stock: the one Lua call, with the in-process sold-out flag; with
+	// -db-fallback-quota, a DB pool of units set aside for Redis outages.
+	stockOpts, err := a.dbFallback(ctx)
+	if err != nil {
+		return err
+	}
+	if a.stock, err = stock.New(a.in.StockRedis, append(stockOpts, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log),
 		stock.WithOnLoss(func(activity int64, reason string) {
 			a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
 			log.Error("ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
@@ -73,7 +78,7 @@ func (a *App) wire(ctx context.Context) error {
 			if err == nil && res.Released() {
 				a.m.released.WithLabelValues("released").Inc()
 			}
-		})); err != nil {
+		}))...); err != nil {
 		return err
 	}
 	a.goWorker("stock_soldout", a.stock.Run)
@@ -85,7 +90,7 @@ func (a *App) wire(ctx context.Context) error {
 		}
 		out := make([]stock.Activity, 0, len(rows))
 		for _, r := range rows {
-			out = append(out, stock.Activity{ID: r.ID, Stock: r.TotalStock, PerUserLimit: r.UserLimit,
+			out = append(out, stock.Activity{ID: r.ID, Stock: r.TotalStock - a.poolQuota(r.ID), PerUserLimit: r.UserLimit,
 				Start: r.StartTime, End: r.EndTime, TTL: cfg.PayTimeout + 24*time.Hour})
 		}
 		return out, nil
@@ -200,10 +205,7 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	releaser := order.ReleaserFunc(func(ctx context.Context, activity int64, id string) error {
-		_, err := a.stock.Release(ctx, activity, id)
-		return err
-	})
+	releaser := order.ReleaserFunc(a.releaseUnits)
 	kafkaPub := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		return a.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
 	})
@@ -402,9 +404,15 @@ func (a *App) stockRecovery() (stock.Recovery, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		out := make([]stock.Reservation, len(live))
-		for i, r := range live {
-			out[i] = stock.Reservation{RequestID: r.ID, User: r.User, Qty: r.Qty, State: stock.Held, ReservedAt: r.At}
+		inPool, err := a.poolHeld(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		out := make([]stock.Reservation, 0, len(live))
+		for _, r := range live {
+			if !inPool[r.ID] { // the DB pool's units are not Redis's
+				out = append(out, stock.Reservation{RequestID: r.ID, User: r.User, Qty: r.Qty, State: stock.Held, ReservedAt: r.At})
+			}
 		}
 		return out, true, nil
 	}), nil

@@ -1,0 +1,157 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/stock/dbfallback"
+)
+
+// The DB fallback (-db-fallback-quota N): N units of the sale live in a
+// database pool instead of Redis. Redis and the pool hold disjoint units,
+// so together they cannot oversell however a request is routed or
+// retried. The pool sells
+//
+//   - when the stock Redis cannot be reached (stock.WithFallback: the
+//     Deductor asks it after an error matching stock.ErrUnavailable), and
+//   - when Redis's share is sold out, so that its units are never stranded
+//     while buyers are still asking.
+//
+// Releases go to both stores (each ignores the other's IDs, leaving a
+// tombstone), the reconciler lists both ledgers, and the invariants count
+// both. The per-user limit is held per store and, across the two, by the
+// database's own check in the consumer's transaction: a buyer who got a
+// unit from each store sees the second end FAILED (limit_reached).
+
+// dbFallback opens the pool and returns the Deductor option, or nothing
+// when the fallback is off.
+func (a *App) dbFallback(ctx context.Context) ([]stock.Option, error) {
+	q := a.cfg.DBFallbackQuota
+	if q <= 0 {
+		return nil, nil
+	}
+	fb, err := dbfallback.New(a.in.DB)
+	if err != nil {
+		return nil, err
+	}
+	if err := fb.AutoMigrate(ctx); err != nil {
+		return nil, err
+	}
+	sale := stock.Activity{ID: a.act.ID, Stock: a.act.TotalStock, PerUserLimit: a.act.UserLimit,
+		Start: a.act.StartTime, End: a.act.EndTime}
+	if err := fb.Open(ctx, sale, q); err != nil {
+		return nil, fmt.Errorf("db fallback pool: %w", err)
+	}
+	a.fallback = fb
+	a.log.Info("db fallback pool open", "activity", a.act.ID, "quota", q)
+	return []stock.Option{stock.WithFallback(fb)}, nil
+}
+
+// poolQuota is the number of units of activity set aside in the DB pool.
+func (a *App) poolQuota(activity int64) int64 {
+	if a.fallback == nil || activity != a.act.ID {
+		return 0
+	}
+	return a.cfg.DBFallbackQuota
+}
+
+// poolSoldOut reports whether the DB pool answered SoldOut within the last
+// second (its units come back only through releases, which are rare): the
+// in-process sold-out short-circuit then refuses without a DB query.
+func (a *App) poolSoldOut() bool {
+	return a.fallback == nil || time.Now().UnixNano() < a.poolOut.Load()
+}
+
+// reserveFromPool asks the DB pool for the unit Redis no longer has. It
+// returns res unchanged unless the pool reserved.
+func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.Result) (stock.Result, error) {
+	if a.fallback == nil || res.Status != stock.SoldOut || res.Fallback || a.poolSoldOut() {
+		return res, nil
+	}
+	pres, err := a.fallback.Reserve(ctx, req)
+	if err != nil {
+		return res, fmt.Errorf("db fallback pool: %w", err)
+	}
+	switch pres.Status {
+	case stock.Reserved:
+		pres.Fallback = true
+		return pres, nil
+	case stock.SoldOut:
+		a.poolOut.Store(time.Now().Add(time.Second).UnixNano())
+	}
+	return res, nil
+}
+
+// releaseUnits gives a reservation's units back to whichever store holds
+// them: Redis and the DB pool (each is idempotent and leaves a tombstone
+// for an ID it does not hold).
+func (a *App) releaseUnits(ctx context.Context, activity int64, id string) error {
+	_, err := a.stock.Release(ctx, activity, id)
+	if a.fallback != nil {
+		_, ferr := a.fallback.Release(ctx, activity, id)
+		err = errors.Join(err, ferr)
+	}
+	return err
+}
+
+// poolHeld returns the IDs of the reservations the DB pool holds.
+func (a *App) poolHeld(ctx context.Context) (map[string]bool, error) {
+	rs, err := a.poolReservations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		held[r.RequestID] = true
+	}
+	return held, nil
+}
+
+// poolReservations lists the reservations the DB pool holds.
+func (a *App) poolReservations(ctx context.Context) ([]stock.Reservation, error) {
+	var out []stock.Reservation
+	if a.fallback == nil {
+		return out, nil
+	}
+	cursor := ""
+	for pages := 0; pages < 1_000_000; pages++ {
+		page, next, err := a.fallback.Reservations(ctx, a.act.ID, cursor, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("db fallback pool: %w", err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		cursor = next
+	}
+	return nil, errors.New("db fallback pool: reservation cursor does not end")
+}
+
+// lookupReservation finds resv in the Redis ledger, else in the DB pool.
+// With a pool, a Redis that cannot be reached is asked nothing more: the
+// pool answers alone (a reservation Redis made before the outage and whose
+// reply was lost may then be reserved in the pool too; the order is one
+// either way, and dbfallback.Store.Overlap finds such doubles afterwards).
+func (a *App) lookupReservation(ctx context.Context, resv string) (stock.Reservation, bool, error) {
+	r, ok, err := a.stock.Lookup(ctx, a.act.ID, resv)
+	if ok || a.fallback == nil || (err != nil && !errors.Is(err, stock.ErrUnavailable)) {
+		return r, ok, err
+	}
+	return a.fallback.Lookup(ctx, a.act.ID, resv)
+}
+
+// poolRemaining is what the DB pool can still sell (0 without one).
+func (a *App) poolRemaining(ctx context.Context) int64 {
+	if a.fallback == nil {
+		return 0
+	}
+	st, err := a.fallback.Stats(ctx, a.act.ID)
+	if err != nil {
+		return 0
+	}
+	return st.Remaining
+}
