@@ -48,19 +48,23 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	url, err := a.Start()
-	if err != nil {
-		_ = a.Shutdown(context.Background())
-		return err
-	}
-	fmt.Printf("\n  seckill demo running at %s\n  sale of %d × %q starts in %v; sign in as user1 … user%d\n  Ctrl-C to stop\n\n",
-		url, cfg.Stock, cfg.ProductName, cfg.StartIn, cfg.DemoUsers)
-
-	select {
-	case <-ctx.Done():
-	case err := <-a.Done():
-		if err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("server stopped", "err", err)
+	if cfg.Role == app.RoleWorker {
+		log.Info("worker running: order consumer, outbox relay, canceller, reconciler; no HTTP")
+		<-ctx.Done()
+	} else {
+		url, err := a.Start()
+		if err != nil {
+			_ = a.Shutdown(context.Background())
+			return err
+		}
+		fmt.Printf("\n  seckill demo running at %s (role %s)\n  sale of %d × %q starts in %v; sign in as user1 … user%d\n  Ctrl-C to stop\n\n",
+			url, cfg.Role, cfg.Stock, cfg.ProductName, cfg.StartIn, cfg.DemoUsers)
+		select {
+		case <-ctx.Done():
+		case err := <-a.Done():
+			if err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("server stopped", "err", err)
+			}
 		}
 	}
 	stop()

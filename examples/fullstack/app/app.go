@@ -171,7 +171,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if a.srv != nil {
 		errs = append(errs, ignoreClosed(a.srv.Shutdown(ctx)))
 	}
-	if a.in != nil && a.in.DB != nil && a.parts.ready() {
+	if a.in != nil && a.in.DB != nil && a.parts.ready() && a.cfg.works() {
 		// Drain: nothing in flight and the outbox empty.
 		for ctx.Err() == nil {
 			iv, err := a.Invariants(ctx)

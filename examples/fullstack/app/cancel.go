@@ -29,7 +29,9 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 	if err != nil {
 		return nil, err
 	}
-	a.goWorker("canceller", canc.Run)
+	if a.cfg.works() {
+		a.goWorker("canceller", canc.Run)
+	}
 	a.closers = append(a.closers, canc.Close)
 	a.parts.pay = canc.Pay
 
@@ -66,6 +68,9 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 		order.WithResults(a.results), order.WithLogger(log))
 	if err != nil {
 		return nil, err
+	}
+	if !a.cfg.works() {
+		return []order.Option{order.WithScheduler(canc)}, nil
 	}
 	a.goWorker("reconciler", func(ctx context.Context) error {
 		t := time.NewTicker(a.cfg.ReconcileEvery)

@@ -13,6 +13,12 @@ import (
 // environment variable (the flag wins); RegisterFlags lists them.
 type Config struct {
 	Addr string // listen address
+	// Role decides what this process runs: "all" (HTTP and the workers),
+	// "api" (HTTP: the buy path, results, pay; no consumer, relay,
+	// canceller loop or reconciler) or "worker" (those workers, no HTTP).
+	// Several api processes and several worker processes can share one
+	// Redis, database and broker.
+	Role string
 
 	RedisAddr    string   // standalone Redis; empty + no cluster = embedded miniredis
 	RedisCluster []string // Redis Cluster seed nodes
@@ -85,6 +91,7 @@ func DefaultConfig() Config {
 		MySQLDatabase:  "seckill",
 		Topic:          "seckill.orders",
 		Partitions:     3,
+		Role:           RoleAll,
 		ActivityID:     1,
 		ProductName:    "Mechanical keyboard, limited edition",
 		Stock:          100,
@@ -145,6 +152,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		fs.BoolVar(p, name, *p, usage+" (env "+env+")")
 	}
 	str(&c.Addr, "addr", "SECKILL_ADDR", "HTTP listen address")
+	str(&c.Role, "role", "SECKILL_ROLE", "what this process runs: all (HTTP + workers), api (HTTP only) or worker (consumer, relay, canceller, reconciler; no HTTP)")
 	str(&c.RedisAddr, "redis", "SECKILL_REDIS_ADDR", "standalone Redis host:port (default: embedded miniredis)")
 	list(&c.RedisCluster, "redis-cluster", "SECKILL_REDIS_CLUSTER_ADDRS", "Redis Cluster seed nodes host:port")
 	intv(&c.RedisPoolSize, "redis-pool", "SECKILL_REDIS_POOL", "Redis connection pool size")
@@ -207,6 +215,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("users must be >= 1, got %d", c.DemoUsers)
 	case c.RedisAddr != "" && len(c.RedisCluster) > 0:
 		return fmt.Errorf("set -redis or -redis-cluster, not both")
+	case c.Role != RoleAll && c.Role != RoleAPI && c.Role != RoleWorker:
+		return fmt.Errorf("role must be all, api or worker, got %q", c.Role)
+	case c.Role != RoleAll && (len(c.KafkaBrokers) == 0 || c.MySQLDSN == "" || (c.RedisAddr == "" && len(c.RedisCluster) == 0)):
+		return fmt.Errorf("role %s shares Redis, the database and the broker with other processes: set -redis (or -redis-cluster), -mysql and -kafka (embedded ones live in one process)", c.Role)
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
 	case c.DBFallbackQuota < 0 || c.DBFallbackQuota > c.Stock:
@@ -228,3 +240,16 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// Roles of a process (Config.Role).
+const (
+	RoleAll    = "all"
+	RoleAPI    = "api"
+	RoleWorker = "worker"
+)
+
+// serves reports whether the process answers HTTP.
+func (c Config) serves() bool { return c.Role != RoleWorker }
+
+// works reports whether the process runs the order workers.
+func (c Config) works() bool { return c.Role != RoleAPI }

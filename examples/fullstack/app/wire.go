@@ -240,6 +240,12 @@ func (a *App) wire(ctx context.Context) error {
 		return err
 	}
 
+	if !cfg.works() { // an api process: the workers run elsewhere
+		a.parts.wired = true
+		_, err := a.cancellerOptions(ctx, proc, releaser) // Pay, without the canceller's loops
+		return err
+	}
+
 	// Relay: outbox rows → Kafka (same producer, behind the Kafka breaker).
 	spub, err := outbox.NewSaramaPublisher(sp)
 	if err != nil {
