@@ -212,6 +212,9 @@ func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "token", err)
 		return
 	}
+	if g.Status == token.Used {
+		g = a.tokenBack(r.Context(), user, g)
+	}
 	switch g.Status {
 	case token.Granted, token.Held:
 		out := map[string]any{"token": g.Token, "expires_at": g.ExpiresAt}
@@ -385,20 +388,32 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		deny("window", http.StatusGone, "ended", "the sale has ended")
 		return
 	}
+	var req buyRequest
+	parsed := false
 	if a.stock.SoldOut(a.act.ID) && a.poolSoldOut() {
-		a.m.reserve.WithLabelValues("sold_out_local").Inc()
-		deny("soldout", http.StatusConflict, "sold_out", "sold out")
-		return
+		// Refused in-process, unless the request is the retry of an attempt
+		// whose request ID won a unit before the sale sold out: that one
+		// goes on and gets its reservation back (stock.SoldOutFor knows
+		// the winners; no I/O either way).
+		err := readJSON(r, &req)
+		if err != nil || !validRequestID(req.RequestID) ||
+			a.stock.SoldOutFor(a.act.ID, clientReservationID(userKey, req.RequestID)) {
+			a.m.reserve.WithLabelValues("sold_out_local").Inc()
+			deny("soldout", http.StatusConflict, "sold_out", "sold out")
+			return
+		}
+		parsed = true
 	}
 	if !a.global.Allow() {
 		a.m.limited.WithLabelValues("global").Inc()
 		deny("global", http.StatusTooManyRequests, "limited", "too many requests, retry shortly")
 		return
 	}
-	var req buyRequest
-	if err := readJSON(r, &req); err != nil {
-		deny("body", http.StatusBadRequest, "bad_request", "bad body")
-		return
+	if !parsed {
+		if err := readJSON(r, &req); err != nil {
+			deny("body", http.StatusBadRequest, "bad_request", "bad body")
+			return
+		}
 	}
 	// Shape checks, no I/O: a missing or malformed access token or captcha
 	// ID can never pass, so it costs no Redis round trip.
@@ -586,6 +601,30 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	a.accepted.Add(1)
 	outcome = "queued"
 	writeJSON(w, http.StatusAccepted, map[string]string{"status": "queued", "reservation": resv})
+}
+
+// tokenBack gives a buyer whose token was spent by an attempt that left
+// them holding nothing (no reservation in flight, no live order: the attempt
+// crashed, lost its answer, or its reservation was released or its order
+// cancelled) the same token again, and returns the new grant. Otherwise, or
+// when Redis cannot tell, it returns g unchanged (Used): the per-user limit
+// in stock is what stops a second unit, the token only rations attempts.
+func (a *App) tokenBack(ctx context.Context, user int64, g token.Grant) token.Grant {
+	held, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (int64, error) {
+		return a.stock.Held(ctx, a.act.ID, user)
+	})
+	if err != nil || held > 0 {
+		return g
+	}
+	userKey := strconv.FormatInt(user, 10)
+	a.restoreToken(ctx, userKey, g.Token)
+	again, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (token.Grant, error) {
+		return a.pool.Take(ctx, a.actKey, userKey)
+	})
+	if err != nil {
+		return g
+	}
+	return again
 }
 
 // restoreToken gives back an access token consumed by a buy that then

@@ -99,8 +99,14 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The access-token pool lives in Redis too: built before the preloader,
+	// whose rebuild after a Redis loss issues it again (Issue is
+	// idempotent: a pool that survived is not grown).
+	if a.pool, err = token.NewPool(rdb, token.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+		return err
+	}
 	if a.preloader, err = stock.NewPreloader(a.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second),
-		stock.WithPreloadLogger(log), stock.WithRecovery(recovery)); err != nil {
+		stock.WithPreloadLogger(log), stock.WithRecovery(recovery), stock.WithOnRecover(a.afterRebuild)); err != nil {
 		return err
 	}
 	if _, err := a.preloader.Tick(ctx); err != nil { // load now; Run keeps watching
@@ -109,9 +115,6 @@ func (a *App) wire(ctx context.Context) error {
 	a.goWorker("preloader", a.preloader.Run)
 
 	// Tokens: the access-token pool (stock × 3) and the signed buy path.
-	if a.pool, err = token.NewPool(rdb, token.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
-		return err
-	}
 	if _, err := a.pool.Issue(ctx, a.actKey, a.act.TotalStock); err != nil {
 		return fmt.Errorf("issue access tokens: %w", err)
 	}
@@ -433,4 +436,19 @@ func kafkaAdminConfig(node string) *sarama.Config {
 	c.Net.DialTimeout = 3 * time.Second
 	c.Metadata.Retry.Max = 3
 	return c
+}
+
+// afterRebuild runs after the preloader rebuilt an activity's stock from the
+// database (a first load, or a recovery after Redis lost it): the access
+// tokens lived in the same Redis, so the pool is issued again. Issue is
+// idempotent, so a pool that survived is left as it is.
+func (a *App) afterRebuild(activity int64, rebuilt bool) {
+	if !rebuilt || activity != a.act.ID {
+		return
+	}
+	ctx, cancel := context.WithTimeout(a.bg, 10*time.Second)
+	defer cancel()
+	if _, err := a.pool.Issue(ctx, a.actKey, a.act.TotalStock); err != nil {
+		a.log.Warn("access-token pool not issued after the rebuild", "activity", activity, "err", err)
+	}
 }

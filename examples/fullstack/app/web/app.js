@@ -14,6 +14,7 @@
     captchaID: "",
     inFlight: false,
     attempt: "",        // idempotency key of the purchase attempt in progress (request_id)
+    creds: null,        // {token, path} of that attempt, reused by its retries
     done: false,        // a final result was shown
     reservation: "",
     orderNo: "",
@@ -170,16 +171,20 @@
     try {
       // An access token from the pool (stock × 3, one per user), then the
       // signed buy path (released shortly before the start), then the buy.
-      const tk = await api("POST", "/api/activity/token", {});
-      if (!tk.ok) { finishRefusal(tk); return; }
-      const p = await api("GET", "/api/activity/path");
-      if (!p.ok) { finishRefusal(p); return; }
       // One idempotency key per purchase attempt, kept across retries of
-      // that attempt (a lost answer, a 5xx): the server then returns the
-      // reservation the first try made instead of refusing the retry.
-      if (!state.attempt) state.attempt = newAttemptID();
-      const r = await api("POST", p.data.path, {
-        token: tk.data.token, captcha_id: state.captchaID, captcha: $("captcha").value.trim(),
+      // that attempt (a lost answer, a 5xx) together with its token and
+      // path: the server then returns the reservation the first try made
+      // instead of refusing the retry (even once the sale sold out).
+      if (!state.attempt) { state.attempt = newAttemptID(); state.creds = null; }
+      if (!state.creds) {
+        const tk = await api("POST", "/api/activity/token", {});
+        if (!tk.ok) { state.attempt = ""; finishRefusal(tk); return; }
+        const p = await api("GET", "/api/activity/path");
+        if (!p.ok) { state.attempt = ""; finishRefusal(p); return; }
+        state.creds = { token: tk.data.token, path: p.data.path };
+      }
+      const r = await api("POST", state.creds.path, {
+        token: state.creds.token, captcha_id: state.captchaID, captcha: $("captcha").value.trim(),
         request_id: state.attempt,
       });
       if (r.code === 202 || (r.code === 200 && r.data.reservation)) {
