@@ -79,6 +79,8 @@ type App struct {
 	outboxW   *outbox.Writer
 	relay     *outbox.Relay
 	producer  sarama.SyncProducer
+	kadmin    sarama.ClusterAdmin // consumer lag (order.Lag)
+	kclient   sarama.Client
 	parts     parts // packages wired in wire.go
 
 	// Read-path cache of the remaining stock (the page polls it).

@@ -23,7 +23,9 @@ type metrics struct {
 	published     *counterVec            // via: kafka|outbox
 	consumed      prometheus.Counter     //
 	consumerLag   prometheus.Gauge       //
+	inFlight      prometheus.Gauge       //
 	outboxBacklog prometheus.Gauge       //
+	outboxOldest  prometheus.Gauge       //
 	orders        *prometheus.GaugeVec   // status
 	released      *counterVec            // reason
 	httpReqs      *prometheus.CounterVec // route, code
@@ -42,14 +44,16 @@ func newMetrics() *metrics {
 	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}, []string{"name"})
 	m.published = newCounterVec(prometheus.CounterOpts{Name: "seckill_order_messages_total", Help: "Order messages handed off, by path (kafka or outbox)."}, []string{"via"})
 	m.consumed = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumed_total", Help: "Order messages settled by the consumer."})
-	m.consumerLag = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_consumer_lag", Help: "Order messages accepted but not yet settled in the DB (this node's view)."})
+	m.consumerLag = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_consumer_lag", Help: "Kafka lag of the order consumer group: high-water mark minus committed offset, summed over the topic's partitions."})
+	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reservations_in_flight", Help: "Reservations held in Redis that have no order yet."})
 	m.outboxBacklog = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_outbox_backlog", Help: "Outbox rows still PENDING."})
+	m.outboxOldest = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_outbox_oldest_pending_seconds", Help: "Age of the oldest PENDING outbox row (0 when none)."})
 	m.orders = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_orders", Help: "Orders in the DB by status."}, []string{"status"})
 	m.released = newCounterVec(prometheus.CounterOpts{Name: "seckill_releases_total", Help: "Reservations released back to stock, by reason."}, []string{"reason"})
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.pushClients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_push_clients", Help: "Open SSE result streams."})
 	m.workerErrors = newCounterVec(prometheus.CounterOpts{Name: "seckill_worker_errors_total", Help: "Errors returned by background workers."}, []string{"worker"})
-	for _, c := range []prometheus.Collector{m.buyOutcomes.vec, m.buyLatency, m.reserve.vec, m.limited.vec, m.refused.vec, m.breakerState, m.published.vec, m.consumed, m.consumerLag, m.outboxBacklog, m.orders, m.released.vec, m.httpReqs, m.pushClients, m.workerErrors.vec} {
+	for _, c := range []prometheus.Collector{m.buyOutcomes.vec, m.buyLatency, m.reserve.vec, m.limited.vec, m.refused.vec, m.breakerState, m.published.vec, m.consumed, m.consumerLag, m.inFlight, m.outboxBacklog, m.outboxOldest, m.orders, m.released.vec, m.httpReqs, m.pushClients, m.workerErrors.vec} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())

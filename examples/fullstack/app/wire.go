@@ -365,7 +365,17 @@ func (a *App) startWorkers() {
 					continue
 				}
 				a.m.outboxBacklog.Set(float64(iv.OutboxPending))
-				a.m.consumerLag.Set(float64(iv.InFlight))
+				a.m.inFlight.Set(float64(iv.InFlight))
+				if bl, err := outbox.Stats(ctx, a.in.DB); err == nil {
+					age := 0.0
+					if bl.Pending > 0 && !bl.OldestPending.IsZero() {
+						age = time.Since(bl.OldestPending).Seconds()
+					}
+					a.m.outboxOldest.Set(age)
+				}
+				if lag, _, err := order.Lag(ctx, a.kadmin, a.kclient, consumerGroup, a.cfg.Topic); err == nil {
+					a.m.consumerLag.Set(float64(lag))
+				}
 				for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {
 					a.m.orders.WithLabelValues(s).Set(float64(iv.Orders[s]))
 				}
@@ -395,6 +405,7 @@ func (a *App) stockRecovery() (stock.Recovery, error) {
 		return nil, fmt.Errorf("kafka admin for lag: %w", err)
 	}
 	a.closers = append(a.closers, admin.Close) // closes the client too
+	a.kadmin, a.kclient = admin, client
 	return stock.RecoveryFunc(func(ctx context.Context, act stock.Activity) ([]stock.Reservation, bool, error) {
 		backlog, err := outbox.Stats(ctx, a.in.DB)
 		if err != nil {
