@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,9 +97,8 @@ func Baseline(ctx context.Context, cfg Config) (*Report, error) {
 		lat[i] = atts[i].latency
 		rep.Outcomes[atts[i].outcome]++
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) time.Duration { return lat[min(n-1, int(p*float64(n)))] }
-	rep.P50, rep.P99, rep.P999, rep.Max = pct(0.50), pct(0.99), pct(0.999), lat[n-1]
+	slices.Sort(lat)
+	rep.P50, rep.P99, rep.P999, rep.Max = Percentile(lat, 0.50), Percentile(lat, 0.99), Percentile(lat, 0.999), lat[n-1]
 	return rep, nil
 }
 

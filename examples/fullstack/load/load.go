@@ -5,6 +5,29 @@
 //
 // It needs a server started with -demo: the demo-only captcha hook lets the
 // generator pass the captcha, and /api/demo/invariants reports the counts.
+//
+// # The run as pictures
+//
+// Besides the totals, Run keeps every buy request as a Sample (when it was
+// sent, its latency, its outcome and the stage of the buy chain that
+// answered: the body's "stage" when the service sends one, else StageOf of
+// the status: sold_out → stock, limited → limiter, token → access_token,
+// busy/retry → availability, ...) and named Events ("buy start", "buy end",
+// "drain end", and whatever a caller marks with Report.Mark during the run;
+// Config.OnReport hands the report over before the buy phase).
+//
+// Buckets cuts the samples into fixed slices of time by the instant each
+// answer arrived; BucketWidth picks the width (1-2-5 steps, at most
+// MaxBuckets slices: 10 ms for a 1 s buy phase, 100 ms for 10 s). Each
+// bucket has the answers per outcome and the nearest-rank p50/p90/p99 of
+// their latency (Percentile; the run's own P50/P99/P999 use the same rule).
+//
+// Report.WriteHTML renders one self-contained page, readable offline and
+// with no script: stacked throughput by outcome and the latency percentiles
+// over time as inline SVG, with the events as dashed vertical lines; the
+// answers by stage (bars and table); the invariant check (OK or each
+// violation); the run's parameters and summary figures. loadgen -report
+// FILE writes it.
 package load
 
 import (
@@ -17,6 +40,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +63,11 @@ type Config struct {
 	SameProcess bool             // the server runs in this process (CPU is reported once)
 	Progress    io.Writer        // progress bars go here; nil = none
 	OnBuyPhase  func(start bool) // called when the buy phase starts and ends (profiling); may be nil
+	// OnReport, when set, gets the report as soon as Run makes it, before
+	// the buy phase: a caller that acts on the service during the run (a
+	// pause, a stock top-up) calls Report.Mark from any goroutine so the
+	// HTML report shows the instant.
+	OnReport func(*Report)
 }
 
 func (c *Config) defaults() {
@@ -84,6 +113,15 @@ type Report struct {
 	// process: both figures then measure the same CPU.
 	GenCPU, ServerCPU time.Duration
 	SameProcess       bool
+
+	// The run as a time series (filled by Run; see WriteHTML).
+	Config  Config    // the run's parameters, defaults applied
+	Started time.Time // the start of the buy phase: Sample.Start and Event.At count from it
+	Samples []Sample  // one per buy request, in the order they were sent
+	Events  []Event   // named instants: "buy start", "buy end", "drain end" and every Mark, by time
+
+	mu    sync.Mutex // guards marks
+	marks []mark
 }
 
 // errUnavailable: the service answered 503 (it cannot read its stores now).
@@ -121,7 +159,9 @@ type attempt struct {
 	prepErr string
 	outcome string
 	resv    string
-	body    []byte // the buy request, encoded before the start line
+	stage   string    // the stage that answered the buy (StageOf when the body does not say)
+	start   time.Time // when the buy request was sent
+	body    []byte    // the buy request, encoded before the start line
 	latency time.Duration
 }
 
@@ -155,7 +195,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}}
+	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}, Config: cfg}
+	if cfg.OnReport != nil {
+		cfg.OnReport(rep)
+	}
 	atts := make([]*attempt, 0, cfg.Users*cfg.Repeat)
 	for i := 0; i < cfg.Users; i++ {
 		name := "user" + strconv.Itoa(cfg.FirstUser+i)
@@ -208,6 +251,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	srv0, srvOK := c.serverCPU(ctx)
 	gen0, genOK := selfCPU()
 	t1 := time.Now()
+	rep.Started = t1
+	rep.MarkAt("buy start", t1)
 	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
 		return c.buy(ctx, atts[order[i]])
 	})
@@ -215,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.BuyTime = time.Since(t1)
+	rep.MarkAt("buy end", t1.Add(rep.BuyTime))
 	if gen1, ok := selfCPU(); ok && genOK {
 		rep.GenCPU = gen1 - gen0
 	}
@@ -228,6 +274,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.BuyRequests = len(atts)
 	rep.Throughput = float64(len(atts)) / rep.BuyTime.Seconds()
 	lat := make([]time.Duration, len(atts))
+	rep.Samples = make([]Sample, 0, len(atts))
 	for i, a := range atts {
 		lat[i] = a.latency
 		rep.Outcomes[a.outcome]++
@@ -235,9 +282,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Accepted++
 		}
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	rep.P50, rep.P99, rep.P999, rep.Max = pct(0.50), pct(0.99), pct(0.999), lat[len(lat)-1]
+	for _, i := range order { // in the order they were sent
+		a := atts[i]
+		rep.Samples = append(rep.Samples, Sample{Start: a.start.Sub(t1), Latency: a.latency, Outcome: a.outcome, Stage: a.stage})
+	}
+	slices.Sort(lat)
+	rep.P50, rep.P99, rep.P999, rep.Max = Percentile(lat, 0.50), Percentile(lat, 0.99), Percentile(lat, 0.999), lat[len(lat)-1]
 
 	// Phase 3: wait for the consumer and relay to drain, then count.
 	t2 := time.Now()
@@ -272,6 +322,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.DrainTime = time.Since(t2)
+	rep.MarkAt("drain end", t2.Add(rep.DrainTime))
+	rep.resolveMarks()
 	// Final result of every accepted reservation, as a user would see it.
 	for _, a := range atts {
 		if a.outcome != "queued" {
@@ -495,6 +547,7 @@ type apiResp struct {
 	Path        string `json:"path"`
 	Reservation string `json:"reservation"`
 	OrderNo     string `json:"order_no"`
+	Stage       string `json:"stage"` // the stage that refused, when the service says
 }
 
 // doRetry is do, retried a few times while the server answers 503 (busy):
@@ -647,9 +700,9 @@ func (c *client) buy(ctx context.Context, a *attempt) error {
 		path = "/api/buy/none" // a user without a path still tries, and is refused
 	}
 	var r apiResp
-	t := time.Now()
+	a.start = time.Now()
 	code, err := c.do(ctx, "POST", path, a.bearer, a.body, &r)
-	a.latency = time.Since(t)
+	a.latency = time.Since(a.start)
 	if err != nil {
 		return err
 	}
@@ -660,6 +713,14 @@ func (c *client) buy(ctx context.Context, a *attempt) error {
 		a.outcome = r.Status
 	default:
 		a.outcome = "http_" + strconv.Itoa(code)
+	}
+	a.stage = r.Stage
+	switch {
+	case a.stage != "":
+	case a.path == "" && a.outcome == "token":
+		a.stage = "path" // no signed path (no token left): refused by the path check
+	default:
+		a.stage = StageOf(a.outcome)
 	}
 	if code >= 500 && code != http.StatusServiceUnavailable {
 		return fmt.Errorf("load: buy: %d %s", code, r.Message)

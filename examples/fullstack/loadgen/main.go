@@ -8,6 +8,12 @@
 //	go run ./examples/fullstack/loadgen                       # embedded server in-process
 //	go run ./examples/fullstack/loadgen -target http://127.0.0.1:8080   # a running server (-demo)
 //	go run ./examples/fullstack/loadgen -redis 127.0.0.1:6379 -mysql 'root@tcp(127.0.0.1:3306)/'
+//	go run ./examples/fullstack/loadgen -report load.html             # also the run as an HTML page
+//
+// -report writes one self-contained HTML file (inline SVG, no script, no
+// network): throughput by outcome and latency p50/p90/p99 over time, with
+// the buy phase's start and end as vertical lines, answers by stage, the
+// invariant check, and the run's parameters and figures.
 //
 // The embedded server accepts every service flag (see -help).
 package main
@@ -33,7 +39,7 @@ import (
 )
 
 func main() {
-	code, err := run()
+	code, err := run(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)
@@ -41,7 +47,7 @@ func main() {
 	os.Exit(code)
 }
 
-func run() (int, error) {
+func run(args []string) (int, error) {
 	cfg := app.DefaultConfig()
 	cfg.Addr = "127.0.0.1:0"
 	cfg.StartIn = 0
@@ -57,7 +63,8 @@ func run() (int, error) {
 	bareServe := fs.String("bare-serve", "", "internal: serve the bare baseline server on this address and print its URL (used by -baseline with -target)")
 	baseline := fs.Bool("baseline", false, "first measure a bare net/http server in this process with the same generator, concurrency and request count (the machine's floor), then the service")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
-	_ = fs.Parse(os.Args[1:])
+	report := fs.String("report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
+	_ = fs.Parse(args)
 	if *bareServe != "" {
 		return serveBare(*bareServe)
 	}
@@ -139,10 +146,34 @@ func run() (int, error) {
 		fmt.Print(base.BaselineString())
 		fmt.Printf("ratio       the service's buy phase ran at %.0f%% of the bare server's rate\n", 100*rep.Throughput/base.Throughput)
 	}
+	if *report != "" {
+		if err := writeReport(*report, rep); err != nil {
+			return 0, err
+		}
+		fmt.Printf("report      %s\n", *report)
+	}
 	if len(rep.Violations) > 0 {
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// writeReport writes rep's HTML report to path.
+func writeReport(path string, rep *load.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	if err := rep.WriteHTML(w); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // serveBare runs the bare baseline server (the child side of -baseline with
