@@ -84,7 +84,19 @@ func migratedDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
 func countStatus(t testing.TB, db *gorm.DB, st Status) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, db.Model(&Message{}).Where("status = ?", st).Count(&n).Error)
+	var err error
+	// pgx closes a connection whose query's context was cancelled (a relay
+	// stopped mid-query) by setting a past deadline on it; database/sql can
+	// hand that connection out once more, and the next query on it fails
+	// with "i/o timeout" and drops it. Such an error is the pool's, not the
+	// count's: ask again, a bounded number of times.
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = db.Model(&Message{}).Where("status = ?", st).Count(&n).Error; err == nil {
+			return n
+		}
+		t.Logf("count %s: %v (attempt %d)", st, err, attempt+1)
+	}
+	require.NoError(t, err)
 	return n
 }
 
