@@ -25,28 +25,87 @@ func (h *timedHandler) Setup(s sarama.ConsumerGroupSession) error {
 }
 
 // BenchmarkConsume measures orders/s from Kafka (in-process kfake, one
-// consumer process; one, three or six partitions consumed concurrently) into the
-// database — MariaDB when
-// SECKILL_MYSQL_DSN is set, SQLite otherwise — with the dedup row, the
-// conditional stock update and the order insert for every order.
-// "batch" is the Consumer's path (500 per transaction by default, one stock
-// update per activity per batch); "naive" is one transaction per message
-// (WithBatchSize(1)). Run both in the same invocation, e.g. -benchtime=20000x.
+// consumer process; one, three or six partitions consumed concurrently)
+// into each database available — SQLite always, MariaDB and PostgreSQL
+// when SECKILL_MYSQL_DSN and SECKILL_POSTGRES_DSN are set, so both servers
+// are measured in one invocation — with the dedup row, the conditional
+// stock update and the order insert for every order. "batch" is the
+// Consumer's path (500 per transaction by default, one stock update per
+// activity per batch); "naive" is one transaction per message
+// (WithBatchSize(1)). Run both in the same invocation, e.g.
+// -benchtime=20000x.
 func BenchmarkConsume(b *testing.B) {
-	for _, bc := range []struct {
-		name       string
-		batch      int
-		partitions int32
-	}{{"batch", 500, 1}, {"batch", 500, 3}, {"batch", 2000, 6}, {"naive", 1, 1}} {
-		b.Run(fmt.Sprintf("%s=%d/partitions=%d/db=%s", bc.name, bc.batch, bc.partitions, testenv.DBKindInUse()), func(b *testing.B) {
-			benchConsume(b, bc.batch, bc.partitions)
-		})
+	for _, kind := range dbKinds() {
+		for _, bc := range []struct {
+			name       string
+			batch      int
+			partitions int32
+		}{{"batch", 500, 1}, {"batch", 500, 3}, {"batch", 2000, 6}, {"naive", 1, 1}} {
+			b.Run(fmt.Sprintf("db=%s/%s=%d/partitions=%d", kind, bc.name, bc.batch, bc.partitions), func(b *testing.B) {
+				benchConsume(b, kind, bc.batch, bc.partitions)
+			})
+		}
 	}
 }
 
-func benchConsume(b *testing.B, batch int, partitions int32) {
+// BenchmarkProcess measures Processor.Process alone (no Kafka) on batches
+// of 500 messages, one goroutine, per database, with the batch's rows
+// written through prepared multi-row INSERTs ("prepared", the default) or
+// through the same statements sent as text ("text"; on pgx, which caches
+// the statements it is given, that is an implicit prepare per connection).
+func BenchmarkProcess(b *testing.B) {
+	for _, kind := range dbKinds() {
+		for _, mode := range []string{"prepared", "text"} {
+			b.Run(fmt.Sprintf("db=%s/insert=%s", kind, mode), func(b *testing.B) {
+				ctx := context.Background()
+				db := openDB(b, kind)
+				if err := AutoMigrate(ctx, db); err != nil {
+					b.Fatal(err)
+				}
+				const batch = 500
+				n := (b.N + batch - 1) / batch * batch
+				addActivity(b, db, 1, int64(n)+1, 1)
+				gen, err := NewIDGenerator(1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := NewProcessor(db, gen)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.stmts.off.Store(mode == "text")
+				msgs := make([]Message, n)
+				now := time.Now()
+				for i := range msgs {
+					msgs[i] = Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+						ActivityID: 1, UserID: int64(1 + i), Qty: 1, CreatedAt: now}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				for lo := 0; lo < n; lo += batch {
+					if _, err := p.Process(ctx, msgs[lo:lo+batch]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				elapsed := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64(n)/elapsed.Seconds(), "orders/s")
+				if mode == "prepared" && p.stmts.used.Load() == 0 {
+					b.Fatal("no prepared statement used")
+				}
+				var orders int64
+				if err := db.Model(&Order{}).Count(&orders).Error; err != nil || orders != int64(n) {
+					b.Fatalf("orders = %d (err %v), want %d", orders, err, n)
+				}
+			})
+		}
+	}
+}
+
+func benchConsume(b *testing.B, kind testenv.DBKind, batch int, partitions int32) {
 	ctx := context.Background()
-	db := testenv.DB(b)
+	db := openDB(b, kind)
 	if err := AutoMigrate(ctx, db); err != nil {
 		b.Fatal(err)
 	}

@@ -39,6 +39,7 @@ type Canceller struct {
 	rdb QueueClient
 	rel Releaser
 	o   options
+	sql sqlText
 	w   worker
 }
 
@@ -47,16 +48,19 @@ var _ Scheduler = (*Canceller)(nil)
 // NewCanceller returns a canceller. rdb may be nil: then Schedule is a
 // no-op and only the DB scan cancels. Options: [WithClock], [WithKeyPrefix],
 // [WithPollInterval], [WithScanInterval], [WithScanBatch], [WithBackoff],
-// [WithOnPayCancelled], [WithOnError], [WithLogger].
+// [WithOnPayCancelled], [WithOnError], [WithLogger], [WithTables].
 func NewCanceller(db *gorm.DB, rdb QueueClient, rel Releaser, opts ...Option) (*Canceller, error) {
 	if db == nil || rel == nil {
-		return nil, fmt.Errorf("order: NewCanceller needs a db and a releaser")
+		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", ErrInvalidOption)
 	}
 	o := buildOptions(opts)
 	if o.poll <= 0 || o.scan <= 0 || o.scanBatch < 1 || o.backoffMin <= 0 {
-		return nil, fmt.Errorf("order: invalid canceller options")
+		return nil, fmt.Errorf("%w: invalid canceller options", ErrInvalidOption)
 	}
-	return &Canceller{db: db, rdb: rdb, rel: rel, o: o}, nil
+	if err := o.tables.validate(); err != nil {
+		return nil, err
+	}
+	return &Canceller{db: db, rdb: rdb, rel: rel, o: o, sql: newSQLText(db, o.tables)}, nil
 }
 
 // Schedule queues orderNo for cancellation at at (if still unpaid then).
@@ -102,7 +106,7 @@ func statusErr(status string) error {
 
 func (c *Canceller) find(tx *gorm.DB, orderNo string) (Order, error) {
 	var rows []Order
-	if err := tx.Where("order_no = ?", orderNo).Limit(1).Find(&rows).Error; err != nil {
+	if err := tx.Table(c.o.tables.Order).Where("order_no = ?", orderNo).Limit(1).Find(&rows).Error; err != nil {
 		return Order{}, fmt.Errorf("order: find %s: %w", orderNo, err)
 	}
 	if len(rows) == 0 {
@@ -143,7 +147,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// CAS first: under REPEATABLE READ a status read before the update
 		// could be a stale snapshot.
-		q := tx.Model(&Order{}).Where("order_no = ? AND status = ?", orderNo, OrderCreated)
+		q := tx.Table(c.o.tables.Order).Where("order_no = ? AND status = ?", orderNo, OrderCreated)
 		if expiredOnly {
 			q = q.Where("expire_time <= ?", now)
 		}
@@ -158,7 +162,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 		if o, err = c.find(tx, orderNo); err != nil {
 			return err
 		}
-		return tx.Exec("UPDATE seckill_activity SET stock = stock + ? WHERE id = ?", o.Qty, o.ActivityID).Error
+		return tx.Exec(c.sql.restoreStock, o.Qty, o.ActivityID).Error
 	})
 	if errors.Is(err, errCASLost) {
 		// Not CREATED (or gone, or not expired): read the committed state
@@ -198,7 +202,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 // fails too, the [Reconciler] releases the reservation of a cancelled order.
 func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
 	now := c.o.clock.Now()
-	res := c.db.WithContext(ctx).Model(&Order{}).
+	res := c.db.WithContext(ctx).Table(c.o.tables.Order).
 		Where("order_no = ? AND status = ? AND expire_time > ?", orderNo, OrderCreated, now).
 		Updates(map[string]any{"status": OrderPaid, "pay_time": now, "updated_at": now})
 	if res.Error != nil {
@@ -322,7 +326,7 @@ func (c *Canceller) requeue(ctx context.Context, orderNo string, now time.Time) 
 func (c *Canceller) ScanExpired(ctx context.Context) (int, error) {
 	now := c.o.clock.Now()
 	var nos []string
-	if err := c.db.WithContext(ctx).Model(&Order{}).Where("status = ? AND expire_time <= ?", OrderCreated, now).
+	if err := c.db.WithContext(ctx).Table(c.o.tables.Order).Where("status = ? AND expire_time <= ?", OrderCreated, now).
 		Order("expire_time").Limit(c.o.scanBatch).Pluck("order_no", &nos).Error; err != nil {
 		return 0, fmt.Errorf("order: scan expired: %w", err)
 	}

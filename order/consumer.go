@@ -31,7 +31,9 @@ import (
 //     and retry, forever, counting nothing, marking nothing;
 //   - the batch fails while the DB is healthy: each message is retried on
 //     its own; one that fails [WithMaxAttempts] times is poison and goes to
-//     the dead-letter sink; its neighbours commit;
+//     the dead-letter sink; its neighbours commit. A [TxHook] error is such
+//     a failure (a [PermanentError] from the hook dead-letters the message
+//     at its first attempt on its own);
 //   - business refusals (sold out in the DB, duplicate, unknown activity)
 //     are FAILED outcomes, not errors: the reservation is released.
 //
@@ -71,11 +73,11 @@ var _ sarama.ConsumerGroupHandler = (*Consumer)(nil)
 // [WithOnError], [WithLogger].
 func NewConsumer(p *Processor, rel Releaser, opts ...Option) (*Consumer, error) {
 	if p == nil || rel == nil {
-		return nil, fmt.Errorf("order: NewConsumer needs a processor and a releaser")
+		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidOption)
 	}
 	o := buildOptions(opts)
 	if o.batchSize < 1 || o.maxAttempts < 1 || o.backoffMin <= 0 || o.backoffMax < o.backoffMin || o.releaseTry < 1 {
-		return nil, fmt.Errorf("order: invalid consumer options")
+		return nil, fmt.Errorf("%w: invalid consumer options", ErrInvalidOption)
 	}
 	if o.health == nil {
 		db := p.db

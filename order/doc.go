@@ -46,12 +46,87 @@
 //
 // Every exported type is safe for concurrent use. Background work (the
 // Canceller's loops, the machine-ID lease renewal) runs only inside Run and
-// stops with its context or Close. Hooks are called without internal locks.
+// stops with its context or Close. Hooks are called without internal locks
+// ([TxHook] inside the consumer's transaction, which holds row locks).
+//
+// # Message extension and order snapshot
+//
+// [Message.Ext] carries an opaque JSON payload of at most [MaxExtSize]
+// (4 KiB) from the API to the order's ext column; a message with one is
+// version 2 ([MessageVersion]), so a consumer that predates it refuses it
+// rather than dropping the payload, and a message without one is still
+// version 1: old messages decode as before (upgrade consumers first). The
+// consumer's transaction also copies the activity's product_id and
+// product_name onto the order; price is the unit price at the time of sale
+// (the message's, else the activity price read in that transaction).
+//
+// # The shop's rows in the same transaction
+//
+// [WithTxHook] gives the [Processor] (and so the [Consumer]) a [TxHook]
+// called inside the transaction that writes a batch, with the batch's new
+// orders — never the duplicates of a redelivery — after their rows were
+// inserted: the shop writes its own rows through the same *gorm.DB and they
+// commit or roll back with the orders. A hook error fails the transaction
+// like a database error: the Consumer falls back to one message at a time,
+// and a message whose hook keeps failing is dead-lettered after
+// [WithMaxAttempts] attempts (at once if the hook returns a
+// [PermanentError]) while its neighbours commit. See [TxHook].
+//
+// # Tables
+//
+// Three tables, seckill_activity, seckill_order and message_dedup by
+// default: [AutoMigrate], or the DDL of [Schema] (schema.sql,
+// [SchemaMySQL]; schema_postgres.sql, [SchemaPostgres]). [WithTables]
+// names others, so that several services (or a shop's naming scheme)
+// share a database: give the same [TableOption] to every constructor that
+// touches them ([NewProcessor], [NewCanceller], [NewReconciler],
+// [NewFence], [NewResults]) and to [AutoMigrate], [Schema], [PruneDedup]
+// and [LiveReservations]. Names are validated plain lower-case identifiers,
+// quoted in every statement; index and CHECK names are schema.sql's under
+// the default names and derived from the table's name otherwise
+// (uk_<table>_order_no, …), so two configurations coexist in one schema.
+//
+// # Databases
+//
+// The same code runs on the three, through gorm; the suite runs on each.
+//
+// MySQL 8 / MariaDB 10.6+ (gorm.io/driver/mysql, parseTime=true): InnoDB;
+// duplicate keys are error 1062. A cap above 1 is checked with SELECT … FOR
+// UPDATE, whose next-key locks make a second transaction for the same buyer
+// wait or deadlock with the first (InnoDB rolls one back, error 1213, and
+// the consumer retries it); either way it counts the first's order. The batch's
+// rows go through server-side prepared multi-row INSERTs. CHECK (stock >= 0)
+// is enforced from MariaDB 10.2 / MySQL 8.0.16.
+//
+// PostgreSQL 12+ (gorm.io/driver/postgres with pgx; tested with 15):
+// duplicate keys are SQLSTATE 23505 (pgx's *pgconn.PgError, lib/pq). The
+// processor's transactions run at READ COMMITTED whatever the server's
+// default, and a batch's transaction plans its statements per execution
+// (plan_cache_mode = force_custom_plan, SET LOCAL): pgx prepares every
+// statement, and a generic plan made while the tables were small kept the
+// batch's IN-list reads on sequential scans as they grew, until the next
+// ANALYZE. PostgreSQL has no range locks, so FOR UPDATE alone cannot stop
+// two transactions from passing the same buyer's cap check; the buyers are
+// first serialised with pg_advisory_xact_lock(space, key) — two int4 keys,
+// space from the order table's name, key a hash of (activity, user); an
+// application using two-key advisory locks may at worst wait on a
+// collision. UNIQUE treats NULLs as distinct (the default; never declare
+// live_slot's index NULLS NOT DISTINCT). The prepared INSERTs work on pgx
+// and measure the same as pgx's own statement cache. A failed statement
+// aborts the transaction: a [TxHook] must return its errors.
+//
+// SQLite (github.com/glebarez/sqlite): writers are serialised, one
+// connection per process (WAL and a busy timeout); [AutoMigrate] cannot add
+// the CHECK constraint to it; no DDL file.
+//
+// The [Canceller] claims delay-queue entries in Redis (ZREM), never rows:
+// its DB scan reads due orders and cancels each with a compare-and-set
+// UPDATE, which settles concurrent cancellers on every database, so it
+// needs no SKIP LOCKED.
 //
 // # Requirements
 //
-// gorm with MySQL 8 / MariaDB 10.6+ (InnoDB; schema.sql has the DDL) or
-// SQLite (github.com/glebarez/sqlite), through the same code. Redis 6+,
+// gorm with one of the databases above. Redis 6+,
 // standalone or Cluster: every key is used alone (results hash, delay-queue
 // sorted set, lease keys), so no script spans hash slots. Kafka ≥ 0.11 for
 // the idempotent producer.

@@ -74,6 +74,15 @@ var (
 
 	// ErrClosed is returned by Run after Close.
 	ErrClosed = errors.New("order: closed")
+
+	// ErrInvalidOption is returned by constructors and functions given an
+	// invalid option or a missing collaborator (an invalid table name, a
+	// nil db, a non-positive pay timeout, …).
+	ErrInvalidOption = errors.New("order: invalid option")
+
+	// ErrUnsupportedDialect is returned by [Schema] for a dialect it has
+	// no DDL for (SQLite: use [AutoMigrate]).
+	ErrUnsupportedDialect = errors.New("order: unsupported database dialect")
 )
 
 // PermanentError marks a failure that retrying cannot fix: an undecodable or

@@ -135,3 +135,56 @@ func ExampleSubmitter_Submit() {
 	// released resv-2
 	// true
 }
+
+// The shop's own rows are written by a TxHook in the transaction of the
+// orders, here under table names of the shop's choosing; the message's
+// extension payload and the product snapshot land on the order row.
+func ExampleWithTxHook() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "order-example")
+	defer os.RemoveAll(dir)
+	db, _ := testenv.OpenSQLite(filepath.Join(dir, "shop.db"))
+	defer func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	}()
+	tabs := order.WithTables(order.Tables{Activity: "shop_activity", Order: "shop_order", Dedup: "shop_order_dedup"})
+	_ = order.AutoMigrate(ctx, db, tabs)
+	type ShopItem struct {
+		OrderNo string `gorm:"primaryKey"`
+		Product string
+		Ext     string
+	}
+	_ = db.AutoMigrate(&ShopItem{})
+	start := time.Now()
+	db.Table("shop_activity").Create(&order.Activity{ID: 42, ProductID: 7001, ProductName: "phone", ActivityPrice: 99900,
+		TotalStock: 5, Stock: 5, UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
+
+	ids, _ := order.NewIDGenerator(1)
+	p, _ := order.NewProcessor(db, ids, tabs, order.WithTxHook(func(ctx context.Context, tx *gorm.DB, orders []order.Order) error {
+		for _, o := range orders {
+			if err := tx.Create(&ShopItem{OrderNo: o.OrderNo, Product: o.ProductName, Ext: string(o.Ext)}).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	m := message(1, 7)
+	m.Ext = []byte(`{"coupon":"SPRING"}`)
+	outs, _ := p.Process(ctx, []order.Message{m, message(2, 8)})
+	_, _ = p.Process(ctx, []order.Message{m}) // redelivered: no second shop row
+
+	var items []ShopItem
+	db.Order("ext").Find(&items)
+	for _, it := range items {
+		fmt.Printf("%v %s %q\n", it.OrderNo == outs[0].OrderNo || it.OrderNo == outs[1].OrderNo, it.Product, it.Ext)
+	}
+	var o order.Order
+	db.Table("shop_order").Where("order_no = ?", outs[0].OrderNo).First(&o)
+	fmt.Println(o.ProductID, o.ProductName, o.Price, string(o.Ext))
+	// Output:
+	// true phone ""
+	// true phone "{\"coupon\":\"SPRING\"}"
+	// 7001 phone 999.00 {"coupon":"SPRING"}
+}

@@ -55,12 +55,16 @@ type Fence struct {
 
 // NewFence returns a fence over db that gives units back through rel (the
 // raw Redis release, stock.Deductor.Release). Options: [WithClock],
-// [WithResults] (a FAILED result is recorded after a release).
+// [WithResults] (a FAILED result is recorded after a release), [WithTables].
 func NewFence(db *gorm.DB, rel Releaser, opts ...Option) (*Fence, error) {
 	if db == nil || rel == nil {
-		return nil, fmt.Errorf("order: NewFence needs a db and a releaser")
+		return nil, fmt.Errorf("%w: NewFence needs a db and a releaser", ErrInvalidOption)
 	}
-	return &Fence{db: db, rel: rel, o: buildOptions(opts)}, nil
+	o := buildOptions(opts)
+	if err := o.tables.validate(); err != nil {
+		return nil, err
+	}
+	return &Fence{db: db, rel: rel, o: o}, nil
 }
 
 // Release implements [Releaser]: it fences the reservation with reason
@@ -110,21 +114,21 @@ func (f *Fence) fence(ctx context.Context, r ReleaseRequest) (Outcome, error) {
 		m.MsgID = m.MsgID[:64] // the row is found by reservation_id, not by msg_id
 	}
 	d := dedupOf(m, StatusFailed, "", r.Reason, now)
-	err := f.db.WithContext(ctx).Create(&d).Error
+	err := f.db.WithContext(ctx).Table(f.o.tables.Dedup).Create(&d).Error
 	if err == nil {
 		return Outcome{Message: m, Status: StatusFailed, Reason: r.Reason}, nil
 	}
 	if !isDuplicate(err) {
 		return Outcome{}, fmt.Errorf("order: fence %s: %w", r.ReservationID, err)
 	}
-	return lookupReservation(ctx, f.db, m)
+	return lookupReservation(ctx, f.db, f.o.tables, m)
 }
 
 // lookupReservation answers m from the dedup row of its message or of its
 // reservation (whichever exists), or from the reservation's order.
-func lookupReservation(ctx context.Context, db *gorm.DB, m Message) (Outcome, error) {
+func lookupReservation(ctx context.Context, db *gorm.DB, t Tables, m Message) (Outcome, error) {
 	var d []Dedup
-	if err := db.WithContext(ctx).Where("msg_id = ? OR reservation_id = ?", m.MsgID, m.ReservationID).
+	if err := db.WithContext(ctx).Table(t.Dedup).Where("msg_id = ? OR reservation_id = ?", m.MsgID, m.ReservationID).
 		Limit(2).Find(&d).Error; err != nil {
 		return Outcome{}, fmt.Errorf("order: lookup %s: %w", m.ReservationID, err)
 	}
@@ -137,7 +141,7 @@ func lookupReservation(ctx context.Context, db *gorm.DB, m Message) (Outcome, er
 		return outcomeOf(m, d[0]), nil
 	}
 	var o []Order
-	if err := db.WithContext(ctx).Select("order_no").Where("reservation_id = ?", m.ReservationID).
+	if err := db.WithContext(ctx).Table(t.Order).Select("order_no").Where("reservation_id = ?", m.ReservationID).
 		Limit(1).Find(&o).Error; err != nil {
 		return Outcome{}, fmt.Errorf("order: lookup %s: %w", m.ReservationID, err)
 	}

@@ -46,76 +46,78 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 
 	t.Run("stock 1, cap 1", func(t *testing.T) {
 		t.Parallel()
-		db := newDB(t)
-		addActivity(t, db, 1, 1, 1)
-		clock := newClock()
-		led := newLedger()
-		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
-		require.NoError(t, err)
+		eachDB(t, func(t *testing.T, db *gorm.DB) {
+			addActivity(t, db, 1, 1, 1)
+			clock := newClock()
+			led := newLedger()
+			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+			require.NoError(t, err)
 
-		late := msg(1, 1, 101) // buyer A: reserved, message stuck behind a backlog
-		led.reserve(1, Reservation{ID: late.ReservationID, User: 101, Qty: 1, At: clock.Now()})
-		clock.Add(3 * time.Minute)
-		rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
-		require.NoError(t, err)
-		rep, err := rec.Reconcile(ctx, 1)
-		require.NoError(t, err)
-		require.Equal(t, []string{late.ReservationID}, rep.Released)
+			late := msg(1, 1, 101) // buyer A: reserved, message stuck behind a backlog
+			led.reserve(1, Reservation{ID: late.ReservationID, User: 101, Qty: 1, At: clock.Now()})
+			clock.Add(3 * time.Minute)
+			rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
+			require.NoError(t, err)
+			rep, err := rec.Reconcile(ctx, 1)
+			require.NoError(t, err)
+			require.Equal(t, []string{late.ReservationID}, rep.Released)
 
-		// buyer B gets the unit that came back, and its order
-		b := msg(2, 1, 102)
-		led.reserve(1, Reservation{ID: b.ReservationID, User: 102, Qty: 1, At: clock.Now()})
-		ob, err := p.Handle(ctx, b)
-		require.NoError(t, err)
-		require.Equal(t, StatusSuccess, ob.Status)
+			// buyer B gets the unit that came back, and its order
+			b := msg(2, 1, 102)
+			led.reserve(1, Reservation{ID: b.ReservationID, User: 102, Qty: 1, At: clock.Now()})
+			ob, err := p.Handle(ctx, b)
+			require.NoError(t, err)
+			require.Equal(t, StatusSuccess, ob.Status)
 
-		// A's message finally arrives
-		oa, err := p.Handle(ctx, late)
-		require.NoError(t, err)
-		assert.Equal(t, StatusFailed, oa.Status)
-		assert.Equal(t, ReasonReleased, oa.Reason)
-		assert.True(t, oa.Release(), "releasing again is harmless (idempotent) and finishes an unfinished release")
+			// A's message finally arrives
+			oa, err := p.Handle(ctx, late)
+			require.NoError(t, err)
+			assert.Equal(t, StatusFailed, oa.Status)
+			assert.Equal(t, ReasonReleased, oa.Reason)
+			assert.True(t, oa.Release(), "releasing again is harmless (idempotent) and finishes an unfinished release")
 
-		assert.EqualValues(t, 1, countOrders(t, db, ""), "one order: B's")
-		assert.EqualValues(t, 1, countOrders(t, db, "user_id = ?", 102))
-		assert.EqualValues(t, 0, dbStock(t, db, 1))
-		checkConservation(t, db, 1, 1)
-		n, outcome, reason := dedupRows(t, db, late.ReservationID)
-		assert.EqualValues(t, 1, n, "one outcome row for A's reservation: the fence")
-		assert.Equal(t, string(StatusFailed), outcome)
-		assert.Equal(t, ReasonReleased, reason)
-		assert.Equal(t, 1, led.releasedByID()[late.ReservationID])
+			assert.EqualValues(t, 1, countOrders(t, db, ""), "one order: B's")
+			assert.EqualValues(t, 1, countOrders(t, db, "user_id = ?", 102))
+			assert.EqualValues(t, 0, dbStock(t, db, 1))
+			checkConservation(t, db, 1, 1)
+			n, outcome, reason := dedupRows(t, db, late.ReservationID)
+			assert.EqualValues(t, 1, n, "one outcome row for A's reservation: the fence")
+			assert.Equal(t, string(StatusFailed), outcome)
+			assert.Equal(t, ReasonReleased, reason)
+			assert.Equal(t, 1, led.releasedByID()[late.ReservationID])
+		})
 	})
 
 	t.Run("cap 2: no buyer above the cap", func(t *testing.T) {
 		t.Parallel()
-		db := newDB(t)
-		addActivity(t, db, 1, 10, 2)
-		clock := newClock()
-		led := newLedger()
-		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
-		require.NoError(t, err)
-		const u = 7
-		late := msg(1, 1, u)
-		led.reserve(1, Reservation{ID: late.ReservationID, User: u, Qty: 1, At: clock.Now()})
-		clock.Add(time.Hour)
-		rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
-		require.NoError(t, err)
-		_, err = rec.Reconcile(ctx, 1)
-		require.NoError(t, err)
-		// Redis gave the buyer their hold back: they buy twice more
-		for i := 2; i <= 3; i++ {
-			o, err := p.Handle(ctx, msg(i, 1, u))
+		eachDB(t, func(t *testing.T, db *gorm.DB) {
+			addActivity(t, db, 1, 10, 2)
+			clock := newClock()
+			led := newLedger()
+			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 			require.NoError(t, err)
-			require.Equal(t, StatusSuccess, o.Status)
-		}
-		o, err := p.Handle(ctx, late)
-		require.NoError(t, err)
-		assert.Equal(t, StatusFailed, o.Status)
-		orders, units := userLive(t, db, 1, u)
-		assert.EqualValues(t, 2, orders)
-		assert.EqualValues(t, 2, units)
-		checkConservation(t, db, 1, 10)
+			const u = 7
+			late := msg(1, 1, u)
+			led.reserve(1, Reservation{ID: late.ReservationID, User: u, Qty: 1, At: clock.Now()})
+			clock.Add(time.Hour)
+			rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
+			require.NoError(t, err)
+			_, err = rec.Reconcile(ctx, 1)
+			require.NoError(t, err)
+			// Redis gave the buyer their hold back: they buy twice more
+			for i := 2; i <= 3; i++ {
+				o, err := p.Handle(ctx, msg(i, 1, u))
+				require.NoError(t, err)
+				require.Equal(t, StatusSuccess, o.Status)
+			}
+			o, err := p.Handle(ctx, late)
+			require.NoError(t, err)
+			assert.Equal(t, StatusFailed, o.Status)
+			orders, units := userLive(t, db, 1, u)
+			assert.EqualValues(t, 2, orders)
+			assert.EqualValues(t, 2, units)
+			checkConservation(t, db, 1, 10)
+		})
 	})
 }
 
@@ -127,40 +129,41 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			t.Parallel()
-			db := newDB(t)
-			addActivity(t, db, 1, 100, 3)
-			p, err := NewProcessor(db, newGen(t, 1), WithClock(newClock()))
-			require.NoError(t, err)
-			// user 5 buys qty 2, then qty 1, then qty 1 (over the cap of 3),
-			// each in its own batch with other buyers.
-			qtys := []int64{2, 1, 1}
-			var last Outcome
-			for round, q := range qtys {
-				var msgs []Message
-				for k := 0; k < 4; k++ {
-					m := msg(round*10+k, 1, int64(1000+round*10+k))
-					if k == 0 {
-						m.UserID, m.Qty = 5, q
-					}
-					msgs = append(msgs, m)
-				}
-				if !batch {
-					msgs = msgs[:1]
-				}
-				outs, err := p.Process(ctx, msgs)
+			eachDB(t, func(t *testing.T, db *gorm.DB) {
+				addActivity(t, db, 1, 100, 3)
+				p, err := NewProcessor(db, newGen(t, 1), WithClock(newClock()))
 				require.NoError(t, err)
-				for _, o := range outs[1:] {
-					require.Equal(t, StatusSuccess, o.Status, "other buyers are not failed by user 5")
+				// user 5 buys qty 2, then qty 1, then qty 1 (over the cap of 3),
+				// each in its own batch with other buyers.
+				qtys := []int64{2, 1, 1}
+				var last Outcome
+				for round, q := range qtys {
+					var msgs []Message
+					for k := 0; k < 4; k++ {
+						m := msg(round*10+k, 1, int64(1000+round*10+k))
+						if k == 0 {
+							m.UserID, m.Qty = 5, q
+						}
+						msgs = append(msgs, m)
+					}
+					if !batch {
+						msgs = msgs[:1]
+					}
+					outs, err := p.Process(ctx, msgs)
+					require.NoError(t, err)
+					for _, o := range outs[1:] {
+						require.Equal(t, StatusSuccess, o.Status, "other buyers are not failed by user 5")
+					}
+					last = outs[0]
 				}
-				last = outs[0]
-			}
-			assert.Equal(t, StatusFailed, last.Status)
-			assert.Equal(t, ReasonLimit, last.Reason)
-			assert.True(t, last.Release())
-			orders, units := userLive(t, db, 1, 5)
-			assert.EqualValues(t, 2, orders)
-			assert.EqualValues(t, 3, units)
-			checkConservation(t, db, 1, 100)
+				assert.Equal(t, StatusFailed, last.Status)
+				assert.Equal(t, ReasonLimit, last.Reason)
+				assert.True(t, last.Release())
+				orders, units := userLive(t, db, 1, 5)
+				assert.EqualValues(t, 2, orders)
+				assert.EqualValues(t, 3, units)
+				checkConservation(t, db, 1, 100)
+			})
 		})
 	}
 }
@@ -170,76 +173,77 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 // never became an order.
 func TestFenceRace(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := newDB(t)
-	const n = 60
-	addActivity(t, db, 1, n, 1)
-	clock := newClock()
-	led := newLedger()
-	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
-	require.NoError(t, err)
-	f, err := NewFence(db, led, WithClock(clock))
-	require.NoError(t, err)
-	var consumed, fenced, refused sync.Map
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		m := msg(i, 1, int64(500+i))
-		led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for {
-				o, err := p.Handle(ctx, m)
-				if err != nil { // SQLite busy under contention: a retry is what the consumer does
-					continue
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		const n = 60
+		addActivity(t, db, 1, n, 1)
+		clock := newClock()
+		led := newLedger()
+		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+		require.NoError(t, err)
+		f, err := NewFence(db, led, WithClock(clock))
+		require.NoError(t, err)
+		var consumed, fenced, refused sync.Map
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			m := msg(i, 1, int64(500+i))
+			led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				for {
+					o, err := p.Handle(ctx, m)
+					if err != nil { // SQLite busy under contention: a retry is what the consumer does
+						continue
+					}
+					if o.Status == StatusSuccess {
+						consumed.Store(m.ReservationID, true)
+					}
+					return
 				}
-				if o.Status == StatusSuccess {
-					consumed.Store(m.ReservationID, true)
+			}()
+			go func() {
+				defer wg.Done()
+				for {
+					err := f.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: m.UserID, ReservationID: m.ReservationID})
+					switch {
+					case err == nil:
+						fenced.Store(m.ReservationID, true)
+					case errors.Is(err, ErrConsumed):
+						refused.Store(m.ReservationID, true)
+					default:
+						continue
+					}
+					return
 				}
-				return
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			for {
-				err := f.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: m.UserID, ReservationID: m.ReservationID})
-				switch {
-				case err == nil:
-					fenced.Store(m.ReservationID, true)
-				case errors.Is(err, ErrConsumed):
-					refused.Store(m.ReservationID, true)
-				default:
-					continue
-				}
-				return
-			}
-		}()
-	}
-	wg.Wait()
-	released := led.releasedByID()
-	var nc, nf int
-	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("r-%d", i)
-		_, c := consumed.Load(id)
-		_, fe := fenced.Load(id)
-		_, rf := refused.Load(id)
-		require.True(t, c != fe, "%s: consumed=%v fenced=%v: exactly one wins", id, c, fe)
-		require.Equal(t, c, rf, "%s: a release of a consumed reservation is refused", id)
-		var orders int64
-		require.NoError(t, db.Raw("SELECT COUNT(*) FROM seckill_order WHERE reservation_id = ?", id).Scan(&orders).Error)
-		if c {
-			nc++
-			assert.EqualValues(t, 1, orders)
-			assert.Zero(t, released[id], "%s: consumed, never released", id)
-		} else {
-			nf++
-			assert.Zero(t, orders)
-			assert.Equal(t, 1, released[id], "%s: fenced and released once", id)
+			}()
 		}
-	}
-	assert.Equal(t, n, nc+nf)
-	checkConservation(t, db, 1, n)
-	t.Logf("%d consumed, %d released", nc, nf)
+		wg.Wait()
+		released := led.releasedByID()
+		var nc, nf int
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("r-%d", i)
+			_, c := consumed.Load(id)
+			_, fe := fenced.Load(id)
+			_, rf := refused.Load(id)
+			require.True(t, c != fe, "%s: consumed=%v fenced=%v: exactly one wins", id, c, fe)
+			require.Equal(t, c, rf, "%s: a release of a consumed reservation is refused", id)
+			var orders int64
+			require.NoError(t, db.Raw("SELECT COUNT(*) FROM seckill_order WHERE reservation_id = ?", id).Scan(&orders).Error)
+			if c {
+				nc++
+				assert.EqualValues(t, 1, orders)
+				assert.Zero(t, released[id], "%s: consumed, never released", id)
+			} else {
+				nf++
+				assert.Zero(t, orders)
+				assert.Equal(t, 1, released[id], "%s: fenced and released once", id)
+			}
+		}
+		assert.Equal(t, n, nc+nf)
+		checkConservation(t, db, 1, n)
+		t.Logf("%d consumed, %d released", nc, nf)
+	})
 }
 
 // A publish that reported an error but reached Kafka, with the outbox down
@@ -247,36 +251,37 @@ func TestFenceRace(t *testing.T) {
 // consumed, deducts nothing. Before, the unit was released and sold twice.
 func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := newDB(t)
-	addActivity(t, db, 1, 5, 1)
-	clock := newClock()
-	led := newLedger()
-	f, err := NewFence(db, led, WithClock(clock))
-	require.NoError(t, err)
-	var delivered []Message
-	pub := PublisherFunc(func(_ context.Context, m Message) error {
-		delivered = append(delivered, m)        // it got through…
-		return errors.New("kafka: i/o timeout") // …but the reply was lost
-	})
-	fb := FallbackFunc(func(context.Context, Message) error { return errors.New("outbox: db down") })
-	s, err := NewSubmitter(pub, fb, f, WithClock(clock))
-	require.NoError(t, err)
-	m := msg(1, 1, 9)
-	led.reserve(1, Reservation{ID: m.ReservationID, User: 9, Qty: 1, At: clock.Now()})
-	_, err = s.Submit(ctx, m)
-	require.ErrorIs(t, err, ErrRetry)
-	require.Len(t, delivered, 1)
-	assert.Equal(t, 1, led.releasedByID()[m.ReservationID])
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, 1, 5, 1)
+		clock := newClock()
+		led := newLedger()
+		f, err := NewFence(db, led, WithClock(clock))
+		require.NoError(t, err)
+		var delivered []Message
+		pub := PublisherFunc(func(_ context.Context, m Message) error {
+			delivered = append(delivered, m)        // it got through…
+			return errors.New("kafka: i/o timeout") // …but the reply was lost
+		})
+		fb := FallbackFunc(func(context.Context, Message) error { return errors.New("outbox: db down") })
+		s, err := NewSubmitter(pub, fb, f, WithClock(clock))
+		require.NoError(t, err)
+		m := msg(1, 1, 9)
+		led.reserve(1, Reservation{ID: m.ReservationID, User: 9, Qty: 1, At: clock.Now()})
+		_, err = s.Submit(ctx, m)
+		require.ErrorIs(t, err, ErrRetry)
+		require.Len(t, delivered, 1)
+		assert.Equal(t, 1, led.releasedByID()[m.ReservationID])
 
-	p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
-	require.NoError(t, err)
-	o, err := p.Handle(ctx, delivered[0])
-	require.NoError(t, err)
-	assert.Equal(t, StatusFailed, o.Status)
-	assert.Equal(t, ReasonHandoff, o.Reason)
-	assert.EqualValues(t, 0, countOrders(t, db, ""))
-	assert.EqualValues(t, 5, dbStock(t, db, 1))
+		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+		require.NoError(t, err)
+		o, err := p.Handle(ctx, delivered[0])
+		require.NoError(t, err)
+		assert.Equal(t, StatusFailed, o.Status)
+		assert.Equal(t, ReasonHandoff, o.Reason)
+		assert.EqualValues(t, 0, countOrders(t, db, ""))
+		assert.EqualValues(t, 5, dbStock(t, db, 1))
+	})
 }
 
 // Results never contradict the database: a QUEUED entry whose order
@@ -287,57 +292,58 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	for kind, rdb := range testenv.AllRedis(t) {
 		t.Run(string(kind), func(t *testing.T) {
-			db := newDB(t)
-			addActivity(t, db, 1, 10, 1)
-			clock := newClock()
-			prefix := testenv.Prefix(t) + string(kind) + ":"
-			r, err := NewResults(rdb, db, WithKeyPrefix(prefix), WithClock(clock), WithResultTTL(time.Hour))
-			require.NoError(t, err)
-			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
-			require.NoError(t, err)
+			eachDB(t, func(t *testing.T, db *gorm.DB) {
+				addActivity(t, db, 1, 10, 1)
+				clock := newClock()
+				prefix := testenv.Prefix(t) + string(kind) + ":"
+				r, err := NewResults(rdb, db, WithKeyPrefix(prefix), WithClock(clock), WithResultTTL(time.Hour))
+				require.NoError(t, err)
+				p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+				require.NoError(t, err)
 
-			m := msg(1, 1, 7)
-			require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: m.ReservationID}))
-			got, err := r.Reservation(ctx, 1, 7, m.ReservationID)
-			require.NoError(t, err)
-			assert.Equal(t, StatusQueued, got.Status, "in flight: queued")
+				m := msg(1, 1, 7)
+				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: m.ReservationID}))
+				got, err := r.Reservation(ctx, 1, 7, m.ReservationID)
+				require.NoError(t, err)
+				assert.Equal(t, StatusQueued, got.Status, "in flight: queued")
 
-			o, err := p.Handle(ctx, m) // committed; the process dies before writing the result
-			require.NoError(t, err)
-			got, err = r.Get(ctx, 1, 7)
-			require.NoError(t, err)
-			assert.Equal(t, StatusSuccess, got.Status)
-			assert.Equal(t, o.OrderNo, got.OrderNo)
-			raw, err := rdb.HGet(ctx, resultKey(prefix, 1, 7), "status").Result()
-			require.NoError(t, err)
-			assert.Equal(t, string(StatusSuccess), raw, "the stale entry was repaired")
+				o, err := p.Handle(ctx, m) // committed; the process dies before writing the result
+				require.NoError(t, err)
+				got, err = r.Get(ctx, 1, 7)
+				require.NoError(t, err)
+				assert.Equal(t, StatusSuccess, got.Status)
+				assert.Equal(t, o.OrderNo, got.OrderNo)
+				raw, err := rdb.HGet(ctx, resultKey(prefix, 1, 7), "status").Result()
+				require.NoError(t, err)
+				assert.Equal(t, string(StatusSuccess), raw, "the stale entry was repaired")
 
-			require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", OrderCancelled, o.OrderNo).Error)
-			got, err = r.Reservation(ctx, 1, 7, m.ReservationID)
-			require.NoError(t, err)
-			assert.Equal(t, StatusFailed, got.Status)
-			assert.Equal(t, ReasonCancelled, got.Reason)
+				require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", OrderCancelled, o.OrderNo).Error)
+				got, err = r.Reservation(ctx, 1, 7, m.ReservationID)
+				require.NoError(t, err)
+				assert.Equal(t, StatusFailed, got.Status)
+				assert.Equal(t, ReasonCancelled, got.Reason)
 
-			// a released reservation reads FAILED with its reason
-			led := newLedger()
-			f, err := NewFence(db, led, WithClock(clock))
-			require.NoError(t, err)
-			m2 := msg(2, 1, 8)
-			require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 8, Status: StatusQueued, ReservationID: m2.ReservationID}))
-			require.NoError(t, f.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: 8, ReservationID: m2.ReservationID}))
-			got, err = r.Get(ctx, 1, 8)
-			require.NoError(t, err)
-			assert.Equal(t, StatusFailed, got.Status)
-			assert.Equal(t, ReasonReleased, got.Reason)
+				// a released reservation reads FAILED with its reason
+				led := newLedger()
+				f, err := NewFence(db, led, WithClock(clock))
+				require.NoError(t, err)
+				m2 := msg(2, 1, 8)
+				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 8, Status: StatusQueued, ReservationID: m2.ReservationID}))
+				require.NoError(t, f.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: 8, ReservationID: m2.ReservationID}))
+				got, err = r.Get(ctx, 1, 8)
+				require.NoError(t, err)
+				assert.Equal(t, StatusFailed, got.Status)
+				assert.Equal(t, ReasonReleased, got.Reason)
 
-			unknown, err := r.Reservation(ctx, 1, 8, "r-nobody")
-			require.NoError(t, err)
-			assert.Equal(t, StatusNone, unknown.Status)
-			// another buyer's reservation tells this one nothing
-			other, err := r.Reservation(ctx, 1, 8, m.ReservationID)
-			require.NoError(t, err)
-			assert.Equal(t, StatusNone, other.Status)
-			assert.Empty(t, other.OrderNo)
+				unknown, err := r.Reservation(ctx, 1, 8, "r-nobody")
+				require.NoError(t, err)
+				assert.Equal(t, StatusNone, unknown.Status)
+				// another buyer's reservation tells this one nothing
+				other, err := r.Reservation(ctx, 1, 8, m.ReservationID)
+				require.NoError(t, err)
+				assert.Equal(t, StatusNone, other.Status)
+				assert.Empty(t, other.OrderNo)
+			})
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -98,17 +99,57 @@ func newClock() *fixedClock { return testenv.NewEpochClock(0) }
 // real clock keep the default.
 func testIDEpoch() time.Time { return testenv.Epoch().Add(-24 * time.Hour) }
 
-func newDB(t testing.TB) *gorm.DB {
+// eachDB runs f as a parallel subtest, named after the kind, on a fresh
+// database of every kind available (testenv.AllDB: SQLite always, MariaDB
+// and PostgreSQL when SECKILL_MYSQL_DSN and SECKILL_POSTGRES_DSN are set),
+// with the order tables under their default names.
+func eachDB(t *testing.T, f func(t *testing.T, db *gorm.DB)) {
 	t.Helper()
-	db := testenv.DB(t)
-	require.NoError(t, AutoMigrate(context.Background(), db))
-	return db
+	for kind, db := range testenv.AllDB(t) {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			require.NoError(t, AutoMigrate(context.Background(), db))
+			f(t, db)
+		})
+	}
+}
+
+// dbKinds lists the kinds of database available, as testenv.AllDB would
+// return them, in a fixed order (for benchmarks).
+func dbKinds() []testenv.DBKind {
+	kinds := []testenv.DBKind{testenv.KindSQLite}
+	if os.Getenv(testenv.EnvMySQLDSN) != "" {
+		kinds = append(kinds, testenv.KindMySQL)
+	}
+	if os.Getenv(testenv.EnvPostgresDSN) != "" {
+		kinds = append(kinds, testenv.KindPostgres)
+	}
+	return kinds
+}
+
+// openDB returns a fresh database of the given kind, without tables.
+func openDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
+	t.Helper()
+	switch kind {
+	case testenv.KindMySQL:
+		return testenv.MySQL(t)
+	case testenv.KindPostgres:
+		return testenv.Postgres(t)
+	}
+	return testenv.SQLite(t)
 }
 
 func addActivity(t testing.TB, db *gorm.DB, id, stock, limit int64) {
 	t.Helper()
+	addActivityIn(t, db, DefaultTables(), id, stock, limit)
+}
+
+// addActivityIn adds an activity row to the activity table of tabs.
+func addActivityIn(t testing.TB, db *gorm.DB, tabs Tables, id, stock, limit int64) {
+	t.Helper()
 	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
-	require.NoError(t, db.Create(&Activity{ID: id, Name: fmt.Sprint("a", id), ActivityPrice: 990, OriginalPrice: 1990,
+	require.NoError(t, db.Table(tabs.Activity).Create(&Activity{ID: id, Name: fmt.Sprint("a", id), ActivityPrice: 990, OriginalPrice: 1990,
+		ProductID: 9000 + id, ProductName: fmt.Sprint("product ", id),
 		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
 )
@@ -99,140 +100,143 @@ func dedupCount(t testing.TB, c *Consumer) int64 {
 
 func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 	t.Parallel()
-	brokers := testenv.Kafka(t, 3, "orders")
-	db := newDB(t)
-	addActivity(t, db, 1, 1000, 1)
-	led := newLedger()
-	prod, err := NewProducer(syncProducer(t, brokers), "orders")
-	require.NoError(t, err)
-	ctx := context.Background()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		brokers := testenv.Kafka(t, 3, "orders")
+		addActivity(t, db, 1, 1000, 1)
+		led := newLedger()
+		prod, err := NewProducer(syncProducer(t, brokers), "orders")
+		require.NoError(t, err)
+		ctx := context.Background()
 
-	accepted := 0
-	publish := func(from, to int) {
-		for i := from; i < to; i++ {
-			m := msg(i, 1, int64(1000+i))
-			led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
-			require.NoError(t, prod.Publish(ctx, m))
-			require.NoError(t, prod.Publish(ctx, m), "same message twice")
-			accepted++
+		accepted := 0
+		publish := func(from, to int) {
+			for i := from; i < to; i++ {
+				m := msg(i, 1, int64(1000+i))
+				led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
+				require.NoError(t, prod.Publish(ctx, m))
+				require.NoError(t, prod.Publish(ctx, m), "same message twice")
+				accepted++
+			}
 		}
-	}
-	newConsumer := func(machine int64) *Consumer {
-		p, err := NewProcessor(db, newGen(t, machine))
-		require.NoError(t, err)
-		c, err := NewConsumer(p, led, WithBatchSize(16), WithLinger(time.Millisecond))
-		require.NoError(t, err)
-		return c
-	}
-	c1 := newConsumer(1)
-	publish(0, 40)
-	runGroup(t, brokers, nil, "g1", "orders", c1)
-	eventually(t, 20*time.Second, func() bool { return dedupCount(t, c1) == 40 }, "first 40")
+		newConsumer := func(machine int64) *Consumer {
+			p, err := NewProcessor(db, newGen(t, machine))
+			require.NoError(t, err)
+			c, err := NewConsumer(p, led, WithBatchSize(16), WithLinger(time.Millisecond))
+			require.NoError(t, err)
+			return c
+		}
+		c1 := newConsumer(1)
+		publish(0, 40)
+		runGroup(t, brokers, nil, "g1", "orders", c1)
+		eventually(t, 20*time.Second, func() bool { return dedupCount(t, c1) == 40 }, "first 40")
 
-	// A second member joins: rebalance. Then old messages are delivered again
-	// (re-published) alongside new ones.
-	c2 := newConsumer(2)
-	runGroup(t, brokers, nil, "g1", "orders", c2)
-	publish(40, 80)
-	for i := 0; i < 40; i += 3 {
-		require.NoError(t, prod.Publish(ctx, msg(i, 1, int64(1000+i))), "redelivery after the rebalance")
-	}
-	eventually(t, 30*time.Second, func() bool { return dedupCount(t, c1) == 80 }, "all 80")
-	// let any in-flight duplicate settle, then count
-	time.Sleep(200 * time.Millisecond)
-	orders := countOrders(t, db, "")
-	assert.EqualValues(t, 80, orders)
-	assert.EqualValues(t, accepted-led.releases(), orders, "orders = accepted − releases")
-	assert.Equal(t, 0, led.releases())
-	checkConservation(t, db, 1, 1000)
+		// A second member joins: rebalance. Then old messages are delivered again
+		// (re-published) alongside new ones.
+		c2 := newConsumer(2)
+		runGroup(t, brokers, nil, "g1", "orders", c2)
+		publish(40, 80)
+		for i := 0; i < 40; i += 3 {
+			require.NoError(t, prod.Publish(ctx, msg(i, 1, int64(1000+i))), "redelivery after the rebalance")
+		}
+		eventually(t, 30*time.Second, func() bool { return dedupCount(t, c1) == 80 }, "all 80")
+		// let any in-flight duplicate settle, then count
+		time.Sleep(200 * time.Millisecond)
+		orders := countOrders(t, db, "")
+		assert.EqualValues(t, 80, orders)
+		assert.EqualValues(t, accepted-led.releases(), orders, "orders = accepted − releases")
+		assert.Equal(t, 0, led.releases())
+		checkConservation(t, db, 1, 1000)
+	})
 }
 
 func TestKafkaKilledBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
-	brokers := testenv.Kafka(t, 3, "orders")
-	db := newDB(t)
-	addActivity(t, db, 1, 1000, 1)
-	led := newLedger()
-	prod, err := NewProducer(syncProducer(t, brokers), "orders")
-	require.NoError(t, err)
-	for i := 0; i < 30; i++ {
-		m := msg(i, 1, int64(1000+i))
-		led.reserve(1, Reservation{ID: m.ReservationID})
-		require.NoError(t, prod.Publish(context.Background(), m))
-	}
-	newConsumer := func(machine int64, n Notifier) *Consumer {
-		p, err := NewProcessor(db, newGen(t, machine))
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		brokers := testenv.Kafka(t, 3, "orders")
+		addActivity(t, db, 1, 1000, 1)
+		led := newLedger()
+		prod, err := NewProducer(syncProducer(t, brokers), "orders")
 		require.NoError(t, err)
-		c, err := NewConsumer(p, led, WithBatchSize(8), WithLinger(time.Millisecond), WithNotifier(n))
-		require.NoError(t, err)
-		return c
-	}
+		for i := 0; i < 30; i++ {
+			m := msg(i, 1, int64(1000+i))
+			led.reserve(1, Reservation{ID: m.ReservationID})
+			require.NoError(t, prod.Publish(context.Background(), m))
+		}
+		newConsumer := func(machine int64, n Notifier) *Consumer {
+			p, err := NewProcessor(db, newGen(t, machine))
+			require.NoError(t, err)
+			c, err := NewConsumer(p, led, WithBatchSize(8), WithLinger(time.Millisecond), WithNotifier(n))
+			require.NoError(t, err)
+			return c
+		}
 
-	// First consumer: offsets are never committed (auto-commit off and no
-	// Commit call): it dies after its DB commits, before any offset commit.
-	cfg := testSaramaConfig()
-	cfg.Consumer.Offsets.AutoCommit.Enable = false
-	c1 := newConsumer(1, NotifierFunc(func(context.Context, Result) {}))
-	r1 := runGroup(t, brokers, cfg, "g-crash", "orders", c1)
-	eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 30 }, "first run writes all")
-	r1.stop()
+		// First consumer: offsets are never committed (auto-commit off and no
+		// Commit call): it dies after its DB commits, before any offset commit.
+		cfg := testSaramaConfig()
+		cfg.Consumer.Offsets.AutoCommit.Enable = false
+		c1 := newConsumer(1, NotifierFunc(func(context.Context, Result) {}))
+		r1 := runGroup(t, brokers, cfg, "g-crash", "orders", c1)
+		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 30 }, "first run writes all")
+		r1.stop()
 
-	// Restart: everything is redelivered from the oldest offset.
-	var seen atomic.Int64
-	c2 := newConsumer(2, NotifierFunc(func(context.Context, Result) { seen.Add(1) }))
-	runGroup(t, brokers, nil, "g-crash", "orders", c2)
-	eventually(t, 20*time.Second, func() bool { return seen.Load() >= 30 }, "redelivery")
-	assert.EqualValues(t, 30, countOrders(t, db, ""), "no duplicate order")
-	assert.EqualValues(t, 30, dedupCount(t, c2))
-	assert.EqualValues(t, 30-led.releases(), countOrders(t, db, ""))
-	checkConservation(t, db, 1, 1000)
+		// Restart: everything is redelivered from the oldest offset.
+		var seen atomic.Int64
+		c2 := newConsumer(2, NotifierFunc(func(context.Context, Result) { seen.Add(1) }))
+		runGroup(t, brokers, nil, "g-crash", "orders", c2)
+		eventually(t, 20*time.Second, func() bool { return seen.Load() >= 30 }, "redelivery")
+		assert.EqualValues(t, 30, countOrders(t, db, ""), "no duplicate order")
+		assert.EqualValues(t, 30, dedupCount(t, c2))
+		assert.EqualValues(t, 30-led.releases(), countOrders(t, db, ""))
+		checkConservation(t, db, 1, 1000)
+	})
 }
 
 func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 	t.Parallel()
-	brokers := testenv.Kafka(t, 1, "orders", "orders.dlq")
-	db := newDB(t)
-	addActivity(t, db, 1, 100, 1)
-	sp := syncProducer(t, brokers)
-	prod, err := NewProducer(sp, "orders")
-	require.NoError(t, err)
-	ctx := context.Background()
-	require.NoError(t, prod.Publish(ctx, msg(0, 1, 100)))
-	_, _, err = sp.SendMessage(&sarama.ProducerMessage{Topic: "orders", Key: sarama.StringEncoder("7"), Value: sarama.StringEncoder("not json")})
-	require.NoError(t, err)
-	require.NoError(t, prod.Publish(ctx, msg(2, 1, 102)))
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		brokers := testenv.Kafka(t, 1, "orders", "orders.dlq")
+		addActivity(t, db, 1, 100, 1)
+		sp := syncProducer(t, brokers)
+		prod, err := NewProducer(sp, "orders")
+		require.NoError(t, err)
+		ctx := context.Background()
+		require.NoError(t, prod.Publish(ctx, msg(0, 1, 100)))
+		_, _, err = sp.SendMessage(&sarama.ProducerMessage{Topic: "orders", Key: sarama.StringEncoder("7"), Value: sarama.StringEncoder("not json")})
+		require.NoError(t, err)
+		require.NoError(t, prod.Publish(ctx, msg(2, 1, 102)))
 
-	dlq, err := NewDeadLetterTopic(sp, "orders.dlq")
-	require.NoError(t, err)
-	p, err := NewProcessor(db, newGen(t, 1))
-	require.NoError(t, err)
-	c, err := NewConsumer(p, newLedger(), WithDeadLetter(dlq), WithLinger(time.Millisecond))
-	require.NoError(t, err)
-	runGroup(t, brokers, nil, "g-dlq", "orders", c)
-	eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 2 }, "neighbours")
+		dlq, err := NewDeadLetterTopic(sp, "orders.dlq")
+		require.NoError(t, err)
+		p, err := NewProcessor(db, newGen(t, 1))
+		require.NoError(t, err)
+		c, err := NewConsumer(p, newLedger(), WithDeadLetter(dlq), WithLinger(time.Millisecond))
+		require.NoError(t, err)
+		runGroup(t, brokers, nil, "g-dlq", "orders", c)
+		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 2 }, "neighbours")
 
-	cons, err := sarama.NewConsumer(brokers, testSaramaConfig())
-	require.NoError(t, err)
-	defer cons.Close()
-	pc, err := cons.ConsumePartition("orders.dlq", 0, sarama.OffsetOldest)
-	require.NoError(t, err)
-	defer pc.Close()
-	select {
-	case m := <-pc.Messages():
-		assert.Equal(t, "not json", string(m.Value))
-		assert.Equal(t, "7", string(m.Key))
-		hdr := map[string]string{}
-		for _, h := range m.Headers {
-			hdr[string(h.Key)] = string(h.Value)
+		cons, err := sarama.NewConsumer(brokers, testSaramaConfig())
+		require.NoError(t, err)
+		defer cons.Close()
+		pc, err := cons.ConsumePartition("orders.dlq", 0, sarama.OffsetOldest)
+		require.NoError(t, err)
+		defer pc.Close()
+		select {
+		case m := <-pc.Messages():
+			assert.Equal(t, "not json", string(m.Value))
+			assert.Equal(t, "7", string(m.Key))
+			hdr := map[string]string{}
+			for _, h := range m.Headers {
+				hdr[string(h.Key)] = string(h.Value)
+			}
+			assert.Equal(t, "orders", hdr["x-topic"])
+			assert.Equal(t, "1", hdr["x-offset"])
+			assert.Contains(t, hdr["x-error"], "invalid message")
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing on the dead-letter topic")
 		}
-		assert.Equal(t, "orders", hdr["x-topic"])
-		assert.Equal(t, "1", hdr["x-offset"])
-		assert.Contains(t, hdr["x-error"], "invalid message")
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing on the dead-letter topic")
-	}
-	assert.EqualValues(t, 1, c.Stats().DeadLettered)
-	checkConservation(t, db, 1, 100)
+		assert.EqualValues(t, 1, c.Stats().DeadLettered)
+		checkConservation(t, db, 1, 100)
+	})
 }
 
 // memFallback is an outbox stand-in: rows stored in memory, relayed later.
@@ -254,54 +258,55 @@ func (f *memFallback) Store(_ context.Context, m Message) error {
 
 func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 	t.Parallel()
-	// Cluster 1 goes down after the first publishes; cluster 2 is where the
-	// relay delivers what the fallback stored.
-	k1, err := testenv.StartKafka(1, "orders")
-	require.NoError(t, err)
-	db := newDB(t)
-	addActivity(t, db, 1, 100, 1)
-	led := newLedger()
-	fb := &memFallback{}
-	prod1, err := NewProducer(syncProducer(t, k1.ListenAddrs()), "orders")
-	require.NoError(t, err)
-	sub, err := NewSubmitter(prod1, fb, led)
-	require.NoError(t, err)
-	ctx := context.Background()
-	routes := map[Route]int{}
-	submit := func(i int) {
-		m := msg(i, 1, int64(100+i))
-		led.reserve(1, Reservation{ID: m.ReservationID})
-		r, err := sub.Submit(ctx, m)
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		// Cluster 1 goes down after the first publishes; cluster 2 is where the
+		// relay delivers what the fallback stored.
+		k1, err := testenv.StartKafka(1, "orders")
 		require.NoError(t, err)
-		routes[r]++
-	}
-	for i := 0; i < 5; i++ {
-		submit(i)
-	}
-	k1.Close() // Kafka down
-	for i := 5; i < 10; i++ {
-		submit(i)
-	}
-	assert.Equal(t, map[Route]int{RouteKafka: 5, RouteFallback: 5}, routes)
-	assert.Len(t, fb.rows, 5)
-	assert.Equal(t, 0, led.releases())
+		addActivity(t, db, 1, 100, 1)
+		led := newLedger()
+		fb := &memFallback{}
+		prod1, err := NewProducer(syncProducer(t, k1.ListenAddrs()), "orders")
+		require.NoError(t, err)
+		sub, err := NewSubmitter(prod1, fb, led)
+		require.NoError(t, err)
+		ctx := context.Background()
+		routes := map[Route]int{}
+		submit := func(i int) {
+			m := msg(i, 1, int64(100+i))
+			led.reserve(1, Reservation{ID: m.ReservationID})
+			r, err := sub.Submit(ctx, m)
+			require.NoError(t, err)
+			routes[r]++
+		}
+		for i := 0; i < 5; i++ {
+			submit(i)
+		}
+		k1.Close() // Kafka down
+		for i := 5; i < 10; i++ {
+			submit(i)
+		}
+		assert.Equal(t, map[Route]int{RouteKafka: 5, RouteFallback: 5}, routes)
+		assert.Len(t, fb.rows, 5)
+		assert.Equal(t, 0, led.releases())
 
-	// Kafka is back (a new cluster); the relay publishes the stored rows,
-	// then the consumer turns them into orders.
-	brokers2 := testenv.Kafka(t, 1, "orders")
-	prod2, err := NewProducer(syncProducer(t, brokers2), "orders")
-	require.NoError(t, err)
-	for _, m := range fb.rows {
-		require.NoError(t, prod2.Publish(ctx, m))
-	}
-	p, err := NewProcessor(db, newGen(t, 1))
-	require.NoError(t, err)
-	c, err := NewConsumer(p, led, WithLinger(time.Millisecond))
-	require.NoError(t, err)
-	runGroup(t, brokers2, nil, "g-fb", "orders", c)
-	eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 5 }, "relayed orders")
-	for i := 5; i < 10; i++ {
-		assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", fmt.Sprintf("r-%d", i)))
-	}
-	checkConservation(t, db, 1, 100)
+		// Kafka is back (a new cluster); the relay publishes the stored rows,
+		// then the consumer turns them into orders.
+		brokers2 := testenv.Kafka(t, 1, "orders")
+		prod2, err := NewProducer(syncProducer(t, brokers2), "orders")
+		require.NoError(t, err)
+		for _, m := range fb.rows {
+			require.NoError(t, prod2.Publish(ctx, m))
+		}
+		p, err := NewProcessor(db, newGen(t, 1))
+		require.NoError(t, err)
+		c, err := NewConsumer(p, led, WithLinger(time.Millisecond))
+		require.NoError(t, err)
+		runGroup(t, brokers2, nil, "g-fb", "orders", c)
+		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 5 }, "relayed orders")
+		for i := 5; i < 10; i++ {
+			assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", fmt.Sprintf("r-%d", i)))
+		}
+		checkConservation(t, db, 1, 100)
+	})
 }

@@ -71,7 +71,7 @@ func (l *MachineLease) Floor() int64 { return l.floor }
 // starts above the floor; Run persists its high-water mark. Options as for
 // [NewIDGenerator]. Call it once per lease.
 func (l *MachineLease) NewGenerator(opts ...Option) (*IDGenerator, error) {
-	opts = append(opts, func(o *options) { o.floorMs = l.floor })
+	opts = append(opts, optionFunc(func(o *options) { o.floorMs = l.floor }))
 	g, err := NewIDGenerator(l.id, opts...)
 	if err != nil {
 		return nil, err

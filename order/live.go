@@ -10,13 +10,17 @@ import (
 // LiveReservations returns the reservations of an activity's live (CREATED
 // or PAID) orders: what the Redis ledger must hold for them. A Redis
 // rebuild after data loss (stock.Deductor.Rebuild) loads exactly these,
-// once nothing is in flight any more.
-func LiveReservations(ctx context.Context, db *gorm.DB, activity int64) ([]Reservation, error) {
+// once nothing is in flight any more. The only option is [WithTables].
+func LiveReservations(ctx context.Context, db *gorm.DB, activity int64, opts ...TableOption) ([]Reservation, error) {
 	if db == nil {
-		return nil, fmt.Errorf("order: LiveReservations needs a db")
+		return nil, fmt.Errorf("%w: LiveReservations needs a db", ErrInvalidOption)
+	}
+	t, err := tablesOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	var rows []Order
-	if err := db.WithContext(ctx).Select("reservation_id", "user_id", "qty", "created_at").
+	if err := db.WithContext(ctx).Table(t.Order).Select("reservation_id", "user_id", "qty", "created_at").
 		Where("activity_id = ? AND status IN ?", activity, []string{OrderCreated, OrderPaid}).
 		Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: live reservations of %d: %w", activity, err)

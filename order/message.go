@@ -1,24 +1,34 @@
 package order
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
-// MessageVersion is the version written into the "v" field of every encoded
-// [Message]. Decoders accept versions 1..MessageVersion and ignore unknown
-// fields, so fields can be added without a version bump.
-const MessageVersion = 1
+// MessageVersion is the newest version of the "v" field of an encoded
+// [Message]; decoders accept versions 1..MessageVersion and ignore unknown
+// fields. Version 2 adds [Message.Ext]: a message with an extension payload
+// is version 2, so that a consumer that knows only version 1 refuses it (a
+// [PermanentError], dead-lettered) instead of dropping the payload
+// silently; a message without one is still written as version 1, readable
+// by every consumer. Upgrade consumers before producers send Ext.
+const MessageVersion = 2
+
+// MaxExtSize is the largest [Message.Ext] accepted, in bytes.
+const MaxExtSize = 4096
 
 // Message asks the consumer to turn one reservation into one order. It
 // travels as versioned JSON:
 //
 //	{"v":1,"msg_id":"…","reservation_id":"…","activity_id":42,"user_id":7,
 //	 "qty":1,"price":990,"created_at":"2026-11-29T08:00:00Z"}
+//	{"v":2, …, "ext":{"coupon":"X1","channel":"app"}}
 //
 // MsgID is unique per message and keys the dedup row; ReservationID is the
 // ID the stock reservation was made under (one order per reservation).
@@ -32,6 +42,11 @@ type Message struct {
 	// Price is the unit price in cents; 0 means "the activity price in the DB".
 	Price     int64     `json:"price,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
+	// Ext is an optional extension payload: any JSON value of at most
+	// [MaxExtSize] bytes (UTF-8), opaque to this package, stored in the
+	// order's ext column (JSON null counts as absent). It needs Version ≥ 2;
+	// Encode picks 2 for a zero Version when Ext is set.
+	Ext json.RawMessage `json:"ext,omitempty"`
 }
 
 // NewMsgID returns a random 128-bit hex message ID.
@@ -59,7 +74,33 @@ func (m Message) Validate() error {
 	case m.Price < 0:
 		return invalid("price must not be negative")
 	}
+	if ext := m.ext(); ext != nil {
+		switch {
+		case m.Version < 2:
+			return invalid("ext needs message version 2 or later, got %d", m.Version)
+		case len(ext) > MaxExtSize:
+			return invalid("ext is %d bytes, more than %d", len(ext), MaxExtSize)
+		case !utf8.Valid(ext) || !json.Valid(ext):
+			return invalid("ext is not valid UTF-8 JSON")
+		}
+	}
 	return nil
+}
+
+// ext returns the extension payload, nil when absent or JSON null.
+func (m Message) ext() json.RawMessage {
+	if len(m.Ext) == 0 || string(bytes.TrimSpace(m.Ext)) == "null" {
+		return nil
+	}
+	return m.Ext
+}
+
+// defaultVersion is the version a zero Version becomes: 1, or 2 with Ext.
+func (m Message) defaultVersion() int {
+	if m.ext() != nil {
+		return 2
+	}
+	return 1
 }
 
 // Key is the Kafka message key: the user ID, so one user's messages keep
@@ -67,10 +108,10 @@ func (m Message) Validate() error {
 func (m Message) Key() string { return strconv.FormatInt(m.UserID, 10) }
 
 // Encode validates m and returns its JSON form. A zero Version is set to
-// [MessageVersion].
+// 1, or to 2 when Ext is set (see [MessageVersion]).
 func (m Message) Encode() ([]byte, error) {
 	if m.Version == 0 {
-		m.Version = MessageVersion
+		m.Version = m.defaultVersion()
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -88,5 +129,6 @@ func Decode(b []byte) (Message, error) {
 	if err := m.Validate(); err != nil {
 		return Message{}, Permanent(err)
 	}
+	m.Ext = m.ext()
 	return m, nil
 }

@@ -1,7 +1,6 @@
 package order
 
 import (
-	"context"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -69,7 +68,54 @@ func (c *Cents) parse(s string) error {
 	return nil
 }
 
-// Activity is a row of seckill_activity. Stock is the DB guard: the consumer
+// RawJSON is a JSON value kept as its text: the type of [Order.Ext]. Like
+// json.RawMessage it marshals as the JSON itself (null when empty); in the
+// database it is text, NULL when empty, scanned from the string or bytes a
+// driver returns.
+type RawJSON []byte
+
+// MarshalJSON returns r itself, or null when r is empty.
+func (r RawJSON) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
+}
+
+// UnmarshalJSON keeps a copy of b; null becomes empty.
+func (r *RawJSON) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*r = nil
+		return nil
+	}
+	*r = append((*r)[:0], b...)
+	return nil
+}
+
+// Value implements driver.Valuer: the text, or NULL when r is empty.
+func (r RawJSON) Value() (driver.Value, error) {
+	if len(r) == 0 {
+		return nil, nil
+	}
+	return string(r), nil
+}
+
+// Scan implements sql.Scanner for text, bytes and NULL.
+func (r *RawJSON) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*r = nil
+	case string:
+		*r = RawJSON(v)
+	case []byte:
+		*r = append(RawJSON(nil), v...)
+	default:
+		return fmt.Errorf("order: scan JSON text from %T", src)
+	}
+	return nil
+}
+
+// Activity is a row of seckill_activity (or the table [WithTables] names). Stock is the DB guard: the consumer
 // only ever runs UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n.
 // UserLimit is the per-user cap; when it is 1 the DB also enforces one live
 // order per (user, activity).
@@ -91,66 +137,75 @@ type Activity struct {
 	UpdatedAt     time.Time
 }
 
-// TableName implements gorm's Tabler.
-func (Activity) TableName() string { return "seckill_activity" }
+// TableName implements gorm's Tabler: the default name (see [Order.TableName]).
+func (Activity) TableName() string { return DefaultActivityTable }
 
-// Order is a row of seckill_order.
+// Order is a row of seckill_order (or the table [WithTables] names).
 //
 // LiveSlot is 1 while the order is live (CREATED or PAID) and the
 // activity's UserLimit is 1, and NULL otherwise; UNIQUE(user_id,
 // activity_id, live_slot) is therefore "UNIQUE(user_id, activity_id) when
-// the cap is 1" — NULLs never collide (MySQL, MariaDB and SQLite alike), so
-// caps above 1 and re-buying after a cancellation still work. Caps above 1
-// are enforced by Redis only. The same index serves lookups by (user,
-// activity).
+// the cap is 1" — NULLs never collide (MySQL, MariaDB, PostgreSQL and SQLite
+// alike), so caps above 1 and re-buying after a cancellation still work.
+// Caps above 1 are checked by the [Processor] under a per-buyer lock. The
+// same index serves lookups by (user, activity).
+//
+// ProductID, ProductName and Price are the sale's snapshot, written once
+// in the consumer's transaction: the product of the activity row as it
+// was then, and the unit price — the message's [Message.Price], else the
+// activity price read in that transaction. Ext is the message's extension
+// payload ([Message.Ext]), NULL without one.
+//
+// The struct tags describe the columns only: the secondary indexes, named
+// after the table, are created by [AutoMigrate] (so migrate with it, not
+// with gorm's AutoMigrate on Order).
 type Order struct {
-	ID            int64     `gorm:"primaryKey;autoIncrement:false"`
-	OrderNo       string    `gorm:"size:32;not null;uniqueIndex:uk_order_no"`
-	ReservationID string    `gorm:"size:64;not null;uniqueIndex:uk_reservation"`
-	UserID        int64     `gorm:"not null;uniqueIndex:uk_user_activity_live,priority:1"`
-	ActivityID    int64     `gorm:"not null;uniqueIndex:uk_user_activity_live,priority:2"`
-	LiveSlot      *int8     `gorm:"uniqueIndex:uk_user_activity_live,priority:3"`
+	ID            int64  `gorm:"primaryKey;autoIncrement:false"`
+	OrderNo       string `gorm:"size:32;not null"`
+	ReservationID string `gorm:"size:64;not null"`
+	UserID        int64  `gorm:"not null"`
+	ActivityID    int64  `gorm:"not null"`
+	LiveSlot      *int8
 	Qty           int64     `gorm:"not null"`
-	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0"`
-	Status        string    `gorm:"size:16;not null;index:idx_status_expire,priority:1"`
-	ExpireTime    time.Time `gorm:"not null;index:idx_status_expire,priority:2"`
+	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0"` // unit price at the time of sale
+	ProductID     int64     `gorm:"not null;default:0"`
+	ProductName   string    `gorm:"size:255;not null;default:''"`
+	Ext           RawJSON   `gorm:"type:text"` // opaque JSON, at most MaxExtSize bytes; NULL when absent
+	Status        string    `gorm:"size:16;not null"`
+	ExpireTime    time.Time `gorm:"not null"`
 	PayTime       *time.Time
 	CancelTime    *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
 
-// TableName implements gorm's Tabler.
-func (Order) TableName() string { return "seckill_order" }
+// TableName implements gorm's Tabler: the default name. The package itself
+// names the table explicitly in every statement ([WithTables]).
+func (Order) TableName() string { return DefaultOrderTable }
 
-// Dedup is a row of message_dedup, written in the same transaction as the
-// order (or alone, for a FAILED outcome). Its primary key is the message ID:
-// a redelivered message finds its row and is answered from it.
+// Dedup is a row of message_dedup (or the table [WithTables] names),
+// written in the same transaction as the order (or alone, for a FAILED
+// outcome). Its primary key is the message ID: a redelivered message finds
+// its row and is answered from it. Its unique reservation_id is the
+// consume/release fence ([Fence]). Like [Order], its indexes come from
+// [AutoMigrate], not from struct tags.
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`
-	ReservationID string    `gorm:"size:64;not null;uniqueIndex:uk_dedup_reservation"` // the consume/release fence (Fence)
-	ActivityID    int64     `gorm:"not null;index:idx_dedup_user,priority:2"`
-	UserID        int64     `gorm:"not null;index:idx_dedup_user,priority:1"`
+	ReservationID string    `gorm:"size:64;not null"`
+	ActivityID    int64     `gorm:"not null"`
+	UserID        int64     `gorm:"not null"`
 	Outcome       string    `gorm:"size:16;not null"`
 	OrderNo       string    `gorm:"size:32;not null;default:''"`
 	Reason        string    `gorm:"size:255;not null;default:''"`
 	CreatedAt     time.Time `gorm:"not null"` // no index: it cost ≈ 13 % of the consumer's throughput (PruneDedup)
 }
 
-// TableName implements gorm's Tabler.
-func (Dedup) TableName() string { return "message_dedup" }
+// TableName implements gorm's Tabler: the default name (see [Order.TableName]).
+func (Dedup) TableName() string { return DefaultDedupTable }
 
-// AutoMigrate creates or updates seckill_activity, seckill_order and
-// message_dedup. Production MySQL may use schema.sql instead.
-func AutoMigrate(ctx context.Context, db *gorm.DB) error {
-	if err := db.WithContext(ctx).AutoMigrate(&Activity{}, &Order{}, &Dedup{}); err != nil {
-		return fmt.Errorf("order: migrate: %w", err)
-	}
-	return nil
-}
-
-// isDuplicate reports a unique-key violation on MySQL/MariaDB or SQLite,
-// whether or not gorm's TranslateError is on.
+// isDuplicate reports a unique-key violation on MySQL/MariaDB (1062),
+// PostgreSQL (SQLSTATE 23505, from pgx's *pgconn.PgError or any error
+// carrying one) or SQLite, whether or not gorm's TranslateError is on.
 func isDuplicate(err error) bool {
 	if err == nil {
 		return false
@@ -160,6 +215,10 @@ func isDuplicate(err error) bool {
 	}
 	var me *mysqldrv.MySQLError
 	if errors.As(err, &me) && me.Number == 1062 {
+		return true
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() == "23505" {
 		return true
 	}
 	s := err.Error()

@@ -3,10 +3,13 @@ package order
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -50,28 +53,46 @@ func (o Outcome) Result() Result {
 // A message already in message_dedup is answered from there (Duplicate).
 // A business refusal (sold out in the DB, duplicate user, unknown activity)
 // rolls back and writes a FAILED dedup row alone: the result is an
-// [Outcome], not an error. Errors are infrastructure failures: nothing was
-// committed for that message and retrying is safe.
+// [Outcome], not an error. Errors are infrastructure failures (or a
+// [TxHook]'s): nothing was committed for that message and retrying is safe.
+// The order row carries the product snapshot of the activity row and the
+// message's [Message.Ext]; with [WithTxHook] the shop's own rows are
+// written in the same transaction; [WithTables] names the tables.
 type Processor struct {
-	db    *gorm.DB
-	ids   IDSource
-	o     options
-	stmts *stmtCache
+	db     *gorm.DB
+	ids    IDSource
+	o      options
+	sql    *sqlText
+	stmts  *stmtCache
+	txOpts []*sql.TxOptions
 }
 
 // NewProcessor returns a processor writing to db with IDs from ids (an
 // [IDGenerator] whose machine ID is unique among running processors).
-// Options: [WithClock], [WithPayTimeout].
+// Options: [WithClock], [WithPayTimeout], [WithTables], [WithTxHook].
 func NewProcessor(db *gorm.DB, ids IDSource, opts ...Option) (*Processor, error) {
 	if db == nil || ids == nil {
-		return nil, fmt.Errorf("order: NewProcessor needs a db and an id source")
+		return nil, fmt.Errorf("%w: NewProcessor needs a db and an id source", ErrInvalidOption)
 	}
 	o := buildOptions(opts)
 	if o.payTimeout <= 0 {
-		return nil, fmt.Errorf("order: pay timeout must be positive")
+		return nil, fmt.Errorf("%w: pay timeout must be positive", ErrInvalidOption)
 	}
-	return &Processor{db: db, ids: ids, o: o, stmts: newStmtCache(db)}, nil
+	if err := o.tables.validate(); err != nil {
+		return nil, err
+	}
+	text := newSQLText(db, o.tables)
+	p := &Processor{db: db, ids: ids, o: o, sql: &text, stmts: newStmtCache(db, &text)}
+	if text.dialect == "postgres" {
+		// The caps check reads what committed before its locks were
+		// granted: READ COMMITTED, whatever the server's default.
+		p.txOpts = []*sql.TxOptions{{Isolation: sql.LevelReadCommitted}}
+	}
+	return p, nil
 }
+
+// Tables returns the names of the tables the processor writes.
+func (p *Processor) Tables() Tables { return p.o.tables }
 
 // Close closes the processor's prepared statements (the batch path prepares
 // a few multi-row INSERTs per connection). The database stays open; a
@@ -113,8 +134,12 @@ func orderArgs(orders []Order) []any {
 		if o.LiveSlot != nil {
 			slot = *o.LiveSlot
 		}
+		var ext any
+		if len(o.Ext) > 0 {
+			ext = string(o.Ext)
+		}
 		args = append(args, o.ID, o.OrderNo, o.ReservationID, o.UserID, o.ActivityID, slot, o.Qty,
-			o.Price.String(), o.Status, o.ExpireTime, o.CreatedAt, o.UpdatedAt)
+			o.Price.String(), o.ProductID, o.ProductName, ext, o.Status, o.ExpireTime, o.CreatedAt, o.UpdatedAt)
 	}
 	return args
 }
@@ -128,17 +153,17 @@ func dedupArgs(ds []Dedup) []any {
 	return args
 }
 
-const updateStockSQL = "UPDATE seckill_activity SET stock = stock - ? WHERE id = ? AND stock >= ?"
-
 type activityInfo struct {
 	ID            int64
 	ActivityPrice Cents
 	UserLimit     int64
+	ProductID     int64
+	ProductName   string
 }
 
-func loadActivities(tx *gorm.DB, ids []int64) (map[int64]activityInfo, error) {
+func (p *Processor) loadActivities(tx *gorm.DB, ids []int64) (map[int64]activityInfo, error) {
 	var rows []activityInfo
-	if err := tx.Table("seckill_activity").Select("id", "activity_price", "user_limit").
+	if err := tx.Table(p.o.tables.Activity).Select("id", "activity_price", "user_limit", "product_id", "product_name").
 		Where("id IN ?", ids).Find(&rows).Error; err != nil {
 		return nil, err
 	}
@@ -155,7 +180,8 @@ func (p *Processor) newOrder(m Message, a activityInfo, id int64, now time.Time)
 		price = a.ActivityPrice
 	}
 	o := Order{ID: id, OrderNo: strconv.FormatInt(id, 10), ReservationID: m.ReservationID,
-		UserID: m.UserID, ActivityID: m.ActivityID, Qty: m.Qty, Price: price, Status: OrderCreated,
+		UserID: m.UserID, ActivityID: m.ActivityID, Qty: m.Qty, Price: price,
+		ProductID: a.ProductID, ProductName: a.ProductName, Ext: RawJSON(m.ext()), Status: OrderCreated,
 		ExpireTime: now.Add(p.o.payTimeout), CreatedAt: now, UpdatedAt: now}
 	if a.UserLimit == 1 {
 		one := int8(1)
@@ -169,7 +195,9 @@ func dedupOf(m Message, status Status, orderNo, reason string, now time.Time) De
 		Outcome: string(status), OrderNo: orderNo, Reason: reason, CreatedAt: now}
 }
 
-// Handle writes one message in one transaction.
+// Handle writes one message in one transaction. With [WithTxHook] the
+// hook runs inside it for the new order; a hook error rolls the
+// transaction back and is returned (wrapped; nothing was committed).
 func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 	if err := m.Validate(); err != nil {
 		return Outcome{}, Permanent(err)
@@ -178,17 +206,18 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, fmt.Errorf("order: next id: %w", err)
 	}
+	p.stmts.prepare(ctx, chunkSize(p.db)) // before the transaction holds a connection
 	now := p.o.clock.Now()
 	var ord Order
 	err = p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		d := dedupOf(m, StatusSuccess, strconv.FormatInt(id, 10), "", now)
-		if err := tx.Create(&d).Error; err != nil {
+		if err := p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})); err != nil {
 			if isDuplicate(err) {
 				return errDuplicateMsg
 			}
 			return err
 		}
-		acts, err := loadActivities(tx, []int64{m.ActivityID})
+		acts, err := p.loadActivities(tx, []int64{m.ActivityID})
 		if err != nil {
 			return err
 		}
@@ -197,7 +226,7 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 			return &businessError{ReasonUnknownActivity}
 		}
 		if a.UserLimit > 1 {
-			held, err := liveUnits(ctx, tx, m.ActivityID, []int64{m.UserID})
+			held, err := p.liveUnits(ctx, tx, m.ActivityID, []int64{m.UserID})
 			if err != nil {
 				return err
 			}
@@ -206,14 +235,17 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 			}
 		}
 		ord = p.newOrder(m, a, id, now)
-		if err := tx.Create(&ord).Error; err != nil {
+		if err := p.insertRows(ctx, tx, tableOrder, orderArgs([]Order{ord})); err != nil {
 			if isDuplicate(err) {
 				return &businessError{ReasonDuplicate}
 			}
 			return err
 		}
+		if err := p.runHook(ctx, tx, []Order{ord}); err != nil {
+			return err
+		}
 		// The hot row last: its lock is held only until the commit.
-		res := tx.Exec(updateStockSQL, m.Qty, m.ActivityID, m.Qty)
+		res := tx.Exec(p.sql.takeStock, m.Qty, m.ActivityID, m.Qty)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -221,18 +253,36 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 			return &businessError{ReasonSoldOut}
 		}
 		return nil
-	})
+	}, p.txOpts...)
 	var biz *businessError
 	switch {
 	case err == nil:
 		return Outcome{Message: m, Status: StatusSuccess, OrderID: id, OrderNo: ord.OrderNo, ExpireTime: ord.ExpireTime}, nil
 	case errors.Is(err, errDuplicateMsg):
-		return lookupReservation(ctx, p.db, m)
+		return lookupReservation(ctx, p.db, p.o.tables, m)
 	case errors.As(err, &biz):
 		return p.fail(ctx, m, biz.reason, now)
 	default:
 		return Outcome{}, fmt.Errorf("order: handle %s: %w", m.MsgID, err)
 	}
+}
+
+// hookError is a [TxHook]'s error: never taken for a conflict or a
+// business refusal, whatever it wraps.
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return "order: tx hook: " + e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
+
+// runHook calls the [TxHook] with the transaction's new orders.
+func (p *Processor) runHook(ctx context.Context, tx *gorm.DB, orders []Order) error {
+	if p.o.txHook == nil || len(orders) == 0 {
+		return nil
+	}
+	if err := p.o.txHook(ctx, tx, orders); err != nil {
+		return &hookError{err}
+	}
+	return nil
 }
 
 func outcomeOf(m Message, d Dedup) Outcome {
@@ -244,7 +294,7 @@ func outcomeOf(m Message, d Dedup) Outcome {
 // duplicate of that order, not a failure: its reservation must not be released.
 func (p *Processor) fail(ctx context.Context, m Message, reason string, now time.Time) (Outcome, error) {
 	var existing []Order
-	if err := p.db.WithContext(ctx).Select("order_no").Where("reservation_id = ?", m.ReservationID).
+	if err := p.db.WithContext(ctx).Table(p.o.tables.Order).Select("order_no").Where("reservation_id = ?", m.ReservationID).
 		Limit(1).Find(&existing).Error; err != nil {
 		return Outcome{}, fmt.Errorf("order: check reservation %s: %w", m.ReservationID, err)
 	}
@@ -253,9 +303,9 @@ func (p *Processor) fail(ctx context.Context, m Message, reason string, now time
 		out = Outcome{Message: m, Status: StatusSuccess, OrderNo: existing[0].OrderNo, Duplicate: true}
 	}
 	d := dedupOf(m, out.Status, out.OrderNo, out.Reason, now)
-	if err := p.db.WithContext(ctx).Create(&d).Error; err != nil {
+	if err := p.db.WithContext(ctx).Table(p.o.tables.Dedup).Create(&d).Error; err != nil {
 		if isDuplicate(err) {
-			return lookupReservation(ctx, p.db, m)
+			return lookupReservation(ctx, p.db, p.o.tables, m)
 		}
 		return Outcome{}, fmt.Errorf("order: record failure %s: %w", m.MsgID, err)
 	}
@@ -271,7 +321,9 @@ func (p *Processor) fail(ctx context.Context, m Message, reason string, now time
 // its neighbours. outs[i] belongs to msgs[i].
 //
 // On error nothing is lost: what was committed is found again as
-// duplicates when the same messages are processed again.
+// duplicates when the same messages are processed again. A [TxHook] error
+// is returned like a database error (the batch is not retried one by one
+// here; the [Consumer] does that).
 func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, error) {
 	outs := make([]Outcome, len(msgs))
 	first := make(map[string]int, len(msgs))
@@ -339,8 +391,19 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 		msgIDs[k] = msgs[i].MsgID
 	}
 	err := p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if p.sql.dialect == "postgres" {
+			// pgx prepares and caches every statement; after five runs
+			// PostgreSQL may switch a statement to a generic plan made
+			// for the table as it was then. Planned on an empty table,
+			// the 500-value IN lists below become sequential scans that
+			// stay until an ANALYZE: a batch then costs O(table). Plans
+			// made per execution follow the table's actual size.
+			if err := tx.Exec("SET LOCAL plan_cache_mode = force_custom_plan").Error; err != nil {
+				return err
+			}
+		}
 		var seen []Dedup
-		if err := tx.Where("msg_id IN ?", msgIDs).Find(&seen).Error; err != nil {
+		if err := tx.Table(p.o.tables.Dedup).Where("msg_id IN ?", msgIDs).Find(&seen).Error; err != nil {
 			return err
 		}
 		old := make(map[string]Dedup, len(seen))
@@ -365,7 +428,7 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 			actIDs = append(actIDs, a)
 		}
 		slices.Sort(actIDs) // one lock order for every consumer
-		acts, err := loadActivities(tx, actIDs)
+		acts, err := p.loadActivities(tx, actIDs)
 		if err != nil {
 			return err
 		}
@@ -374,7 +437,7 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 				return errConflict
 			}
 		}
-		if err := checkCaps(ctx, tx, msgs, uniq, outs, acts); err != nil {
+		if err := p.checkCaps(ctx, tx, msgs, uniq, outs, acts); err != nil {
 			return err
 		}
 		dedups := make([]Dedup, 0, len(uniq))
@@ -401,10 +464,13 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 			}
 			return err
 		}
+		if err := p.runHook(ctx, tx, orders); err != nil {
+			return err
+		}
 		// The hot rows last, in one order: their locks are held only until
 		// the commit, and consumers never deadlock on them.
 		for _, a := range actIDs {
-			res := tx.Exec(updateStockSQL, totals[a], a, totals[a])
+			res := tx.Exec(p.sql.takeStock, totals[a], a, totals[a])
 			if res.Error != nil {
 				return res.Error
 			}
@@ -413,7 +479,7 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 			}
 		}
 		return nil
-	})
+	}, p.txOpts...)
 	if err != nil && !errors.Is(err, errConflict) {
 		return fmt.Errorf("order: batch of %d: %w", len(uniq), err)
 	}
@@ -421,21 +487,24 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 }
 
 // liveUnits returns the units of the live (CREATED or PAID) orders of users
-// in activity, reading them with a locking read where the database has one
-// (MySQL/MariaDB: FOR UPDATE takes next-key locks on the (user_id,
-// activity_id) index range, so a concurrent transaction for the same buyer
-// waits; SQLite serialises writers anyway).
-func liveUnits(ctx context.Context, tx *gorm.DB, activity int64, users []int64) (map[int64]int64, error) {
-	q := "SELECT user_id, qty FROM seckill_order WHERE user_id IN ? AND activity_id = ? AND status IN ?"
-	if tx.Dialector.Name() == "mysql" {
-		q += " FOR UPDATE"
+// in activity, read so that a concurrent transaction for the same buyer
+// cannot pass the same check: MySQL/MariaDB's FOR UPDATE takes next-key
+// locks on the (user_id, activity_id, live_slot) index range, so the other
+// transaction waits, or — gap locks do not exclude each other — deadlocks
+// with this one when it inserts, and InnoDB rolls one of them back (an
+// error: the caller retries). PostgreSQL has no range locks, so there the
+// buyers are first locked with advisory transaction locks (lockBuyers) and
+// FOR UPDATE locks the rows that exist. SQLite serialises writers.
+func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity int64, users []int64) (map[int64]int64, error) {
+	if err := p.lockBuyers(ctx, tx, activity, users); err != nil {
+		return nil, err
 	}
 	type row struct {
 		UserID int64
 		Qty    int64
 	}
 	var rows []row
-	if err := tx.WithContext(ctx).Raw(q, users, activity, []string{OrderCreated, OrderPaid}).Scan(&rows).Error; err != nil {
+	if err := tx.WithContext(ctx).Raw(p.sql.liveUnits, users, activity, []string{OrderCreated, OrderPaid}).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: live units: %w", err)
 	}
 	held := make(map[int64]int64, len(users))
@@ -445,11 +514,55 @@ func liveUnits(ctx context.Context, tx *gorm.DB, activity int64, users []int64) 
 	return held, nil
 }
 
+// lockBuyers serialises, on PostgreSQL, the transactions that check the
+// caps of the same buyers of activity: one advisory transaction lock per
+// buyer, pg_advisory_xact_lock(space, key), taken in key order and held
+// until the transaction ends. space is derived from the order table's name
+// (two configurations do not wait for each other), key from (activity,
+// user); two buyers whose keys collide merely wait for each other.
+// Elsewhere it does nothing (see liveUnits).
+func (p *Processor) lockBuyers(ctx context.Context, tx *gorm.DB, activity int64, users []int64) error {
+	if p.sql.dialect != "postgres" || len(users) == 0 {
+		return nil
+	}
+	keys := make([]int32, len(users))
+	for i, u := range users {
+		keys[i] = buyerKey(activity, u)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(int64(k), 10))
+	}
+	b.WriteByte('}')
+	if err := tx.WithContext(ctx).Exec("SELECT pg_advisory_xact_lock(?, k) FROM unnest(CAST(? AS int4[])) AS u(k)",
+		p.sql.lockSpace, b.String()).Error; err != nil {
+		return fmt.Errorf("order: lock buyers: %w", err)
+	}
+	return nil
+}
+
+// buyerKey is the advisory lock key of (activity, user): 32 bits of
+// FNV-1a over both.
+func buyerKey(activity, user int64) int32 {
+	h := fnv.New32a()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(activity))
+	binary.BigEndian.PutUint64(b[8:], uint64(user))
+	_, _ = h.Write(b[:])
+	return int32(h.Sum32())
+}
+
 // checkCaps enforces caps above 1 in the database for a batch (a cap of 1
 // is the live_slot unique key). A buyer over the cap sends the batch to the
 // one-by-one path, where [Processor.Handle] refuses that message alone.
 // The batch holds at most one message per (user, activity).
-func checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, uniq []int, outs []Outcome, acts map[int64]activityInfo) error {
+func (p *Processor) checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, uniq []int, outs []Outcome, acts map[int64]activityInfo) error {
 	users := map[int64][]int64{}
 	for _, i := range uniq {
 		m := msgs[i]
@@ -461,8 +574,14 @@ func checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, uniq []int, out
 	if len(users) == 0 {
 		return nil
 	}
-	for act, us := range users {
-		held, err := liveUnits(ctx, tx, act, us)
+	actIDs := make([]int64, 0, len(users))
+	for act := range users {
+		actIDs = append(actIDs, act)
+	}
+	slices.Sort(actIDs) // one lock order for every consumer
+	for _, act := range actIDs {
+		us := users[act]
+		held, err := p.liveUnits(ctx, tx, act, us)
 		if err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ func NewProducer(sp sarama.SyncProducer, topic string) (*Producer, error) {
 // Topic returns the topic messages go to.
 func (p *Producer) Topic() string { return p.topic }
 
-// Publish encodes m (a zero Version becomes [MessageVersion]) and sends it
+// Publish encodes m (a zero Version becomes 1, or 2 with an Ext) and sends it
 // keyed by user ID, waiting for all in-sync replicas. SyncProducer cannot be
 // interrupted: ctx is checked before sending, and the send ends within
 // sarama's own timeouts and retries — so a failure returned here really is a

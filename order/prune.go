@@ -8,8 +8,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// PruneDedup deletes at most limit message_dedup rows created before
-// before, and returns how many it deleted. Keep rows far longer than any
+// PruneDedup deletes at most limit dedup rows (message_dedup, or the table
+// [WithTables] names) created before before, and returns how many it
+// deleted. Keep rows far longer than any
 // redelivery can take (Kafka retention, outbox retry horizon): a message
 // redelivered after its row is gone is deduplicated only by the order's
 // unique reservation_id, and a redelivered FAILED message would be written
@@ -17,23 +18,30 @@ import (
 // are also the [Fence]: once a released reservation's row is pruned, a
 // message of that reservation still in flight could become an order, so the
 // horizon must exceed the age of the oldest message that can still arrive.
-func PruneDedup(ctx context.Context, db *gorm.DB, before time.Time, limit int) (int64, error) {
+func PruneDedup(ctx context.Context, db *gorm.DB, before time.Time, limit int, opts ...TableOption) (int64, error) {
+	if db == nil {
+		return 0, fmt.Errorf("%w: PruneDedup needs a db", ErrInvalidOption)
+	}
 	if limit < 1 {
-		return 0, fmt.Errorf("order: prune limit must be positive")
+		return 0, fmt.Errorf("%w: prune limit must be positive", ErrInvalidOption)
+	}
+	t, err := tablesOf(opts)
+	if err != nil {
+		return 0, err
 	}
 	// Any rows older than the horizon, not the oldest first: message_dedup
 	// has no index on created_at (it would slow every order's insert), and
 	// without ORDER BY the scan stops at limit matches instead of sorting
 	// the table.
 	var ids []string
-	if err := db.WithContext(ctx).Model(&Dedup{}).Where("created_at < ?", before).
+	if err := db.WithContext(ctx).Table(t.Dedup).Where("created_at < ?", before).
 		Limit(limit).Pluck("msg_id", &ids).Error; err != nil {
 		return 0, fmt.Errorf("order: prune dedup: %w", err)
 	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	res := db.WithContext(ctx).Where("msg_id IN ? AND created_at < ?", ids, before).Delete(&Dedup{})
+	res := db.WithContext(ctx).Table(t.Dedup).Where("msg_id IN ? AND created_at < ?", ids, before).Delete(&Dedup{})
 	if res.Error != nil {
 		return 0, fmt.Errorf("order: prune dedup: %w", res.Error)
 	}

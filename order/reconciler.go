@@ -75,14 +75,14 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler. Options: [WithGrace], [WithDryRun],
-// [WithPending], [WithClock].
+// [WithPending], [WithClock], [WithTables].
 func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...Option) (*Reconciler, error) {
 	if db == nil || ledger == nil || rel == nil {
-		return nil, fmt.Errorf("order: NewReconciler needs a db, a ledger and a releaser")
+		return nil, fmt.Errorf("%w: NewReconciler needs a db, a ledger and a releaser", ErrInvalidOption)
 	}
 	o := buildOptions(opts)
 	if o.grace < 0 {
-		return nil, fmt.Errorf("order: negative grace")
+		return nil, fmt.Errorf("%w: negative grace", ErrInvalidOption)
 	}
 	fence, err := NewFence(db, rel, opts...)
 	if err != nil {
@@ -123,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 	rep.Reservations = len(resv)
 
 	var acts []Activity
-	if err := r.db.WithContext(ctx).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&acts).Error; err != nil {
+	if err := r.db.WithContext(ctx).Table(r.o.tables.Activity).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&acts).Error; err != nil {
 		return rep, fmt.Errorf("order: reconcile %d: activity: %w", activity, err)
 	}
 	if len(acts) == 0 {
@@ -139,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 		Status        string
 	}
 	var rows []row
-	if err := r.db.WithContext(ctx).Model(&Order{}).Select("order_no", "reservation_id", "qty", "status").
+	if err := r.db.WithContext(ctx).Table(r.o.tables.Order).Select("order_no", "reservation_id", "qty", "status").
 		Where("activity_id = ?", activity).Find(&rows).Error; err != nil {
 		return rep, fmt.Errorf("order: reconcile %d: orders: %w", activity, err)
 	}

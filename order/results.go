@@ -71,14 +71,17 @@ type ResultsClient interface {
 }
 
 // NewResults returns a result store. db may be nil (no fallback).
-// Options: [WithKeyPrefix], [WithResultTTL], [WithClock].
+// Options: [WithKeyPrefix], [WithResultTTL], [WithClock], [WithTables].
 func NewResults(rdb ResultsClient, db *gorm.DB, opts ...Option) (*Results, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("order: nil redis client")
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
 	o := buildOptions(opts)
 	if o.resultTTL <= 0 {
-		return nil, fmt.Errorf("order: result TTL must be positive")
+		return nil, fmt.Errorf("%w: result TTL must be positive", ErrInvalidOption)
+	}
+	if err := o.tables.validate(); err != nil {
+		return nil, err
 	}
 	r := &Results{rdb: rdb, db: db, o: o}
 	r.get = rdb.HGetAll
@@ -145,7 +148,7 @@ func (r *Results) Get(ctx context.Context, activity, user int64) (Result, error)
 	if ok && cached.ReservationID != "" {
 		return r.resolve(ctx, cached)
 	}
-	res, err := resultFromDB(ctx, r.db, activity, user)
+	res, err := resultFromDB(ctx, r.db, r.o.tables, activity, user)
 	if err != nil {
 		return Result{}, errors.Join(err, rerr)
 	}
@@ -192,7 +195,7 @@ func (r *Results) cached(ctx context.Context, activity, user int64) (Result, boo
 // the database has nothing for it yet (in flight). A final answer that
 // differs from c is written back to Redis, best effort.
 func (r *Results) resolve(ctx context.Context, c Result) (Result, error) {
-	res, found, err := resultByReservation(ctx, r.db, c.Activity, c.User, c.ReservationID)
+	res, found, err := resultByReservation(ctx, r.db, r.o.tables, c.Activity, c.User, c.ReservationID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -211,9 +214,9 @@ func (r *Results) resolve(ctx context.Context, c Result) (Result, error) {
 // reservation of user in activity. A row of another buyer or activity is
 // not an answer: a caller never learns about a reservation that is not its
 // own.
-func resultByReservation(ctx context.Context, db *gorm.DB, activity, user int64, resv string) (Result, bool, error) {
+func resultByReservation(ctx context.Context, db *gorm.DB, t Tables, activity, user int64, resv string) (Result, bool, error) {
 	var o []Order
-	if err := db.WithContext(ctx).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
+	if err := db.WithContext(ctx).Table(t.Order).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
 		Limit(1).Find(&o).Error; err != nil {
 		return Result{}, false, fmt.Errorf("order: result from db: %w", err)
 	}
@@ -221,7 +224,7 @@ func resultByReservation(ctx context.Context, db *gorm.DB, activity, user int64,
 		return orderResult(o[0]), true, nil
 	}
 	var d []Dedup
-	if err := db.WithContext(ctx).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
+	if err := db.WithContext(ctx).Table(t.Dedup).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
 		Limit(1).Find(&d).Error; err != nil {
 		return Result{}, false, fmt.Errorf("order: result from db: %w", err)
 	}
@@ -241,9 +244,9 @@ func orderResult(o Order) Result {
 	return res
 }
 
-func resultFromDB(ctx context.Context, db *gorm.DB, activity, user int64) (Result, error) {
+func resultFromDB(ctx context.Context, db *gorm.DB, t Tables, activity, user int64) (Result, error) {
 	var o []Order
-	if err := db.WithContext(ctx).Where("user_id = ? AND activity_id = ?", user, activity).
+	if err := db.WithContext(ctx).Table(t.Order).Where("user_id = ? AND activity_id = ?", user, activity).
 		Order("id DESC").Limit(1).Find(&o).Error; err != nil {
 		return Result{}, fmt.Errorf("order: result from db: %w", err)
 	}
@@ -251,7 +254,7 @@ func resultFromDB(ctx context.Context, db *gorm.DB, activity, user int64) (Resul
 		return orderResult(o[0]), nil
 	}
 	var d []Dedup
-	if err := db.WithContext(ctx).Where("user_id = ? AND activity_id = ? AND outcome = ?", user, activity, string(StatusFailed)).
+	if err := db.WithContext(ctx).Table(t.Dedup).Where("user_id = ? AND activity_id = ? AND outcome = ?", user, activity, string(StatusFailed)).
 		Order("created_at DESC").Limit(1).Find(&d).Error; err != nil {
 		return Result{}, fmt.Errorf("order: result from db: %w", err)
 	}

@@ -1,7 +1,9 @@
 -- seckill order tables for MySQL 8 / MariaDB 10.6+ (InnoDB, utf8mb4).
--- Equivalent to order.AutoMigrate; kept for DBAs who manage DDL by hand.
+-- Equivalent to order.AutoMigrate on MySQL; kept for DBAs who manage DDL by
+-- hand. order.Schema("mysql", order.WithTables(...)) gives this DDL for other
+-- table names (index and constraint names are then derived from them).
 
-CREATE TABLE IF NOT EXISTS seckill_activity (
+CREATE TABLE IF NOT EXISTS `seckill_activity` (
   id             BIGINT        NOT NULL AUTO_INCREMENT,
   name           VARCHAR(128)  NOT NULL DEFAULT '',
   product_id     BIGINT        NOT NULL DEFAULT 0,
@@ -18,10 +20,10 @@ CREATE TABLE IF NOT EXISTS seckill_activity (
   created_at     DATETIME(3)   NULL,
   updated_at     DATETIME(3)   NULL,
   PRIMARY KEY (id),
-  CONSTRAINT chk_stock_nonneg CHECK (stock >= 0)
+  CONSTRAINT `chk_stock_nonneg` CHECK (stock >= 0)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
-CREATE TABLE IF NOT EXISTS seckill_order (
+CREATE TABLE IF NOT EXISTS `seckill_order` (
   id             BIGINT        NOT NULL,             -- snowflake (order.IDGenerator)
   order_no       VARCHAR(32)   NOT NULL,
   reservation_id VARCHAR(64)   NOT NULL,             -- one order per Redis reservation
@@ -29,7 +31,10 @@ CREATE TABLE IF NOT EXISTS seckill_order (
   activity_id    BIGINT        NOT NULL,
   live_slot      TINYINT       NULL,                 -- 1 while live and user_limit = 1, else NULL
   qty            BIGINT        NOT NULL,
-  price          DECIMAL(12,2) NOT NULL DEFAULT 0,
+  price          DECIMAL(12,2) NOT NULL DEFAULT 0,   -- unit price at the time of sale
+  product_id     BIGINT        NOT NULL DEFAULT 0,   -- snapshot of the activity's product
+  product_name   VARCHAR(255)  NOT NULL DEFAULT '',
+  ext            TEXT          NULL,                 -- Message.Ext: opaque JSON, at most 4 KiB
   status         VARCHAR(16)   NOT NULL,             -- CREATED / PAID / CANCELLED
   expire_time    DATETIME(3)   NOT NULL,
   pay_time       DATETIME(3)   NULL,
@@ -37,14 +42,13 @@ CREATE TABLE IF NOT EXISTS seckill_order (
   created_at     DATETIME(3)   NULL,
   updated_at     DATETIME(3)   NULL,
   PRIMARY KEY (id),
-  UNIQUE KEY uk_order_no (order_no),
-  UNIQUE KEY uk_reservation (reservation_id),
-  UNIQUE KEY uk_user_activity_live (user_id, activity_id, live_slot), -- UNIQUE(user, activity) when the cap is 1
-
-  KEY idx_status_expire (status, expire_time)
+  UNIQUE KEY `uk_order_no` (order_no),
+  UNIQUE KEY `uk_reservation` (reservation_id),
+  UNIQUE KEY `uk_user_activity_live` (user_id, activity_id, live_slot), -- UNIQUE(user, activity) when the cap is 1
+  KEY `idx_status_expire` (status, expire_time)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
 
-CREATE TABLE IF NOT EXISTS message_dedup (
+CREATE TABLE IF NOT EXISTS `message_dedup` (
   msg_id         VARCHAR(64)   NOT NULL,
   reservation_id VARCHAR(64)   NOT NULL,
   activity_id    BIGINT        NOT NULL,
@@ -54,6 +58,6 @@ CREATE TABLE IF NOT EXISTS message_dedup (
   reason         VARCHAR(255)  NOT NULL DEFAULT '',
   created_at     DATETIME(3)   NOT NULL,
   PRIMARY KEY (msg_id),
-  UNIQUE KEY uk_dedup_reservation (reservation_id), -- one outcome per reservation: the consume/release fence
-  KEY idx_dedup_user (user_id, activity_id)
+  UNIQUE KEY `uk_dedup_reservation` (reservation_id), -- one outcome per reservation: the consume/release fence
+  KEY `idx_dedup_user` (user_id, activity_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -16,42 +15,57 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
-var (
-	schemaTableRe = regexp.MustCompile(`(?s)CREATE TABLE IF NOT EXISTS (\w+) \((.*?)\n\) ENGINE`)
-	schemaKeyRe   = regexp.MustCompile(`(?m)^\s*(UNIQUE )?KEY (\w+) \(([^)]*)\)`)
-)
-
-// schemaKeys parses schema.sql into table → sorted "name unique cols" rows.
-func schemaKeys(t *testing.T) (string, map[string][]string) {
-	t.Helper()
-	b, err := os.ReadFile("schema.sql")
-	require.NoError(t, err)
+// wantIndexes is the index set of every table of t, as indexesOf reports
+// it: table → sorted "name unique cols".
+func wantIndexes(t Tables) map[string][]string {
 	out := map[string][]string{}
-	for _, m := range schemaTableRe.FindAllStringSubmatch(string(b), -1) {
-		var keys []string
-		for _, k := range schemaKeyRe.FindAllStringSubmatch(m[2], -1) {
+	for _, sp := range t.specs() {
+		keys := []string{}
+		for _, ix := range sp.indexes {
 			unique := 0
-			if k[1] != "" {
+			if ix.unique {
 				unique = 1
 			}
-			cols := strings.ReplaceAll(strings.ReplaceAll(k[3], " ", ""), "`", "")
-			keys = append(keys, fmt.Sprintf("%s %d %s", k[2], unique, cols))
+			keys = append(keys, fmt.Sprintf("%s %d %s", ix.name(sp.name, sp.def), unique, strings.Join(ix.columns, ",")))
 		}
 		sort.Strings(keys)
-		out[m[1]] = keys
+		out[sp.name] = keys
 	}
-	require.Len(t, out, 3, "schema.sql: three tables")
-	return string(b), out
+	return out
 }
 
-// indexesOf lists the secondary indexes the DB has for model's table.
-func indexesOf(t *testing.T, db *gorm.DB, model any) []string {
+var pgIndexDefRe = regexp.MustCompile(`^CREATE (UNIQUE )?INDEX \S+ ON \S+ USING btree \((.*)\)$`)
+
+// indexesOf lists the secondary indexes the DB has for table.
+func indexesOf(t *testing.T, db *gorm.DB, table string, model any) []string {
 	t.Helper()
-	idx, err := db.Migrator().GetIndexes(model)
+	out := []string{}
+	if db.Dialector.Name() == "postgres" {
+		// gorm's postgres migrator lists an index's columns in table
+		// order; pg_indexes has them in index order.
+		var rows []struct{ Indexname, Indexdef string }
+		require.NoError(t, db.Raw("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ?", table).
+			Scan(&rows).Error)
+		for _, r := range rows {
+			if strings.HasSuffix(r.Indexname, "_pkey") {
+				continue
+			}
+			m := pgIndexDefRe.FindStringSubmatch(r.Indexdef)
+			require.NotNil(t, m, r.Indexdef)
+			unique := 0
+			if m[1] != "" {
+				unique = 1
+			}
+			out = append(out, fmt.Sprintf("%s %d %s", r.Indexname, unique, strings.NewReplacer(" ", "", `"`, "").Replace(m[2])))
+		}
+		sort.Strings(out)
+		return out
+	}
+	idx, err := db.Table(table).Migrator().GetIndexes(model)
 	require.NoError(t, err)
-	var out []string
 	for _, x := range idx {
-		if pk, _ := x.PrimaryKey(); pk || x.Name() == "PRIMARY" || strings.HasPrefix(x.Name(), "sqlite_autoindex") {
+		if pk, _ := x.PrimaryKey(); pk || x.Name() == "PRIMARY" || strings.HasPrefix(x.Name(), "sqlite_autoindex") ||
+			strings.HasSuffix(x.Name(), "_pkey") {
 			continue
 		}
 		unique := 0
@@ -64,35 +78,150 @@ func indexesOf(t *testing.T, db *gorm.DB, model any) []string {
 	return out
 }
 
-// schema.sql and AutoMigrate must build the same indexes; on MySQL/MariaDB
-// the DDL itself is run and compared with AutoMigrate's tables.
-func TestSchemaSQLMatchesAutoMigrate(t *testing.T) {
-	t.Parallel()
-	ddl, keys := schemaKeys(t)
-	byGorm := newDB(t)
-	for _, m := range []schemaTabler{&Activity{}, &Order{}, &Dedup{}} {
-		assert.Equal(t, keys[m.TableName()], indexesOf(t, byGorm, m), "indexes of %s: schema.sql vs AutoMigrate", m.TableName())
+// columnsOf lists table's columns as "name type null".
+func columnsOf(t *testing.T, db *gorm.DB, table string, model any) []string {
+	t.Helper()
+	cols, err := db.Table(table).Migrator().ColumnTypes(model)
+	require.NoError(t, err)
+	var out []string
+	for _, c := range cols {
+		null, _ := c.Nullable()
+		out = append(out, fmt.Sprintf("%s %s %v", c.Name(), strings.ToLower(c.DatabaseTypeName()), null))
 	}
-	if testenv.DBKindInUse() != testenv.KindMySQL {
-		return
-	}
-	byDDL := testenv.MySQL(t)
+	sort.Strings(out)
+	return out
+}
+
+var (
+	ddlIndexRe = regexp.MustCompile("(?m)(UNIQUE )?(?:KEY|INDEX(?: IF NOT EXISTS)?) [`\"](\\w+)[`\"](?: ON [`\"](\\w+)[`\"])? \\(([^)]*)\\)")
+	ddlTableRe = regexp.MustCompile("CREATE TABLE IF NOT EXISTS [`\"](\\w+)[`\"]")
+)
+
+// ddlIndexes parses a DDL text into table → sorted "name unique cols".
+func ddlIndexes(t *testing.T, ddl string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	table := ""
 	for _, stmt := range strings.Split(stripSQLComments(ddl), ";") {
-		if strings.TrimSpace(stmt) != "" {
-			require.NoError(t, byDDL.Exec(stmt).Error)
+		if m := ddlTableRe.FindStringSubmatch(stmt); m != nil {
+			table = m[1]
+			if out[table] == nil {
+				out[table] = []string{}
+			}
+		}
+		for _, k := range ddlIndexRe.FindAllStringSubmatch(stmt, -1) {
+			unique := 0
+			if k[1] != "" {
+				unique = 1
+			}
+			on := table
+			if k[3] != "" {
+				on = k[3]
+			}
+			cols := strings.NewReplacer(" ", "", "`", "", `"`, "").Replace(k[4])
+			out[on] = append(out[on], fmt.Sprintf("%s %d %s", k[2], unique, cols))
 		}
 	}
-	for _, m := range []schemaTabler{&Activity{}, &Order{}, &Dedup{}} {
-		assert.Equal(t, indexesOf(t, byGorm, m), indexesOf(t, byDDL, m), "indexes of %s: DDL vs AutoMigrate", m.TableName())
+	for _, v := range out {
+		sort.Strings(v)
 	}
-	// AutoMigrate over the DDL-made tables adds nothing.
-	require.NoError(t, AutoMigrate(context.Background(), byDDL))
-	for _, m := range []schemaTabler{&Activity{}, &Order{}, &Dedup{}} {
-		assert.Equal(t, keys[m.TableName()], indexesOf(t, byDDL, m), "indexes of %s after AutoMigrate on the DDL", m.TableName())
+	return out
+}
+
+var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup"}
+
+// The DDL files are the templates of Schema: the default names give them
+// back unchanged, other names replace every table, index and constraint
+// name; both files declare the indexes AutoMigrate creates.
+func TestSchemaText(t *testing.T) {
+	t.Parallel()
+	for dialect, file := range map[string]string{"mysql": SchemaMySQL, "postgres": SchemaPostgres} {
+		ddl, err := Schema(dialect)
+		require.NoError(t, err)
+		assert.Equal(t, file, ddl, dialect)
+		assert.Equal(t, wantIndexes(DefaultTables()), ddlIndexes(t, ddl), dialect)
+		assert.Contains(t, ddl, "chk_stock_nonneg")
+
+		other, err := Schema(dialect, WithTables(otherTables))
+		require.NoError(t, err)
+		assert.Equal(t, wantIndexes(otherTables), ddlIndexes(t, other), dialect)
+		assert.NotRegexp(t, `\b(seckill_activity|seckill_order|message_dedup|uk_order_no|uk_reservation|uk_user_activity_live|idx_status_expire|uk_dedup_reservation|idx_dedup_user|chk_stock_nonneg)\b`,
+			stripSQLComments(other), dialect)
+		assert.Contains(t, other, "chk_shop_activity_stock_nonneg")
+	}
+	_, err := Schema("sqlite")
+	assert.ErrorIs(t, err, ErrUnsupportedDialect)
+	for _, bad := range []Tables{{Order: "Order"}, {Order: "1x"}, {Dedup: "a-b"}, {Order: strings.Repeat("x", MaxTableLen+1)},
+		{Order: "message_dedup"}, {Activity: "same", Order: "same"}} {
+		_, err := Schema("mysql", WithTables(bad))
+		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
+		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidOption, "%+v", bad)
+		_, err = NewProcessor(testenv.SQLite(t), newGen(t, 1), WithTables(bad))
+		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
+	}
+	longest := Tables{Activity: strings.Repeat("a", MaxTableLen), Order: strings.Repeat("o", MaxTableLen), Dedup: strings.Repeat("d", MaxTableLen)}
+	_, err = Schema("postgres", WithTables(longest))
+	require.NoError(t, err)
+	for _, sp := range longest.specs() {
+		for _, ix := range append(append([]index(nil), sp.indexes...), sp.checks...) {
+			assert.LessOrEqual(t, len(ix.name(sp.name, sp.def)), 63, "PostgreSQL's identifier limit")
+		}
 	}
 }
 
-type schemaTabler interface{ TableName() string }
+// AutoMigrate builds the indexes of the spec under both configurations;
+// on MySQL/MariaDB and PostgreSQL the DDL of Schema builds the same tables
+// (columns, types, nullability, indexes), AutoMigrate over them adds
+// nothing, and the CHECK constraint refuses a negative stock.
+func TestSchemaMatchesAutoMigrate(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, byGorm *gorm.DB) {
+		ctx := context.Background()
+		dialect := byGorm.Dialector.Name()
+		require.NoError(t, AutoMigrate(ctx, byGorm, WithTables(otherTables)))
+		for _, tabs := range []Tables{DefaultTables(), otherTables} {
+			want := wantIndexes(tabs)
+			for _, sp := range tabs.specs() {
+				assert.Equal(t, want[sp.name], indexesOf(t, byGorm, sp.name, sp.model), "indexes of %s: AutoMigrate", sp.name)
+			}
+		}
+		if dialect == "sqlite" {
+			return
+		}
+		byDDL := openDB(t, testenv.DBKind(dialect))
+		for _, tabs := range []Tables{DefaultTables(), otherTables} {
+			ddl, err := Schema(dialect, WithTables(tabs))
+			require.NoError(t, err)
+			for _, stmt := range strings.Split(stripSQLComments(ddl), ";") {
+				if strings.TrimSpace(stmt) != "" {
+					require.NoError(t, byDDL.Exec(stmt).Error, stmt)
+				}
+			}
+		}
+		for _, tabs := range []Tables{DefaultTables(), otherTables} {
+			for _, sp := range tabs.specs() {
+				assert.Equal(t, indexesOf(t, byGorm, sp.name, sp.model), indexesOf(t, byDDL, sp.name, sp.model), "indexes of %s: DDL vs AutoMigrate", sp.name)
+				assert.Equal(t, columnsOf(t, byGorm, sp.name, sp.model), columnsOf(t, byDDL, sp.name, sp.model), "columns of %s: DDL vs AutoMigrate", sp.name)
+			}
+			// AutoMigrate over the DDL-made tables adds nothing.
+			require.NoError(t, AutoMigrate(ctx, byDDL, WithTables(tabs)))
+			for _, sp := range tabs.specs() {
+				assert.Equal(t, wantIndexes(tabs)[sp.name], indexesOf(t, byDDL, sp.name, sp.model), "indexes of %s after AutoMigrate on the DDL", sp.name)
+			}
+		}
+		// The CHECK holds on both, under both names.
+		for _, db := range []*gorm.DB{byGorm, byDDL} {
+			for _, tabs := range []Tables{DefaultTables(), otherTables} {
+				addActivityIn(t, db, tabs, 1, 5, 1)
+				err := db.Exec("UPDATE " + quoteIdent(db, tabs.Activity) + " SET stock = stock - 6 WHERE id = 1").Error
+				require.Error(t, err, "CHECK (stock >= 0) on %s", tabs.Activity)
+				var stock int64
+				require.NoError(t, db.Raw("SELECT stock FROM "+quoteIdent(db, tabs.Activity)+" WHERE id = 1").Scan(&stock).Error)
+				assert.EqualValues(t, 5, stock)
+			}
+		}
+	})
+}
 
 func stripSQLComments(s string) string {
 	lines := strings.Split(s, "\n")

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,7 @@ import (
 
 const (
 	// preparedChunk is the rows of one prepared INSERT on servers
-	// (MySQL/MariaDB): 256 × 12 placeholders stay well under the 65,535
+	// (MySQL/MariaDB, PostgreSQL): 256 × 15 placeholders stay well under the 65,535
 	// limit, and larger chunks measured no faster.
 	preparedChunk = 256
 	// sqliteChunk bounds one INSERT on SQLite, whose pure-Go driver binds
@@ -48,6 +49,7 @@ type stmtKey struct {
 // single connection (SQLite here) would wait forever for a second.
 type stmtCache struct {
 	db   *sql.DB // nil: prepared statements unavailable, text INSERTs
+	text *sqlText
 	off  atomic.Bool
 	used atomic.Int64 // chunks written through a prepared statement
 
@@ -55,8 +57,8 @@ type stmtCache struct {
 	m  map[stmtKey]*sql.Stmt
 }
 
-func newStmtCache(db *gorm.DB) *stmtCache {
-	c := &stmtCache{m: map[stmtKey]*sql.Stmt{}}
+func newStmtCache(db *gorm.DB, text *sqlText) *stmtCache {
+	c := &stmtCache{m: map[stmtKey]*sql.Stmt{}, text: text}
 	// Only a plain pool: a gorm PrepareStmt session or a resolver plugin
 	// puts its own ConnPool here and gets text INSERTs.
 	if sdb, ok := db.ConnPool.(*sql.DB); ok {
@@ -79,7 +81,7 @@ func (c *stmtCache) prepare(ctx context.Context, size int) {
 			if _, ok := c.m[k]; ok {
 				continue
 			}
-			s, err := c.db.PrepareContext(ctx, insertSQL(t, rows))
+			s, err := c.db.PrepareContext(ctx, c.text.insertSQL(t, rows))
 			if err != nil {
 				return
 			}
@@ -110,28 +112,46 @@ func (c *stmtCache) close() error {
 	return first
 }
 
-var insertHead = [...]string{
-	tableOrder: "INSERT INTO seckill_order (id,order_no,reservation_id,user_id,activity_id,live_slot,qty,price,status,expire_time,created_at,updated_at) VALUES ",
-	tableDedup: "INSERT INTO message_dedup (msg_id,reservation_id,activity_id,user_id,outcome,order_no,reason,created_at) VALUES ",
+// columns is the number of parameters one row of table t binds.
+func columns(t table) int {
+	if t == tableOrder {
+		return len(orderColumns)
+	}
+	return len(dedupColumns)
 }
 
-var insertRow = [...]string{
-	tableOrder: "(?,?,?,?,?,?,?,?,?,?,?,?)",
-	tableDedup: "(?,?,?,?,?,?,?,?)",
-}
-
-// columns is the number of parameters one row binds.
-func columns(t table) int { return strings.Count(insertRow[t], "?") }
-
-func insertSQL(t table, rows int) string {
+// insertSQL is the INSERT of rows rows into table t: ? placeholders on
+// MySQL and SQLite, $1, $2, … on PostgreSQL (database/sql passes the text
+// to the driver unchanged).
+func (s *sqlText) insertSQL(t table, rows int) string {
+	head, row := s.insertHead[t], s.insertRow[t]
 	var sb strings.Builder
-	sb.Grow(len(insertHead[t]) + rows*(len(insertRow[t])+1))
-	sb.WriteString(insertHead[t])
+	sb.Grow(len(head) + rows*(len(row)+1)*2)
+	sb.WriteString(head)
+	if s.dialect != "postgres" {
+		for i := range rows {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(row)
+		}
+		return sb.String()
+	}
+	n, cols := 0, columns(t)
 	for i := range rows {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		sb.WriteString(insertRow[t])
+		sb.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				sb.WriteByte(',')
+			}
+			n++
+			sb.WriteByte('$')
+			sb.WriteString(strconv.Itoa(n))
+		}
+		sb.WriteByte(')')
 	}
 	return sb.String()
 }
@@ -184,7 +204,7 @@ func (p *Processor) insertRows(ctx context.Context, tx *gorm.DB, t table, args [
 			// prepared on: text from now on.
 			p.stmts.off.Store(true)
 		}
-		if err := rawExec(ctx, tx, insertSQL(t, n), part); err != nil {
+		if err := rawExec(ctx, tx, p.sql.insertSQL(t, n), part); err != nil {
 			return err
 		}
 	}

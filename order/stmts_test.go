@@ -48,75 +48,76 @@ func TestProcessPreparedAndText(t *testing.T) {
 	for _, mode := range []string{"prepared", "text"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			db := newDB(t)
-			addActivity(t, db, 1, 1000, 1)
-			addActivity(t, db, 2, 1000, 3)
-			use := db
-			if mode == "text" {
-				use = db.Session(&gorm.Session{PrepareStmt: true})
-			}
-			p := newProc(t, use)
-			const n = 2*preparedChunk + 77 // full chunks and a remainder on every dialect
-			msgs := make([]Message, n)
-			for i := range msgs {
-				msgs[i] = msg(i, int64(1+i%2), int64(1000+i))
-				msgs[i].Qty = int64(1 + i%2)
-				msgs[i].Price = int64(100 + i)
-			}
-			outs, err := p.Process(ctx, msgs)
-			require.NoError(t, err)
-			byRes := map[string]Outcome{}
-			for i, o := range outs {
-				require.Equal(t, StatusSuccess, o.Status, i)
-				require.False(t, o.Duplicate, i)
-				byRes[o.Message.ReservationID] = o
-			}
-			if mode == "prepared" {
-				assert.Positive(t, p.stmts.used.Load(), "the batch did not use prepared statements")
-			} else {
-				assert.Zero(t, p.stmts.used.Load(), "a PrepareStmt session must take the text path")
-			}
-
-			var orders []Order
-			require.NoError(t, db.Order("id").Find(&orders).Error)
-			require.Len(t, orders, n)
-			for _, o := range orders {
-				out, ok := byRes[o.ReservationID]
-				require.True(t, ok, o.ReservationID)
-				m := out.Message
-				assert.Equal(t, out.OrderNo, o.OrderNo)
-				assert.Equal(t, out.OrderID, o.ID)
-				assert.Equal(t, m.UserID, o.UserID)
-				assert.Equal(t, m.ActivityID, o.ActivityID)
-				assert.Equal(t, m.Qty, o.Qty)
-				assert.Equal(t, Cents(m.Price), o.Price)
-				assert.Equal(t, OrderCreated, o.Status)
-				assert.WithinDuration(t, out.ExpireTime, o.ExpireTime, time.Millisecond) // DATETIME(3)
-				if m.ActivityID == 1 {
-					require.NotNil(t, o.LiveSlot, "cap 1 sets live_slot")
-				} else {
-					assert.Nil(t, o.LiveSlot, "cap 3 leaves live_slot NULL")
+			eachDB(t, func(t *testing.T, db *gorm.DB) {
+				addActivity(t, db, 1, 1000, 1)
+				addActivity(t, db, 2, 1000, 3)
+				use := db
+				if mode == "text" {
+					use = db.Session(&gorm.Session{PrepareStmt: true})
 				}
-			}
-			var dedups int64
-			require.NoError(t, db.Model(&Dedup{}).Count(&dedups).Error)
-			assert.EqualValues(t, n, dedups)
-			checkConservation(t, db, 1, 1000)
-			checkConservation(t, db, 2, 1000)
+				p := newProc(t, use)
+				const n = 2*preparedChunk + 77 // full chunks and a remainder on every dialect
+				msgs := make([]Message, n)
+				for i := range msgs {
+					msgs[i] = msg(i, int64(1+i%2), int64(1000+i))
+					msgs[i].Qty = int64(1 + i%2)
+					msgs[i].Price = int64(100 + i)
+				}
+				outs, err := p.Process(ctx, msgs)
+				require.NoError(t, err)
+				byRes := map[string]Outcome{}
+				for i, o := range outs {
+					require.Equal(t, StatusSuccess, o.Status, i)
+					require.False(t, o.Duplicate, i)
+					byRes[o.Message.ReservationID] = o
+				}
+				if mode == "prepared" {
+					assert.Positive(t, p.stmts.used.Load(), "the batch did not use prepared statements")
+				} else {
+					assert.Zero(t, p.stmts.used.Load(), "a PrepareStmt session must take the text path")
+				}
 
-			// Close drops the statements; the processor prepares them again.
-			require.NoError(t, p.Close())
-			assert.Empty(t, p.stmts.m)
-			more := make([]Message, 3)
-			for i := range more {
-				more[i] = msg(n+i, 2, int64(5000+i))
-			}
-			outs, err = p.Process(ctx, more)
-			require.NoError(t, err)
-			for _, o := range outs {
-				assert.Equal(t, StatusSuccess, o.Status, fmt.Sprint(o.Message.MsgID))
-			}
-			checkConservation(t, db, 2, 1000)
+				var orders []Order
+				require.NoError(t, db.Order("id").Find(&orders).Error)
+				require.Len(t, orders, n)
+				for _, o := range orders {
+					out, ok := byRes[o.ReservationID]
+					require.True(t, ok, o.ReservationID)
+					m := out.Message
+					assert.Equal(t, out.OrderNo, o.OrderNo)
+					assert.Equal(t, out.OrderID, o.ID)
+					assert.Equal(t, m.UserID, o.UserID)
+					assert.Equal(t, m.ActivityID, o.ActivityID)
+					assert.Equal(t, m.Qty, o.Qty)
+					assert.Equal(t, Cents(m.Price), o.Price)
+					assert.Equal(t, OrderCreated, o.Status)
+					assert.WithinDuration(t, out.ExpireTime, o.ExpireTime, time.Millisecond) // DATETIME(3)
+					if m.ActivityID == 1 {
+						require.NotNil(t, o.LiveSlot, "cap 1 sets live_slot")
+					} else {
+						assert.Nil(t, o.LiveSlot, "cap 3 leaves live_slot NULL")
+					}
+				}
+				var dedups int64
+				require.NoError(t, db.Model(&Dedup{}).Count(&dedups).Error)
+				assert.EqualValues(t, n, dedups)
+				checkConservation(t, db, 1, 1000)
+				checkConservation(t, db, 2, 1000)
+
+				// Close drops the statements; the processor prepares them again.
+				require.NoError(t, p.Close())
+				assert.Empty(t, p.stmts.m)
+				more := make([]Message, 3)
+				for i := range more {
+					more[i] = msg(n+i, 2, int64(5000+i))
+				}
+				outs, err = p.Process(ctx, more)
+				require.NoError(t, err)
+				for _, o := range outs {
+					assert.Equal(t, StatusSuccess, o.Status, fmt.Sprint(o.Message.MsgID))
+				}
+				checkConservation(t, db, 2, 1000)
+			})
 		})
 	}
 }

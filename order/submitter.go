@@ -51,7 +51,8 @@ func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...Option) (*Su
 	return &Submitter{pub: pub, fb: fb, rel: rel, o: buildOptions(opts)}, nil
 }
 
-// Submit hands m on. A zero Version becomes [MessageVersion], an empty MsgID
+// Submit hands m on. A zero Version becomes 1 (2 with an Ext, see
+// [MessageVersion]), an empty MsgID
 // a random one, a zero CreatedAt now. It returns the route on success.
 // When both Kafka and the fallback fail it releases the reservation (on a
 // context that ignores ctx's cancellation) and returns an error wrapping
@@ -60,7 +61,7 @@ func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...Option) (*Su
 // [ErrInvalidMessage]; nothing is released for it.
 func (s *Submitter) Submit(ctx context.Context, m Message) (Route, error) {
 	if m.Version == 0 {
-		m.Version = MessageVersion
+		m.Version = m.defaultVersion()
 	}
 	if m.MsgID == "" {
 		m.MsgID = NewMsgID()
