@@ -23,6 +23,12 @@ type Activity struct {
 	// zero); zero means DefaultTTL (24h). Keep it longer than the order
 	// payment window so Release still finds the ledger.
 	TTL time.Duration
+	// Shards splits the stock over this many sub-ledgers, each in its own
+	// Redis Cluster slot, so that one hot sale is served by several Redis
+	// cores (see "Sharding" in the package doc). 0 or 1: one ledger, the
+	// un-sharded layout; at most MaxShards. Every loader of an activity must
+	// give the same value (Load is set-if-absent: the first layout stays).
+	Shards int
 }
 
 func (a Activity) validate() error {
@@ -37,6 +43,8 @@ func (a Activity) validate() error {
 		return fmt.Errorf("%w: per-user limit %d must be >= 0", ErrInvalidActivity, a.PerUserLimit)
 	case a.PerUserLimit > MaxQuantity:
 		return fmt.Errorf("%w: per-user limit %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidActivity, a.PerUserLimit)
+	case a.Shards < 0 || a.Shards > MaxShards:
+		return fmt.Errorf("%w: shards %d must be in [0, %d]", ErrInvalidActivity, a.Shards, MaxShards)
 	case a.TTL < 0:
 		return fmt.Errorf("%w: TTL %v must be >= 0", ErrInvalidActivity, a.TTL)
 	case !a.Start.IsZero() && !a.End.IsZero() && !a.End.After(a.Start):
@@ -52,6 +60,22 @@ func (a Activity) limit() int64 {
 		return 1
 	}
 	return a.PerUserLimit
+}
+
+// shards returns the number of ledgers: 1 for the un-sharded layout.
+func (a Activity) shards() int { return max(a.Shards, 1) }
+
+// split returns how many of total units each of n shards starts with: an
+// even split, the first total mod n shards one more.
+func split(total int64, n int) []int64 {
+	out := make([]int64, n)
+	for k := range out {
+		out[k] = total / int64(n)
+		if int64(k) < total%int64(n) {
+			out[k]++
+		}
+	}
+	return out
 }
 
 func (a Activity) ttl() time.Duration {

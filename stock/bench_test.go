@@ -408,3 +408,182 @@ func BenchmarkReserveCoalescing(b *testing.B) {
 		})
 	}
 }
+
+// nodeStat is one master's INFO: CPU seconds (used_cpu_sys +
+// used_cpu_user) and script calls (the calls of EVAL, EVALSHA and their
+// _RO forms in INFO commandstats; the commands a script runs inside are
+// counted apart, under their own names).
+type nodeStat struct {
+	cpu  float64
+	cmds int64
+}
+
+// masterStats reads nodeStat of every master of the Cluster, by address.
+func masterStats(b *testing.B, c *redis.ClusterClient) map[string]nodeStat {
+	b.Helper()
+	var mu sync.Mutex
+	out := map[string]nodeStat{}
+	err := c.ForEachMaster(context.Background(), func(ctx context.Context, n *redis.Client) error {
+		info, err := n.Info(ctx, "cpu", "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		var st nodeStat
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			switch {
+			case !ok:
+			case k == "used_cpu_sys" || k == "used_cpu_user":
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return fmt.Errorf("INFO %s: %w", line, err)
+				}
+				st.cpu += f
+			case k == "cmdstat_eval" || k == "cmdstat_evalsha" || k == "cmdstat_eval_ro" || k == "cmdstat_evalsha_ro":
+				calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+				c, err := strconv.ParseInt(calls, 10, 64)
+				if err != nil {
+					return fmt.Errorf("INFO %s: %w", line, err)
+				}
+				st.cmds += c
+			}
+		}
+		mu.Lock()
+		out[n.Options().Addr] = st
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// clusterCounter counts the script calls made through a ClusterClient.
+type clusterCounter struct {
+	*redis.ClusterClient
+	calls atomic.Int64
+}
+
+func (c *clusterCounter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	c.calls.Add(1)
+	return c.ClusterClient.EvalSha(ctx, sha, keys, args...)
+}
+
+func (c *clusterCounter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	c.calls.Add(1)
+	return c.ClusterClient.Eval(ctx, script, keys, args...)
+}
+
+// BenchmarkReserveSharded: Deductor.Reserve on the real Cluster
+// (SECKILL_REDIS_CLUSTER_ADDRS) for one activity loaded with 1, 3 and 6
+// shards, one by one and coalesced (defaults), 200 concurrent callers,
+// stock 10^9 (every call reserves; no borrowing), distinct users spread over
+// the shards by their hash. Reported:
+//
+//   - reservations/s;
+//   - hot-cpu-us/resv: the Redis CPU (INFO cpu used_cpu_sys +
+//     used_cpu_user) of the busiest master over the run, per reservation;
+//   - hot-vs-1: that figure over the same mode's 1-shard figure of this run
+//     (the target is <= 1.2/N; with 3 masters, 6 shards cannot go below
+//     1/3: two shards share each master);
+//   - hot-net-vs-1: the same ratio after subtracting from each master the
+//     CPU it used, at the rate measured in a one-second window with no
+//     load of ours just before the run (the Cluster is shared: other
+//     clients and the server's own cron show up in every node, and weigh
+//     most on the lightly loaded nodes of the sharded runs);
+//   - redis-cpu-us/resv: all masters together, per reservation;
+//   - client-cpu-us/resv: this process's Go CPU, per reservation;
+//   - req/call: reservations per script call (1 one by one);
+//   - foreign-calls/resv: script calls the masters ran during the run that
+//     this benchmark did not make (INFO commandstats less its own, counted
+//     in the client), per reservation: other clients of a shared Cluster; a
+//     round where it is not near 0 measured their work too.
+func BenchmarkReserveSharded(b *testing.B) {
+	addrs := os.Getenv(testenv.EnvRedisClusterAddrs)
+	if addrs == "" {
+		b.Skipf("%s not set: needs a real Redis Cluster", testenv.EnvRedisClusterAddrs)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ","), PoolSize: 200})
+	counted := &clusterCounter{ClusterClient: c}
+	prefix := fmt.Sprintf("benchshard%d:", time.Now().UnixNano())
+	b.Cleanup(func() {
+		ctx := context.Background()
+		_ = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			iter := n.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				n.Unlink(ctx, iter.Val())
+			}
+			return iter.Err()
+		})
+		_ = c.Close()
+	})
+	ctx := context.Background()
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{
+		{"one-by-one", nil},
+		{"coalesced", []Option{WithCoalescing(0, 0)}},
+	} {
+		var oneSlot, oneSlotNet float64
+		for _, n := range []int{1, 3, 6} {
+			b.Run(fmt.Sprintf("%s/shards=%d", mode.name, n), func(b *testing.B) {
+				p := fmt.Sprintf("%s%s%d:", prefix, mode.name, n)
+				d, err := New(counted, append([]Option{WithKeyPrefix(p), WithoutSoldOutCache()}, mode.opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := d.Reset(ctx, Activity{ID: 1, Stock: 1_000_000_000, Shards: n}); err != nil {
+					b.Fatal(err)
+				}
+				var next, failed atomic.Int64
+				idle0, t0 := masterStats(b, c), time.Now()
+				time.Sleep(time.Second) // a measuring window, not a synchronisation
+				cpu0, go0, calls0 := masterStats(b, c), goCPU(), counted.calls.Load()
+				idle := time.Since(t0).Seconds()
+				b.ReportAllocs()
+				b.SetParallelism((200 + testingProcs() - 1) / testingProcs())
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						u := next.Add(1)
+						res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+						if err != nil || res.Status != Reserved {
+							failed.Add(1)
+						}
+					}
+				})
+				b.StopTimer()
+				cpu1, gocpu, calls := masterStats(b, c), goCPU()-go0, counted.calls.Load()-calls0
+				if f := failed.Load(); f > 0 {
+					b.Fatalf("%d calls failed or did not reserve", f)
+				}
+				var hot, hotNet, total float64
+				var cmds int64
+				for addr, v := range cpu1 {
+					dv := v.cpu - cpu0[addr].cpu
+					total += dv
+					hot = max(hot, dv)
+					bg := (cpu0[addr].cpu - idle0[addr].cpu) / idle * b.Elapsed().Seconds()
+					hotNet = max(hotNet, dv-bg)
+					cmds += v.cmds - cpu0[addr].cmds
+				}
+				per, perNet := hot*1e6/float64(b.N), hotNet*1e6/float64(b.N)
+				if n == 1 {
+					oneSlot, oneSlotNet = per, perNet
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
+				b.ReportMetric(per, "hot-cpu-us/resv")
+				if oneSlot > 0 {
+					b.ReportMetric(per/oneSlot, "hot-vs-1")
+					b.ReportMetric(perNet/oneSlotNet, "hot-net-vs-1")
+				}
+				b.ReportMetric(total*1e6/float64(b.N), "redis-cpu-us/resv")
+				b.ReportMetric(gocpu*1e6/float64(b.N), "client-cpu-us/resv")
+				b.ReportMetric(float64(b.N)/float64(max(calls, 1)), "req/call")
+				b.ReportMetric(float64(cmds-calls)/float64(b.N), "foreign-calls/resv")
+			})
+		}
+	}
+}

@@ -16,8 +16,9 @@ import (
 // goroutine) or when the window has passed (the timer sends it). Sealing
 // takes it out of the open batches under the lock, so a request that comes
 // later opens the next batch: none is lost, none is added to a batch already
-// on its way. A batch holds requests of one activity only, so its one
-// reserve_many.lua call touches one hash tag: one Cluster slot.
+// on its way. A batch holds requests of one ledger only (one activity, or
+// one shard of a sharded activity), so its one reserve_many.lua call
+// touches one hash tag: one Cluster slot.
 //
 // The life of a request in a batch. It leaves callWaiting exactly once, by
 // one compare-and-swap, and whoever wins decides its fate:
@@ -49,28 +50,29 @@ const (
 	DefaultCoalesceMaxBatch = 64
 )
 
-// coalescer gathers the concurrent Reserve calls of each activity into
-// batches. open holds the batch still accepting requests, per activity; it
-// never holds more entries than activities with a batch forming right now.
+// coalescer gathers the concurrent Reserve calls of each ledger into
+// batches. open holds the batch still accepting requests, per ledger; it
+// never holds more entries than ledgers with a batch forming right now.
 type coalescer struct {
 	d      *Deductor
 	window time.Duration
 	max    int
 
 	mu   sync.Mutex
-	open map[int64]*batch
+	open map[unit]*batch
 }
 
 // batch is one reserve_many.lua call in the making. calls is appended to
 // under the coalescer's lock until the batch is sealed, and only read after
 // that; it never holds more than max calls.
 type batch struct {
-	activity int64
-	ctx      context.Context // the opener's, without its cancellation: values for client hooks
-	calls    []*call
-	sealed   bool // under the coalescer's lock
-	timer    *time.Timer
-	done     chan struct{} // closed when every sent call has its outcome
+	u      unit
+	keys   []string        // the ledger's KEYS
+	ctx    context.Context // the opener's, without its cancellation: values for client hooks
+	calls  []*call
+	sealed bool // under the coalescer's lock
+	timer  *time.Timer
+	done   chan struct{} // closed when every sent call has its outcome
 }
 
 type call struct {
@@ -78,28 +80,28 @@ type call struct {
 	deadline time.Time // zero: the caller's context has none
 	state    atomic.Int32
 	// The outcome, written by the sender before done is closed.
-	res Result
-	f   fenceReply
+	r   unitReply
 	v   verdict
 	err error
 }
 
 func newCoalescer(d *Deductor, window time.Duration, maxBatch int) *coalescer {
-	return &coalescer{d: d, window: window, max: maxBatch, open: map[int64]*batch{}}
+	return &coalescer{d: d, window: window, max: maxBatch, open: map[unit]*batch{}}
 }
 
-// reserve adds req to its activity's open batch and returns its outcome
-// once the batch was decided, or the context's error if the context ends
-// before the batch is sent (the request is then never sent).
-func (c *coalescer) reserve(ctx context.Context, req Request) (Result, fenceReply, error) {
+// reserve adds req to the open batch of ledger u (whose KEYS are k) and
+// returns its outcome once the batch was decided, or the context's error if
+// the context ends before the batch is sent (the request is then never
+// sent).
+func (c *coalescer) reserve(ctx context.Context, u unit, k []string, req Request) (unitReply, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, fenceReply{}, classify("reserve", err)
+		return unitReply{}, classify("reserve", err)
 	}
 	c.mu.Lock()
-	b := c.open[req.Activity]
+	b := c.open[u]
 	if b == nil {
-		b = &batch{activity: req.Activity, ctx: context.WithoutCancel(ctx), calls: make([]*call, 0, min(c.max, 16)), done: make(chan struct{})}
-		c.open[req.Activity] = b
+		b = &batch{u: u, keys: k, ctx: context.WithoutCancel(ctx), calls: make([]*call, 0, min(c.max, 16)), done: make(chan struct{})}
+		c.open[u] = b
 		b.timer = time.AfterFunc(c.window, func() { c.flush(b) })
 	}
 	cl := &call{req: req}
@@ -119,12 +121,12 @@ func (c *coalescer) reserve(ctx context.Context, req Request) (Result, fenceRepl
 	case <-b.done:
 	case <-ctx.Done():
 		if cl.state.CompareAndSwap(callWaiting, callAbandoned) {
-			return Result{}, fenceReply{}, classify("reserve", ctx.Err())
+			return unitReply{}, classify("reserve", ctx.Err())
 		}
 		b.wait() // sent before the caller gave up: its outcome is on its way
 	}
-	c.d.act(ctx, req.Activity, cl.v)
-	return cl.res, cl.f, cl.err
+	c.d.act(ctx, u, cl.v)
+	return cl.r, cl.err
 }
 
 // wait blocks until the batch has been decided.
@@ -133,8 +135,8 @@ func (b *batch) wait() { <-b.done }
 // seal takes b out of the open batches; the caller holds c.mu.
 func (c *coalescer) seal(b *batch) {
 	b.sealed = true
-	if c.open[b.activity] == b {
-		delete(c.open, b.activity)
+	if c.open[b.u] == b {
+		delete(c.open, b.u)
 	}
 }
 
@@ -180,20 +182,15 @@ func (c *coalescer) send(b *batch) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	c.d.reserveBatch(ctx, b.activity, sent)
+	c.d.reserveBatch(ctx, b.u, b.keys, sent)
 }
 
-// reserveBatch runs reserve_many.lua for calls (one activity, at most
-// MaxCoalesceBatch) and stores each call's outcome, judged as reserve
-// judges a single reply. The knowledge of the activity is taken once,
+// reserveBatch runs reserve_many.lua for calls (one ledger, whose KEYS are
+// k, at most MaxCoalesceBatch) and stores each call's outcome, judged as
+// reserve judges a single reply. The knowledge of the ledger is taken once,
 // when the batch is sent: every decision in it ran after that.
-func (d *Deductor) reserveBatch(ctx context.Context, activity int64, calls []*call) {
-	st := d.state(activity)
-	var sn fenceSnap
-	k := d.keyList(activity)
-	if st != nil {
-		sn = st.snap()
-	}
+func (d *Deductor) reserveBatch(ctx context.Context, u unit, k []string, calls []*call) {
+	st, sn := d.snapOf(u)
 	n := len(calls)
 	args := make([]any, 1+3*n)
 	args[0] = n
@@ -223,7 +220,7 @@ func (d *Deductor) reserveBatch(ctx context.Context, activity int64, calls []*ca
 			cl.err = badReply("reserve", "decision %d of type %T", i, vals[i])
 			continue
 		}
-		cl.res, cl.f, cl.v, cl.err = d.judge(cl.req, &st, sn, one)
+		cl.r, cl.v, cl.err = d.judge(cl.req, u, &st, sn, one)
 		lost = lost || cl.v.frozen
 	}
 	if !lost {
@@ -235,8 +232,9 @@ func (d *Deductor) reserveBatch(ctx context.Context, activity int64, calls []*ca
 	// and one sent among the last could pass).
 	for _, cl := range calls {
 		cl.v.frozen = true
-		if cl.err == nil && cl.res.Status != Frozen {
-			cl.res = frozenResult(cl.res)
+		if cl.err == nil && cl.r.dir == 0 && cl.r.res.Status != Frozen {
+			cl.r.res = frozenResult(cl.r.res)
+			cl.r.goneAt = 0
 		}
 	}
 }

@@ -43,7 +43,7 @@ func reserveAsync(ctx context.Context, d *Deductor, req Request) <-chan reply {
 func queuedCalls(d *Deductor, activity int64) int {
 	d.co.mu.Lock()
 	defer d.co.mu.Unlock()
-	if b := d.co.open[activity]; b != nil {
+	if b := d.co.open[plain(activity)]; b != nil {
 		return len(b.calls)
 	}
 	return 0
@@ -60,7 +60,7 @@ func waitQueued(d *Deductor, activity int64, n int) {
 // flushNow seals and sends the activity's open batch, as its timer would.
 func flushNow(d *Deductor, activity int64) {
 	d.co.mu.Lock()
-	b := d.co.open[activity]
+	b := d.co.open[plain(activity)]
 	d.co.mu.Unlock()
 	if b != nil {
 		b.timer.Stop()

@@ -33,8 +33,13 @@ type Deductor struct {
 	// lock-free on the hot path; writers hold mu.
 	flags atomic.Pointer[map[int64]*soldFlag]
 	// states is a copy-on-write map of what this Deductor knows about each
-	// activity Redis reported as loaded: its KEYS and the fence (fence.go).
-	states atomic.Pointer[map[int64]*actState]
+	// ledger (activity or shard) Redis reported as loaded: its KEYS and the
+	// fence (fence.go).
+	states atomic.Pointer[map[unit]*actState]
+	// layouts is a copy-on-write map of the sharded activities this
+	// Deductor knows (shard.go); an activity not in it is un-sharded, or
+	// not known to be sharded yet.
+	layouts atomic.Pointer[map[int64]*layout]
 
 	mu      sync.Mutex
 	running bool
@@ -69,6 +74,8 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 		return nil, fmt.Errorf("stock: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", o.prefix)
 	case o.maxIDBytes <= 0:
 		return nil, fmt.Errorf("stock: max request ID bytes %d must be > 0", o.maxIDBytes)
+	case o.grace < 0:
+		return nil, fmt.Errorf("stock: transfer grace %v must be >= 0", o.grace)
 	}
 	d := &Deductor{rdb: rdb, o: o, channel: releaseChannel(o.prefix), marked: map[int64]time.Time{}}
 	if o.coalesce {
@@ -191,72 +198,128 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 	return res, err
 }
 
-// reserve runs reserve.lua and judges the reply with the fence. It returns
-// the reply's fence too, which keys the sold-out cache's ledger snapshot.
-// With coalescing on, the request joins a batch of its activity instead
-// (coalesce.go), decided by reserve_many.lua and judged the same way.
+// reserve runs reserve.lua on the activity (or on the buyer's shard,
+// borrowing when it is short: shard.go) and judges the reply with the
+// fence. It returns the reply's fence too, which keys the sold-out cache's
+// ledger snapshot. With coalescing on, the request joins a batch of its
+// ledger instead (coalesce.go), decided by reserve_many.lua and judged the
+// same way.
 func (d *Deductor) reserve(ctx context.Context, req Request) (Result, fenceReply, error) {
+	l := d.layoutOf(req.Activity)
+	for range maxLayoutTries {
+		if l == nil {
+			u := plain(req.Activity)
+			r, err := d.reserveUnit(ctx, u, d.keyList(u), req)
+			if err != nil || r.dir == 0 {
+				return r.res, r.f, err
+			}
+			if l, err = d.learn(req.Activity, r.dir); err != nil {
+				return Result{}, fenceReply{}, err
+			}
+			continue
+		}
+		res, f, next, err := d.reserveSharded(ctx, l, req)
+		if err != nil || next == l {
+			return res, f, err
+		}
+		l = next
+	}
+	return Result{}, fenceReply{}, fmt.Errorf("stock: reserve activity %d: %w: its shard layout changed %d times during the call",
+		req.Activity, ErrUnavailable, maxLayoutTries)
+}
+
+// unitReply is one ledger's answer to a Reserve.
+type unitReply struct {
+	res Result
+	f   fenceReply
+	// dir is the number of shards when the key asked was the directory of
+	// a sharded activity (reserve.lua code 9): nothing was decided.
+	dir int64
+	// goneAt is Redis now when a shard answered "not loaded": its fence is
+	// judged, against sn, only once the layout is known not to have changed
+	// (shard.go judgeGone).
+	goneAt int64
+	sn     fenceSnap
+}
+
+// reserveUnit decides req on one ledger (k are its KEYS): one reserve.lua
+// call, or a place in a batch of that ledger with coalescing on.
+func (d *Deductor) reserveUnit(ctx context.Context, u unit, k []string, req Request) (unitReply, error) {
 	if d.co != nil {
-		return d.co.reserve(ctx, req)
+		return d.co.reserve(ctx, u, k, req)
 	}
-	st := d.state(req.Activity)
-	var sn fenceSnap
-	k := d.keyList(req.Activity)
-	if st != nil {
-		sn = st.snap()
-	}
+	st, sn := d.snapOf(u)
 	vals, err := reserveScript.Run(ctx, d.rdb, k, req.RequestID, req.User, req.Qty).Slice()
 	if err != nil {
-		return Result{}, fenceReply{}, classify("reserve", err)
+		return unitReply{}, classify("reserve", err)
 	}
-	res, f, v, err := d.judge(req, &st, sn, vals)
-	d.act(ctx, req.Activity, v)
-	return res, f, err
+	r, v, err := d.judge(req, u, &st, sn, vals)
+	d.act(ctx, u, v)
+	return r, err
 }
 
 // judge turns one decision of reserve.lua (or one element of
-// reserve_many.lua's reply) into the Reserve outcome, and judges its fence
-// against sn, the knowledge of the activity when the call was sent. *st is
-// the activity's state (nil: not known yet; set when the reply shows it
-// loaded). The caller carries out the verdict with act.
-func (d *Deductor) judge(req Request, st **actState, sn fenceSnap, vals []any) (Result, fenceReply, verdict, error) {
+// reserve_many.lua's reply) on ledger u into the Reserve outcome, and
+// judges its fence against sn, the knowledge of the ledger when the call
+// was sent. *st is the ledger's state (nil: not known yet; set when the
+// reply shows it loaded). The caller carries out the verdict with act.
+func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals []any) (unitReply, verdict, error) {
 	n, err := ints("reserve", vals, 11)
 	if err != nil {
-		return Result{}, fenceReply{}, verdict{}, err
+		return unitReply{}, verdict{}, err
 	}
 	code := n[0]
-	f := fenceReply{epoch: n[6], seq: n[7], exp: n[8], born: n[9], origin: n[10]}
+	if code == 9 {
+		if u.n > 1 || n[1] < 2 || n[1] > MaxShards {
+			return unitReply{}, verdict{}, badReply("reserve", "%s of activity %d answered as a directory of %d shards",
+				ledgerName(u), req.Activity, n[1])
+		}
+		return unitReply{dir: n[1]}, verdict{}, nil
+	}
+	r := unitReply{f: fenceReply{epoch: n[6], seq: n[7], exp: n[8], born: n[9], origin: n[10]}, sn: sn}
 	var v verdict
-	if code == 6 {
+	switch {
+	case code == 6 && u.n > 1:
+		r.goneAt = max(n[3], 1)
+	case code == 6:
 		if *st != nil {
 			v = (*st).observeGone(sn, n[3])
 		}
-	} else {
+	default:
 		if *st == nil {
-			*st = d.remember(req.Activity)
+			*st = d.remember(u)
 		}
-		v = (*st).observe(sn, f)
+		v = (*st).observe(sn, r.f)
 	}
 
 	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == 1, Limit: n[5]}
 	switch code {
 	case -1:
-		return Result{}, f, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
+		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
 			ErrInvalidRequest, req.Qty, n[5], req.Activity)
 	case -2:
-		return Result{}, f, v, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
+		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
 	case 1, 2, 3, 4, 5, 7, 8:
 		res.Status = Status(code)
 	case 6:
 		res = Result{Status: NotLoaded}
 	default:
-		return Result{}, f, v, badReply("reserve", "status code %d", code)
+		return unitReply{f: r.f}, v, badReply("reserve", "status code %d", code)
 	}
 	if v.frozen {
 		// Never Reserved (or any other answer) from data Redis lost.
 		res = frozenResult(res)
 	}
-	return res, f, v, nil
+	r.res = res
+	return r, v, nil
+}
+
+// ledgerName is "activity" or "shard k of n" for messages.
+func ledgerName(u unit) string {
+	if u.n <= 1 {
+		return "the activity"
+	}
+	return fmt.Sprintf("shard %d of %d", u.k, u.n)
 }
 
 // frozenResult is the answer given instead of res when its reply revealed
@@ -298,56 +361,93 @@ func (d *Deductor) release(ctx context.Context, activity int64, requestID string
 	if err := d.validateID(requestID); err != nil {
 		return ReleaseResult{}, err
 	}
-	st := d.state(activity)
-	var sn fenceSnap
-	if st != nil {
-		sn = st.snap()
+	return onLayout(d, activity, func(l *layout) (ReleaseResult, *layout, error) {
+		if l != nil {
+			return d.releaseSharded(ctx, l, requestID)
+		}
+		u := plain(activity)
+		r, err := d.releaseUnit(ctx, u, d.keyList(u), requestID, false)
+		if err != nil || r.dir == 0 {
+			return r.res, nil, err
+		}
+		next, err := d.learn(activity, r.dir)
+		return ReleaseResult{}, next, err
+	})
+}
+
+// releaseReply is one ledger's answer to a Release.
+type releaseReply struct {
+	res ReleaseResult
+	// dir is the number of shards when the key asked was the directory of
+	// a sharded activity (release.lua code 6): nothing was done.
+	dir int64
+	// goneAt and sn: as in unitReply.
+	goneAt int64
+	sn     fenceSnap
+}
+
+// releaseUnit runs release.lua on one ledger (k are its KEYS); in probe mode
+// an unknown request ID is answered releaseAbsent and no tombstone is
+// written.
+func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, requestID string, probe bool) (releaseReply, error) {
+	st, sn := d.snapOf(u)
+	mode := "0"
+	if probe {
+		mode = "1"
 	}
-	vals, err := releaseScript.Run(ctx, d.rdb, d.keyList(activity), requestID, d.channel, activity).Slice()
+	vals, err := releaseScript.Run(ctx, d.rdb, k, requestID, d.channel, u.activity, mode).Slice()
 	if err != nil {
-		return ReleaseResult{}, classify("release", err)
+		return releaseReply{}, classify("release", err)
 	}
 	if len(vals) != 10 {
-		return ReleaseResult{}, badReply("release", "%d values, want 10", len(vals))
+		return releaseReply{}, badReply("release", "%d values, want 10", len(vals))
 	}
 	n, err := ints("release", vals[:3], 3)
 	if err != nil {
-		return ReleaseResult{}, err
+		return releaseReply{}, err
 	}
-	u, ok := vals[3].(string)
+	u8, ok := vals[3].(string)
 	if !ok {
-		return ReleaseResult{}, badReply("release", "user of type %T", vals[3])
+		return releaseReply{}, badReply("release", "user of type %T", vals[3])
 	}
 	fv, err := ints("release", vals[4:], 6)
 	if err != nil {
-		return ReleaseResult{}, err
+		return releaseReply{}, err
 	}
 	res := ReleaseResult{Remaining: n[1], Qty: n[2]}
-	if u != "" {
-		if res.User, err = strconv.ParseInt(u, 10, 64); err != nil {
-			return ReleaseResult{}, badReply("release", "user %q", u)
+	if u8 != "" {
+		if res.User, err = strconv.ParseInt(u8, 10, 64); err != nil {
+			return releaseReply{}, badReply("release", "user %q", u8)
 		}
 	}
-	switch n[0] {
-	case 1, 2, 3, 4:
+	switch {
+	case n[0] >= 1 && n[0] <= 4:
 		res.Status = ReleaseStatus(n[0])
+	case n[0] == 5 && probe:
+		res.Status = releaseAbsent
+	case n[0] == 6 && u.n == 1 && n[1] >= 2 && n[1] <= MaxShards:
+		return releaseReply{dir: n[1]}, nil
 	default:
-		return ReleaseResult{}, badReply("release", "status code %d", n[0])
+		return releaseReply{}, badReply("release", "status code %d", n[0])
 	}
 	// The fence: a release changes no answer, but it may reveal a loss.
+	r := releaseReply{res: res, sn: sn}
 	var v verdict
-	if res.Status == ReleaseNotLoaded {
+	switch {
+	case res.Status == ReleaseNotLoaded && u.n > 1:
+		r.goneAt = max(fv[5], 1)
+	case res.Status == ReleaseNotLoaded:
 		if st != nil {
 			v = st.observeGone(sn, fv[5])
 		}
-	} else {
+	default:
 		if st == nil {
-			st = d.remember(activity)
+			st = d.remember(u)
 		}
 		v = st.observe(sn, fenceReply{epoch: fv[0], seq: fv[1], exp: fv[2], born: fv[3], origin: fv[4]})
 	}
-	d.act(ctx, activity, v)
-	return res, nil
+	d.act(ctx, u, v)
+	return r, nil
 }
 
 // Load loads a into Redis if it is not loaded yet (set-if-absent): a re-run,
@@ -387,10 +487,18 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 	if err := a.validate(); err != nil {
 		return false, err
 	}
+	if a.shards() > 1 {
+		return d.loadSharded(ctx, a, mode)
+	}
 	reset, origin, frozen := "0", originLoad, "0"
+	var old *layout
 	switch mode {
 	case loadReset:
 		reset, origin = "1", originReset
+		var err error
+		if old, err = d.oldLayout(ctx, a.ID, 1); err != nil {
+			return false, err
+		}
 	case loadPlaceholder:
 		origin, frozen = originPlaceholder, "1"
 	}
@@ -405,6 +513,12 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 	}
 	switch n[0] {
 	case 1:
+		if old != nil {
+			d.dropLayout(ctx, old)
+		}
+		if _, err := d.learn(a.ID, 1); err != nil {
+			return false, err
+		}
 		d.o.logger.InfoContext(ctx, "stock: activity loaded", "activity", a.ID, "stock", n[1],
 			"reset", mode == loadReset, "frozen", mode == loadPlaceholder)
 		return true, nil
@@ -414,6 +528,23 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 		return false, fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 	}
 	return false, badReply("load", "status code %d", n[0])
+}
+
+// oldLayout is the first step of a Reset to n shards: when the activity is
+// sharded in Redis with another number of shards, it freezes those shards
+// (Deductors that still use them answer Frozen, never reserve there, until
+// they learn the new layout) and returns them, to be dropped once the new
+// layout is written.
+func (d *Deductor) oldLayout(ctx context.Context, activity int64, n int) (*layout, error) {
+	kind, cur, err := d.readLayout(ctx, activity)
+	if err != nil || kind != layoutSharded || cur == int64(n) {
+		return nil, err
+	}
+	old := newLayout(d.o.prefix, activity, int(cur))
+	if err := d.freezeLayout(ctx, old, true); err != nil && !errors.Is(err, ErrNotLoaded) {
+		return nil, err
+	}
+	return old, nil
 }
 
 // Rebuild rebuilds an activity's Redis state from the truth, in one atomic
@@ -444,7 +575,8 @@ func (d *Deductor) Rebuild(ctx context.Context, a Activity, live []Reservation) 
 }
 
 // rebuild is Rebuild with a precondition on the current meta: "" absent or
-// frozen, "0" absent, an epoch: frozen with that epoch.
+// frozen, "0" absent, an epoch: frozen with that epoch (un-sharded only; a
+// sharded layout is checked shard by shard: absent or frozen).
 func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, expect string) (Stats, error) {
 	if err := a.validate(); err != nil {
 		return Stats{}, err
@@ -452,9 +584,39 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 	if err := d.validateLive(a, live); err != nil {
 		return Stats{}, err
 	}
-	args := make([]any, 0, 8+4*len(live))
+	var kind, cur int64
+	if a.shards() > 1 || expect == "" {
+		// The current layout may be another one: every ledger of it must
+		// be absent or frozen.
+		var err error
+		if kind, cur, err = d.checkRebuildable(ctx, a.ID); err != nil {
+			return Stats{}, err
+		}
+	}
+	var st Stats
+	var err error
+	if a.shards() > 1 {
+		st, err = d.rebuildSharded(ctx, a, live, kind, cur)
+	} else {
+		st, err = d.rebuildPlain(ctx, a, live, expect)
+		if err == nil && kind == layoutSharded {
+			d.dropLayout(ctx, newLayout(d.o.prefix, a.ID, int(cur)))
+		}
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	d.clearSoldOut(a.ID)
+	d.o.logger.InfoContext(ctx, "stock: activity rebuilt", "activity", a.ID, "remaining", st.Remaining,
+		"live", len(live), "shards", a.shards(), "epoch", st.Epoch)
+	return st, nil
+}
+
+// rebuildPlain runs rebuild.lua on the un-sharded keys.
+func (d *Deductor) rebuildPlain(ctx context.Context, a Activity, live []Reservation, expect string) (Stats, error) {
+	args := make([]any, 0, 9+4*len(live))
 	args = append(args, a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End), a.ttl().Milliseconds(),
-		newEpoch(), expect, len(live))
+		newEpoch(), expect, len(live), "0")
 	for _, r := range live {
 		args = append(args, r.RequestID, r.User, r.Qty, unixMilli(r.ReservedAt))
 	}
@@ -466,25 +628,13 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 	if err != nil {
 		return Stats{}, err
 	}
-	switch n[0] {
-	case 1:
-		var s [12]int64
-		copy(s[:], n[1:13])
-		st := statsOf(s)
-		d.clearSoldOut(a.ID)
-		d.o.logger.InfoContext(ctx, "stock: activity rebuilt", "activity", a.ID, "remaining", st.Remaining,
-			"live", len(live), "epoch", st.Epoch)
-		return st, nil
-	case -1:
-		return Stats{}, fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
-	case -2:
-		return Stats{}, fmt.Errorf("stock: rebuild activity %d: %w (freeze it first)", a.ID, ErrLive)
-	case -3:
-		return Stats{}, fmt.Errorf("stock: rebuild activity %d: %w (it changed since it was checked)", a.ID, ErrLive)
-	case -4, -5, -6:
-		return Stats{}, fmt.Errorf("%w: activity %d: live reservations rejected by redis (code %d)", ErrInvalidActivity, a.ID, n[0])
+	if err := d.rebuildCode(a.ID, n[0]); err != nil {
+		return Stats{}, err
 	}
-	return Stats{}, badReply("rebuild", "status code %d", n[0])
+	if _, err := d.learn(a.ID, 1); err != nil {
+		return Stats{}, err
+	}
+	return statsOf(n[1:13]), nil
 }
 
 // validateLive checks Rebuild's live reservations against a.
@@ -528,56 +678,78 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 
 // Remaining returns the activity's live stock, for display. It runs a
 // read-only script on the activity's meta hash and writes nothing. It
-// returns [ErrNotLoaded] when the activity is not loaded.
+// returns [ErrNotLoaded] when the activity is not loaded. For a sharded
+// activity it is the sum over the shards, including units moving between
+// two shards (read at once, not one atomic snapshot).
 func (d *Deductor) Remaining(ctx context.Context, activity int64) (int64, error) {
 	if activity <= 0 {
 		return 0, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
 	}
-	k := d.keys(activity)
-	vals, err := remainingScript.RunRO(ctx, d.rdb, []string{k.meta}).Slice()
-	if err != nil {
-		return 0, classify("remaining", err)
-	}
-	n, err := ints("remaining", vals, 2)
-	if err != nil {
-		return 0, err
-	}
-	if n[0] != 1 {
-		return 0, fmt.Errorf("stock: activity %d: %w", activity, ErrNotLoaded)
-	}
-	return n[1], nil
+	return onLayout(d, activity, func(l *layout) (int64, *layout, error) {
+		if l != nil {
+			return d.remainingSharded(ctx, l)
+		}
+		vals, err := remainingScript.RunRO(ctx, d.rdb, []string{d.keys(activity).meta}).Slice()
+		if err != nil {
+			return 0, nil, classify("remaining", err)
+		}
+		n, err := ints("remaining", vals, 4)
+		switch {
+		case err != nil:
+			return 0, nil, err
+		case n[0] == 2:
+			next, err := d.learn(activity, n[1])
+			return 0, next, err
+		case n[0] != 1:
+			return 0, nil, fmt.Errorf("stock: activity %d: %w", activity, ErrNotLoaded)
+		}
+		return n[1], nil, nil
+	})
 }
 
 // Stats returns a read-only snapshot of the activity (Loaded is false when
-// it is not loaded).
+// it is not loaded). For a sharded activity it holds the sums and one
+// snapshot per shard (Stats.Shards), read at once, not atomically.
 func (d *Deductor) Stats(ctx context.Context, activity int64) (Stats, error) {
 	if activity <= 0 {
 		return Stats{}, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
 	}
-	vals, err := statsScript.RunRO(ctx, d.rdb, d.keys(activity).list()).Slice()
-	if err != nil {
-		return Stats{}, classify("stats", err)
-	}
-	n, err := ints("stats", vals, 12)
-	if err != nil {
-		return Stats{}, err
-	}
-	var s [12]int64
-	copy(s[:], n[:12])
-	return statsOf(s), nil
+	var root *[16]int64
+	return onLayout(d, activity, func(l *layout) (Stats, *layout, error) {
+		if l != nil {
+			return d.statsSharded(ctx, l, root)
+		}
+		n, err := d.statsOf(ctx, d.keys(activity).list())
+		switch {
+		case err != nil:
+			return Stats{}, nil, err
+		case n[0] == 2:
+			root = &n
+			next, err := d.learn(activity, n[1])
+			return Stats{}, next, err
+		}
+		return statsOf(n[:15]), nil, nil
+	})
 }
 
-// statsOf maps the reply of stats.lua (and the tail of rebuild.lua's).
-func statsOf(n [12]int64) Stats {
-	return Stats{
+// statsOf maps the reply of stats.lua (12 or 15 values; the tail of
+// rebuild.lua's reply: 12).
+func statsOf(n []int64) Stats {
+	s := Stats{
 		Loaded: n[0] == 1, Remaining: n[1], Total: n[2], Limit: n[3],
 		Start: fromMilli(n[4]), End: fromMilli(n[5]), ExpiresAt: fromMilli(n[6]),
 		Buyers: n[7], LedgerEntries: n[8], Frozen: n[9] == 1, Epoch: n[10], Seq: n[11],
 	}
+	if len(n) >= 15 {
+		s.TransfersIn, s.TransfersOut, s.PendingTransfers = n[12], n[13], n[14]
+	}
+	return s
 }
 
 // Lookup returns the ledger entry of requestID in activity, and false when
-// there is none. Use it after an uncertain Reserve outcome.
+// there is none. Use it after an uncertain Reserve outcome. For a sharded
+// activity every shard is asked (a held or freed entry wins over a
+// tombstone, which is written in every shard).
 func (d *Deductor) Lookup(ctx context.Context, activity int64, requestID string) (Reservation, bool, error) {
 	if activity <= 0 {
 		return Reservation{}, false, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
@@ -585,19 +757,47 @@ func (d *Deductor) Lookup(ctx context.Context, activity int64, requestID string)
 	if err := d.validateID(requestID); err != nil {
 		return Reservation{}, false, err
 	}
-	v, err := lookupScript.RunRO(ctx, d.rdb, []string{d.keys(activity).ledger}, requestID).Result()
+	type found struct {
+		r  Reservation
+		ok bool
+	}
+	f, err := onLayout(d, activity, func(l *layout) (found, *layout, error) {
+		if l != nil {
+			r, ok, next, err := d.lookupSharded(ctx, l, requestID)
+			return found{r, ok}, next, err
+		}
+		r, ok, shape, err := d.lookupKeys(ctx, d.keys(activity), requestID)
+		if err != nil || shape < 2 {
+			return found{r, ok}, nil, err
+		}
+		next, err := d.learn(activity, shape)
+		return found{}, next, err
+	})
+	return f.r, f.ok, err
+}
+
+// lookupKeys runs lookup.lua on one ledger. shape is lookup.lua's answer
+// when the ID is not there: the directory's number of shards, -1 not
+// loaded, 0 loaded.
+func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Reservation, bool, int64, error) {
+	v, err := lookupScript.RunRO(ctx, d.rdb, []string{k.ledger, k.meta}, requestID).Result()
 	if errors.Is(err, redis.Nil) {
-		return Reservation{}, false, nil
+		return Reservation{}, false, 0, nil
 	}
 	if err != nil {
-		return Reservation{}, false, classify("lookup", err)
+		return Reservation{}, false, 0, classify("lookup", err)
 	}
-	rec, ok := v.(string)
-	if !ok {
-		return Reservation{}, false, badReply("lookup", "record of type %T", v)
+	switch x := v.(type) {
+	case string:
+		r, err := parseRecord(requestID, x)
+		return r, err == nil, 0, err
+	case int64:
+		if x == -1 || x >= 2 && x <= MaxShards && k.xout == "" {
+			return Reservation{}, false, x, nil
+		}
+		return Reservation{}, false, 0, badReply("lookup", "answer %d", x)
 	}
-	r, err := parseRecord(requestID, rec)
-	return r, err == nil, err
+	return Reservation{}, false, 0, badReply("lookup", "record of type %T", v)
 }
 
 // Reservations returns one page of the activity's ledger (HSCAN semantics:
@@ -605,6 +805,9 @@ func (d *Deductor) Lookup(ctx context.Context, activity int64, requestID string)
 // returned more than once, and count is a hint). Entries in every state are
 // returned: Held, Freed and Tombstone. The reconciler uses it to compare
 // Redis with the database.
+//
+// For a sharded activity the pages walk the shards one after the other: the
+// top 8 bits of the cursor name the shard, the other 56 its HSCAN cursor.
 func (d *Deductor) Reservations(ctx context.Context, activity int64, cursor uint64, count int64) ([]Reservation, uint64, error) {
 	if activity <= 0 {
 		return nil, 0, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
@@ -612,39 +815,65 @@ func (d *Deductor) Reservations(ctx context.Context, activity int64, cursor uint
 	if count <= 0 {
 		count = 100
 	}
-	vals, err := scanScript.RunRO(ctx, d.rdb, []string{d.keys(activity).ledger}, strconv.FormatUint(cursor, 10), count).Slice()
-	if err != nil {
-		return nil, 0, classify("reservations", err)
+	type page struct {
+		rs   []Reservation
+		next uint64
 	}
-	if len(vals) != 2 {
-		return nil, 0, badReply("reservations", "%d values, want 2", len(vals))
+	p, err := onLayout(d, activity, func(l *layout) (page, *layout, error) {
+		if l != nil {
+			rs, next, nl, err := d.reservationsSharded(ctx, l, cursor, count)
+			return page{rs, next}, nl, err
+		}
+		rs, next, shape, err := d.scanPage(ctx, d.keys(activity), cursor, count)
+		if err != nil || shape < 2 {
+			return page{rs, next}, nil, err
+		}
+		nl, err := d.learn(activity, shape)
+		return page{}, nl, err
+	})
+	return p.rs, p.next, err
+}
+
+// scanPage reads one HSCAN page of one ledger. shape is scan.lua's third
+// value: the directory's number of shards, -1 not loaded, 0.
+func (d *Deductor) scanPage(ctx context.Context, k keys, cursor uint64, count int64) ([]Reservation, uint64, int64, error) {
+	vals, err := scanScript.RunRO(ctx, d.rdb, []string{k.ledger, k.meta}, strconv.FormatUint(cursor, 10), count).Slice()
+	if err != nil {
+		return nil, 0, 0, classify("reservations", err)
+	}
+	if len(vals) != 3 {
+		return nil, 0, 0, badReply("reservations", "%d values, want 3", len(vals))
 	}
 	cs, ok := vals[0].(string)
 	if !ok {
-		return nil, 0, badReply("reservations", "cursor of type %T", vals[0])
+		return nil, 0, 0, badReply("reservations", "cursor of type %T", vals[0])
 	}
 	next, err := strconv.ParseUint(cs, 10, 64)
 	if err != nil {
-		return nil, 0, badReply("reservations", "cursor %q", cs)
+		return nil, 0, 0, badReply("reservations", "cursor %q", cs)
+	}
+	shape, ok := vals[2].(int64)
+	if !ok || shape >= 2 && (shape > MaxShards || k.xout != "") {
+		return nil, 0, 0, badReply("reservations", "layout %v", vals[2])
 	}
 	kv, ok := vals[1].([]any)
 	if !ok || len(kv)%2 != 0 {
-		return nil, 0, badReply("reservations", "page of type %T", vals[1])
+		return nil, 0, 0, badReply("reservations", "page of type %T", vals[1])
 	}
 	out := make([]Reservation, 0, len(kv)/2)
 	for i := 0; i < len(kv); i += 2 {
 		id, ok1 := kv[i].(string)
 		rec, ok2 := kv[i+1].(string)
 		if !ok1 || !ok2 {
-			return nil, 0, badReply("reservations", "entry of types %T, %T", kv[i], kv[i+1])
+			return nil, 0, 0, badReply("reservations", "entry of types %T, %T", kv[i], kv[i+1])
 		}
 		r, err := parseRecord(id, rec)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
 		out = append(out, r)
 	}
-	return out, next, nil
+	return out, next, shape, nil
 }
 
 // parseRecord parses a ledger value "user:qty:state:atMs[:relMs]".
@@ -688,10 +917,10 @@ func parseRecord(id, rec string) (Reservation, error) {
 	return r, nil
 }
 
-// ints checks that vals holds exactly n (<= 13) integers; it returns them
+// ints checks that vals holds exactly n (<= 16) integers; it returns them
 // in a fixed array so the hot path does not allocate.
-func ints(op string, vals []any, n int) ([13]int64, error) {
-	var out [13]int64
+func ints(op string, vals []any, n int) ([16]int64, error) {
+	var out [16]int64
 	if len(vals) != n || n > len(out) {
 		return out, badReply(op, "%d values, want %d", len(vals), n)
 	}

@@ -723,8 +723,10 @@ func TestScriptFlushMidRun(t *testing.T) {
 			reserved atomic.Int64
 			errs     atomic.Int64
 			flushes  atomic.Int64
+			flusher  = make(chan struct{})
 		)
 		go func() {
+			defer close(flusher)
 			<-start
 			for {
 				select {
@@ -758,6 +760,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 		close(start)
 		wg.Wait()
 		close(stop)
+		<-flusher // a flush still in flight counts too
 		assert.Zero(t, errs.Load())
 		assert.EqualValues(t, stock, reserved.Load())
 		assert.Positive(t, flushes.Load())
@@ -902,6 +905,34 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
 	assert.ErrorIs(t, err, ErrBadReply)
+
+	// Directory answers: a shard count out of range, or a shard answering
+	// as a directory (every call here gets the same reply), are bad replies,
+	// never a loop.
+	zeros := func(head ...any) []any {
+		out := append([]any(nil), head...)
+		for len(out) < 11 {
+			out = append(out, int64(0))
+		}
+		return out
+	}
+	for name, val := range map[string]any{
+		"reserve: 999 shards":         zeros(int64(9), int64(MaxShards+1)),
+		"reserve: shard as directory": zeros(int64(9), int64(3)),
+	} {
+		d, err = New(scripted{val: val})
+		require.NoError(t, err)
+		_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+		assert.ErrorIs(t, err, ErrBadReply, name)
+	}
+	d, err = New(scripted{val: []any{int64(6), int64(3), int64(0), "", int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)}})
+	require.NoError(t, err)
+	_, err = d.Release(ctx, 1, "a")
+	assert.ErrorIs(t, err, ErrBadReply, "release: a shard answering as a directory")
+	d, err = New(scripted{val: []any{int64(2), int64(1)}})
+	require.NoError(t, err)
+	_, err = d.Held(ctx, 1, 1)
+	assert.ErrorIs(t, err, ErrBadReply, "held: a directory of 1 shard")
 }
 
 // TestQuantitiesAboveLuaPrecision: stock, qty and per-user limit travel

@@ -107,8 +107,8 @@
 // frozen, the window on Redis TIME (read once per batch: its decisions share
 // one Redis instant), stock, the per-user cap and the ledger entry; a batch
 // leaves the same meta, buyers and ledger as the same requests one by one.
-// A batch never spans activities, so it touches one slot: standalone and
-// Cluster alike.
+// A batch never spans activities, nor the shards of a sharded activity, so
+// it touches one slot: standalone and Cluster alike.
 //
 // What stays the same: the in-process sold-out short-circuit (it refuses
 // before a request joins a batch), the hooks (each caller's, on its own
@@ -136,6 +136,100 @@
 // approaches one Redis core; leave it off otherwise. Size maxBatch below the
 // number of concurrent callers per process (a batch that never fills always
 // waits the window), and the window at one or two Redis round trips.
+//
+// # Sharding
+//
+// [Activity.Shards] = n (2 to [MaxShards]) splits an activity's stock into
+// n sub-ledgers, "shards", each with the keys of an un-sharded activity
+// under its own hash tag {a:<id>:s<k>/<n>:<salt>}, so each lives in its own
+// Cluster slot: n masters share one hot sale. The salt is the smallest
+// integer that puts shard k's slot in the middle half of the k-th n-th of
+// the slot space: deterministic (every process finds the same keys), and on
+// masters owning equal slot ranges the n shards land on min(n, masters)
+// masters, evenly. A directory, the hash <prefix>{a:<id>}:meta, records n;
+// the scripts of an un-sharded activity recognise it and answer with n, so a
+// Deductor learns the layout from its first call. Shards 0 or 1 keeps the
+// un-sharded layout, keys and behaviour exactly: sharding is opt-in.
+//
+// When to use it: when one activity's Reserve traffic needs more than one
+// Redis core after the sold-out cache, rate limiting and coalescing, on a
+// Cluster with several masters. On one server it only adds calls. On the
+// 3-master test Cluster, 3 shards cut the busiest master's CPU per
+// reservation to about 0.35-0.39 of one slot's (BENCHMARKS.md at the
+// repository root); 6 shards on 3 masters cannot go below 1/3. Coalesced
+// calls are divided among the shards: batches about n times smaller.
+//
+// A buyer's shard is splitmix64(user) mod n, so all of a buyer's
+// reservations live in one slot, which decides the per-user limit exactly as
+// an un-sharded activity does. Reserve and [Deductor.Held] ask that shard
+// only; [Deductor.Release], [Deductor.Lookup], [Deductor.Remaining],
+// [Deductor.Stats], [Deductor.Freeze], [Deductor.Unfreeze] and
+// [Deductor.Rebuild] ask every shard at once (the request ID does not name
+// its shard: Release asks every shard in probe mode, which writes nothing
+// where the ID is absent, and tombstones an ID no shard holds in every
+// shard, so its late Reserve deducts nothing on whatever shard).
+// [Deductor.Reservations] walks the shards in turn. A request ID reused for
+// another user is [ErrRequestConflict] only when both users hash to the same
+// shard.
+//
+// Borrowing. When the buyer's shard has fewer units than asked, Reserve
+// reads every shard and moves units from the fullest ones to its own (half
+// of a lender's stock, rounded up, at least what it needs), then asks again,
+// up to 4 rounds; one borrow per shard runs at a time in a process, the
+// other buyers of that shard wait for it. No unit is stranded while a buyer
+// wants it, and sold out is declared only when every shard is empty: on
+// SoldOut, Result.Remaining is what the borrow saw in all shards (units in
+// transfer included), and the in-process sold-out flag is set only when it
+// is 0. When the other units are in frozen shards, or a shard is missing
+// (lost: its units are unknown), the answer is [Frozen], not SoldOut;
+// a borrow that could not read a shard and moved nothing fails with
+// [ErrUnavailable].
+//
+// Fairness across shards: within a shard arrival order decides, as without
+// sharding; across shards it is close, not exact. A buyer whose shard is
+// empty waits one borrow (a few round trips) while buyers of a shard with
+// stock are served at once, and near the end a buyer can be refused (4
+// rounds lost to other buyers of its shard) while units remain elsewhere:
+// SoldOut with Remaining > 0, which sets no flag. Skew costs transfers, not
+// units.
+//
+// The transfer protocol. One script cannot touch two slots, so a transfer
+// is three atomic steps, each on one shard: (1) give.lua on the lender takes
+// q units out of its stock into a pending record xout[id] (out += q), id
+// random, the record naming the borrower and the borrower's epoch; (2)
+// credit.lua on the borrower applies it, idempotently by id, if it holds no
+// decision for id yet and still has that epoch: stock += q, in += q,
+// xin[id] = A; (3) settle.lua on the lender deletes the record, and refunds
+// the units (out -= q) if the borrower voided it. The borrower's xin[id] is
+// the one decision: once A or V it never changes. A transfer cut short is
+// finished by the recovery: it voids the transfer at the borrower (which
+// answers "applied" if it was, else records V, so that a late step 2 credits
+// nothing) and settles it at the lender accordingly. So at every moment
+// Σ remaining + Σ held + in transfer = the loaded stock, in transfer being
+// Σ out - Σ in ([Stats.InTransfer]). A borrow finishes the transfers older
+// than the grace ([WithTransferGrace], 2s, on Redis TIME) before it decides
+// that the other shards are empty; each [Preloader] pass finishes those of
+// its sharded activities; [Deductor.SettleTransfers] finishes all at once.
+// Every step increments its shard's seq and is judged by the fence.
+//
+// A shard's loss. The fence (below) runs per shard, each with its own epoch
+// and seq. A Deductor that sees a shard lost or rolled back answers that
+// shard's buyers Frozen, freezes that shard and calls [WithOnLoss] (the
+// reason names the shard); the other shards keep selling, and neither lend
+// to nor borrow from a frozen shard. The lost shard's share cannot be
+// recomputed while the others sell, so recovery is per activity: a
+// [Preloader] with [WithRecovery] freezes every shard and, once the
+// database is ready, rebuilds all of them (each live reservation in its
+// buyer's shard, the units left split evenly, pending transfers dropped;
+// every shard stays frozen until all are written).
+//
+// Layout. [Deductor.Load] writes the shards, then the directory
+// (set-if-absent in any layout; a load cut short is completed by the next
+// Load). [Deductor.Reset] and Rebuild may change the number of shards: the
+// old shards are frozen, the new layout written, the old shards dropped; a
+// Deductor that knew the old layout reads the directory again when a shard
+// it asks is gone, before judging that with the fence, so it is not
+// reported as a loss.
 //
 // # Redis data loss
 //
@@ -199,12 +293,15 @@
 // failover client reading from replicas, serves them off the write path
 // (the ledger read of the sold-out cache runs on the master: a replica may
 // lack the reservation it is there to find). All keys of one activity carry
-// the hash tag {a:<id>}, so they live in one Cluster slot and the package
+// the hash tag {a:<id>} (those of one shard of a sharded activity, the
+// shard's tag), so every script touches one Cluster slot and the package
 // works unchanged on Client, ClusterClient, Ring and failover clients. The
-// flip side is that one activity is one slot on one shard: a single hot
-// sale is bounded by one Redis core (about 100k reserve calls per second);
+// flip side is that one un-sharded activity is one slot on one shard: a
+// single hot sale is bounded by one Redis core (about 100k reserve calls per
+// second);
 // spread load by refusing early (the sold-out cache, rate limiting in
-// front), and let [WithCoalescing] decide many reservations per script call.
+// front), let [WithCoalescing] decide many reservations per script call, and
+// split the sale over several slots with [Activity.Shards] (see Sharding).
 //
 // # When not to use it
 //

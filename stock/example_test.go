@@ -124,3 +124,31 @@ func ExampleDeductor_Rebuild() {
 	// 9 1 <nil>
 	// reserved 8
 }
+
+// One hot sale over three Cluster slots: a buyer's shard is chosen by the
+// user ID; a buyer whose shard is empty borrows a unit from another shard,
+// and the sale is sold out only once every shard is empty.
+func ExampleActivity_shards() {
+	mr, _ := miniredis.Run() // on a Cluster the three shards live on three masters
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	d, _ := stock.New(rdb)
+	_, _ = d.Load(ctx, stock.Activity{ID: 7, Stock: 3, Shards: 3}) // one unit per shard
+
+	for user := int64(1); user <= 4; user++ {
+		res, _ := d.Reserve(ctx, stock.Request{Activity: 7, User: user, Qty: 1, RequestID: fmt.Sprint("r", user)})
+		fmt.Println(user, res.Status, res.Remaining)
+	}
+	st, _ := d.Stats(ctx, 7)
+	fmt.Println(len(st.Shards), "shards:", st.Remaining, "left,", st.TransfersIn, "moved,", st.InTransfer, "in transfer")
+	fmt.Println(d.SoldOut(7))
+	// Output:
+	// 1 reserved 0
+	// 2 reserved 0
+	// 3 reserved 0
+	// 4 sold out 0
+	// 3 shards: 0 left, 1 moved, 0 in transfer
+	// true
+}

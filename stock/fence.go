@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -177,69 +178,119 @@ func (s *actState) observeGone(sn fenceSnap, now int64) verdict {
 
 func msString(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 
-// maxStates bounds the per-activity knowledge; it only holds activities
-// Redis reported as loaded. When full it starts afresh (forgetting only
-// weakens loss detection for a while, it never causes a false alarm).
+// maxStates bounds the per-ledger knowledge; it only holds ledgers Redis
+// reported as loaded. When full it starts afresh (forgetting only weakens
+// loss detection for a while, it never causes a false alarm).
 const maxStates = 1024
 
-// state returns what the Deductor knows of activity, or nil.
-func (d *Deductor) state(activity int64) *actState {
+// state returns what the Deductor knows of ledger u, or nil.
+func (d *Deductor) state(u unit) *actState {
 	if m := d.states.Load(); m != nil {
-		return (*m)[activity]
+		return (*m)[u]
 	}
 	return nil
 }
 
-// remember returns the state of an activity Redis reported as loaded,
-// creating it (so activity IDs made up by clients cannot grow the map).
-func (d *Deductor) remember(activity int64) *actState {
-	if s := d.state(activity); s != nil {
+// remember returns the state of a ledger Redis reported as loaded, creating
+// it (so activity IDs made up by clients cannot grow the map).
+func (d *Deductor) remember(u unit) *actState {
+	if s := d.state(u); s != nil {
 		return s
 	}
+	k := d.unitKeys(u).list()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old := d.states.Load()
 	if old != nil {
-		if s, ok := (*old)[activity]; ok {
+		if s, ok := (*old)[u]; ok {
 			return s
 		}
 	}
-	m := make(map[int64]*actState, 8)
+	m := make(map[unit]*actState, 8)
 	if old != nil && len(*old) < maxStates {
 		for k, v := range *old {
 			m[k] = v
 		}
 	}
-	s := &actState{keys: d.keys(activity).list()}
-	m[activity] = s
+	s := &actState{keys: k}
+	m[u] = s
 	d.states.Store(&m)
 	return s
 }
 
-// keyList returns the KEYS of an activity, from the state when the activity
-// was seen loaded before (saves five allocations per Reserve). The returned
-// slice is shared and must not be modified.
-func (d *Deductor) keyList(activity int64) []string {
-	if s := d.state(activity); s != nil {
-		return s.keys
+// snapOf returns the state of u (nil when not known yet) and the snapshot of
+// it a call takes before it is sent.
+func (d *Deductor) snapOf(u unit) (*actState, fenceSnap) {
+	st := d.state(u)
+	if st == nil {
+		return nil, fenceSnap{}
 	}
-	return d.keys(activity).list()
+	return st, st.snap()
 }
 
-// act carries out a verdict's report: log, freeze (best effort), hook.
-func (d *Deductor) act(ctx context.Context, activity int64, v verdict) {
+// observeUnit judges the fence of a reply from ledger u (loaded) against
+// sn and carries out the verdict; it reports whether the reply revealed or
+// followed a loss.
+func (d *Deductor) observeUnit(ctx context.Context, u unit, st *actState, sn fenceSnap, f fenceReply) bool {
+	if st == nil {
+		st = d.remember(u)
+	}
+	v := st.observe(sn, f)
+	d.act(ctx, u, v)
+	return v.frozen
+}
+
+// unitKeys returns the keys of ledger u.
+func (d *Deductor) unitKeys(u unit) keys {
+	if u.n <= 1 {
+		return activityKeys(d.o.prefix, u.activity)
+	}
+	if l := d.layoutOf(u.activity); l != nil && l.n == u.n {
+		return l.keys[u.k]
+	}
+	return shardKeys(d.o.prefix, u.activity, u.n, u.k)
+}
+
+// keyList returns the KEYS of ledger u, from its state when it was seen
+// loaded before (saves five allocations per Reserve). The returned slice is
+// shared and must not be modified.
+func (d *Deductor) keyList(u unit) []string {
+	if s := d.state(u); s != nil {
+		return s.keys
+	}
+	if u.n > 1 {
+		if l := d.layoutOf(u.activity); l != nil && l.n == u.n {
+			return l.lists[u.k]
+		}
+	}
+	return d.unitKeys(u).list()
+}
+
+// act carries out a verdict's report: log, freeze (best effort: the
+// activity, or the one shard whose data was lost), hook.
+func (d *Deductor) act(ctx context.Context, u unit, v verdict) {
 	if v.reason == "" {
 		return
 	}
+	reason := v.reason
+	if u.n > 1 {
+		reason = fmt.Sprintf("shard %d of %d: %s", u.k, u.n, reason)
+	}
 	d.o.logger.ErrorContext(ctx, "stock: redis lost or rolled back the activity's data; answering frozen",
-		"activity", activity, "reason", v.reason)
+		"activity", u.activity, "shard", u.k, "shards", u.n, "reason", reason)
 	if v.freeze {
-		if err := d.Freeze(context.WithoutCancel(ctx), activity); err != nil {
-			d.o.logger.WarnContext(ctx, "stock: freeze after data loss failed", "activity", activity, "err", err)
+		var err error
+		if u.n > 1 {
+			_, err = d.freezeUnit(context.WithoutCancel(ctx), u, d.unitKeys(u).meta, true)
+		} else {
+			err = d.Freeze(context.WithoutCancel(ctx), u.activity)
+		}
+		if err != nil {
+			d.o.logger.WarnContext(ctx, "stock: freeze after data loss failed", "activity", u.activity, "shard", u.k, "err", err)
 		}
 	}
 	if d.o.onLoss != nil {
-		d.o.onLoss(activity, v.reason)
+		d.o.onLoss(u.activity, reason)
 	}
 }
 
@@ -248,41 +299,95 @@ func (d *Deductor) act(ctx context.Context, activity int64, v verdict) {
 // [Deductor.Unfreeze] or [Deductor.Rebuild]. Release keeps working. It is
 // idempotent; the error wraps [ErrNotLoaded] when the activity is not in
 // Redis. A Deductor freezes an activity by itself when it detects that
-// Redis lost or rolled back its data.
+// Redis lost or rolled back its data (only the shard concerned, for a
+// sharded activity). A sharded activity is frozen shard by shard; a shard
+// missing from Redis is reported in an error wrapping ErrNotLoaded, after
+// the others were frozen.
 func (d *Deductor) Freeze(ctx context.Context, activity int64) error {
 	return d.setFrozen(ctx, activity, true)
 }
 
-// Unfreeze lets Reserve decide again for a frozen activity. It is
-// idempotent; the error wraps [ErrNotLoaded] when the activity is not in
-// Redis. Unfreezing after a detected loss without a [Deductor.Rebuild]
-// reopens the sale on the data Redis has left: do it only after checking
-// that data against the database.
+// Unfreeze lets Reserve decide again for a frozen activity (every shard of
+// a sharded one). It is idempotent; the error wraps [ErrNotLoaded] when the
+// activity is not in Redis. Unfreezing after a detected loss without a
+// [Deductor.Rebuild] reopens the sale on the data Redis has left: do it
+// only after checking that data against the database.
 func (d *Deductor) Unfreeze(ctx context.Context, activity int64) error {
 	return d.setFrozen(ctx, activity, false)
 }
 
 func (d *Deductor) setFrozen(ctx context.Context, activity int64, frozen bool) error {
-	op, arg := "unfreeze", "0"
+	op := "unfreeze"
 	if frozen {
-		op, arg = "freeze", "1"
+		op = "freeze"
 	}
 	if activity <= 0 {
 		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
 	}
-	v, err := freezeScript.Run(ctx, d.rdb, []string{d.keys(activity).meta}, arg).Result()
+	_, err := onLayout(d, activity, func(l *layout) (struct{}, *layout, error) {
+		if l == nil {
+			code, err := d.freezeUnit(ctx, plain(activity), d.keys(activity).meta, frozen)
+			switch {
+			case err != nil:
+				return struct{}{}, nil, err
+			case code == 2:
+				next, err := d.refreshLayout(ctx, activity)
+				return struct{}{}, next, err
+			case code == 0:
+				return struct{}{}, nil, fmt.Errorf("stock: %s activity %d: %w", op, activity, ErrNotLoaded)
+			}
+			return struct{}{}, nil, nil
+		}
+		return struct{}{}, l, d.freezeLayout(ctx, l, frozen)
+	})
+	if err == nil {
+		d.o.logger.InfoContext(ctx, "stock: activity "+op+"d", "activity", activity)
+	}
+	return err
+}
+
+// freezeLayout sets or clears the frozen flag of every shard of l. A shard
+// that is not loaded is reported (ErrNotLoaded) after the others were set.
+func (d *Deductor) freezeLayout(ctx context.Context, l *layout, frozen bool) error {
+	op := "unfreeze"
+	if frozen {
+		op = "freeze"
+	}
+	codes := make([]int64, l.n)
+	errs := make([]error, l.n)
+	fanOut(l.n, func(k int) { codes[k], errs[k] = d.freezeUnit(ctx, l.unit(k), l.keys[k].meta, frozen) })
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var missing []int
+	for k, c := range codes {
+		if c != 1 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("stock: %s activity %d: shards %v of %d: %w", op, l.activity, missing, l.n, ErrNotLoaded)
+	}
+	return nil
+}
+
+// freezeUnit runs freeze.lua on one meta key: 1 set, 0 not loaded, 2 the
+// key is a sharded activity's directory.
+func (d *Deductor) freezeUnit(ctx context.Context, u unit, meta string, frozen bool) (int64, error) {
+	op, arg := "unfreeze", "0"
+	if frozen {
+		op, arg = "freeze", "1"
+	}
+	v, err := freezeScript.Run(ctx, d.rdb, []string{meta}, arg).Result()
 	if err != nil {
-		return classify(op, err)
+		return 0, classify(op, err)
 	}
 	n, ok := v.(int64)
 	switch {
 	case !ok:
-		return badReply(op, "reply of type %T", v)
-	case n == 0:
-		return fmt.Errorf("stock: %s activity %d: %w", op, activity, ErrNotLoaded)
-	case n != 1:
-		return badReply(op, "status code %d", n)
+		return 0, badReply(op, "reply of type %T", v)
+	case n < 0 || n > 2 || n == 2 && u.n > 1:
+		return 0, badReply(op, "status code %d", n)
 	}
-	d.o.logger.InfoContext(ctx, "stock: activity "+op+"d", "activity", activity)
-	return nil
+	return n, nil
 }

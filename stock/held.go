@@ -13,22 +13,39 @@ import (
 // give back an eligibility it took for an attempt whose outcome it lost
 // (an access token consumed by a request that crashed before its Reserve).
 // Read-only (EVALSHA_RO); an activity that is not loaded is an error
-// wrapping [ErrNotLoaded].
+// wrapping [ErrNotLoaded]. For a sharded activity, the buyer's shard is
+// asked (a buyer's reservations all live there).
 func (d *Deductor) Held(ctx context.Context, activity, user int64) (int64, error) {
 	if activity <= 0 || user <= 0 {
 		return 0, fmt.Errorf("%w: activity %d and user %d must be > 0", ErrInvalidRequest, activity, user)
 	}
-	k := d.keys(activity)
+	return onLayout(d, activity, func(l *layout) (int64, *layout, error) {
+		if l != nil {
+			return d.heldSharded(ctx, l, user)
+		}
+		n, err := d.heldKeys(ctx, d.keys(activity), user)
+		switch {
+		case err != nil:
+			return 0, nil, err
+		case n[0] == 2:
+			next, err := d.learn(activity, n[1])
+			return 0, next, err
+		case n[0] != 1:
+			return 0, nil, fmt.Errorf("stock: activity %d: %w", activity, ErrNotLoaded)
+		}
+		return n[1], nil, nil
+	})
+}
+
+// heldKeys runs held.lua on one ledger.
+func (d *Deductor) heldKeys(ctx context.Context, k keys, user int64) ([16]int64, error) {
 	vals, err := heldScript.RunRO(ctx, d.rdb, []string{k.meta, k.buyers}, strconv.FormatInt(user, 10)).Slice()
 	if err != nil {
-		return 0, classify("held", err)
+		return [16]int64{}, classify("held", err)
 	}
 	n, err := ints("held", vals, 2)
-	if err != nil {
-		return 0, err
+	if err == nil && n[0] == 2 && (k.xout != "" || n[1] < 2 || n[1] > MaxShards) {
+		err = badReply("held", "layout of %d shards", n[1])
 	}
-	if n[0] != 1 {
-		return 0, fmt.Errorf("stock: activity %d: %w", activity, ErrNotLoaded)
-	}
-	return n[1], nil
+	return n, err
 }

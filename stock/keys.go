@@ -5,16 +5,27 @@ import "strconv"
 // DefaultKeyPrefix is the key prefix used when [WithKeyPrefix] is not given.
 const DefaultKeyPrefix = "seckill:"
 
-// keys holds every Redis key of one activity. All of them share the hash tag
-// {a:<activity>}, so one script touches one Cluster slot. They are built here
-// and only here, and always passed to scripts in KEYS, in this order.
+// MaxShards is the largest [Activity.Shards] accepted.
+const MaxShards = 64
+
+// clusterSlots is the number of Redis Cluster hash slots.
+const clusterSlots = 16384
+
+// keys holds every Redis key of one ledger: a whole un-sharded activity, or
+// one shard of a sharded one. All of them share one hash tag, so one script
+// touches one Cluster slot. They are built here and only here, and always
+// passed to scripts in KEYS, in this order.
 type keys struct {
-	meta   string // hash: stock, total, limit, start, end, exp
+	meta   string // hash: stock, total, limit, start, end, exp, the fence
 	buyers string // hash: user -> held qty
 	ledger string // hash: requestID -> "user:qty:state:atMs[:relMs]"
+	// Shards only (empty for the un-sharded layout):
+	xout string // hash: transferID -> "to:qty:epochTo:atMs", transfers out of this shard not yet settled
+	xin  string // hash: transferID -> "A|V:from:qty:atMs", transfers into this shard, applied (A) or void (V)
 }
 
-// tag returns "<prefix>{a:<activity>}:".
+// tag returns "<prefix>{a:<activity>}:", the tag of the un-sharded layout
+// and of a sharded activity's directory.
 func tag(prefix string, activity int64) string {
 	b := make([]byte, 0, len(prefix)+24)
 	b = append(b, prefix...)
@@ -29,10 +40,100 @@ func activityKeys(prefix string, activity int64) keys {
 	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv"}
 }
 
-// list returns the keys in the order every script expects them.
-func (k keys) list() []string { return []string{k.meta, k.buyers, k.ledger} }
+// shardTagBody returns "a:<activity>:s<k>/<n>:<salt>", the inside of the
+// hash tag of shard k of n.
+func shardTagBody(activity int64, n, k, salt int) []byte {
+	b := make([]byte, 0, 40)
+	b = append(b, "a:"...)
+	b = strconv.AppendInt(b, activity, 10)
+	b = append(b, ":s"...)
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(salt), 10)
+	return b
+}
+
+// shardSalt returns the smallest salt that puts the slot of shard k of n in
+// the middle half of the k-th n-th of the slot space. Masters created by
+// redis-cli --cluster create (or any even split) own equal contiguous slot
+// ranges, so the n shards of an activity land on min(n, masters) masters,
+// spread evenly, whatever the activity ID; a deterministic function of
+// (activity, n, k), so every process finds the same keys without asking.
+func shardSalt(activity int64, n, k int) int {
+	lo, hi := k*clusterSlots/n, (k+1)*clusterSlots/n
+	q := (hi - lo) / 4
+	lo, hi = lo+q, hi-q
+	for salt := 0; salt < 1<<20; salt++ {
+		if s := int(crc16(shardTagBody(activity, n, k, salt)) % clusterSlots); s >= lo && s < hi {
+			return salt
+		}
+	}
+	return 0 // not reached: CRC16 covers every range within a few thousand salts
+}
+
+// shardKeys returns the keys of shard k of an activity split into n shards:
+// "<prefix>{a:<activity>:s<k>/<n>:<salt>}:meta|buyers|resv|xout|xin".
+func shardKeys(prefix string, activity int64, n, k int) keys {
+	body := shardTagBody(activity, n, k, shardSalt(activity, n, k))
+	b := make([]byte, 0, len(prefix)+len(body)+3)
+	b = append(b, prefix...)
+	b = append(b, '{')
+	b = append(b, body...)
+	b = append(b, "}:"...)
+	t := string(b)
+	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv", xout: t + "xout", xin: t + "xin"}
+}
+
+// list returns the keys in the order every script expects them: meta,
+// buyers, ledger, and for a shard also xout and xin.
+func (k keys) list() []string {
+	if k.xout == "" {
+		return []string{k.meta, k.buyers, k.ledger}
+	}
+	return []string{k.meta, k.buyers, k.ledger, k.xout, k.xin}
+}
 
 // releaseChannel is the pub/sub channel on which release.lua announces that
 // stock came back (the message is the activity ID). Not a key: pub/sub
 // channels are not hashed to slots for classic PUBLISH.
 func releaseChannel(prefix string) string { return prefix + "stock:released" }
+
+// keySlot returns the Redis Cluster slot of key: CRC16 of its hash tag (the
+// part between the first '{' and the next '}', when not empty) or of the
+// whole key, modulo 16384.
+func keySlot(key string) int {
+	b := []byte(key)
+	for i := 0; i < len(b); i++ {
+		if b[i] == '{' {
+			for j := i + 1; j < len(b); j++ {
+				if b[j] == '}' {
+					if j > i+1 {
+						b = b[i+1 : j]
+					}
+					return int(crc16(b) % clusterSlots)
+				}
+			}
+			break
+		}
+	}
+	return int(crc16(b) % clusterSlots)
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the checksum
+// Redis Cluster hashes keys with.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

@@ -1,10 +1,13 @@
--- load.lua: load one activity, set-if-absent (or reset when ARGV[6] is "1").
+-- load.lua: load one activity, or one shard of a sharded activity,
+-- set-if-absent (or reset when ARGV[6] is "1").
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> reservation record        <prefix>{a:<id>}:resv
--- ARGV[1] stock (>= 0, <= 2^53-1)
+-- KEYS[4] xout    hash  (shards only) transfers out, deleted by a reset
+-- KEYS[5] xin     hash  (shards only) transfers in, deleted by a reset
+-- ARGV[1] stock (>= 0, <= 2^53-1): of the activity, or of this shard
 -- ARGV[2] per-user limit (>= 1, <= 2^53-1)
 -- ARGV[3] start, unix ms (0 = open from now)
 -- ARGV[4] end, unix ms (0 = no end)
@@ -28,12 +31,16 @@
 --
 -- Returns {code, remaining}
 --   code 1 loaded now, 0 already loaded (nothing changed; remaining is the
---        live stock), -1 the keys would expire at once (end + TTL is past)
+--        live stock, 0 when KEYS[1] is the directory of a sharded
+--        activity), -1 the keys would expire at once (end + TTL is past)
 
 if ARGV[6] ~= '1' then
-  local cur = redis.call('HGET', KEYS[1], 'stock')
-  if cur then
-    return {0, tonumber(cur)}
+  local cur = redis.call('HMGET', KEYS[1], 'stock', 'shards')
+  if cur[1] then
+    return {0, tonumber(cur[1])}
+  end
+  if cur[2] then
+    return {0, 0}
   end
 end
 
@@ -55,6 +62,9 @@ if ARGV[6] == '1' then
     born = old + 1
   end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  if KEYS[5] then
+    redis.call('DEL', KEYS[4], KEYS[5])
+  end
 end
 local stock, frozen = ARGV[1], '0'
 if ARGV[9] == '1' then

@@ -1,8 +1,22 @@
 -- lookup.lua: read-only (run with EVALSHA_RO); the ledger record of one request ID.
 --
 -- KEYS[1] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- KEYS[2] meta    hash  of the same activity or shard               <prefix>{a:<id>}:meta
 -- ARGV[1] requestID
 --
--- Returns the record string, or nil when the ID is not in the ledger.
+-- Returns the record string when the ID is in the ledger. Otherwise: the
+-- number of shards (an integer >= 2) when KEYS[2] is the directory of a
+-- sharded activity, -1 when KEYS[2] holds no stock (not loaded), nil.
 
-return redis.call('HGET', KEYS[1], ARGV[1])
+local r = redis.call('HGET', KEYS[1], ARGV[1])
+if r then
+  return r
+end
+local m = redis.call('HMGET', KEYS[2], 'stock', 'shards')
+if m[1] then
+  return false
+end
+if m[2] then
+  return tonumber(m[2])
+end
+return -1

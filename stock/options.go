@@ -19,6 +19,9 @@ func (systemClock) Now() time.Time { return time.Now() }
 // DefaultRecheckInterval is the default of [WithRecheckInterval].
 const DefaultRecheckInterval = 500 * time.Millisecond
 
+// DefaultTransferGrace is the default of [WithTransferGrace].
+const DefaultTransferGrace = 2 * time.Second
+
 // DefaultTTL is used when [Activity.TTL] is zero.
 const DefaultTTL = 24 * time.Hour
 
@@ -40,6 +43,7 @@ type options struct {
 	coalesce   bool
 	coWindow   time.Duration
 	coMax      int
+	grace      time.Duration
 }
 
 func defaultOptions() options {
@@ -49,6 +53,7 @@ func defaultOptions() options {
 		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		recheck:    DefaultRecheckInterval,
 		maxIDBytes: 128,
+		grace:      DefaultTransferGrace,
 	}
 }
 
@@ -122,7 +127,8 @@ func WithMaxRequestIDBytes(n int) Option { return func(o *options) { o.maxIDByte
 // replay, frozen, window on Redis TIME, stock, per-user cap, ledger entry,
 // the data-loss fence), in the order the requests joined the batch; the
 // same request ID twice in one batch is decided once and replayed to the
-// second. A batch never mixes activities, so it touches one Cluster slot.
+// second. A batch never mixes activities, nor the shards of a sharded
+// activity, so it touches one Cluster slot.
 //
 // Use it when one hot activity's Reserve traffic approaches what one Redis
 // core can run (see "Coalescing" in the package doc): a batch costs Redis
@@ -142,3 +148,16 @@ func WithMaxRequestIDBytes(n int) Option { return func(o *options) { o.maxIDByte
 func WithCoalescing(window time.Duration, maxBatch int) Option {
 	return func(o *options) { o.coalesce, o.coWindow, o.coMax = true, window, maxBatch }
 }
+
+// WithTransferGrace sets how long a transfer of units between two shards of
+// a sharded activity may stay unfinished (its donor's step done, its
+// recipient's not, or its record not yet settled) before a Reserve that
+// needs to borrow, or a [Preloader] pass, finishes it by itself: applied
+// if the recipient applied it, refunded to the donor otherwise (see
+// "Sharding" in the package doc). A transfer takes a few milliseconds; one
+// older than this was most likely cut short by a crash or a timeout.
+// Finishing one still in progress is safe (the recipient decides once) but
+// makes it fail. Measured on Redis TIME. Default 2s
+// ([DefaultTransferGrace]); must be >= 0. [Deductor.SettleTransfers]
+// finishes every unfinished transfer whatever its age.
+func WithTransferGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }

@@ -104,7 +104,10 @@ func WithPreloadLogger(l *slog.Logger) PreloaderOption {
 // missing so that buyers get [Frozen] rather than [NotLoaded], and asks
 // again on the next pass. A frozen activity is rebuilt as soon as r is
 // ready, whoever froze it. Several preloaders may run side by side: a
-// rebuild only applies to the state it examined. A nil r is an error of
+// rebuild only applies to the state it examined. A sharded activity that is
+// incomplete or has a frozen shard is frozen as a whole (every shard, so
+// that nothing changes while r reads the truth) and rebuilt as a whole. A
+// nil r is an error of
 // [NewPreloader]. Default: none; activities are loaded with
 // [Deductor.Load], which reopens a sale whose keys Redis lost at full
 // stock.
@@ -124,6 +127,8 @@ func WithOnRecover(f func(activity int64, rebuilt bool)) PreloaderOption {
 // with [Deductor.Load] (set-if-absent, so it never resets a live sale and
 // several preloaders may run side by side), or, with [WithRecovery],
 // rebuilds each one that is missing or frozen from the caller's database.
+// For a sharded activity ([Activity.Shards]) each pass also finishes the
+// transfers between its shards older than the grace ([WithTransferGrace]).
 // It is safe for concurrent use.
 type Preloader struct {
 	d   *Deductor
@@ -156,10 +161,11 @@ func NewPreloader(d *Deductor, src Source, opts ...PreloaderOption) (*Preloader,
 }
 
 // Tick runs one pass: it lists the activities overlapping [now, now+lead]
-// and loads (or, with [WithRecovery], rebuilds) each one. It returns how
-// many this pass loaded or rebuilt (those already live are not counted) and
-// the joined errors of the source, the loads and the recoveries; one bad
-// activity does not stop the others.
+// and loads (or, with [WithRecovery], rebuilds) each one, and finishes the
+// stale transfers of the sharded ones. It returns how many this pass loaded
+// or rebuilt (those already live are not counted) and the joined errors of
+// the source, the loads, the recoveries and the transfers; one bad activity
+// does not stop the others.
 func (p *Preloader) Tick(ctx context.Context) (int, error) {
 	now := p.o.clock.Now()
 	acts, err := p.src.Upcoming(ctx, now, now.Add(p.o.lead))
@@ -182,6 +188,11 @@ func (p *Preloader) Tick(ctx context.Context) (int, error) {
 		if done {
 			n++
 		}
+		if a.Shards > 1 {
+			if _, err := p.d.settleTransfers(ctx, a.ID, p.d.o.grace); err != nil {
+				errs = append(errs, fmt.Errorf("stock: preload activity %d: %w", a.ID, err))
+			}
+		}
 	}
 	return n, errors.Join(errs...)
 }
@@ -198,6 +209,9 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 	}
 	if st.Loaded && !st.Frozen {
 		return false, nil // live
+	}
+	if a.shards() > 1 || len(st.Shards) > 0 {
+		return p.recoverSharded(ctx, a, st)
 	}
 	// The rebuild applies only to the state examined here: absent, or
 	// frozen with this epoch (another preloader may act meanwhile).
@@ -242,6 +256,74 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 		p.o.onRecover(a.ID, true)
 	}
 	return true, nil
+}
+
+// recoverSharded is recover when the activity is, or is to be, sharded:
+// every ledger of the current layout and of a's layout is frozen first
+// (a shard lost, or a load cut short, leaves the others live and their
+// units moving; the truth read next must not change under the rebuild),
+// then the activity is rebuilt as a whole, or kept frozen with frozen
+// placeholders for the missing ledgers.
+func (p *Preloader) recoverSharded(ctx context.Context, a Activity, st Stats) (bool, error) {
+	if err := p.freezeAll(ctx, a, st); err != nil {
+		return false, err
+	}
+	live, ready, err := p.o.recovery.Recover(ctx, a)
+	if err != nil {
+		return false, fmt.Errorf("recover: %w", err)
+	}
+	if !ready {
+		if _, err := p.d.load(ctx, a, loadPlaceholder); err != nil {
+			return false, err
+		}
+		p.o.logger.WarnContext(ctx, "stock: activity missing or frozen in redis; kept frozen until recovery is ready",
+			"activity", a.ID, "shards", a.shards())
+		if p.o.onRecover != nil {
+			p.o.onRecover(a.ID, false)
+		}
+		return false, nil
+	}
+	rst, err := p.d.rebuild(ctx, a, live, "")
+	if errors.Is(err, ErrLive) {
+		p.o.logger.InfoContext(ctx, "stock: activity changed while it was recovered; next pass", "activity", a.ID)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	level := slog.LevelInfo // a first load
+	if st.Loaded || len(st.Shards) > 0 {
+		level = slog.LevelWarn // after a freeze or a loss
+	}
+	p.o.logger.Log(ctx, level, "stock: activity rebuilt from recovery", "activity", a.ID, "shards", a.shards(),
+		"live", len(live), "remaining", rst.Remaining, "total", rst.Total)
+	if p.o.onRecover != nil {
+		p.o.onRecover(a.ID, true)
+	}
+	return true, nil
+}
+
+// freezeAll freezes every loaded ledger of the activity's current layout
+// (st) and of a's layout (a load cut short leaves shards without a
+// directory, which nobody else would freeze).
+func (p *Preloader) freezeAll(ctx context.Context, a Activity, st Stats) error {
+	freeze := func(err error) error {
+		if err != nil && !errors.Is(err, ErrNotLoaded) {
+			return err
+		}
+		return nil
+	}
+	if st.Loaded || len(st.Shards) > 0 {
+		if err := freeze(p.d.Freeze(ctx, a.ID)); err != nil {
+			return err
+		}
+	}
+	if a.shards() > 1 && (len(st.Shards) != a.shards()) {
+		if err := freeze(p.d.freezeLayout(ctx, newLayout(p.d.o.prefix, a.ID, a.shards()), true)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Run calls Tick now and then every poll interval until ctx is done, and

@@ -1,11 +1,14 @@
--- rebuild.lua: rebuild one activity from the caller's truth (the orders that
--- still hold stock), when its meta is absent or frozen; one atomic step.
+-- rebuild.lua: rebuild one activity, or one shard of a sharded activity,
+-- from the caller's truth (the orders that still hold stock), when its meta
+-- is absent or frozen; one atomic step.
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
--- ARGV[1] total stock of the activity (>= 0, <= 2^53-1)
+-- KEYS[4] xout    hash  (shards only) transfers out: deleted
+-- KEYS[5] xin     hash  (shards only) transfers in: deleted
+-- ARGV[1] total stock of the activity, or of this shard (>= 0, <= 2^53-1)
 -- ARGV[2] per-user limit (>= 1, <= 2^53-1)
 -- ARGV[3] start, unix ms (0 = open from now)
 -- ARGV[4] end, unix ms (0 = no end)
@@ -14,15 +17,17 @@
 -- ARGV[7] precondition: "" meta absent or frozen; "0" meta absent; any other
 --         value: meta frozen with exactly this epoch
 -- ARGV[8] n, the number of live reservations that follow
--- ARGV[9..8+4n] per reservation: requestID, user ID, qty (> 0), reserved-at
+-- ARGV[9] "1" = leave the rebuilt state frozen (a sharded activity's shards
+--         stay frozen until every one of them is rebuilt)
+-- ARGV[10..9+4n] per reservation: requestID, user ID, qty (> 0), reserved-at
 --         unix ms (0 = now); the caller has checked IDs unique, per-user
 --         sums <= limit and the sum <= total (checked again below)
 --
--- Writes, after deleting the three keys: meta with stock = total - sum(qty),
--- a new epoch, seq 0, frozen 0, origin 3 (rebuild), born = Redis now (or the
--- old born + 1 if that is not later); buyers = sum of qty per user; ledger =
--- one held (R) entry per reservation. All three expire at end + TTL, like
--- load.lua. Fields go in HSET chunks of 500 so no call unpacks more than
+-- Writes, after deleting the keys: meta with stock = total - sum(qty), a
+-- new epoch, seq 0, frozen 0 (1 when ARGV[9] is "1"), origin 3 (rebuild),
+-- born = Redis now (or the old born + 1 if that is not later); buyers = sum
+-- of qty per user; ledger = one held (R) entry per reservation. All three
+-- expire at end + TTL, like load.lua. Fields go in HSET chunks of 500 so no call unpacks more than
 -- 1,001 values (Lua's C stack holds about 8,000).
 --
 -- Now: Redis TIME (milliseconds), for expiry, born and entries with at 0.
@@ -68,7 +73,7 @@ end
 local total, limit, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[8])
 local held, users, seen, sum = {}, {}, {}, 0
 for i = 0, n - 1 do
-  local j = 9 + 4 * i
+  local j = 10 + 4 * i
   local id, u, q = ARGV[j], ARGV[j + 1], tonumber(ARGV[j + 2])
   if seen[id] then
     return fail(-6)
@@ -96,10 +101,17 @@ if old and old >= born then
   born = old + 1
 end
 local stock = total - sum
+local frozen = '0'
+if ARGV[9] == '1' then
+  frozen = '1'
+end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if KEYS[5] then
+  redis.call('DEL', KEYS[4], KEYS[5])
+end
 redis.call('HSET', KEYS[1], 'stock', stock, 'total', ARGV[1], 'limit', ARGV[2],
   'start', ARGV[3], 'end', ARGV[4], 'exp', exp,
-  'epoch', ARGV[6], 'seq', 0, 'born', born, 'origin', 3, 'frozen', '0')
+  'epoch', ARGV[6], 'seq', 0, 'born', born, 'origin', 3, 'frozen', frozen)
 redis.call('PEXPIREAT', KEYS[1], exp)
 
 local chunk = 500
@@ -111,7 +123,7 @@ local function flush(key)
   end
 end
 for i = 0, n - 1 do
-  local j = 9 + 4 * i
+  local j = 10 + 4 * i
   local at = ARGV[j + 3]
   if at == '0' then
     at = now
@@ -136,4 +148,4 @@ if n > 0 then
   redis.call('PEXPIREAT', KEYS[3], exp)
 end
 
-return {1, 1, stock, total, limit, st, en, exp, #users, n, 0, tonumber(ARGV[6]), 0}
+return {1, 1, stock, total, limit, st, en, exp, #users, n, tonumber(frozen), tonumber(ARGV[6]), 0}

@@ -18,6 +18,9 @@
 --        it was reserved), 8 frozen (nothing written),
 --       -1 qty exceeds the per-user limit (invalid input, nothing written),
 --       -2 the request ID is in the ledger with another user or qty (nothing written)
+--        9 KEYS[1] is the directory of a sharded activity (remaining is the
+--          number of shards, atMs Redis now, the rest 0; nothing written):
+--          the caller routes the request to the buyer's shard
 --   replayed 1 when the outcome comes from the ledger (same request ID again).
 --   epoch, seq, exp, born, origin: the fence (see load.lua); seq is the value
 --   after this call (a reservation increments it), 0s for meta written
@@ -51,6 +54,10 @@ local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'start', 'end', 'exp', 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not m[1] then
+  local shards = redis.call('HGET', KEYS[1], 'shards')
+  if shards then
+    return {9, tonumber(shards), 0, now, 0, 0, 0, 0, 0, 0, 0}
+  end
   return {6, 0, 0, now, 0, 0, 0, 0, 0, 0, 0}
 end
 local stock = tonumber(m[1])

@@ -23,7 +23,9 @@
 --   {code, remaining, held, atMs, replayed, limit, epoch, seq, exp, born, origin}
 -- with the same codes (1 reserved, 2 sold out, 3 limit reached, 4 not
 -- started, 5 ended, 6 not loaded, 7 released, 8 frozen, -1 qty above the
--- per-user limit, -2 request ID conflict) and the same values: seq is the
+-- per-user limit, -2 request ID conflict, 9 KEYS[1] is the directory of a
+-- sharded activity: every reply is then code 9 with the number of shards
+-- as remaining) and the same values: seq is the
 -- value after that decision, remaining and held are the values after it.
 -- Denials write nothing. The writes of all reservations of the call are made
 -- at the end, in one HSET per hash and one HINCRBY per buyer; the state they
@@ -37,6 +39,17 @@ local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'start', 'end', 'exp', 
   'epoch', 'seq', 'born', 'origin')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+if not m[1] then
+  local shards = redis.call('HGET', KEYS[1], 'shards')
+  if shards then
+    local out = {}
+    for i = 1, n do
+      out[i] = {9, tonumber(shards), 0, now, 0, 0, 0, 0, 0, 0, 0}
+    end
+    return out
+  end
+end
 
 local stock = tonumber(m[1]) -- nil: not loaded
 local limit = tonumber(m[2])

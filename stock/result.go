@@ -62,7 +62,9 @@ type Result struct {
 	Status Status
 	// Remaining is the activity's stock after this call (0 for NotLoaded and
 	// for an in-process refusal; for Frozen, what Redis holds, which may be
-	// wrong).
+	// wrong). For a sharded activity: the stock of the buyer's shard, but on
+	// SoldOut the units the borrowing step saw in all shards, including
+	// units moving between shards (0 only when every shard is empty).
 	Remaining int64
 	// Held is the quantity the buyer holds in this activity after the call,
 	// when Redis computed it (Reserved, LimitReached, and replays).
@@ -130,6 +132,10 @@ const (
 	ReleaseUnknown
 	// ReleaseNotLoaded: the activity is not loaded; nothing changed.
 	ReleaseNotLoaded
+
+	// releaseAbsent: a probe of one shard did not find the request ID
+	// (release.lua code 5); never returned by Release.
+	releaseAbsent
 )
 
 var releaseNames = [...]string{"unknown", "released", "duplicate", "unknown request", "not loaded"}
@@ -150,7 +156,8 @@ type ReleaseResult struct {
 	Qty int64
 	// User is the reservation's buyer (0 when unknown).
 	User int64
-	// Remaining is the activity's stock after the call.
+	// Remaining is the activity's stock after the call (for a sharded
+	// activity, the stock of the reservation's shard).
 	Remaining int64
 }
 
@@ -207,6 +214,31 @@ type Stats struct {
 	Frozen        bool  // new reservations answer Frozen
 	// Epoch names this copy of the activity's state (new at each Load,
 	// Reset, Rebuild); Seq counts the reservations, releases and tombstones
-	// written to it. Both are 0 for state loaded before they existed.
+	// written to it. Both are 0 for state loaded before they existed. For a
+	// sharded activity Epoch is the directory's and Seq the sum over the
+	// shards (which also count transfer steps).
 	Epoch, Seq int64
+
+	// Shards holds one snapshot per shard of a sharded activity, in shard
+	// order (nil when it is not sharded). In a shard's entry, Total is the
+	// units the shard started with, Start, End and Limit are the activity's,
+	// and the transfer fields are the shard's own. The activity's Loaded is
+	// true when its directory and every shard are loaded; Frozen when any
+	// shard is frozen; Remaining, Buyers, LedgerEntries and the transfer
+	// fields are sums (a tombstone is written in every shard, so it counts
+	// once per shard).
+	Shards []Stats
+	// TransfersIn and TransfersOut are the units received from and given to
+	// other shards (net of refunds). 0 when not sharded.
+	TransfersIn, TransfersOut int64
+	// InTransfer is the activity's units taken out of a shard by a
+	// transfer that is neither credited to its recipient nor refunded yet
+	// (TransfersOut - TransfersIn; 0 in a shard's entry and when not
+	// sharded). At every quiet moment Remaining + the held units +
+	// InTransfer = Total.
+	InTransfer int64
+	// PendingTransfers counts transfer records not yet settled at their
+	// donor (a crash between the steps leaves them; some may already be
+	// credited). [Deductor.SettleTransfers] finishes them.
+	PendingTransfers int64
 }

@@ -58,4 +58,36 @@ var (
 	//go:embed rebuild.lua
 	rebuildLua    string
 	rebuildScript = redis.NewScript(rebuildLua)
+
+	//go:embed layout.lua
+	layoutLua    string
+	layoutScript = redis.NewScript(layoutLua)
+
+	//go:embed directory.lua
+	directoryLua    string
+	directoryScript = redis.NewScript(directoryLua)
+
+	//go:embed drop.lua
+	dropLua    string
+	dropScript = redis.NewScript(dropLua)
+
+	//go:embed probe.lua
+	probeLua    string
+	probeScript = redis.NewScript(probeLua)
+
+	//go:embed give.lua
+	giveLua    string
+	giveScript = redis.NewScript(giveLua)
+
+	//go:embed credit.lua
+	creditLua    string
+	creditScript = redis.NewScript(creditLua)
+
+	//go:embed settle.lua
+	settleLua    string
+	settleScript = redis.NewScript(settleLua)
+
+	//go:embed pending.lua
+	pendingLua    string
+	pendingScript = redis.NewScript(pendingLua)
 )

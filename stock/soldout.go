@@ -188,35 +188,53 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity int64, r fenceReply
 	}
 }
 
-// ledgerIDs reads every request ID of the activity's ledger. It runs on the
-// master (EVALSHA, not EVALSHA_RO): a replica may not have the reservation
-// whose retry the set is there to let through.
+// ledgerIDs reads every request ID of the activity's ledger (of every
+// shard's ledger, for a sharded activity). It runs on the master (EVALSHA,
+// not EVALSHA_RO): a replica may not have the reservation whose retry the
+// set is there to let through.
 func (d *Deductor) ledgerIDs(ctx context.Context, activity int64) (map[string]struct{}, error) {
-	key := []string{d.keys(activity).ledger}
+	ledgers := []string{d.keys(activity).ledger}
+	if l := d.layoutOf(activity); l != nil {
+		ledgers = ledgers[:0]
+		for _, k := range l.keys {
+			ledgers = append(ledgers, k.ledger)
+		}
+	}
 	ids := map[string]struct{}{}
+	for _, ledger := range ledgers {
+		if err := d.scanIDs(ctx, ledger, ids); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// scanIDs adds the request IDs of one ledger to ids.
+func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]struct{}) error {
+	key := []string{ledger}
 	cursor := "0"
 	for {
 		vals, err := idsScript.Run(ctx, d.rdb, key, cursor, idsPage).Slice()
 		if err != nil {
-			return nil, classify("ledger ids", err)
+			return classify("ledger ids", err)
 		}
 		if len(vals) != 2 {
-			return nil, badReply("ledger ids", "%d values, want 2", len(vals))
+			return badReply("ledger ids", "%d values, want 2", len(vals))
 		}
 		next, ok1 := vals[0].(string)
 		page, ok2 := vals[1].([]any)
 		if !ok1 || !ok2 {
-			return nil, badReply("ledger ids", "reply of types %T, %T", vals[0], vals[1])
+			return badReply("ledger ids", "reply of types %T, %T", vals[0], vals[1])
 		}
 		for _, v := range page {
 			id, ok := v.(string)
 			if !ok {
-				return nil, badReply("ledger ids", "ID of type %T", v)
+				return badReply("ledger ids", "ID of type %T", v)
 			}
 			ids[id] = struct{}{}
 		}
 		if next == "0" {
-			return ids, nil
+			return nil
 		}
 		cursor = next
 	}

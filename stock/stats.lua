@@ -1,25 +1,40 @@
--- stats.lua: read-only (run with EVALSHA_RO); a snapshot of one activity.
+-- stats.lua: read-only (run with EVALSHA_RO); a snapshot of one activity,
+-- or of one shard.
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
---                       epoch, seq, born, origin, frozen
+--                       epoch, seq, born, origin, frozen, in, out
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> reservation record        <prefix>{a:<id>}:resv
+-- KEYS[4] xout    hash  (shards only) transfers not yet settled
 --
 -- Returns {loaded, stock, total, limit, start, end, exp, buyers, ledger,
---          frozen, epoch, seq}
+--          frozen, epoch, seq, in, out, pending}
 --   (loaded 0 and zeros when the activity is not loaded; buyers and ledger are
 --   HLEN counts, the ledger count includes released entries and tombstones;
---   frozen 1 when frozen; epoch and seq 0 for meta written before the fence).
+--   frozen 1 when frozen; epoch and seq 0 for meta written before the fence;
+--   in and out the units received from and given to other shards, pending
+--   the transfers out of this shard not yet settled, 0 unless a shard).
+--   loaded 2: KEYS[1] is the directory of a sharded activity; stock is then
+--   the number of shards, total, limit, start, end, exp and epoch those of
+--   the directory, the rest 0.
 
 local m = redis.call('HMGET', KEYS[1], 'stock', 'total', 'limit', 'start', 'end', 'exp',
-  'frozen', 'epoch', 'seq')
+  'frozen', 'epoch', 'seq', 'in', 'out', 'shards')
 if not m[1] then
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  if m[12] then
+    return {2, tonumber(m[12]), tonumber(m[2]) or 0, tonumber(m[3]) or 0, tonumber(m[4]) or 0,
+      tonumber(m[5]) or 0, tonumber(m[6]) or 0, 0, 0, 0, tonumber(m[8]) or 0, 0, 0, 0, 0}
+  end
+  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local frozen = 0
 if m[7] == '1' then
   frozen = 1
 end
+local pending = 0
+if KEYS[4] then
+  pending = redis.call('HLEN', KEYS[4])
+end
 return {1, tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), tonumber(m[4]), tonumber(m[5]),
   tonumber(m[6]), redis.call('HLEN', KEYS[2]), redis.call('HLEN', KEYS[3]), frozen,
-  tonumber(m[8]) or 0, tonumber(m[9]) or 0}
+  tonumber(m[8]) or 0, tonumber(m[9]) or 0, tonumber(m[10]) or 0, tonumber(m[11]) or 0, pending}
