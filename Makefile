@@ -2,7 +2,7 @@
 #   go run ./examples/fullstack
 #   go test ./...
 
-.PHONY: test test-real ci bench
+.PHONY: test test-real ci bench chaos
 
 test:
 	go test ./...
@@ -16,6 +16,16 @@ test-real:
 
 ci:
 	bash .ci/run
+
+# The fault battery (examples/fullstack/chaos, see RELIABILITY.md) with a
+# bigger workload than the one `go test ./...` runs: 3 seeds per scenario,
+# 3,000 users, 100 units. Needs SECKILL_MYSQL_DSN and redis-server on PATH;
+# writes the results table and the fault timelines to
+# $$TMPDIR/seckill-chaos-report.md (/tmp without TMPDIR).
+chaos:
+	SECKILL_CHAOS_SEEDS=3 SECKILL_CHAOS_USERS=3000 SECKILL_CHAOS_STOCK=100 \
+	SECKILL_CHAOS_REPORT=$${TMPDIR:-/tmp}/seckill-chaos-report.md \
+	go test -count=1 -timeout 60m -run TestChaos -v ./examples/fullstack/chaos/
 
 # Benchmarks, 5 runs each, summarised by benchstat (go install
 # golang.org/x/perf/cmd/benchstat@latest). Redis-bound benchmarks need
