@@ -82,7 +82,40 @@ func AutoMigrate(ctx context.Context, db *gorm.DB, opts ...TableOption) error {
 	if err != nil {
 		return err
 	}
-	d := db.WithContext(ctx)
+	// Processes starting together (an api and a worker) migrate together:
+	// one at a time, under a database-wide lock held on one connection, or
+	// gorm's column and index changes race and one of them fails.
+	return db.WithContext(ctx).Connection(func(d *gorm.DB) error {
+		unlock, err := migrationLock(d)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		return autoMigrate(d, t)
+	})
+}
+
+// migrationLock takes the migration lock on MySQL/MariaDB (GET_LOCK) and
+// PostgreSQL (a session advisory lock); SQLite serialises writers anyway.
+func migrationLock(d *gorm.DB) (func(), error) {
+	const name = "seckill_order_migrate"
+	switch d.Dialector.Name() {
+	case "mysql":
+		var got int
+		if err := d.Raw("SELECT GET_LOCK(?, 60)", name).Scan(&got).Error; err != nil || got != 1 {
+			return nil, fmt.Errorf("order: migrate: lock %s: %v (got %d)", name, err, got)
+		}
+		return func() { d.Exec("SELECT RELEASE_LOCK(?)", name) }, nil
+	case "postgres":
+		if err := d.Exec("SELECT pg_advisory_lock(hashtext(?))", name).Error; err != nil {
+			return nil, fmt.Errorf("order: migrate: lock %s: %w", name, err)
+		}
+		return func() { d.Exec("SELECT pg_advisory_unlock(hashtext(?))", name) }, nil
+	}
+	return func() {}, nil
+}
+
+func autoMigrate(d *gorm.DB, t Tables) error {
 	dialect := d.Dialector.Name()
 	for _, sp := range t.specs() {
 		if err := d.Table(sp.name).AutoMigrate(sp.model); err != nil {
