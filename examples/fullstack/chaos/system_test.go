@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -44,7 +43,7 @@ func (p *proc) start() error {
 	p.starts++
 	fmt.Fprintf(f, "=== chaos: start #%d: %s %s\n", p.starts, p.bin, strings.Join(p.args, " "))
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = childEnv()
+	cmd.Env = crash.ChildEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
@@ -105,7 +104,7 @@ func (p *proc) waitLog(substr string, bound time.Duration) error {
 			return nil
 		}
 		if !p.alive() {
-			return fmt.Errorf("chaos: %s exited during startup:\n%s", p.name, tail(p.logPath, 10))
+			return fmt.Errorf("chaos: %s exited during startup:\n%s", p.name, crash.Tail(p.logPath, 10))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("chaos: %s did not log %q within %v", p.name, substr, bound)
@@ -123,28 +122,6 @@ func (p *proc) signal(sig syscall.Signal) error {
 		return fmt.Errorf("chaos: %s is not running", p.name)
 	}
 	return p.cmd.Process.Signal(sig)
-}
-
-func childEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SECKILL_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
 
 // waitPort waits until addr accepts TCP connections (bounded) or p exits.
@@ -291,7 +268,7 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 			t.Error(err)
 		}
 		if t.Failed() {
-			t.Logf("broker log tail:\n%s", tail(s.broker.logPath, 10))
+			t.Logf("broker log tail:\n%s", crash.Tail(s.broker.logPath, 10))
 		}
 	})
 	if err := s.broker.start(); err != nil {
@@ -366,7 +343,7 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 				t.Error(err)
 			}
 			if t.Failed() {
-				t.Logf("%s log tail:\n%s", w.name, tail(w.logPath, 25))
+				t.Logf("%s log tail:\n%s", w.name, crash.Tail(w.logPath, 25))
 			}
 		})
 		if err := w.start(); err != nil {

@@ -94,9 +94,9 @@ func (p *proc) kill() error {
 	}
 }
 
-// childEnv is this process's environment without the service's own
+// ChildEnv is this process's environment without the service's own
 // variables (SECKILL_*), so a child is configured by its flags alone.
-func childEnv() []string {
+func ChildEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SECKILL_") {
@@ -106,8 +106,8 @@ func childEnv() []string {
 	return out
 }
 
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
+// Tail returns the last n lines of the file at path.
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"

@@ -74,7 +74,7 @@ func StartRedis(t testing.TB, mode Persistence) *RedisServer {
 			}
 		}
 		if t.Failed() {
-			t.Logf("redis-server log tail (%s):\n%s", r.logPath(), tail(r.logPath(), 15))
+			t.Logf("redis-server log tail (%s):\n%s", r.logPath(), Tail(r.logPath(), 15))
 		}
 	})
 	if err := r.start(); err != nil {
@@ -111,7 +111,7 @@ func (r *RedisServer) args() []string {
 }
 
 func (r *RedisServer) start() error {
-	p, err := startProc(r.bin, r.args(), childEnv(), r.logPath())
+	p, err := startProc(r.bin, r.args(), ChildEnv(), r.logPath())
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (r *RedisServer) start() error {
 			return nil
 		}
 		if !p.alive() {
-			return fmt.Errorf("crash: redis-server on %s exited: %v\n%s", r.Addr(), p.err, tail(r.logPath(), 10))
+			return fmt.Errorf("crash: redis-server on %s exited: %v\n%s", r.Addr(), p.err, Tail(r.logPath(), 10))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("crash: redis-server on %s not ready within %v: %v", r.Addr(), redisReadyBound, err)

@@ -111,7 +111,7 @@ func StartService(t testing.TB, bin string, cfg ServiceConfig) *Service {
 			}
 		}
 		if t.Failed() {
-			t.Logf("service log tail (%s):\n%s", s.LogPath, tail(s.LogPath, 40))
+			t.Logf("service log tail (%s):\n%s", s.LogPath, Tail(s.LogPath, 40))
 		}
 	})
 	s.Start()
@@ -131,13 +131,13 @@ func (s *Service) Start() {
 		fmt.Fprintf(f, "=== crash: start #%d: %s %s\n", s.Starts, s.bin, strings.Join(s.args, " "))
 		_ = f.Close()
 	}
-	p, err := startProc(s.bin, s.args, childEnv(), s.LogPath)
+	p, err := startProc(s.bin, s.args, ChildEnv(), s.LogPath)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.p = p
 	if err := s.waitHealthy(); err != nil {
-		s.t.Fatalf("%v\n%s", err, tail(s.LogPath, 30))
+		s.t.Fatalf("%v\n%s", err, Tail(s.LogPath, 30))
 	}
 }
 
