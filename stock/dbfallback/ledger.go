@@ -127,3 +127,17 @@ func (r row) reservation() stock.Reservation {
 	}
 	return out
 }
+
+// Held returns the units user holds in activity's pool (reservations in
+// state held), like [stock.Deductor.Held] for Redis: a caller that must know
+// whether a buyer holds anything asks both stores.
+func (s *Store) Held(ctx context.Context, activity, user int64) (int64, error) {
+	if activity <= 0 || user <= 0 {
+		return 0, fmt.Errorf("dbfallback: %w: activity %d and user %d must be > 0", stock.ErrInvalidRequest, activity, user)
+	}
+	n, err := s.held(s.db.WithContext(ctx), activity, user)
+	if err != nil {
+		return 0, fmt.Errorf("dbfallback: held: %w", err)
+	}
+	return n, nil
+}

@@ -155,3 +155,14 @@ func (a *App) poolRemaining(ctx context.Context) int64 {
 	}
 	return st.Remaining
 }
+
+// held is what user holds in the sale across both stores: Redis and the DB
+// pool. Zero means no reservation in flight and no live order of theirs.
+func (a *App) held(ctx context.Context, user int64) (int64, error) {
+	n, err := a.stock.Held(ctx, a.act.ID, user)
+	if err != nil || a.fallback == nil {
+		return n, err
+	}
+	p, err := a.fallback.Held(ctx, a.act.ID, user)
+	return n + p, err
+}

@@ -506,7 +506,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		// back: the per-user limit in stock, not the token, stops a second
 		// unit.
 		held, herr := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (int64, error) {
-			return a.stock.Held(ctx, a.act.ID, user)
+			return a.held(ctx, user)
 		})
 		if herr != nil {
 			failed("access_token", herr)
@@ -611,7 +611,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 // in stock is what stops a second unit, the token only rations attempts.
 func (a *App) tokenBack(ctx context.Context, user int64, g token.Grant) token.Grant {
 	held, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (int64, error) {
-		return a.stock.Held(ctx, a.act.ID, user)
+		return a.held(ctx, user)
 	})
 	if err != nil || held > 0 {
 		return g
