@@ -297,8 +297,8 @@
 // shard's tag), so every script touches one Cluster slot and the package
 // works unchanged on Client, ClusterClient, Ring and failover clients. The
 // flip side is that one un-sharded activity is one slot on one shard: a
-// single hot sale is bounded by one Redis core (about 100k reserve calls per
-// second);
+// single hot sale is bounded by one Redis core (about 46–53k reserve calls
+// per second one by one on the reference box, BENCHMARKS.md);
 // spread load by refusing early (the sold-out cache, rate limiting in
 // front), let [WithCoalescing] decide many reservations per script call, and
 // split the sale over several slots with [Activity.Shards] (see Sharding).

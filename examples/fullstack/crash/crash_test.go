@@ -320,6 +320,34 @@ func (r *rig) withoutLiveOrder(st State) []int64 {
 // sellOut runs waves of the buyers without a live order until the
 // activity is sold out (at most waves times), settling before each; it
 // returns the last settled state.
+// settleAndCheck waits until the pipeline settled after a fault, then
+// checks every accepted reservation and every refused attempt against the
+// settled state and logs the counts. It returns the state.
+func (r *rig) settleAndCheck(label string) State {
+	r.t.Helper()
+	r.peekResults()
+	st := r.settle(label)
+	orders, failed := r.checkAccepted(label, st)
+	r.checkAttempts(label, st)
+	r.logState("settled", st)
+	r.t.Logf("accepted %d: %d orders, FAILED %s", len(r.crowd.Accepted()), orders, FormatCounts(failed))
+	return st
+}
+
+// sellOutAndCheck lets more buyers in until the sale sells out (three waves
+// at most), checks every accepted reservation again and fails the test when
+// units are left although buyers without an order remained.
+func (r *rig) sellOutAndCheck(label string) State {
+	r.t.Helper()
+	st := r.sellOut(label, 3)
+	r.checkAccepted("sold out", st)
+	r.logState("final", st)
+	if st.LiveUnits() != st.Total {
+		r.t.Errorf("sold %d of %d although buyers without an order remained", st.LiveUnits(), st.Total)
+	}
+	return st
+}
+
 func (r *rig) sellOut(label string, waves int) State {
 	r.t.Helper()
 	st := r.settle(label + ": settle")
@@ -527,12 +555,7 @@ func TestKillServiceDurableKafka(t *testing.T) {
 	r.checkAttempts("after restart", st)
 	r.probeLockout("C1", st)
 
-	st = r.sellOut("C1", 3)
-	r.checkAccepted("sold out", st)
-	r.logState("final", st)
-	if st.LiveUnits() != st.Total {
-		t.Errorf("sold %d of %d although buyers without an order remained", st.LiveUnits(), st.Total)
-	}
+	r.sellOutAndCheck("C1")
 }
 
 // TestKillServiceMemoryKafka (C2): as C1 but the embedded Kafka keeps its
@@ -705,18 +728,8 @@ func redisAOFKilled(t *testing.T, mode Persistence, seed uint64) {
 		}
 	})
 	t.Logf("answers while restarting: %s", FormatCounts(r.crowd.Tally("restarting")))
-	r.peekResults()
-	st := r.settle("after the restart")
-	orders, failed := r.checkAccepted("after the restart", st)
-	r.checkAttempts("after the restart", st)
-	r.logState("settled", st)
-	t.Logf("accepted %d: %d orders, FAILED %s", len(r.crowd.Accepted()), orders, FormatCounts(failed))
-	st = r.sellOut("C4", 3)
-	r.checkAccepted("sold out", st)
-	r.logState("final", st)
-	if st.LiveUnits() != st.Total {
-		t.Errorf("sold %d of %d although buyers without an order remained", st.LiveUnits(), st.Total)
-	}
+	st := r.settleAndCheck("after the restart")
+	st = r.sellOutAndCheck("C4")
 	alerts := r.svc.CountLog("ALERT: Redis lost")
 	t.Logf("loss detected by the service: %v (%d alerts, %d rebuilds from recovery in its log; epoch %s → %s)",
 		alerts > 0, alerts, r.svc.CountLog("rebuilt from recovery"), before.Meta["epoch"], st.Meta["epoch"])
@@ -733,16 +746,6 @@ func TestKillServiceEmbedded(t *testing.T) {
 	r := newRig(t, rigConfig{seed: 0xC5})
 	r.waveWithFault(afterAccepted, r.killPoint(), allAtOnce, r.killService, func(func()) { r.restartService() })
 	t.Logf("answers while down and restarting: %s", FormatCounts(r.crowd.Tally("down")))
-	r.peekResults()
-	st := r.settle("after restart")
-	orders, failed := r.checkAccepted("after restart", st)
-	r.checkAttempts("after restart", st)
-	r.logState("settled", st)
-	t.Logf("accepted %d: %d orders, FAILED %s", len(r.crowd.Accepted()), orders, FormatCounts(failed))
-	st = r.sellOut("C5", 3)
-	r.checkAccepted("sold out", st)
-	r.logState("final", st)
-	if st.LiveUnits() != st.Total {
-		t.Errorf("sold %d of %d although buyers without an order remained", st.LiveUnits(), st.Total)
-	}
+	r.settleAndCheck("after restart")
+	r.sellOutAndCheck("C5")
 }
