@@ -28,6 +28,9 @@ func (c *apiClient) do(method, path string, body any) (int, map[string]any) {
 		rd = bytes.NewReader(nil)
 	}
 	req, _ := http.NewRequest(method, c.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+c.bearer)
 	}

@@ -46,6 +46,10 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 
 // App is one node of the service.
 type App struct {
+	// readTimeout is the server's ReadTimeout (defaultReadTimeout; tests
+	// shorten it before Start).
+	readTimeout time.Duration
+
 	cfg     Config
 	log     *slog.Logger
 	in      *Infra
@@ -113,7 +117,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	var tag [3]byte
 	_, _ = rand.Read(tag[:])
 	a := &App{
-		cfg: cfg, log: log, m: newMetrics(), hub: newHub(),
+		cfg: cfg, log: log, m: newMetrics(), hub: newHub(), readTimeout: defaultReadTimeout,
 		nodeTag:  hex.EncodeToString(tag[:]),
 		actKey:   strconv.FormatInt(cfg.ActivityID, 10),
 		done:     make(chan error, 1),
@@ -144,6 +148,12 @@ func (a *App) Infra() *Infra { return a.in }
 // Config returns the configuration the app runs with.
 func (a *App) Config() Config { return a.cfg }
 
+// Request limits of the server.
+const (
+	defaultReadTimeout = 10 * time.Second
+	maxHeaderBytes     = 16 << 10
+)
+
 // Start listens on cfg.Addr and serves; it returns the base URL.
 func (a *App) Start() (string, error) {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
@@ -154,7 +164,13 @@ func (a *App) Start() (string, error) {
 	a.srv = &http.Server{
 		Handler:           a.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		// ReadTimeout bounds the whole request read, body included: a body
+		// trickled byte by byte cannot hold a connection. It does not cut
+		// the SSE stream: net/http clears the read deadline once a handler
+		// runs (TestTrickledBodyIsCutOff checks both).
+		ReadTimeout:    a.readTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		IdleTimeout:    120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	go func() { a.done <- a.srv.Serve(ln) }()

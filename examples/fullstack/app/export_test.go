@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -55,3 +56,6 @@ func RedisClient(a *App) redis.UniversalClient { return a.in.Redis }
 func Held(ctx context.Context, a *App, user int64) (int64, error) {
 	return a.stock.Held(ctx, a.act.ID, user)
 }
+
+// SetReadTimeout sets a's server ReadTimeout; call it before Start.
+func SetReadTimeout(a *App, d time.Duration) { a.readTimeout = d }

@@ -20,7 +20,7 @@ import (
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authed := func(name string, h http.HandlerFunc) http.Handler {
-		return a.route(name, a.auth.Handle(h).ServeHTTP)
+		return a.route(name, a.authenticated(h))
 	}
 	mux.Handle("GET /{$}", staticHandler())
 	mux.Handle("GET /static/", staticHandler())
@@ -44,7 +44,30 @@ func (a *App) Handler() http.Handler {
 		mux.Handle("GET /api/demo/captcha/{id}", authed("demo_captcha", a.handleDemoCaptcha))
 		mux.Handle("GET /api/demo/invariants", a.route("demo_invariants", a.handleInvariants))
 	}
-	return a.withRequestID(mux)
+	return a.withRequestID(guard(mux))
+}
+
+// authenticated runs h for a signed-in caller (the session's user in ctx,
+// as risk.UserFrom reads it) and refuses anyone else in the API's one JSON
+// error shape: 401 for a missing, malformed or unknown token, 503 when the
+// session store cannot answer (never its error text).
+func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, err := a.auth.Token(r)
+		var user string
+		if err == nil {
+			user, err = a.authn.Authenticate(r.Context(), tok)
+		}
+		switch {
+		case err == nil && user != "":
+			h(w, r.WithContext(risk.WithUser(r.Context(), user)))
+		case err == nil, errors.Is(err, risk.ErrNoToken), errors.Is(err, risk.ErrMalformedToken), errors.Is(err, risk.ErrInvalidToken):
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
+		default:
+			a.fail(w, r, "auth", err)
+		}
+	}
 }
 
 // userOf returns the authenticated user's ID (risk.Auth put it in ctx).
@@ -97,9 +120,19 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": id, "username": "user" + strconv.FormatInt(id, 10)})
 }
 
-// demoUser maps "user42" (or "42") to 42 when it is a seeded demo user.
+// demoUser maps the canonical name "user42" to 42 when it is a seeded demo
+// user. Only that one spelling signs in: "User42", " user42", "user042",
+// "user+42" and "42" are refused, so one account has one name.
 func (a *App) demoUser(name string) (int64, bool) {
-	n := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(name)), "user")
+	n, ok := strings.CutPrefix(name, "user")
+	if !ok || n == "" || len(n) > 9 || n[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return 0, false
+		}
+	}
 	id, err := strconv.ParseInt(n, 10, 64)
 	if err != nil || id < 1 || id > int64(a.cfg.DemoUsers) {
 		return 0, false
@@ -155,7 +188,9 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 		"breaker_redis": a.brRedis.State().String(), "breaker_kafka": a.brKafka.State().String()}
 	code := http.StatusOK
 	if err := a.in.Redis.Ping(ctx).Err(); err != nil {
-		out["redis_error"], code = err.Error(), http.StatusServiceUnavailable
+		// The reason goes to the log, never to the caller.
+		a.logger(r.Context()).Warn("health: redis ping failed", "err", err)
+		out["redis_error"], code = "ping failed", http.StatusServiceUnavailable
 	}
 	if sqlDB, err := a.in.DB.DB(); err != nil || sqlDB.PingContext(ctx) != nil {
 		out["db_error"], code = "ping failed", http.StatusServiceUnavailable

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,9 +169,93 @@ func writeErr(w http.ResponseWriter, code int, status, msg string) {
 	writeBody(w, code, b)
 }
 
+// maxBody caps every JSON request body (the largest, a buy, is < 200 bytes).
+const maxBody = 4096
+
+// readJSON decodes the request body (at most maxBody bytes, unknown fields
+// refused). The JSON Content-Type itself is checked by guard, before any
+// handler runs.
 func readJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 4096))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// isJSON reports whether a Content-Type header names JSON
+// ("application/json", optionally with parameters such as charset).
+func isJSON(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
+}
+
+// cleanPath is path.Clean that keeps a trailing slash, as ServeMux does.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+// guard sits in front of the mux and gives every refusal the one JSON error
+// shape of the API:
+//   - a path that is not canonical (".." or "." segments, "//", also when
+//     percent-encoded) is refused with 400, never redirected: ServeMux would
+//     answer 301/307 and send the client elsewhere;
+//   - a request body that is not declared as JSON is refused with 415 (a
+//     bodiless POST needs no Content-Type);
+//   - a path or method no route serves gets a JSON 404 or 405 (with
+//     Allow), not ServeMux's text.
+func guard(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+			writeErr(w, http.StatusBadRequest, "bad_request", "malformed path")
+			return
+		}
+		if r.ContentLength != 0 && r.Method != http.MethodGet && r.Method != http.MethodHead && !isJSON(r.Header.Get("Content-Type")) {
+			writeErr(w, http.StatusUnsupportedMediaType, "bad_request", "the body must be application/json")
+			return
+		}
+		h, pattern := mux.Handler(r)
+		if pattern == "" {
+			rec := &headerOnly{h: http.Header{}}
+			h.ServeHTTP(rec, r) // ServeMux's own 404/405/redirect: keep the code and Allow only
+			switch {
+			case rec.code == http.StatusMethodNotAllowed:
+				if allow := rec.h.Get("Allow"); allow != "" {
+					w.Header().Set("Allow", allow)
+				}
+				writeErr(w, http.StatusMethodNotAllowed, "bad_request", "method not allowed")
+			case rec.code >= 300 && rec.code < 400 && !strings.HasPrefix(r.URL.Path, "/api/"):
+				// "/static" → "/static/" for the page; API paths never redirect.
+				http.Redirect(w, r, rec.h.Get("Location"), rec.code)
+			default:
+				writeErr(w, http.StatusNotFound, "not_found", "no such path")
+			}
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// headerOnly records the status and headers of ServeMux's fallback
+// handlers and drops their text body.
+type headerOnly struct {
+	h    http.Header
+	code int
+}
+
+func (h *headerOnly) Header() http.Header { return h.h }
+func (h *headerOnly) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+func (h *headerOnly) Write(b []byte) (int, error) {
+	if h.code == 0 {
+		h.code = http.StatusOK
+	}
+	return len(b), nil
 }
 
 func staticHandler() http.Handler {

@@ -734,13 +734,13 @@ func newProbe(t *testing.T, c *http.Client, edge, user string) *probe {
 	t.Helper()
 	p := &probe{c: c}
 	var v struct{ Token, Path string }
-	a := do(t, c, "POST", edge+"/api/login", nil, []byte(`{"username":"`+user+`"}`))
+	a := do(t, c, "POST", edge+"/api/login", map[string]string{"Content-Type": "application/json"}, []byte(`{"username":"`+user+`"}`))
 	if err := json.Unmarshal(a.body, &v); err != nil || v.Token == "" {
 		t.Fatalf("login %s: %d %s", user, a.code, a.body)
 	}
 	p.bearer = "Bearer " + v.Token
 	v = struct{ Token, Path string }{}
-	a = do(t, c, "POST", edge+"/api/activity/token", map[string]string{"Authorization": p.bearer}, []byte(`{}`))
+	a = do(t, c, "POST", edge+"/api/activity/token", map[string]string{"Authorization": p.bearer, "Content-Type": "application/json"}, []byte(`{}`))
 	if err := json.Unmarshal(a.body, &v); err != nil || a.code != 200 || v.Token == "" || v.Path == "" {
 		t.Fatalf("access token for %s: %d %s", user, a.code, a.body)
 	}

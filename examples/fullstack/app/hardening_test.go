@@ -1,0 +1,222 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/app"
+)
+
+// rawDo sends one hand-written request and returns the status code, the
+// headers and the body. No redirect is followed.
+func rawDo(t *testing.T, method, url string, hdr map[string]string, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	c := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	m := map[string]any{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Errorf("%s %s: %d answered %q, not JSON", method, url, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, resp.Header, m
+}
+
+// wantErrShape checks the API's one error shape: {"status","message"}
+// and nothing else.
+func wantErrShape(t *testing.T, what string, m map[string]any) {
+	t.Helper()
+	if _, ok := m["status"].(string); !ok || len(m) != 2 {
+		t.Errorf("%s: body %v is not the API error shape {status, message}", what, m)
+	}
+	if _, ok := m["message"].(string); !ok {
+		t.Errorf("%s: body %v has no message", what, m)
+	}
+}
+
+// TestHardenedHTTP covers the HTTP edge of the service: every refusal in one
+// JSON shape, no redirect on API paths, JSON bodies only, canonical
+// usernames, bounded headers.
+func TestHardenedHTTP(t *testing.T) {
+	_, base := startApp(t, embeddedConfig(20, 5))
+
+	t.Run("no redirect on API paths", func(t *testing.T) {
+		for _, p := range []string{"/api/../api/activity", "/api/./activity", "//api/activity", "/api/%2e%2e/api/activity", "/api/activity/"} {
+			code, h, m := rawDo(t, "GET", base+p, nil, "")
+			if code >= 300 && code < 400 {
+				t.Errorf("GET %s: %d redirect to %q", p, code, h.Get("Location"))
+				continue
+			}
+			if code != http.StatusBadRequest && code != http.StatusNotFound {
+				t.Errorf("GET %s: %d, want 400 or 404", p, code)
+			}
+			wantErrShape(t, "GET "+p, m)
+		}
+	})
+
+	t.Run("unknown route and method in the error shape", func(t *testing.T) {
+		code, _, m := rawDo(t, "GET", base+"/api/nope", nil, "")
+		if code != http.StatusNotFound {
+			t.Errorf("unknown path: %d, want 404", code)
+		}
+		wantErrShape(t, "unknown path", m)
+		code, h, m := rawDo(t, "DELETE", base+"/api/login", nil, "")
+		if code != http.StatusMethodNotAllowed || !strings.Contains(h.Get("Allow"), "POST") {
+			t.Errorf("wrong method: %d Allow=%q, want 405 with POST allowed", code, h.Get("Allow"))
+		}
+		wantErrShape(t, "wrong method", m)
+	})
+
+	t.Run("auth refusals in the error shape", func(t *testing.T) {
+		for name, hdr := range map[string]map[string]string{
+			"no token":        nil,
+			"malformed token": {"Authorization": "Bearer"},
+			"unknown token":   {"Authorization": "Bearer 0123456789abcdef0123456789abcdef"},
+		} {
+			code, _, m := rawDo(t, "GET", base+"/api/captcha", hdr, "")
+			if code != http.StatusUnauthorized {
+				t.Errorf("%s: %d, want 401", name, code)
+			}
+			wantErrShape(t, name, m)
+		}
+	})
+
+	t.Run("JSON bodies only", func(t *testing.T) {
+		body := `{"username":"user1"}`
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"} {
+			code, _, m := rawDo(t, "POST", base+"/api/login", map[string]string{"Content-Type": ct}, body)
+			if code != http.StatusUnsupportedMediaType {
+				t.Errorf("login with Content-Type %q: %d, want 415", ct, code)
+			}
+			wantErrShape(t, "Content-Type "+ct, m)
+		}
+		if code, _, m := rawDo(t, "POST", base+"/api/login", map[string]string{"Content-Type": "application/json; charset=utf-8"}, body); code != http.StatusOK {
+			t.Errorf("login with JSON and a charset: %d %v", code, m)
+		}
+		code, _, m := rawDo(t, "POST", base+"/api/login", map[string]string{"Content-Type": "application/json"}, `{"username":"user1","admin":true}`)
+		if code != http.StatusBadRequest {
+			t.Errorf("unknown field: %d, want 400", code)
+		}
+		wantErrShape(t, "unknown field", m)
+	})
+
+	t.Run("canonical usernames", func(t *testing.T) {
+		for _, name := range []string{"user+1", "user01", "User1", " user1", "user1 ", "1", "user", "user-1", "user1\x00", "usér1", "user99999999999999999999"} {
+			b, _ := json.Marshal(map[string]string{"username": name})
+			code, _, m := rawDo(t, "POST", base+"/api/login", map[string]string{"Content-Type": "application/json"}, string(b))
+			if code != http.StatusUnauthorized {
+				t.Errorf("login as %q: %d %v, want 401", name, code, m)
+			}
+		}
+		code, _, m := rawDo(t, "POST", base+"/api/login", map[string]string{"Content-Type": "application/json"}, `{"username":"user12"}`)
+		if code != http.StatusOK || m["username"] != "user12" {
+			t.Errorf("login as user12: %d %v", code, m)
+		}
+	})
+
+	t.Run("header size bounded", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", base+"/api/activity", nil)
+		req.Header.Set("X-Big", strings.Repeat("a", 64<<10))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("64 KiB header: %d, want 431", resp.StatusCode)
+		}
+	})
+}
+
+// TestTrickledBodyIsCutOff: a client that sends the headers of a POST and
+// then trickles its body must not hold the connection past the server's
+// ReadTimeout. The SSE stream, which outlives it, is exempt.
+func TestTrickledBodyIsCutOff(t *testing.T) {
+	cfg := embeddedConfig(5, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), startBound)
+	defer cancel()
+	a, err := app.New(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rt = 300 * time.Millisecond
+	app.SetReadTimeout(a, rt)
+	base, err := a.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stopBound)
+		defer cancel()
+		_ = a.Shutdown(ctx)
+	})
+	addr := strings.TrimPrefix(base, "http://")
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// 20 bytes announced, 1 sent; the rest would follow byte by byte.
+	if _, err := io.WriteString(conn, "POST /api/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	// A bound, not an expectation: the server must give up long before it.
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	start := time.Now()
+	buf := make([]byte, 512)
+	for {
+		_, err := conn.Read(buf)
+		if err == nil {
+			continue // an error answer, then the close
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the server still held the connection after %v with a body trickling (ReadTimeout %v)", time.Since(start), rt)
+		}
+		break // EOF or reset: the server closed it
+	}
+
+	// The SSE stream outlives ReadTimeout (net/http clears the read
+	// deadline once the handler runs): it still delivers events after
+	// several ReadTimeouts have passed.
+	u := login(t, base, "user1")
+	req, _ := http.NewRequest("GET", base+"/api/events/r-none?access_token="+u.bearer, nil)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	events := 0
+	deadline := time.Now().Add(4 * rt)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			events++
+			if time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	if time.Now().Before(deadline) {
+		t.Errorf("the SSE stream ended after %d events, before 4 × ReadTimeout (%v): %v", events, 4*rt, sc.Err())
+	}
+}
