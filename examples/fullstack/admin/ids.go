@@ -1,0 +1,52 @@
+package admin
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// MaxIDLen is the longest activity, user, reservation or device ID (and ban
+// reason) the handler accepts.
+const MaxIDLen = 64
+
+// ValidID reports whether s is 1..MaxIDLen bytes of [A-Za-z0-9._@+-], the
+// alphabet of every ID the API takes.
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '_' || c == '@' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkID(what, s string) error {
+	if !ValidID(s) {
+		return fmt.Errorf("%w: %s must be 1..%d bytes of [A-Za-z0-9._@+-]", ErrInvalidArgument, what, MaxIDLen)
+	}
+	return nil
+}
+
+// banSubject validates a ban's kind and ID and returns the ID as stored: an
+// IP in its canonical form (an IPv4-mapped IPv6 address as IPv4).
+func banSubject(kind BanKind, id string) (string, error) {
+	switch kind {
+	case BanUser, BanDevice:
+		return id, checkID("id", id)
+	case BanIP:
+		if len(id) > 64 {
+			return "", fmt.Errorf("%w: id must be an IP address", ErrInvalidArgument)
+		}
+		a, err := netip.ParseAddr(id)
+		if err != nil || a.Zone() != "" {
+			return "", fmt.Errorf("%w: id must be an IP address", ErrInvalidArgument)
+		}
+		return a.Unmap().String(), nil
+	}
+	return "", fmt.Errorf("%w: kind must be user, ip or device", ErrInvalidArgument)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// maxAnswer caps the answer read from the server.
+const maxAnswer = 32 << 20
+
+// client calls the admin API.
+type client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+	key   string // Idempotency-Key of this invocation's action, if any
+}
+
+// apiError is the server's error answer.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
+}
+
+// errUsage marks a command-line mistake (exit status 2).
+var errUsage = errors.New("usage")
+
+func newClient(addr, token string, hc *http.Client) (*client, error) {
+	if token == "" {
+		return nil, fmt.Errorf("%w: no token: set SECKILL_ADMIN_TOKEN (or --token)", errUsage)
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: --addr %q: want http(s)://host[:port]/prefix/", errUsage, addr)
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return &client{base: u, token: token, http: hc}, nil
+}
+
+// get calls GET path?query.
+func (c *client) get(ctx context.Context, path string, q url.Values) ([]byte, error) {
+	u := c.base.JoinPath(path)
+	u.RawQuery = q.Encode()
+	return c.do(ctx, http.MethodGet, u, nil)
+}
+
+// post calls POST path with body as JSON.
+func (c *client) post(ctx context.Context, path string, body any) ([]byte, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return c.do(ctx, http.MethodPost, c.base.JoinPath(path), b)
+}
+
+func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		if c.key != "" {
+			req.Header.Set("Idempotency-Key", c.key)
+		}
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, u.Path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, u.Path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+			return nil, &apiError{Status: resp.StatusCode, Code: "http_" + fmt.Sprint(resp.StatusCode), Message: "not an admin API answer"}
+		}
+		return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	return data, nil
+}
