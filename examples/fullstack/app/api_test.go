@@ -44,6 +44,16 @@ func (c *apiClient) do(method, path string, body any) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// ticket asks for an SSE ticket of resv.
+func (c *apiClient) ticket(resv string) string {
+	c.t.Helper()
+	code, m := c.do("POST", "/api/events/"+resv+"/ticket", nil)
+	if code != 200 || c.str(m, "ticket") == "" {
+		c.t.Fatalf("ticket for %s: %d %v", resv, code, m)
+	}
+	return c.str(m, "ticket")
+}
+
 func (c *apiClient) str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 
 func login(t *testing.T, base, user string) *apiClient {
@@ -130,7 +140,7 @@ func TestAPIRefusalsAndPay(t *testing.T) {
 	}
 
 	// The result is pushed over SSE.
-	req, _ := http.NewRequest("GET", base+"/api/events/"+resv+"?access_token="+u1.bearer, nil)
+	req, _ := http.NewRequest("GET", base+"/api/events/"+resv+"?ticket="+u1.ticket(resv), nil)
 	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req) // a bound: the stream ends at the result
 	if err != nil {
 		t.Fatal(err)

@@ -77,15 +77,23 @@ type App struct {
 	blacklist *risk.Blacklist
 	global    *limiter.TokenBucket
 	perUser   limiter.Limiter
-	brRedis   *breaker.Breaker
-	brKafka   *breaker.Breaker
-	results   *order.Results
-	outboxW   *outbox.Writer
-	relay     *outbox.Relay
-	producer  sarama.SyncProducer
-	kadmin    sarama.ClusterAdmin // consumer lag (order.Lag)
-	kclient   sarama.Client
-	parts     parts // packages wired in wire.go
+	// tokenLimit and captchaLimit: per-user windows of the credential
+	// endpoints (tokenRate, captchaRate a minute).
+	tokenLimit   limiter.Limiter
+	captchaLimit limiter.Limiter
+
+	streams   streamCap // concurrent SSE streams per user
+	ticketKey []byte    // HMAC key of SSE tickets (ticket.go)
+
+	brRedis  *breaker.Breaker
+	brKafka  *breaker.Breaker
+	results  *order.Results
+	outboxW  *outbox.Writer
+	relay    *outbox.Relay
+	producer sarama.SyncProducer
+	kadmin   sarama.ClusterAdmin // consumer lag (order.Lag)
+	kclient  sarama.Client
+	parts    parts // packages wired in wire.go
 
 	// Read-path cache of the remaining stock (the page polls it).
 	remaining atomic.Int64
@@ -148,8 +156,13 @@ func (a *App) Infra() *Infra { return a.in }
 // Config returns the configuration the app runs with.
 func (a *App) Config() Config { return a.cfg }
 
-// Request limits of the server.
+// Request limits of the server, and per-user limits of the endpoints that
+// are not the buy (whose window is Config.UserRate).
 const (
+	tokenRate         = 10 // access-token requests per user per minute
+	captchaRate       = 20 // captchas per user per minute
+	maxStreamsPerUser = 4  // concurrent SSE streams per user and instance
+
 	defaultReadTimeout = 10 * time.Second
 	maxHeaderBytes     = 16 << 10
 )
@@ -171,7 +184,7 @@ func (a *App) Start() (string, error) {
 		ReadTimeout:    a.readTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
 		IdleTimeout:    120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		ErrorLog:       slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	go func() { a.done <- a.srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil

@@ -59,3 +59,8 @@ func Held(ctx context.Context, a *App, user int64) (int64, error) {
 
 // SetReadTimeout sets a's server ReadTimeout; call it before Start.
 func SetReadTimeout(a *App, d time.Duration) { a.readTimeout = d }
+
+// CheckTicket checks an SSE ticket for resv as the stream does, at now.
+func CheckTicket(a *App, ticket, resv string, now time.Time) (int64, bool) {
+	return a.checkTicket(ticket, resv, now)
+}

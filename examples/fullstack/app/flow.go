@@ -10,6 +10,7 @@ import (
 
 	"github.com/seckillkit/seckill/breaker"
 	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -36,6 +37,7 @@ func (a *App) Handler() http.Handler {
 		a.refuse(w, r, "token", http.StatusForbidden, "token", "no valid buy path")
 	}))
 	mux.Handle("GET /api/result/{reservation}", authed("result", a.handleResult))
+	mux.Handle("POST /api/events/{reservation}/ticket", authed("ticket", a.handleTicket))
 	mux.Handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
 	mux.Handle("POST /api/pay", authed("pay", a.handlePay))
 	if a.cfg.Demo {
@@ -203,6 +205,10 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
+	// Each image costs milliseconds of CPU: a per-user window bounds it.
+	if !a.allowUser(w, r, a.captchaLimit, "captcha_limit", strconv.FormatInt(user, 10)) {
+		return
+	}
 	// Demo mode only: ?image=none skips rendering for the load generator,
 	// which reads the answer through the demo hook anyway.
 	image := !(a.cfg.Demo && r.URL.Query().Get("image") == "none")
@@ -234,30 +240,64 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"answer": ans})
 }
 
+// handleToken hands the caller an access token of the sale. Tokens are
+// scarce (stock × k), so they are guarded like the buy itself: only inside
+// the sale's token window (from the release of the signed path, PathLead
+// before the start, until the end; 425 before, 410 after), behind the risk
+// checker and a per-user window of their own. Before, any session could take
+// one at any time, and scripted sessions emptied the pool an hour before the
+// sale (TestTokenHoarding).
 func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
 	user, _ := userOf(r)
+	userKey := strconv.FormatInt(user, 10)
+	// The window check is the signed path's own: it runs on the same clock.
+	sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: userKey, Start: a.act.StartTime, Expiry: a.act.EndTime})
+	switch {
+	case errors.Is(err, token.ErrTooEarly):
+		a.m.refused.WithLabelValues("token_window").Inc()
+		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "access tokens are handed out shortly before the start", "opens_at": a.pathOpen})
+		return
+	case errors.Is(err, token.ErrExpired):
+		a.refuse(w, r, "token_window", http.StatusGone, "ended", "the sale has ended")
+		return
+	case err != nil:
+		a.fail(w, r, "token", err)
+		return
+	}
 	if a.stock.SoldOut(a.act.ID) && a.poolSoldOut() {
 		a.refuse(w, r, "soldout", http.StatusConflict, "sold_out", "sold out")
 		return
 	}
-	g, err := breaker.Do(r.Context(), a.brRedis, func(ctx context.Context) (token.Grant, error) {
-		return a.pool.Take(ctx, a.actKey, strconv.FormatInt(user, 10))
+	subj := risk.Subject{UserID: userKey, IP: a.ips.ClientIP(r), DeviceID: r.Header.Get("X-Device-ID")}
+	dec, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (risk.Decision, error) {
+		return a.checker.Check(ctx, subj)
+	})
+	if err != nil {
+		a.fail(w, r, "token_risk", err)
+		return
+	}
+	if dec.Action == risk.Deny {
+		a.refuse(w, r, "token_risk", http.StatusForbidden, "denied", "refused by risk control")
+		return
+	}
+	if !a.allowUser(w, r, a.tokenLimit, "token_limit", userKey) {
+		return
+	}
+	g, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (token.Grant, error) {
+		return a.pool.Take(ctx, a.actKey, userKey)
 	})
 	if err != nil {
 		a.fail(w, r, "token", err)
 		return
 	}
 	if g.Status == token.Used {
-		g = a.tokenBack(r.Context(), user, g)
+		g = a.tokenBack(ctx, user, g)
 	}
 	switch g.Status {
 	case token.Granted, token.Held:
-		out := map[string]any{"token": g.Token, "expires_at": g.ExpiresAt}
-		// The signed path too, when it is already released (saves a round trip).
-		if sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: strconv.FormatInt(user, 10), Start: a.act.StartTime, Expiry: a.act.EndTime}); err == nil {
-			out["path"] = "/api/buy/" + a.actKey + "/" + sig
-		}
-		writeJSON(w, http.StatusOK, out)
+		// The signed path too (saves a round trip).
+		writeJSON(w, http.StatusOK, map[string]any{"token": g.Token, "expires_at": g.ExpiresAt, "path": "/api/buy/" + a.actKey + "/" + sig})
 	case token.Empty:
 		a.refuse(w, r, "token", http.StatusConflict, "sold_out", "no access tokens left")
 	case token.Used:
@@ -265,6 +305,26 @@ func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.refuse(w, r, "token", http.StatusTooEarly, "not_started", "the sale is not open yet")
 	}
+}
+
+// allowUser applies a per-user window l (under the Redis breaker) and
+// answers 429 with Retry-After when it refuses; it reports whether to go on.
+func (a *App) allowUser(w http.ResponseWriter, r *http.Request, l limiter.Limiter, stage, userKey string) bool {
+	lr, err := breaker.Do(r.Context(), a.brRedis, func(ctx context.Context) (limiterResult, error) {
+		res, err := l.AllowN(ctx, userKey, 1)
+		return limiterResult{res.Allowed, res.RetryAfter}, err
+	})
+	if err != nil {
+		a.fail(w, r, stage, err)
+		return false
+	}
+	if !lr.allowed {
+		a.m.limited.WithLabelValues(stage).Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(lr.retry.Seconds())+1))
+		a.refuse(w, r, stage, http.StatusTooManyRequests, "limited", "too many requests, slow down")
+		return false
+	}
+	return true
 }
 
 func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
@@ -512,7 +572,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 
 	// Signed path: HMAC, no I/O.
 	if _, err := a.signer.Verify(ctx, r.PathValue("sig"), a.actKey, userKey); err != nil {
-		deny("path", http.StatusForbidden, "token", "invalid buy link: "+err.Error())
+		deny("path", http.StatusForbidden, "token", "invalid buy link")
 		return
 	}
 
@@ -772,28 +832,6 @@ func (a *App) handleResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-// handleEvents streams the result over SSE. EventSource cannot send headers,
-// so the bearer token comes as ?access_token= and is checked here.
-func (a *App) handleEvents(w http.ResponseWriter, r *http.Request) {
-	tok := r.URL.Query().Get("access_token")
-	if tok == "" {
-		if t, err := risk.ParseBearer(r.Header.Get("Authorization")); err == nil {
-			tok = t
-		}
-	}
-	uid, err := a.authn.Authenticate(r.Context(), tok)
-	if err != nil {
-		writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
-		return
-	}
-	user, err := strconv.ParseInt(uid, 10, 64)
-	if err != nil {
-		writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
-		return
-	}
-	a.serveSSE(w, r, user, r.PathValue("reservation"))
 }
 
 func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {

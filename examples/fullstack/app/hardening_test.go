@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,7 +200,7 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 	// deadline once the handler runs): it still delivers events after
 	// several ReadTimeouts have passed.
 	u := login(t, base, "user1")
-	req, _ := http.NewRequest("GET", base+"/api/events/r-none?access_token="+u.bearer, nil)
+	req, _ := http.NewRequest("GET", base+"/api/events/r-none?ticket="+u.ticket("r-none"), nil)
 	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -218,5 +219,175 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 	}
 	if time.Now().Before(deadline) {
 		t.Errorf("the SSE stream ended after %d events, before 4 × ReadTimeout (%v): %v", events, 4*rt, sc.Err())
+	}
+}
+
+// tokenOwners counts the access tokens of activity 1 bound to a user,
+// straight from the pool's owner hash in Redis.
+func tokenOwners(t *testing.T, a *app.App) int64 {
+	t.Helper()
+	n, err := app.RedisClient(a).HLen(context.Background(), a.Config().KeyPrefix+"{a:1}:tok:owner").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestTokenHoarding: access tokens are handed out only inside the sale's
+// token window, and a user cannot hammer the endpoint. Before, 15 scripted
+// sessions took every token of a 5-unit sale (pool 15) an hour before it
+// started, and an ended sale still handed them out.
+func TestTokenHoarding(t *testing.T) {
+	t.Run("an hour early", func(t *testing.T) {
+		cfg := embeddedConfig(30, 5)
+		cfg.StartIn = time.Hour
+		a, base := startApp(t, cfg)
+		for i := 1; i <= 15; i++ {
+			u := login(t, base, "user"+itoa(i))
+			code, m := u.do("POST", "/api/activity/token", struct{}{})
+			if code != http.StatusTooEarly || u.str(m, "status") != "not_started" {
+				t.Errorf("user%d an hour before the start: %d %v, want 425 not_started", i, code, m)
+			}
+		}
+		if n := tokenOwners(t, a); n != 0 {
+			t.Errorf("%d access tokens taken an hour before the sale, want 0", n)
+		}
+	})
+	t.Run("after the end", func(t *testing.T) {
+		cfg := embeddedConfig(30, 5)
+		cfg.StartIn = -2 * time.Hour
+		cfg.Duration = time.Hour
+		a, base := startApp(t, cfg)
+		u := login(t, base, "user1")
+		if code, m := u.do("POST", "/api/activity/token", struct{}{}); code != http.StatusGone || u.str(m, "status") != "ended" {
+			t.Errorf("after the end: %d %v, want 410 ended", code, m)
+		}
+		if n := tokenOwners(t, a); n != 0 {
+			t.Errorf("%d access tokens taken after the sale ended, want 0", n)
+		}
+	})
+	t.Run("per-user window", func(t *testing.T) {
+		a, base := startApp(t, embeddedConfig(30, 5))
+		app.Miniredis(a).SetTime(time.Now()) // Redis time stands still: the window cannot roll over
+		u := login(t, base, "user7")
+		ok, limited := 0, 0
+		for range 15 {
+			code, m := u.do("POST", "/api/activity/token", struct{}{})
+			switch code {
+			case http.StatusOK:
+				ok++
+			case http.StatusTooManyRequests:
+				limited++
+			default:
+				t.Fatalf("token request: %d %v", code, m)
+			}
+		}
+		if ok != 10 || limited != 5 {
+			t.Errorf("15 token requests in one minute: %d answered, %d limited; want 10 and 5", ok, limited)
+		}
+		if n := tokenOwners(t, a); n != 1 {
+			t.Errorf("%d tokens bound, want 1 (the same token every time)", n)
+		}
+	})
+}
+
+// TestCaptchaAndStreamCaps: captcha generation and open SSE streams are
+// capped per user (each costs CPU or a Redis poll a second). Before, one
+// session could open 40 streams and ask for captchas without limit.
+func TestCaptchaAndStreamCaps(t *testing.T) {
+	a, base := startApp(t, embeddedConfig(30, 5))
+	app.Miniredis(a).SetTime(time.Now()) // Redis time stands still: the window cannot roll over
+	u := login(t, base, "user3")
+	ok, limited := 0, 0
+	for range 25 {
+		code, _ := u.do("GET", "/api/captcha", nil)
+		switch code {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+			limited++
+		default:
+			t.Fatalf("captcha: %d", code)
+		}
+	}
+	if ok != 20 || limited != 5 {
+		t.Errorf("25 captchas in one minute: %d made, %d limited; want 20 and 5", ok, limited)
+	}
+
+	open := func() (*http.Response, error) {
+		req, _ := http.NewRequest("GET", base+"/api/events/r-none?ticket="+u.ticket("r-none"), nil)
+		return (&http.Client{Timeout: time.Minute}).Do(req)
+	}
+	var streams []*http.Response
+	defer func() {
+		for _, s := range streams {
+			s.Body.Close()
+		}
+	}()
+	for i := range 4 {
+		resp, err := open()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %v %v", i+1, resp, err)
+		}
+		// The stream is registered once its first event arrives.
+		if !bufio.NewScanner(resp.Body).Scan() {
+			t.Fatalf("stream %d sent nothing", i+1)
+		}
+		streams = append(streams, resp)
+	}
+	resp, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || m["status"] != "limited" {
+		t.Errorf("a fifth stream: %d %v, want 429 limited", resp.StatusCode, m)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestSSETicket: the result stream takes a short-lived ticket bound to one
+// user and one reservation, never the bearer token in the query string.
+func TestSSETicket(t *testing.T) {
+	a, base := startApp(t, embeddedConfig(10, 2))
+	u, v := login(t, base, "user1"), login(t, base, "user2")
+	get := func(q string) int {
+		req, _ := http.NewRequest("GET", base+"/api/events/r-one"+q, nil)
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	tk := u.ticket("r-one")
+	forged := tk[:len(tk)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(tk, "AA")]
+	for name, q := range map[string]string{
+		"nothing":                    "",
+		"the bearer in the query":    "?access_token=" + u.bearer,
+		"a forged ticket":            "?ticket=" + forged,
+		"another reservation's":      "?ticket=" + u.ticket("r-two"),
+		"another user's, re-signed?": "?ticket=" + strings.Replace(v.ticket("r-one"), "2.", "1.", 1),
+	} {
+		if code := get(q); code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, code)
+		}
+	}
+	if code := get("?ticket=" + tk); code != http.StatusOK {
+		t.Errorf("a good ticket: %d, want 200", code)
+	}
+	now := time.Now()
+	if user, ok := app.CheckTicket(a, tk, "r-one", now); !ok || user != 1 {
+		t.Errorf("the ticket checks out as %d %v, want user 1", user, ok)
+	}
+	if _, ok := app.CheckTicket(a, tk, "r-one", now.Add(2*time.Minute)); ok {
+		t.Error("a ticket is still good two minutes later")
+	}
+	anon := &apiClient{t: t, base: base}
+	if code, _ := anon.do("POST", "/api/events/r-one/ticket", nil); code != http.StatusUnauthorized {
+		t.Errorf("a ticket without signing in: %d, want 401", code)
 	}
 }

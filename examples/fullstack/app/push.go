@@ -55,13 +55,49 @@ func (h *hub) publish(resv string, v resultView) {
 	}
 }
 
+// streamCap counts the open SSE streams of each user on this instance.
+type streamCap struct {
+	mu sync.Mutex
+	n  map[int64]int
+}
+
+// acquire takes a stream slot of user; false when the user already holds
+// maxStreamsPerUser.
+func (c *streamCap) acquire(user int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[int64]int{}
+	}
+	if c.n[user] >= maxStreamsPerUser {
+		return false
+	}
+	c.n[user]++
+	return true
+}
+
+func (c *streamCap) release(user int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[user]--; c.n[user] <= 0 {
+		delete(c.n, user)
+	}
+}
+
 // serveSSE streams "result" events for one reservation until a final status.
+// A user holds at most maxStreamsPerUser streams at once on one instance
+// (each polls Redis while it waits): 429 past that.
 func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeErr(w, http.StatusInternalServerError, "retry", "streaming unsupported")
 		return
 	}
+	if !a.streams.acquire(user) {
+		a.refuse(w, r, "sse_limit", http.StatusTooManyRequests, "limited", "too many open result streams")
+		return
+	}
+	defer a.streams.release(user)
 	ch, cancel := a.hub.subscribe(resv)
 	defer cancel()
 	a.m.pushClients.Inc()

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -129,6 +130,11 @@ func (a *App) wire(ctx context.Context) error {
 	if a.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead)); err != nil {
 		return err
 	}
+	// The SSE ticket key (ticket.go), derived so that no ticket is ever a
+	// valid signature of anything else.
+	tk := hmac.New(sha256.New, secret)
+	tk.Write([]byte("seckill sse tickets v1"))
+	a.ticketKey = tk.Sum(nil)
 
 	// Risk: sessions (Redis) behind a short in-process cache, IP resolution,
 	// blacklist → behaviour → device binding.
@@ -166,6 +172,16 @@ func (a *App) wire(ctx context.Context) error {
 	}
 	if a.perUser, err = limiter.NewSlidingWindow(rdb, cfg.UserRate, cfg.UserWindow, limiter.WithKeyPrefix(cfg.KeyPrefix),
 		limiter.WithName("user"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
+		return err
+	}
+	// Per-user windows of the credential endpoints: access tokens are scarce
+	// and a captcha image costs milliseconds of CPU.
+	if a.tokenLimit, err = limiter.NewSlidingWindow(rdb, tokenRate, time.Minute, limiter.WithKeyPrefix(cfg.KeyPrefix+"tok:"),
+		limiter.WithName("token"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
+		return err
+	}
+	if a.captchaLimit, err = limiter.NewSlidingWindow(rdb, captchaRate, time.Minute, limiter.WithKeyPrefix(cfg.KeyPrefix+"cap:"),
+		limiter.WithName("captcha"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
 		return err
 	}
 

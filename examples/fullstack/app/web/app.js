@@ -229,7 +229,7 @@
 
   // Push first (SSE); if it fails or stays silent, poll.
   function waitResult(id) {
-    return new Promise((resolve) => {
+    return new Promise(async (resolve) => {
       let finished = false, es = null, pollTimer = null;
       const finish = (res) => {
         if (finished || !showResult(res)) return;
@@ -244,8 +244,11 @@
         if (r && r.ok) finish(r.data);
         if (!finished) pollTimer = setTimeout(poll, 1000);
       };
-      if (window.EventSource) {
-        es = new EventSource("/api/events/" + encodeURIComponent(id) + "?access_token=" + encodeURIComponent(state.token));
+      const ticket = window.EventSource
+        ? await api("POST", "/api/events/" + encodeURIComponent(id) + "/ticket").then((r) => (r.ok ? r.data.ticket : null)).catch(() => null)
+        : null;
+      if (ticket) {
+        es = new EventSource("/api/events/" + encodeURIComponent(id) + "?ticket=" + encodeURIComponent(ticket));
         es.addEventListener("result", (ev) => finish(JSON.parse(ev.data)));
         es.onerror = () => { if (es) es.close(); es = null; if (!finished) poll(); };
         pollTimer = setTimeout(poll, 3000); // fallback if push stays silent

@@ -1,0 +1,83 @@
+package app
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SSE tickets. EventSource cannot send an Authorization header, and a
+// bearer token in the query string ends up in proxy and access logs where
+// it stays valid for a day. So a signed-in client first asks for a ticket
+// (POST /api/events/{reservation}/ticket, with its bearer) and opens the
+// stream with ?ticket=. A ticket is good for one user, one reservation and
+// ticketTTL: leaked, it reads one result for a minute.
+//
+// Format: <user>.<expiry unix seconds>.<base64url HMAC-SHA256 of
+// "sse|user|reservation|expiry" under a key derived from the service secret>.
+
+const ticketTTL = time.Minute
+
+// ticketMAC is the MAC of a ticket's fields.
+func (a *App) ticketMAC(user int64, resv string, exp int64) []byte {
+	m := hmac.New(sha256.New, a.ticketKey)
+	m.Write([]byte("sse|" + strconv.FormatInt(user, 10) + "|" + resv + "|" + strconv.FormatInt(exp, 10)))
+	return m.Sum(nil)
+}
+
+// newTicket returns a ticket of user for resv, valid until now + ticketTTL.
+func (a *App) newTicket(user int64, resv string, now time.Time) (string, time.Time) {
+	exp := now.Add(ticketTTL).Truncate(time.Second)
+	mac := a.ticketMAC(user, resv, exp.Unix())
+	return strconv.FormatInt(user, 10) + "." + strconv.FormatInt(exp.Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(mac), exp
+}
+
+// checkTicket returns the user a ticket was made for, when it is genuine,
+// made for resv and not expired at now.
+func (a *App) checkTicket(t, resv string, now time.Time) (int64, bool) {
+	us, rest, ok := strings.Cut(t, ".")
+	if !ok {
+		return 0, false
+	}
+	es, ms, ok := strings.Cut(rest, ".")
+	if !ok || len(t) > 200 {
+		return 0, false
+	}
+	user, err1 := strconv.ParseInt(us, 10, 64)
+	exp, err2 := strconv.ParseInt(es, 10, 64)
+	mac, err3 := base64.RawURLEncoding.DecodeString(ms)
+	if err1 != nil || err2 != nil || err3 != nil || user <= 0 {
+		return 0, false
+	}
+	if !hmac.Equal(mac, a.ticketMAC(user, resv, exp)) || now.Unix() >= exp {
+		return 0, false
+	}
+	return user, true
+}
+
+// handleTicket issues an SSE ticket for the caller's reservation.
+func (a *App) handleTicket(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	resv := r.PathValue("reservation")
+	if resv == "" || len(resv) > 128 {
+		writeErr(w, http.StatusBadRequest, "bad_request", "no such reservation")
+		return
+	}
+	t, exp := a.newTicket(user, resv, time.Now())
+	writeJSON(w, http.StatusOK, map[string]any{"ticket": t, "expires_at": exp})
+}
+
+// handleEvents streams the result over SSE, for the holder of a ticket.
+func (a *App) handleEvents(w http.ResponseWriter, r *http.Request) {
+	resv := r.PathValue("reservation")
+	user, ok := a.checkTicket(r.URL.Query().Get("ticket"), resv, time.Now())
+	if !ok {
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "ask for a ticket first")
+		return
+	}
+	a.serveSSE(w, r, user, resv)
+}
