@@ -301,6 +301,10 @@ func TestBrowserBuy(t *testing.T) {
 	if iv.RedisRemain != stock-1 || iv.LiveOrders != 1 {
 		t.Errorf("after the buy: redis remaining %d, live orders %d; want %d, 1", iv.RedisRemain, iv.LiveOrders, stock-1)
 	}
+	// The result came over the WebSocket (through the proxy in front).
+	if n := app.Pushed(a, "ws"); n < 1 {
+		t.Errorf("%v result messages pushed over WebSocket, want at least 1 (sse: %v)", n, app.Pushed(a, "sse"))
+	}
 	if p := os.Getenv("FULLSTACK_SCREENSHOT"); p != "" {
 		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			_ = os.WriteFile(p, png, 0o644)

@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
@@ -63,4 +66,26 @@ func SetReadTimeout(a *App, d time.Duration) { a.readTimeout = d }
 // CheckTicket checks an SSE ticket for resv as the stream does, at now.
 func CheckTicket(a *App, ticket, resv string, now time.Time) (int64, bool) {
 	return a.checkTicket(ticket, resv, now)
+}
+
+// CountQueries counts, from now on, the SQL queries of a whose text contains
+// substr and that no HTTP request made (no request ID in their context): the
+// background workers' queries.
+func CountQueries(a *App, substr string) func() int64 {
+	var n atomic.Int64
+	name := "count-" + substr
+	_ = a.in.DB.Callback().Query().After("gorm:query").Register(name, func(db *gorm.DB) {
+		if requestID(db.Statement.Context) == "" && strings.Contains(db.Statement.SQL.String(), substr) {
+			n.Add(1)
+		}
+	})
+	return n.Load
+}
+
+// Pushed reads how many result messages a pushed over transport ("sse",
+// "ws").
+func Pushed(a *App, transport string) float64 {
+	m := &dto.Metric{}
+	_ = a.m.pushed.WithLabelValues(transport).Write(m)
+	return m.GetCounter().GetValue()
 }

@@ -39,6 +39,7 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("GET /api/result/{reservation}", authed("result", a.handleResult))
 	mux.Handle("POST /api/events/{reservation}/ticket", authed("ticket", a.handleTicket))
 	mux.Handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
+	mux.Handle("GET /api/ws/{reservation}", a.route("ws", a.handleWS))
 	mux.Handle("POST /api/pay", authed("pay", a.handlePay))
 	if a.cfg.Demo {
 		// DEMO ONLY (-demo): lets scripts, the load generator and the
@@ -805,7 +806,10 @@ func (a *App) resultOf(ctx context.Context, user int64, resv string) (resultView
 	}
 }
 
-func (a *App) view(ctx context.Context, res order.Result) resultView {
+// settledView is the push view of an outcome the consumer has just
+// committed. A new order is "created": it cannot be paid before it exists,
+// and a stream that opens later reads the database first (resultOf).
+func settledView(res order.Result) resultView {
 	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason}
 	switch res.Status {
 	case order.StatusQueued:
@@ -814,12 +818,21 @@ func (a *App) view(ctx context.Context, res order.Result) resultView {
 		v.Status = "failed"
 	case order.StatusSuccess:
 		v.Status = "created"
+	default:
+		v.Status = "unknown"
+	}
+	return v
+}
+
+// view is the read path's view of a result: an order's current status
+// (created, paid, cancelled) is read from the database.
+func (a *App) view(ctx context.Context, res order.Result) resultView {
+	v := settledView(res)
+	if res.Status == order.StatusSuccess {
 		var o order.Order
 		if err := a.in.DB.WithContext(ctx).Select("status").Where("order_no = ?", res.OrderNo).Take(&o).Error; err == nil {
 			v.Status = strings.ToLower(o.Status)
 		}
-	default:
-		v.Status = "unknown"
 	}
 	return v
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 )
 
@@ -389,5 +391,113 @@ func TestSSETicket(t *testing.T) {
 	anon := &apiClient{t: t, base: base}
 	if code, _ := anon.do("POST", "/api/events/r-one/ticket", nil); code != http.StatusUnauthorized {
 		t.Errorf("a ticket without signing in: %d, want 401", code)
+	}
+}
+
+// TestNotifierReadsNoDB: the consumer tells the push hub about each outcome
+// from what it already knows, and only for a reservation a stream waits for.
+// Before, it read the order's status back from the database for every order
+// it settled, on the consumer goroutine, with nobody listening.
+func TestNotifierReadsNoDB(t *testing.T) {
+	const buyers = 8
+	a, base := startApp(t, embeddedConfig(20, buyers))
+	reads := app.CountQueries(a, "order_no =")
+	for i := 1; i <= buyers; i++ {
+		u := login(t, base, "user"+itoa(i))
+		cid, ans, tok, path := u.creds()
+		if code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != http.StatusAccepted {
+			t.Fatalf("buy of user%d: %d %v", i, code, m)
+		}
+	}
+	// Wait (bounded) until every buy is an order.
+	deadline := time.Now().Add(drainBound)
+	for {
+		var n int64
+		if err := app.DB(a).Table("seckill_order").Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n == buyers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d orders after %v", n, buyers, drainBound)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the DB for a count, not synchronising with a goroutine
+	}
+	if n := reads(); n != 0 {
+		t.Errorf("the workers read orders back by order_no %d times for %d orders nobody watched, want 0", n, buyers)
+	}
+}
+
+// TestWebSocketPush: the result is pushed over a WebSocket with the same
+// ticket and the same per-user stream cap as SSE, and a page of another
+// origin cannot open it.
+func TestWebSocketPush(t *testing.T) {
+	_, base := startApp(t, embeddedConfig(10, 2))
+	u := login(t, base, "user1")
+	wsURL := "ws" + strings.TrimPrefix(base, "http") + "/api/ws/r-one"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	dialCode := func(url string, hdr http.Header) int {
+		c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: hdr})
+		if err == nil {
+			c.CloseNow()
+			return http.StatusSwitchingProtocols
+		}
+		if resp == nil {
+			t.Fatalf("dial %s: %v", url, err)
+		}
+		return resp.StatusCode
+	}
+	if code := dialCode(wsURL, nil); code != http.StatusUnauthorized {
+		t.Errorf("no ticket: %d, want 401", code)
+	}
+	if code := dialCode(wsURL+"?ticket="+u.ticket("r-two"), nil); code != http.StatusUnauthorized {
+		t.Errorf("another reservation's ticket: %d, want 401", code)
+	}
+	if code := dialCode(wsURL+"?ticket="+u.ticket("r-one"), http.Header{"Origin": {"http://evil.example"}}); code != http.StatusForbidden {
+		t.Errorf("a page of another origin: %d, want 403", code)
+	}
+
+	// Four streams (two of each kind) fill the user's cap; a fifth of
+	// either kind is refused.
+	var open []*websocket.Conn
+	defer func() {
+		for _, c := range open {
+			c.CloseNow()
+		}
+	}()
+	for i := range 2 {
+		c, _, err := websocket.Dial(ctx, wsURL+"?ticket="+u.ticket("r-one"), nil)
+		if err != nil {
+			t.Fatalf("WebSocket %d: %v", i+1, err)
+		}
+		_, msg, err := c.Read(ctx) // the first view is pushed at once
+		var v map[string]any
+		if err != nil || json.Unmarshal(msg, &v) != nil || v["reservation"] != "r-one" {
+			t.Fatalf("WebSocket %d: first message %q %v", i+1, msg, err)
+		}
+		open = append(open, c)
+	}
+	var sse []*http.Response
+	defer func() {
+		for _, r := range sse {
+			r.Body.Close()
+		}
+	}()
+	for i := range 2 {
+		req, _ := http.NewRequest("GET", base+"/api/events/r-one?ticket="+u.ticket("r-one"), nil)
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("SSE %d: %v %v", i+1, resp, err)
+		}
+		if !bufio.NewScanner(resp.Body).Scan() {
+			t.Fatalf("SSE %d sent nothing", i+1)
+		}
+		sse = append(sse, resp)
+	}
+	if code := dialCode(wsURL+"?ticket="+u.ticket("r-one"), nil); code != http.StatusTooManyRequests {
+		t.Errorf("a fifth stream (WebSocket): %d, want 429", code)
 	}
 }

@@ -30,6 +30,7 @@ type metrics struct {
 	released      *counterVec            // reason
 	httpReqs      *prometheus.CounterVec // route, code
 	pushClients   prometheus.Gauge       //
+	pushed        *counterVec            // result messages pushed, by transport
 	workerErrors  *counterVec            // worker
 }
 
@@ -51,9 +52,10 @@ func newMetrics() *metrics {
 	m.orders = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_orders", Help: "Orders in the DB by status."}, []string{"status"})
 	m.released = newCounterVec(prometheus.CounterOpts{Name: "seckill_releases_total", Help: "Reservations released back to stock, by reason."}, []string{"reason"})
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
-	m.pushClients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_push_clients", Help: "Open SSE result streams."})
+	m.pushClients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_push_clients", Help: "Open result streams (SSE and WebSocket)."})
+	m.pushed = newCounterVec(prometheus.CounterOpts{Name: "seckill_push_messages_total", Help: "Result messages pushed, by transport (sse, ws)."}, []string{"transport"})
 	m.workerErrors = newCounterVec(prometheus.CounterOpts{Name: "seckill_worker_errors_total", Help: "Errors returned by background workers."}, []string{"worker"})
-	for _, c := range []prometheus.Collector{m.buyOutcomes.vec, m.buyLatency, m.reserve.vec, m.limited.vec, m.refused.vec, m.breakerState, m.published.vec, m.consumed, m.consumerLag, m.inFlight, m.outboxBacklog, m.outboxOldest, m.orders, m.released.vec, m.httpReqs, m.pushClients, m.workerErrors.vec} {
+	for _, c := range []prometheus.Collector{m.buyOutcomes.vec, m.buyLatency, m.reserve.vec, m.limited.vec, m.refused.vec, m.breakerState, m.published.vec, m.consumed, m.consumerLag, m.inFlight, m.outboxBacklog, m.outboxOldest, m.orders, m.released.vec, m.httpReqs, m.pushClients, m.pushed.vec, m.workerErrors.vec} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())

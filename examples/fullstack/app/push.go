@@ -1,10 +1,13 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // hub fans a reservation's final result out to the SSE streams waiting for it
@@ -37,6 +40,13 @@ func (h *hub) subscribe(resv string) (chan resultView, func()) {
 		}
 		h.mu.Unlock()
 	}
+}
+
+// waiting reports whether a stream on this node waits for resv.
+func (h *hub) waiting(resv string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[resv]) > 0
 }
 
 // publish never blocks: a subscriber that already has a result pending keeps it.
@@ -85,8 +95,9 @@ func (c *streamCap) release(user int64) {
 }
 
 // serveSSE streams "result" events for one reservation until a final status.
-// A user holds at most maxStreamsPerUser streams at once on one instance
-// (each polls Redis while it waits): 429 past that.
+// A user holds at most maxStreamsPerUser result streams (SSE and WebSocket
+// together) at once on one instance (each polls Redis while it waits): 429
+// past that.
 func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -98,23 +109,60 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv 
 		return
 	}
 	defer a.streams.release(user)
-	ch, cancel := a.hub.subscribe(resv)
-	defer cancel()
-	a.m.pushClients.Inc()
-	defer a.m.pushClients.Dec()
-
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(v resultView) bool {
+	a.push(r.Context(), user, resv, "sse", func(v resultView) bool {
 		b, _ := json.Marshal(v)
 		_, err := w.Write(append(append([]byte("event: result\ndata: "), b...), '\n', '\n'))
 		fl.Flush()
-		return err == nil && v.final()
+		return err != nil || v.final()
+	})
+}
+
+// serveWS pushes the result of one reservation over a WebSocket: one JSON
+// text message per change (the same view as SSE and GET /api/result), then
+// a normal close after the final one. Same ticket, same per-user cap as SSE.
+// The handshake refuses a cross-origin page (the library's default origin
+// check), so another site cannot read a buyer's result with a stolen ticket
+// through the buyer's browser.
+func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user int64, resv string) {
+	if !a.streams.acquire(user) {
+		a.refuse(w, r, "ws_limit", http.StatusTooManyRequests, "limited", "too many open result streams")
+		return
 	}
+	defer a.streams.release(user)
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered the client
+	}
+	defer c.CloseNow()
+	ctx := c.CloseRead(r.Context()) // the client sends nothing; a close from it ends ctx
+	a.push(ctx, user, resv, "ws", func(v resultView) bool {
+		b, _ := json.Marshal(v)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.Write(wctx, websocket.MessageText, b)
+		cancel()
+		return err != nil || v.final()
+	})
+	_ = c.Close(websocket.StatusNormalClosure, "")
+}
+
+// push waits for resv's result and hands every view to send until send
+// reports the stream is done (a final status or a write error), or the
+// client leaves, the server stops or two minutes pass. The consumer's push
+// (hub) is the fast path; a poll of the result every second covers a
+// consumer on another node.
+func (a *App) push(ctx context.Context, user int64, resv, transport string, send func(resultView) bool) {
+	ch, cancel := a.hub.subscribe(resv)
+	defer cancel()
+	a.m.pushClients.Inc()
+	defer a.m.pushClients.Dec()
+	sent := a.m.pushed.WithLabelValues(transport)
+	out := func(v resultView) bool { sent.Inc(); return send(v) }
 	// The result may already be there.
-	if v, err := a.resultOf(r.Context(), user, resv); err == nil && send(v) {
+	if v, err := a.resultOf(ctx, user, resv); err == nil && out(v) {
 		return
 	}
 	tick := time.NewTicker(time.Second)
@@ -124,17 +172,17 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv 
 	for {
 		select {
 		case v := <-ch:
-			if send(v) {
+			if out(v) {
 				return
 			}
 		case <-tick.C:
-			v, err := a.resultOf(r.Context(), user, resv)
-			if err == nil && send(v) {
+			v, err := a.resultOf(ctx, user, resv)
+			if err == nil && out(v) {
 				return
 			}
 		case <-timeout.C:
 			return
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-a.stopping:
 			return

@@ -10,11 +10,13 @@ import (
 	"time"
 )
 
-// SSE tickets. EventSource cannot send an Authorization header, and a
+// Stream tickets (SSE and WebSocket). EventSource and the browser's
+// WebSocket cannot send an Authorization header, and a
 // bearer token in the query string ends up in proxy and access logs where
 // it stays valid for a day. So a signed-in client first asks for a ticket
 // (POST /api/events/{reservation}/ticket, with its bearer) and opens the
-// stream with ?ticket=. A ticket is good for one user, one reservation and
+// stream with ?ticket= (GET /api/events/{reservation} for SSE,
+// /api/ws/{reservation} for a WebSocket). A ticket is good for one user, one reservation and
 // ticketTTL: leaked, it reads one result for a minute.
 //
 // Format: <user>.<expiry unix seconds>.<base64url HMAC-SHA256 of
@@ -80,4 +82,15 @@ func (a *App) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.serveSSE(w, r, user, resv)
+}
+
+// handleWS pushes the result over a WebSocket, for the holder of a ticket.
+func (a *App) handleWS(w http.ResponseWriter, r *http.Request) {
+	resv := r.PathValue("reservation")
+	user, ok := a.checkTicket(r.URL.Query().Get("ticket"), resv, time.Now())
+	if !ok {
+		writeErr(w, http.StatusUnauthorized, "unauthorized", "ask for a ticket first")
+		return
+	}
+	a.serveWS(w, r, user, resv)
 }

@@ -287,10 +287,13 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The push view is built from what the consumer already knows, and only
+	// when a stream on this node waits for the reservation: no DB read on
+	// the consumer goroutine.
 	notify := order.NotifierFunc(func(ctx context.Context, r order.Result) {
 		a.m.consumed.Inc()
-		if r.ReservationID != "" {
-			a.hub.publish(r.ReservationID, a.view(ctx, r))
+		if r.ReservationID != "" && a.hub.waiting(r.ReservationID) {
+			a.hub.publish(r.ReservationID, settledView(r))
 		}
 	})
 	consumerOpts := []order.Option{order.WithResults(a.results), order.WithNotifier(notify), order.WithDeadLetter(dlq),

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/coder/websocket"
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
@@ -691,6 +693,26 @@ func TestDeploy(t *testing.T) {
 			if (local2-local)+(remote2-remote) != 1 {
 				t.Errorf("%s: sold-out refusals in-process %v → %v, from Redis %v → %v; want one more in all", api, local, local2, remote, remote2)
 			}
+		}
+	})
+
+	t.Run("result push over WebSocket through the edge", func(t *testing.T) {
+		a := do(t, probes[0].c, "POST", d.edge+"/api/events/r-edge/ticket", map[string]string{"Authorization": probes[0].bearer}, nil)
+		var tk struct{ Ticket string }
+		if err := json.Unmarshal(a.body, &tk); err != nil || a.code != 200 || tk.Ticket == "" {
+			t.Fatalf("ticket through the edge: %d %s", a.code, a.body)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.edge, "http")+"/api/ws/r-edge?ticket="+url.QueryEscape(tk.Ticket), nil)
+		if err != nil {
+			t.Fatalf("WebSocket through nginx: %v", err)
+		}
+		defer c.CloseNow()
+		_, msg, err := c.Read(ctx)
+		var v map[string]any
+		if err != nil || json.Unmarshal(msg, &v) != nil || v["reservation"] != "r-edge" {
+			t.Errorf("first message through nginx: %q %v", msg, err)
 		}
 	})
 

@@ -227,34 +227,44 @@
     return true;
   }
 
-  // Push first (SSE); if it fails or stays silent, poll.
+  // Push first: a WebSocket, else Server-Sent Events (both opened with a
+  // one-minute ticket, never the bearer token in the URL); if push fails or
+  // stays silent, poll.
   function waitResult(id) {
     return new Promise(async (resolve) => {
-      let finished = false, es = null, pollTimer = null;
+      let finished = false, es = null, ws = null, pollTimer = null;
+      const path = encodeURIComponent(id);
       const finish = (res) => {
         if (finished || !showResult(res)) return;
         finished = true;
         if (es) es.close();
+        if (ws) ws.close();
         clearTimeout(pollTimer);
         resolve();
       };
       const poll = async () => {
         if (finished) return;
-        const r = await api("GET", "/api/result/" + encodeURIComponent(id)).catch(() => null);
+        const r = await api("GET", "/api/result/" + path).catch(() => null);
         if (r && r.ok) finish(r.data);
         if (!finished) pollTimer = setTimeout(poll, 1000);
       };
-      const ticket = window.EventSource
-        ? await api("POST", "/api/events/" + encodeURIComponent(id) + "/ticket").then((r) => (r.ok ? r.data.ticket : null)).catch(() => null)
-        : null;
-      if (ticket) {
-        es = new EventSource("/api/events/" + encodeURIComponent(id) + "?ticket=" + encodeURIComponent(ticket));
+      const sse = (ticket) => {
+        if (finished) return;
+        if (!window.EventSource || !ticket) { poll(); return; }
+        es = new EventSource("/api/events/" + path + "?ticket=" + encodeURIComponent(ticket));
         es.addEventListener("result", (ev) => finish(JSON.parse(ev.data)));
         es.onerror = () => { if (es) es.close(); es = null; if (!finished) poll(); };
-        pollTimer = setTimeout(poll, 3000); // fallback if push stays silent
+      };
+      const ticket = await api("POST", "/api/events/" + path + "/ticket").then((r) => (r.ok ? r.data.ticket : null)).catch(() => null);
+      if (ticket && window.WebSocket) {
+        ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/ws/" + path + "?ticket=" + encodeURIComponent(ticket));
+        ws.onmessage = (ev) => finish(JSON.parse(ev.data));
+        // Closed before a final result (refused, proxy without WebSocket…): SSE.
+        ws.onclose = () => { ws = null; sse(ticket); };
       } else {
-        poll();
+        sse(ticket);
       }
+      pollTimer = setTimeout(poll, 3000); // fallback if push stays silent
     });
   }
 
