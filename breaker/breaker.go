@@ -54,7 +54,8 @@ type Breaker struct {
 	successes     uint64
 	classifier    func(error) Outcome
 	onStateChange func(name string, from, to State)
-	clock         Clock // nil: monotonic time.Since(base)
+	obs           Observer // nil: nothing is measured
+	clock         Clock    // nil: monotonic time.Since(base)
 	base          time.Time
 
 	mu sync.Mutex
@@ -92,6 +93,7 @@ func New(name string, opts ...Option) (*Breaker, error) {
 		successes:     uint64(o.successes),
 		classifier:    o.classifier,
 		onStateChange: o.onStateChange,
+		obs:           o.observer,
 		clock:         o.clock,
 	}
 	if o.ratioSet {
@@ -108,6 +110,9 @@ func New(name string, opts ...Option) (*Breaker, error) {
 		b.base = time.Now()
 	}
 	b.epochStale.Store(true)
+	if b.obs != nil {
+		b.observeState(Closed)
+	}
 	return b, nil
 }
 
@@ -400,7 +405,7 @@ func (b *Breaker) setStateLocked(w uint64, to State) uint64 {
 		b.consec.Store(uint64(uint32(gen)) << 32)
 	}
 	b.word.Store(nw)
-	if b.onStateChange != nil {
+	if b.onStateChange != nil || b.obs != nil {
 		b.events = append(b.events, transition{from, to})
 	}
 	return nw
@@ -430,7 +435,12 @@ func (b *Breaker) unlockAndDeliver() {
 		b.events = nil
 		b.mu.Unlock()
 		for _, ev := range evs {
-			b.onStateChange(b.name, ev.from, ev.to)
+			if b.onStateChange != nil {
+				b.onStateChange(b.name, ev.from, ev.to)
+			}
+			if b.obs != nil {
+				b.observeState(ev.to)
+			}
 		}
 		b.mu.Lock()
 	}
@@ -491,6 +501,9 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	if fn == nil {
 		return ErrNilFunc
 	}
+	if b.obs != nil {
+		return b.executeObserved(ctx, fn)
+	}
 	w := b.word.Load()
 	if stateOf(w) != Closed {
 		var err error
@@ -514,12 +527,39 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	return err
 }
 
+// executeObserved is Execute with an observer: the same steps, timed and
+// reported (kept apart so that the unobserved path stays as it was).
+func (b *Breaker) executeObserved(ctx context.Context, fn func(context.Context) error) error {
+	start := b.now()
+	w, err := b.admit()
+	if err != nil {
+		b.observeCall(ctx, OutcomeRejected, start)
+		return err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			b.finish(w, Failure)
+			b.observeCall(ctx, OutcomeFailure, start)
+		}
+	}()
+	err = fn(ctx)
+	finished = true
+	o := b.classify(err)
+	b.finish(w, o)
+	b.observeCall(ctx, callOutcome(o), start)
+	return err
+}
+
 // Do is [Breaker.Execute] for a function that returns a value. When the call
 // is refused it returns the zero T and [ErrOpen] or [ErrTooManyProbes].
 func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	if fn == nil {
 		var zero T
 		return zero, ErrNilFunc
+	}
+	if b.obs != nil {
+		return doObserved(ctx, b, fn)
 	}
 	w := b.word.Load()
 	if stateOf(w) != Closed {
@@ -545,6 +585,30 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 	return v, err
 }
 
+// doObserved is Do with an observer (see executeObserved).
+func doObserved[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
+	start := b.now()
+	w, err := b.admit()
+	if err != nil {
+		b.observeCall(ctx, OutcomeRejected, start)
+		var zero T
+		return zero, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			b.finish(w, Failure)
+			b.observeCall(ctx, OutcomeFailure, start)
+		}
+	}()
+	v, err := fn(ctx)
+	finished = true
+	o := b.classify(err)
+	b.finish(w, o)
+	b.observeCall(ctx, callOutcome(o), start)
+	return v, err
+}
+
 // Allow is the two-step form of [Breaker.Execute] for callers that cannot
 // wrap the protected work in a function (streams, callbacks, work split
 // across goroutines). If the call is admitted, run it and then call
@@ -559,9 +623,24 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 //
 // Allow allocates (the permit); Execute and Do do not.
 func (b *Breaker) Allow() (done func(err error), err error) {
+	var start int64
+	if b.obs != nil {
+		start = b.now()
+	}
 	w, err := b.admit()
 	if err != nil {
+		if b.obs != nil {
+			b.observeCall(context.Background(), OutcomeRejected, start)
+		}
 		return noop, err
+	}
+	if b.obs != nil {
+		op := &observedPermit{permit: permit{b: b, w: w}, start: start}
+		if stateOf(w) == HalfOpen {
+			op.slot = &probeSlot{b: b, w: w}
+			runtime.AddCleanup(op, (*probeSlot).abandon, op.slot)
+		}
+		return op.done, nil
 	}
 	p := &permit{b: b, w: w}
 	if stateOf(w) == HalfOpen {
@@ -581,18 +660,36 @@ type permit struct {
 	slot *probeSlot // half-open only
 }
 
-func (p *permit) done(err error) {
+func (p *permit) done(err error) { p.record(err) }
+
+// record counts the first call of done and reports whether it was the
+// first, with the outcome.
+func (p *permit) record(err error) (Outcome, bool) {
 	if !p.used.CompareAndSwap(false, true) {
-		return
+		return 0, false
 	}
 	o := p.b.classify(err)
 	if p.slot != nil {
 		if p.slot.released.CompareAndSwap(false, true) {
 			p.b.finish(p.w, o)
 		}
-		return
+		return o, true
 	}
 	p.b.finish(p.w, o)
+	return o, true
+}
+
+// observedPermit is the permit of a breaker with an observer (a separate
+// type so that an unobserved permit stays as small as it was).
+type observedPermit struct {
+	permit
+	start int64 // b.now() at Allow
+}
+
+func (p *observedPermit) done(err error) {
+	if o, ok := p.record(err); ok {
+		p.b.observeCall(context.Background(), callOutcome(o), p.start)
+	}
 }
 
 // probeSlot is the part of a half-open permit that outlives it, so that a

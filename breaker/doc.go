@@ -58,6 +58,22 @@
 // breaker, including one that causes another transition; that transition's
 // hook runs after the current one returns.
 //
+// # Observing
+//
+// [WithObserver] reports to the observer shape shared by every seckill
+// package ([Event], [Observer]), synchronously after each call:
+//
+//	stage          outcome                                   Name
+//	breaker.call   ok | failure | ignored | rejected         breaker name
+//	breaker.state  closed | half_open | open (gauge, Value   breaker name
+//	               0 | 1 | 2), once at New and on every
+//	               state change
+//
+// A call's Duration is measured on the breaker's clock from Execute, Do or
+// Allow to the end of the call (done for Allow); calls pass the caller's
+// ctx (Allow, which has none, and state changes pass
+// context.Background()). With no observer nothing is timed.
+//
 // # Concurrency and cost
 //
 // A [Breaker] is safe for concurrent use. In the Closed state a call takes no

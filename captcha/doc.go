@@ -37,6 +37,14 @@
 // script ran (go-redis may retry after a read timeout; the retry then
 // reports [ErrNotFound] for an answer the first run accepted).
 //
+// # Observing
+//
+// [WithObserver] reports [Store.Generate] as "captcha.create" (ok, error)
+// and [Store.Verify] as "captcha.verify" (ok, not_found, wrong_answer,
+// too_many_attempts, wrong_user, error) to the observer shape shared by
+// every seckill package ([Event], [Observer]), synchronously, with the
+// caller's ctx; "error" carries Err. See [StageCreate].
+//
 // # Redis
 //
 // Any Redis 2.6+ with Lua, and Redis Cluster: each script touches one key,

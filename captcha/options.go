@@ -13,7 +13,7 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Option configures a [Store].
+// Option configures a [Store]. A nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -21,6 +21,7 @@ type options struct {
 	ttl         time.Duration
 	maxAttempts int
 	clock       Clock
+	observer    Observer
 }
 
 func defaultOptions() options {
@@ -53,3 +54,15 @@ func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n
 // WithClock injects the clock used for [Challenge.ExpiresAt]. Default: the
 // system clock.
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithObserver reports every [Store.Generate] ("captcha.create") and
+// [Store.Verify] ("captcha.verify") to o, synchronously, with the caller's
+// ctx; see [StageCreate] for the outcomes. A nil o is ignored. Without an
+// observer nothing is measured. Default: none.
+func WithObserver(o Observer) Option {
+	return func(opts *options) {
+		if o != nil {
+			opts.observer = o
+		}
+	}
+}

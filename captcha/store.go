@@ -37,7 +37,7 @@ type Store struct {
 // New returns a Store on a borrowed client (*redis.Client,
 // *redis.ClusterClient, *redis.Ring, any UniversalClient) and a
 // [Generator] such as [Letters] or [Arithmetic]. Options: [WithKeyPrefix],
-// [WithTTL], [WithMaxAttempts], [WithClock].
+// [WithTTL], [WithMaxAttempts], [WithClock], [WithObserver].
 func New(rdb redis.Scripter, gen Generator, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("captcha: nil redis client")
@@ -47,7 +47,9 @@ func New(rdb redis.Scripter, gen Generator, opts ...Option) (*Store, error) {
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -58,6 +60,16 @@ func New(rdb redis.Scripter, gen Generator, opts ...Option) (*Store, error) {
 // Generate makes a new challenge, stores its normalised answer with the
 // TTL and returns what the client may see.
 func (s *Store) Generate(ctx context.Context, p GenerateParams) (Challenge, error) {
+	if s.opts.observer == nil {
+		return s.generate(ctx, p)
+	}
+	start := time.Now()
+	c, err := s.generate(ctx, p)
+	s.report(ctx, StageCreate, start, err)
+	return c, err
+}
+
+func (s *Store) generate(ctx context.Context, p GenerateParams) (Challenge, error) {
 	if len(p.User) > 256 {
 		return Challenge{}, fmt.Errorf("captcha: user ID longer than 256 bytes")
 	}
@@ -96,6 +108,16 @@ func (s *Store) Generate(ctx context.Context, p GenerateParams) (Challenge, erro
 // and [ErrTooManyAttempts]; any other error is a Redis failure and must be
 // treated as "not verified".
 func (s *Store) Verify(ctx context.Context, id, answer, user string) error {
+	if s.opts.observer == nil {
+		return s.verify(ctx, id, answer, user)
+	}
+	start := time.Now()
+	err := s.verify(ctx, id, answer, user)
+	s.report(ctx, StageVerify, start, err)
+	return err
+}
+
+func (s *Store) verify(ctx context.Context, id, answer, user string) error {
 	if !ValidID(id) {
 		return ErrNotFound
 	}

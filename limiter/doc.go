@@ -47,6 +47,24 @@
 // outside any lock. No type starts a goroutine, except [CoarseClock.Run],
 // which the caller runs and stops.
 //
+// # Observing
+//
+// [WithObserver] (for [SlidingWindow] and [RedisBucket]) and
+// [WithMiddlewareObserver] (for [NewMiddleware]) report to the observer
+// shape shared by every seckill package ([Event], [Observer]),
+// synchronously, with the caller's ctx:
+//
+//	stage          outcome                                  Name
+//	limiter.allow  ok | limited | fallback |                WithName
+//	               fallback_limited | error
+//	limiter.http   ok | limited | error | key_error         the refusing or
+//	                                                        failing rule
+//
+// limiter.allow is one Redis decision (fallback: the failure policy
+// decided because Redis failed); limiter.http is one request's limiting
+// decision, timed without the next handler. Err is set for error and
+// key_error. Without an observer nothing is measured. See [StageAllow].
+//
 // # Failures
 //
 // Redis failures (network, timeout, closed server, unexpected reply — never

@@ -16,6 +16,7 @@ type redisBase struct {
 	o        options
 	fallback Limiter
 	limit    int
+	obs      Observer // nil: nothing is measured
 }
 
 // failed applies the failure policy to a failed store call.

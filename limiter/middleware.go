@@ -50,6 +50,7 @@ type mwOptions struct {
 	keyPolicy FailurePolicy
 	onError   func(r *http.Request, rule string, err error)
 	onDenied  func(r *http.Request, rule string, res Result)
+	observer  Observer
 }
 
 // WithKeyFailurePolicy says what the middleware does when a rule's key
@@ -69,6 +70,19 @@ func WithOnError(f func(r *http.Request, rule string, err error)) MiddlewareOpti
 // WithOnDenied sets a hook called for each 429. Default: none.
 func WithOnDenied(f func(r *http.Request, rule string, res Result)) MiddlewareOption {
 	return func(o *mwOptions) { o.onDenied = f }
+}
+
+// WithMiddlewareObserver reports every request's limiting decision to o
+// as the stage "limiter.http" (see [StageHTTP] for the outcomes; Name is
+// the refusing or failing rule), synchronously, with the request's
+// context, before the response is written or the next handler runs. A nil
+// o is ignored. Default: none.
+func WithMiddlewareObserver(o Observer) MiddlewareOption {
+	return func(opts *mwOptions) {
+		if o != nil {
+			opts.observer = o
+		}
+	}
 }
 
 // Response header names.
@@ -134,6 +148,10 @@ func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) h
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			ctx := req.Context()
+			var start time.Time
+			if o.observer != nil {
+				start = time.Now()
+			}
 			steps := make([]Step, 0, len(rs))
 			names := make([]string, 0, len(rs))
 			for _, r := range rs {
@@ -144,6 +162,9 @@ func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) h
 						o.onError(req, r.Name, err)
 					}
 					if o.keyPolicy == FailClosed {
+						if o.observer != nil {
+							observeHTTP(ctx, o.observer, start, OutcomeKeyError, r.Name, err)
+						}
 						writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "limiter_key_error", Rule: r.Name})
 						return
 					}
@@ -153,6 +174,9 @@ func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) h
 				names = append(names, r.Name)
 			}
 			if len(steps) == 0 { // every key failed open
+				if o.observer != nil {
+					observeHTTP(ctx, o.observer, start, OutcomeOK, "", nil)
+				}
 				next.ServeHTTP(w, req)
 				return
 			}
@@ -161,6 +185,9 @@ func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) h
 				name := names[idx]
 				if o.onError != nil {
 					o.onError(req, name, err)
+				}
+				if o.observer != nil {
+					observeHTTP(ctx, o.observer, start, OutcomeError, name, err)
 				}
 				writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "limiter_unavailable", Rule: name})
 				return
@@ -171,11 +198,17 @@ func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) h
 				if o.onDenied != nil {
 					o.onDenied(req, name, res)
 				}
+				if o.observer != nil {
+					observeHTTP(ctx, o.observer, start, OutcomeLimited, name, nil)
+				}
 				w.Header().Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter, 1), 10))
 				writeJSON(w, http.StatusTooManyRequests, ErrorBody{
 					Error: "rate_limited", Rule: name, RetryAfterMS: max(res.RetryAfter.Milliseconds(), 1),
 				})
 				return
+			}
+			if o.observer != nil {
+				observeHTTP(ctx, o.observer, start, OutcomeOK, "", nil)
 			}
 			next.ServeHTTP(w, req)
 		})

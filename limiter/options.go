@@ -15,6 +15,7 @@ type options struct {
 	policy    FailurePolicy
 	fallback  Limiter
 	onFailure func(key string, err error)
+	observer  Observer
 	logger    *slog.Logger
 	maxKeys   int
 	shards    int
@@ -74,6 +75,19 @@ func WithFallback(l Limiter) Option { return func(o *options) { o.fallback = l }
 // is called synchronously, outside any lock. Default: none.
 func WithOnFailure(f func(key string, err error)) Option {
 	return func(o *options) { o.onFailure = f }
+}
+
+// WithObserver reports every decision of a Redis limiter ([SlidingWindow],
+// [RedisBucket]) to o as the stage "limiter.allow", synchronously, with the
+// caller's ctx and Name set to [WithName] (see [StageAllow] for the
+// outcomes). A nil o is ignored. Without an observer nothing is measured.
+// Default: none.
+func WithObserver(o Observer) Option {
+	return func(opts *options) {
+		if o != nil {
+			opts.observer = o
+		}
+	}
 }
 
 // WithLogger sets a logger for failures (logged at Warn). Default: discard.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -42,10 +43,11 @@ type RedisBucket struct {
 // rate per second per key. rate must be positive and finite, burst >= 1,
 // and neither above 2^53-1 (the script's numbers are Lua doubles).
 // Options read: [WithKeyPrefix], [WithName], [WithFailurePolicy],
-// [WithFallback], [WithOnFailure], [WithLogger], [WithBatching].
+// [WithFallback], [WithOnFailure], [WithLogger], [WithBatching],
+// [WithObserver].
 func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...Option) (*RedisBucket, error) {
 	o := buildOptions(opts)
-	b := &RedisBucket{redisBase: redisBase{rdb: rdb, o: o, limit: burst}, rate: rate}
+	b := &RedisBucket{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: burst}, rate: rate}
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
@@ -89,6 +91,16 @@ func (b *RedisBucket) Allow(ctx context.Context, key string) (Result, error) {
 // AllowN implements [Limiter]: it takes n tokens from key's bucket if they
 // are there, else refuses and takes nothing.
 func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	if b.obs == nil {
+		return b.allowN(ctx, key, n)
+	}
+	start := time.Now()
+	r, err := b.allowN(ctx, key, n)
+	b.observeAllow(ctx, start, r, err)
+	return r, err
+}
+
+func (b *RedisBucket) allowN(ctx context.Context, key string, n int) (Result, error) {
 	if n < 1 || n > b.limit {
 		return Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", ErrInvalidN, n, b.limit)
 	}

@@ -47,10 +47,10 @@ type SlidingWindow struct {
 // NewSlidingWindow returns a limiter of limit events per window per key.
 // The window is kept in microseconds and must be at least 1 ms. Options
 // read: [WithKeyPrefix], [WithName], [WithFailurePolicy], [WithFallback],
-// [WithOnFailure], [WithLogger], [WithBatching].
+// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver].
 func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
 	o := buildOptions(opts)
-	s := &SlidingWindow{redisBase: redisBase{rdb: rdb, o: o, limit: limit}, window: window}
+	s := &SlidingWindow{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: limit}, window: window}
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
@@ -91,6 +91,16 @@ var argOne any = "1"
 // AllowN implements [Limiter]: it records n events for key if the window
 // has room for them, else refuses and records nothing.
 func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (Result, error) {
+	if s.obs == nil {
+		return s.allowN(ctx, key, n)
+	}
+	start := time.Now()
+	r, err := s.allowN(ctx, key, n)
+	s.observeAllow(ctx, start, r, err)
+	return r, err
+}
+
+func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (Result, error) {
 	if n < 1 || n > s.limit {
 		return Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidN, n, s.limit)
 	}

@@ -63,7 +63,21 @@
 // # Metrics and reconciliation
 //
 // [Stats] (or [Relay.Backlog]) reports pending and failed counts and the
-// oldest pending row, for a backlog gauge and alerts. [HasPending],
+// oldest pending row, for a backlog gauge and alerts; [Failed] (or
+// [Relay.Failed]) lists FAILED rows and [Relay.Requeue] puts them back.
+//
+// [WithObserver] reports to the observer shape shared by every seckill
+// package ([Event], [Observer]), synchronously, with the caller's ctx:
+// "outbox.write" per [Writer.Write] (ok, invalid, duplicate, error; Value
+// the messages), "outbox.send" per [Writer.SendOrStore] (published,
+// stored, undelivered, invalid, error), "outbox.publish" per relay batch
+// (one event per outcome the batch had: sent, retry, failed, released,
+// lease_lost, Value the rows; or error) and the gauges "outbox.pending",
+// "outbox.oldest_pending_seconds" and "outbox.failed" whenever
+// [Relay.Backlog] reads them, which [Relay.Run] does every
+// [WithBacklogInterval] (default 10 s). See [StageWrite].
+//
+// [HasPending],
 // [HasPendingRef] and [Lookup] let a reconciler ask whether a reservation
 // still has a message on its way before releasing it.
 //

@@ -28,7 +28,7 @@ var (
 	ErrDuplicateMsgID = errors.New("outbox: duplicate msg ID")
 
 	// ErrInvalidOption is returned by the constructors for an option value
-	// out of range.
+	// out of range, and by [Failed] for a limit below 1.
 	ErrInvalidOption = errors.New("outbox: invalid option")
 
 	// ErrUndelivered is returned by [Writer.SendOrStore] when the message

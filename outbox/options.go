@@ -69,7 +69,8 @@ func (f optionFunc) apply(o *options) { f(o) }
 // TableOption names the outbox table: see [WithTable]. It is an [Option]
 // of [NewWriter] and [NewRelay], and the only option of the functions that
 // take a database ([AutoMigrate], [Schema], [Stats], [Pending],
-// [HasPending], [HasPendingRef], [Lookup]). A nil TableOption is ignored.
+// [HasPending], [HasPendingRef], [Lookup], [Failed]). A nil TableOption is
+// ignored.
 type TableOption func(*tableOptions)
 
 type tableOptions struct{ name string }
@@ -148,6 +149,8 @@ type options struct {
 	onError      func(error)
 	storeTimeout time.Duration
 	cleanupLimit int
+	observer     Observer
+	backlogEvery time.Duration
 }
 
 func defaultOptions() options {
@@ -169,6 +172,7 @@ func defaultOptions() options {
 		concurrency:  1,
 		storeTimeout: 5 * time.Second,
 		cleanupLimit: 1000,
+		backlogEvery: 10 * time.Second,
 	}
 }
 
@@ -205,6 +209,8 @@ func buildOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("%w: store timeout %v <= 0", ErrInvalidOption, o.storeTimeout)
 	case o.cleanup && (o.retention <= 0 || o.cleanupEvery <= 0):
 		return o, fmt.Errorf("%w: retention %v, cleanup every %v", ErrInvalidOption, o.retention, o.cleanupEvery)
+	case o.backlogEvery <= 0:
+		return o, fmt.Errorf("%w: backlog interval %v <= 0", ErrInvalidOption, o.backlogEvery)
 	case o.concurrency <= 0:
 		return o, fmt.Errorf("%w: publish concurrency %d <= 0", ErrInvalidOption, o.concurrency)
 	case o.claimMode < ClaimAuto || o.claimMode > ClaimAtomicUpdate:
@@ -308,3 +314,26 @@ func WithOnFailed(f func(m Message, err error)) Option {
 // that failed on the database (Run logs and keeps going). Relay only.
 // Default none.
 func WithOnError(f func(err error)) Option { return optionFunc(func(o *options) { o.onError = f }) }
+
+// WithObserver reports to o, synchronously and with the caller's ctx:
+// every [Writer.Write] and [Writer.SendOrStore] (Writer), every relay batch
+// and the backlog gauges (Relay); see [StageWrite] for the names. A nil o
+// is ignored. Without an observer nothing is measured and Run reads no
+// backlog. Writer and Relay. Default none.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(opts *options) {
+		if o != nil {
+			opts.observer = o
+		}
+	})
+}
+
+// WithBacklogInterval sets how often [Relay.Run] reads the backlog
+// ([Relay.Backlog]: three COUNT-style queries) to report the gauges
+// "outbox.pending", "outbox.oldest_pending_seconds" and "outbox.failed" to
+// the observer, measured on the relay's clock like [WithRetention]: Run
+// reads it at its first poll, then at the first poll at least d later.
+// Only with [WithObserver]. d must be positive. Relay only. Default 10s.
+func WithBacklogInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.backlogEvery = d })
+}

@@ -123,7 +123,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	r.o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox: relay started",
 		slog.String("relay", r.id), slog.String("claim", r.mode.String()))
-	var lastCleanup time.Time
+	var lastCleanup, lastBacklog time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -148,6 +148,14 @@ func (r *Relay) Run(ctx context.Context) error {
 					r.reportErr(ctx, err)
 				} else if n > 0 {
 					r.o.logger.LogAttrs(ctx, slog.LevelDebug, "outbox: cleaned up", slog.Int64("rows", n))
+				}
+			}
+		}
+		if r.o.observer != nil && runCtx.Err() == nil {
+			if now := r.o.clock.Now(); lastBacklog.IsZero() || now.Sub(lastBacklog) >= r.o.backlogEvery {
+				lastBacklog = now
+				if _, err := r.Backlog(runCtx); err != nil && runCtx.Err() == nil {
+					r.reportErr(ctx, err)
 				}
 			}
 		}
@@ -204,6 +212,16 @@ type Batch struct {
 // the latter case the rows stay leased and are published again after the
 // lease (duplicates, never losses).
 func (r *Relay) RunOnce(ctx context.Context) (Batch, error) {
+	if r.o.observer == nil {
+		return r.runOnce(ctx)
+	}
+	start := time.Now()
+	b, err := r.runOnce(ctx)
+	r.observeBatch(ctx, start, b, err)
+	return b, err
+}
+
+func (r *Relay) runOnce(ctx context.Context) (Batch, error) {
 	token := r.id + "-" + strconv.FormatUint(r.seq.Add(1), 36)
 	msgs, err := r.claim(ctx, dbTime(r.o.clock.Now()), token)
 	if err != nil || len(msgs) == 0 {
@@ -464,9 +482,11 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 	}
 }
 
-// Requeue moves FAILED rows back to PENDING with a fresh attempt budget,
-// due at once, and returns how many it moved. Rows not FAILED are left
-// alone. Beware: a reconciler treats a FAILED message as not pending
+// Requeue moves the FAILED rows among ids (row IDs, [Message.ID], as
+// listed by [Relay.Failed]) back to PENDING with a fresh attempt budget
+// (attempts 0), due at once, and returns how many it moved. Rows not
+// FAILED, and unknown ids, are left alone, so a repeated Requeue moves
+// nothing more. Beware: a reconciler treats a FAILED message as not pending
 // ([HasPending]) and may already have compensated for it; requeue only
 // what you know is still wanted.
 func (r *Relay) Requeue(ctx context.Context, ids ...int64) (int64, error) {
@@ -482,6 +502,20 @@ func (r *Relay) Requeue(ctx context.Context, ids ...int64) (int64, error) {
 }
 
 // Backlog returns the outbox backlog in the relay's table; see [Stats].
+// With [WithObserver] it also reports the gauges "outbox.pending",
+// "outbox.oldest_pending_seconds" (on the relay's clock) and
+// "outbox.failed".
 func (r *Relay) Backlog(ctx context.Context) (Backlog, error) {
-	return Stats(ctx, r.db, WithTable(r.table))
+	b, err := Stats(ctx, r.db, WithTable(r.table))
+	if err == nil && r.o.observer != nil {
+		r.observeBacklog(ctx, b, r.o.clock.Now())
+	}
+	return b, err
+}
+
+// Failed returns up to limit FAILED rows of the relay's table, oldest
+// first; see the package function [Failed]. Put them back with
+// [Relay.Requeue].
+func (r *Relay) Failed(ctx context.Context, limit int) ([]Message, error) {
+	return Failed(ctx, r.db, limit, WithTable(r.table))
 }

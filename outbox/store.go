@@ -134,6 +134,29 @@ func Stats(ctx context.Context, db *gorm.DB, opts ...TableOption) (Backlog, erro
 	return b, nil
 }
 
+// Failed returns up to limit FAILED rows of db's outbox table (named by
+// [WithTable], default [TableName]), oldest first (by id), for an operator
+// to inspect ([Message.LastError], Attempts) before putting them back with
+// [Relay.Requeue]. A limit below 1 fails with [ErrInvalidOption].
+func Failed(ctx context.Context, db *gorm.DB, limit int, opts ...TableOption) ([]Message, error) {
+	if db == nil {
+		return nil, ErrNilDB
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: failed rows limit %d < 1", ErrInvalidOption, limit)
+	}
+	table, err := tableName(opts)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Message
+	err = db.WithContext(ctx).Table(table).Where("status = ?", StatusFailed).Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list failed: %w", err)
+	}
+	return rows, nil
+}
+
 // Pending counts PENDING rows with exactly this topic and key (the key is
 // free-form: whatever the writer put in [Message.Key]). The only option is
 // [WithTable], as for every function here.

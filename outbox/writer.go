@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -16,7 +17,7 @@ type Writer struct {
 }
 
 // NewWriter returns a Writer. Options used: [WithClock], [WithLogger],
-// [WithStoreTimeout], [WithTable].
+// [WithStoreTimeout], [WithTable], [WithObserver].
 func NewWriter(opts ...Option) (*Writer, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -43,6 +44,18 @@ func NewWriter(opts ...Option) (*Writer, error) {
 // already in the table fails the Write with an error wrapping
 // [ErrDuplicateMsgID] (and the database's own error).
 func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error {
+	if w.o.observer == nil {
+		return w.write(ctx, tx, msgs)
+	}
+	start := time.Now()
+	err := w.write(ctx, tx, msgs)
+	if len(msgs) > 0 || err != nil {
+		w.o.report(ctx, Event{Stage: StageWrite, Outcome: writeOutcome(err), Value: float64(len(msgs)), Err: err}, start)
+	}
+	return err
+}
+
+func (w *Writer) write(ctx context.Context, tx *gorm.DB, msgs []Message) error {
 	if tx == nil {
 		return ErrNilTx
 	}
@@ -187,6 +200,16 @@ type SendResult struct {
 // A publish that failed after the broker stored the message, then stored
 // and relayed, is delivered twice with the same MsgID: consumers dedup.
 func (w *Writer) SendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, msg Message) (SendResult, error) {
+	if w.o.observer == nil {
+		return w.sendOrStore(ctx, db, pub, msg)
+	}
+	start := time.Now()
+	res, err := w.sendOrStore(ctx, db, pub, msg)
+	w.o.report(ctx, Event{Stage: StageSend, Outcome: sendOutcome(res, err), Err: err}, start)
+	return res, err
+}
+
+func (w *Writer) sendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, msg Message) (SendResult, error) {
 	if db == nil {
 		return SendResult{}, ErrNilDB
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Authenticator turns a bearer token into a user ID. It returns an error
@@ -92,7 +93,7 @@ type Auth struct {
 }
 
 // NewAuth returns the middleware. Options: [WithCookie],
-// [WithOnAuthFailure], [WithLogger].
+// [WithOnAuthFailure], [WithLogger], [WithObserver].
 func NewAuth(a Authenticator, opts ...Option) (*Auth, error) {
 	if a == nil {
 		return nil, fmt.Errorf("risk: nil authenticator: %w", ErrInvalidArgument)
@@ -124,6 +125,10 @@ func (a *Auth) Token(r *http.Request) (string, error) {
 // Handle wraps next.
 func (a *Auth) Handle(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var start time.Time
+		if a.o.observer != nil {
+			start = time.Now()
+		}
 		tok, err := a.Token(r)
 		var user string
 		if err == nil {
@@ -131,6 +136,9 @@ func (a *Auth) Handle(next http.Handler) http.Handler {
 			if err == nil && user == "" {
 				err = fmt.Errorf("risk: authenticator returned an empty user: %w", ErrInvalidToken)
 			}
+		}
+		if a.o.observer != nil {
+			a.observe(r.Context(), start, err)
 		}
 		if err != nil {
 			a.fail(w, r, err)

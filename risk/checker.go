@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Rule is one check of a [Checker]. Check returns a decision (Allow,
@@ -42,7 +43,8 @@ type Checker struct {
 
 // NewChecker returns a Checker over rules (evaluated in this order; put the
 // cheap, decisive ones — the blacklist — first). Options: [WithFailurePolicy],
-// [WithDryRun], [WithOnDecision], [WithOnFailure], [WithLogger].
+// [WithDryRun], [WithOnDecision], [WithOnFailure], [WithLogger],
+// [WithObserver].
 func NewChecker(rules []Rule, opts ...Option) (*Checker, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -64,13 +66,17 @@ func NewChecker(rules []Rule, opts ...Option) (*Checker, error) {
 // must not be used to allow. In dry-run mode a FailClosed failure is
 // reported as a would-be Deny with reason [ReasonUnavailable] instead.
 func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
+	var start time.Time // measured only for the observer
+	if c.o.observer != nil {
+		start = time.Now()
+	}
 	var out Decision
 	for _, r := range c.rules {
 		d, err := r.Check(ctx, s)
 		if err != nil {
 			c.reportFailure(ctx, r.Name(), err)
 			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-				return Decision{}, fmt.Errorf("risk: rule %s: %w", r.Name(), err)
+				return Decision{}, c.failed(ctx, start, fmt.Errorf("risk: rule %s: %w", r.Name(), err))
 			}
 			switch c.o.failure {
 			case FailOpen:
@@ -81,7 +87,7 @@ func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
 				d = Decision{Action: Challenge, Reason: ReasonUnavailable}
 			default:
 				if !c.o.dryRun {
-					return Decision{}, fmt.Errorf("risk: rule %s: %w: %w", r.Name(), ErrUnavailable, err)
+					return Decision{}, c.failed(ctx, start, fmt.Errorf("risk: rule %s: %w: %w", r.Name(), ErrUnavailable, err))
 				}
 				// Dry run never refuses: report the would-be refusal.
 				out.Degraded = append(out.Degraded, r.Name())
@@ -96,7 +102,7 @@ func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
 			out.Rule = r.Name()
 			out.Throttled = d.Throttled
 			out.RetryAfter = d.RetryAfter
-			return c.finish(ctx, s, out), nil
+			return c.finish(ctx, s, out, start), nil
 		case Challenge:
 			if out.Action == Allow {
 				out.Action = Challenge
@@ -107,15 +113,26 @@ func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
 			out.Challenges = append(out.Challenges, d.Reason)
 		}
 	}
-	return c.finish(ctx, s, out), nil
+	return c.finish(ctx, s, out, start), nil
 }
 
-func (c *Checker) finish(ctx context.Context, s Subject, d Decision) Decision {
+// failed reports a Check that ended without a decision and returns err.
+func (c *Checker) failed(ctx context.Context, start time.Time, err error) error {
+	if c.o.observer != nil {
+		c.observeCheck(ctx, start, Decision{}, err)
+	}
+	return err
+}
+
+func (c *Checker) finish(ctx context.Context, s Subject, d Decision, start time.Time) Decision {
 	if c.o.dryRun {
 		// The hook sees the real action (with DryRun set); the caller gets
 		// an allow.
 		d.DryRun = true
 		d.DryRunAction = d.Action
+	}
+	if c.o.observer != nil {
+		c.observeCheck(ctx, start, d, nil)
 	}
 	if c.o.onDecision != nil {
 		c.o.onDecision(ctx, s, d)

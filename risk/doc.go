@@ -57,6 +57,16 @@
 // Every failure is reported to the [WithOnFailure] hook and the logger. The
 // [Auth] middleware answers 503 (not 401) when its Authenticator fails.
 //
+// # Observing
+//
+// [WithObserver] (read by [NewChecker] and [NewAuth]) reports to the
+// observer shape shared by every seckill package ([Event], [Observer]),
+// synchronously, with the caller's ctx: "risk.check" per [Checker.Check]
+// (outcome allow, challenge, deny, or error with Err; Name the deciding
+// rule; in dry-run mode the would-be action) and "risk.auth" per request
+// through [Auth] (ok, missing_token, malformed_token, invalid_token, or
+// error when the authenticator failed). See [StageCheck].
+//
 // # Shared IPs
 //
 // Thousands of honest buyers can share one corporate or carrier NAT

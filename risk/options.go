@@ -48,6 +48,7 @@ type options struct {
 	dryRun     bool
 	onDecision func(ctx context.Context, s Subject, d Decision)
 	onFailure  func(ctx context.Context, rule string, err error)
+	observer   Observer // Checker and Auth
 
 	// Middleware
 	ipResolver   *IPResolver
@@ -262,6 +263,19 @@ func WithOnDecision(fn func(ctx context.Context, s Subject, d Decision)) Option 
 // failure policy. Default none (failures are still logged).
 func WithOnFailure(fn func(ctx context.Context, rule string, err error)) Option {
 	return func(o *options) { o.onFailure = fn }
+}
+
+// WithObserver reports every [Checker.Check] ("risk.check") and every
+// request through [Auth] ("risk.auth") to o, synchronously, with the
+// caller's ctx; see [StageCheck] for the outcomes. Read by [NewChecker]
+// and [NewAuth]. A nil o is ignored. Without an observer nothing is
+// measured. Default none.
+func WithObserver(o Observer) Option {
+	return func(opts *options) {
+		if o != nil {
+			opts.observer = o
+		}
+	}
 }
 
 // WithIPResolver sets how [Middleware] finds the client IP. Default: the

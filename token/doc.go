@@ -73,6 +73,17 @@
 // per target, but a retried Consume may report [ErrUsed] for a token the
 // first attempt consumed. A retried Restore is a no-op.
 //
+// # Observing
+//
+// [WithObserver] reports [Pool.Take], [Pool.Consume], [Pool.Restore] and
+// [Signer.Verify] to the observer shape shared by every seckill package
+// ([Event], [Observer]): stages "token.take", "token.consume",
+// "token.restore" and "token.verify", one event per call, synchronously,
+// with the caller's ctx and the call's activity. The outcome is "ok" (for
+// Take the [Status]: "granted", "held", "empty", "used", "not_issued"),
+// the snake-case name of the refusal sentinel ("wrong_user", "expired",
+// "replayed", ...) or "error" with Err set. See [StageTake].
+//
 // # Redis
 //
 // Redis 5 or later (scripts call TIME before writing, which needs effect

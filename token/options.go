@@ -26,6 +26,8 @@ type options struct {
 	skew     time.Duration
 	nodeSkew time.Duration
 	nonces   NonceStore
+
+	observer Observer
 }
 
 func defaultOptions() options {
@@ -147,6 +149,18 @@ const DefaultMaxNodeSkew = 30 * time.Second
 // above the worst difference you alert on. A larger d costs only memory (each
 // record lives d longer).
 func WithMaxNodeSkew(d time.Duration) Option { return func(o *options) { o.nodeSkew = d } }
+
+// WithObserver reports every [Pool.Take], [Pool.Consume], [Pool.Restore]
+// and [Signer.Verify] to o, synchronously, with the caller's ctx and the
+// call's activity (Pool and Signer); see [StageTake] for the names. A nil
+// o is ignored. Without an observer nothing is measured. Default: none.
+func WithObserver(o Observer) Option {
+	return func(opts *options) {
+		if o != nil {
+			opts.observer = o
+		}
+	}
+}
 
 // NonceStore is the one Redis command the replay guard needs. It is
 // satisfied by *redis.Client, *redis.ClusterClient, *redis.Ring and any

@@ -82,7 +82,7 @@ type Pool struct {
 // NewPool returns a Pool on a borrowed client (*redis.Client,
 // *redis.ClusterClient, *redis.Ring or any UniversalClient). Options:
 // [WithKeyPrefix], [WithClock], [WithMultiplier], [WithBindTTL],
-// [WithReclaimBatch], [WithIssueBatch]. A nil client or an option out of
+// [WithReclaimBatch], [WithIssueBatch], [WithObserver]. A nil client or an option out of
 // range fails with [ErrInvalidConfig].
 func NewPool(rdb redis.Scripter, opts ...Option) (*Pool, error) {
 	if rdb == nil {
@@ -165,6 +165,20 @@ func (p *Pool) issue(ctx context.Context, keys []string, args []interface{}) (in
 // the pool and takes a fresh one. An exhausted pool is a result (Empty), not
 // an error: err is non-nil only for bad input or a Redis failure.
 func (p *Pool) Take(ctx context.Context, activity, user string) (Grant, error) {
+	if p.opts.observer == nil {
+		return p.take(ctx, activity, user)
+	}
+	start := time.Now()
+	g, err := p.take(ctx, activity, user)
+	outcome := outcomeOf(err)
+	if err == nil && g.Status >= 0 && int(g.Status) < len(statusOutcomes) {
+		outcome = statusOutcomes[g.Status]
+	}
+	report(ctx, p.opts.observer, StageTake, outcome, activity, start, err)
+	return g, err
+}
+
+func (p *Pool) take(ctx context.Context, activity, user string) (Grant, error) {
 	keys, err := p.keys(activity)
 	if err != nil {
 		return Grant{}, err
@@ -217,6 +231,16 @@ func (p *Pool) tokenKeys(activity, user, token string) ([]string, error) {
 // token returns to the pool in the same call; later calls for it then
 // report ErrNotFound, or ErrWrongUser once another user takes it).
 func (p *Pool) Consume(ctx context.Context, activity, user, token string) error {
+	if p.opts.observer == nil {
+		return p.consume(ctx, activity, user, token)
+	}
+	start := time.Now()
+	err := p.consume(ctx, activity, user, token)
+	report(ctx, p.opts.observer, StageConsume, outcomeOf(err), activity, start, err)
+	return err
+}
+
+func (p *Pool) consume(ctx context.Context, activity, user, token string) error {
 	keys, err := p.tokenKeys(activity, user, token)
 	if err != nil {
 		return err
@@ -269,6 +293,16 @@ func (p *Pool) Consume(ctx context.Context, activity, user, token string) error 
 // is nothing left to restore). A Redis failure is a wrapped error matching
 // none of them.
 func (p *Pool) Restore(ctx context.Context, activity, user, token string) error {
+	if p.opts.observer == nil {
+		return p.restore(ctx, activity, user, token)
+	}
+	start := time.Now()
+	err := p.restore(ctx, activity, user, token)
+	report(ctx, p.opts.observer, StageRestore, outcomeOf(err), activity, start, err)
+	return err
+}
+
+func (p *Pool) restore(ctx context.Context, activity, user, token string) error {
 	keys, err := p.tokenKeys(activity, user, token)
 	if err != nil {
 		return err

@@ -94,7 +94,8 @@ const (
 
 // NewSigner returns a Signer holding keys; keys[0] signs. Options:
 // [WithClock], [WithLeadTime], [WithValidity], [WithSkew],
-// [WithReplayGuard], [WithMaxNodeSkew], [WithKeyPrefix]. An option out of
+// [WithReplayGuard], [WithMaxNodeSkew], [WithKeyPrefix], [WithObserver].
+// An option out of
 // range fails with [ErrInvalidConfig].
 func NewSigner(keys []Key, opts ...Option) (*Signer, error) {
 	o := defaultOptions()
@@ -307,6 +308,16 @@ func (s *Signer) check(sc *scratch, tok, activity, user string) (checked, error)
 //
 // Without the replay guard Verify does no I/O and does not allocate.
 func (s *Signer) Verify(ctx context.Context, tok, activity, user string) (Claims, error) {
+	if s.opts.observer == nil {
+		return s.verify(ctx, tok, activity, user)
+	}
+	start := time.Now()
+	c, err := s.verify(ctx, tok, activity, user)
+	report(ctx, s.opts.observer, StageVerify, outcomeOf(err), activity, start, err)
+	return c, err
+}
+
+func (s *Signer) verify(ctx context.Context, tok, activity, user string) (Claims, error) {
 	sc := s.scratch.Get().(*scratch)
 	d, err := s.check(sc, tok, activity, user)
 	s.scratch.Put(sc)

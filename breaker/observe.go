@@ -1,0 +1,86 @@
+package breaker
+
+import (
+	"context"
+	"time"
+
+	"github.com/seckillkit/seckill/internal/observe"
+)
+
+// Event is the observer event shared by every seckill package.
+type Event = observe.Event
+
+// Observer receives the breaker's events; see [WithObserver].
+type Observer = observe.Observer
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc = observe.Func
+
+// Stages and outcomes reported to [WithObserver]. They are stable (metric
+// labels); a rename is a breaking change.
+//
+//	stage          outcome                      when
+//	breaker.call   ok | failure | ignored |     after each Execute, Do or
+//	               rejected                     Allow+done; Name = breaker name
+//	breaker.state  closed | half_open | open    gauge, Value 0 | 1 | 2 (the
+//	                                            State); once at New and after
+//	                                            every transition
+//
+// A call's Duration runs from Execute (or Allow) to the end of the
+// protected function (to done for Allow), on the breaker's clock; a
+// rejected call's Duration is the time the refusal took. Calls report the
+// caller's ctx (Allow, which takes none, and the state gauge, which may be
+// delivered on another caller's goroutine, report context.Background()).
+// Err is never set: a failure is the protected function's business, and
+// the breaker's refusals are the outcome "rejected".
+const (
+	StageCall  = "breaker.call"
+	StageState = "breaker.state"
+
+	OutcomeOK       = observe.OK
+	OutcomeFailure  = "failure"
+	OutcomeIgnored  = "ignored"
+	OutcomeRejected = "rejected"
+)
+
+// stateOutcome is the snake-case label of a state for the state gauge.
+func stateOutcome(s State) string {
+	switch s {
+	case Closed:
+		return "closed"
+	case HalfOpen:
+		return "half_open"
+	case Open:
+		return "open"
+	}
+	return s.String()
+}
+
+func callOutcome(o Outcome) string {
+	switch o {
+	case Success:
+		return OutcomeOK
+	case Ignore:
+		return OutcomeIgnored
+	}
+	return OutcomeFailure
+}
+
+// observeCall reports one call that started at start (b.now() reading).
+// Callers check b.obs != nil first.
+func (b *Breaker) observeCall(ctx context.Context, outcome string, start int64) {
+	b.obs.Observe(ctx, Event{Stage: StageCall, Outcome: outcome, Name: b.name,
+		Duration: durationSince(b.now(), start)})
+}
+
+func (b *Breaker) observeState(to State) {
+	b.obs.Observe(context.Background(), Event{Stage: StageState, Outcome: stateOutcome(to),
+		Name: b.name, Gauge: true, Value: float64(to)})
+}
+
+func durationSince(now, start int64) time.Duration {
+	if now < start {
+		return 0
+	}
+	return time.Duration(now - start)
+}

@@ -1,0 +1,223 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/limiter"
+)
+
+// recorder is an Observer that keeps every event and the value of ctxKey
+// in the context it was given.
+type recorder struct {
+	mu     sync.Mutex
+	events []limiter.Event
+	ctxVal []any
+}
+
+type ctxKey struct{}
+
+func (r *recorder) Observe(ctx context.Context, e limiter.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	r.ctxVal = append(r.ctxVal, ctx.Value(ctxKey{}))
+}
+
+func (r *recorder) take() ([]limiter.Event, []any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, v := r.events, r.ctxVal
+	r.events, r.ctxVal = nil, nil
+	return e, v
+}
+
+// shape is what a test asserts of an event: everything but the measured
+// Duration (asserted positive) and the error (asserted by errors.Is).
+type shape struct{ stage, outcome, name string }
+
+func shapes(t *testing.T, ev []limiter.Event) []shape {
+	t.Helper()
+	out := make([]shape, len(ev))
+	for i, e := range ev {
+		assert.Positive(t, e.Duration, "event %d %+v", i, e)
+		assert.False(t, e.Gauge)
+		assert.Empty(t, e.Activity)
+		if e.Outcome == limiter.OutcomeError || e.Outcome == limiter.OutcomeKeyError {
+			assert.Error(t, e.Err, "event %d", i)
+		} else {
+			assert.NoError(t, e.Err, "event %d", i)
+		}
+		out[i] = shape{e.Stage, e.Outcome, e.Name}
+	}
+	return out
+}
+
+func newRedisLimiter(t *testing.T, store string, c redis.Scripter, opts ...limiter.Option) limiter.Limiter {
+	t.Helper()
+	opts = append([]limiter.Option{limiter.WithKeyPrefix(testenv.Prefix(t)), limiter.WithName("buy")}, opts...)
+	var l limiter.Limiter
+	var err error
+	if store == "slidingwindow" {
+		l, err = limiter.NewSlidingWindow(c, 2, time.Hour, opts...)
+	} else {
+		l, err = limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, opts...)
+	}
+	require.NoError(t, err)
+	return l
+}
+
+// TestObserverAllow: allowed, refused and invalid decisions of both Redis
+// limiters on every Redis kind, each reported once with the caller's ctx.
+func TestObserverAllow(t *testing.T) {
+	t.Parallel()
+	for kind, c := range testenv.AllRedis(t) {
+		for _, store := range []string{"slidingwindow", "redisbucket"} {
+			t.Run(string(kind)+"/"+store, func(t *testing.T) {
+				rec := &recorder{}
+				l := newRedisLimiter(t, store, c, limiter.WithObserver(rec))
+				ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+				var allowed []bool
+				for range 3 {
+					r, err := l.AllowN(ctx, "u1", 1)
+					require.NoError(t, err)
+					allowed = append(allowed, r.Allowed)
+				}
+				require.Equal(t, []bool{true, true, false}, allowed, "a limit of 2 per hour")
+				_, err := l.AllowN(ctx, "u1", 3)
+				require.ErrorIs(t, err, limiter.ErrInvalidN)
+				ev, vals := rec.take()
+				assert.Equal(t, []shape{
+					{"limiter.allow", "ok", "buy"}, {"limiter.allow", "ok", "buy"},
+					{"limiter.allow", "limited", "buy"}, {"limiter.allow", "error", "buy"},
+				}, shapes(t, ev))
+				assert.ErrorIs(t, ev[3].Err, limiter.ErrInvalidN)
+				assert.Equal(t, []any{"caller", "caller", "caller", "caller"}, vals)
+			})
+		}
+	}
+}
+
+// TestObserverFailurePolicies: a Redis failure is reported as the policy
+// decided it.
+func TestObserverFailurePolicies(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"slidingwindow", "redisbucket"} {
+		for _, tc := range []struct {
+			policy limiter.FailurePolicy
+			want   []string // outcomes of three calls while Redis is down
+		}{
+			{limiter.FailClosed, []string{"error", "error", "error"}},
+			{limiter.FailOpen, []string{"fallback", "fallback", "fallback"}},
+			{limiter.FallbackLocal, []string{"fallback", "fallback", "fallback_limited"}},
+		} {
+			t.Run(store+"/"+tc.policy.String(), func(t *testing.T) {
+				t.Parallel()
+				c, m := fastFailClient(t)
+				rec := &recorder{}
+				l := newRedisLimiter(t, store, c, limiter.WithFailurePolicy(tc.policy), limiter.WithObserver(rec))
+				m.Close()
+				var got []string
+				for range 3 {
+					_, _ = l.AllowN(context.Background(), "k", 1)
+				}
+				ev, _ := rec.take()
+				for _, e := range shapes(t, ev) {
+					assert.Equal(t, "buy", e.name)
+					got = append(got, e.outcome)
+				}
+				assert.Equal(t, tc.want, got)
+				if tc.policy == limiter.FailClosed {
+					assert.ErrorIs(t, ev[0].Err, limiter.ErrUnavailable)
+				}
+			})
+		}
+	}
+}
+
+func TestObserverCallerCancel(t *testing.T) {
+	t.Parallel()
+	c, _ := testenv.Miniredis(t)
+	rec := &recorder{}
+	l := newRedisLimiter(t, "slidingwindow", c, limiter.WithObserver(rec), limiter.WithFailurePolicy(limiter.FailOpen))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.AllowN(ctx, "k", 1)
+	require.ErrorIs(t, err, context.Canceled)
+	ev, _ := rec.take()
+	require.Equal(t, []shape{{"limiter.allow", "error", "buy"}}, shapes(t, ev))
+	assert.ErrorIs(t, ev[0].Err, context.Canceled)
+	assert.False(t, errors.Is(ev[0].Err, limiter.ErrUnavailable))
+}
+
+func TestObserverNilIgnored(t *testing.T) {
+	t.Parallel()
+	c, _ := testenv.Miniredis(t)
+	l := newRedisLimiter(t, "redisbucket", c, limiter.WithObserver(nil))
+	r, err := l.AllowN(context.Background(), "k", 1)
+	require.NoError(t, err)
+	assert.True(t, r.Allowed)
+	mw, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: l}}, limiter.WithMiddlewareObserver(nil))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, serve(mw(okHandler), "10.0.0.9:1", nil).Code)
+}
+
+// TestObserverMiddleware: one limiter.http event per request, named after
+// the refusing or failing rule, reported before the next handler runs.
+func TestObserverMiddleware(t *testing.T) {
+	t.Parallel()
+	c, _ := testenv.Miniredis(t)
+	lim := newRedisLimiter(t, "slidingwindow", c)
+	down, m := fastFailClient(t)
+	broken := newRedisLimiter(t, "redisbucket", down)
+	m.Close()
+	rec := &recorder{}
+	var inNext []int // events recorded when the next handler ran
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		rec.mu.Lock()
+		inNext = append(inNext, len(rec.events))
+		rec.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mw, err := limiter.NewMiddleware([]limiter.Rule{{Name: "ip", Limiter: lim}, {Name: "user", Limiter: lim, Key: limiter.HeaderKey("X-User")}},
+		limiter.WithMiddlewareObserver(rec))
+	require.NoError(t, err)
+	h := mw(next)
+	u := func(name string) map[string]string { return map[string]string{"X-User": name} }
+	// Both rules charge lim (2 per hour per key), ip first.
+	assert.Equal(t, http.StatusNoContent, serve(h, "10.0.0.1:1", u("alice")).Code)
+	assert.Equal(t, http.StatusNoContent, serve(h, "10.0.0.1:1", u("bob")).Code)
+	assert.Equal(t, http.StatusTooManyRequests, serve(h, "10.0.0.1:1", u("carol")).Code, "ip spent 2 of 2")
+	assert.Equal(t, http.StatusNoContent, serve(h, "10.0.0.2:1", u("alice")).Code)
+	assert.Equal(t, http.StatusTooManyRequests, serve(h, "10.0.0.3:1", u("alice")).Code, "alice spent 2 of 2")
+	assert.Equal(t, http.StatusInternalServerError, serve(h, "10.0.0.3:1", nil).Code, "no X-User: key error")
+
+	mwDown, err := limiter.NewMiddleware([]limiter.Rule{{Name: "global", Limiter: broken, Key: limiter.ConstKey("all")}},
+		limiter.WithMiddlewareObserver(rec))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, serve(mwDown(next), "10.0.0.4:1", nil).Code)
+
+	mwOpen, err := limiter.NewMiddleware([]limiter.Rule{{Name: "user", Limiter: lim, Key: limiter.HeaderKey("X-User")}},
+		limiter.WithMiddlewareObserver(rec), limiter.WithKeyFailurePolicy(limiter.FailOpen))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNoContent, serve(mwOpen(next), "10.0.0.5:1", nil).Code)
+
+	ev, _ := rec.take()
+	assert.Equal(t, []shape{
+		{"limiter.http", "ok", ""}, {"limiter.http", "ok", ""}, {"limiter.http", "limited", "ip"},
+		{"limiter.http", "ok", ""}, {"limiter.http", "limited", "user"},
+		{"limiter.http", "key_error", "user"}, {"limiter.http", "error", "global"}, {"limiter.http", "ok", ""},
+	}, shapes(t, ev))
+	assert.ErrorIs(t, ev[5].Err, limiter.ErrKey)
+	assert.ErrorIs(t, ev[6].Err, limiter.ErrUnavailable)
+	assert.Equal(t, []int{1, 2, 4, 8}, inNext, "each ok was reported before next ran")
+}

@@ -1,0 +1,86 @@
+package token
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckillkit/seckill/internal/observe"
+)
+
+// Event is the observer event shared by every seckill package.
+type Event = observe.Event
+
+// Observer receives the package's events; see [WithObserver].
+type Observer = observe.Observer
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc = observe.Func
+
+// Stages reported to [WithObserver], one event per call, with Activity set
+// to the call's activity. They are stable (metric labels); a rename is a
+// breaking change.
+//
+//	stage          outcome
+//	token.take     granted | held | empty | used | not_issued | malformed |
+//	               error
+//	token.consume  ok | not_found | wrong_user | used | expired | malformed |
+//	               error
+//	token.restore  ok | not_found | wrong_user | malformed | error
+//	token.verify   ok | malformed | unknown_key | invalid_signature |
+//	               wrong_activity | wrong_user | not_yet_valid | expired |
+//	               replayed | error
+//
+// A refusal's outcome is the snake-case name of its sentinel
+// ([ErrWrongUser] → "wrong_user"); "error" is anything else (Redis
+// failure, bad reply), with Err set. Duration is measured on the process's
+// monotonic clock.
+const (
+	StageTake    = "token.take"
+	StageConsume = "token.consume"
+	StageRestore = "token.restore"
+	StageVerify  = "token.verify"
+)
+
+// statusOutcomes are the take outcomes by Status, snake case.
+var statusOutcomes = [...]string{"granted", "empty", "held", "used", "not_issued"}
+
+// refusals maps each refusal sentinel to its outcome, in the order
+// outcomeOf tests them.
+var refusals = [...]struct {
+	err     error
+	outcome string
+}{
+	{ErrMalformed, "malformed"},
+	{ErrNotFound, "not_found"},
+	{ErrWrongUser, "wrong_user"},
+	{ErrUsed, "used"},
+	{ErrExpired, "expired"},
+	{ErrUnknownKey, "unknown_key"},
+	{ErrInvalidSignature, "invalid_signature"},
+	{ErrWrongActivity, "wrong_activity"},
+	{ErrNotYetValid, "not_yet_valid"},
+	{ErrReplayed, "replayed"},
+}
+
+// outcomeOf is the outcome of a call that returned err.
+func outcomeOf(err error) string {
+	if err == nil {
+		return observe.OK
+	}
+	for _, r := range refusals {
+		if errors.Is(err, r.err) {
+			return r.outcome
+		}
+	}
+	return observe.Error
+}
+
+// report sends one event; callers check o != nil first.
+func report(ctx context.Context, o Observer, stage, outcome, activity string, start time.Time, err error) {
+	e := Event{Stage: stage, Outcome: outcome, Activity: activity, Duration: time.Since(start)}
+	if outcome == observe.Error {
+		e.Err = err
+	}
+	o.Observe(ctx, e)
+}
