@@ -57,7 +57,7 @@ func BenchmarkGenerateVerify(b *testing.B) {
 		for pb.Next() {
 			ch, err := s.Generate(ctx, GenerateParams{User: "u"})
 			if err == nil {
-				err = s.Verify(ctx, ch.ID, "ABC", "u")
+				err = s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "ABC", User: "u"})
 			}
 			if err != nil {
 				b.Error(err)

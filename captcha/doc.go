@@ -18,6 +18,20 @@
 // is deleted by Redis and reported as [ErrNotFound]: Redis cannot tell
 // "expired" from "never existed", so there is no separate ErrExpired.
 //
+// # Refused or broken
+//
+// Every refusal of [Store.Verify] ([ErrNotFound], [ErrWrongAnswer] and its
+// [*AttemptsError], [ErrTooManyAttempts], [ErrWrongUser]) wraps the one
+// umbrella [ErrRefused], so errors.Is(err, ErrRefused) tells "ask the
+// client again" from "the check could not be made". Nothing else wraps it:
+// not a Redis failure, [ErrBadReply], [ErrGenerator] or a cancelled
+// context (fail closed), nor the caller's mistakes ([ErrInvalidConfig] from
+// [New], [Letters] and [Arithmetic]: a nil client, a nil generator, a nil
+// clock or an option out of range; [ErrInvalidArgument] from
+// [Store.Generate]). Verify takes a [VerifyParams] so that the challenge ID,
+// the answer and the user cannot be swapped silently. A nil [Option] is
+// ignored.
+//
 // # Generators
 //
 // [Letters] and [Arithmetic] draw their answers with crypto/rand and use

@@ -5,28 +5,50 @@ import (
 	"strconv"
 )
 
+// ErrRefused is the umbrella of every refusal of [Store.Verify]: each
+// refusal sentinel below wraps it, so one errors.Is(err, ErrRefused) tells
+// "the answer was refused" (ask the client again) from "the check could not
+// be made" (a Redis failure, [ErrBadReply], a cancelled context: fail
+// closed). No other error of the package wraps it.
+var ErrRefused = errors.New("captcha: refused")
+
+// refusal is a refusal sentinel: its own message, wrapping [ErrRefused].
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return ErrRefused }
+
 // Verification refusals, returned by [Store.Verify]. Each is distinct so
-// callers can count refusals by reason with [errors.Is].
+// callers can count refusals by reason with [errors.Is], and each wraps
+// [ErrRefused].
 var (
 	// ErrNotFound: no such challenge: the ID is unknown, malformed, already
 	// solved, burnt by too many attempts, or expired. Redis deletes a
 	// challenge when its TTL ends, so an expired challenge cannot be told
 	// apart from one that never existed; there is no separate ErrExpired.
-	ErrNotFound = errors.New("captcha: challenge not found or expired")
+	ErrNotFound error = &refusal{"captcha: challenge not found or expired"}
 	// ErrWrongAnswer: the answer is wrong; the challenge survives until the
 	// attempt limit. The error is an [*AttemptsError] carrying the attempts left.
-	ErrWrongAnswer = errors.New("captcha: wrong answer")
+	ErrWrongAnswer error = &refusal{"captcha: wrong answer"}
 	// ErrTooManyAttempts: the answer was wrong and the attempt limit is
 	// reached; the challenge is deleted, so the client must fetch a new one.
-	ErrTooManyAttempts = errors.New("captcha: too many attempts")
+	ErrTooManyAttempts error = &refusal{"captcha: too many attempts"}
 	// ErrWrongUser: the challenge is bound to another user. Such a call does
 	// not reveal whether the answer was right and does not use up an
 	// attempt of the owner.
-	ErrWrongUser = errors.New("captcha: challenge bound to another user")
+	ErrWrongUser error = &refusal{"captcha: challenge bound to another user"}
 )
 
-// Errors that signal a broken dependency or a programming error.
+// Errors that signal a broken dependency or a programming error. None of
+// them wraps [ErrRefused].
 var (
+	// ErrInvalidConfig: [New] was given a nil Redis client, a nil
+	// [Generator] or an option out of range, or [Letters] / [Arithmetic] a
+	// length or [Style] out of range.
+	ErrInvalidConfig = errors.New("captcha: invalid config")
+	// ErrInvalidArgument: [Store.Generate] was given a user ID longer than
+	// 256 bytes.
+	ErrInvalidArgument = errors.New("captcha: invalid argument")
 	// ErrBadReply: Redis answered a script with an unexpected type or code.
 	ErrBadReply = errors.New("captcha: unexpected reply from redis")
 	// ErrGenerator: the Generator failed or returned an unusable puzzle

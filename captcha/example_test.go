@@ -42,10 +42,10 @@ func ExampleStore() {
 	fmt.Println("image:", strings.HasPrefix(ch.Image, "data:image/png;base64,"))
 	answer, _ := rec.Answer(ch.ID)
 
-	fmt.Println("wrong:", store.Verify(ctx, ch.ID, "nope", "alice"))
-	fmt.Println("other user:", store.Verify(ctx, ch.ID, answer, "bob"))
-	fmt.Println("right, any case:", store.Verify(ctx, ch.ID, " "+strings.ToUpper(answer)+" ", "alice"))
-	fmt.Println("reused:", errors.Is(store.Verify(ctx, ch.ID, answer, "alice"), captcha.ErrNotFound))
+	fmt.Println("wrong:", store.Verify(ctx, captcha.VerifyParams{ID: ch.ID, Answer: "nope", User: "alice"}))
+	fmt.Println("other user:", store.Verify(ctx, captcha.VerifyParams{ID: ch.ID, Answer: answer, User: "bob"}))
+	fmt.Println("right, any case:", store.Verify(ctx, captcha.VerifyParams{ID: ch.ID, Answer: " " + strings.ToUpper(answer) + " ", User: "alice"}))
+	fmt.Println("reused:", errors.Is(store.Verify(ctx, captcha.VerifyParams{ID: ch.ID, Answer: answer, User: "alice"}), captcha.ErrNotFound))
 	// Output:
 	// image: true
 	// wrong: captcha: wrong answer (2 attempts left)
@@ -71,7 +71,7 @@ func ExampleGeneratorFunc() {
 	store, _ := captcha.New(rdb, quiz)
 	ch, _ := store.Generate(context.Background(), captcha.GenerateParams{})
 	fmt.Println(ch.Question)
-	fmt.Println(store.Verify(context.Background(), ch.ID, "paris", ""))
+	fmt.Println(store.Verify(context.Background(), captcha.VerifyParams{ID: ch.ID, Answer: "paris", User: ""}))
 	// Output:
 	// What is the capital of France?
 	// <nil>

@@ -62,7 +62,7 @@ func (s Style) withDefaults() (Style, error) {
 		s.Height = 80
 	}
 	if s.Width < 60 || s.Height < 32 || s.Width > 2000 || s.Height > 1000 || s.Noise < 0 || s.Noise > 200 {
-		return s, fmt.Errorf("captcha: style %+v out of range", s)
+		return s, fmt.Errorf("%w: style %+v out of range", ErrInvalidConfig, s)
 	}
 	return s, nil
 }
@@ -83,7 +83,7 @@ const LetterAlphabet = "34679ADEFGHJKMNPRTWXYabdefhjkmnprtwxy"
 // is drawn with crypto/rand. Case does not matter when verifying.
 func Letters(length int, style Style) (Generator, error) {
 	if length < 1 || length > 12 {
-		return nil, fmt.Errorf("captcha: letters length %d not in 1..12", length)
+		return nil, fmt.Errorf("%w: letters length %d not in 1..12", ErrInvalidConfig, length)
 	}
 	st, err := style.withDefaults()
 	if err != nil {

@@ -48,6 +48,7 @@ func TestLetters(t *testing.T) {
 		s Style
 	}{{0, Style{}}, {13, Style{}}, {4, Style{Width: 10}}, {4, Style{Height: 8}}, {4, Style{Noise: -1}}} {
 		_, err := Letters(bad.n, bad.s)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
 		assert.Error(t, err, bad)
 	}
 }
@@ -83,6 +84,7 @@ func TestArithmetic(t *testing.T) {
 	assert.Empty(t, p.Question)
 	assert.NotEmpty(t, p.Image)
 	_, err = Arithmetic(Style{Width: 5000}, false)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Error(t, err)
 }
 

@@ -13,7 +13,8 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Option configures a [Store]. A nil Option is ignored.
+// Option configures a [Store]: [New] is the package's only constructor, so
+// every option applies to it. A nil Option is ignored.
 type Option func(*options)
 
 type options struct {
@@ -31,11 +32,11 @@ func defaultOptions() options {
 func (o *options) validate() error {
 	switch {
 	case o.ttl < time.Millisecond:
-		return fmt.Errorf("captcha: TTL %v < 1ms", o.ttl)
+		return fmt.Errorf("%w: TTL %v < 1ms", ErrInvalidConfig, o.ttl)
 	case o.maxAttempts < 1:
-		return fmt.Errorf("captcha: max attempts %d < 1", o.maxAttempts)
+		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalidConfig, o.maxAttempts)
 	case o.clock == nil:
-		return fmt.Errorf("captcha: nil clock")
+		return fmt.Errorf("%w: nil clock", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -52,7 +53,7 @@ func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
 func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
 // WithClock injects the clock used for [Challenge.ExpiresAt]. Default: the
-// system clock.
+// system clock. A nil clock fails [New] with [ErrInvalidConfig].
 func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithObserver reports every [Store.Generate] ("captcha.create") and

@@ -18,6 +18,17 @@ type Challenge struct {
 	ExpiresAt time.Time `json:"expires_at"`         // by the injected clock
 }
 
+// VerifyParams are the arguments of one [Store.Verify] call: a struct, so
+// that the three strings cannot be swapped silently.
+type VerifyParams struct {
+	ID     string // the challenge ID the client answers, [Challenge.ID]
+	Answer string // the client's answer, compared after [NormalizeAnswer]
+	// User is the caller on whose behalf the answer is checked ("" for an
+	// anonymous caller); a challenge bound to another user refuses it with
+	// [ErrWrongUser].
+	User string
+}
+
 // GenerateParams are the options of one [Store.Generate] call.
 type GenerateParams struct {
 	// User binds the challenge to a user: [Store.Verify] from anyone else
@@ -37,13 +48,15 @@ type Store struct {
 // New returns a Store on a borrowed client (*redis.Client,
 // *redis.ClusterClient, *redis.Ring, any UniversalClient) and a
 // [Generator] such as [Letters] or [Arithmetic]. Options: [WithKeyPrefix],
-// [WithTTL], [WithMaxAttempts], [WithClock], [WithObserver].
+// [WithTTL], [WithMaxAttempts], [WithClock], [WithObserver]; a nil option is
+// ignored. A nil client, a nil generator or an option out of range fails
+// with [ErrInvalidConfig].
 func New(rdb redis.Scripter, gen Generator, opts ...Option) (*Store, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("captcha: nil redis client")
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	if gen == nil {
-		return nil, fmt.Errorf("captcha: nil generator")
+		return nil, fmt.Errorf("%w: nil generator", ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -71,7 +84,7 @@ func (s *Store) Generate(ctx context.Context, p GenerateParams) (Challenge, erro
 
 func (s *Store) generate(ctx context.Context, p GenerateParams) (Challenge, error) {
 	if len(p.User) > 256 {
-		return Challenge{}, fmt.Errorf("captcha: user ID longer than 256 bytes")
+		return Challenge{}, fmt.Errorf("%w: user ID longer than 256 bytes", ErrInvalidArgument)
 	}
 	for range 3 { // a random 128-bit ID collides only if crypto/rand is broken
 		id := newID()
@@ -101,27 +114,29 @@ func (s *Store) generate(ctx context.Context, p GenerateParams) (Challenge, erro
 	return Challenge{}, fmt.Errorf("captcha: generate: ID collisions")
 }
 
-// Verify checks answer (normalised: trimmed, case-insensitive) for the
-// challenge id on behalf of user ("" for an anonymous caller). It returns
-// nil exactly once per challenge, then the challenge is gone. Refusals:
-// [ErrNotFound], [ErrWrongUser], [ErrWrongAnswer] (as [*AttemptsError])
-// and [ErrTooManyAttempts]; any other error is a Redis failure and must be
-// treated as "not verified".
-func (s *Store) Verify(ctx context.Context, id, answer, user string) error {
+// Verify checks p.Answer (normalised: trimmed, case-insensitive) for the
+// challenge p.ID on behalf of p.User ("" for an anonymous caller). It
+// returns nil exactly once per challenge, then the challenge is gone.
+// Refusals wrap [ErrRefused]: [ErrNotFound] (also for an ID of the wrong
+// shape, checked before Redis), [ErrWrongUser], [ErrWrongAnswer] (as
+// [*AttemptsError]) and [ErrTooManyAttempts]; any other error is a Redis
+// failure or a cancelled context and must be treated as "not verified".
+func (s *Store) Verify(ctx context.Context, p VerifyParams) error {
 	if s.opts.observer == nil {
-		return s.verify(ctx, id, answer, user)
+		return s.verify(ctx, p)
 	}
 	start := time.Now()
-	err := s.verify(ctx, id, answer, user)
+	err := s.verify(ctx, p)
 	s.report(ctx, StageVerify, start, err)
 	return err
 }
 
-func (s *Store) verify(ctx context.Context, id, answer, user string) error {
+func (s *Store) verify(ctx context.Context, p VerifyParams) error {
+	id, user := p.ID, p.User
 	if !ValidID(id) {
 		return ErrNotFound
 	}
-	a := NormalizeAnswer(answer)
+	a := NormalizeAnswer(p.Answer)
 	if len(a) > MaxAnswerLen {
 		a = "" // never matches a stored answer but still counts as an attempt
 	}

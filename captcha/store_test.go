@@ -47,13 +47,15 @@ func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	_, err := New(nil, fixed("q", "a"))
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidConfig, "nil client")
 	_, err = New(rdb, nil)
-	assert.Error(t, err)
-	for _, o := range []Option{WithTTL(0), WithMaxAttempts(0), WithClock(nil)} {
+	assert.ErrorIs(t, err, ErrInvalidConfig, "nil generator")
+	for i, o := range []Option{WithTTL(0), WithMaxAttempts(0), WithClock(nil)} {
 		_, err := New(rdb, fixed("q", "a"), o)
-		assert.Error(t, err)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "option %d", i)
 	}
+	_, err = New(rdb, fixed("q", "a"), nil, WithObserver(nil))
+	assert.NoError(t, err, "a nil option and a nil observer are ignored")
 }
 
 func TestGenerateStores(t *testing.T) {
@@ -111,24 +113,24 @@ func TestVerifyRefusals(t *testing.T) {
 		// solved once, then reused
 		ch, err := s.Generate(ctx, GenerateParams{User: "alice"})
 		require.NoError(t, err)
-		count(s.Verify(ctx, ch.ID, "xkcd7", "mallory")) // right answer, wrong user
-		require.NoError(t, s.Verify(ctx, ch.ID, "  XKCD7\t", "alice"), "trimmed, case-insensitive")
-		count(s.Verify(ctx, ch.ID, "xkcd7", "alice")) // reused
+		count(s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "xkcd7", User: "mallory"})) // right answer, wrong user
+		require.NoError(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "  XKCD7\t", User: "alice"}), "trimmed, case-insensitive")
+		count(s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "xkcd7", User: "alice"})) // reused
 
 		// wrong N times
 		ch, err = s.Generate(ctx, GenerateParams{})
 		require.NoError(t, err)
 		for i := 1; i < 3; i++ {
-			err := s.Verify(ctx, ch.ID, "nope", "")
+			err := s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "nope", User: ""})
 			var ae *AttemptsError
 			require.ErrorAs(t, err, &ae)
 			assert.Equal(t, 3-i, ae.Remaining)
 			count(err)
 		}
-		count(s.Verify(ctx, ch.ID, "nope", ""))  // third wrong: burnt
-		count(s.Verify(ctx, ch.ID, "xkcd7", "")) // right answer too late
-		count(s.Verify(ctx, "not-an-id", "xkcd7", ""))
-		count(s.Verify(ctx, newID(), "xkcd7", "")) // unknown
+		count(s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "nope", User: ""}))  // third wrong: burnt
+		count(s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "xkcd7", User: ""})) // right answer too late
+		count(s.Verify(ctx, VerifyParams{ID: "not-an-id", Answer: "xkcd7", User: ""}))
+		count(s.Verify(ctx, VerifyParams{ID: newID(), Answer: "xkcd7", User: ""})) // unknown
 
 		assert.Equal(t, map[error]int{ErrWrongUser: 1, ErrNotFound: 4, ErrWrongAnswer: 2, ErrTooManyAttempts: 1}, got)
 	}, WithMaxAttempts(3))
@@ -141,10 +143,10 @@ func TestWrongUserDoesNotBurnAttempts(t *testing.T) {
 		ch, err := s.Generate(ctx, GenerateParams{User: "alice"})
 		require.NoError(t, err)
 		for range 5 {
-			assert.ErrorIs(t, s.Verify(ctx, ch.ID, "zzz", "mallory"), ErrWrongUser)
+			assert.ErrorIs(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "zzz", User: "mallory"}), ErrWrongUser)
 		}
-		assert.ErrorIs(t, s.Verify(ctx, ch.ID, "zzz", ""), ErrWrongUser, "anonymous caller of a bound challenge")
-		require.NoError(t, s.Verify(ctx, ch.ID, "abc", "alice"))
+		assert.ErrorIs(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "zzz", User: ""}), ErrWrongUser, "anonymous caller of a bound challenge")
+		require.NoError(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: "alice"}))
 	}, WithMaxAttempts(2))
 }
 
@@ -155,7 +157,7 @@ func TestLongAnswerCountsAsWrong(t *testing.T) {
 		ch, err := s.Generate(ctx, GenerateParams{})
 		require.NoError(t, err)
 		long := "abc" + string(make([]byte, MaxAnswerLen))
-		assert.ErrorIs(t, s.Verify(ctx, ch.ID, long, ""), ErrTooManyAttempts)
+		assert.ErrorIs(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: long, User: ""}), ErrTooManyAttempts)
 	}, WithMaxAttempts(1))
 }
 
@@ -170,9 +172,9 @@ func TestExpiry(t *testing.T) {
 	ch2, err := s.Generate(ctx, GenerateParams{})
 	require.NoError(t, err)
 	m.FastForward(time.Minute - time.Millisecond)
-	require.NoError(t, s.Verify(ctx, ch2.ID, "abc", ""), "1 ms before expiry")
+	require.NoError(t, s.Verify(ctx, VerifyParams{ID: ch2.ID, Answer: "abc", User: ""}), "1 ms before expiry")
 	m.FastForward(time.Millisecond)
-	assert.ErrorIs(t, s.Verify(ctx, ch.ID, "abc", ""), ErrNotFound, "expired")
+	assert.ErrorIs(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: ""}), ErrNotFound, "expired")
 }
 
 func TestConcurrentDoubleVerify(t *testing.T) {
@@ -188,7 +190,7 @@ func TestConcurrentDoubleVerify(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					switch err := s.Verify(ctx, ch.ID, "ABC", "u"); {
+					switch err := s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "ABC", User: "u"}); {
 					case err == nil:
 						ok.Add(1)
 					case errors.Is(err, ErrNotFound):
@@ -217,7 +219,7 @@ func TestConcurrentWrongAnswersBurnExactly(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				switch err := s.Verify(ctx, ch.ID, fmt.Sprint(i), ""); {
+				switch err := s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: fmt.Sprint(i), User: ""}); {
 				case errors.Is(err, ErrWrongAnswer):
 					wrong.Add(1)
 				case errors.Is(err, ErrTooManyAttempts):
@@ -280,7 +282,7 @@ func TestRedisFailureIsError(t *testing.T) {
 	ch, err := s.Generate(ctx, GenerateParams{})
 	require.NoError(t, err)
 	m.SetError("LOADING")
-	err = s.Verify(ctx, ch.ID, "abc", "")
+	err = s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: ""})
 	require.Error(t, err)
 	for _, e := range []error{ErrNotFound, ErrWrongAnswer, ErrTooManyAttempts, ErrWrongUser} {
 		assert.NotErrorIs(t, err, e)
@@ -288,11 +290,11 @@ func TestRedisFailureIsError(t *testing.T) {
 	_, err = s.Generate(ctx, GenerateParams{})
 	assert.Error(t, err)
 	m.SetError("")
-	require.NoError(t, s.Verify(ctx, ch.ID, "abc", ""), "the failed call did not consume it")
+	require.NoError(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: ""}), "the failed call did not consume it")
 
 	// A key of the wrong type: an error, not a panic.
 	require.NoError(t, m.Set(challengeKey(DefaultKeyPrefix, ch.ID), "x"))
-	assert.Error(t, s.Verify(ctx, ch.ID, "abc", ""))
+	assert.Error(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: ""}))
 }
 
 func TestAttemptsErrorMessage(t *testing.T) {

@@ -33,19 +33,34 @@ func (h *timedHandler) Setup(s sarama.ConsumerGroupSession) error {
 // Consumer's path (500 per transaction by default, one stock update per
 // activity per batch); "naive" is one transaction per message
 // (WithBatchSize(1)). Run both in the same invocation, e.g.
-// -benchtime=20000x.
+// -benchtime=20000x. User IDs are decimal strings ("1", "2", …: what
+// int64 IDs become) except in the ids=uuid runs, where they are
+// UUID-shaped (36 bytes); the activity ID is "1".
 func BenchmarkConsume(b *testing.B) {
 	for _, kind := range dbKinds() {
 		for _, bc := range []struct {
 			name       string
 			batch      int
 			partitions int32
-		}{{"batch", 500, 1}, {"batch", 500, 3}, {"batch", 2000, 6}, {"naive", 1, 1}} {
-			b.Run(fmt.Sprintf("db=%s/%s=%d/partitions=%d", kind, bc.name, bc.batch, bc.partitions), func(b *testing.B) {
-				benchConsume(b, kind, bc.batch, bc.partitions)
+			uuid       bool
+		}{{"batch", 500, 1, false}, {"batch", 500, 3, false}, {"batch", 500, 3, true}, {"batch", 2000, 6, false}, {"naive", 1, 1, false}} {
+			name := fmt.Sprintf("db=%s/%s=%d/partitions=%d", kind, bc.name, bc.batch, bc.partitions)
+			if bc.uuid {
+				name += "/ids=uuid"
+			}
+			b.Run(name, func(b *testing.B) {
+				benchConsume(b, kind, bc.batch, bc.partitions, bc.uuid)
 			})
 		}
 	}
+}
+
+// benchUser is the user ID of message i of a benchmark.
+func benchUser(i int, uuid bool) string {
+	if uuid {
+		return uuidUser(1 + i)
+	}
+	return num(1 + i)
 }
 
 // BenchmarkProcess measures Processor.Process alone (no Kafka) on batches
@@ -64,7 +79,7 @@ func BenchmarkProcess(b *testing.B) {
 				}
 				const batch = 500
 				n := (b.N + batch - 1) / batch * batch
-				addActivity(b, db, 1, int64(n)+1, 1)
+				addActivity(b, db, "1", int64(n)+1, 1)
 				gen, err := NewIDGenerator(1)
 				if err != nil {
 					b.Fatal(err)
@@ -77,8 +92,8 @@ func BenchmarkProcess(b *testing.B) {
 				msgs := make([]Message, n)
 				now := time.Now()
 				for i := range msgs {
-					msgs[i] = Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
-						ActivityID: 1, UserID: int64(1 + i), Qty: 1, CreatedAt: now}
+					msgs[i] = Message{Version: MessageVersion, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+						ActivityID: "1", UserID: num(1 + i), Qty: 1, CreatedAt: now}
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -103,21 +118,21 @@ func BenchmarkProcess(b *testing.B) {
 	}
 }
 
-func benchConsume(b *testing.B, kind testenv.DBKind, batch int, partitions int32) {
+func benchConsume(b *testing.B, kind testenv.DBKind, batch int, partitions int32, uuid bool) {
 	ctx := context.Background()
 	db := openDB(b, kind)
 	if err := AutoMigrate(ctx, db); err != nil {
 		b.Fatal(err)
 	}
 	n := b.N
-	addActivity(b, db, 1, int64(n)+1, 1)
+	addActivity(b, db, "1", int64(n)+1, 1)
 	brokers := testenv.Kafka(b, partitions, "orders")
 	sp := syncProducer(b, brokers)
 	now := time.Now()
 	pms := make([]*sarama.ProducerMessage, 0, 1000)
 	for i := 0; i < n; i++ {
-		m := Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
-			ActivityID: 1, UserID: int64(1 + i), Qty: 1, CreatedAt: now}
+		m := Message{MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+			ActivityID: "1", UserID: benchUser(i, uuid), Qty: 1, CreatedAt: now}
 		v, err := m.Encode()
 		if err != nil {
 			b.Fatal(err)
@@ -140,7 +155,7 @@ func benchConsume(b *testing.B, kind testenv.DBKind, batch int, partitions int32
 	}
 	var done atomic.Int64
 	finished := make(chan time.Time, 1)
-	c, err := NewConsumer(p, ReleaserFunc(func(context.Context, int64, string) error { return nil }),
+	c, err := NewConsumer(p, ReleaserFunc(func(context.Context, string, string) error { return nil }),
 		WithBatchSize(batch), WithLinger(time.Millisecond),
 		WithNotifier(NotifierFunc(func(context.Context, Result) {
 			if done.Add(1) == int64(n) {
@@ -192,7 +207,7 @@ func BenchmarkNextID(b *testing.B) {
 
 // BenchmarkDecode measures message decoding and validation.
 func BenchmarkDecode(b *testing.B) {
-	v, err := msg(1, 1, 1).Encode()
+	v, err := msg(1, "1", uuidUser(1)).Encode()
 	if err != nil {
 		b.Fatal(err)
 	}

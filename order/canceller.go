@@ -48,7 +48,8 @@ var _ Scheduler = (*Canceller)(nil)
 // NewCanceller returns a canceller. rdb may be nil: then Schedule is a
 // no-op and only the DB scan cancels. Options: [WithClock], [WithKeyPrefix],
 // [WithPollInterval], [WithScanInterval], [WithScanBatch], [WithBackoff],
-// [WithOnPayCancelled], [WithOnError], [WithLogger], [WithTables].
+// [WithOnPayCancelled], [WithOnError], [WithLogger], [WithTables],
+// [WithObserver].
 func NewCanceller(db *gorm.DB, rdb QueueClient, rel Releaser, opts ...Option) (*Canceller, error) {
 	if db == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", ErrInvalidOption)
@@ -142,8 +143,14 @@ func (e *notDueError) Error() string {
 // cancelOrder is Cancel at now; with expiredOnly the CAS also requires
 // expire_time <= now, and a CREATED order not yet expired gives a
 // *notDueError and changes nothing.
-func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Time, expiredOnly bool) error {
+func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Time, expiredOnly bool) (cerr error) {
 	var o Order
+	if c.o.observer != nil {
+		start := time.Now()
+		defer func() {
+			c.o.observe(ctx, Event{Stage: StageCancel, Outcome: cancelOutcome(cerr), Activity: o.ActivityID, Err: cerr}, start)
+		}()
+	}
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// CAS first: under REPEATABLE READ a status read before the update
 		// could be a stale snapshot.

@@ -32,7 +32,7 @@ type cancelFixture struct {
 func newCancelFixture(t *testing.T, db *gorm.DB, stock int64, n int, opts ...Option) *cancelFixture {
 	t.Helper()
 	f := &cancelFixture{db: db, led: newLedger(), clock: newClock()}
-	addActivity(t, f.db, 1, stock, 1)
+	addActivity(t, f.db, "1", stock, 1)
 	var err error
 	f.proc, err = NewProcessor(f.db, newGen(t, 1), WithClock(f.clock))
 	require.NoError(t, err)
@@ -43,8 +43,8 @@ func newCancelFixture(t *testing.T, db *gorm.DB, stock int64, n int, opts ...Opt
 	f.c, err = NewCanceller(f.db, f.rdb, f.led, opts...)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {
-		m := msg(i, 1, int64(100+i))
-		f.led.reserve(1, Reservation{ID: m.ReservationID})
+		m := msg(i, "1", num(100+i))
+		f.led.reserve("1", Reservation{ID: m.ReservationID})
 		out, err := f.proc.Handle(context.Background(), m)
 		require.NoError(t, err)
 		require.Equal(t, StatusSuccess, out.Status)
@@ -75,14 +75,14 @@ func TestCancelAndDoubleCancel(t *testing.T) {
 		assert.ErrorIs(t, f.c.Cancel(ctx, f.nos[0]), ErrAlreadyCancelled)
 		assert.Equal(t, 1, f.led.releases(), "release is idempotent")
 		assert.ErrorIs(t, f.c.Cancel(ctx, "nope"), ErrOrderNotFound)
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 
 		// cap 1: after a cancellation the user may buy again
-		m := msg(50, 1, 100)
+		m := msg(50, "1", "100")
 		out, err := f.proc.Handle(ctx, m)
 		require.NoError(t, err)
 		assert.Equal(t, StatusSuccess, out.Status)
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 	})
 }
 
@@ -111,7 +111,7 @@ func TestPay(t *testing.T) {
 		assert.ErrorIs(t, f.c.Pay(ctx, "nope"), ErrOrderNotFound)
 
 		assert.Equal(t, 2, f.led.releases())
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 	})
 }
 
@@ -168,7 +168,7 @@ func TestCancelRacingPay(t *testing.T) {
 		assert.Equal(t, payRefused.Load(), refunds.Load(), "one refund per payment refused as cancelled")
 		// orders = accepted − releases; DB stock + live orders = initial
 		assert.EqualValues(t, n-f.led.releases(), countOrders(t, f.db, "status <> ?", OrderCancelled))
-		checkConservation(t, f.db, 1, 100)
+		checkConservation(t, f.db, "1", 100)
 	})
 }
 
@@ -201,7 +201,7 @@ func TestDelayQueueAndScanBackstop(t *testing.T) {
 		assert.Equal(t, 1, n, "the unscheduled order is found by the scan")
 		assert.Equal(t, OrderCancelled, f.status(t, f.nos[3]).Status)
 		assert.Equal(t, 3, f.led.releases())
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 	})
 }
 
@@ -217,7 +217,7 @@ func TestCancelReleaseFailureRetried(t *testing.T) {
 		assert.ErrorIs(t, err, ErrReleasePending)
 		assert.Equal(t, 1, n)
 		assert.Equal(t, OrderCancelled, f.status(t, f.nos[0]).Status)
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 
 		f.led.setFail(nil)
 		f.clock.Add(time.Second)
@@ -240,7 +240,7 @@ func TestCancellerRunClose(t *testing.T) {
 		require.NoError(t, <-done)
 		assert.ErrorIs(t, f.c.Run(context.Background()), ErrClosed)
 		require.NoError(t, f.c.Close())
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 	})
 }
 
@@ -250,7 +250,7 @@ func TestConsumerSchedulesOnCanceller(t *testing.T) {
 		f := newCancelFixture(t, db, 10, 0)
 		var kms []*saramaMsg
 		for i := 0; i < 3; i++ {
-			kms = append(kms, kmsg(t, int64(i), msg(i, 1, int64(200+i))))
+			kms = append(kms, kmsg(t, int64(i), msg(i, "1", num(200+i))))
 		}
 		c, err := NewConsumer(f.proc, f.led, WithLinger(0), WithScheduler(f.c))
 		require.NoError(t, err)
@@ -259,7 +259,7 @@ func TestConsumerSchedulesOnCanceller(t *testing.T) {
 		n, err := f.c.CancelDue(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, 3, n, fmt.Sprint("scheduled by the consumer"))
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 	})
 }
 
@@ -290,7 +290,7 @@ func TestCancelDueTrustsDBExpiry(t *testing.T) {
 		require.NoError(t, err, "the entry is rescheduled, not dropped")
 		assert.EqualValues(t, expire.UnixMilli(), score, "rescheduled at the DB expire_time")
 		assert.ErrorIs(t, f.rdb.ZScore(ctx, f.key, f.nos[1]).Err(), redis.Nil, "a paid order's entry is dropped")
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 
 		// the scan backstop does not cancel it early either
 		n, err = f.c.ScanExpired(ctx)
@@ -303,7 +303,7 @@ func TestCancelDueTrustsDBExpiry(t *testing.T) {
 		assert.Equal(t, 1, n, "cancelled at its real expiry")
 		assert.Equal(t, OrderCancelled, f.status(t, f.nos[0]).Status)
 		assert.Equal(t, 1, f.led.releases())
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 	})
 }
 
@@ -325,13 +325,13 @@ func TestPayExpiredReleaseFails(t *testing.T) {
 		assert.EqualValues(t, 1, refunds.Load())
 		assert.Equal(t, OrderCancelled, f.status(t, f.nos[0]).Status)
 		assert.Equal(t, 0, f.led.releases())
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 		_, err = f.rdb.ZScore(ctx, f.key, f.nos[0]).Result()
 		require.NoError(t, err, "put on the delay queue to retry the release")
 
 		// a retry while Redis is still down restores nothing twice
 		assert.ErrorIs(t, f.c.Cancel(ctx, f.nos[0]), ErrAlreadyCancelled)
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 
 		f.led.setFail(nil)
 		f.clock.Add(time.Minute)
@@ -343,11 +343,11 @@ func TestPayExpiredReleaseFails(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "the other expired order; the first is not cancelled twice")
 		assert.Equal(t, 2, f.led.releases())
-		checkConservation(t, f.db, 1, 10)
+		checkConservation(t, f.db, "1", 10)
 
 		rec, err := NewReconciler(f.db, f.led, f.led, WithClock(f.clock))
 		require.NoError(t, err)
-		rep, err := rec.Reconcile(ctx, 1)
+		rep, err := rec.Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.Empty(t, rep.Released, "nothing left to release")
 		assert.Equal(t, 2, f.led.releases())
@@ -362,11 +362,11 @@ func TestPayExpiredReleaseLeftToReconciler(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		led, clock := newLedger(), newClock()
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 		require.NoError(t, err)
-		m := msg(0, 1, 100)
-		led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+		m := msg(0, "1", "100")
+		led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
 		out, err := p.Handle(ctx, m)
 		require.NoError(t, err)
 		c, err := NewCanceller(db, nil, led, WithClock(clock))
@@ -377,14 +377,14 @@ func TestPayExpiredReleaseLeftToReconciler(t *testing.T) {
 		err = c.Pay(ctx, out.OrderNo)
 		assert.ErrorIs(t, err, ErrOrderCancelled)
 		assert.ErrorIs(t, err, ErrReleasePending)
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 		assert.Equal(t, 0, led.releases())
 
 		led.setFail(nil)
 		rec, err := NewReconciler(db, led, led, WithClock(clock))
 		require.NoError(t, err)
 		for i := 0; i < 2; i++ {
-			rep, err := rec.Reconcile(ctx, 1)
+			rep, err := rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
 			if i == 0 {
 				assert.Equal(t, []string{m.ReservationID}, rep.Released)
@@ -394,6 +394,6 @@ func TestPayExpiredReleaseLeftToReconciler(t *testing.T) {
 			assert.True(t, rep.Conserved)
 		}
 		assert.Equal(t, 1, led.releases())
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 	})
 }

@@ -61,11 +61,12 @@ func TestCapCheckWaitsForTheSameBuyer(t *testing.T) {
 					t.Skip("MySQL: settled by a deadlock and a retry, not by waiting")
 				}
 				ctx := context.Background()
-				act := int64(10 + tc.held)
+				act := num(10 + tc.held)
+				actN := int64(10 + tc.held)
 				addActivity(t, db, act, 100, 2)
 				p := newProc(t, db)
 				if tc.held > 0 {
-					out, err := p.Handle(ctx, msg(int(act*100), act, 7))
+					out, err := p.Handle(ctx, msg(int(actN*100), act, "7"))
 					require.NoError(t, err)
 					require.Equal(t, StatusSuccess, out.Status)
 				}
@@ -73,9 +74,9 @@ func TestCapCheckWaitsForTheSameBuyer(t *testing.T) {
 				txA := db.Begin(p.txOpts...)
 				require.NoError(t, txA.Error)
 				defer txA.Rollback()
-				held, err := p.liveUnits(ctx, txA, act, []int64{7})
+				held, err := p.liveUnits(ctx, txA, act, []string{"7"})
 				require.NoError(t, err)
-				require.Equal(t, tc.held, held[7])
+				require.Equal(t, tc.held, held["7"])
 
 				type result struct {
 					out Outcome
@@ -83,7 +84,7 @@ func TestCapCheckWaitsForTheSameBuyer(t *testing.T) {
 				}
 				done := make(chan result, 1)
 				go func() {
-					out, err := p.Handle(ctx, msg(int(act*100+1), act, 7))
+					out, err := p.Handle(ctx, msg(int(actN*100+1), act, "7"))
 					done <- result{out, err}
 				}()
 				var early *result
@@ -100,7 +101,7 @@ func TestCapCheckWaitsForTheSameBuyer(t *testing.T) {
 				// A adds its units and commits. On MySQL/MariaDB A's insert
 				// into the range Handle waits to lock may deadlock instead:
 				// one of the two is rolled back (1213) and retries.
-				o := p.newOrder(msg(int(act*100+2), act, 7), activityInfo{ID: act, UserLimit: 2}, int64(act*1000+2), p.o.clock.Now())
+				o := p.newOrder(msg(int(actN*100+2), act, "7"), activityInfo{ID: act, UserLimit: 2}, actN*1000+2, p.o.clock.Now())
 				o.Qty = tc.by
 				errA := p.insertRows(ctx, txA, tableOrder, orderArgs([]Order{o}))
 				if errA == nil {
@@ -127,10 +128,10 @@ func TestCapCheckWaitsForTheSameBuyer(t *testing.T) {
 				if r.err != nil {
 					require.Equal(t, "mysql", dialect, "Handle failed: %v", r.err)
 					require.True(t, isDeadlock(r.err), "Handle failed: %v", r.err)
-					r.out, r.err = p.Handle(ctx, msg(int(act*100+1), act, 7)) // the consumer's retry
+					r.out, r.err = p.Handle(ctx, msg(int(actN*100+1), act, "7")) // the consumer's retry
 					require.NoError(t, r.err)
 				}
-				_, units := userLive(t, db, act, 7)
+				_, units := userLive(t, db, act, "7")
 				if errA == nil {
 					assert.Equal(t, StatusFailed, r.out.Status)
 					assert.Equal(t, ReasonLimit, r.out.Reason)
@@ -162,7 +163,7 @@ func TestPostgresBatchReadsFollowTheTableSize(t *testing.T) {
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
 	sqlDB.SetMaxOpenConns(1) // one connection: one statement cache, one plan cache
-	addActivity(t, db, 1, 1_000_000, 1)
+	addActivity(t, db, "1", 1_000_000, 1)
 	// Rows of message_dedup read by sequential scans, as this backend has
 	// counted them since it last reported its statistics: the current
 	// transaction's, and a few hundred of the earlier small batches'.
@@ -174,7 +175,7 @@ func TestPostgresBatchReadsFollowTheTableSize(t *testing.T) {
 	batch := func(k int) []Message {
 		msgs := make([]Message, size)
 		for i := range msgs {
-			msgs[i] = msg(k*size+i, 1, int64(k*size+i+1))
+			msgs[i] = msg(k*size+i, "1", num(k*size+i+1))
 		}
 		return msgs
 	}
@@ -185,7 +186,7 @@ func TestPostgresBatchReadsFollowTheTableSize(t *testing.T) {
 	// minute away).
 	const bulk = 50000
 	require.NoError(t, db.Exec("INSERT INTO message_dedup (msg_id, reservation_id, activity_id, user_id, outcome, created_at)"+
-		" SELECT 'bulk-' || g, 'bulk-' || g, 2, g, 'SUCCESS', now() FROM generate_series(1, ?) g", bulk).Error)
+		" SELECT 'bulk-' || g, 'bulk-' || g, '2', g::text, 'SUCCESS', now() FROM generate_series(1, ?) g", bulk).Error)
 	mustProcess(t, p, batch(100))
 	assert.Less(t, seqRead, int64(bulk/2), "the batch's dedup read scanned the whole table")
 }

@@ -70,7 +70,7 @@ var _ sarama.ConsumerGroupHandler = (*Consumer)(nil)
 // reservations through rel. Options: [WithBatchSize], [WithLinger],
 // [WithMaxAttempts], [WithBackoff], [WithDeadLetter], [WithResults],
 // [WithNotifier], [WithScheduler], [WithHealthCheck], [WithReleaseAttempts],
-// [WithOnError], [WithLogger].
+// [WithOnError], [WithLogger], [WithObserver], [WithContextFrom].
 func NewConsumer(p *Processor, rel Releaser, opts ...Option) (*Consumer, error) {
 	if p == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidOption)
@@ -172,6 +172,9 @@ func (c *Consumer) handle(ctx context.Context, sess sarama.ConsumerGroupSession,
 			}
 			continue
 		}
+		if len(km.Headers) > 0 {
+			m.Headers = headersOf(km.Headers)
+		}
 		msgs = append(msgs, m)
 		src = append(src, km)
 	}
@@ -187,15 +190,23 @@ func (c *Consumer) handle(ctx context.Context, sess sarama.ConsumerGroupSession,
 
 func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.ConsumerMessage) error {
 	if c.o.batchSize > 1 && len(msgs) > 1 {
+		bctx := c.msgContext(ctx, msgs[0]) // the batch's context: its first message's
 		for attempt := 0; ; attempt++ {
-			outs, err := c.p.Process(ctx, msgs)
+			start := time.Now()
+			outs, err := c.p.Process(bctx, msgs)
 			if err == nil {
 				c.batches.Add(1)
 				c.batchMsgs.Add(int64(len(msgs)))
-				c.after(ctx, outs)
+				c.after(bctx, outs)
+				if c.o.observer != nil {
+					c.observeOutcomes(bctx, start, outs)
+				}
 				return nil
 			}
 			c.retries.Add(1)
+			if c.o.observer != nil {
+				c.o.observe(bctx, Event{Stage: StageConsume, Outcome: "error", Activity: batchActivity(msgs), Value: float64(len(msgs)), Err: err}, start)
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -210,14 +221,22 @@ func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.Cons
 	}
 	for i, m := range msgs {
 		counted := 0
+		mctx := c.msgContext(ctx, m)
 		for attempt := 0; ; attempt++ {
-			out, err := c.p.Handle(ctx, m)
+			start := time.Now()
+			out, err := c.p.Handle(mctx, m)
 			if err == nil {
 				c.oneByOne.Add(1)
-				c.after(ctx, []Outcome{out})
+				c.after(mctx, []Outcome{out})
+				if c.o.observer != nil {
+					c.observeOutcomes(mctx, start, []Outcome{out})
+				}
 				break
 			}
 			c.retries.Add(1)
+			if c.o.observer != nil {
+				c.o.observe(mctx, Event{Stage: StageConsume, Outcome: "error", Activity: m.ActivityID, Value: 1, Err: err}, start)
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -322,6 +341,9 @@ func (c *Consumer) deadLetter(ctx context.Context, km *sarama.ConsumerMessage, c
 		err := c.o.deadLetter.DeadLetter(ctx, km, cause)
 		if err == nil {
 			c.deadLettered.Add(1)
+			if c.o.observer != nil {
+				c.o.observer.Observe(ctx, Event{Stage: StageConsume, Outcome: "dead_letter", Value: 1})
+			}
 			c.o.logger.WarnContext(ctx, "order: message dead-lettered", "topic", km.Topic,
 				"partition", km.Partition, "offset", km.Offset, "cause", cause)
 			return nil

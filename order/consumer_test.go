@@ -94,15 +94,15 @@ func poisonTrigger(t *testing.T, db *gorm.DB, resv string) {
 func TestConsumeClaimBatchAndEffects(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		addActivity(t, db, 1, 5, 1)
+		addActivity(t, db, "1", 5, 1)
 		led := newLedger()
 		var kms []*sarama.ConsumerMessage
 		for i := 0; i < 8; i++ {
-			m := msg(i, 1, int64(100+i))
-			led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
+			m := msg(i, "1", num(100+i))
+			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
 			kms = append(kms, kmsg(t, int64(i), m))
 		}
-		kms = append(kms, kmsg(t, 8, msg(2, 1, 102))) // redelivery
+		kms = append(kms, kmsg(t, 8, msg(2, "1", "102"))) // redelivery
 		sched := map[string]time.Time{}
 		var smu sync.Mutex
 		n := &notes{}
@@ -125,12 +125,12 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 		assert.Equal(t, 3, led.releases(), "sold-out reservations released")
 		// orders = accepted − releases
 		assert.EqualValues(t, 8-led.releases(), orders)
-		checkConservation(t, db, 1, 5)
+		checkConservation(t, db, "1", 5)
 		assert.Len(t, sched, 5, "one cancellation scheduled per new order")
 		assert.Equal(t, 9, n.count(), "every delivery notified (at least once)")
 		succ, failed := 0, 0
 		for i := 0; i < 8; i++ {
-			r, err := results.Get(context.Background(), 1, int64(100+i))
+			r, err := results.Get(context.Background(), "1", num(100+i))
 			require.NoError(t, err)
 			switch r.Status {
 			case StatusSuccess:
@@ -151,12 +151,12 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 func TestConsumeClaimPoison(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		led := newLedger()
 		kms := []*sarama.ConsumerMessage{
-			kmsg(t, 0, msg(0, 1, 100)),
+			kmsg(t, 0, msg(0, "1", "100")),
 			{Topic: "orders", Offset: 1, Value: []byte("{garbage")},
-			kmsg(t, 2, msg(2, 1, 102)),
+			kmsg(t, 2, msg(2, "1", "102")),
 		}
 
 		t.Run("dead-lettered", func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestConsumeClaimPoison(t *testing.T) {
 func TestConsumeClaimPoisonAfterAttempts(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		// Rows of reservation "r-1" always fail (a trigger) although the DB is healthy.
 		poisonTrigger(t, db, "r-1")
 		dlq := &dlqSink{}
@@ -194,21 +194,21 @@ func TestConsumeClaimPoisonAfterAttempts(t *testing.T) {
 			WithBackoff(time.Millisecond, 2*time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
 		require.NoError(t, err)
 		sess := &fakeSession{ctx: context.Background()}
-		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, 1, 100)), kmsg(t, 1, msg(1, 1, 101)), kmsg(t, 2, msg(2, 1, 102))}))
+		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, "1", "100")), kmsg(t, 1, msg(1, "1", "101")), kmsg(t, 2, msg(2, "1", "102"))}))
 		require.Equal(t, 1, dlq.count())
 		assert.EqualValues(t, 1, dlq.msgs[0].Offset)
 		assert.True(t, IsPermanent(dlq.errs[0]))
 		assert.EqualValues(t, 2, countOrders(t, db, ""), "neighbours of the poison message committed")
 		assert.EqualValues(t, 2, sess.lastMarked())
 		assert.EqualValues(t, 1+3, errs.Load(), "one batch failure + three attempts")
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 	})
 }
 
 func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		addActivity(t, db, 1, 100, 1)
+		addActivity(t, db, "1", 100, 1)
 		var down downSwitch
 		// The order table is gone: the dedup rows of the transaction are written,
 		// then the order INSERT fails and everything must roll back.
@@ -217,8 +217,8 @@ func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 		led := newLedger()
 		var kms []*sarama.ConsumerMessage
 		for i := 0; i < 20; i++ {
-			m := msg(i, 1, int64(100+i))
-			led.reserve(1, Reservation{ID: m.ReservationID})
+			m := msg(i, "1", num(100+i))
+			led.reserve("1", Reservation{ID: m.ReservationID})
 			kms = append(kms, kmsg(t, int64(i), m))
 		}
 		dlq := &dlqSink{}
@@ -236,7 +236,7 @@ func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 		var dd int64
 		require.NoError(t, db.Model(&Dedup{}).Count(&dd).Error)
 		assert.EqualValues(t, 0, dd)
-		assert.EqualValues(t, 100, dbStock(t, db, 1))
+		assert.EqualValues(t, 100, dbStock(t, db, "1"))
 
 		require.NoError(t, AutoMigrate(context.Background(), db)) // the DB is back
 		down.on.Store(false)
@@ -245,7 +245,7 @@ func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 		assert.EqualValues(t, 20, countOrders(t, db, ""), "no loss")
 		assert.Equal(t, 0, dlq.count(), "DB down is not poison")
 		assert.Equal(t, 0, led.releases())
-		checkConservation(t, db, 1, 100)
+		checkConservation(t, db, "1", 100)
 	})
 }
 
@@ -271,16 +271,16 @@ func TestConsumeClaimStopsWithSession(t *testing.T) {
 func TestConsumerReleaseFailureLeftToReconciler(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		addActivity(t, db, 1, 0, 1) // sold out in the DB
+		addActivity(t, db, "1", 0, 1) // sold out in the DB
 		led := newLedger()
-		led.reserve(1, Reservation{ID: "r-0"})
+		led.reserve("1", Reservation{ID: "r-0"})
 		led.setFail(errors.New("redis down"))
 		var errs atomic.Int64
 		c, err := NewConsumer(newProc(t, db), led, WithLinger(0), WithReleaseAttempts(2),
 			WithBackoff(time.Millisecond, time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
 		require.NoError(t, err)
 		sess := &fakeSession{ctx: context.Background()}
-		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, 1, 100))}))
+		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, "1", "100"))}))
 		assert.EqualValues(t, 0, sess.lastMarked())
 		assert.EqualValues(t, 1, errs.Load())
 		led.mu.Lock()
@@ -288,7 +288,7 @@ func TestConsumerReleaseFailureLeftToReconciler(t *testing.T) {
 		led.mu.Unlock()
 		// redelivery re-issues the release (the dedup row says FAILED)
 		led.setFail(nil)
-		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, 1, 100))}))
+		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, "1", "100"))}))
 		assert.Equal(t, 1, led.releases())
 	})
 }

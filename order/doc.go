@@ -49,14 +49,27 @@
 // stops with its context or Close. Hooks are called without internal locks
 // ([TxHook] inside the consumer's transaction, which holds row locks).
 //
-// # Message extension and order snapshot
+// # User and activity IDs
 //
-// [Message.Ext] carries an opaque JSON payload of at most [MaxExtSize]
-// (4 KiB) from the API to the order's ext column; a message with one is
-// version 2 ([MessageVersion]), so a consumer that predates it refuses it
-// rather than dropping the payload, and a message without one is still
-// version 1: old messages decode as before (upgrade consumers first). The
-// consumer's transaction also copies the activity's product_id and
+// User and activity IDs are strings in every API of the package (a
+// decimal number, a UUID, "ann@shop"): 1 to [MaxIDLen] (64) bytes of
+// [A-Za-z0-9._@+-], [ValidID] — the rule of the stock package. Anything
+// else is refused before Redis or the database is touched, with
+// [ErrInvalidID] (wrapping [ErrInvalidMessage]; a [PermanentError] when it
+// arrives in a message), never echoing an over-long ID. The columns are
+// VARCHAR(64) on every database — on MySQL/MariaDB ascii_bin, so IDs
+// compare byte for byte as in Redis — and the activity's primary key is
+// its ID. Order numbers (snowflake) stay int64.
+//
+// # Message versions, extension and order snapshot
+//
+// [Message.Encode] writes version 3 ([MessageVersion]): string IDs and the
+// optional [Message.Ext]. A consumer that predates it refuses the message
+// by its version instead of misreading it: upgrade consumers first.
+// Versions 1 (numeric IDs) and 2 (numeric IDs and Ext) still decode; their
+// numbers become decimal strings. [Message.Ext] carries an opaque JSON
+// payload of at most [MaxExtSize] (4 KiB) from the API to the order's ext
+// column. The consumer's transaction also copies the activity's product_id and
 // product_name onto the order; price is the unit price at the time of sale
 // (the message's, else the activity price read in that transaction).
 //
@@ -74,17 +87,41 @@
 //
 // # Tables
 //
-// Three tables, seckill_activity, seckill_order and message_dedup by
-// default: [AutoMigrate], or the DDL of [Schema] (schema.sql,
+// Four tables, seckill_activity, seckill_order, message_dedup and
+// seckill_activity_adjust (the stock ledger of [AdjustStock]) by default:
+// [AutoMigrate], or the DDL of [Schema] (schema.sql,
 // [SchemaMySQL]; schema_postgres.sql, [SchemaPostgres]). [WithTables]
 // names others, so that several services (or a shop's naming scheme)
 // share a database: give the same [TableOption] to every constructor that
 // touches them ([NewProcessor], [NewCanceller], [NewReconciler],
-// [NewFence], [NewResults]) and to [AutoMigrate], [Schema], [PruneDedup]
-// and [LiveReservations]. Names are validated plain lower-case identifiers,
+// [NewFence], [NewResults], [NewOrders]) and to [AutoMigrate], [Schema],
+// [PruneDedup], [LiveReservations], [AdjustStock], [Adjustments] and
+// [SetActivityStatus]. Names are validated plain lower-case identifiers,
 // quoted in every statement; index and CHECK names are schema.sql's under
 // the default names and derived from the table's name otherwise
 // (uk_<table>_order_no, …), so two configurations coexist in one schema.
+//
+// # Operating a sale
+//
+// [AdjustStock] tops up or withdraws units as an idempotent entry of the
+// activity's stock ledger, moving stock and total_stock together in one
+// transaction (a withdrawal never takes stock below 0:
+// [ErrInsufficientStock]), so stock + live orders = total_stock = initial
+// + Σ deltas keeps holding and the [Reconciler] sees no drift
+// ([Report.Drift]). [SetActivityStatus] records a pause in the activity's
+// status column. [Orders] reads orders (by number, reservation, buyer) and
+// pays or cancels them, so no caller reads the tables.
+//
+// # Observing and tracing
+//
+// [WithObserver] reports the [Consumer], [Submitter], [Reconciler] and
+// [Canceller] to the observer shape every seckill package shares
+// ([Event]; stages order.consume, order.submit, order.reconcile,
+// order.reconcile_drift, order.cancel; [ObserveLag] reports
+// order.consumer_lag). [WithHeaders] (producer) and [WithContextFrom]
+// (consumer) carry a trace context through Kafka record headers into the
+// consumer's transaction: a batch's [TxHook] gets its first message's
+// context, and each order its own message's headers ([Order.Headers]).
 //
 // # Databases
 //

@@ -15,10 +15,18 @@ var (
 	// user to try again.
 	ErrRetry = errors.New("order: not accepted, retry")
 
-	// ErrInvalidMessage reports a message that fails validation. Decoding
+	// ErrInvalidMessage reports a message that fails validation, and is
+	// the package's invalid-input sentinel: a call given an invalid user,
+	// activity or reservation ID wraps it too ([ErrInvalidID]). Decoding
 	// and validation failures in the consumer are wrapped in a
 	// [PermanentError].
 	ErrInvalidMessage = errors.New("order: invalid message")
+
+	// ErrInvalidID reports a user or activity ID that is not [ValidID]
+	// (empty, longer than [MaxIDLen], or a byte outside [A-Za-z0-9._@+-]),
+	// in a [Message] or an argument. It wraps [ErrInvalidMessage]. The
+	// error never echoes an over-long ID.
+	ErrInvalidID = fmt.Errorf("%w: invalid user or activity id", ErrInvalidMessage)
 
 	// ErrUnsupportedVersion reports a message whose "v" field is newer than
 	// this package understands.

@@ -32,7 +32,7 @@ func openDB() (*gorm.DB, func()) {
 	// The examples run on the real clock (the ID generator, the processor
 	// and the canceller use time.Now), so the activity window starts now.
 	start := time.Now()
-	db.Create(&order.Activity{ID: 42, Name: "phone", ActivityPrice: 99900, TotalStock: 2, Stock: 2,
+	db.Create(&order.Activity{ID: "42", Name: "phone", ActivityPrice: 99900, TotalStock: 2, Stock: 2,
 		UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
 	return db, func() {
 		if sqlDB, err := db.DB(); err == nil {
@@ -42,9 +42,11 @@ func openDB() (*gorm.DB, func()) {
 	}
 }
 
-func message(n int, user int64) order.Message {
+// message is the n-th message, of user, for activity "42". IDs are
+// strings: a decimal number, a UUID, an e-mail-like handle (order.ValidID).
+func message(n int, user string) order.Message {
 	return order.Message{Version: order.MessageVersion, MsgID: fmt.Sprint("msg-", n), ReservationID: fmt.Sprint("resv-", n),
-		ActivityID: 42, UserID: user, Qty: 1, CreatedAt: time.Now()}
+		ActivityID: "42", UserID: user, Qty: 1, CreatedAt: time.Now()}
 }
 
 // A batch of messages becomes orders in one transaction; what does not fit
@@ -57,7 +59,7 @@ func ExampleProcessor_Process() {
 	ids, _ := order.NewIDGenerator(1) // machine ID unique per instance
 	p, _ := order.NewProcessor(db, ids)
 
-	msgs := []order.Message{message(1, 7), message(2, 8), message(3, 9)}
+	msgs := []order.Message{message(1, "7"), message(2, "4f9c2a1e-8d5b-4c1e-9a3f-2b7d6e0c1a95"), message(3, "ann@shop")}
 	outs, err := p.Process(ctx, msgs)
 	if err != nil {
 		fmt.Println(err)
@@ -70,8 +72,8 @@ func ExampleProcessor_Process() {
 	fmt.Println("redelivered:", again.Status, again.Duplicate)
 	// Output:
 	// 7 SUCCESS  release: false
-	// 8 SUCCESS  release: false
-	// 9 FAILED sold_out release: true
+	// 4f9c2a1e-8d5b-4c1e-9a3f-2b7d6e0c1a95 SUCCESS  release: false
+	// ann@shop FAILED sold_out release: true
 	// redelivered: SUCCESS true
 }
 
@@ -83,10 +85,10 @@ func ExampleCanceller_Pay() {
 	defer done()
 	ids, _ := order.NewIDGenerator(1)
 	p, _ := order.NewProcessor(db, ids)
-	a, _ := p.Handle(ctx, message(1, 7))
-	b, _ := p.Handle(ctx, message(2, 8))
+	a, _ := p.Handle(ctx, message(1, "7"))
+	b, _ := p.Handle(ctx, message(2, "8"))
 
-	released := order.ReleaserFunc(func(_ context.Context, activity int64, resv string) error {
+	released := order.ReleaserFunc(func(_ context.Context, activity string, resv string) error {
 		fmt.Println("release", activity, resv)
 		return nil
 	})
@@ -117,17 +119,17 @@ func ExampleSubmitter_Submit() {
 		fmt.Println("outbox row for", m.ReservationID)
 		return nil
 	})
-	release := order.ReleaserFunc(func(_ context.Context, _ int64, resv string) error {
+	release := order.ReleaserFunc(func(_ context.Context, _ string, resv string) error {
 		fmt.Println("released", resv)
 		return nil
 	})
 	s, _ := order.NewSubmitter(kafkaDown, outbox, release)
-	route, err := s.Submit(ctx, order.Message{ReservationID: "resv-1", ActivityID: 42, UserID: 7, Qty: 1})
+	route, err := s.Submit(ctx, order.Message{ReservationID: "resv-1", ActivityID: "42", UserID: "0b8e4c52-77a1-4f1e-b7d2-9c3a5e6f1d20", Qty: 1})
 	fmt.Println(route, err)
 
 	dbDown := order.FallbackFunc(func(context.Context, order.Message) error { return errors.New("db down") })
 	s, _ = order.NewSubmitter(kafkaDown, dbDown, release)
-	_, err = s.Submit(ctx, order.Message{ReservationID: "resv-2", ActivityID: 42, UserID: 8, Qty: 1})
+	_, err = s.Submit(ctx, order.Message{ReservationID: "resv-2", ActivityID: "42", UserID: "8", Qty: 1})
 	fmt.Println(errors.Is(err, order.ErrRetry))
 	// Output:
 	// outbox row for resv-1
@@ -158,7 +160,7 @@ func ExampleWithTxHook() {
 	}
 	_ = db.AutoMigrate(&ShopItem{})
 	start := time.Now()
-	db.Table("shop_activity").Create(&order.Activity{ID: 42, ProductID: 7001, ProductName: "phone", ActivityPrice: 99900,
+	db.Table("shop_activity").Create(&order.Activity{ID: "42", ProductID: 7001, ProductName: "phone", ActivityPrice: 99900,
 		TotalStock: 5, Stock: 5, UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
 
 	ids, _ := order.NewIDGenerator(1)
@@ -170,9 +172,9 @@ func ExampleWithTxHook() {
 		}
 		return nil
 	}))
-	m := message(1, 7)
+	m := message(1, "4f9c2a1e-8d5b-4c1e-9a3f-2b7d6e0c1a95")
 	m.Ext = []byte(`{"coupon":"SPRING"}`)
-	outs, _ := p.Process(ctx, []order.Message{m, message(2, 8)})
+	outs, _ := p.Process(ctx, []order.Message{m, message(2, "8")})
 	_, _ = p.Process(ctx, []order.Message{m}) // redelivered: no second shop row
 
 	var items []ShopItem

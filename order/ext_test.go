@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -21,50 +22,59 @@ func TestMessageExtValidation(t *testing.T) {
 	assert.Equal(t, 1, m.Version)
 	assert.Nil(t, m.Ext)
 	assert.EqualValues(t, 1234, m.Price)
+	assert.Equal(t, "1", m.ActivityID)
+	assert.Equal(t, "77", m.UserID)
 
-	// Encode picks the lowest version that carries the message.
-	plain := msg(1, 1, 7)
+	// Encode writes the current version, with or without Ext.
+	plain := msg(1, "1", "7")
 	plain.Version = 0
 	b, err := plain.Encode()
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"v":1,`)
+	assert.Contains(t, string(b), `"v":3,`)
 	assert.NotContains(t, string(b), `"ext"`)
 	withExt := plain
 	withExt.Ext = json.RawMessage(`{"coupon": "X1", "n": [1, 2]}`)
 	b, err = withExt.Encode()
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"v":2,`)
+	assert.Contains(t, string(b), `"v":3,`)
 	got, err := Decode(b)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"coupon":"X1","n":[1,2]}`, string(got.Ext))
-	assert.Equal(t, 2, got.Version)
+	assert.Equal(t, MessageVersion, got.Version)
 
 	for name, tc := range map[string]struct {
 		v   int
 		ext string
 	}{
-		"too large":      {2, `"` + strings.Repeat("x", MaxExtSize-1) + `"`},
-		"not json":       {2, `{coupon}`},
-		"not utf-8":      {2, "\"\xff\xfe\""},
+		"too large":      {3, `"` + strings.Repeat("x", MaxExtSize-1) + `"`},
+		"not json":       {3, `{coupon}`},
+		"not utf-8":      {3, "\"\xff\xfe\""},
+		"too large v2":   {2, `"` + strings.Repeat("x", MaxExtSize-1) + `"`},
 		"version 1":      {1, `{"a":1}`},
 		"future version": {MessageVersion + 1, `{"a":1}`},
 	} {
-		m := msg(1, 1, 7)
+		m := msg(1, "1", "7")
 		m.Version, m.Ext = tc.v, json.RawMessage(tc.ext)
-		_, err := m.Encode()
-		require.Error(t, err, name)
-		b, _ := json.Marshal(struct {
-			Message
-			Ext json.RawMessage `json:"ext"`
-		}{m, nil})
-		raw := strings.TrimSuffix(string(b), `,"ext":null}`) + `,"ext":` + tc.ext + `}`
-		_, err = Decode([]byte(raw))
+		require.Error(t, m.Validate(), name)
+		if tc.v != 1 { // Encode writes a version 1 message as version 3, which carries Ext
+			_, err := m.Encode()
+			require.Error(t, err, name)
+		}
+		ids := `"activity_id":"1","user_id":"7"`
+		if tc.v < 3 {
+			ids = `"activity_id":1,"user_id":7` // the shape of versions 1 and 2
+		}
+		raw := fmt.Sprintf(`{"v":%d,"msg_id":"m-1","reservation_id":"r-1",%s,"qty":1,"created_at":"2026-11-29T08:00:00Z","ext":%s}`,
+			tc.v, ids, tc.ext)
+		_, err := Decode([]byte(raw))
 		require.Error(t, err, name)
 		assert.True(t, IsPermanent(err), name)
 	}
 	// the largest payload passes; JSON null is no payload
-	m = msg(1, 1, 7)
-	m.Version, m.Ext = 2, json.RawMessage(`"`+strings.Repeat("x", MaxExtSize-2)+`"`)
+	m = msg(1, "1", "7")
+	m.Ext = json.RawMessage(`"` + strings.Repeat("x", MaxExtSize-2) + `"`)
+	require.NoError(t, m.Validate())
+	m.Version = 2
 	require.NoError(t, m.Validate())
 	m.Version, m.Ext = 1, json.RawMessage(`null`)
 	require.NoError(t, m.Validate())
@@ -104,16 +114,16 @@ func TestOrderSnapshotAndExt(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		tabs := DefaultTables()
-		addActivity(t, db, 1, 100, 1)
+		addActivity(t, db, "1", 100, 1)
 		p := newProc(t, db)
 
 		old, err := Decode([]byte(oldMessage))
 		require.NoError(t, err)
 		var batch []Message
 		for i := 0; i < 4; i++ {
-			m := msg(i, 1, int64(100+i))
+			m := msg(i, "1", num(100+i))
 			if i%2 == 1 {
-				m.Version, m.Ext = 2, json.RawMessage(`{"coupon":"C`+string(rune('0'+i))+`","note":"ünïcode"}`)
+				m.Ext = json.RawMessage(`{"coupon":"C` + string(rune('0'+i)) + `","note":"ünïcode"}`)
 			}
 			batch = append(batch, m)
 		}
@@ -125,10 +135,10 @@ func TestOrderSnapshotAndExt(t *testing.T) {
 		}
 
 		// one by one, after the product was renamed and repriced
-		require.NoError(t, db.Exec("UPDATE seckill_activity SET product_name = ?, product_id = ?, activity_price = ? WHERE id = 1",
-			"renamed", 4242, "5.55").Error)
-		single := msg(10, 1, 110)
-		single.Version, single.Ext = 2, json.RawMessage(`[1,{"a":null}]`)
+		require.NoError(t, db.Exec("UPDATE seckill_activity SET product_name = ?, product_id = ?, activity_price = ? WHERE id = ?",
+			"renamed", 4242, "5.55", "1").Error)
+		single := msg(10, "1", "110")
+		single.Ext = json.RawMessage(`[1,{"a":null}]`)
 		out, err := p.Handle(ctx, single)
 		require.NoError(t, err)
 		require.Equal(t, StatusSuccess, out.Status)
@@ -145,6 +155,9 @@ func TestOrderSnapshotAndExt(t *testing.T) {
 		}
 		r := orderRowOf(t, db, tabs, old.ReservationID)
 		assert.Equal(t, orderRow{ProductID: 9001, ProductName: "product 1", Price: 1234}, r, "the old message's price, no ext")
+		var ids []struct{ UserID, ActivityID string }
+		require.NoError(t, db.Raw("SELECT user_id, activity_id FROM seckill_order WHERE reservation_id = ?", old.ReservationID).Scan(&ids).Error)
+		assert.Equal(t, []struct{ UserID, ActivityID string }{{"77", "1"}}, ids, "the old message's numeric IDs, as decimal strings")
 		r = orderRowOf(t, db, tabs, single.ReservationID)
 		require.NotNil(t, r.Ext)
 		assert.JSONEq(t, `[1,{"a":null}]`, *r.Ext)
@@ -161,16 +174,16 @@ func TestOrderSnapshotAndExt(t *testing.T) {
 		assert.Contains(t, string(b), `"Ext":{"coupon":"C1","note":"ünïcode"}`)
 
 		// gorm writes it too: text, NULL when empty
-		byGorm := Order{ID: 1, OrderNo: "g-1", ReservationID: "g-1", UserID: 1, ActivityID: 2, Qty: 1, Status: OrderCreated,
+		byGorm := Order{ID: 1, OrderNo: "g-1", ReservationID: "g-1", UserID: "1", ActivityID: "2", Qty: 1, Status: OrderCreated,
 			ExpireTime: p.o.clock.Now(), Ext: RawJSON(`{"by":"gorm"}`)}
 		require.NoError(t, db.Create(&byGorm).Error)
-		byGorm = Order{ID: 2, OrderNo: "g-2", ReservationID: "g-2", UserID: 2, ActivityID: 2, Qty: 1, Status: OrderCreated,
+		byGorm = Order{ID: 2, OrderNo: "g-2", ReservationID: "g-2", UserID: "2", ActivityID: "2", Qty: 1, Status: OrderCreated,
 			ExpireTime: p.o.clock.Now()}
 		require.NoError(t, db.Create(&byGorm).Error)
 		r = orderRowOf(t, db, tabs, "g-1")
 		require.NotNil(t, r.Ext)
 		assert.JSONEq(t, `{"by":"gorm"}`, *r.Ext)
 		assert.Nil(t, orderRowOf(t, db, tabs, "g-2").Ext)
-		checkConservation(t, db, 1, 100)
+		checkConservation(t, db, "1", 100)
 	})
 }

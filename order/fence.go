@@ -23,8 +23,8 @@ const fenceMsgPrefix = "fence:"
 
 // ReleaseRequest names one reservation for [Fence.Release].
 type ReleaseRequest struct {
-	Activity      int64
-	User          int64 // the buyer; 0 when unknown (the result is then found by reservation only)
+	Activity      string // the activity ID ([ValidID])
+	User          string // the buyer ([ValidID]); "" when unknown (the result is then found by reservation only)
 	ReservationID string
 	Reason        string // stored as the FAILED outcome's Reason; default ReasonReleased
 }
@@ -69,7 +69,7 @@ func NewFence(db *gorm.DB, rel Releaser, opts ...Option) (*Fence, error) {
 
 // Release implements [Releaser]: it fences the reservation with reason
 // [ReasonReleased] and an unknown user, then releases it.
-func (f *Fence) Release(ctx context.Context, activity int64, reservationID string) error {
+func (f *Fence) Release(ctx context.Context, activity string, reservationID string) error {
 	return f.ReleaseFor(ctx, ReleaseRequest{Activity: activity, ReservationID: reservationID})
 }
 
@@ -82,6 +82,14 @@ func (f *Fence) Release(ctx context.Context, activity int64, reservationID strin
 func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	if r.ReservationID == "" || len(r.ReservationID) > 64 {
 		return fmt.Errorf("%w: reservation ID must be 1-64 bytes", ErrInvalidMessage)
+	}
+	if err := checkID("activity", r.Activity); err != nil {
+		return err
+	}
+	if r.User != "" {
+		if err := checkID("user", r.User); err != nil {
+			return err
+		}
 	}
 	if r.Reason == "" {
 		r.Reason = ReasonReleased
@@ -96,7 +104,7 @@ func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	if err := f.rel.Release(context.WithoutCancel(ctx), r.Activity, r.ReservationID); err != nil {
 		return fmt.Errorf("order: release %s after fencing: %w", r.ReservationID, err)
 	}
-	if f.o.results != nil && r.User != 0 {
+	if f.o.results != nil && r.User != "" {
 		if err := f.o.results.Set(context.WithoutCancel(ctx), Result{Activity: r.Activity, User: r.User,
 			Status: StatusFailed, Reason: out.Reason, ReservationID: r.ReservationID}); err != nil {
 			f.o.logger.WarnContext(ctx, "order: failed result not written (the DB answers)", "err", err)

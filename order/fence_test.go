@@ -26,7 +26,7 @@ func dedupRows(t testing.TB, db *gorm.DB, resv string) (n int64, outcome, reason
 	return int64(len(rows)), outcome, reason
 }
 
-func userLive(t testing.TB, db *gorm.DB, act, user int64) (orders, units int64) {
+func userLive(t testing.TB, db *gorm.DB, act, user string) (orders, units int64) {
 	t.Helper()
 	require.NoError(t, db.Raw("SELECT COUNT(*) FROM seckill_order WHERE activity_id = ? AND user_id = ? AND status <> ?",
 		act, user, OrderCancelled).Scan(&orders).Error)
@@ -47,24 +47,24 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 	t.Run("stock 1, cap 1", func(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
-			addActivity(t, db, 1, 1, 1)
+			addActivity(t, db, "1", 1, 1)
 			clock := newClock()
 			led := newLedger()
 			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 			require.NoError(t, err)
 
-			late := msg(1, 1, 101) // buyer A: reserved, message stuck behind a backlog
-			led.reserve(1, Reservation{ID: late.ReservationID, User: 101, Qty: 1, At: clock.Now()})
+			late := msg(1, "1", "101") // buyer A: reserved, message stuck behind a backlog
+			led.reserve("1", Reservation{ID: late.ReservationID, User: "101", Qty: 1, At: clock.Now()})
 			clock.Add(3 * time.Minute)
 			rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
 			require.NoError(t, err)
-			rep, err := rec.Reconcile(ctx, 1)
+			rep, err := rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
 			require.Equal(t, []string{late.ReservationID}, rep.Released)
 
 			// buyer B gets the unit that came back, and its order
-			b := msg(2, 1, 102)
-			led.reserve(1, Reservation{ID: b.ReservationID, User: 102, Qty: 1, At: clock.Now()})
+			b := msg(2, "1", "102")
+			led.reserve("1", Reservation{ID: b.ReservationID, User: "102", Qty: 1, At: clock.Now()})
 			ob, err := p.Handle(ctx, b)
 			require.NoError(t, err)
 			require.Equal(t, StatusSuccess, ob.Status)
@@ -77,9 +77,9 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			assert.True(t, oa.Release(), "releasing again is harmless (idempotent) and finishes an unfinished release")
 
 			assert.EqualValues(t, 1, countOrders(t, db, ""), "one order: B's")
-			assert.EqualValues(t, 1, countOrders(t, db, "user_id = ?", 102))
-			assert.EqualValues(t, 0, dbStock(t, db, 1))
-			checkConservation(t, db, 1, 1)
+			assert.EqualValues(t, 1, countOrders(t, db, "user_id = ?", "102"))
+			assert.EqualValues(t, 0, dbStock(t, db, "1"))
+			checkConservation(t, db, "1", 1)
 			n, outcome, reason := dedupRows(t, db, late.ReservationID)
 			assert.EqualValues(t, 1, n, "one outcome row for A's reservation: the fence")
 			assert.Equal(t, string(StatusFailed), outcome)
@@ -91,32 +91,32 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 	t.Run("cap 2: no buyer above the cap", func(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
-			addActivity(t, db, 1, 10, 2)
+			addActivity(t, db, "1", 10, 2)
 			clock := newClock()
 			led := newLedger()
 			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 			require.NoError(t, err)
-			const u = 7
-			late := msg(1, 1, u)
-			led.reserve(1, Reservation{ID: late.ReservationID, User: u, Qty: 1, At: clock.Now()})
+			const u = "7"
+			late := msg(1, "1", u)
+			led.reserve("1", Reservation{ID: late.ReservationID, User: u, Qty: 1, At: clock.Now()})
 			clock.Add(time.Hour)
 			rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
 			require.NoError(t, err)
-			_, err = rec.Reconcile(ctx, 1)
+			_, err = rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
 			// Redis gave the buyer their hold back: they buy twice more
 			for i := 2; i <= 3; i++ {
-				o, err := p.Handle(ctx, msg(i, 1, u))
+				o, err := p.Handle(ctx, msg(i, "1", u))
 				require.NoError(t, err)
 				require.Equal(t, StatusSuccess, o.Status)
 			}
 			o, err := p.Handle(ctx, late)
 			require.NoError(t, err)
 			assert.Equal(t, StatusFailed, o.Status)
-			orders, units := userLive(t, db, 1, u)
+			orders, units := userLive(t, db, "1", u)
 			assert.EqualValues(t, 2, orders)
 			assert.EqualValues(t, 2, units)
-			checkConservation(t, db, 1, 10)
+			checkConservation(t, db, "1", 10)
 		})
 	})
 }
@@ -130,7 +130,7 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			t.Parallel()
 			eachDB(t, func(t *testing.T, db *gorm.DB) {
-				addActivity(t, db, 1, 100, 3)
+				addActivity(t, db, "1", 100, 3)
 				p, err := NewProcessor(db, newGen(t, 1), WithClock(newClock()))
 				require.NoError(t, err)
 				// user 5 buys qty 2, then qty 1, then qty 1 (over the cap of 3),
@@ -140,9 +140,9 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 				for round, q := range qtys {
 					var msgs []Message
 					for k := 0; k < 4; k++ {
-						m := msg(round*10+k, 1, int64(1000+round*10+k))
+						m := msg(round*10+k, "1", num(1000+round*10+k))
 						if k == 0 {
-							m.UserID, m.Qty = 5, q
+							m.UserID, m.Qty = "5", q
 						}
 						msgs = append(msgs, m)
 					}
@@ -159,10 +159,10 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 				assert.Equal(t, StatusFailed, last.Status)
 				assert.Equal(t, ReasonLimit, last.Reason)
 				assert.True(t, last.Release())
-				orders, units := userLive(t, db, 1, 5)
+				orders, units := userLive(t, db, "1", "5")
 				assert.EqualValues(t, 2, orders)
 				assert.EqualValues(t, 3, units)
-				checkConservation(t, db, 1, 100)
+				checkConservation(t, db, "1", 100)
 			})
 		})
 	}
@@ -176,7 +176,7 @@ func TestFenceRace(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		const n = 60
-		addActivity(t, db, 1, n, 1)
+		addActivity(t, db, "1", n, 1)
 		clock := newClock()
 		led := newLedger()
 		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
@@ -186,8 +186,8 @@ func TestFenceRace(t *testing.T) {
 		var consumed, fenced, refused sync.Map
 		var wg sync.WaitGroup
 		for i := 0; i < n; i++ {
-			m := msg(i, 1, int64(500+i))
-			led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+			m := msg(i, "1", num(500+i))
+			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
@@ -205,7 +205,7 @@ func TestFenceRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					err := f.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: m.UserID, ReservationID: m.ReservationID})
+					err := f.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: m.UserID, ReservationID: m.ReservationID})
 					switch {
 					case err == nil:
 						fenced.Store(m.ReservationID, true)
@@ -241,7 +241,7 @@ func TestFenceRace(t *testing.T) {
 			}
 		}
 		assert.Equal(t, n, nc+nf)
-		checkConservation(t, db, 1, n)
+		checkConservation(t, db, "1", n)
 		t.Logf("%d consumed, %d released", nc, nf)
 	})
 }
@@ -253,7 +253,7 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 5, 1)
+		addActivity(t, db, "1", 5, 1)
 		clock := newClock()
 		led := newLedger()
 		f, err := NewFence(db, led, WithClock(clock))
@@ -266,8 +266,8 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 		fb := FallbackFunc(func(context.Context, Message) error { return errors.New("outbox: db down") })
 		s, err := NewSubmitter(pub, fb, f, WithClock(clock))
 		require.NoError(t, err)
-		m := msg(1, 1, 9)
-		led.reserve(1, Reservation{ID: m.ReservationID, User: 9, Qty: 1, At: clock.Now()})
+		m := msg(1, "1", "9")
+		led.reserve("1", Reservation{ID: m.ReservationID, User: "9", Qty: 1, At: clock.Now()})
 		_, err = s.Submit(ctx, m)
 		require.ErrorIs(t, err, ErrRetry)
 		require.Len(t, delivered, 1)
@@ -280,7 +280,7 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 		assert.Equal(t, StatusFailed, o.Status)
 		assert.Equal(t, ReasonHandoff, o.Reason)
 		assert.EqualValues(t, 0, countOrders(t, db, ""))
-		assert.EqualValues(t, 5, dbStock(t, db, 1))
+		assert.EqualValues(t, 5, dbStock(t, db, "1"))
 	})
 }
 
@@ -293,7 +293,7 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 	for kind, rdb := range testenv.AllRedis(t) {
 		t.Run(string(kind), func(t *testing.T) {
 			eachDB(t, func(t *testing.T, db *gorm.DB) {
-				addActivity(t, db, 1, 10, 1)
+				addActivity(t, db, "1", 10, 1)
 				clock := newClock()
 				prefix := testenv.Prefix(t) + string(kind) + ":"
 				r, err := NewResults(rdb, db, WithKeyPrefix(prefix), WithClock(clock), WithResultTTL(time.Hour))
@@ -301,24 +301,24 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 				p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 				require.NoError(t, err)
 
-				m := msg(1, 1, 7)
-				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: m.ReservationID}))
-				got, err := r.Reservation(ctx, 1, 7, m.ReservationID)
+				m := msg(1, "1", "7")
+				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: m.ReservationID}))
+				got, err := r.Reservation(ctx, "1", "7", m.ReservationID)
 				require.NoError(t, err)
 				assert.Equal(t, StatusQueued, got.Status, "in flight: queued")
 
 				o, err := p.Handle(ctx, m) // committed; the process dies before writing the result
 				require.NoError(t, err)
-				got, err = r.Get(ctx, 1, 7)
+				got, err = r.Get(ctx, "1", "7")
 				require.NoError(t, err)
 				assert.Equal(t, StatusSuccess, got.Status)
 				assert.Equal(t, o.OrderNo, got.OrderNo)
-				raw, err := rdb.HGet(ctx, resultKey(prefix, 1, 7), "status").Result()
+				raw, err := rdb.HGet(ctx, resultKey(prefix, "1", "7"), "status").Result()
 				require.NoError(t, err)
 				assert.Equal(t, string(StatusSuccess), raw, "the stale entry was repaired")
 
 				require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", OrderCancelled, o.OrderNo).Error)
-				got, err = r.Reservation(ctx, 1, 7, m.ReservationID)
+				got, err = r.Reservation(ctx, "1", "7", m.ReservationID)
 				require.NoError(t, err)
 				assert.Equal(t, StatusFailed, got.Status)
 				assert.Equal(t, ReasonCancelled, got.Reason)
@@ -327,19 +327,19 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 				led := newLedger()
 				f, err := NewFence(db, led, WithClock(clock))
 				require.NoError(t, err)
-				m2 := msg(2, 1, 8)
-				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 8, Status: StatusQueued, ReservationID: m2.ReservationID}))
-				require.NoError(t, f.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: 8, ReservationID: m2.ReservationID}))
-				got, err = r.Get(ctx, 1, 8)
+				m2 := msg(2, "1", "8")
+				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "8", Status: StatusQueued, ReservationID: m2.ReservationID}))
+				require.NoError(t, f.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: "8", ReservationID: m2.ReservationID}))
+				got, err = r.Get(ctx, "1", "8")
 				require.NoError(t, err)
 				assert.Equal(t, StatusFailed, got.Status)
 				assert.Equal(t, ReasonReleased, got.Reason)
 
-				unknown, err := r.Reservation(ctx, 1, 8, "r-nobody")
+				unknown, err := r.Reservation(ctx, "1", "8", "r-nobody")
 				require.NoError(t, err)
 				assert.Equal(t, StatusNone, unknown.Status)
 				// another buyer's reservation tells this one nothing
-				other, err := r.Reservation(ctx, 1, 8, m.ReservationID)
+				other, err := r.Reservation(ctx, "1", "8", m.ReservationID)
 				require.NoError(t, err)
 				assert.Equal(t, StatusNone, other.Status)
 				assert.Empty(t, other.OrderNo)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,24 +20,24 @@ import (
 type ledger struct {
 	mu       sync.Mutex
 	resv     map[string]Reservation
-	act      map[string]int64
+	act      map[string]string
 	released map[string]int // actual removals per reservation
 	calls    int
 	fail     error
 }
 
 func newLedger() *ledger {
-	return &ledger{resv: map[string]Reservation{}, act: map[string]int64{}, released: map[string]int{}}
+	return &ledger{resv: map[string]Reservation{}, act: map[string]string{}, released: map[string]int{}}
 }
 
-func (l *ledger) reserve(activity int64, r Reservation) {
+func (l *ledger) reserve(activity string, r Reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.resv[r.ID] = r
 	l.act[r.ID] = activity
 }
 
-func (l *ledger) Release(_ context.Context, activity int64, id string) error {
+func (l *ledger) Release(_ context.Context, activity string, id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls++
@@ -50,7 +51,7 @@ func (l *ledger) Release(_ context.Context, activity int64, id string) error {
 	return nil
 }
 
-func (l *ledger) Reservations(_ context.Context, activity int64, cursor uint64, count int64) ([]Reservation, uint64, error) {
+func (l *ledger) Reservations(_ context.Context, activity string, cursor uint64, count int64) ([]Reservation, uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []Reservation
@@ -139,17 +140,17 @@ func openDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
 	return testenv.SQLite(t)
 }
 
-func addActivity(t testing.TB, db *gorm.DB, id, stock, limit int64) {
+func addActivity(t testing.TB, db *gorm.DB, id string, stock, limit int64) {
 	t.Helper()
 	addActivityIn(t, db, DefaultTables(), id, stock, limit)
 }
 
 // addActivityIn adds an activity row to the activity table of tabs.
-func addActivityIn(t testing.TB, db *gorm.DB, tabs Tables, id, stock, limit int64) {
+func addActivityIn(t testing.TB, db *gorm.DB, tabs Tables, id string, stock, limit int64) {
 	t.Helper()
 	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
-	require.NoError(t, db.Table(tabs.Activity).Create(&Activity{ID: id, Name: fmt.Sprint("a", id), ActivityPrice: 990, OriginalPrice: 1990,
-		ProductID: 9000 + id, ProductName: fmt.Sprint("product ", id),
+	require.NoError(t, db.Table(tabs.Activity).Create(&Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
+		ProductID: productOf(id), ProductName: "product " + id,
 		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
 }
 
@@ -164,7 +165,7 @@ func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
 	return n
 }
 
-func liveOrders(t testing.TB, db *gorm.DB, act int64) int64 {
+func liveOrders(t testing.TB, db *gorm.DB, act string) int64 {
 	t.Helper()
 	var n int64
 	require.NoError(t, db.Model(&Order{}).Where("activity_id = ? AND status <> ?", act, OrderCancelled).
@@ -172,15 +173,15 @@ func liveOrders(t testing.TB, db *gorm.DB, act int64) int64 {
 	return n
 }
 
-func dbStock(t testing.TB, db *gorm.DB, act int64) int64 {
+func dbStock(t testing.TB, db *gorm.DB, act string) int64 {
 	t.Helper()
 	var a Activity
-	require.NoError(t, db.First(&a, act).Error)
+	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
 	return a.Stock
 }
 
 // checkConservation asserts DB stock + live orders = initial.
-func checkConservation(t testing.TB, db *gorm.DB, act, initial int64) {
+func checkConservation(t testing.TB, db *gorm.DB, act string, initial int64) {
 	t.Helper()
 	require.Equal(t, initial, dbStock(t, db, act)+liveOrders(t, db, act), "DB stock + live orders = initial")
 }
@@ -204,8 +205,9 @@ func newGen(t testing.TB, machine int64, opts ...Option) *IDGenerator {
 	return g
 }
 
-func msg(i int, act, user int64) Message {
-	return Message{Version: 1, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+// msg is message i of user in activity act, at the current version.
+func msg(i int, act, user string) Message {
+	return Message{Version: MessageVersion, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
 		ActivityID: act, UserID: user, Qty: 1, CreatedAt: testenv.Epoch()}
 }
 
@@ -268,4 +270,23 @@ func eventually(t testing.TB, d time.Duration, cond func() bool, format string, 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// uuidUser returns a UUID-shaped user ID for i: the string IDs of a shop
+// (the numeric ones of the tests are plain decimal strings).
+func uuidUser(i int) string {
+	return fmt.Sprintf("%08x-4b1d-4c0e-9a7f-%012x", uint32(i)*2654435761, i)
+}
+
+// num returns the decimal string of n: a numeric ID.
+func num[T ~int | ~int64](n T) string { return strconv.FormatInt(int64(n), 10) }
+
+// productOf is the product ID tests give the activity id: 9000 + id for a
+// numeric id, else 9000.
+func productOf(id string) int64 {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return 9000
+	}
+	return 9000 + n
 }

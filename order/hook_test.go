@@ -18,7 +18,7 @@ import (
 // shopItem is a row of the shop's own table, written by a TxHook.
 type shopItem struct {
 	OrderNo string `gorm:"primaryKey;size:32"`
-	UserID  int64  `gorm:"not null"`
+	UserID  string `gorm:"size:64;not null"`
 	Ext     string `gorm:"size:255;not null;default:''"`
 }
 
@@ -92,20 +92,21 @@ func TestTxHookWritesShopRowsOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		withShop(t, db)
-		addActivity(t, db, 1, 100, 1)
-		addActivity(t, db, 2, 3, 1) // fewer units than the batch below
+		addActivity(t, db, "1", 100, 1)
+		addActivity(t, db, "2", 3, 1) // fewer units than the batch below
 		h := &shopHook{}
 		p := newProc(t, db, WithTxHook(h.hook))
 
 		var msgs []Message
 		for i := 0; i < 5; i++ {
-			msgs = append(msgs, msg(i, 1, int64(100+i)))
+			msgs = append(msgs, msg(i, "1", uuidUser(100+i))) // a shop's UUID buyers
 		}
 		mustProcess(t, p, msgs)
 		assert.Equal(t, 1, h.nCalls(), "one call for the batch")
 		assert.EqualValues(t, 5, rowCount(t, db, "shop_item", ""))
 		// every shop row belongs to an order
 		assert.EqualValues(t, 5, rowCount(t, db, "shop_item", "order_no IN (SELECT order_no FROM seckill_order)"))
+		assert.EqualValues(t, 1, rowCount(t, db, "shop_item", "user_id = ?", uuidUser(103)), "the hook sees the string user ID")
 
 		// redelivered batch, a redelivered message, the same reservation
 		// under a new message ID: no new order, no call, no row
@@ -129,7 +130,7 @@ func TestTxHookWritesShopRowsOnce(t *testing.T) {
 		// too, in transactions that roll back.
 		var short []Message
 		for i := 10; i < 15; i++ {
-			short = append(short, msg(i, 2, int64(100+i)))
+			short = append(short, msg(i, "2", num(100+i)))
 		}
 		outs := mustProcess(t, p, short)
 		succ := 0
@@ -139,11 +140,11 @@ func TestTxHookWritesShopRowsOnce(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 3, succ)
-		assert.EqualValues(t, 3, countOrders(t, db, "activity_id = ?", 2))
+		assert.EqualValues(t, 3, countOrders(t, db, "activity_id = ?", "2"))
 		assert.EqualValues(t, 8, rowCount(t, db, "shop_item", ""))
 		assert.EqualValues(t, 8, rowCount(t, db, "shop_item", "order_no IN (SELECT order_no FROM seckill_order)"))
 		assert.Equal(t, 1+1+5, h.nCalls(), "the rolled-back batch call, then one per message")
-		checkConservation(t, db, 2, 3)
+		checkConservation(t, db, "2", 3)
 	})
 }
 
@@ -154,27 +155,27 @@ func TestTxHookErrorRollsBackTheOrder(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		withShop(t, db)
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		h := &shopHook{failFor: "r-1"}
 		p := newProc(t, db, WithTxHook(h.hook))
 
-		_, err := p.Handle(ctx, msg(1, 1, 101))
+		_, err := p.Handle(ctx, msg(1, "1", "101"))
 		require.ErrorIs(t, err, errShop)
 		assert.False(t, IsPermanent(err))
-		_, err = p.Process(ctx, []Message{msg(0, 1, 100), msg(1, 1, 101), msg(2, 1, 102)})
+		_, err = p.Process(ctx, []Message{msg(0, "1", "100"), msg(1, "1", "101"), msg(2, "1", "102")})
 		require.ErrorIs(t, err, errShop)
 		assert.Equal(t, 2, h.callsWith("r-1"))
 
 		assert.EqualValues(t, 0, rowCount(t, db, "seckill_order", ""))
 		assert.EqualValues(t, 0, rowCount(t, db, "message_dedup", ""))
 		assert.EqualValues(t, 0, rowCount(t, db, "shop_item", ""))
-		assert.EqualValues(t, 10, dbStock(t, db, 1))
+		assert.EqualValues(t, 10, dbStock(t, db, "1"))
 
 		// the neighbours alone go through
-		mustProcess(t, p, []Message{msg(0, 1, 100), msg(2, 1, 102)})
+		mustProcess(t, p, []Message{msg(0, "1", "100"), msg(2, "1", "102")})
 		assert.EqualValues(t, 2, rowCount(t, db, "seckill_order", ""))
 		assert.EqualValues(t, 2, rowCount(t, db, "shop_item", ""))
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 	})
 }
 
@@ -189,7 +190,7 @@ func TestTxHookFailingForOneMessageInConsumer(t *testing.T) {
 			t.Parallel()
 			eachDB(t, func(t *testing.T, db *gorm.DB) {
 				withShop(t, db)
-				addActivity(t, db, 1, 10, 1)
+				addActivity(t, db, "1", 10, 1)
 				h := &shopHook{failFor: "r-1"}
 				if permanent {
 					h.wrap = Permanent
@@ -197,8 +198,8 @@ func TestTxHookFailingForOneMessageInConsumer(t *testing.T) {
 				led := newLedger()
 				var kms []*sarama.ConsumerMessage
 				for i := 0; i < 3; i++ {
-					m := msg(i, 1, int64(100+i))
-					led.reserve(1, Reservation{ID: m.ReservationID})
+					m := msg(i, "1", num(100+i))
+					led.reserve("1", Reservation{ID: m.ReservationID})
 					kms = append(kms, kmsg(t, int64(i), m))
 				}
 				dlq := &dlqSink{}
@@ -223,7 +224,7 @@ func TestTxHookFailingForOneMessageInConsumer(t *testing.T) {
 				assert.EqualValues(t, 0, rowCount(t, db, "message_dedup", "reservation_id = ?", "r-1"))
 				assert.EqualValues(t, 2, rowCount(t, db, "shop_item", ""))
 				assert.Equal(t, 0, led.releases(), "the dead-lettered reservation is the Reconciler's")
-				checkConservation(t, db, 1, 10)
+				checkConservation(t, db, "1", 10)
 			})
 		})
 	}

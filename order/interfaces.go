@@ -9,14 +9,14 @@ import (
 // idempotent by reservation ID (stock.Deductor.Release is); examples/fullstack
 // wires it.
 type Releaser interface {
-	Release(ctx context.Context, activity int64, reservationID string) error
+	Release(ctx context.Context, activity string, reservationID string) error
 }
 
 // ReleaserFunc adapts a function to [Releaser].
-type ReleaserFunc func(ctx context.Context, activity int64, reservationID string) error
+type ReleaserFunc func(ctx context.Context, activity string, reservationID string) error
 
 // Release calls f.
-func (f ReleaserFunc) Release(ctx context.Context, activity int64, reservationID string) error {
+func (f ReleaserFunc) Release(ctx context.Context, activity string, reservationID string) error {
 	return f(ctx, activity, reservationID)
 }
 
@@ -73,7 +73,7 @@ func (f SchedulerFunc) Schedule(ctx context.Context, orderNo string, at time.Tim
 // Reservation is one entry of the Redis ledger, as the [Reconciler] sees it.
 type Reservation struct {
 	ID   string
-	User int64
+	User string // the buyer's ID ([ValidID])
 	Qty  int64
 	At   time.Time // when it was reserved
 }
@@ -81,14 +81,14 @@ type Reservation struct {
 // Ledger lists the reservations Redis holds for an activity, a page at a
 // time: start with cursor 0, stop when next is 0 (HSCAN semantics).
 type Ledger interface {
-	Reservations(ctx context.Context, activity int64, cursor uint64, count int64) (page []Reservation, next uint64, err error)
+	Reservations(ctx context.Context, activity string, cursor uint64, count int64) (page []Reservation, next uint64, err error)
 }
 
 // LedgerFunc adapts a function to [Ledger].
-type LedgerFunc func(ctx context.Context, activity int64, cursor uint64, count int64) ([]Reservation, uint64, error)
+type LedgerFunc func(ctx context.Context, activity string, cursor uint64, count int64) ([]Reservation, uint64, error)
 
 // Reservations calls f.
-func (f LedgerFunc) Reservations(ctx context.Context, activity int64, cursor uint64, count int64) ([]Reservation, uint64, error) {
+func (f LedgerFunc) Reservations(ctx context.Context, activity string, cursor uint64, count int64) ([]Reservation, uint64, error) {
 	return f(ctx, activity, cursor, count)
 }
 

@@ -98,11 +98,15 @@ func dedupCount(t testing.TB, c *Consumer) int64 {
 	return n
 }
 
+// Kafka end to end with a shop's string IDs: UUID buyers of an activity
+// named by a string, every message published twice, a rebalance, and
+// redeliveries; the invariants are counted with SQL.
 func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		brokers := testenv.Kafka(t, 3, "orders")
-		addActivity(t, db, 1, 1000, 1)
+		const act = "flash.sale-2026"
+		addActivity(t, db, act, 1000, 1)
 		led := newLedger()
 		prod, err := NewProducer(syncProducer(t, brokers), "orders")
 		require.NoError(t, err)
@@ -111,8 +115,8 @@ func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 		accepted := 0
 		publish := func(from, to int) {
 			for i := from; i < to; i++ {
-				m := msg(i, 1, int64(1000+i))
-				led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
+				m := msg(i, act, uuidUser(1000+i))
+				led.reserve(act, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
 				require.NoError(t, prod.Publish(ctx, m))
 				require.NoError(t, prod.Publish(ctx, m), "same message twice")
 				accepted++
@@ -136,7 +140,7 @@ func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 		runGroup(t, brokers, nil, "g1", "orders", c2)
 		publish(40, 80)
 		for i := 0; i < 40; i += 3 {
-			require.NoError(t, prod.Publish(ctx, msg(i, 1, int64(1000+i))), "redelivery after the rebalance")
+			require.NoError(t, prod.Publish(ctx, msg(i, act, uuidUser(1000+i))), "redelivery after the rebalance")
 		}
 		eventually(t, 30*time.Second, func() bool { return dedupCount(t, c1) == 80 }, "all 80")
 		// let any in-flight duplicate settle, then count
@@ -145,7 +149,26 @@ func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 		assert.EqualValues(t, 80, orders)
 		assert.EqualValues(t, accepted-led.releases(), orders, "orders = accepted − releases")
 		assert.Equal(t, 0, led.releases())
-		checkConservation(t, db, 1, 1000)
+		checkConservation(t, db, act, 1000)
+		// straight from SQL: one order per reservation and per buyer, each
+		// buyer the UUID of their message, every dedup row a success
+		var c struct{ Orders, Reservations, Users, Dedup, Failed int64 }
+		require.NoError(t, db.Raw("SELECT COUNT(*) AS orders, COUNT(DISTINCT reservation_id) AS reservations, COUNT(DISTINCT user_id) AS users, "+
+			"(SELECT COUNT(*) FROM message_dedup) AS dedup, (SELECT COUNT(*) FROM message_dedup WHERE outcome <> 'SUCCESS') AS failed "+
+			"FROM seckill_order WHERE activity_id = ?", act).Scan(&c).Error)
+		assert.Equal(t, struct{ Orders, Reservations, Users, Dedup, Failed int64 }{80, 80, 80, 80, 0}, c)
+		var over int64
+		require.NoError(t, db.Raw("SELECT COUNT(*) FROM (SELECT user_id FROM seckill_order WHERE activity_id = ? "+
+			"GROUP BY user_id HAVING COUNT(*) > 1) x", act).Scan(&over).Error)
+		assert.Zero(t, over, "no buyer above the cap of 1")
+		var pairs []struct{ ReservationID, UserID string }
+		require.NoError(t, db.Raw("SELECT reservation_id, user_id FROM seckill_order").Scan(&pairs).Error)
+		for _, p := range pairs {
+			var i int
+			_, err := fmt.Sscanf(p.ReservationID, "r-%d", &i)
+			require.NoError(t, err)
+			assert.Equal(t, uuidUser(1000+i), p.UserID, p.ReservationID)
+		}
 	})
 }
 
@@ -153,13 +176,13 @@ func TestKafkaKilledBetweenDBCommitAndOffsetCommit(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		brokers := testenv.Kafka(t, 3, "orders")
-		addActivity(t, db, 1, 1000, 1)
+		addActivity(t, db, "1", 1000, 1)
 		led := newLedger()
 		prod, err := NewProducer(syncProducer(t, brokers), "orders")
 		require.NoError(t, err)
 		for i := 0; i < 30; i++ {
-			m := msg(i, 1, int64(1000+i))
-			led.reserve(1, Reservation{ID: m.ReservationID})
+			m := msg(i, "1", num(1000+i))
+			led.reserve("1", Reservation{ID: m.ReservationID})
 			require.NoError(t, prod.Publish(context.Background(), m))
 		}
 		newConsumer := func(machine int64, n Notifier) *Consumer {
@@ -187,7 +210,7 @@ func TestKafkaKilledBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		assert.EqualValues(t, 30, countOrders(t, db, ""), "no duplicate order")
 		assert.EqualValues(t, 30, dedupCount(t, c2))
 		assert.EqualValues(t, 30-led.releases(), countOrders(t, db, ""))
-		checkConservation(t, db, 1, 1000)
+		checkConservation(t, db, "1", 1000)
 	})
 }
 
@@ -195,15 +218,15 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		brokers := testenv.Kafka(t, 1, "orders", "orders.dlq")
-		addActivity(t, db, 1, 100, 1)
+		addActivity(t, db, "1", 100, 1)
 		sp := syncProducer(t, brokers)
 		prod, err := NewProducer(sp, "orders")
 		require.NoError(t, err)
 		ctx := context.Background()
-		require.NoError(t, prod.Publish(ctx, msg(0, 1, 100)))
+		require.NoError(t, prod.Publish(ctx, msg(0, "1", "100")))
 		_, _, err = sp.SendMessage(&sarama.ProducerMessage{Topic: "orders", Key: sarama.StringEncoder("7"), Value: sarama.StringEncoder("not json")})
 		require.NoError(t, err)
-		require.NoError(t, prod.Publish(ctx, msg(2, 1, 102)))
+		require.NoError(t, prod.Publish(ctx, msg(2, "1", "102")))
 
 		dlq, err := NewDeadLetterTopic(sp, "orders.dlq")
 		require.NoError(t, err)
@@ -235,7 +258,7 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 			t.Fatal("nothing on the dead-letter topic")
 		}
 		assert.EqualValues(t, 1, c.Stats().DeadLettered)
-		checkConservation(t, db, 1, 100)
+		checkConservation(t, db, "1", 100)
 	})
 }
 
@@ -263,7 +286,7 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		// relay delivers what the fallback stored.
 		k1, err := testenv.StartKafka(1, "orders")
 		require.NoError(t, err)
-		addActivity(t, db, 1, 100, 1)
+		addActivity(t, db, "1", 100, 1)
 		led := newLedger()
 		fb := &memFallback{}
 		prod1, err := NewProducer(syncProducer(t, k1.ListenAddrs()), "orders")
@@ -273,8 +296,8 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		ctx := context.Background()
 		routes := map[Route]int{}
 		submit := func(i int) {
-			m := msg(i, 1, int64(100+i))
-			led.reserve(1, Reservation{ID: m.ReservationID})
+			m := msg(i, "1", num(100+i))
+			led.reserve("1", Reservation{ID: m.ReservationID})
 			r, err := sub.Submit(ctx, m)
 			require.NoError(t, err)
 			routes[r]++
@@ -307,6 +330,6 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		for i := 5; i < 10; i++ {
 			assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", fmt.Sprintf("r-%d", i)))
 		}
-		checkConservation(t, db, 1, 100)
+		checkConservation(t, db, "1", 100)
 	})
 }

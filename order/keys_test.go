@@ -36,7 +36,7 @@ func TestScriptKeysShareTag(t *testing.T) {
 	t.Parallel()
 	for _, keys := range [][]string{
 		{machineKey("seckill:", 7), machineFloorKey("seckill:", 7)},
-		{resultKey("seckill:", 42, 7)},
+		{resultKey("seckill:", "42", "7")},
 		{cancelQueueKey("seckill:")},
 	} {
 		tag := tagRe.FindString(keys[0])
@@ -45,7 +45,7 @@ func TestScriptKeysShareTag(t *testing.T) {
 			assert.Equal(t, tag, tagRe.FindString(k), k)
 		}
 	}
-	assert.Equal(t, "seckill:{a:42}:result:7", resultKey("seckill:", 42, 7))
+	assert.Equal(t, "seckill:{a:42}:result:7", resultKey("seckill:", "42", "7"))
 }
 
 func TestLeaseOnEveryRedis(t *testing.T) {
@@ -79,16 +79,16 @@ func TestPruneDedupAndPrice(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		clock := newClock()
 		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 		require.NoError(t, err)
-		m := msg(1, 1, 7)
+		m := msg(1, "1", "7")
 		m.Price = 1234
 		_, err = p.Handle(ctx, m)
 		require.NoError(t, err)
 		clock.Add(time.Hour)
-		_, err = p.Handle(ctx, msg(2, 1, 8))
+		_, err = p.Handle(ctx, msg(2, "1", "8"))
 		require.NoError(t, err)
 
 		var orders []Order
@@ -123,7 +123,7 @@ func TestPruneDedupLimitAndHorizon(t *testing.T) {
 				at = base.Add(time.Duration(i) * time.Minute) // 5 rows newer
 			}
 			rows = append(rows, Dedup{MsgID: fmt.Sprintf("z-%02d", 14-i), ReservationID: fmt.Sprintf("r-%d", i),
-				ActivityID: 1, UserID: int64(i + 1), Outcome: string(StatusSuccess), CreatedAt: at})
+				ActivityID: "1", UserID: num(i + 1), Outcome: string(StatusSuccess), CreatedAt: at})
 		}
 		require.NoError(t, db.Create(&rows).Error)
 		var got []int64

@@ -28,12 +28,12 @@ func TestLagIsHighWaterMinusCommitted(t *testing.T) {
 		admin, err := sarama.NewClusterAdminFromClient(client)
 		require.NoError(t, err)
 
-		addActivity(t, db, 1, 100, 1)
+		addActivity(t, db, "1", 100, 1)
 		prod, err := NewProducer(syncProducer(t, brokers), "orders")
 		require.NoError(t, err)
 		const n = 30
 		for i := 0; i < n; i++ {
-			require.NoError(t, prod.Publish(ctx, msg(i, 1, int64(100+i))))
+			require.NoError(t, prod.Publish(ctx, msg(i, "1", num(100+i))))
 		}
 		require.NoError(t, client.RefreshMetadata("orders"))
 		total, parts, err := Lag(ctx, admin, client, "g-lag", "orders")
@@ -67,22 +67,22 @@ func TestLiveReservations(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		p, err := NewProcessor(db, newGen(t, 1))
 		require.NoError(t, err)
 		for i := 0; i < 4; i++ {
-			_, err := p.Handle(ctx, msg(i, 1, int64(10+i)))
+			_, err := p.Handle(ctx, msg(i, "1", num(10+i)))
 			require.NoError(t, err)
 		}
 		require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE reservation_id = ?", OrderCancelled, "r-1").Error)
 		require.NoError(t, db.Exec("UPDATE seckill_order SET status = ? WHERE reservation_id = ?", OrderPaid, "r-2").Error)
-		live, err := LiveReservations(ctx, db, 1)
+		live, err := LiveReservations(ctx, db, "1")
 		require.NoError(t, err)
-		ids := map[string]int64{}
+		ids := map[string]string{}
 		for _, r := range live {
 			ids[r.ID] = r.User
 			assert.EqualValues(t, 1, r.Qty)
 		}
-		assert.Equal(t, map[string]int64{"r-0": 10, "r-2": 12, "r-3": 13}, ids, "created and paid, not cancelled")
+		assert.Equal(t, map[string]string{"r-0": "10", "r-2": "12", "r-3": "13"}, ids, "created and paid, not cancelled")
 	})
 }

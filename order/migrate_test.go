@@ -30,9 +30,9 @@ func TestConcurrentAutoMigrate(t *testing.T) {
 			for i, err := range errs {
 				require.NoError(t, err, "migration %d", i)
 			}
-			addActivity(t, db, 1, 10, 1)
+			addActivity(t, db, "1", 10, 1)
 			p := newProc(t, db)
-			o, err := p.Handle(context.Background(), msg(1, 1, 7))
+			o, err := p.Handle(context.Background(), msg(1, "1", "7"))
 			require.NoError(t, err)
 			require.Equal(t, StatusSuccess, o.Status)
 		})

@@ -115,24 +115,31 @@ func (r *RawJSON) Scan(src any) error {
 	return nil
 }
 
-// Activity is a row of seckill_activity (or the table [WithTables] names). Stock is the DB guard: the consumer
-// only ever runs UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n.
-// UserLimit is the per-user cap; when it is 1 the DB also enforces one live
-// order per (user, activity).
+// Activity is a row of seckill_activity (or the table [WithTables] names).
+// ID is the activity's ID, a [ValidID] string chosen by the application
+// (the one stock and the messages use; no auto-increment). Stock is the DB
+// guard: the consumer only ever runs UPDATE … SET stock = stock - n WHERE
+// id = ? AND stock >= n. UserLimit is the per-user cap; when it is 1 the
+// DB also enforces one live order per (user, activity).
+//
+// The ID columns (here and the user_id and activity_id of [Order] and
+// [Dedup]) are VARCHAR(64); on MySQL/MariaDB [AutoMigrate] and schema.sql
+// make them CHARACTER SET ascii COLLATE ascii_bin, so that they compare
+// byte for byte as Redis does ("Alice" and "alice" are two buyers).
 type Activity struct {
-	ID            int64     `gorm:"primaryKey;autoIncrement"`
-	Name          string    `gorm:"size:128;not null;default:''"`
-	ProductID     int64     `gorm:"not null;default:0"`
-	ProductName   string    `gorm:"size:255;not null;default:''"`
-	OriginalPrice Cents     `gorm:"type:decimal(12,2);not null;default:0"`
-	ActivityPrice Cents     `gorm:"type:decimal(12,2);not null;default:0"`
-	TotalStock    int64     `gorm:"not null;default:0"`
-	Stock         int64     `gorm:"not null;default:0"`
-	UserLimit     int64     `gorm:"not null;default:1"`
-	Version       int64     `gorm:"not null;default:0"`
-	Status        int8      `gorm:"not null;default:1"`
-	StartTime     time.Time `gorm:"not null"`
-	EndTime       time.Time `gorm:"not null"`
+	ID            string         `gorm:"primaryKey;type:varchar(64);size:64"`
+	Name          string         `gorm:"size:128;not null;default:''"`
+	ProductID     int64          `gorm:"not null;default:0"`
+	ProductName   string         `gorm:"size:255;not null;default:''"`
+	OriginalPrice Cents          `gorm:"type:decimal(12,2);not null;default:0"`
+	ActivityPrice Cents          `gorm:"type:decimal(12,2);not null;default:0"`
+	TotalStock    int64          `gorm:"not null;default:0"`
+	Stock         int64          `gorm:"not null;default:0"`
+	UserLimit     int64          `gorm:"not null;default:1"`
+	Version       int64          `gorm:"not null;default:0"`
+	Status        ActivityStatus `gorm:"not null;default:1"` // ActivityActive, ActivityPaused, … ([SetActivityStatus])
+	StartTime     time.Time      `gorm:"not null"`
+	EndTime       time.Time      `gorm:"not null"`
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
@@ -163,8 +170,8 @@ type Order struct {
 	ID            int64  `gorm:"primaryKey;autoIncrement:false"`
 	OrderNo       string `gorm:"size:32;not null"`
 	ReservationID string `gorm:"size:64;not null"`
-	UserID        int64  `gorm:"not null"`
-	ActivityID    int64  `gorm:"not null"`
+	UserID        string `gorm:"type:varchar(64);size:64;not null"`
+	ActivityID    string `gorm:"type:varchar(64);size:64;not null"`
 	LiveSlot      *int8
 	Qty           int64     `gorm:"not null"`
 	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0"` // unit price at the time of sale
@@ -177,6 +184,10 @@ type Order struct {
 	CancelTime    *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Headers are the Kafka headers of the message that made the order
+	// ([Message.Headers]), set on the orders a [TxHook] gets; not a column,
+	// nil when read from the database.
+	Headers map[string]string `gorm:"-" json:"-"`
 }
 
 // TableName implements gorm's Tabler: the default name. The package itself
@@ -192,8 +203,8 @@ func (Order) TableName() string { return DefaultOrderTable }
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`
 	ReservationID string    `gorm:"size:64;not null"`
-	ActivityID    int64     `gorm:"not null"`
-	UserID        int64     `gorm:"not null"`
+	ActivityID    string    `gorm:"type:varchar(64);size:64;not null"`
+	UserID        string    `gorm:"type:varchar(64);size:64;not null"` // '' when a Fence did not know the buyer
 	Outcome       string    `gorm:"size:16;not null"`
 	OrderNo       string    `gorm:"size:32;not null;default:''"`
 	Reason        string    `gorm:"size:255;not null;default:''"`

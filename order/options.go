@@ -56,6 +56,10 @@ type options struct {
 	releaseTry  int
 	tables      Tables
 	txHook      TxHook
+	canceller   *Canceller                                                           // orders.go
+	observer    Observer                                                             // observe.go
+	headers     func(ctx context.Context) map[string]string                          // trace.go
+	contextFrom func(ctx context.Context, headers map[string]string) context.Context // trace.go
 }
 
 func defaultOptions() options {

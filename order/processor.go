@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -154,20 +153,20 @@ func dedupArgs(ds []Dedup) []any {
 }
 
 type activityInfo struct {
-	ID            int64
+	ID            string
 	ActivityPrice Cents
 	UserLimit     int64
 	ProductID     int64
 	ProductName   string
 }
 
-func (p *Processor) loadActivities(tx *gorm.DB, ids []int64) (map[int64]activityInfo, error) {
+func (p *Processor) loadActivities(tx *gorm.DB, ids []string) (map[string]activityInfo, error) {
 	var rows []activityInfo
 	if err := tx.Table(p.o.tables.Activity).Select("id", "activity_price", "user_limit", "product_id", "product_name").
 		Where("id IN ?", ids).Find(&rows).Error; err != nil {
 		return nil, err
 	}
-	m := make(map[int64]activityInfo, len(rows))
+	m := make(map[string]activityInfo, len(rows))
 	for _, r := range rows {
 		m[r.ID] = r
 	}
@@ -182,7 +181,7 @@ func (p *Processor) newOrder(m Message, a activityInfo, id int64, now time.Time)
 	o := Order{ID: id, OrderNo: strconv.FormatInt(id, 10), ReservationID: m.ReservationID,
 		UserID: m.UserID, ActivityID: m.ActivityID, Qty: m.Qty, Price: price,
 		ProductID: a.ProductID, ProductName: a.ProductName, Ext: RawJSON(m.ext()), Status: OrderCreated,
-		ExpireTime: now.Add(p.o.payTimeout), CreatedAt: now, UpdatedAt: now}
+		ExpireTime: now.Add(p.o.payTimeout), CreatedAt: now, UpdatedAt: now, Headers: m.Headers}
 	if a.UserLimit == 1 {
 		one := int8(1)
 		o.LiveSlot = &one
@@ -217,7 +216,7 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 			}
 			return err
 		}
-		acts, err := p.loadActivities(tx, []int64{m.ActivityID})
+		acts, err := p.loadActivities(tx, []string{m.ActivityID})
 		if err != nil {
 			return err
 		}
@@ -226,7 +225,7 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 			return &businessError{ReasonUnknownActivity}
 		}
 		if a.UserLimit > 1 {
-			held, err := p.liveUnits(ctx, tx, m.ActivityID, []int64{m.UserID})
+			held, err := p.liveUnits(ctx, tx, m.ActivityID, []string{m.UserID})
 			if err != nil {
 				return err
 			}
@@ -328,7 +327,7 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, err
 	outs := make([]Outcome, len(msgs))
 	first := make(map[string]int, len(msgs))
 	resv := make(map[string]bool, len(msgs))
-	users := make(map[[2]int64]bool, len(msgs))
+	users := make(map[[2]string]bool, len(msgs))
 	uniq := make([]int, 0, len(msgs))
 	dupOf := map[int]int{}
 	conflict := false
@@ -342,7 +341,7 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, err
 		}
 		first[m.MsgID] = i
 		uniq = append(uniq, i)
-		u := [2]int64{m.UserID, m.ActivityID}
+		u := [2]string{m.UserID, m.ActivityID}
 		if resv[m.ReservationID] || users[u] {
 			conflict = true // settle these one by one
 		}
@@ -410,7 +409,7 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 		for _, d := range seen {
 			old[d.MsgID] = d
 		}
-		totals := map[int64]int64{}
+		totals := map[string]int64{}
 		for k, i := range uniq {
 			m := msgs[i]
 			if d, ok := old[m.MsgID]; ok {
@@ -423,7 +422,7 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 		if len(totals) == 0 {
 			return nil
 		}
-		actIDs := make([]int64, 0, len(totals))
+		actIDs := make([]string, 0, len(totals))
 		for a := range totals {
 			actIDs = append(actIDs, a)
 		}
@@ -495,19 +494,19 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 // error: the caller retries). PostgreSQL has no range locks, so there the
 // buyers are first locked with advisory transaction locks (lockBuyers) and
 // FOR UPDATE locks the rows that exist. SQLite serialises writers.
-func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity int64, users []int64) (map[int64]int64, error) {
+func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity string, users []string) (map[string]int64, error) {
 	if err := p.lockBuyers(ctx, tx, activity, users); err != nil {
 		return nil, err
 	}
 	type row struct {
-		UserID int64
+		UserID string
 		Qty    int64
 	}
 	var rows []row
 	if err := tx.WithContext(ctx).Raw(p.sql.liveUnits, users, activity, []string{OrderCreated, OrderPaid}).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: live units: %w", err)
 	}
-	held := make(map[int64]int64, len(users))
+	held := make(map[string]int64, len(users))
 	for _, r := range rows {
 		held[r.UserID] += r.Qty
 	}
@@ -521,7 +520,7 @@ func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity int64, 
 // (two configurations do not wait for each other), key from (activity,
 // user); two buyers whose keys collide merely wait for each other.
 // Elsewhere it does nothing (see liveUnits).
-func (p *Processor) lockBuyers(ctx context.Context, tx *gorm.DB, activity int64, users []int64) error {
+func (p *Processor) lockBuyers(ctx context.Context, tx *gorm.DB, activity string, users []string) error {
 	if p.sql.dialect != "postgres" || len(users) == 0 {
 		return nil
 	}
@@ -548,13 +547,12 @@ func (p *Processor) lockBuyers(ctx context.Context, tx *gorm.DB, activity int64,
 }
 
 // buyerKey is the advisory lock key of (activity, user): 32 bits of
-// FNV-1a over both.
-func buyerKey(activity, user int64) int32 {
+// FNV-1a over both, separated by a NUL (no ID contains one).
+func buyerKey(activity, user string) int32 {
 	h := fnv.New32a()
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(activity))
-	binary.BigEndian.PutUint64(b[8:], uint64(user))
-	_, _ = h.Write(b[:])
+	_, _ = h.Write([]byte(activity))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(user))
 	return int32(h.Sum32())
 }
 
@@ -562,8 +560,8 @@ func buyerKey(activity, user int64) int32 {
 // is the live_slot unique key). A buyer over the cap sends the batch to the
 // one-by-one path, where [Processor.Handle] refuses that message alone.
 // The batch holds at most one message per (user, activity).
-func (p *Processor) checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, uniq []int, outs []Outcome, acts map[int64]activityInfo) error {
-	users := map[int64][]int64{}
+func (p *Processor) checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, uniq []int, outs []Outcome, acts map[string]activityInfo) error {
+	users := map[string][]string{}
 	for _, i := range uniq {
 		m := msgs[i]
 		if outs[i].Duplicate || acts[m.ActivityID].UserLimit <= 1 {
@@ -574,7 +572,7 @@ func (p *Processor) checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, 
 	if len(users) == 0 {
 		return nil
 	}
-	actIDs := make([]int64, 0, len(users))
+	actIDs := make([]string, 0, len(users))
 	for act := range users {
 		actIDs = append(actIDs, act)
 	}

@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,22 +21,22 @@ func TestHandleOnceAndDuplicate(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		p := newProc(t, db)
 
-		out, err := p.Handle(ctx, msg(1, 1, 7))
+		out, err := p.Handle(ctx, msg(1, "1", "7"))
 		require.NoError(t, err)
 		assert.Equal(t, StatusSuccess, out.Status)
 		assert.False(t, out.Duplicate)
 		assert.NotEmpty(t, out.OrderNo)
 
-		again, err := p.Handle(ctx, msg(1, 1, 7))
+		again, err := p.Handle(ctx, msg(1, "1", "7"))
 		require.NoError(t, err)
 		assert.True(t, again.Duplicate)
 		assert.Equal(t, out.OrderNo, again.OrderNo)
 
 		assert.EqualValues(t, 1, countOrders(t, db, ""))
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 	})
 }
 
@@ -45,33 +44,33 @@ func TestHandleBusinessFailures(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 1, 1) // one unit, cap 1
-		addActivity(t, db, 2, 10, 3)
+		addActivity(t, db, "1", 1, 1) // one unit, cap 1
+		addActivity(t, db, "2", 10, 3)
 		p := newProc(t, db)
 
-		ok, err := p.Handle(ctx, msg(1, 1, 7))
+		ok, err := p.Handle(ctx, msg(1, "1", "7"))
 		require.NoError(t, err)
 		require.Equal(t, StatusSuccess, ok.Status)
 
 		// another user, no unit left in the DB → sold out
-		soldOut, err := p.Handle(ctx, msg(2, 1, 8))
+		soldOut, err := p.Handle(ctx, msg(2, "1", "8"))
 		require.NoError(t, err)
 		assert.Equal(t, StatusFailed, soldOut.Status)
 		assert.Equal(t, ReasonSoldOut, soldOut.Reason)
 		assert.True(t, soldOut.Release())
 
-		unknown, err := p.Handle(ctx, msg(3, 99, 8))
+		unknown, err := p.Handle(ctx, msg(3, "99", "8"))
 		require.NoError(t, err)
 		assert.Equal(t, ReasonUnknownActivity, unknown.Reason)
 
 		// cap 3: user 7 may buy three times
 		for i := 10; i < 13; i++ {
-			o, err := p.Handle(ctx, msg(i, 2, 7))
+			o, err := p.Handle(ctx, msg(i, "2", "7"))
 			require.NoError(t, err)
 			assert.Equal(t, StatusSuccess, o.Status, i)
 		}
 		// the same reservation under a new message ID is the existing order, not a failure
-		m := msg(10, 2, 7)
+		m := msg(10, "2", "7")
 		m.MsgID = "other"
 		dup, err := p.Handle(ctx, m)
 		require.NoError(t, err)
@@ -80,14 +79,14 @@ func TestHandleBusinessFailures(t *testing.T) {
 		assert.False(t, dup.Release(), "never release the reservation of an existing order")
 
 		// redelivered failure is answered from the dedup row and still asks for release
-		again, err := p.Handle(ctx, msg(2, 1, 8))
+		again, err := p.Handle(ctx, msg(2, "1", "8"))
 		require.NoError(t, err)
 		assert.True(t, again.Duplicate)
 		assert.True(t, again.Release())
 
 		assert.EqualValues(t, 4, countOrders(t, db, ""))
-		checkConservation(t, db, 1, 1)
-		checkConservation(t, db, 2, 10)
+		checkConservation(t, db, "1", 1)
+		checkConservation(t, db, "2", 10)
 	})
 }
 
@@ -95,16 +94,16 @@ func TestDuplicateUserCapOne(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		p := newProc(t, db)
-		_, err := p.Handle(ctx, msg(1, 1, 7))
+		_, err := p.Handle(ctx, msg(1, "1", "7"))
 		require.NoError(t, err)
-		o, err := p.Handle(ctx, msg(2, 1, 7))
+		o, err := p.Handle(ctx, msg(2, "1", "7"))
 		require.NoError(t, err)
 		assert.Equal(t, StatusFailed, o.Status)
 		assert.Equal(t, ReasonDuplicate, o.Reason)
 		assert.EqualValues(t, 1, countOrders(t, db, ""))
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 	})
 }
 
@@ -115,12 +114,12 @@ func TestProcessBatch(t *testing.T) {
 	t.Run("all fit: one transaction", func(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
-			addActivity(t, db, 1, 100, 1)
-			addActivity(t, db, 2, 100, 1)
+			addActivity(t, db, "1", 100, 1)
+			addActivity(t, db, "2", 100, 1)
 			p := newProc(t, db)
 			var msgs []Message
 			for i := 0; i < 40; i++ {
-				msgs = append(msgs, msg(i, int64(1+i%2), int64(100+i)))
+				msgs = append(msgs, msg(i, num(1+i%2), num(100+i)))
 			}
 			msgs = append(msgs, msgs[3]) // the same message twice in one batch
 			outs, err := p.Process(ctx, msgs)
@@ -132,8 +131,8 @@ func TestProcessBatch(t *testing.T) {
 			assert.True(t, outs[40].Duplicate)
 			assert.Equal(t, outs[3].OrderNo, outs[40].OrderNo)
 			assert.EqualValues(t, 40, countOrders(t, db, ""))
-			checkConservation(t, db, 1, 100)
-			checkConservation(t, db, 2, 100)
+			checkConservation(t, db, "1", 100)
+			checkConservation(t, db, "2", 100)
 
 			// the whole batch again: all duplicates, nothing new
 			outs, err = p.Process(ctx, msgs)
@@ -148,11 +147,11 @@ func TestProcessBatch(t *testing.T) {
 	t.Run("conflict falls back per message", func(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
-			addActivity(t, db, 1, 5, 1) // fewer units than messages
+			addActivity(t, db, "1", 5, 1) // fewer units than messages
 			p := newProc(t, db)
 			var msgs []Message
 			for i := 0; i < 8; i++ {
-				msgs = append(msgs, msg(i, 1, int64(100+i)))
+				msgs = append(msgs, msg(i, "1", num(100+i)))
 			}
 			outs, err := p.Process(ctx, msgs)
 			require.NoError(t, err)
@@ -168,17 +167,17 @@ func TestProcessBatch(t *testing.T) {
 			}
 			assert.Equal(t, 5, succ)
 			assert.Equal(t, 3, failed)
-			assert.EqualValues(t, 0, dbStock(t, db, 1))
-			checkConservation(t, db, 1, 5)
+			assert.EqualValues(t, 0, dbStock(t, db, "1"))
+			checkConservation(t, db, "1", 5)
 		})
 	})
 
 	t.Run("duplicate user inside a batch", func(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
-			addActivity(t, db, 1, 50, 1)
+			addActivity(t, db, "1", 50, 1)
 			p := newProc(t, db)
-			msgs := []Message{msg(1, 1, 7), msg(2, 1, 8), msg(3, 1, 7), msg(4, 1, 9)}
+			msgs := []Message{msg(1, "1", "7"), msg(2, "1", "8"), msg(3, "1", "7"), msg(4, "1", "9")}
 			outs, err := p.Process(ctx, msgs)
 			require.NoError(t, err)
 			assert.Equal(t, StatusSuccess, outs[0].Status)
@@ -186,23 +185,23 @@ func TestProcessBatch(t *testing.T) {
 			assert.Equal(t, StatusFailed, outs[2].Status)
 			assert.Equal(t, ReasonDuplicate, outs[2].Reason)
 			assert.Equal(t, StatusSuccess, outs[3].Status)
-			checkConservation(t, db, 1, 50)
+			checkConservation(t, db, "1", 50)
 		})
 	})
 
 	t.Run("existing order in DB makes the batch conflict", func(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
-			addActivity(t, db, 1, 50, 1)
+			addActivity(t, db, "1", 50, 1)
 			p := newProc(t, db)
-			_, err := p.Handle(ctx, msg(100, 1, 7))
+			_, err := p.Handle(ctx, msg(100, "1", "7"))
 			require.NoError(t, err)
-			msgs := []Message{msg(1, 1, 8), msg(2, 1, 7), msg(3, 1, 9)}
+			msgs := []Message{msg(1, "1", "8"), msg(2, "1", "7"), msg(3, "1", "9")}
 			outs, err := p.Process(ctx, msgs)
 			require.NoError(t, err)
 			assert.Equal(t, []Status{StatusSuccess, StatusFailed, StatusSuccess}, []Status{outs[0].Status, outs[1].Status, outs[2].Status})
 			assert.EqualValues(t, 3, countOrders(t, db, ""))
-			checkConservation(t, db, 1, 50)
+			checkConservation(t, db, "1", 50)
 		})
 	})
 
@@ -210,7 +209,7 @@ func TestProcessBatch(t *testing.T) {
 		t.Parallel()
 		eachDB(t, func(t *testing.T, db *gorm.DB) {
 			p := newProc(t, db)
-			bad := msg(1, 1, 7)
+			bad := msg(1, "1", "7")
 			bad.Qty = 0
 			_, err := p.Process(ctx, []Message{bad})
 			require.Error(t, err)
@@ -241,15 +240,15 @@ func TestDecode(t *testing.T) {
 			assert.NotNil(t, pe.Unwrap())
 		})
 	}
-	m := msg(1, 2, 3)
+	m := msg(1, "2", "3")
 	m.Price = 990
 	b, err := m.Encode()
 	require.NoError(t, err)
 	got, err := Decode(b)
 	require.NoError(t, err)
 	assert.Equal(t, m, got)
-	assert.Contains(t, string(b), `"v":1`)
-	assert.Equal(t, fmt.Sprint(3), got.Key())
+	assert.Contains(t, string(b), `"v":3`)
+	assert.Equal(t, "3", got.Key())
 }
 
 // UNIQUE(user_id, activity_id, live_slot) is "one live order per buyer when
@@ -264,7 +263,7 @@ func TestLiveSlotNullsNeverCollide(t *testing.T) {
 		p := newProc(t, db)
 		one := int8(1)
 		mk := func(id int64, resv string, slot *int8) Order {
-			o := p.newOrder(msg(int(id), 1, 7), activityInfo{ID: 1}, id, p.o.clock.Now())
+			o := p.newOrder(msg(int(id), "1", "7"), activityInfo{ID: "1"}, id, p.o.clock.Now())
 			o.ReservationID, o.LiveSlot = resv, slot
 			return o
 		}
@@ -285,14 +284,14 @@ func TestLiveSlotNullsNeverCollide(t *testing.T) {
 		o.OrderNo = "1"
 		err = insert(o)
 		assert.True(t, isDuplicate(err), "order no: %v", err)
-		d := dedupOf(msg(1, 1, 7), StatusSuccess, "1", "", p.o.clock.Now())
+		d := dedupOf(msg(1, "1", "7"), StatusSuccess, "1", "", p.o.clock.Now())
 		require.NoError(t, db.Transaction(func(tx *gorm.DB) error {
 			return p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d}))
 		}))
 		err = db.Transaction(func(tx *gorm.DB) error { return p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})) })
 		assert.True(t, isDuplicate(err), "msg_id: %v", err)
 		assert.False(t, isDuplicate(errors.New("order: something else")))
-		assert.EqualValues(t, 3, rowCount(t, db, DefaultOrderTable, "user_id = 7 AND activity_id = 1"))
+		assert.EqualValues(t, 3, rowCount(t, db, DefaultOrderTable, "user_id = '7' AND activity_id = '1'"))
 		assert.EqualValues(t, 1, rowCount(t, db, DefaultOrderTable, "live_slot IS NOT NULL"))
 	})
 }

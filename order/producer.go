@@ -43,23 +43,24 @@ func SaramaConfig() *sarama.Config {
 // Producer publishes order messages through a borrowed sarama.SyncProducer
 // (build it with [SaramaConfig]); it never closes it. Safe for concurrent use.
 type Producer struct {
-	sp    sarama.SyncProducer
-	topic string
+	sp      sarama.SyncProducer
+	topic   string
+	headers func(ctx context.Context) map[string]string
 }
 
-// NewProducer returns a producer writing to topic.
-func NewProducer(sp sarama.SyncProducer, topic string) (*Producer, error) {
+// NewProducer returns a producer writing to topic. Options: [WithHeaders].
+func NewProducer(sp sarama.SyncProducer, topic string, opts ...Option) (*Producer, error) {
 	if sp == nil || topic == "" {
 		return nil, fmt.Errorf("order: NewProducer needs a producer and a topic")
 	}
-	return &Producer{sp: sp, topic: topic}, nil
+	return &Producer{sp: sp, topic: topic, headers: buildOptions(opts).headers}, nil
 }
 
 // Topic returns the topic messages go to.
 func (p *Producer) Topic() string { return p.topic }
 
 // Publish encodes m (a zero Version becomes 1, or 2 with an Ext) and sends it
-// keyed by user ID, waiting for all in-sync replicas. SyncProducer cannot be
+// keyed by user ID, with the headers of [WithHeaders] made from ctx, waiting for all in-sync replicas. SyncProducer cannot be
 // interrupted: ctx is checked before sending, and the send ends within
 // sarama's own timeouts and retries — so a failure returned here really is a
 // failure, not a message that may still go out later.
@@ -71,7 +72,11 @@ func (p *Producer) Publish(ctx context.Context, m Message) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = p.sp.SendMessage(&sarama.ProducerMessage{Topic: p.topic, Key: sarama.StringEncoder(m.Key()), Value: sarama.ByteEncoder(b)})
+	pm := &sarama.ProducerMessage{Topic: p.topic, Key: sarama.StringEncoder(m.Key()), Value: sarama.ByteEncoder(b)}
+	if p.headers != nil {
+		pm.Headers = recordHeaders(p.headers(ctx))
+	}
+	_, _, err = p.sp.SendMessage(pm)
 	if err != nil {
 		return fmt.Errorf("order: publish %s: %w", m.MsgID, err)
 	}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"gorm.io/gorm"
 )
 
 // Report is what one [Reconciler.Reconcile] found and did for an activity.
 type Report struct {
-	Activity int64
+	Activity string
 	DryRun   bool // nothing was released
 	// ActivityMissing: seckill_activity has no row for Activity (wrong
 	// database, deleted row, wrong ID). Reconcile then returns
@@ -27,6 +28,10 @@ type Report struct {
 	DBStock       int64 // seckill_activity.stock
 	TotalStock    int64 // seckill_activity.total_stock
 	Conserved     bool  // DBStock + SoldUnits == TotalStock
+	// Drift is TotalStock − DBStock − SoldUnits: units the DB lost (> 0)
+	// or made up (< 0); 0 when Conserved. [AdjustStock] moves stock and
+	// total_stock together, so top-ups and withdrawals make no drift.
+	Drift int64
 
 	Matched int // reservations with a live order
 	// Released: reservations without a live order, older than the grace
@@ -75,7 +80,7 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler. Options: [WithGrace], [WithDryRun],
-// [WithPending], [WithClock], [WithTables].
+// [WithPending], [WithClock], [WithTables], [WithObserver].
 func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...Option) (*Reconciler, error) {
 	if db == nil || ledger == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewReconciler needs a db, a ledger and a releaser", ErrInvalidOption)
@@ -96,15 +101,23 @@ const ledgerPage = 500
 // Reconcile checks one activity. The error is non-nil when the ledger or
 // the DB could not be read, or when the activity has no row in the DB
 // ([ErrActivityNotFound], with Report.ActivityMissing set): then nothing is
-// released. Individual release failures are in the report.
-func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, error) {
-	rep := Report{Activity: activity, DryRun: r.o.dryRun, ReleaseErrors: map[string]error{}}
+// released. An activity that is not [ValidID] fails with [ErrInvalidID].
+// Individual release failures are in the report.
+func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report, err error) {
+	if r.o.observer != nil {
+		start := time.Now()
+		defer func() { r.observeReconcile(ctx, start, rep, err) }()
+	}
+	rep = Report{Activity: activity, DryRun: r.o.dryRun, ReleaseErrors: map[string]error{}}
+	if err := checkID("activity", activity); err != nil {
+		return rep, err
+	}
 	resv := map[string]Reservation{}
 	var cursor uint64
 	for pages := 0; ; pages++ {
 		page, next, err := r.ledger.Reservations(ctx, activity, cursor, ledgerPage)
 		if err != nil {
-			return rep, fmt.Errorf("order: reconcile %d: ledger: %w", activity, err)
+			return rep, fmt.Errorf("order: reconcile %s: ledger: %w", activity, err)
 		}
 		for _, x := range page {
 			resv[x.ID] = x
@@ -113,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 			break
 		}
 		if pages > 1_000_000 {
-			return rep, fmt.Errorf("order: reconcile %d: ledger cursor does not end", activity)
+			return rep, fmt.Errorf("order: reconcile %s: ledger cursor does not end", activity)
 		}
 		cursor = next
 	}
@@ -124,11 +137,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 
 	var acts []Activity
 	if err := r.db.WithContext(ctx).Table(r.o.tables.Activity).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&acts).Error; err != nil {
-		return rep, fmt.Errorf("order: reconcile %d: activity: %w", activity, err)
+		return rep, fmt.Errorf("order: reconcile %s: activity: %w", activity, err)
 	}
 	if len(acts) == 0 {
 		rep.ActivityMissing = true
-		return rep, fmt.Errorf("%w: reconcile %d: %d reservations in the ledger, none released", ErrActivityNotFound, activity, rep.Reservations)
+		return rep, fmt.Errorf("%w: reconcile %s: %d reservations in the ledger, none released", ErrActivityNotFound, activity, rep.Reservations)
 	}
 	rep.DBStock, rep.TotalStock = acts[0].Stock, acts[0].TotalStock
 
@@ -141,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 	var rows []row
 	if err := r.db.WithContext(ctx).Table(r.o.tables.Order).Select("order_no", "reservation_id", "qty", "status").
 		Where("activity_id = ?", activity).Find(&rows).Error; err != nil {
-		return rep, fmt.Errorf("order: reconcile %d: orders: %w", activity, err)
+		return rep, fmt.Errorf("order: reconcile %s: orders: %w", activity, err)
 	}
 	status := make(map[string]string, len(rows))
 	for _, o := range rows {
@@ -156,6 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity int64) (Report, err
 		}
 	}
 	rep.Conserved = rep.DBStock+rep.SoldUnits == rep.TotalStock
+	rep.Drift = rep.TotalStock - rep.DBStock - rep.SoldUnits
 
 	now := r.o.clock.Now()
 	ids := make([]string, 0, len(resv))

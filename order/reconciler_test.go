@@ -17,7 +17,7 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		clock := newClock()
 		led := newLedger()
 		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
@@ -29,22 +29,22 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 		accepted := 6
 		var kms []*sarama.ConsumerMessage
 		for i := 0; i < accepted; i++ {
-			m := msg(i, 1, int64(100+i))
-			led.reserve(1, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+			m := msg(i, "1", num(100+i))
+			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
 			if i != 5 {
 				kms = append(kms, kmsg(t, int64(i), m))
 			}
 		}
 		require.NoError(t, runClaim(t, c, &fakeSession{ctx: ctx}, kms))
 		// r-6: a fresh reservation whose message is still in flight.
-		led.reserve(1, Reservation{ID: "r-6", User: 106, Qty: 1, At: clock.Now().Add(9 * time.Minute)})
+		led.reserve("1", Reservation{ID: "r-6", User: "106", Qty: 1, At: clock.Now().Add(9 * time.Minute)})
 		// r-7: message waiting in the outbox.
-		led.reserve(1, Reservation{ID: "r-7", User: 107, Qty: 1, At: clock.Now()})
+		led.reserve("1", Reservation{ID: "r-7", User: "107", Qty: 1, At: clock.Now()})
 		// an order whose reservation Redis lost
-		out, err := p.Handle(ctx, msg(8, 1, 108))
+		out, err := p.Handle(ctx, msg(8, "1", "108"))
 		require.NoError(t, err)
 		// a cancelled order whose release was lost
-		canc, err := NewCanceller(db, nil, ReleaserFunc(func(context.Context, int64, string) error { return errors.New("lost") }))
+		canc, err := NewCanceller(db, nil, ReleaserFunc(func(context.Context, string, string) error { return errors.New("lost") }))
 		require.NoError(t, err)
 		require.ErrorIs(t, canc.Cancel(ctx, mustOrderNo(t, p, "r-0")), ErrReleasePending)
 
@@ -53,7 +53,7 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 
 		dry, err := NewReconciler(db, led, led, WithClock(clock), WithPending(pending), WithDryRun(true))
 		require.NoError(t, err)
-		rep, err := dry.Reconcile(ctx, 1)
+		rep, err := dry.Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.True(t, rep.DryRun)
 		assert.Equal(t, []string{"r-0", "r-5"}, rep.Released)
@@ -61,7 +61,7 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 
 		rec, err := NewReconciler(db, led, led, WithClock(clock), WithPending(pending))
 		require.NoError(t, err)
-		rep, err = rec.Reconcile(ctx, 1)
+		rep, err = rec.Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.Equal(t, 8, rep.Reservations)
 		assert.Equal(t, []string{"r-0", "r-5"}, rep.Released)
@@ -77,10 +77,10 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 		// counts: of the 6 accepted, 4 are live orders (r-1..r-4), 2 released (r-0, r-5)
 		assert.EqualValues(t, accepted-led.releases(), countOrders(t, db, "status <> ? AND reservation_id IN ?",
 			OrderCancelled, []string{"r-0", "r-1", "r-2", "r-3", "r-4", "r-5"}))
-		checkConservation(t, db, 1, 10)
+		checkConservation(t, db, "1", 10)
 
 		// a second run finds nothing more to do
-		rep, err = rec.Reconcile(ctx, 1)
+		rep, err = rec.Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.Empty(t, rep.Released)
 		assert.Equal(t, 2, led.releases())
@@ -97,11 +97,11 @@ func mustOrderNo(t *testing.T, p *Processor, resv string) string {
 func TestReconcilerLedgerError(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		rec, err := NewReconciler(db, LedgerFunc(func(context.Context, int64, uint64, int64) ([]Reservation, uint64, error) {
+		rec, err := NewReconciler(db, LedgerFunc(func(context.Context, string, uint64, int64) ([]Reservation, uint64, error) {
 			return nil, 0, errors.New("redis down")
 		}), newLedger())
 		require.NoError(t, err)
-		_, err = rec.Reconcile(context.Background(), 1)
+		_, err = rec.Reconcile(context.Background(), "1")
 		require.Error(t, err)
 	})
 }
@@ -109,11 +109,11 @@ func TestReconcilerLedgerError(t *testing.T) {
 func TestReconcilerPagesLedger(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		clock := newClock()
 		all := []Reservation{{ID: "a", Qty: 1}, {ID: "b", Qty: 1}, {ID: "c", Qty: 2}}
 		var cursors []uint64
-		pages := LedgerFunc(func(_ context.Context, _ int64, cursor uint64, _ int64) ([]Reservation, uint64, error) {
+		pages := LedgerFunc(func(_ context.Context, _ string, cursor uint64, _ int64) ([]Reservation, uint64, error) {
 			cursors = append(cursors, cursor)
 			if cursor >= uint64(len(all)-1) {
 				return all[cursor:], 0, nil
@@ -122,7 +122,7 @@ func TestReconcilerPagesLedger(t *testing.T) {
 		})
 		rec, err := NewReconciler(db, pages, newLedger(), WithClock(clock), WithDryRun(true), WithGrace(0))
 		require.NoError(t, err)
-		rep, err := rec.Reconcile(context.Background(), 1)
+		rep, err := rec.Reconcile(context.Background(), "1")
 		require.NoError(t, err)
 		assert.Equal(t, []uint64{0, 1, 2}, cursors)
 		assert.Equal(t, 3, rep.Reservations)
@@ -138,17 +138,17 @@ func TestReconcilerActivityMissing(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		addActivity(t, db, 1, 10, 1) // another activity exists
+		addActivity(t, db, "1", 10, 1) // another activity exists
 		clock := newClock()
 		led := newLedger()
 		for i := 0; i < 3; i++ {
-			led.reserve(2, Reservation{ID: fmt.Sprint("r-", i), User: int64(100 + i), Qty: 1, At: clock.Now()})
+			led.reserve("2", Reservation{ID: fmt.Sprint("r-", i), User: num(100 + i), Qty: 1, At: clock.Now()})
 		}
 		clock.Add(time.Hour) // far past the grace period
 		for _, dry := range []bool{true, false} {
 			rec, err := NewReconciler(db, led, led, WithClock(clock), WithDryRun(dry))
 			require.NoError(t, err)
-			rep, err := rec.Reconcile(ctx, 2)
+			rep, err := rec.Reconcile(ctx, "2")
 			require.ErrorIs(t, err, ErrActivityNotFound, "dry run %v", dry)
 			assert.True(t, rep.ActivityMissing)
 			assert.Equal(t, 3, rep.Reservations, "the ledger is still reported")
@@ -159,7 +159,7 @@ func TestReconcilerActivityMissing(t *testing.T) {
 		assert.Equal(t, 0, led.releases())
 
 		// the existing activity still reconciles normally
-		rep, err := newReconcilerMust(t, db, led, clock).Reconcile(ctx, 1)
+		rep, err := newReconcilerMust(t, db, led, clock).Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.False(t, rep.ActivityMissing)
 		assert.True(t, rep.Conserved)

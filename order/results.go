@@ -40,8 +40,8 @@ const (
 // Result is the status of one (activity, user), as polled by GET /result or
 // pushed by a [Notifier].
 type Result struct {
-	Activity      int64
-	User          int64
+	Activity      string // the activity ID ([ValidID])
+	User          string // the buyer's ID ([ValidID])
 	Status        Status
 	OrderNo       string // set when Status is SUCCESS
 	Reason        string // set when Status is FAILED
@@ -89,8 +89,12 @@ func NewResults(rdb ResultsClient, db *gorm.DB, opts ...Option) (*Results, error
 }
 
 // Set records r (r.At defaults to now). A QUEUED status does not overwrite
-// a SUCCESS/FAILED of the same reservation.
+// a SUCCESS/FAILED of the same reservation. A result whose Activity or
+// User is not [ValidID] fails with [ErrInvalidID] and writes nothing.
 func (r *Results) Set(ctx context.Context, res Result) error {
+	if err := checkPair(res.Activity, res.User); err != nil {
+		return err
+	}
 	if res.At.IsZero() {
 		res.At = r.o.clock.Now()
 	}
@@ -134,7 +138,12 @@ func (r *Results) SetMany(ctx context.Context, rs []Result) error {
 // (db nil) the Redis entry is the answer.
 //
 // Cost: one indexed database read per call when a database is configured.
-func (r *Results) Get(ctx context.Context, activity, user int64) (Result, error) {
+// An activity or user that is not [ValidID] fails with [ErrInvalidID]
+// before Redis or the database is asked.
+func (r *Results) Get(ctx context.Context, activity, user string) (Result, error) {
+	if err := checkPair(activity, user); err != nil {
+		return Result{}, err
+	}
 	cached, ok, rerr := r.cached(ctx, activity, user)
 	if r.db == nil {
 		if rerr != nil {
@@ -159,8 +168,12 @@ func (r *Results) Get(ctx context.Context, activity, user int64) (Result, error)
 // from the database when it has an order or an outcome for it, else QUEUED
 // when Redis records it as the buyer's queued reservation, else StatusNone
 // (unknown here: the caller may ask the stock ledger whether it is held).
-// Without a database only Redis answers.
-func (r *Results) Reservation(ctx context.Context, activity, user int64, reservationID string) (Result, error) {
+// Without a database only Redis answers. Invalid IDs fail as in
+// [Results.Get].
+func (r *Results) Reservation(ctx context.Context, activity, user string, reservationID string) (Result, error) {
+	if err := checkPair(activity, user); err != nil {
+		return Result{}, err
+	}
 	cached, ok, rerr := r.cached(ctx, activity, user)
 	if !ok || cached.ReservationID != reservationID {
 		cached = Result{Activity: activity, User: user, ReservationID: reservationID}
@@ -175,7 +188,7 @@ func (r *Results) Reservation(ctx context.Context, activity, user int64, reserva
 }
 
 // cached reads the Redis entry of (activity, user).
-func (r *Results) cached(ctx context.Context, activity, user int64) (Result, bool, error) {
+func (r *Results) cached(ctx context.Context, activity, user string) (Result, bool, error) {
 	m, err := r.get(ctx, resultKey(r.o.prefix, activity, user)).Result()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
@@ -214,7 +227,7 @@ func (r *Results) resolve(ctx context.Context, c Result) (Result, error) {
 // reservation of user in activity. A row of another buyer or activity is
 // not an answer: a caller never learns about a reservation that is not its
 // own.
-func resultByReservation(ctx context.Context, db *gorm.DB, t Tables, activity, user int64, resv string) (Result, bool, error) {
+func resultByReservation(ctx context.Context, db *gorm.DB, t Tables, activity, user string, resv string) (Result, bool, error) {
 	var o []Order
 	if err := db.WithContext(ctx).Table(t.Order).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
 		Limit(1).Find(&o).Error; err != nil {
@@ -244,7 +257,7 @@ func orderResult(o Order) Result {
 	return res
 }
 
-func resultFromDB(ctx context.Context, db *gorm.DB, t Tables, activity, user int64) (Result, error) {
+func resultFromDB(ctx context.Context, db *gorm.DB, t Tables, activity, user string) (Result, error) {
 	var o []Order
 	if err := db.WithContext(ctx).Table(t.Order).Where("user_id = ? AND activity_id = ?", user, activity).
 		Order("id DESC").Limit(1).Find(&o).Error; err != nil {
@@ -263,4 +276,12 @@ func resultFromDB(ctx context.Context, db *gorm.DB, t Tables, activity, user int
 			ReservationID: d[0].ReservationID, At: d[0].CreatedAt}, nil
 	}
 	return Result{Activity: activity, User: user}, nil
+}
+
+// checkPair checks the (activity, user) of a result.
+func checkPair(activity, user string) error {
+	if err := checkID("activity", activity); err != nil {
+		return err
+	}
+	return checkID("user", user)
 }

@@ -19,46 +19,46 @@ func TestResults(t *testing.T) {
 	for kind, rdb := range testenv.AllRedis(t) {
 		t.Run(string(kind), func(t *testing.T) {
 			eachDB(t, func(t *testing.T, db *gorm.DB) {
-				addActivity(t, db, 1, 10, 1)
+				addActivity(t, db, "1", 10, 1)
 				clock := newClock()
 				r, err := NewResults(rdb, db, WithKeyPrefix(testenv.Prefix(t)+string(kind)+":"), WithClock(clock), WithResultTTL(time.Minute))
 				require.NoError(t, err)
 
-				got, err := r.Get(ctx, 1, 7)
+				got, err := r.Get(ctx, "1", "7")
 				require.NoError(t, err)
 				assert.Equal(t, StatusNone, got.Status)
 
-				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: "r-1"}))
-				got, err = r.Get(ctx, 1, 7)
+				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: "r-1"}))
+				got, err = r.Get(ctx, "1", "7")
 				require.NoError(t, err)
 				assert.Equal(t, StatusQueued, got.Status)
 				assert.Equal(t, clock.Now().UnixMilli(), got.At.UnixMilli())
 
-				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusSuccess, OrderNo: "42", ReservationID: "r-1"}))
+				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusSuccess, OrderNo: "42", ReservationID: "r-1"}))
 				// a late QUEUED of the same reservation does not hide SUCCESS
-				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: "r-1"}))
-				got, err = r.Get(ctx, 1, 7)
+				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: "r-1"}))
+				got, err = r.Get(ctx, "1", "7")
 				require.NoError(t, err)
 				assert.Equal(t, StatusSuccess, got.Status)
 				assert.Equal(t, "42", got.OrderNo)
 				// a new reservation's QUEUED does
-				require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: "r-2"}))
-				got, err = r.Get(ctx, 1, 7)
+				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: "r-2"}))
+				got, err = r.Get(ctx, "1", "7")
 				require.NoError(t, err)
 				assert.Equal(t, StatusQueued, got.Status)
 
 				// DB fallback: Redis knows nothing of user 8 and 9
 				p := newProc(t, db)
-				out, err := p.Handle(ctx, msg(8, 1, 8))
+				out, err := p.Handle(ctx, msg(8, "1", uuidUser(8)))
 				require.NoError(t, err)
-				got, err = r.Get(ctx, 1, 8)
+				got, err = r.Get(ctx, "1", uuidUser(8))
 				require.NoError(t, err)
 				assert.Equal(t, StatusSuccess, got.Status)
 				assert.Equal(t, out.OrderNo, got.OrderNo)
 
-				_, err = p.Handle(ctx, msg(9, 99, 9)) // unknown activity: FAILED dedup row
+				_, err = p.Handle(ctx, msg(9, "99", "9")) // unknown activity: FAILED dedup row
 				require.NoError(t, err)
-				got, err = r.Get(ctx, 99, 9)
+				got, err = r.Get(ctx, "99", "9")
 				require.NoError(t, err)
 				assert.Equal(t, StatusFailed, got.Status)
 				assert.Equal(t, ReasonUnknownActivity, got.Reason)
@@ -72,26 +72,26 @@ func TestResultsTTLAndRedisDown(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		rdb, mr := testenv.Miniredis(t)
-		addActivity(t, db, 1, 10, 1)
+		addActivity(t, db, "1", 10, 1)
 		r, err := NewResults(rdb, db, WithResultTTL(time.Minute))
 		require.NoError(t, err)
-		require.NoError(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued, ReservationID: "r-7"}))
+		require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: "r-7"}))
 		mr.FastForward(2 * time.Minute)
-		got, err := r.Get(ctx, 1, 7)
+		got, err := r.Get(ctx, "1", "7")
 		require.NoError(t, err)
 		assert.Equal(t, StatusNone, got.Status, "expired")
 
-		_, err = newProc(t, db).Handle(ctx, msg(7, 1, 7))
+		_, err = newProc(t, db).Handle(ctx, msg(7, "1", "7"))
 		require.NoError(t, err)
 		mr.SetError("LOADING")
-		got, err = r.Get(ctx, 1, 7)
+		got, err = r.Get(ctx, "1", "7")
 		require.NoError(t, err, "the DB answers when Redis fails")
 		assert.Equal(t, StatusSuccess, got.Status)
-		assert.Error(t, r.Set(ctx, Result{Activity: 1, User: 7, Status: StatusQueued}))
+		assert.Error(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued}))
 
 		r2, err := NewResults(rdb, nil)
 		require.NoError(t, err)
-		_, err = r2.Get(ctx, 1, 7)
+		_, err = r2.Get(ctx, "1", "7")
 		assert.Error(t, err)
 		assert.False(t, errors.Is(err, ErrOrderNotFound))
 	})

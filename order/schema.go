@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -25,7 +27,7 @@ var SchemaPostgres string
 // that depends on the table names: the tables, their indexes and their
 // CHECK constraint.
 var schemaNames = func() *regexp.Regexp {
-	pat := `\b(` + DefaultActivityTable + `|` + DefaultOrderTable + `|` + DefaultDedupTable
+	pat := `\b(` + DefaultActivityTable + `|` + DefaultOrderTable + `|` + DefaultDedupTable + `|` + DefaultAdjustTable
 	for _, sp := range DefaultTables().specs() {
 		for _, ix := range append(append([]index(nil), sp.indexes...), sp.checks...) {
 			pat += "|" + ix.legacy
@@ -64,12 +66,18 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 	return schemaNames.ReplaceAllStringFunc(ddl, func(s string) string { return names[s] }), nil
 }
 
-// AutoMigrate creates or updates the activity, order and dedup tables
-// (named by [WithTables], default seckill_activity, seckill_order and
-// message_dedup) with gorm's AutoMigrate, then creates whichever of their
+// AutoMigrate creates or updates the activity, order, dedup and
+// adjustment tables (named by [WithTables], default seckill_activity,
+// seckill_order, message_dedup and seckill_activity_adjust) with gorm's
+// AutoMigrate, then creates whichever of their
 // indexes is missing and, on MySQL/MariaDB and PostgreSQL, the activity's
 // CHECK (stock >= 0) — SQLite cannot add a constraint to an existing table
-// and goes without it. Index and constraint names are those of
+// and goes without it. The user and activity ID columns are VARCHAR(64),
+// on MySQL/MariaDB CHARACTER SET ascii COLLATE ascii_bin (see [Activity]);
+// on MySQL/MariaDB and PostgreSQL, tables of releases with BIGINT IDs are
+// converted in place, numbers becoming their decimal strings (the
+// activity id loses its auto-increment).
+// Index and constraint names are those of
 // schema.sql on the default names and derived from the table's name
 // otherwise (see [WithTables]). DBAs who manage schemas by hand apply
 // [Schema]'s DDL (schema.sql, schema_postgres.sql) instead; both give the
@@ -121,6 +129,16 @@ func autoMigrate(d *gorm.DB, t Tables) error {
 		if err := d.Table(sp.name).AutoMigrate(sp.model); err != nil {
 			return fmt.Errorf("order: migrate %s: %w", sp.name, err)
 		}
+		switch dialect {
+		case "mysql":
+			if err := binaryIDColumns(d, sp); err != nil {
+				return err
+			}
+		case "postgres":
+			if err := varcharIDColumns(d, sp); err != nil {
+				return err
+			}
+		}
 		m := d.Migrator()
 		for _, ix := range sp.indexes {
 			name := ix.name(sp.name, sp.def)
@@ -144,6 +162,88 @@ func autoMigrate(d *gorm.DB, t Tables) error {
 				return fmt.Errorf("order: migrate %s: constraint %s: %w", sp.name, name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// idColumnMySQL is the MySQL/MariaDB type of the user and activity ID
+// columns: ASCII (every [ValidID] is) compared byte for byte, as Redis
+// compares them. Under the server's default collation (utf8mb4_general_ci
+// and the like) "Alice" and "alice" would be one buyer in the unique key,
+// the caps and the result lookups, but two in Redis.
+const idColumnMySQL = "VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
+
+// keyColumnMySQL is the MySQL/MariaDB type of a table's ASCII key column
+// (the adjustment ID): compared byte for byte, as the other databases do.
+const keyColumnMySQL = "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
+
+// binaryIDColumns gives the ID columns of sp's table, on MySQL/MariaDB,
+// the type of schema.sql (idColumnMySQL), which gorm's AutoMigrate cannot
+// spell per dialect: it creates them VARCHAR(64) in the table's default
+// collation. gorm does not compare collations, so a later AutoMigrate
+// keeps them.
+func binaryIDColumns(d *gorm.DB, sp tableSpec) error {
+	var rows []struct {
+		ColumnName    string
+		CollationName *string
+	}
+	if err := d.Raw("SELECT COLUMN_NAME AS column_name, COLLATION_NAME AS collation_name FROM information_schema.COLUMNS "+
+		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME IN ?", sp.name, append([]string{sp.keyColumn}, sp.idColumns...)).Scan(&rows).Error; err != nil {
+		return fmt.Errorf("order: migrate %s: read id columns: %w", sp.name, err)
+	}
+	var mods []string
+	for _, r := range rows {
+		if r.CollationName == nil || *r.CollationName != "ascii_bin" {
+			typ := idColumnMySQL
+			if r.ColumnName == sp.keyColumn {
+				typ = keyColumnMySQL
+			}
+			mods = append(mods, "MODIFY "+quoteIdent(d, r.ColumnName)+" "+typ)
+		}
+	}
+	if len(mods) == 0 {
+		return nil
+	}
+	slices.Sort(mods)
+	q := "ALTER TABLE " + quoteIdent(d, sp.name) + " " + strings.Join(mods, ", ")
+	if err := d.Exec(q).Error; err != nil {
+		return fmt.Errorf("order: migrate %s: id columns: %w", sp.name, err)
+	}
+	return nil
+}
+
+// varcharIDColumns converts, on PostgreSQL, ID columns that are not
+// VARCHAR yet — the BIGINT and BIGSERIAL columns of tables made before IDs
+// were strings, which gorm's AutoMigrate does not convert — to
+// VARCHAR(64), numbers becoming their decimal strings; the activity id
+// loses its sequence default (activity IDs are chosen by the application).
+func varcharIDColumns(d *gorm.DB, sp tableSpec) error {
+	var rows []struct {
+		ColumnName    string
+		DataType      string
+		ColumnDefault *string
+	}
+	if err := d.Raw("SELECT column_name, data_type, column_default FROM information_schema.columns "+
+		"WHERE table_schema = current_schema() AND table_name = ? AND column_name IN ?", sp.name, sp.idColumns).Scan(&rows).Error; err != nil {
+		return fmt.Errorf("order: migrate %s: read id columns: %w", sp.name, err)
+	}
+	var alters []string
+	for _, r := range rows {
+		if r.DataType == "character varying" {
+			continue
+		}
+		col := quoteIdent(d, r.ColumnName)
+		if r.ColumnDefault != nil {
+			alters = append(alters, "ALTER COLUMN "+col+" DROP DEFAULT")
+		}
+		alters = append(alters, "ALTER COLUMN "+col+" TYPE VARCHAR(64) USING "+col+"::VARCHAR(64)")
+	}
+	if len(alters) == 0 {
+		return nil
+	}
+	q := "ALTER TABLE " + quoteIdent(d, sp.name) + " " + strings.Join(alters, ", ")
+	if err := d.Exec(q).Error; err != nil {
+		return fmt.Errorf("order: migrate %s: id columns: %w", sp.name, err)
 	}
 	return nil
 }

@@ -4,7 +4,7 @@
 -- table names (index and constraint names are then derived from them).
 
 CREATE TABLE IF NOT EXISTS `seckill_activity` (
-  id             BIGINT        NOT NULL AUTO_INCREMENT,
+  id             VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- the activity ID (order.ValidID), as in stock and the messages
   name           VARCHAR(128)  NOT NULL DEFAULT '',
   product_id     BIGINT        NOT NULL DEFAULT 0,
   product_name   VARCHAR(255)  NOT NULL DEFAULT '',
@@ -27,8 +27,8 @@ CREATE TABLE IF NOT EXISTS `seckill_order` (
   id             BIGINT        NOT NULL,             -- snowflake (order.IDGenerator)
   order_no       VARCHAR(32)   NOT NULL,
   reservation_id VARCHAR(64)   NOT NULL,             -- one order per Redis reservation
-  user_id        BIGINT        NOT NULL,
-  activity_id    BIGINT        NOT NULL,
+  user_id        VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- order.ValidID: compared byte for byte, as in Redis
+  activity_id    VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   live_slot      TINYINT       NULL,                 -- 1 while live and user_limit = 1, else NULL
   qty            BIGINT        NOT NULL,
   price          DECIMAL(12,2) NOT NULL DEFAULT 0,   -- unit price at the time of sale
@@ -51,8 +51,8 @@ CREATE TABLE IF NOT EXISTS `seckill_order` (
 CREATE TABLE IF NOT EXISTS `message_dedup` (
   msg_id         VARCHAR(64)   NOT NULL,
   reservation_id VARCHAR(64)   NOT NULL,
-  activity_id    BIGINT        NOT NULL,
-  user_id        BIGINT        NOT NULL,
+  activity_id    VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  user_id        VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- '' when a Fence did not know the buyer
   outcome        VARCHAR(16)   NOT NULL,             -- SUCCESS / FAILED
   order_no       VARCHAR(32)   NOT NULL DEFAULT '',
   reason         VARCHAR(255)  NOT NULL DEFAULT '',
@@ -60,4 +60,15 @@ CREATE TABLE IF NOT EXISTS `message_dedup` (
   PRIMARY KEY (msg_id),
   UNIQUE KEY `uk_dedup_reservation` (reservation_id), -- one outcome per reservation: the consume/release fence
   KEY `idx_dedup_user` (user_id, activity_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `seckill_activity_adjust` (
+  adjust_id      VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- the caller's idempotency key (order.AdjustStock)
+  activity_id    VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  delta          BIGINT        NOT NULL,             -- + top-up, - withdrawal; moves stock and total_stock together
+  operator       VARCHAR(64)   NOT NULL DEFAULT '',
+  reason         VARCHAR(255)  NOT NULL DEFAULT '',
+  created_at     DATETIME(3)   NOT NULL,
+  PRIMARY KEY (adjust_id),
+  KEY `idx_adjust_activity` (activity_id, created_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -7,7 +7,7 @@
 -- DISTINCT), so live_slot = NULL never collides: see seckill_order below.
 
 CREATE TABLE IF NOT EXISTS "seckill_activity" (
-  "id"             BIGSERIAL      NOT NULL,
+  "id"             VARCHAR(64)    NOT NULL,            -- the activity ID (order.ValidID), as in stock and the messages
   "name"           VARCHAR(128)   NOT NULL DEFAULT '',
   "product_id"     BIGINT         NOT NULL DEFAULT 0,
   "product_name"   VARCHAR(255)   NOT NULL DEFAULT '',
@@ -30,8 +30,8 @@ CREATE TABLE IF NOT EXISTS "seckill_order" (
   "id"             BIGINT         NOT NULL,            -- snowflake (order.IDGenerator)
   "order_no"       VARCHAR(32)    NOT NULL,
   "reservation_id" VARCHAR(64)    NOT NULL,            -- one order per Redis reservation
-  "user_id"        BIGINT         NOT NULL,
-  "activity_id"    BIGINT         NOT NULL,
+  "user_id"        VARCHAR(64)    NOT NULL,            -- order.ValidID
+  "activity_id"    VARCHAR(64)    NOT NULL,
   "live_slot"      SMALLINT       NULL,                -- 1 while live and user_limit = 1, else NULL
   "qty"            BIGINT         NOT NULL,
   "price"          DECIMAL(12,2)  NOT NULL DEFAULT 0,  -- unit price at the time of sale
@@ -54,8 +54,8 @@ CREATE INDEX IF NOT EXISTS "idx_status_expire" ON "seckill_order" ("status", "ex
 CREATE TABLE IF NOT EXISTS "message_dedup" (
   "msg_id"         VARCHAR(64)    NOT NULL,
   "reservation_id" VARCHAR(64)    NOT NULL,
-  "activity_id"    BIGINT         NOT NULL,
-  "user_id"        BIGINT         NOT NULL,
+  "activity_id"    VARCHAR(64)    NOT NULL,
+  "user_id"        VARCHAR(64)    NOT NULL,            -- '' when a Fence did not know the buyer
   "outcome"        VARCHAR(16)    NOT NULL,            -- SUCCESS / FAILED
   "order_no"       VARCHAR(32)    NOT NULL DEFAULT '',
   "reason"         VARCHAR(255)   NOT NULL DEFAULT '',
@@ -64,3 +64,14 @@ CREATE TABLE IF NOT EXISTS "message_dedup" (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS "uk_dedup_reservation" ON "message_dedup" ("reservation_id"); -- one outcome per reservation: the consume/release fence
 CREATE INDEX IF NOT EXISTS "idx_dedup_user" ON "message_dedup" ("user_id", "activity_id");
+
+CREATE TABLE IF NOT EXISTS "seckill_activity_adjust" (
+  "adjust_id"      VARCHAR(128)   NOT NULL,            -- the caller's idempotency key (order.AdjustStock)
+  "activity_id"    VARCHAR(64)    NOT NULL,
+  "delta"          BIGINT         NOT NULL,            -- + top-up, - withdrawal; moves stock and total_stock together
+  "operator"       VARCHAR(64)    NOT NULL DEFAULT '',
+  "reason"         VARCHAR(255)   NOT NULL DEFAULT '',
+  "created_at"     TIMESTAMPTZ    NOT NULL,
+  PRIMARY KEY ("adjust_id")
+);
+CREATE INDEX IF NOT EXISTS "idx_adjust_activity" ON "seckill_activity_adjust" ("activity_id", "created_at");

@@ -128,7 +128,7 @@ func ddlIndexes(t *testing.T, ddl string) map[string][]string {
 	return out
 }
 
-var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup"}
+var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust"}
 
 // The DDL files are the templates of Schema: the default names give them
 // back unchanged, other names replace every table, index and constraint
@@ -145,21 +145,22 @@ func TestSchemaText(t *testing.T) {
 		other, err := Schema(dialect, WithTables(otherTables))
 		require.NoError(t, err)
 		assert.Equal(t, wantIndexes(otherTables), ddlIndexes(t, other), dialect)
-		assert.NotRegexp(t, `\b(seckill_activity|seckill_order|message_dedup|uk_order_no|uk_reservation|uk_user_activity_live|idx_status_expire|uk_dedup_reservation|idx_dedup_user|chk_stock_nonneg)\b`,
+		assert.NotRegexp(t, `\b(seckill_activity|seckill_order|message_dedup|uk_order_no|uk_reservation|uk_user_activity_live|idx_status_expire|uk_dedup_reservation|idx_dedup_user|chk_stock_nonneg|seckill_activity_adjust|idx_adjust_activity)\b`,
 			stripSQLComments(other), dialect)
 		assert.Contains(t, other, "chk_shop_activity_stock_nonneg")
 	}
 	_, err := Schema("sqlite")
 	assert.ErrorIs(t, err, ErrUnsupportedDialect)
 	for _, bad := range []Tables{{Order: "Order"}, {Order: "1x"}, {Dedup: "a-b"}, {Order: strings.Repeat("x", MaxTableLen+1)},
-		{Order: "message_dedup"}, {Activity: "same", Order: "same"}} {
+		{Order: "message_dedup"}, {Activity: "same", Order: "same"}, {Adjust: "seckill_order"}, {Dedup: "x", Adjust: "x"}} {
 		_, err := Schema("mysql", WithTables(bad))
 		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
 		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidOption, "%+v", bad)
 		_, err = NewProcessor(testenv.SQLite(t), newGen(t, 1), WithTables(bad))
 		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
 	}
-	longest := Tables{Activity: strings.Repeat("a", MaxTableLen), Order: strings.Repeat("o", MaxTableLen), Dedup: strings.Repeat("d", MaxTableLen)}
+	longest := Tables{Activity: strings.Repeat("a", MaxTableLen), Order: strings.Repeat("o", MaxTableLen), Dedup: strings.Repeat("d", MaxTableLen),
+		Adjust: strings.Repeat("j", MaxTableLen)}
 	_, err = Schema("postgres", WithTables(longest))
 	require.NoError(t, err)
 	for _, sp := range longest.specs() {
@@ -212,11 +213,11 @@ func TestSchemaMatchesAutoMigrate(t *testing.T) {
 		// The CHECK holds on both, under both names.
 		for _, db := range []*gorm.DB{byGorm, byDDL} {
 			for _, tabs := range []Tables{DefaultTables(), otherTables} {
-				addActivityIn(t, db, tabs, 1, 5, 1)
-				err := db.Exec("UPDATE " + quoteIdent(db, tabs.Activity) + " SET stock = stock - 6 WHERE id = 1").Error
+				addActivityIn(t, db, tabs, "1", 5, 1)
+				err := db.Exec("UPDATE " + quoteIdent(db, tabs.Activity) + " SET stock = stock - 6 WHERE id = '1'").Error
 				require.Error(t, err, "CHECK (stock >= 0) on %s", tabs.Activity)
 				var stock int64
-				require.NoError(t, db.Raw("SELECT stock FROM "+quoteIdent(db, tabs.Activity)+" WHERE id = 1").Scan(&stock).Error)
+				require.NoError(t, db.Raw("SELECT stock FROM "+quoteIdent(db, tabs.Activity)+" WHERE id = '1'").Scan(&stock).Error)
 				assert.EqualValues(t, 5, stock)
 			}
 		}

@@ -49,8 +49,8 @@ func TestProcessPreparedAndText(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			eachDB(t, func(t *testing.T, db *gorm.DB) {
-				addActivity(t, db, 1, 1000, 1)
-				addActivity(t, db, 2, 1000, 3)
+				addActivity(t, db, "1", 1000, 1)
+				addActivity(t, db, "2", 1000, 3)
 				use := db
 				if mode == "text" {
 					use = db.Session(&gorm.Session{PrepareStmt: true})
@@ -59,7 +59,7 @@ func TestProcessPreparedAndText(t *testing.T) {
 				const n = 2*preparedChunk + 77 // full chunks and a remainder on every dialect
 				msgs := make([]Message, n)
 				for i := range msgs {
-					msgs[i] = msg(i, int64(1+i%2), int64(1000+i))
+					msgs[i] = msg(i, num(1+i%2), num(1000+i))
 					msgs[i].Qty = int64(1 + i%2)
 					msgs[i].Price = int64(100 + i)
 				}
@@ -92,7 +92,7 @@ func TestProcessPreparedAndText(t *testing.T) {
 					assert.Equal(t, Cents(m.Price), o.Price)
 					assert.Equal(t, OrderCreated, o.Status)
 					assert.WithinDuration(t, out.ExpireTime, o.ExpireTime, time.Millisecond) // DATETIME(3)
-					if m.ActivityID == 1 {
+					if m.ActivityID == "1" {
 						require.NotNil(t, o.LiveSlot, "cap 1 sets live_slot")
 					} else {
 						assert.Nil(t, o.LiveSlot, "cap 3 leaves live_slot NULL")
@@ -101,22 +101,22 @@ func TestProcessPreparedAndText(t *testing.T) {
 				var dedups int64
 				require.NoError(t, db.Model(&Dedup{}).Count(&dedups).Error)
 				assert.EqualValues(t, n, dedups)
-				checkConservation(t, db, 1, 1000)
-				checkConservation(t, db, 2, 1000)
+				checkConservation(t, db, "1", 1000)
+				checkConservation(t, db, "2", 1000)
 
 				// Close drops the statements; the processor prepares them again.
 				require.NoError(t, p.Close())
 				assert.Empty(t, p.stmts.m)
 				more := make([]Message, 3)
 				for i := range more {
-					more[i] = msg(n+i, 2, int64(5000+i))
+					more[i] = msg(n+i, "2", num(5000+i))
 				}
 				outs, err = p.Process(ctx, more)
 				require.NoError(t, err)
 				for _, o := range outs {
 					assert.Equal(t, StatusSuccess, o.Status, fmt.Sprint(o.Message.MsgID))
 				}
-				checkConservation(t, db, 2, 1000)
+				checkConservation(t, db, "2", 1000)
 			})
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Route says how [Submitter.Submit] accepted a message.
@@ -43,7 +44,7 @@ type Submitter struct {
 }
 
 // NewSubmitter returns a submitter. Options: [WithResults] (record QUEUED),
-// [WithLogger], [WithClock].
+// [WithLogger], [WithClock], [WithObserver].
 func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...Option) (*Submitter, error) {
 	if pub == nil || fb == nil || rel == nil {
 		return nil, fmt.Errorf("order: NewSubmitter needs a publisher, a fallback and a releaser")
@@ -51,17 +52,22 @@ func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...Option) (*Su
 	return &Submitter{pub: pub, fb: fb, rel: rel, o: buildOptions(opts)}, nil
 }
 
-// Submit hands m on. A zero Version becomes 1 (2 with an Ext, see
-// [MessageVersion]), an empty MsgID
-// a random one, a zero CreatedAt now. It returns the route on success.
+// Submit hands m on. A Version of 0, 1 or 2 becomes [MessageVersion] (the
+// version [Message.Encode] writes), an empty MsgID a random one, a zero CreatedAt now. It returns the route on success.
 // When both Kafka and the fallback fail it releases the reservation (on a
 // context that ignores ctx's cancellation) and returns an error wrapping
 // [ErrRetry], joined with the release error if the release failed too (the
 // [Reconciler] settles that one). An invalid message is an error wrapping
-// [ErrInvalidMessage]; nothing is released for it.
-func (s *Submitter) Submit(ctx context.Context, m Message) (Route, error) {
-	if m.Version == 0 {
-		m.Version = m.defaultVersion()
+// [ErrInvalidMessage] (an invalid user or activity ID: [ErrInvalidID]);
+// nothing is released for it.
+func (s *Submitter) Submit(ctx context.Context, m Message) (accepted Route, err error) {
+	released := false
+	if s.o.observer != nil {
+		start := time.Now()
+		defer func() { s.observeSubmit(ctx, start, m, accepted, released, err) }()
+	}
+	if m.Version >= 0 && m.Version < MessageVersion {
+		m.Version = MessageVersion
 	}
 	if m.MsgID == "" {
 		m.MsgID = NewMsgID()
@@ -80,6 +86,7 @@ func (s *Submitter) Submit(ctx context.Context, m Message) (Route, error) {
 		ferr := s.fb.Store(context.WithoutCancel(ctx), m)
 		if ferr != nil {
 			rerr := s.release(context.WithoutCancel(ctx), m)
+			released = rerr == nil
 			err := fmt.Errorf("%w: publish: %v; fallback: %v", ErrRetry, perr, ferr)
 			if rerr != nil {
 				err = errors.Join(err, fmt.Errorf("order: release %s: %w", m.ReservationID, rerr))

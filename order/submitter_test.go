@@ -28,7 +28,7 @@ func TestSubmitBranches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			led := newLedger()
-			led.reserve(1, Reservation{ID: "r-1"})
+			led.reserve("1", Reservation{ID: "r-1"})
 			led.setFail(tc.relEr)
 			var published []Message
 			pub := PublisherFunc(func(_ context.Context, m Message) error {
@@ -47,7 +47,7 @@ func TestSubmitBranches(t *testing.T) {
 				cancel()
 			}
 			defer cancel()
-			route, err := s.Submit(ctx, Message{ReservationID: "r-1", ActivityID: 1, UserID: 7, Qty: 1})
+			route, err := s.Submit(ctx, Message{ReservationID: "r-1", ActivityID: "1", UserID: "7", Qty: 1})
 			assert.Equal(t, tc.route, route)
 			if tc.wantRetry {
 				require.ErrorIs(t, err, ErrRetry)
@@ -62,7 +62,7 @@ func TestSubmitBranches(t *testing.T) {
 			if tc.route == RouteKafka {
 				require.Len(t, published, 1)
 				m := published[0]
-				assert.Equal(t, 1, m.Version, "a message without Ext stays version 1")
+				assert.Equal(t, MessageVersion, m.Version, "a zero Version becomes the current one")
 				assert.NotEmpty(t, m.MsgID)
 				assert.False(t, m.CreatedAt.IsZero())
 			}
@@ -75,7 +75,7 @@ func TestSubmitInvalid(t *testing.T) {
 	led := newLedger()
 	s, err := NewSubmitter(PublisherFunc(func(context.Context, Message) error { return nil }), &memFallback{}, led)
 	require.NoError(t, err)
-	_, err = s.Submit(context.Background(), Message{ReservationID: "r", ActivityID: 1, UserID: 1})
+	_, err = s.Submit(context.Background(), Message{ReservationID: "r", ActivityID: "1", UserID: "1"})
 	assert.ErrorIs(t, err, ErrInvalidMessage)
 	_, err = NewSubmitter(nil, &memFallback{}, led)
 	assert.Error(t, err)

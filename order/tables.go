@@ -8,7 +8,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// The three tables are named by [Tables], the default names unless
+// The tables are named by [Tables], the default names unless
 // [WithTables] says otherwise. Everything that depends on the names is
 // derived here: the secondary indexes and the CHECK constraint (named
 // after their table, since PostgreSQL and SQLite name indexes per schema
@@ -21,6 +21,7 @@ const (
 	DefaultActivityTable = "seckill_activity"
 	DefaultOrderTable    = "seckill_order"
 	DefaultDedupTable    = "message_dedup"
+	DefaultAdjustTable   = "seckill_activity_adjust"
 )
 
 // MaxTableLen is the longest table name [WithTables] accepts: the longest
@@ -34,11 +35,12 @@ type Tables struct {
 	Activity string // the activities and their stock guard (seckill_activity)
 	Order    string // the orders (seckill_order)
 	Dedup    string // one outcome per message and per reservation (message_dedup)
+	Adjust   string // the stock adjustments of the activities, a ledger (seckill_activity_adjust; [AdjustStock])
 }
 
 // DefaultTables returns the default names.
 func DefaultTables() Tables {
-	return Tables{Activity: DefaultActivityTable, Order: DefaultOrderTable, Dedup: DefaultDedupTable}
+	return Tables{Activity: DefaultActivityTable, Order: DefaultOrderTable, Dedup: DefaultDedupTable, Adjust: DefaultAdjustTable}
 }
 
 // TableOption names the tables: see [WithTables]. It is an [Option] of
@@ -60,7 +62,7 @@ func (f TableOption) apply(o *options) {
 // side in one database. Empty fields keep their default names. Each name
 // must be a plain lower-case SQL identifier — a letter or underscore, then
 // letters, digits or underscores, at most [MaxTableLen] bytes — and the
-// three must differ; anything else makes the constructor or function fail
+// names must differ; anything else makes the constructor or function fail
 // with [ErrInvalidOption]. Names are quoted in every statement, so a
 // reserved word such as "order" is allowed. A table keeps the index names
 // of schema.sql under its default name and gets names derived from its own
@@ -78,6 +80,9 @@ func WithTables(t Tables) TableOption {
 		if t.Dedup != "" {
 			dst.Dedup = t.Dedup
 		}
+		if t.Adjust != "" {
+			dst.Adjust = t.Adjust
+		}
 	}
 }
 
@@ -93,13 +98,16 @@ func tablesOf(opts []TableOption) (Tables, error) {
 }
 
 func (t Tables) validate() error {
-	for _, n := range []string{t.Activity, t.Order, t.Dedup} {
+	names := []string{t.Activity, t.Order, t.Dedup, t.Adjust}
+	for i, n := range names {
 		if err := validTableName(n); err != nil {
 			return err
 		}
-	}
-	if t.Activity == t.Order || t.Activity == t.Dedup || t.Order == t.Dedup {
-		return fmt.Errorf("%w: table names must differ: %+v", ErrInvalidOption, t)
+		for _, m := range names[:i] {
+			if m == n {
+				return fmt.Errorf("%w: table names must differ: %+v", ErrInvalidOption, t)
+			}
+		}
 	}
 	return nil
 }
@@ -155,6 +163,9 @@ var (
 		{legacy: "uk_dedup_reservation", prefix: "uk", suffix: "dedup_reservation", unique: true, columns: []string{"reservation_id"}},
 		{legacy: "idx_dedup_user", prefix: "idx", suffix: "dedup_user", columns: []string{"user_id", "activity_id"}},
 	}
+	adjustIndexes = []index{
+		{legacy: "idx_adjust_activity", prefix: "idx", suffix: "adjust_activity", columns: []string{"activity_id", "created_at"}},
+	}
 	activityChecks = []index{
 		{legacy: "chk_stock_nonneg", prefix: "chk", suffix: "stock_nonneg", check: "stock >= 0"},
 	}
@@ -166,13 +177,17 @@ type tableSpec struct {
 	model     any
 	indexes   []index
 	checks    []index
+	idColumns []string // the user and activity ID columns ([ValidID], VARCHAR(64))
+	keyColumn string   // an ASCII key column compared byte for byte, VARCHAR(128) (adjust_id)
 }
 
 func (t Tables) specs() []tableSpec {
 	return []tableSpec{
-		{name: t.Activity, def: DefaultActivityTable, model: &Activity{}, checks: activityChecks},
-		{name: t.Order, def: DefaultOrderTable, model: &Order{}, indexes: orderIndexes},
-		{name: t.Dedup, def: DefaultDedupTable, model: &Dedup{}, indexes: dedupIndexes},
+		{name: t.Activity, def: DefaultActivityTable, model: &Activity{}, checks: activityChecks, idColumns: []string{"id"}},
+		{name: t.Order, def: DefaultOrderTable, model: &Order{}, indexes: orderIndexes, idColumns: []string{"user_id", "activity_id"}},
+		{name: t.Dedup, def: DefaultDedupTable, model: &Dedup{}, indexes: dedupIndexes, idColumns: []string{"activity_id", "user_id"}},
+		{name: t.Adjust, def: DefaultAdjustTable, model: &Adjustment{}, indexes: adjustIndexes, idColumns: []string{"activity_id"},
+			keyColumn: "adjust_id"},
 	}
 }
 

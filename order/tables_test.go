@@ -26,7 +26,7 @@ func rowCount(t testing.TB, db *gorm.DB, table, where string, args ...any) int64
 }
 
 // stockIn reads an activity's stock from tabs' activity table with raw SQL.
-func stockIn(t testing.TB, db *gorm.DB, tabs Tables, act int64) int64 {
+func stockIn(t testing.TB, db *gorm.DB, tabs Tables, act string) int64 {
 	t.Helper()
 	var n int64
 	require.NoError(t, db.Raw("SELECT stock FROM "+quoteIdent(db, tabs.Activity)+" WHERE id = ?", act).Scan(&n).Error)
@@ -43,7 +43,7 @@ func countsIn(t testing.TB, db *gorm.DB, tabs Tables) tableCounts {
 		Orders: rowCount(t, db, tabs.Order, ""),
 		Live:   rowCount(t, db, tabs.Order, "status <> ?", OrderCancelled),
 		Dedup:  rowCount(t, db, tabs.Dedup, ""),
-		Stock:  stockIn(t, db, tabs, 1),
+		Stock:  stockIn(t, db, tabs, "1"),
 	}
 }
 
@@ -60,8 +60,8 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 		optB := WithTables(other)
 		require.NoError(t, AutoMigrate(ctx, db, optB))
 		require.NoError(t, AutoMigrate(ctx, db, optB), "idempotent")
-		addActivityIn(t, db, def, 1, 10, 1)
-		addActivityIn(t, db, other, 1, 20, 2)
+		addActivityIn(t, db, def, "1", 10, 1)
+		addActivityIn(t, db, other, "1", 20, 2)
 		clock := newClock()
 		pA, err := NewProcessor(db, newGen(t, 1, WithClock(clock), WithEpoch(testIDEpoch())), WithClock(clock))
 		require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 		// where they are new: 4 by batch, 2 one by one.
 		var msgs []Message
 		for i := 0; i < 6; i++ {
-			msgs = append(msgs, msg(i, 1, int64(100+i)))
+			msgs = append(msgs, msg(i, "1", num(100+i)))
 		}
 		for _, o := range mustProcess(t, pA, msgs) {
 			require.Equal(t, StatusSuccess, o.Status)
@@ -89,7 +89,7 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 			require.Equal(t, StatusSuccess, o.Status)
 		}
 		// B's cap is 2: a second unit for user 100 in B, refused in A (cap 1).
-		m := msg(50, 1, 100)
+		m := msg(50, "1", "100")
 		o, err := pB.Handle(ctx, m)
 		require.NoError(t, err)
 		assert.Equal(t, StatusSuccess, o.Status)
@@ -130,21 +130,21 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 
 		// LiveReservations, the Fence, the Results' DB fallback, the
 		// Reconciler and PruneDedup follow the option.
-		live, err := LiveReservations(ctx, db, 1)
+		live, err := LiveReservations(ctx, db, "1")
 		require.NoError(t, err)
 		assert.Len(t, live, 6)
-		live, err = LiveReservations(ctx, db, 1, optB)
+		live, err = LiveReservations(ctx, db, "1", optB)
 		require.NoError(t, err)
 		assert.Empty(t, live)
 
 		fB, err := NewFence(db, rel, WithClock(clock), optB)
 		require.NoError(t, err)
-		require.NoError(t, fB.ReleaseFor(ctx, ReleaseRequest{Activity: 1, User: 300, ReservationID: "r-fenced"}))
+		require.NoError(t, fB.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: "300", ReservationID: "r-fenced"}))
 		assert.EqualValues(t, 1, rowCount(t, db, other.Dedup, "reservation_id = ?", "r-fenced"))
 		assert.EqualValues(t, 0, rowCount(t, db, def.Dedup, "reservation_id = ?", "r-fenced"))
 		fA, err := NewFence(db, rel, WithClock(clock))
 		require.NoError(t, err)
-		require.ErrorIs(t, fA.Release(ctx, 1, "r-1"), ErrConsumed, "r-1 has an order in A")
+		require.ErrorIs(t, fA.Release(ctx, "1", "r-1"), ErrConsumed, "r-1 has an order in A")
 
 		rdb := testenv.Redis(t)
 		for _, tc := range []struct {
@@ -153,22 +153,22 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 		}{{nil, StatusSuccess}, {[]Option{optB}, StatusFailed}} {
 			res, err := NewResults(rdb, db, append([]Option{WithKeyPrefix(testenv.Prefix(t))}, tc.opts...)...)
 			require.NoError(t, err)
-			got, err := res.Get(ctx, 1, 101)
+			got, err := res.Get(ctx, "1", "101")
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got.Status, "A: live order; B: cancelled")
 		}
 
 		led := newLedger()
-		led.reserve(1, Reservation{ID: "r-2", User: 102, Qty: 1, At: clock.Now()})
+		led.reserve("1", Reservation{ID: "r-2", User: "102", Qty: 1, At: clock.Now()})
 		recB, err := NewReconciler(db, led, led, WithClock(clock), WithDryRun(true), optB)
 		require.NoError(t, err)
-		rep, err := recB.Reconcile(ctx, 1)
+		rep, err := recB.Reconcile(ctx, "1")
 		require.NoError(t, err)
-		assert.Equal(t, Report{Activity: 1, DryRun: true, Reservations: 1, ReservedUnits: 1, DBStock: 20, TotalStock: 20,
+		assert.Equal(t, Report{Activity: "1", DryRun: true, Reservations: 1, ReservedUnits: 1, DBStock: 20, TotalStock: 20,
 			Conserved: true, Released: []string{"r-2"}, ReleaseErrors: map[string]error{}}, rep)
 		recA, err := NewReconciler(db, led, led, WithClock(clock), WithDryRun(true))
 		require.NoError(t, err)
-		rep, err = recA.Reconcile(ctx, 1)
+		rep, err = recA.Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.Equal(t, 6, rep.LiveOrders)
 		assert.Equal(t, 1, rep.Matched)

@@ -92,13 +92,14 @@ type Auth struct {
 	o options
 }
 
-// NewAuth returns the middleware. Options: [WithCookie],
-// [WithOnAuthFailure], [WithLogger], [WithObserver].
-func NewAuth(a Authenticator, opts ...Option) (*Auth, error) {
+// NewAuth returns the middleware. Options (each an [AuthOption]):
+// [WithCookie], [WithOnAuthFailure], [WithLogger], [WithObserver]; a nil
+// option is ignored. A nil authenticator fails with [ErrInvalidArgument].
+func NewAuth(a Authenticator, opts ...AuthOption) (*Auth, error) {
 	if a == nil {
 		return nil, fmt.Errorf("risk: nil authenticator: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, AuthOption.applyAuth)
 	if err != nil {
 		return nil, err
 	}

@@ -35,13 +35,14 @@ type cacheEntry struct {
 	expires time.Time
 }
 
-// NewAuthCache returns a caching Authenticator over next. Options:
-// [WithClock].
-func NewAuthCache(next Authenticator, ttl time.Duration, max int, opts ...Option) (*AuthCache, error) {
+// NewAuthCache returns a caching Authenticator over next. Options (each an
+// [AuthCacheOption]): [WithClock]; a nil option is ignored. A nil next, a
+// ttl <= 0, a max < 1 or a nil clock fails with [ErrInvalidArgument].
+func NewAuthCache(next Authenticator, ttl time.Duration, max int, opts ...AuthCacheOption) (*AuthCache, error) {
 	if next == nil || ttl <= 0 || max < 1 {
 		return nil, fmt.Errorf("risk: auth cache needs an authenticator, ttl > 0 and max >= 1: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, AuthCacheOption.applyAuthCache)
 	if err != nil {
 		return nil, err
 	}

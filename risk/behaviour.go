@@ -53,15 +53,17 @@ type BehaviourResult struct {
 // NewBehaviour returns a Behaviour that flags a user with more than flagAt
 // events within window and denies one with more than denyAt (0 < flagAt
 // <= denyAt; flagAt == denyAt disables flagging). Options:
-// [WithKeyPrefix], [WithAutoBlacklist], [WithFlagAction], [WithLogger].
-func NewBehaviour(rdb Client, window time.Duration, flagAt, denyAt int64, opts ...Option) (*Behaviour, error) {
+// [WithKeyPrefix], [WithAutoBlacklist], [WithFlagAction], [WithLogger] (each
+// a [BehaviourOption]); a nil option is ignored. A nil client, bad
+// thresholds or an invalid option fail with [ErrInvalidArgument].
+func NewBehaviour(rdb Client, window time.Duration, flagAt, denyAt int64, opts ...BehaviourOption) (*Behaviour, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
 	}
 	if window < time.Millisecond || flagAt < 1 || denyAt < flagAt {
 		return nil, fmt.Errorf("risk: behaviour needs window >= 1ms and 0 < flag <= deny: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, BehaviourOption.applyBehaviour)
 	if err != nil {
 		return nil, err
 	}

@@ -102,12 +102,12 @@ func TestBehaviourCheckDecisions(t *testing.T) {
 		name  string
 		flag  int64
 		deny  int64
-		opts  []Option
+		opts  []BehaviourOption
 		want  []Action
 		flags []bool
 	}{
 		{"challenge then deny", 2, 3, nil, []Action{Allow, Allow, Challenge, Deny, Deny}, []bool{false, false, true, false, false}},
-		{"flag only", 2, 3, []Option{WithFlagAction(Allow)}, []Action{Allow, Allow, Allow, Deny}, []bool{false, false, true, false}},
+		{"flag only", 2, 3, []BehaviourOption{WithFlagAction(Allow)}, []Action{Allow, Allow, Allow, Deny}, []bool{false, false, true, false}},
 		{"flag == deny disables flagging", 2, 2, nil, []Action{Allow, Allow, Deny}, []bool{false, false, false}},
 	}
 	for _, c := range cases {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -268,5 +269,32 @@ func BenchmarkStack(b *testing.B) {
 			r.Header.Set("X-Device-ID", fmt.Sprint("d", n))
 			h.ServeHTTP(w, r)
 		}
+	})
+}
+
+// BenchmarkNonceCounter compares the per-Record nonce counter of
+// [Behaviour] as it is (an atomic.Uint64) with a mutex-guarded counter.
+// Run with -cpu 1,2.
+func BenchmarkNonceCounter(b *testing.B) {
+	var (
+		a  atomic.Uint64
+		mu sync.Mutex
+		n  uint64
+	)
+	b.Run("atomic", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				a.Add(1)
+			}
+		})
+	})
+	b.Run("mutex", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		})
 	})
 }

@@ -72,13 +72,15 @@ type Blacklist struct {
 	o   options
 }
 
-// NewBlacklist returns a Blacklist. Options: [WithKeyPrefix],
-// [WithEscalation], [WithOffenceMemory], [WithClock], [WithLogger].
-func NewBlacklist(rdb Client, opts ...Option) (*Blacklist, error) {
+// NewBlacklist returns a Blacklist. Options (each a [BlacklistOption]):
+// [WithKeyPrefix], [WithEscalation], [WithOffenceMemory], [WithClock]; a
+// nil option is ignored. A nil client or an invalid option fails with
+// [ErrInvalidArgument].
+func NewBlacklist(rdb Client, opts ...BlacklistOption) (*Blacklist, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, BlacklistOption.applyBlacklist)
 	if err != nil {
 		return nil, err
 	}

@@ -15,16 +15,16 @@ func TestBlacklistEscalation(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		opts   []Option
+		opts   []BlacklistOption
 		expect []time.Duration
 	}{
 		{"default doubling to 24h", nil, []time.Duration{
 			time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute}},
-		{"capped", []Option{WithEscalation(time.Minute, 5*time.Minute, 2)}, []time.Duration{
+		{"capped", []BlacklistOption{WithEscalation(time.Minute, 5*time.Minute, 2)}, []time.Duration{
 			time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}},
-		{"factor 3", []Option{WithEscalation(10*time.Second, time.Hour, 3)}, []time.Duration{
+		{"factor 3", []BlacklistOption{WithEscalation(10*time.Second, time.Hour, 3)}, []time.Duration{
 			10 * time.Second, 30 * time.Second, 90 * time.Second, 270 * time.Second}},
-		{"factor 1 = fixed", []Option{WithEscalation(time.Minute, time.Hour, 1)}, []time.Duration{
+		{"factor 1 = fixed", []BlacklistOption{WithEscalation(time.Minute, time.Hour, 1)}, []time.Duration{
 			time.Minute, time.Minute, time.Minute}},
 	}
 	for _, c := range cases {
@@ -115,7 +115,7 @@ func TestBlacklistMemoryAndRemove(t *testing.T) {
 	assert.ErrorIs(t, bl.Reset(bg, "", "1"), ErrInvalidArgument)
 	_, _, err = bl.Banned(bg, KindUser, "")
 	assert.ErrorIs(t, err, ErrInvalidArgument)
-	for _, o := range []Option{
+	for _, o := range []BlacklistOption{
 		WithEscalation(0, time.Hour, 2), WithEscalation(time.Hour, time.Minute, 2),
 		WithEscalation(time.Minute, time.Hour, 0), WithOffenceMemory(0), WithClock(nil),
 	} {

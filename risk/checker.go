@@ -44,9 +44,10 @@ type Checker struct {
 // NewChecker returns a Checker over rules (evaluated in this order; put the
 // cheap, decisive ones — the blacklist — first). Options: [WithFailurePolicy],
 // [WithDryRun], [WithOnDecision], [WithOnFailure], [WithLogger],
-// [WithObserver].
-func NewChecker(rules []Rule, opts ...Option) (*Checker, error) {
-	o, err := buildOptions(opts)
+// [WithObserver] (each a [CheckerOption]); a nil option is ignored. A nil
+// rule or an invalid option fails with [ErrInvalidArgument].
+func NewChecker(rules []Rule, opts ...CheckerOption) (*Checker, error) {
+	o, err := buildOptions(opts, CheckerOption.applyChecker)
 	if err != nil {
 		return nil, err
 	}

@@ -32,10 +32,10 @@ type IPResolver struct {
 
 // NewIPResolver returns a resolver that trusts the given proxies, each a
 // CIDR ("10.0.0.0/8", "2001:db8::/32") or a single address ("10.0.0.7").
-// No trusted proxy (nil) means only the TCP peer counts. Options:
-// [WithRealIP].
-func NewIPResolver(trustedProxies []string, opts ...Option) (*IPResolver, error) {
-	o, err := buildOptions(opts)
+// No trusted proxy (nil) means only the TCP peer counts. Options (each an
+// [IPResolverOption]): [WithRealIP]; a nil option is ignored.
+func NewIPResolver(trustedProxies []string, opts ...IPResolverOption) (*IPResolver, error) {
+	o, err := buildOptions(opts, IPResolverOption.applyIPResolver)
 	if err != nil {
 		return nil, err
 	}

@@ -28,13 +28,15 @@ type Binding struct {
 	Conflict bool
 }
 
-// NewDeviceBinder returns a DeviceBinder. Options: [WithKeyPrefix],
-// [WithBindTTL], [WithDeviceConflict], [WithRefreshBinding], [WithLogger].
-func NewDeviceBinder(rdb Client, opts ...Option) (*DeviceBinder, error) {
+// NewDeviceBinder returns a DeviceBinder. Options (each a
+// [DeviceBinderOption]): [WithKeyPrefix], [WithBindTTL],
+// [WithDeviceConflict], [WithRefreshBinding]; a nil option is ignored. A
+// nil client or an invalid option fails with [ErrInvalidArgument].
+func NewDeviceBinder(rdb Client, opts ...DeviceBinderOption) (*DeviceBinder, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, DeviceBinderOption.applyDeviceBinder)
 	if err != nil {
 		return nil, err
 	}

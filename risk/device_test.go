@@ -66,11 +66,11 @@ func TestDeviceBinder(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name     string
-		opts     []Option
+		opts     []DeviceBinderOption
 		conflict Action
 	}{
 		{"deny by default", nil, Deny},
-		{"challenge", []Option{WithDeviceConflict(Challenge)}, Challenge},
+		{"challenge", []DeviceBinderOption{WithDeviceConflict(Challenge)}, Challenge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestDeviceBinderErrors(t *testing.T) {
 	rdb, m := testenv.Miniredis(t)
 	_, err := NewDeviceBinder(nil)
 	assert.ErrorIs(t, err, ErrInvalidArgument)
-	for _, o := range []Option{WithBindTTL(0), WithDeviceConflict(Allow)} {
+	for _, o := range []DeviceBinderOption{WithBindTTL(0), WithDeviceConflict(Allow)} {
 		_, err = NewDeviceBinder(rdb, o)
 		assert.ErrorIs(t, err, ErrInvalidArgument)
 	}

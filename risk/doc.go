@@ -31,10 +31,26 @@
 // # Denials and errors
 //
 // A refusal is a [Decision], never an error. Errors mean a dependency
-// failed (wrapping the go-redis error), an argument was invalid
-// ([ErrInvalidArgument]; [ErrInvalidID] for a bad user or device ID) or,
-// on the auth path only, a credential did not verify ([ErrNoToken],
-// [ErrMalformedToken], [ErrInvalidToken]).
+// failed (wrapping the go-redis error; [ErrUnavailable] from the
+// [Checker]), an argument was invalid ([ErrInvalidArgument]; [ErrInvalidID]
+// for a bad user or device ID) or, on the auth path only, a credential did
+// not verify ([ErrNoToken], [ErrMalformedToken], [ErrInvalidToken]). Those
+// three, and nothing else, wrap the umbrella [ErrRefused]: one
+// errors.Is(err, ErrRefused) tells "refused" (401) from "broken" (503) or
+// a programming error; a cancelled context is never a refusal.
+//
+// # Options
+//
+// Each constructor takes its own option type ([SessionOption],
+// [BlacklistOption], [BehaviourOption], [DeviceBinderOption],
+// [CheckerOption], [MiddlewareOption], [AuthOption], [AuthCacheOption],
+// [IPResolverOption]), so an option that does not apply to a constructor
+// does not compile. The options of several constructors ([WithKeyPrefix],
+// [WithClock], [WithLogger], [WithObserver]) return a type that implements
+// the interface of each constructor they apply to; each option's doc
+// lists them. A nil option is ignored; a nil collaborator (client,
+// authenticator, checker, rule, clock, automatic blacklist) fails the
+// constructor with [ErrInvalidArgument].
 //
 // # IDs
 //

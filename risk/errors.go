@@ -5,22 +5,42 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Denials are never errors: a refused request is a
-// [Decision] with Action [Deny] or [Challenge]. Errors mean a credential
-// failed verification (the auth path) or a dependency / input is broken.
+// ErrRefused is the umbrella of the package's only denials that are
+// errors, the credential refusals of the auth path: [ErrNoToken],
+// [ErrMalformedToken] and [ErrInvalidToken] wrap it, so one
+// errors.Is(err, ErrRefused) tells "answer 401" from "the check could not
+// be made" ([ErrUnavailable], a Redis failure, a cancelled context: 503)
+// and from a programming error ([ErrInvalidArgument]). Every other denial
+// of the package is a result, a [Decision] with Action [Deny] (Throttled
+// for a frequency deny) or [Challenge], never an error.
+var ErrRefused = errors.New("risk: refused")
+
+// refusal is a refusal sentinel: its own message, wrapping [ErrRefused].
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return ErrRefused }
+
+// Sentinel errors. Denials of a request are never errors: a refused request
+// is a [Decision] with Action [Deny] or [Challenge]. Errors mean
+// a credential failed verification (the auth path: each wraps
+// [ErrRefused]) or a dependency / input is broken (none wraps it).
 var (
-	// ErrNoToken is returned when a request carries no bearer token.
-	ErrNoToken = errors.New("risk: no bearer token")
+	// ErrNoToken is returned when a request carries no bearer token. It
+	// wraps [ErrRefused].
+	ErrNoToken error = &refusal{"risk: no bearer token"}
 
 	// ErrMalformedToken is returned when the Authorization header is not a
 	// well-formed "Bearer <token>" (RFC 6750 b64token, at most 4096 bytes).
-	ErrMalformedToken = errors.New("risk: malformed bearer token")
+	// It wraps [ErrRefused].
+	ErrMalformedToken error = &refusal{"risk: malformed bearer token"}
 
 	// ErrInvalidToken is returned by an [Authenticator] when the token is
-	// unknown, expired or revoked. Authenticators written by users should
-	// wrap it (fmt.Errorf("...: %w", risk.ErrInvalidToken)) so the [Auth]
-	// middleware answers 401 rather than 503.
-	ErrInvalidToken = errors.New("risk: invalid or expired token")
+	// unknown, expired or revoked. It wraps [ErrRefused]. Authenticators
+	// written by users should wrap it (fmt.Errorf("...: %w",
+	// risk.ErrInvalidToken)) so the [Auth] middleware answers 401 rather
+	// than 503.
+	ErrInvalidToken error = &refusal{"risk: invalid or expired token"}
 
 	// ErrUnavailable wraps a dependency failure (Redis down, timeout) that
 	// made a check impossible. The [Checker] returns it under

@@ -35,12 +35,14 @@ type Middleware struct {
 
 // NewMiddleware returns the middleware. Options: [WithIPResolver],
 // [WithDeviceHeader], [WithSubjectFunc], [WithChallengeHandler],
-// [WithLogger]. Failure policy, dry run and hooks belong to the Checker.
-func NewMiddleware(c *Checker, opts ...Option) (*Middleware, error) {
+// [WithLogger] (each a [MiddlewareOption]); a nil option is ignored. A nil
+// checker fails with [ErrInvalidArgument]. Failure policy, dry run and
+// hooks belong to the Checker.
+func NewMiddleware(c *Checker, opts ...MiddlewareOption) (*Middleware, error) {
 	if c == nil {
 		return nil, fmt.Errorf("risk: nil checker: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, MiddlewareOption.applyMiddleware)
 	if err != nil {
 		return nil, err
 	}

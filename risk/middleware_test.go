@@ -55,8 +55,8 @@ func TestMiddlewareResponses(t *testing.T) {
 		name    string
 		d       Decision
 		err     error
-		opts    []Option
-		copts   []Option
+		opts    []MiddlewareOption
+		copts   []CheckerOption
 		status  int
 		errCode string
 		reason  string
@@ -68,10 +68,10 @@ func TestMiddlewareResponses(t *testing.T) {
 		{name: "throttled", d: Decision{Action: Deny, Reason: ReasonTooFrequent, Throttled: true, RetryAfter: 1500 * time.Millisecond}, status: 429, errCode: "too_many_requests", reason: ReasonTooFrequent, retry: "2"},
 		{name: "challenge", d: Decision{Action: Challenge, Reason: ReasonSuspicious}, status: 403, errCode: "challenge", reason: ReasonSuspicious},
 		{name: "failure closed", err: errDown, status: 503, errCode: "unavailable"},
-		{name: "failure open", err: errDown, copts: []Option{WithFailurePolicy(FailOpen)}, status: 202, reached: true},
-		{name: "failure challenge", err: errDown, copts: []Option{WithFailurePolicy(FailChallenge)}, status: 403, errCode: "challenge", reason: ReasonUnavailable},
-		{name: "dry run deny passes", d: Decision{Action: Deny, Reason: "x"}, copts: []Option{WithDryRun(true)}, status: 202, reached: true},
-		{name: "challenge handler may pass", d: Decision{Action: Challenge, Reason: "c"}, opts: []Option{WithChallengeHandler(
+		{name: "failure open", err: errDown, copts: []CheckerOption{WithFailurePolicy(FailOpen)}, status: 202, reached: true},
+		{name: "failure challenge", err: errDown, copts: []CheckerOption{WithFailurePolicy(FailChallenge)}, status: 403, errCode: "challenge", reason: ReasonUnavailable},
+		{name: "dry run deny passes", d: Decision{Action: Deny, Reason: "x"}, copts: []CheckerOption{WithDryRun(true)}, status: 202, reached: true},
+		{name: "challenge handler may pass", d: Decision{Action: Challenge, Reason: "c"}, opts: []MiddlewareOption{WithChallengeHandler(
 			func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision) {
 				if r.Header.Get("X-Captcha") != "" {
 					next.ServeHTTP(w, r)
@@ -161,7 +161,7 @@ type stack struct {
 	handler  func(http.Handler) http.Handler
 }
 
-func newStack(t *testing.T, rdb redis.UniversalClient, prefix string, copts ...Option) stack {
+func newStack(t *testing.T, rdb redis.UniversalClient, prefix string, copts ...CheckerOption) stack {
 	t.Helper()
 	p := WithKeyPrefix(prefix)
 	sessions, err := NewSessionStore(rdb, p)

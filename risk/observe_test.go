@@ -99,14 +99,14 @@ func TestObserverCheckFailuresAndDryRun(t *testing.T) {
 	rec := newRecorder()
 	for _, tc := range []struct {
 		rules []Rule
-		opts  []Option
+		opts  []CheckerOption
 		want  Action
 		err   bool
 	}{
 		{[]Rule{down}, nil, Allow, true},
-		{[]Rule{down}, []Option{WithFailurePolicy(FailOpen)}, Allow, false},
-		{[]Rule{down}, []Option{WithFailurePolicy(FailChallenge)}, Challenge, false},
-		{[]Rule{deny}, []Option{WithDryRun(true)}, Allow, false},
+		{[]Rule{down}, []CheckerOption{WithFailurePolicy(FailOpen)}, Allow, false},
+		{[]Rule{down}, []CheckerOption{WithFailurePolicy(FailChallenge)}, Challenge, false},
+		{[]Rule{deny}, []CheckerOption{WithDryRun(true)}, Allow, false},
 	} {
 		c, err := NewChecker(tc.rules, append(tc.opts, WithObserver(rec))...)
 		require.NoError(t, err)

@@ -15,10 +15,126 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Option configures the constructors of this package. One Option type
-// serves every constructor; each option's doc says which types read it,
-// and other types ignore it.
-type Option func(*options)
+// Each constructor takes its own option type, so an option that does not
+// apply to it does not compile:
+//
+//	constructor      option type         options
+//	NewSessionStore  SessionOption       WithKeyPrefix, WithSessionTTL, WithSlidingTTL
+//	NewBlacklist     BlacklistOption     WithKeyPrefix, WithClock, WithEscalation,
+//	                                     WithOffenceMemory
+//	NewBehaviour     BehaviourOption     WithKeyPrefix, WithLogger, WithAutoBlacklist,
+//	                                     WithFlagAction
+//	NewDeviceBinder  DeviceBinderOption  WithKeyPrefix, WithBindTTL, WithDeviceConflict,
+//	                                     WithRefreshBinding
+//	NewChecker       CheckerOption       WithLogger, WithObserver, WithFailurePolicy,
+//	                                     WithDryRun, WithOnDecision, WithOnFailure
+//	NewMiddleware    MiddlewareOption    WithLogger, WithIPResolver, WithDeviceHeader,
+//	                                     WithSubjectFunc, WithChallengeHandler
+//	NewAuth          AuthOption          WithLogger, WithObserver, WithCookie,
+//	                                     WithOnAuthFailure
+//	NewAuthCache     AuthCacheOption     WithClock
+//	NewIPResolver    IPResolverOption    WithRealIP
+//
+// The options of several constructors return a type that implements each
+// of their interfaces: [KeyPrefixOption], [ClockOption], [LoggerOption],
+// [ObserverOption]. A nil option is ignored.
+type (
+	// SessionOption configures [NewSessionStore].
+	SessionOption interface{ applySession(*options) }
+	// BlacklistOption configures [NewBlacklist].
+	BlacklistOption interface{ applyBlacklist(*options) }
+	// BehaviourOption configures [NewBehaviour].
+	BehaviourOption interface{ applyBehaviour(*options) }
+	// DeviceBinderOption configures [NewDeviceBinder].
+	DeviceBinderOption interface{ applyDeviceBinder(*options) }
+	// CheckerOption configures [NewChecker].
+	CheckerOption interface{ applyChecker(*options) }
+	// MiddlewareOption configures [NewMiddleware].
+	MiddlewareOption interface{ applyMiddleware(*options) }
+	// AuthOption configures [NewAuth].
+	AuthOption interface{ applyAuth(*options) }
+	// AuthCacheOption configures [NewAuthCache].
+	AuthCacheOption interface{ applyAuthCache(*options) }
+	// IPResolverOption configures [NewIPResolver].
+	IPResolverOption interface{ applyIPResolver(*options) }
+)
+
+// The option types of one constructor only.
+type (
+	sessionOpt      func(*options)
+	blacklistOpt    func(*options)
+	behaviourOpt    func(*options)
+	deviceBinderOpt func(*options)
+	checkerOpt      func(*options)
+	middlewareOpt   func(*options)
+	authOpt         func(*options)
+	ipResolverOpt   func(*options)
+)
+
+func (f sessionOpt) applySession(o *options)           { f(o) }
+func (f blacklistOpt) applyBlacklist(o *options)       { f(o) }
+func (f behaviourOpt) applyBehaviour(o *options)       { f(o) }
+func (f deviceBinderOpt) applyDeviceBinder(o *options) { f(o) }
+func (f checkerOpt) applyChecker(o *options)           { f(o) }
+func (f middlewareOpt) applyMiddleware(o *options)     { f(o) }
+func (f authOpt) applyAuth(o *options)                 { f(o) }
+func (f ipResolverOpt) applyIPResolver(o *options)     { f(o) }
+
+// KeyPrefixOption is returned by [WithKeyPrefix]: a [SessionOption],
+// [BlacklistOption], [BehaviourOption] and [DeviceBinderOption].
+type KeyPrefixOption func(*options)
+
+func (f KeyPrefixOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+func (f KeyPrefixOption) applySession(o *options)      { f.apply(o) }
+func (f KeyPrefixOption) applyBlacklist(o *options)    { f.apply(o) }
+func (f KeyPrefixOption) applyBehaviour(o *options)    { f.apply(o) }
+func (f KeyPrefixOption) applyDeviceBinder(o *options) { f.apply(o) }
+
+// ClockOption is returned by [WithClock]: a [BlacklistOption] and an
+// [AuthCacheOption].
+type ClockOption func(*options)
+
+func (f ClockOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+func (f ClockOption) applyBlacklist(o *options) { f.apply(o) }
+func (f ClockOption) applyAuthCache(o *options) { f.apply(o) }
+
+// LoggerOption is returned by [WithLogger]: a [BehaviourOption],
+// [CheckerOption], [MiddlewareOption] and [AuthOption] (the types that log).
+type LoggerOption func(*options)
+
+func (f LoggerOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+func (f LoggerOption) applyBehaviour(o *options)  { f.apply(o) }
+func (f LoggerOption) applyChecker(o *options)    { f.apply(o) }
+func (f LoggerOption) applyMiddleware(o *options) { f.apply(o) }
+func (f LoggerOption) applyAuth(o *options)       { f.apply(o) }
+
+// ObserverOption is returned by [WithObserver]: a [CheckerOption] and an
+// [AuthOption].
+type ObserverOption func(*options)
+
+func (f ObserverOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+func (f ObserverOption) applyChecker(o *options) { f.apply(o) }
+func (f ObserverOption) applyAuth(o *options)    { f.apply(o) }
 
 type options struct {
 	prefix string
@@ -85,11 +201,12 @@ func defaultOptions() options {
 	}
 }
 
-func buildOptions(opts []Option) (options, error) {
+// buildOptions applies the non-nil opts of one constructor to the defaults.
+func buildOptions[T any](opts []T, apply func(T, *options)) (options, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+		if any(opt) != nil {
+			apply(opt, &o)
 		}
 	}
 	return o, o.err
@@ -107,139 +224,151 @@ func (e *argError) Error() string { return "risk: " + e.msg }
 func (e *argError) Unwrap() error { return ErrInvalidArgument }
 
 // WithKeyPrefix sets the prefix of every Redis key. Default "seckill:".
-// Read by [SessionStore], [Blacklist], [Behaviour] and [DeviceBinder].
-func WithKeyPrefix(prefix string) Option {
-	return func(o *options) { o.prefix = prefix }
+// An option of [NewSessionStore], [NewBlacklist], [NewBehaviour] and
+// [NewDeviceBinder].
+func WithKeyPrefix(prefix string) KeyPrefixOption {
+	return KeyPrefixOption(func(o *options) { o.prefix = prefix })
 }
 
-// WithClock injects the clock. Default: the system clock. Read by
-// [Blacklist] (the "until" it reports) and [AuthCache] (entry expiry).
-// Redis TTLs and the behaviour window use Redis time.
-func WithClock(c Clock) Option {
-	return func(o *options) {
+// WithClock injects the clock. Default: the system clock. An option of
+// [NewBlacklist] (the "until" it reports) and [NewAuthCache] (entry
+// expiry); a nil clock fails them with [ErrInvalidArgument]. Redis TTLs and
+// the behaviour window use Redis time.
+func WithClock(c Clock) ClockOption {
+	return ClockOption(func(o *options) {
 		if c == nil {
 			o.fail("nil clock")
 			return
 		}
 		o.clock = c
-	}
+	})
 }
 
-// WithLogger sets a logger for dependency failures. Default: discard.
-// Read by every type.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
+// WithLogger sets a logger for dependency failures. Default: discard. A
+// nil logger keeps the default. An option of the constructors whose types
+// log: [NewBehaviour] (a failed automatic ban), [NewChecker] (a failed
+// rule), [NewMiddleware] (a failed check) and [NewAuth] (a failed
+// authenticator).
+func WithLogger(l *slog.Logger) LoggerOption {
+	return LoggerOption(func(o *options) {
 		if l != nil {
 			o.logger = l
 		}
-	}
+	})
 }
 
 // WithSessionTTL sets the lifetime of sessions made by
 // [SessionStore.Create] when the caller passes ttl 0. Default 24h.
-func WithSessionTTL(d time.Duration) Option {
-	return func(o *options) {
+func WithSessionTTL(d time.Duration) SessionOption {
+	return sessionOpt(func(o *options) {
 		if d <= 0 {
 			o.fail("session TTL must be > 0")
 			return
 		}
 		o.sessionTTL = d
-	}
+	})
 }
 
 // WithSlidingTTL makes every successful [SessionStore.Authenticate] push the
 // session's expiry to now + session TTL (one GETEX instead of GET; Redis ≥
 // 6.2). Default off: a session dies at its creation time + TTL.
-func WithSlidingTTL(on bool) Option {
-	return func(o *options) { o.sliding = on }
+func WithSlidingTTL(on bool) SessionOption {
+	return sessionOpt(func(o *options) { o.sliding = on })
 }
 
 // WithEscalation sets how [Blacklist.Add] grows bans: the first offence
 // within the offence memory bans for base, each further one multiplies the
 // ban by factor, never beyond max. Default 1m, 24h, factor 2 (1m, 2m, 4m,
 // … 24h).
-func WithEscalation(base, max time.Duration, factor int) Option {
-	return func(o *options) {
+func WithEscalation(base, max time.Duration, factor int) BlacklistOption {
+	return blacklistOpt(func(o *options) {
 		if base < time.Millisecond || max < base || factor < 1 {
 			o.fail("escalation needs base >= 1ms, max >= base, factor >= 1")
 			return
 		}
 		o.banBase, o.banMax, o.banFactor = base, max, factor
-	}
+	})
 }
 
 // WithOffenceMemory sets how long past offences count towards escalation
 // (refreshed at each offence). Default 7 days.
-func WithOffenceMemory(d time.Duration) Option {
-	return func(o *options) {
+func WithOffenceMemory(d time.Duration) BlacklistOption {
+	return blacklistOpt(func(o *options) {
 		if d < time.Millisecond {
 			o.fail("offence memory must be >= 1ms")
 			return
 		}
 		o.offenceMemory = d
-	}
+	})
 }
 
 // WithAutoBlacklist makes [Behaviour] ban a user through bl (escalating,
 // reason [ReasonTooFrequent]) once each time the user crosses the deny
-// threshold. Default: no automatic ban.
-func WithAutoBlacklist(bl *Blacklist) Option {
-	return func(o *options) { o.autoBlacklist = bl }
+// threshold. Default: no automatic ban. A nil bl fails [NewBehaviour]
+// with [ErrInvalidArgument] (leave the option out for no automatic ban).
+func WithAutoBlacklist(bl *Blacklist) BehaviourOption {
+	return behaviourOpt(func(o *options) {
+		if bl == nil {
+			o.fail("nil auto blacklist")
+			return
+		}
+		o.autoBlacklist = bl
+	})
 }
 
 // WithFlagAction sets what [Behaviour] answers between the flag and deny
 // thresholds: [Challenge] (default) or [Allow] (the decision then only
 // carries the flag in [Decision.Flags]).
-func WithFlagAction(a Action) Option {
-	return func(o *options) {
+func WithFlagAction(a Action) BehaviourOption {
+	return behaviourOpt(func(o *options) {
 		if a != Allow && a != Challenge {
 			o.fail("flag action must be Allow or Challenge")
 			return
 		}
 		o.flagAction = a
-	}
+	})
 }
 
 // WithBindTTL sets how long a device stays bound to its first user
 // ([DeviceBinder]). Default 30 days.
-func WithBindTTL(d time.Duration) Option {
-	return func(o *options) {
+func WithBindTTL(d time.Duration) DeviceBinderOption {
+	return deviceBinderOpt(func(o *options) {
 		if d < time.Millisecond {
 			o.fail("bind TTL must be >= 1ms")
 			return
 		}
 		o.bindTTL = d
-	}
+	})
 }
 
 // WithDeviceConflict sets what [DeviceBinder] answers when a device bound
 // to one user is presented by another: [Deny] (default) or [Challenge].
-func WithDeviceConflict(a Action) Option {
-	return func(o *options) {
+func WithDeviceConflict(a Action) DeviceBinderOption {
+	return deviceBinderOpt(func(o *options) {
 		if a != Deny && a != Challenge {
 			o.fail("device conflict action must be Deny or Challenge")
 			return
 		}
 		o.deviceConflict = a
-	}
+	})
 }
 
 // WithRefreshBinding makes the owner's use of a device push the binding's
 // expiry to now + bind TTL ([DeviceBinder]). Default true.
-func WithRefreshBinding(on bool) Option {
-	return func(o *options) { o.refreshBinding = on }
+func WithRefreshBinding(on bool) DeviceBinderOption {
+	return deviceBinderOpt(func(o *options) { o.refreshBinding = on })
 }
 
 // WithFailurePolicy sets what the [Checker] does when a rule fails (Redis
 // down, timeout). Default [FailClosed].
-func WithFailurePolicy(p FailurePolicy) Option {
-	return func(o *options) {
+func WithFailurePolicy(p FailurePolicy) CheckerOption {
+	return checkerOpt(func(o *options) {
 		if p < FailClosed || p > FailChallenge {
 			o.fail("unknown failure policy")
 			return
 		}
 		o.failure = p
-	}
+	})
 }
 
 // WithDryRun makes the [Checker] evaluate every rule, report the decision
@@ -248,53 +377,53 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // still record (behaviour counts, device bindings, automatic bans). A rule
 // failure under [FailClosed] becomes a would-be Deny ([ReasonUnavailable])
 // instead of an error. Default off.
-func WithDryRun(on bool) Option {
-	return func(o *options) { o.dryRun = on }
+func WithDryRun(on bool) CheckerOption {
+	return checkerOpt(func(o *options) { o.dryRun = on })
 }
 
 // WithOnDecision sets a hook called with every [Checker] decision (also in
 // dry-run mode, with the real decision). It runs on the request goroutine,
 // outside any lock; keep it fast. Default none.
-func WithOnDecision(fn func(ctx context.Context, s Subject, d Decision)) Option {
-	return func(o *options) { o.onDecision = fn }
+func WithOnDecision(fn func(ctx context.Context, s Subject, d Decision)) CheckerOption {
+	return checkerOpt(func(o *options) { o.onDecision = fn })
 }
 
 // WithOnFailure sets a hook called when a [Checker] rule fails, whatever the
 // failure policy. Default none (failures are still logged).
-func WithOnFailure(fn func(ctx context.Context, rule string, err error)) Option {
-	return func(o *options) { o.onFailure = fn }
+func WithOnFailure(fn func(ctx context.Context, rule string, err error)) CheckerOption {
+	return checkerOpt(func(o *options) { o.onFailure = fn })
 }
 
 // WithObserver reports every [Checker.Check] ("risk.check") and every
 // request through [Auth] ("risk.auth") to o, synchronously, with the
-// caller's ctx; see [StageCheck] for the outcomes. Read by [NewChecker]
-// and [NewAuth]. A nil o is ignored. Without an observer nothing is
+// caller's ctx; see [StageCheck] for the outcomes. An option of
+// [NewChecker] and [NewAuth]. A nil o is ignored. Without an observer nothing is
 // measured. Default none.
-func WithObserver(o Observer) Option {
-	return func(opts *options) {
+func WithObserver(o Observer) ObserverOption {
+	return ObserverOption(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
-	}
+	})
 }
 
 // WithIPResolver sets how [Middleware] finds the client IP. Default: the
 // TCP peer address only (no proxy trusted, forwarding headers ignored).
-func WithIPResolver(r *IPResolver) Option {
-	return func(o *options) { o.ipResolver = r }
+func WithIPResolver(r *IPResolver) MiddlewareOption {
+	return middlewareOpt(func(o *options) { o.ipResolver = r })
 }
 
 // WithDeviceHeader sets the request header [Middleware] reads the device
 // ID from. Default "X-Device-ID". An empty name disables device IDs.
-func WithDeviceHeader(name string) Option {
-	return func(o *options) { o.deviceHeader = name }
+func WithDeviceHeader(name string) MiddlewareOption {
+	return middlewareOpt(func(o *options) { o.deviceHeader = name })
 }
 
 // WithSubjectFunc replaces how [Middleware] builds the [Subject] of a
 // request. Default: user from [UserFrom], IP from the resolver, device from
 // the device header.
-func WithSubjectFunc(fn SubjectFunc) Option {
-	return func(o *options) { o.subjectFunc = fn }
+func WithSubjectFunc(fn SubjectFunc) MiddlewareOption {
+	return middlewareOpt(func(o *options) { o.subjectFunc = fn })
 }
 
 // WithChallengeHandler sets what [Middleware] does with a [Challenge]
@@ -302,26 +431,26 @@ func WithSubjectFunc(fn SubjectFunc) Option {
 // the client shows a captcha. A handler may instead call next (for example
 // when the request already carries a captcha answer that a later
 // middleware verifies); the decision is in the context ([DecisionFrom]).
-func WithChallengeHandler(h ChallengeHandler) Option {
-	return func(o *options) { o.challenge = h }
+func WithChallengeHandler(h ChallengeHandler) MiddlewareOption {
+	return middlewareOpt(func(o *options) { o.challenge = h })
 }
 
 // WithCookie makes [Auth] fall back to the named cookie when the request
 // has no Authorization header. Default: header only. Browsers send cookies
 // on cross-site requests: pair this with SameSite=Strict (or Lax) cookies
 // or a CSRF token on state-changing routes.
-func WithCookie(name string) Option {
-	return func(o *options) { o.cookie = name }
+func WithCookie(name string) AuthOption {
+	return authOpt(func(o *options) { o.cookie = name })
 }
 
 // WithOnAuthFailure sets a hook called when [Auth] refuses a request (401)
 // or cannot check it (503). Default none.
-func WithOnAuthFailure(fn func(r *http.Request, err error)) Option {
-	return func(o *options) { o.onAuthFailure = fn }
+func WithOnAuthFailure(fn func(r *http.Request, err error)) AuthOption {
+	return authOpt(func(o *options) { o.onAuthFailure = fn })
 }
 
 // WithRealIP makes [IPResolver] believe the X-Real-IP header when the
 // peer is a trusted proxy, ahead of X-Forwarded-For. Default off.
-func WithRealIP(on bool) Option {
-	return func(o *options) { o.realIP = on }
+func WithRealIP(on bool) IPResolverOption {
+	return ipResolverOpt(func(o *options) { o.realIP = on })
 }

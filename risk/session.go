@@ -24,13 +24,15 @@ type SessionStore struct {
 	o   options
 }
 
-// NewSessionStore returns a SessionStore. Options: [WithKeyPrefix],
-// [WithSessionTTL], [WithSlidingTTL], [WithLogger].
-func NewSessionStore(rdb Client, opts ...Option) (*SessionStore, error) {
+// NewSessionStore returns a SessionStore. Options (each a
+// [SessionOption]): [WithKeyPrefix], [WithSessionTTL], [WithSlidingTTL]; a
+// nil option is ignored. A nil client or an invalid option fails with
+// [ErrInvalidArgument].
+func NewSessionStore(rdb Client, opts ...SessionOption) (*SessionStore, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, SessionOption.applySession)
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,9 @@ import (
 
 // Activity describes one sale to load into Redis.
 type Activity struct {
-	// ID of the activity, > 0.
-	ID int64
+	// ID of the activity: 1..MaxIDLen bytes of [A-Za-z0-9._@+-] (see
+	// ValidID); a numeric ID is given as strconv.FormatInt(id, 10).
+	ID string
 	// Stock is the number of units on sale, in [0, MaxQuantity].
 	Stock int64
 	// PerUserLimit is how many units one buyer may hold, in [0,
@@ -32,9 +33,10 @@ type Activity struct {
 }
 
 func (a Activity) validate() error {
+	if err := checkID(ErrInvalidActivity, "activity ID", a.ID); err != nil {
+		return err
+	}
 	switch {
-	case a.ID <= 0:
-		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidActivity, a.ID)
 	case a.Stock < 0:
 		return fmt.Errorf("%w: stock %d must be >= 0", ErrInvalidActivity, a.Stock)
 	case a.Stock > MaxQuantity:

@@ -85,7 +85,7 @@ func BenchmarkReserve(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := d.Reset(ctx, Activity{ID: 1, Stock: sc.stock}); err != nil {
+			if err := d.Reset(ctx, Activity{ID: "1", Stock: sc.stock}); err != nil {
 				b.Fatal(err)
 			}
 			var next atomic.Int64
@@ -100,7 +100,7 @@ func BenchmarkReserve(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					u := next.Add(1)
-					res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, RequestID: strconv.FormatInt(u, 10)})
 					if err != nil || res.Status != want {
 						failed.Add(1)
 					}
@@ -117,10 +117,10 @@ func BenchmarkReserve(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := d.Reset(ctx, Activity{ID: 1, Stock: 1 << 40}); err != nil {
+		if err := d.Reset(ctx, Activity{ID: "1", Stock: 1 << 40}); err != nil {
 			b.Fatal(err)
 		}
-		k := d.keys(1).list()
+		k := d.keys("1").list()
 		sha := reserveScript.Hash()
 		if err := reserveScript.Load(ctx, rdb).Err(); err != nil {
 			b.Fatal(err)
@@ -181,11 +181,11 @@ func BenchmarkSoldOutLocal(b *testing.B) {
 				}
 			}
 			defer func() { cancel(); wg.Wait() }()
-			if _, err := d.Load(ctx, Activity{ID: 1, Stock: 0}); err != nil {
+			if _, err := d.Load(ctx, Activity{ID: "1", Stock: 0}); err != nil {
 				b.Fatal(err)
 			}
-			req := Request{Activity: 1, User: 1, Qty: 1, RequestID: "r"}
-			if res, err := d.Reserve(ctx, req); err != nil || res.Status != SoldOut || !d.SoldOut(1) {
+			req := Request{Activity: "1", User: "1", Qty: 1, RequestID: "r"}
+			if res, err := d.Reserve(ctx, req); err != nil || res.Status != SoldOut || !d.SoldOut("1") {
 				b.Fatalf("setup: %+v %v", res, err)
 			}
 			b.Run("serial", func(b *testing.B) {
@@ -244,7 +244,7 @@ func BenchmarkMemoryPer10kBuyers(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := d.Reset(ctx, Activity{ID: 1, Stock: 10000}); err != nil {
+		if err := d.Reset(ctx, Activity{ID: "1", Stock: 10000}); err != nil {
 			b.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -260,7 +260,7 @@ func BenchmarkMemoryPer10kBuyers(b *testing.B) {
 					}
 					// Realistic sizes: a snowflake-sized user ID and a 20-byte request ID.
 					user := 1_900_000_000_000_000_000 + n
-					res, err := d.Reserve(ctx, Request{Activity: 1, User: user, Qty: 1, RequestID: fmt.Sprintf("r-%018d", n)})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprintf("r-%018d", n)})
 					if err != nil || res.Status != Reserved {
 						b.Errorf("reserve %d: %+v %v", n, res, err)
 						return
@@ -269,7 +269,7 @@ func BenchmarkMemoryPer10kBuyers(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		k := d.keys(1)
+		k := d.keys("1")
 		ledgerBytes = rdb.MemoryUsage(ctx, k.ledger, 0).Val()
 		buyersBytes = rdb.MemoryUsage(ctx, k.buyers, 0).Val()
 		rdb.Unlink(ctx, k.list()...)
@@ -364,7 +364,7 @@ func BenchmarkReserveCoalescing(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := d.Reset(ctx, Activity{ID: 1, Stock: 1_000_000_000}); err != nil {
+			if err := d.Reset(ctx, Activity{ID: "1", Stock: 1_000_000_000}); err != nil {
 				b.Fatal(err)
 			}
 			var (
@@ -382,7 +382,7 @@ func BenchmarkReserveCoalescing(b *testing.B) {
 				for pb.Next() {
 					u := next.Add(1)
 					t0 := time.Now()
-					res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, RequestID: strconv.FormatInt(u, 10)})
 					mine = append(mine, time.Since(t0))
 					if err != nil || res.Status != Reserved {
 						failed.Add(1)
@@ -534,7 +534,7 @@ func BenchmarkReserveSharded(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := d.Reset(ctx, Activity{ID: 1, Stock: 1_000_000_000, Shards: n}); err != nil {
+				if err := d.Reset(ctx, Activity{ID: "1", Stock: 1_000_000_000, Shards: n}); err != nil {
 					b.Fatal(err)
 				}
 				var next, failed atomic.Int64
@@ -548,7 +548,7 @@ func BenchmarkReserveSharded(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						u := next.Add(1)
-						res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+						res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, RequestID: strconv.FormatInt(u, 10)})
 						if err != nil || res.Status != Reserved {
 							failed.Add(1)
 						}
@@ -586,4 +586,39 @@ func BenchmarkReserveSharded(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkReserveClientPath: the process's own share of a Reserve, with
+// the Redis round trip taken out (a Scripter answers "not loaded" at once):
+// validation, the sold-out check, the keys, the script arguments and the
+// reply's parsing. The IDs are those of a shop with numeric IDs, formatted
+// with strconv on each call as such a shop does, and UUIDs.
+func BenchmarkReserveClientPath(b *testing.B) {
+	reply := []any{int64(6), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)}
+	d, err := New(scripted{val: reply}, WithoutSoldOutCache())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("numeric", func(b *testing.B) {
+		b.ReportAllocs()
+		var user int64 = 1_900_000_000_000_000_000
+		for b.Loop() {
+			user++
+			res, err := d.Reserve(ctx, Request{Activity: strconv.FormatInt(42, 10), User: strconv.FormatInt(user, 10), Qty: 1, RequestID: "r-1"})
+			if err != nil || res.Status != NotLoaded {
+				b.Fatal(res, err)
+			}
+		}
+	})
+	b.Run("uuid", func(b *testing.B) {
+		b.ReportAllocs()
+		req := Request{Activity: "3f2b8c1e-9d4a-4b7e-a1c2-5e6f7a8b9c0d", User: "8a1d0c2e-1111-4c3b-9e0f-0123456789ab", Qty: 1, RequestID: "r-1"}
+		for b.Loop() {
+			res, err := d.Reserve(ctx, req)
+			if err != nil || res.Status != NotLoaded {
+				b.Fatal(res, err)
+			}
+		}
+	})
 }

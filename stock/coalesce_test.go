@@ -40,7 +40,7 @@ func reserveAsync(ctx context.Context, d *Deductor, req Request) <-chan reply {
 }
 
 // queuedCalls is the number of requests in the activity's open batch.
-func queuedCalls(d *Deductor, activity int64) int {
+func queuedCalls(d *Deductor, activity string) int {
 	d.co.mu.Lock()
 	defer d.co.mu.Unlock()
 	if b := d.co.open[plain(activity)]; b != nil {
@@ -51,14 +51,14 @@ func queuedCalls(d *Deductor, activity int64) int {
 
 // waitQueued yields until the open batch of activity holds n requests. It
 // does not sleep: the goroutines it waits for only need to be scheduled.
-func waitQueued(d *Deductor, activity int64, n int) {
+func waitQueued(d *Deductor, activity string, n int) {
 	for queuedCalls(d, activity) != n {
 		runtime.Gosched()
 	}
 }
 
 // flushNow seals and sends the activity's open batch, as its timer would.
-func flushNow(d *Deductor, activity int64) {
+func flushNow(d *Deductor, activity string) {
 	d.co.mu.Lock()
 	b := d.co.open[plain(activity)]
 	d.co.mu.Unlock()
@@ -125,10 +125,17 @@ type step struct {
 func genSteps(seed uint64) []step {
 	rng := rand.New(rand.NewPCG(seed, seed*7919+1))
 	const ids = 40
-	user := make([]int64, ids)
+	// Numeric user IDs for odd seeds, UUIDs for even ones.
+	userID := func(n int64) string {
+		if seed%2 == 0 {
+			return uuidOf(n)
+		}
+		return uid(n)
+	}
+	user := make([]string, ids)
 	qty := make([]int64, ids)
 	for i := range ids {
-		user[i], qty[i] = rng.Int64N(12)+1, rng.Int64N(2)+1
+		user[i], qty[i] = userID(rng.Int64N(12)+1), rng.Int64N(2)+1
 	}
 	var steps []step
 	for round := range 40 {
@@ -137,7 +144,7 @@ func genSteps(seed uint64) []step {
 			i := rng.IntN(ids)
 			r := Request{User: user[i], Qty: qty[i], RequestID: "r" + strconv.Itoa(i)}
 			if rng.IntN(5) == 0 { // another user or qty: a conflict once the ID is known
-				r.User, r.Qty = rng.Int64N(12)+1, rng.Int64N(3)+1
+				r.User, r.Qty = userID(rng.Int64N(12)+1), rng.Int64N(3)+1
 			}
 			s.reqs = append(s.reqs, r)
 		}
@@ -187,8 +194,11 @@ func TestCoalescedEqualsOneByOne(t *testing.T) {
 		for _, seed := range []uint64{1, 2, 3} {
 			one := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
 			co := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache(), WithCoalescing(handWindow, MaxCoalesceBatch))
-			a1, a2 := int64(seed*10+1), int64(seed*10+2)
-			for _, a := range []int64{a1, a2} {
+			a1, a2 := uid(seed*10+1), uid(seed*10+2)
+			if seed == 2 {
+				a1, a2 = "sale-"+uuidOf(seed*10+1), "sale-"+uuidOf(seed*10+2)
+			}
+			for _, a := range []string{a1, a2} {
 				mustLoad(t, one, Activity{ID: a, Stock: 14, PerUserLimit: 2})
 			}
 			kinds := map[string]int{}
@@ -268,15 +278,15 @@ func TestCoalescedEqualsOneByOne(t *testing.T) {
 			{"ended", Activity{Stock: 5, Start: now.Add(-2 * time.Hour), End: now.Add(-time.Hour)}, Ended},
 			{"not loaded", Activity{}, NotLoaded},
 		} {
-			a1, a2 := int64(101+2*i), int64(102+2*i)
+			a1, a2 := uid(101+2*i), uid(102+2*i)
 			if c.want != NotLoaded {
-				for _, id := range []int64{a1, a2} {
+				for _, id := range []string{a1, a2} {
 					a := c.a
 					a.ID = id
 					mustLoad(t, one, a)
 				}
 			}
-			reqs := []Request{{User: 1, Qty: 1, RequestID: "x"}, {User: 2, Qty: 1, RequestID: "y"}, {User: 1, Qty: 1, RequestID: "x"}}
+			reqs := []Request{{User: "1", Qty: 1, RequestID: "x"}, {User: "2", Qty: 1, RequestID: "y"}, {User: "1", Qty: 1, RequestID: "x"}}
 			var want []reply
 			for _, r := range reqs {
 				r.Activity = a1
@@ -309,7 +319,8 @@ func untimed(t *testing.T, l map[string]string) map[string]string {
 
 // TestCoalescedTenThousandBuyers: 10,000 goroutines started together
 // against stock 100 with coalescing on (default window and batch), per-user
-// cap 1 with qty 1 and cap 3 with qty 1–3. Counted from the hashes with
+// cap 1 with qty 1 (UUID user IDs) and cap 3 with qty 1–3 (numeric user
+// IDs). Counted from the hashes with
 // HGETALL: no oversell, no buyer above the cap, remaining + held = 100, and
 // the ledger, the buyers hash and the results agree.
 func TestCoalescedTenThousandBuyers(t *testing.T) {
@@ -317,20 +328,21 @@ func TestCoalescedTenThousandBuyers(t *testing.T) {
 		for _, c := range []struct {
 			name         string
 			limit, users int64
-		}{{"cap1", 1, 10000}, {"cap3", 3, 2500}} {
+			user         func(int64) string
+		}{{"cap1", 1, 10000, uuidOf[int64]}, {"cap3", 3, 2500, uid[int64]}} {
 			t.Run(c.name, func(t *testing.T) {
 				ctx := context.Background()
 				cc := &countingClient{UniversalClient: rdb}
 				pfx := prefix + c.name + ":"
 				d := newTestDeductor(t, cc, pfx, WithCoalescing(0, 0))
-				const activity, stock, n = 5, 100, 10000
+				const activity, stock, n = "5", 100, 10000
 				mustLoad(t, d, Activity{ID: activity, Stock: stock, PerUserLimit: c.limit})
 
 				var (
 					wg    sync.WaitGroup
 					start = make(chan struct{})
 					mu    sync.Mutex
-					got   = map[int64]int64{} // user -> units from Reserved results
+					got   = map[string]int64{} // user -> units from Reserved results
 					ids   = map[string]bool{}
 					total int64
 					local int
@@ -341,7 +353,7 @@ func TestCoalescedTenThousandBuyers(t *testing.T) {
 					go func(i int) {
 						defer wg.Done()
 						<-start
-						req := Request{Activity: activity, User: int64(i)%c.users + 1, Qty: int64(i)%c.limit + 1, RequestID: "q" + strconv.Itoa(i)}
+						req := Request{Activity: activity, User: c.user(int64(i)%c.users + 1), Qty: int64(i)%c.limit + 1, RequestID: "q" + strconv.Itoa(i)}
 						res, err := d.Reserve(ctx, req)
 						mu.Lock()
 						defer mu.Unlock()
@@ -379,7 +391,7 @@ func TestCoalescedTenThousandBuyers(t *testing.T) {
 				led := hgetall(t, rdb, k.ledger)
 				buyers := hgetall(t, rdb, k.buyers)
 				var held int64
-				per := map[int64]int64{}
+				per := map[string]int64{}
 				for id, rec := range led {
 					r, err := parseRecord(id, rec)
 					require.NoError(t, err)
@@ -398,10 +410,8 @@ func TestCoalescedTenThousandBuyers(t *testing.T) {
 				assert.Equal(t, got, per)
 				assert.Len(t, buyers, len(per))
 				for u, q := range buyers {
-					uid, err := strconv.ParseInt(u, 10, 64)
-					require.NoError(t, err)
-					assert.Equal(t, strconv.FormatInt(per[uid], 10), q, "buyer %s", u)
-					assert.LessOrEqual(t, per[uid], c.limit, "buyer %s above the cap", u)
+					assert.Equal(t, strconv.FormatInt(per[u], 10), q, "buyer %s", u)
+					assert.LessOrEqual(t, per[u], c.limit, "buyer %s above the cap", u)
 				}
 				assert.EqualValues(t, len(ids), hint(t, rdb, k.meta, "seq"), "one seq step per reservation")
 			})
@@ -476,16 +486,16 @@ func newHoldRig(t *testing.T, hook *holdHook, maxBatch int, opts ...Option) *hol
 	c.AddHook(hook)
 	require.NoError(t, reserveManyScript.Load(context.Background(), c).Err())
 	d := newTestDeductor(t, c, prefix, append([]Option{WithCoalescing(handWindow, maxBatch)}, opts...)...)
-	mustLoad(t, d, Activity{ID: 1, Stock: 100, PerUserLimit: 1})
+	mustLoad(t, d, Activity{ID: "1", Stock: 100, PerUserLimit: 1})
 	return &holdRig{rdb: c, hook: hook, d: d, prefix: prefix}
 }
 
 func (g *holdRig) ledger(t *testing.T) map[string]string {
-	return hgetall(t, g.rdb, activityKeys(g.prefix, 1).ledger)
+	return hgetall(t, g.rdb, activityKeys(g.prefix, "1").ledger)
 }
 
 func req1(user int64, id string) Request {
-	return Request{Activity: 1, User: user, Qty: 1, RequestID: id}
+	return Request{Activity: "1", User: uid(user), Qty: 1, RequestID: id}
 }
 
 // parkedInWait reports whether some goroutine is blocked in batch.wait: a
@@ -523,7 +533,7 @@ func TestCoalescedCancellation(t *testing.T) {
 		close(g.hook.release)
 		ctxA, cancelA := context.WithCancel(context.Background())
 		a := reserveAsync(ctxA, g.d, req1(1, "a"))
-		waitQueued(g.d, 1, 1)
+		waitQueued(g.d, "1", 1)
 		cancelA()
 		oa := <-a
 		require.ErrorIs(t, oa.err, context.Canceled)
@@ -531,7 +541,7 @@ func TestCoalescedCancellation(t *testing.T) {
 
 		// b and c fill the batch (3 slots, a's abandoned): it goes without a.
 		b := reserveAsync(context.Background(), g.d, req1(2, "b"))
-		waitQueued(g.d, 1, 2)
+		waitQueued(g.d, "1", 2)
 		c := reserveAsync(context.Background(), g.d, req1(3, "c"))
 		for _, o := range []reply{<-b, <-c} {
 			require.NoError(t, o.err)
@@ -541,13 +551,13 @@ func TestCoalescedCancellation(t *testing.T) {
 		assert.NotContains(t, l, "a", "a was reported as not sent: it must never run")
 		assert.Contains(t, l, "b")
 		assert.Contains(t, l, "c")
-		assert.EqualValues(t, 98, hint(t, g.rdb, activityKeys(g.prefix, 1).meta, "stock"))
+		assert.EqualValues(t, 98, hint(t, g.rdb, activityKeys(g.prefix, "1").meta, "stock"))
 
 		// A context already ended never joins a batch.
-		n := queuedCalls(g.d, 1)
+		n := queuedCalls(g.d, "1")
 		_, err := g.d.Reserve(ctxA, req1(4, "d"))
 		require.ErrorIs(t, err, context.Canceled)
-		assert.Equal(t, n, queuedCalls(g.d, 1))
+		assert.Equal(t, n, queuedCalls(g.d, "1"))
 	})
 
 	t.Run("ended after sent: waits for its outcome", func(t *testing.T) {
@@ -556,7 +566,7 @@ func TestCoalescedCancellation(t *testing.T) {
 		ctxA, cancelA := context.WithCancel(context.Background())
 		defer cancelA()
 		a := reserveAsync(ctxA, g.d, req1(1, "a"))
-		waitQueued(g.d, 1, 1)
+		waitQueued(g.d, "1", 1)
 		b := reserveAsync(context.Background(), g.d, req1(2, "b")) // fills and sends the batch
 		<-g.hook.in                                                // Redis has run it; the reply is held
 		require.Contains(t, g.ledger(t), "a")
@@ -582,7 +592,7 @@ func TestCoalescedCancellation(t *testing.T) {
 		g := newHoldRig(t, newHoldHook(), 2)
 		ctxA := &endedCtx{Context: context.Background()}
 		a := reserveAsync(ctxA, g.d, req1(1, "a"))
-		waitQueued(g.d, 1, 1)
+		waitQueued(g.d, "1", 1)
 		b := reserveAsync(context.Background(), g.d, req1(2, "b"))
 		<-g.hook.in
 		ctxA.end(context.Canceled) // Err says ended; Done never fires
@@ -598,11 +608,11 @@ func TestCoalescedCancellation(t *testing.T) {
 		t.Parallel()
 		g := newHoldRig(t, newHoldHook(), 2)
 		a := reserveAsync(context.Background(), g.d, req1(1, "a"))
-		waitQueued(g.d, 1, 1)
+		waitQueued(g.d, "1", 1)
 		b := reserveAsync(context.Background(), g.d, req1(2, "b"))
 		<-g.hook.in // {a, b} is held on its way to Redis
 		c := reserveAsync(context.Background(), g.d, req1(3, "c"))
-		waitQueued(g.d, 1, 1)
+		waitQueued(g.d, "1", 1)
 		d := reserveAsync(context.Background(), g.d, req1(4, "d"))
 		for _, o := range []reply{<-c, <-d} { // the next batch is not held
 			require.NoError(t, o.err)
@@ -648,7 +658,7 @@ func TestCoalescedFailures(t *testing.T) {
 		rdb, m := testenv.Miniredis(t)
 		prefix := testenv.Prefix(t)
 		d := newTestDeductor(t, rdb, prefix, WithCoalescing(handWindow, MaxCoalesceBatch))
-		mustLoad(t, d, Activity{ID: 1, Stock: 10})
+		mustLoad(t, d, Activity{ID: "1", Stock: 10})
 		before := snapshot(t, rdb, prefix)
 		for _, msg := range []string{"LOADING Redis is loading the dataset in memory", "CLUSTERDOWN The cluster is down"} {
 			m.SetError(msg)
@@ -675,7 +685,7 @@ func TestCoalescedFailures(t *testing.T) {
 		h := &holdHook{after: true, err: context.DeadlineExceeded, in: make(chan struct{}), release: make(chan struct{})}
 		close(h.release)
 		g := newHoldRig(t, h, MaxCoalesceBatch)
-		meta := activityKeys(g.prefix, 1).meta
+		meta := activityKeys(g.prefix, "1").meta
 		for _, o := range batchOf(t, g.d, req1(1, "a"), req1(2, "b"), req1(3, "c")) {
 			assert.ErrorIs(t, o.err, ErrUnavailable)
 			assert.ErrorIs(t, o.err, context.DeadlineExceeded)
@@ -715,7 +725,7 @@ func TestCoalescedFailures(t *testing.T) {
 				}
 				chs = append(chs, reserveAsync(ctx, g.d, req1(int64(i+1), strconv.Itoa(i))))
 				if i < len(c.deadlines)-1 {
-					waitQueued(g.d, 1, i+1)
+					waitQueued(g.d, "1", i+1)
 				}
 			}
 			for _, ch := range chs {
@@ -740,8 +750,8 @@ func TestCoalescedFence(t *testing.T) {
 		t.Run("rollback", func(t *testing.T) {
 			var losses lossLog
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, MaxCoalesceBatch))
-			k := activityKeys(prefix, 1)
-			mustLoad(t, d, Activity{ID: 1, Stock: 10})
+			k := activityKeys(prefix, "1")
+			mustLoad(t, d, Activity{ID: "1", Stock: 10})
 			for _, o := range batchOf(t, d, req1(1, "a"), req1(2, "b")) {
 				require.Equal(t, Reserved, o.res.Status)
 			}
@@ -758,8 +768,8 @@ func TestCoalescedFence(t *testing.T) {
 				require.NoError(t, o.err)
 				assert.Equal(t, Frozen, o.res.Status, "decision %d answered from a rolled-back copy", i)
 			}
-			require.Len(t, losses.get(1), 1)
-			assert.Contains(t, losses.get(1)[0], "rolled back")
+			require.Len(t, losses.get("1"), 1)
+			assert.Contains(t, losses.get("1")[0], "rolled back")
 			assert.Equal(t, "1", hgetall(t, rdb, k.meta)["frozen"])
 			out := batchOf(t, d, req1(8, "h"), req1(1, "a"))
 			require.NoError(t, out[0].err)
@@ -767,26 +777,26 @@ func TestCoalescedFence(t *testing.T) {
 			require.NoError(t, out[1].err)
 			assert.Equal(t, Reserved, out[1].res.Status, "a replay answers from the ledger")
 			assert.True(t, out[1].res.Replayed)
-			assert.Len(t, losses.get(1), 1, "reported once")
+			assert.Len(t, losses.get("1"), 1, "reported once")
 		})
 
 		t.Run("wipe", func(t *testing.T) {
 			var losses lossLog
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, MaxCoalesceBatch))
-			k := activityKeys(prefix, 2)
-			mustLoad(t, d, Activity{ID: 2, Stock: 10})
-			r := Request{Activity: 2, User: 1, Qty: 1, RequestID: "a"}
+			k := activityKeys(prefix, "2")
+			mustLoad(t, d, Activity{ID: "2", Stock: 10})
+			r := Request{Activity: "2", User: "1", Qty: 1, RequestID: "a"}
 			require.Equal(t, Reserved, batchOf(t, d, r)[0].res.Status)
 			wipe(t, rdb, k)
 			r2, r3 := r, r
-			r2.User, r2.RequestID = 2, "b"
-			r3.User, r3.RequestID = 3, "c"
+			r2.User, r2.RequestID = "2", "b"
+			r3.User, r3.RequestID = "3", "c"
 			for _, o := range batchOf(t, d, r2, r3) {
 				require.NoError(t, o.err)
 				assert.Equal(t, Frozen, o.res.Status, "not loaded before its expiry is a loss")
 			}
-			require.Len(t, losses.get(2), 1)
-			assert.Contains(t, losses.get(2)[0], "gone before their expiry")
+			require.Len(t, losses.get("2"), 1)
+			assert.Contains(t, losses.get("2")[0], "gone before their expiry")
 		})
 	})
 }
@@ -813,11 +823,12 @@ func TestCoalescedHooksFallbackSoldOut(t *testing.T) {
 	}
 	fb := FallbackFunc(func(_ context.Context, r Request) (Result, error) {
 		calls.Add(1)
-		return Result{Status: Reserved, Remaining: 1000 + r.User}, nil
+		u, err := strconv.ParseInt(r.User, 10, 64)
+		return Result{Status: Reserved, Remaining: 1000 + u}, err
 	})
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithOnReserve(hook), WithFallback(fb),
 		WithCoalescing(handWindow, MaxCoalesceBatch), WithClock(testenv.NewEpochClock(0)))
-	mustLoad(t, d, Activity{ID: 1, Stock: 1})
+	mustLoad(t, d, Activity{ID: "1", Stock: 1})
 
 	m.SetError("LOADING Redis is loading the dataset in memory")
 	for i, o := range batchOf(t, d, req1(1, "f1"), req1(2, "f2")) {
@@ -840,7 +851,7 @@ func TestCoalescedHooksFallbackSoldOut(t *testing.T) {
 	assert.Len(t, seen, 4, "one hook call per request ID")
 	mu.Unlock()
 
-	require.True(t, d.SoldOut(1), "the batch's SoldOut set the in-process flag")
+	require.True(t, d.SoldOut("1"), "the batch's SoldOut set the in-process flag")
 	res, err := d.Reserve(ctx, req1(3, "new")) // refused at once: no batch opens
 	require.NoError(t, err)
 	assert.Equal(t, Result{Status: SoldOut, Local: true}, res)

@@ -31,7 +31,7 @@ type Deductor struct {
 
 	// flags is a copy-on-write map of in-process sold-out flags, read
 	// lock-free on the hot path; writers hold mu.
-	flags atomic.Pointer[map[int64]*soldFlag]
+	flags atomic.Pointer[map[string]*soldFlag]
 	// states is a copy-on-write map of what this Deductor knows about each
 	// ledger (activity or shard) Redis reported as loaded: its KEYS and the
 	// fence (fence.go).
@@ -39,13 +39,13 @@ type Deductor struct {
 	// layouts is a copy-on-write map of the sharded activities this
 	// Deductor knows (shard.go); an activity not in it is un-sharded, or
 	// not known to be sharded yet.
-	layouts atomic.Pointer[map[int64]*layout]
+	layouts atomic.Pointer[map[string]*layout]
 
 	mu      sync.Mutex
 	running bool
 	closed  bool
 	cancel  context.CancelFunc
-	marked  map[int64]time.Time // flags owned by Run, with the time they were set
+	marked  map[string]time.Time // flags owned by Run, with the time they were set
 
 	co *coalescer // nil unless WithCoalescing
 }
@@ -77,7 +77,7 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 	case o.grace < 0:
 		return nil, fmt.Errorf("stock: transfer grace %v must be >= 0", o.grace)
 	}
-	d := &Deductor{rdb: rdb, o: o, channel: releaseChannel(o.prefix), marked: map[int64]time.Time{}}
+	d := &Deductor{rdb: rdb, o: o, channel: releaseChannel(o.prefix), marked: map[string]time.Time{}}
 	if o.coalesce {
 		window, maxBatch, err := validCoalescing(o.coWindow, o.coMax)
 		if err != nil {
@@ -88,17 +88,19 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 	return d, nil
 }
 
-func (d *Deductor) keys(activity int64) keys { return activityKeys(d.o.prefix, activity) }
+func (d *Deductor) keys(activity string) keys { return activityKeys(d.o.prefix, activity) }
 
 func (d *Deductor) validate(req Request) error {
-	if req.Activity > 0 && req.User > 0 && req.Qty > 0 && req.Qty <= MaxQuantity && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
+	if ValidID(req.Activity) && ValidID(req.User) && req.Qty > 0 && req.Qty <= MaxQuantity && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
 		return nil
 	}
+	if err := checkActivity(req.Activity); err != nil {
+		return err
+	}
+	if err := checkID(ErrInvalidRequest, "user ID", req.User); err != nil {
+		return err
+	}
 	switch {
-	case req.Activity <= 0:
-		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, req.Activity)
-	case req.User <= 0:
-		return fmt.Errorf("%w: user ID %d must be > 0", ErrInvalidRequest, req.User)
 	case req.Qty <= 0:
 		return fmt.Errorf("%w: qty %d must be > 0", ErrInvalidRequest, req.Qty)
 	case req.Qty > MaxQuantity:
@@ -224,7 +226,7 @@ func (d *Deductor) reserve(ctx context.Context, req Request) (Result, fenceReply
 		}
 		l = next
 	}
-	return Result{}, fenceReply{}, fmt.Errorf("stock: reserve activity %d: %w: its shard layout changed %d times during the call",
+	return Result{}, fenceReply{}, fmt.Errorf("stock: reserve activity %s: %w: its shard layout changed %d times during the call",
 		req.Activity, ErrUnavailable, maxLayoutTries)
 }
 
@@ -271,7 +273,7 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 	code := n[0]
 	if code == 9 {
 		if u.n > 1 || n[1] < 2 || n[1] > MaxShards {
-			return unitReply{}, verdict{}, badReply("reserve", "%s of activity %d answered as a directory of %d shards",
+			return unitReply{}, verdict{}, badReply("reserve", "%s of activity %s answered as a directory of %d shards",
 				ledgerName(u), req.Activity, n[1])
 		}
 		return unitReply{dir: n[1]}, verdict{}, nil
@@ -295,10 +297,10 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == 1, Limit: n[5]}
 	switch code {
 	case -1:
-		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %d",
+		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %s",
 			ErrInvalidRequest, req.Qty, n[5], req.Activity)
 	case -2:
-		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %d", ErrRequestConflict, req.RequestID, req.Activity)
+		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %s", ErrRequestConflict, req.RequestID, req.Activity)
 	case 1, 2, 3, 4, 5, 7, 8:
 		res.Status = Status(code)
 	case 6:
@@ -341,10 +343,10 @@ func frozenResult(res Result) Result {
 // Release is what order cancellation and the reconciler call. As a
 // compensation it is often called with context.WithoutCancel(ctx); after
 // an [ErrUnavailable] error it is safe to call again.
-func (d *Deductor) Release(ctx context.Context, activity int64, requestID string) (ReleaseResult, error) {
+func (d *Deductor) Release(ctx context.Context, activity, requestID string) (ReleaseResult, error) {
 	res, err := d.release(ctx, activity, requestID)
 	if err != nil {
-		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", activity, "request", requestID, "err", err)
+		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(activity), "request", requestID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
 		d.clearSoldOut(activity)
 	}
@@ -354,9 +356,9 @@ func (d *Deductor) Release(ctx context.Context, activity int64, requestID string
 	return res, err
 }
 
-func (d *Deductor) release(ctx context.Context, activity int64, requestID string) (ReleaseResult, error) {
-	if activity <= 0 {
-		return ReleaseResult{}, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+func (d *Deductor) release(ctx context.Context, activity, requestID string) (ReleaseResult, error) {
+	if err := checkActivity(activity); err != nil {
+		return ReleaseResult{}, err
 	}
 	if err := d.validateID(requestID); err != nil {
 		return ReleaseResult{}, err
@@ -415,11 +417,10 @@ func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, requestI
 		return releaseReply{}, err
 	}
 	res := ReleaseResult{Remaining: n[1], Qty: n[2]}
-	if u8 != "" {
-		if res.User, err = strconv.ParseInt(u8, 10, 64); err != nil {
-			return releaseReply{}, badReply("release", "user %q", u8)
-		}
+	if u8 != "" && !ValidID(u8) {
+		return releaseReply{}, badReply("release", "user %q", u8)
 	}
+	res.User = u8
 	switch {
 	case n[0] >= 1 && n[0] <= 4:
 		res.Status = ReleaseStatus(n[0])
@@ -525,7 +526,7 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 	case 0:
 		return false, nil
 	case -1:
-		return false, fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 	}
 	return false, badReply("load", "status code %d", n[0])
 }
@@ -535,7 +536,7 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 // (Deductors that still use them answer Frozen, never reserve there, until
 // they learn the new layout) and returns them, to be dropped once the new
 // layout is written.
-func (d *Deductor) oldLayout(ctx context.Context, activity int64, n int) (*layout, error) {
+func (d *Deductor) oldLayout(ctx context.Context, activity string, n int) (*layout, error) {
 	kind, cur, err := d.readLayout(ctx, activity)
 	if err != nil || kind != layoutSharded || cur == int64(n) {
 		return nil, err
@@ -561,9 +562,9 @@ func (d *Deductor) oldLayout(ctx context.Context, activity int64, n int) (*layou
 // refuses, writing nothing, unless the activity's meta is absent or frozen
 // (the error wraps [ErrLive]), and when the input is bad (the error wraps
 // [ErrInvalidActivity]): an invalid activity, an empty, over-long or
-// duplicate request ID, a user ID <= 0, a qty <= 0 or above [MaxQuantity],
-// a user holding more than the per-user limit, or more live units than
-// a.Stock.
+// duplicate request ID, a user ID that is not [ValidID], a qty <= 0 or
+// above [MaxQuantity], a user holding more than the per-user limit, or more
+// live units than a.Stock.
 //
 // The caller must make sure that nothing is in flight for the activity
 // while it reads live and calls Rebuild (the activity being frozen stops
@@ -640,12 +641,12 @@ func (d *Deductor) rebuildPlain(ctx context.Context, a Activity, live []Reservat
 // validateLive checks Rebuild's live reservations against a.
 func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 	seen := make(map[string]struct{}, len(live))
-	per := make(map[int64]int64, len(live))
+	per := make(map[string]int64, len(live))
 	limit := a.limit()
 	var sum int64
 	for i, r := range live {
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: activity %d: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.RequestID,
+			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.RequestID,
 				fmt.Sprintf(format, args...))
 		}
 		switch {
@@ -653,8 +654,9 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 			return bad("empty request ID")
 		case len(r.RequestID) > d.o.maxIDBytes:
 			return bad("request ID longer than %d bytes", d.o.maxIDBytes)
-		case r.User <= 0:
-			return bad("user ID %d must be > 0", r.User)
+		case !ValidID(r.User):
+			return fmt.Errorf("activity %s: live reservation %d (%q): %w", a.ID, i, r.RequestID,
+				idError(ErrInvalidActivity, "user ID", r.User))
 		case r.Qty <= 0 || r.Qty > MaxQuantity:
 			return bad("qty %d must be in [1, 2^53-1]", r.Qty)
 		case r.State != 0 && r.State != Held:
@@ -667,7 +669,7 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 		}
 		seen[r.RequestID] = struct{}{}
 		if per[r.User] += r.Qty; per[r.User] > limit {
-			return bad("user %d would hold %d units, above the per-user limit %d", r.User, per[r.User], limit)
+			return bad("user %s would hold %d units, above the per-user limit %d", r.User, per[r.User], limit)
 		}
 		if sum += r.Qty; sum > a.Stock {
 			return bad("live reservations hold more than the stock %d", a.Stock)
@@ -681,9 +683,9 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 // returns [ErrNotLoaded] when the activity is not loaded. For a sharded
 // activity it is the sum over the shards, including units moving between
 // two shards (read at once, not one atomic snapshot).
-func (d *Deductor) Remaining(ctx context.Context, activity int64) (int64, error) {
-	if activity <= 0 {
-		return 0, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+func (d *Deductor) Remaining(ctx context.Context, activity string) (int64, error) {
+	if err := checkActivity(activity); err != nil {
+		return 0, err
 	}
 	return onLayout(d, activity, func(l *layout) (int64, *layout, error) {
 		if l != nil {
@@ -701,7 +703,7 @@ func (d *Deductor) Remaining(ctx context.Context, activity int64) (int64, error)
 			next, err := d.learn(activity, n[1])
 			return 0, next, err
 		case n[0] != 1:
-			return 0, nil, fmt.Errorf("stock: activity %d: %w", activity, ErrNotLoaded)
+			return 0, nil, fmt.Errorf("stock: activity %s: %w", activity, ErrNotLoaded)
 		}
 		return n[1], nil, nil
 	})
@@ -710,9 +712,9 @@ func (d *Deductor) Remaining(ctx context.Context, activity int64) (int64, error)
 // Stats returns a read-only snapshot of the activity (Loaded is false when
 // it is not loaded). For a sharded activity it holds the sums and one
 // snapshot per shard (Stats.Shards), read at once, not atomically.
-func (d *Deductor) Stats(ctx context.Context, activity int64) (Stats, error) {
-	if activity <= 0 {
-		return Stats{}, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+func (d *Deductor) Stats(ctx context.Context, activity string) (Stats, error) {
+	if err := checkActivity(activity); err != nil {
+		return Stats{}, err
 	}
 	var root *[16]int64
 	return onLayout(d, activity, func(l *layout) (Stats, *layout, error) {
@@ -750,9 +752,9 @@ func statsOf(n []int64) Stats {
 // there is none. Use it after an uncertain Reserve outcome. For a sharded
 // activity every shard is asked (a held or freed entry wins over a
 // tombstone, which is written in every shard).
-func (d *Deductor) Lookup(ctx context.Context, activity int64, requestID string) (Reservation, bool, error) {
-	if activity <= 0 {
-		return Reservation{}, false, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Reservation, bool, error) {
+	if err := checkActivity(activity); err != nil {
+		return Reservation{}, false, err
 	}
 	if err := d.validateID(requestID); err != nil {
 		return Reservation{}, false, err
@@ -808,9 +810,9 @@ func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Re
 //
 // For a sharded activity the pages walk the shards one after the other: the
 // top 8 bits of the cursor name the shard, the other 56 its HSCAN cursor.
-func (d *Deductor) Reservations(ctx context.Context, activity int64, cursor uint64, count int64) ([]Reservation, uint64, error) {
-	if activity <= 0 {
-		return nil, 0, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+func (d *Deductor) Reservations(ctx context.Context, activity string, cursor uint64, count int64) ([]Reservation, uint64, error) {
+	if err := checkActivity(activity); err != nil {
+		return nil, 0, err
 	}
 	if count <= 0 {
 		count = 100
@@ -894,11 +896,10 @@ func parseRecord(id, rec string) (Reservation, error) {
 	default:
 		return Reservation{}, badReply("ledger", "record %q", rec)
 	}
-	if f[0] != "" {
-		if r.User, err = strconv.ParseInt(f[0], 10, 64); err != nil {
-			return Reservation{}, badReply("ledger", "record %q", rec)
-		}
+	if f[0] != "" && !ValidID(f[0]) {
+		return Reservation{}, badReply("ledger", "record %q", rec)
 	}
+	r.User = f[0]
 	if r.Qty, err = strconv.ParseInt(f[1], 10, 64); err != nil {
 		return Reservation{}, badReply("ledger", "record %q", rec)
 	}

@@ -49,14 +49,14 @@ func TestNewAcceptsEveryClientKind(t *testing.T) {
 	require.Error(t, err, "a brace in the prefix would move the hash tag")
 }
 
-// TestReserveTenThousandBuyers: 10,000 goroutines, distinct users, stock 100
-// → exactly 100 reserved, remaining 0, no user twice; counted from the
-// results and from the ledger.
+// TestReserveTenThousandBuyers: 10,000 goroutines, distinct users with
+// UUID IDs, stock 100 → exactly 100 reserved, remaining 0, no user twice;
+// counted from the results and from the ledger.
 func TestReserveTenThousandBuyers(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		const activity, stock, n = 42, 100, 10000
+		const activity, stock, n = "42", 100, 10000
 		mustLoad(t, d, Activity{ID: activity, Stock: stock})
 
 		var (
@@ -66,18 +66,18 @@ func TestReserveTenThousandBuyers(t *testing.T) {
 			soldOut   atomic.Int64
 			local     atomic.Int64
 			mu        sync.Mutex
-			winners   = map[int64]string{}
+			winners   = map[string]string{}
 			firstErrs []error
 		)
 		sem := make(chan struct{}, inflight)
 		for i := range n {
 			wg.Add(1)
-			go func(user int64) {
+			go func(user string) {
 				defer wg.Done()
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: activity, User: user, Qty: 1, RequestID: "r" + strconv.FormatInt(user, 10)})
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: user, Qty: 1, RequestID: "r" + user})
 				if err != nil {
 					mu.Lock()
 					firstErrs = append(firstErrs, err)
@@ -89,9 +89,9 @@ func TestReserveTenThousandBuyers(t *testing.T) {
 					reserved.Add(1)
 					mu.Lock()
 					if _, dup := winners[user]; dup {
-						firstErrs = append(firstErrs, fmt.Errorf("user %d won twice", user))
+						firstErrs = append(firstErrs, fmt.Errorf("user %s won twice", user))
 					}
-					winners[user] = "r" + strconv.FormatInt(user, 10)
+					winners[user] = "r" + user
 					mu.Unlock()
 				case SoldOut:
 					soldOut.Add(1)
@@ -103,7 +103,7 @@ func TestReserveTenThousandBuyers(t *testing.T) {
 					firstErrs = append(firstErrs, fmt.Errorf("unexpected status %v", res.Status))
 					mu.Unlock()
 				}
-			}(int64(i + 1))
+			}(uuidOf(i + 1))
 		}
 		close(start)
 		wg.Wait()
@@ -137,14 +137,14 @@ func TestReserveMultiQty(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		const activity, stock, n, users = 7, 100, 10000, 2500
+		const activity, stock, n, users = "7", 100, 10000, 2500
 		mustLoad(t, d, Activity{ID: activity, Stock: stock, PerUserLimit: 3})
 
 		var (
 			wg    sync.WaitGroup
 			start = make(chan struct{})
 			mu    sync.Mutex
-			got   = map[int64]int64{} // user -> units from Reserved results
+			got   = map[string]int64{} // user -> units from Reserved results
 			total int64
 			fails []error
 		)
@@ -156,7 +156,7 @@ func TestReserveMultiQty(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				req := Request{Activity: activity, User: int64(i%users + 1), Qty: int64(i%3 + 1), RequestID: fmt.Sprintf("q%d", i)}
+				req := Request{Activity: activity, User: uid(i%users + 1), Qty: int64(i%3 + 1), RequestID: fmt.Sprintf("q%d", i)}
 				res, err := d.Reserve(ctx, req)
 				mu.Lock()
 				defer mu.Unlock()
@@ -183,7 +183,7 @@ func TestReserveMultiQty(t *testing.T) {
 		wg.Wait()
 		require.Empty(t, firstN(fails, 5), "%d failures", len(fails))
 		for u, q := range got {
-			assert.LessOrEqual(t, q, int64(3), "user %d holds %d", u, q)
+			assert.LessOrEqual(t, q, int64(3), "user %s holds %d", u, q)
 		}
 		rem, err := d.Remaining(ctx, activity)
 		require.NoError(t, err)
@@ -202,7 +202,7 @@ func TestReserveRetriesOneRequestID(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		mustLoad(t, d, Activity{ID: 5, Stock: 100, PerUserLimit: 2})
+		mustLoad(t, d, Activity{ID: "5", Stock: 100, PerUserLimit: 2})
 		var (
 			wg       sync.WaitGroup
 			start    = make(chan struct{})
@@ -218,7 +218,7 @@ func TestReserveRetriesOneRequestID(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: 5, User: 9, Qty: 2, RequestID: "same"})
+				res, err := d.Reserve(ctx, Request{Activity: "5", User: "9", Qty: 2, RequestID: "same"})
 				switch {
 				case err != nil || res.Status != Reserved || res.Held != 2:
 					other.Add(1)
@@ -234,10 +234,10 @@ func TestReserveRetriesOneRequestID(t *testing.T) {
 		assert.Zero(t, other.Load())
 		assert.EqualValues(t, 1, first.Load())
 		assert.EqualValues(t, 999, replayed.Load())
-		rem, err := d.Remaining(ctx, 5)
+		rem, err := d.Remaining(ctx, "5")
 		require.NoError(t, err)
 		assert.EqualValues(t, 98, rem)
-		assert.Len(t, ledger(t, d, 5), 1)
+		assert.Len(t, ledger(t, d, "5"), 1)
 	})
 }
 
@@ -248,7 +248,7 @@ func TestReleaseRacesReserve(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		const activity, stock, ids = 3, 60, 200
+		const activity, stock, ids = "3", 60, 200
 		mustLoad(t, d, Activity{ID: activity, Stock: stock})
 
 		var (
@@ -267,7 +267,7 @@ func TestReleaseRacesReserve(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: activity, User: int64(i + 1), Qty: 1, RequestID: id})
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: uid(i + 1), Qty: 1, RequestID: id})
 				if err != nil {
 					failures.Add(1)
 					return
@@ -345,27 +345,27 @@ func TestReleaseSemantics(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		var hooked atomic.Int64
-		d := newTestDeductor(t, rdb, prefix, WithOnRelease(func(context.Context, int64, string, ReleaseResult, error) { hooked.Add(1) }))
-		mustLoad(t, d, Activity{ID: 1, Stock: 5, PerUserLimit: 3})
+		d := newTestDeductor(t, rdb, prefix, WithOnRelease(func(context.Context, string, string, ReleaseResult, error) { hooked.Add(1) }))
+		mustLoad(t, d, Activity{ID: "1", Stock: 5, PerUserLimit: 3})
 
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: 10, Qty: 3, RequestID: "a"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, RequestID: "a"})
 		require.NoError(t, err)
 		require.Equal(t, Reserved, res.Status)
 		assert.EqualValues(t, 2, res.Remaining)
 		assert.EqualValues(t, 3, res.Held)
 
-		rr, err := d.Release(ctx, 1, "a")
+		rr, err := d.Release(ctx, "1", "a")
 		require.NoError(t, err)
-		assert.Equal(t, ReleaseResult{Status: ReleaseDone, Qty: 3, User: 10, Remaining: 5}, rr)
+		assert.Equal(t, ReleaseResult{Status: ReleaseDone, Qty: 3, User: "10", Remaining: 5}, rr)
 		assert.True(t, rr.Released())
 
-		rr, err = d.Release(ctx, 1, "a")
+		rr, err = d.Release(ctx, "1", "a")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDuplicate, rr.Status)
 		assert.EqualValues(t, 5, rr.Remaining)
 
 		// A retry of the released request does not deduct again.
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 10, Qty: 3, RequestID: "a"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, RequestID: "a"})
 		require.NoError(t, err)
 		assert.Equal(t, Released, res.Status)
 		assert.True(t, res.Replayed)
@@ -373,27 +373,27 @@ func TestReleaseSemantics(t *testing.T) {
 		assert.ErrorIs(t, res.Err(), ErrReleased)
 
 		// The buyer may buy again with a new request ID.
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 10, Qty: 3, RequestID: "b"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, RequestID: "b"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 
 		// Release before Reserve: a tombstone; the late Reserve deducts nothing.
-		rr, err = d.Release(ctx, 1, "late")
+		rr, err = d.Release(ctx, "1", "late")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseUnknown, rr.Status)
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 11, Qty: 1, RequestID: "late"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "11", Qty: 1, RequestID: "late"})
 		require.NoError(t, err)
 		assert.Equal(t, Released, res.Status)
-		rem, err := d.Remaining(ctx, 1)
+		rem, err := d.Remaining(ctx, "1")
 		require.NoError(t, err)
 		assert.EqualValues(t, 2, rem)
-		r, ok, err := d.Lookup(ctx, 1, "late")
+		r, ok, err := d.Lookup(ctx, "1", "late")
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, Tombstone, r.State)
 
 		// Not loaded.
-		rr, err = d.Release(ctx, 999, "a")
+		rr, err = d.Release(ctx, "999", "a")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseNotLoaded, rr.Status)
 		assert.EqualValues(t, 4, hooked.Load())
@@ -404,47 +404,47 @@ func TestReserveOutcomes(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
-		mustLoad(t, d, Activity{ID: 1, Stock: 3, PerUserLimit: 2})
+		mustLoad(t, d, Activity{ID: "1", Stock: 3, PerUserLimit: 2})
 
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 2, RequestID: "1"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 2, RequestID: "1"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 		assert.True(t, res.OK())
 		assert.NoError(t, res.Err())
 		assert.EqualValues(t, 2, res.Limit)
 
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "2"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "2"})
 		require.NoError(t, err)
 		assert.Equal(t, LimitReached, res.Status)
 		assert.EqualValues(t, 2, res.Held)
 		assert.ErrorIs(t, res.Err(), ErrLimitReached)
 
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 2, RequestID: "3"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, RequestID: "3"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status, "1 left, 2 asked")
 		assert.EqualValues(t, 1, res.Remaining)
 
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "4"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "4"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 		assert.Zero(t, res.Remaining)
 
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "5"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "5"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.ErrorIs(t, res.Err(), ErrSoldOut)
 
-		res, err = d.Reserve(ctx, Request{Activity: 2, User: 3, Qty: 1, RequestID: "6"})
+		res, err = d.Reserve(ctx, Request{Activity: "2", User: "3", Qty: 1, RequestID: "6"})
 		require.NoError(t, err)
 		assert.Equal(t, NotLoaded, res.Status)
 		assert.ErrorIs(t, res.Err(), ErrNotLoaded)
 
 		// Same ID, other user or qty: conflict, nothing written.
-		_, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 2, RequestID: "1"})
+		_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, RequestID: "1"})
 		assert.ErrorIs(t, err, ErrRequestConflict)
-		_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "1"})
+		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "1"})
 		assert.ErrorIs(t, err, ErrRequestConflict)
-		assert.Len(t, ledger(t, d, 1), 2)
+		assert.Len(t, ledger(t, d, "1"), 2)
 	})
 }
 
@@ -460,10 +460,10 @@ func TestWindowUsesRedisTime(t *testing.T) {
 	app := testenv.NewEpochClock(-48 * time.Hour) // a badly skewed app server
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(app))
 	m.SetTime(start.Add(-time.Hour))
-	mustLoad(t, d, Activity{ID: 1, Stock: 10, Start: start, End: start.Add(time.Hour)})
+	mustLoad(t, d, Activity{ID: "1", Stock: 10, Start: start, End: start.Add(time.Hour)})
 
 	req := func(id string) Result {
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: id})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: id})
 		require.NoError(t, err)
 		return res
 	}
@@ -481,7 +481,7 @@ func TestWindowUsesRedisTime(t *testing.T) {
 	assert.ErrorIs(t, req("d").Err(), ErrEnded)
 	// A replay of the reservation made in the window still answers Reserved.
 	assert.Equal(t, Reserved, req("b").Status)
-	rem, err := d.Remaining(ctx, 1)
+	rem, err := d.Remaining(ctx, "1")
 	require.NoError(t, err)
 	assert.EqualValues(t, 9, rem)
 }
@@ -490,21 +490,21 @@ func TestLoadSetIfAbsentAndReset(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		a := Activity{ID: 8, Stock: 10}
+		a := Activity{ID: "8", Stock: 10}
 		mustLoad(t, d, a)
-		res, err := d.Reserve(ctx, Request{Activity: 8, User: 1, Qty: 1, RequestID: "a"})
+		res, err := d.Reserve(ctx, Request{Activity: "8", User: "1", Qty: 1, RequestID: "a"})
 		require.NoError(t, err)
 		require.Equal(t, Reserved, res.Status)
 
-		loaded, err := d.Load(ctx, Activity{ID: 8, Stock: 500, PerUserLimit: 5})
+		loaded, err := d.Load(ctx, Activity{ID: "8", Stock: 500, PerUserLimit: 5})
 		require.NoError(t, err)
 		assert.False(t, loaded, "a second Load must not reset a live sale")
-		rem, err := d.Remaining(ctx, 8)
+		rem, err := d.Remaining(ctx, "8")
 		require.NoError(t, err)
 		assert.EqualValues(t, 9, rem)
 
-		require.NoError(t, d.Reset(ctx, Activity{ID: 8, Stock: 20, PerUserLimit: 2}))
-		st, err := d.Stats(ctx, 8)
+		require.NoError(t, d.Reset(ctx, Activity{ID: "8", Stock: 20, PerUserLimit: 2}))
+		st, err := d.Stats(ctx, "8")
 		require.NoError(t, err)
 		assert.True(t, st.Loaded)
 		assert.EqualValues(t, 20, st.Remaining)
@@ -514,9 +514,9 @@ func TestLoadSetIfAbsentAndReset(t *testing.T) {
 		assert.Zero(t, st.LedgerEntries)
 		assert.WithinDuration(t, time.Now().Add(DefaultTTL), st.ExpiresAt, time.Minute)
 
-		_, err = d.Remaining(ctx, 9)
+		_, err = d.Remaining(ctx, "9")
 		assert.ErrorIs(t, err, ErrNotLoaded)
-		st, err = d.Stats(ctx, 9)
+		st, err = d.Stats(ctx, "9")
 		require.NoError(t, err)
 		assert.False(t, st.Loaded)
 	})
@@ -529,10 +529,10 @@ func TestLoadExpiry(t *testing.T) {
 	now := testenv.Epoch() // miniredis time only
 	m.SetTime(now)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
-	mustLoad(t, d, Activity{ID: 1, Stock: 1, Start: now, End: now.Add(time.Hour), TTL: time.Hour})
-	_, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	mustLoad(t, d, Activity{ID: "1", Stock: 1, Start: now, End: now.Add(time.Hour), TTL: time.Hour})
+	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 	require.NoError(t, err)
-	k := activityKeys(testenv.Prefix(t), 1)
+	k := activityKeys(testenv.Prefix(t), "1")
 	for _, key := range k.list() {
 		assert.Equal(t, 2*time.Hour, m.TTL(key), key)
 	}
@@ -540,11 +540,11 @@ func TestLoadExpiry(t *testing.T) {
 	// leaves TIME where it was, which a real server never does).
 	m.SetTime(now.Add(2 * time.Hour))
 	m.FastForward(2 * time.Hour)
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, NotLoaded, res.Status, "expired as planned: not a data loss")
 	// An activity whose keys would expire at once is refused.
-	_, err = d.Load(ctx, Activity{ID: 2, Stock: 1, Start: now.Add(-3 * time.Hour), End: now.Add(-2 * time.Hour), TTL: time.Hour})
+	_, err = d.Load(ctx, Activity{ID: "2", Stock: 1, Start: now.Add(-3 * time.Hour), End: now.Add(-2 * time.Hour), TTL: time.Hour})
 	assert.ErrorIs(t, err, ErrInvalidActivity)
 }
 
@@ -569,47 +569,49 @@ func TestBadInputChangesNothing(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix)
-	mustLoad(t, d, Activity{ID: 1, Stock: 10, PerUserLimit: 2})
-	_, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "ok"})
+	mustLoad(t, d, Activity{ID: "1", Stock: 10, PerUserLimit: 2})
+	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "ok"})
 	require.NoError(t, err)
 	before := snapshot(t, rdb, prefix)
 
 	long := string(make([]byte, 129))
 	for name, req := range map[string]Request{
-		"zero activity":     {Activity: 0, User: 1, Qty: 1, RequestID: "x"},
-		"negative activity": {Activity: -1, User: 1, Qty: 1, RequestID: "x"},
-		"zero user":         {Activity: 1, User: 0, Qty: 1, RequestID: "x"},
-		"empty request ID":  {Activity: 1, User: 1, Qty: 1, RequestID: ""},
-		"long request ID":   {Activity: 1, User: 1, Qty: 1, RequestID: long},
-		"zero qty":          {Activity: 1, User: 1, Qty: 0, RequestID: "x"},
-		"negative qty":      {Activity: 1, User: 1, Qty: -3, RequestID: "x"},
-		"qty above cap":     {Activity: 1, User: 2, Qty: 3, RequestID: "x"},
+		"empty activity":    {Activity: "", User: "1", Qty: 1, RequestID: "x"},
+		"activity with ':'": {Activity: "1:2", User: "1", Qty: 1, RequestID: "x"},
+		"empty user":        {Activity: "1", User: "", Qty: 1, RequestID: "x"},
+		"user with '}'":     {Activity: "1", User: "a}", Qty: 1, RequestID: "x"},
+		"empty request ID":  {Activity: "1", User: "1", Qty: 1, RequestID: ""},
+		"long request ID":   {Activity: "1", User: "1", Qty: 1, RequestID: long},
+		"zero qty":          {Activity: "1", User: "1", Qty: 0, RequestID: "x"},
+		"negative qty":      {Activity: "1", User: "1", Qty: -3, RequestID: "x"},
+		"qty above cap":     {Activity: "1", User: "2", Qty: 3, RequestID: "x"},
 	} {
 		_, err := d.Reserve(ctx, req)
 		assert.ErrorIs(t, err, ErrInvalidRequest, name)
 	}
-	_, err = d.Release(ctx, 0, "ok")
+	_, err = d.Release(ctx, "", "ok")
 	assert.ErrorIs(t, err, ErrInvalidRequest)
-	_, err = d.Release(ctx, 1, "")
+	_, err = d.Release(ctx, "1", "")
 	assert.ErrorIs(t, err, ErrInvalidRequest)
-	_, _, err = d.Lookup(ctx, 1, "")
+	_, _, err = d.Lookup(ctx, "1", "")
 	assert.ErrorIs(t, err, ErrInvalidRequest)
-	_, err = d.Remaining(ctx, 0)
+	_, err = d.Remaining(ctx, "{1}")
 	assert.ErrorIs(t, err, ErrInvalidRequest)
-	_, _, err = d.Reservations(ctx, -1, 0, 10)
+	_, _, err = d.Reservations(ctx, "1 ", 0, 10)
 	assert.ErrorIs(t, err, ErrInvalidRequest)
-	_, err = d.Stats(ctx, 0)
+	_, err = d.Stats(ctx, "")
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 
 	now := testenv.Epoch() // validation only: never reaches Redis
 	for name, a := range map[string]Activity{
-		"zero ID":           {ID: 0, Stock: 1},
-		"negative stock":    {ID: 2, Stock: -1},
-		"negative limit":    {ID: 2, Stock: 1, PerUserLimit: -1},
-		"negative TTL":      {ID: 2, Stock: 1, TTL: -time.Second},
-		"end before start":  {ID: 2, Stock: 1, Start: now, End: now.Add(-time.Second)},
-		"end equal start":   {ID: 2, Stock: 1, Start: now, End: now},
-		"reset bad on live": {ID: 1, Stock: -5},
+		"empty ID":          {ID: "", Stock: 1},
+		"ID with ':'":       {ID: "a:b", Stock: 1},
+		"negative stock":    {ID: "2", Stock: -1},
+		"negative limit":    {ID: "2", Stock: 1, PerUserLimit: -1},
+		"negative TTL":      {ID: "2", Stock: 1, TTL: -time.Second},
+		"end before start":  {ID: "2", Stock: 1, Start: now, End: now.Add(-time.Second)},
+		"end equal start":   {ID: "2", Stock: 1, Start: now, End: now},
+		"reset bad on live": {ID: "1", Stock: -5},
 	} {
 		_, err := d.Load(ctx, a)
 		assert.ErrorIs(t, err, ErrInvalidActivity, name)
@@ -624,19 +626,19 @@ func TestRedisUnavailable(t *testing.T) {
 	rdb, m := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix)
-	mustLoad(t, d, Activity{ID: 1, Stock: 10})
-	_, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	mustLoad(t, d, Activity{ID: "1", Stock: 10})
+	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 	require.NoError(t, err)
 	before := snapshot(t, rdb, prefix)
 
 	check := func(name string) {
-		_, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+		_, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 		assert.ErrorIs(t, err, ErrUnavailable, name)
-		_, err = d.Release(ctx, 1, "a")
+		_, err = d.Release(ctx, "1", "a")
 		assert.ErrorIs(t, err, ErrUnavailable, name)
-		_, err = d.Load(ctx, Activity{ID: 3, Stock: 1})
+		_, err = d.Load(ctx, Activity{ID: "3", Stock: 1})
 		assert.ErrorIs(t, err, ErrUnavailable, name)
-		_, err = d.Remaining(ctx, 1)
+		_, err = d.Remaining(ctx, "1")
 		assert.ErrorIs(t, err, ErrUnavailable, name)
 	}
 	for _, msg := range []string{"LOADING Redis is loading the dataset in memory", "MASTERDOWN Link with MASTER is down", "CLUSTERDOWN The cluster is down"} {
@@ -648,7 +650,7 @@ func TestRedisUnavailable(t *testing.T) {
 
 	// A script error that is not an outage is not reported as unavailable.
 	m.SetError("ERR Error running script: boom")
-	_, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	m.SetError("")
@@ -656,7 +658,7 @@ func TestRedisUnavailable(t *testing.T) {
 	// A timed-out context.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = d.Reserve(cctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	_, err = d.Reserve(cctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorIs(t, err, context.Canceled)
 
@@ -665,7 +667,7 @@ func TestRedisUnavailable(t *testing.T) {
 	check("closed")
 	m.Restart()
 	assert.Equal(t, before, snapshot(t, rdb, prefix))
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 }
@@ -677,30 +679,30 @@ func TestFallback(t *testing.T) {
 	var calls atomic.Int64
 	fb := FallbackFunc(func(_ context.Context, req Request) (Result, error) {
 		calls.Add(1)
-		if req.User == 66 {
+		if req.User == "66" {
 			return Result{}, errors.New("db down too")
 		}
 		return Result{Status: Reserved, Remaining: 41}, nil
 	})
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithFallback(fb))
-	mustLoad(t, d, Activity{ID: 1, Stock: 10})
+	mustLoad(t, d, Activity{ID: "1", Stock: 10})
 
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 	require.NoError(t, err)
 	assert.False(t, res.Fallback)
 	assert.Zero(t, calls.Load(), "fallback is only for outages")
 
 	m.SetError("LOADING Redis is loading the dataset in memory")
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 	require.NoError(t, err)
 	assert.True(t, res.Fallback)
 	assert.Equal(t, Reserved, res.Status)
-	_, err = d.Reserve(ctx, Request{Activity: 1, User: 66, Qty: 1, RequestID: "c"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "66", Qty: 1, RequestID: "c"})
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorContains(t, err, "db down too")
 	assert.EqualValues(t, 2, calls.Load())
 	// Bad input never reaches the fallback.
-	_, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 0, RequestID: "d"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 0, RequestID: "d"})
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 	assert.EqualValues(t, 2, calls.Load())
 }
@@ -712,7 +714,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
 		const stock, n = 50, 600
-		mustLoad(t, d, Activity{ID: 1, Stock: stock})
+		mustLoad(t, d, Activity{ID: "1", Stock: stock})
 		require.NoError(t, rdb.ScriptFlush(ctx).Err())
 
 		var (
@@ -747,7 +749,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: 1, User: int64(i + 1), Qty: 1, RequestID: strconv.Itoa(i)})
+				res, err := d.Reserve(ctx, Request{Activity: "1", User: uuidOf(i + 1), Qty: 1, RequestID: strconv.Itoa(i)})
 				if err != nil {
 					errs.Add(1)
 					return
@@ -764,10 +766,10 @@ func TestScriptFlushMidRun(t *testing.T) {
 		assert.Zero(t, errs.Load())
 		assert.EqualValues(t, stock, reserved.Load())
 		assert.Positive(t, flushes.Load())
-		rem, err := d.Remaining(ctx, 1)
+		rem, err := d.Remaining(ctx, "1")
 		require.NoError(t, err)
 		assert.Zero(t, rem)
-		sum, _ := heldSum(ledger(t, d, 1))
+		sum, _ := heldSum(ledger(t, d, "1"))
 		assert.EqualValues(t, stock, sum)
 	})
 }
@@ -776,32 +778,32 @@ func TestReservationsPages(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		mustLoad(t, d, Activity{ID: 4, Stock: 1000})
+		mustLoad(t, d, Activity{ID: "4", Stock: 1000})
 		for i := range 300 {
-			_, err := d.Reserve(ctx, Request{Activity: 4, User: int64(i + 1), Qty: 1, RequestID: fmt.Sprintf("p%d", i)})
+			_, err := d.Reserve(ctx, Request{Activity: "4", User: uid(i + 1), Qty: 1, RequestID: fmt.Sprintf("p%d", i)})
 			require.NoError(t, err)
 		}
 		for i := range 10 {
-			_, err := d.Release(ctx, 4, fmt.Sprintf("p%d", i))
+			_, err := d.Release(ctx, "4", fmt.Sprintf("p%d", i))
 			require.NoError(t, err)
 		}
-		_, err := d.Release(ctx, 4, "ghost")
+		_, err := d.Release(ctx, "4", "ghost")
 		require.NoError(t, err)
-		l := ledger(t, d, 4)
+		l := ledger(t, d, "4")
 		require.Len(t, l, 301)
 		states := map[State]int{}
 		for _, r := range l {
 			states[r.State]++
 		}
 		assert.Equal(t, map[State]int{Held: 290, Freed: 10, Tombstone: 1}, states)
-		assert.EqualValues(t, 1, l["p0"].User)
+		assert.Equal(t, "1", l["p0"].User)
 		assert.False(t, l["p0"].ReleasedAt.IsZero())
 		assert.True(t, l["p299"].ReleasedAt.IsZero())
-		r, ok, err := d.Lookup(ctx, 4, "p299")
+		r, ok, err := d.Lookup(ctx, "4", "p299")
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, l["p299"], r)
-		_, ok, err = d.Lookup(ctx, 4, "nope")
+		_, ok, err = d.Lookup(ctx, "4", "nope")
 		require.NoError(t, err)
 		assert.False(t, ok)
 	})
@@ -817,10 +819,14 @@ func TestRing(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m1.Addr(), "b": m2.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	d := newTestDeductor(t, ring, testenv.Prefix(t))
-	for a := int64(1); a <= 6; a++ {
+	for i := 1; i <= 6; i++ {
+		a := uid(i)
+		if i%2 == 0 {
+			a = uuidOf(i)
+		}
 		mustLoad(t, d, Activity{ID: a, Stock: 2})
-		for u := int64(1); u <= 3; u++ {
-			_, err := d.Reserve(ctx, Request{Activity: a, User: u, Qty: 1, RequestID: fmt.Sprint(u)})
+		for u := 1; u <= 3; u++ {
+			_, err := d.Reserve(ctx, Request{Activity: a, User: uid(u), Qty: 1, RequestID: fmt.Sprint(u)})
 			require.NoError(t, err)
 		}
 		rr, err := d.Release(ctx, a, "1")
@@ -869,41 +875,41 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	} {
 		d, err := New(scripted{val: val})
 		require.NoError(t, err)
-		req := Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"}
+		req := Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"}
 		assert.NotPanics(t, func() {
 			_, err = d.Reserve(ctx, req)
 			assert.Error(t, err, name)
-			_, err = d.Release(ctx, 1, "a")
+			_, err = d.Release(ctx, "1", "a")
 			assert.Error(t, err, name)
-			_, err = d.Load(ctx, Activity{ID: 1, Stock: 1})
+			_, err = d.Load(ctx, Activity{ID: "1", Stock: 1})
 			assert.Error(t, err, name)
-			_, err = d.Remaining(ctx, 1)
+			_, err = d.Remaining(ctx, "1")
 			assert.Error(t, err, name)
-			_, err = d.Stats(ctx, 1)
+			_, err = d.Stats(ctx, "1")
 			assert.Error(t, err, name)
-			_, _, err = d.Reservations(ctx, 1, 0, 10)
+			_, _, err = d.Reservations(ctx, "1", 0, 10)
 			assert.Error(t, err, name)
-			assert.Error(t, d.Freeze(ctx, 1), name)
-			_, err = d.Rebuild(ctx, Activity{ID: 1, Stock: 1}, nil)
+			assert.Error(t, d.Freeze(ctx, "1"), name)
+			_, err = d.Rebuild(ctx, Activity{ID: "1", Stock: 1}, nil)
 			assert.Error(t, err, name)
 		}, name)
 	}
 	d, err := New(scripted{val: []any{"0", []any{"id", "garbage"}}})
 	require.NoError(t, err)
-	_, _, err = d.Reservations(ctx, 1, 0, 10)
+	_, _, err = d.Reservations(ctx, "1", 0, 10)
 	assert.ErrorIs(t, err, ErrBadReply)
 	d, err = New(scripted{val: "1:x:R:5"})
 	require.NoError(t, err)
-	_, _, err = d.Lookup(ctx, 1, "a")
+	_, _, err = d.Lookup(ctx, "1", "a")
 	assert.ErrorIs(t, err, ErrBadReply)
 	d, err = New(scripted{val: int64(7)})
 	require.NoError(t, err)
-	_, _, err = d.Lookup(ctx, 1, "a")
+	_, _, err = d.Lookup(ctx, "1", "a")
 	assert.ErrorIs(t, err, ErrBadReply, "a non-string record is a bad reply")
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	d, err = New(scripted{val: []any{int64(42), int64(0), int64(0), int64(0), int64(0), int64(0)}})
 	require.NoError(t, err)
-	_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 	assert.ErrorIs(t, err, ErrBadReply)
 
 	// Directory answers: a shard count out of range, or a shard answering
@@ -922,16 +928,16 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	} {
 		d, err = New(scripted{val: val})
 		require.NoError(t, err)
-		_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 		assert.ErrorIs(t, err, ErrBadReply, name)
 	}
 	d, err = New(scripted{val: []any{int64(6), int64(3), int64(0), "", int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)}})
 	require.NoError(t, err)
-	_, err = d.Release(ctx, 1, "a")
+	_, err = d.Release(ctx, "1", "a")
 	assert.ErrorIs(t, err, ErrBadReply, "release: a shard answering as a directory")
 	d, err = New(scripted{val: []any{int64(2), int64(1)}})
 	require.NoError(t, err)
-	_, err = d.Held(ctx, 1, 1)
+	_, err = d.Held(ctx, "1", "1")
 	assert.ErrorIs(t, err, ErrBadReply, "held: a directory of 1 shard")
 }
 
@@ -948,10 +954,10 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 	require.Equal(t, int64(9007199254740991), MaxQuantity)
 
 	for name, a := range map[string]Activity{
-		"stock 2^53":        {ID: 1, Stock: MaxQuantity + 1},
-		"stock 2^63-1":      {ID: 1, Stock: 1<<63 - 1},
-		"limit 2^53":        {ID: 1, Stock: 1, PerUserLimit: MaxQuantity + 1},
-		"stock & limit big": {ID: 1, Stock: 1 << 60, PerUserLimit: 1 << 60},
+		"stock 2^53":        {ID: "1", Stock: MaxQuantity + 1},
+		"stock 2^63-1":      {ID: "1", Stock: 1<<63 - 1},
+		"limit 2^53":        {ID: "1", Stock: 1, PerUserLimit: MaxQuantity + 1},
+		"stock & limit big": {ID: "1", Stock: 1 << 60, PerUserLimit: 1 << 60},
 	} {
 		_, err := d.Load(ctx, a)
 		assert.ErrorIs(t, err, ErrInvalidActivity, name)
@@ -965,9 +971,9 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 	assert.Empty(t, keys, "nothing written")
 
 	// The largest exact value works end to end, digit for digit.
-	k := activityKeys(prefix, 2)
-	mustLoad(t, d, Activity{ID: 2, Stock: MaxQuantity, PerUserLimit: MaxQuantity})
-	res, err := d.Reserve(ctx, Request{Activity: 2, User: 1, Qty: MaxQuantity - 1, RequestID: "big"})
+	k := activityKeys(prefix, "2")
+	mustLoad(t, d, Activity{ID: "2", Stock: MaxQuantity, PerUserLimit: MaxQuantity})
+	res, err := d.Reserve(ctx, Request{Activity: "2", User: "1", Qty: MaxQuantity - 1, RequestID: "big"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
 	assert.EqualValues(t, 1, res.Remaining)
@@ -978,7 +984,7 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 	// answer is still the input error, not ErrUnavailable.
 	before := snapshot(t, rdb, prefix)
 	m.SetError("LOADING should not be reached")
-	_, err = d.Reserve(ctx, Request{Activity: 2, User: 2, Qty: MaxQuantity + 1, RequestID: "huge"})
+	_, err = d.Reserve(ctx, Request{Activity: "2", User: "2", Qty: MaxQuantity + 1, RequestID: "huge"})
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	m.SetError("")

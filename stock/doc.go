@@ -7,9 +7,20 @@
 // A [Deductor] is the entry point:
 //
 //	d, err := stock.New(rdb) // *redis.Client, *redis.ClusterClient, *redis.Ring, failover clients
-//	loaded, err := d.Load(ctx, stock.Activity{ID: 42, Stock: 100, Start: start, End: end})
-//	res, err := d.Reserve(ctx, stock.Request{Activity: 42, User: uid, Qty: 1, RequestID: rid})
-//	rel, err := d.Release(ctx, 42, rid) // order cancelled or expired
+//	loaded, err := d.Load(ctx, stock.Activity{ID: "42", Stock: 100, Start: start, End: end})
+//	res, err := d.Reserve(ctx, stock.Request{Activity: "42", User: uid, Qty: 1, RequestID: rid})
+//	rel, err := d.Release(ctx, "42", rid) // order cancelled or expired
+//
+// Activity and user IDs are strings of 1 to [MaxIDLen] (64) bytes of
+// [A-Za-z0-9._@+-] ([ValidID]): decimal numbers, UUIDs, ULIDs, slugs. Any
+// other ID is refused before Redis is called, with an error wrapping
+// [ErrInvalidRequest] ([ErrInvalidActivity] for Load, Reset and Rebuild)
+// that never quotes an over-long ID; ':' and braces are excluded because
+// they separate the parts of ledger records and keys and delimit the
+// Cluster hash tag. IDs compare byte for byte. A shop with numeric IDs
+// passes strconv.FormatInt(id, 10) and gets the keys (and, for a sharded
+// activity, the buyer shards) of the releases with int64 IDs: activity 7
+// is still <prefix>{a:7}:meta.
 //
 // # What one Reserve does
 //
@@ -159,7 +170,8 @@
 // repository root); 6 shards on 3 masters cannot go below 1/3. Coalesced
 // calls are divided among the shards: batches about n times smaller.
 //
-// A buyer's shard is splitmix64(user) mod n, so all of a buyer's
+// A buyer's shard is splitmix64(u) mod n, u being the int64 a canonical
+// decimal user ID spells or the FNV-1a hash of any other ID, so all of a buyer's
 // reservations live in one slot, which decides the per-user limit exactly as
 // an un-sharded activity does. Reserve and [Deductor.Held] ask that shard
 // only; [Deductor.Release], [Deductor.Lookup], [Deductor.Remaining],

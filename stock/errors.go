@@ -25,14 +25,15 @@ var (
 	ErrUnavailable = errors.New("stock: redis unavailable")
 
 	// ErrInvalidRequest reports a Reserve, Release or lookup with bad input:
-	// an activity or user ID <= 0, an empty or over-long request ID, a qty <= 0,
-	// above [MaxQuantity] or above the activity's per-user limit. Nothing was
-	// written.
+	// an activity or user ID that is not [ValidID] (empty, over [MaxIDLen]
+	// bytes, or a byte outside [A-Za-z0-9._@+-]), an empty or over-long
+	// request ID, a qty <= 0, above [MaxQuantity] or above the activity's
+	// per-user limit. Nothing was written.
 	ErrInvalidRequest = errors.New("stock: invalid request")
 
 	// ErrInvalidActivity reports a Load, Reset or Rebuild with a bad
-	// [Activity]: ID <= 0, stock or per-user limit < 0 or above
-	// [MaxQuantity], End not after Start, negative TTL, or an End + TTL
+	// [Activity]: an ID that is not [ValidID], stock or per-user limit < 0
+	// or above [MaxQuantity], End not after Start, negative TTL, or an End + TTL
 	// already past in Redis time; or a Rebuild with bad live reservations.
 	// Nothing was written.
 	ErrInvalidActivity = errors.New("stock: invalid activity")

@@ -3,6 +3,7 @@ package stock_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -20,18 +21,20 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	_, _ = d.Load(ctx, stock.Activity{ID: 42, Stock: 1}) // set-if-absent
+	// IDs are strings: numbers, UUIDs, ULIDs, slugs (see stock.ValidID).
+	_, _ = d.Load(ctx, stock.Activity{ID: "summer-sale", Stock: 1}) // set-if-absent
 
-	res, _ := d.Reserve(ctx, stock.Request{Activity: 42, User: 7, Qty: 1, RequestID: "req-1"})
+	user := "3f2b8c1e-9d4a-4b7e-a1c2-5e6f7a8b9c0d"
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: user, Qty: 1, RequestID: "req-1"})
 	fmt.Println(res.Status, res.Remaining)
 
-	res, _ = d.Reserve(ctx, stock.Request{Activity: 42, User: 7, Qty: 1, RequestID: "req-1"}) // client retry
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: user, Qty: 1, RequestID: "req-1"}) // client retry
 	fmt.Println(res.Status, res.Replayed)
 
-	res, _ = d.Reserve(ctx, stock.Request{Activity: 42, User: 8, Qty: 1, RequestID: "req-2"})
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: "8a1d0c2e-1111-4c3b-9e0f-0123456789ab", Qty: 1, RequestID: "req-2"})
 	fmt.Println(res.Status)
 
-	rel, _ := d.Release(ctx, 42, "req-1") // order cancelled
+	rel, _ := d.Release(ctx, "summer-sale", "req-1") // order cancelled
 	fmt.Println(rel.Status, rel.Remaining)
 	// Output:
 	// reserved 0
@@ -47,13 +50,13 @@ func ExampleDeductor_Reserve() {
 	defer rdb.Close()
 	ctx := context.Background()
 	d, _ := stock.New(rdb, stock.WithKeyPrefix("shop:"))
-	_, _ = d.Load(ctx, stock.Activity{ID: 1, Stock: 5, PerUserLimit: 2})
+	_, _ = d.Load(ctx, stock.Activity{ID: "1", Stock: 5, PerUserLimit: 2})
 
 	for _, req := range []stock.Request{
-		{Activity: 1, User: 1, Qty: 2, RequestID: "a"},
-		{Activity: 1, User: 1, Qty: 1, RequestID: "b"},
-		{Activity: 1, User: 2, Qty: 3, RequestID: "c"},
-		{Activity: 9, User: 2, Qty: 1, RequestID: "d"},
+		{Activity: "1", User: "1", Qty: 2, RequestID: "a"},
+		{Activity: "1", User: "1", Qty: 1, RequestID: "b"},
+		{Activity: "1", User: "2", Qty: 3, RequestID: "c"},
+		{Activity: "9", User: "2", Qty: 1, RequestID: "d"},
 	} {
 		res, err := d.Reserve(ctx, req)
 		switch {
@@ -79,15 +82,15 @@ func ExampleDeductor_Release() {
 	defer rdb.Close()
 	ctx := context.Background()
 	d, _ := stock.New(rdb)
-	_, _ = d.Load(ctx, stock.Activity{ID: 1, Stock: 3})
-	_, _ = d.Reserve(ctx, stock.Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	_, _ = d.Load(ctx, stock.Activity{ID: "1", Stock: 3})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 
 	for _, id := range []string{"a", "a", "late"} {
-		rel, _ := d.Release(ctx, 1, id)
+		rel, _ := d.Release(ctx, "1", id)
 		fmt.Println(id, rel.Status, rel.Remaining)
 	}
 	// The cancellation overtook the reserve: it deducts nothing.
-	res, _ := d.Reserve(ctx, stock.Request{Activity: 1, User: 2, Qty: 1, RequestID: "late"})
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, RequestID: "late"})
 	fmt.Println("late", res.Status)
 	// Output:
 	// a released 3
@@ -102,21 +105,21 @@ func ExampleDeductor_Rebuild() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	d, _ := stock.New(rdb, stock.WithOnLoss(func(activity int64, reason string) {
+	d, _ := stock.New(rdb, stock.WithOnLoss(func(activity, reason string) {
 		fmt.Println("redis lost activity", activity) // page someone
 	}))
-	a := stock.Activity{ID: 1, Stock: 10}
+	a := stock.Activity{ID: "1", Stock: 10}
 	_, _ = d.Load(ctx, a)
-	_, _ = d.Reserve(ctx, stock.Request{Activity: 1, User: 7, Qty: 1, RequestID: "order-1"})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 1, RequestID: "order-1"})
 
 	mr.FlushAll() // Redis restarted without persistence
-	res, _ := d.Reserve(ctx, stock.Request{Activity: 1, User: 8, Qty: 1, RequestID: "order-2"})
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "8", Qty: 1, RequestID: "order-2"})
 	fmt.Println(res.Status) // busy, retry later: not "sold out", not "not loaded"
 
 	// The database says order-1 still holds its unit: rebuild from it.
-	st, err := d.Rebuild(ctx, a, []stock.Reservation{{RequestID: "order-1", User: 7, Qty: 1}})
+	st, err := d.Rebuild(ctx, a, []stock.Reservation{{RequestID: "order-1", User: "7", Qty: 1}})
 	fmt.Println(st.Remaining, st.LedgerEntries, err)
-	res, _ = d.Reserve(ctx, stock.Request{Activity: 1, User: 8, Qty: 1, RequestID: "order-2"})
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "8", Qty: 1, RequestID: "order-2"})
 	fmt.Println(res.Status, res.Remaining)
 	// Output:
 	// redis lost activity 1
@@ -127,7 +130,8 @@ func ExampleDeductor_Rebuild() {
 
 // One hot sale over three Cluster slots: a buyer's shard is chosen by the
 // user ID; a buyer whose shard is empty borrows a unit from another shard,
-// and the sale is sold out only once every shard is empty.
+// and the sale is sold out only once every shard is empty. A shop with
+// numeric IDs passes them in decimal.
 func ExampleActivity_shards() {
 	mr, _ := miniredis.Run() // on a Cluster the three shards live on three masters
 	defer mr.Close()
@@ -135,15 +139,15 @@ func ExampleActivity_shards() {
 	defer rdb.Close()
 	ctx := context.Background()
 	d, _ := stock.New(rdb)
-	_, _ = d.Load(ctx, stock.Activity{ID: 7, Stock: 3, Shards: 3}) // one unit per shard
+	_, _ = d.Load(ctx, stock.Activity{ID: "7", Stock: 3, Shards: 3}) // one unit per shard
 
 	for user := int64(1); user <= 4; user++ {
-		res, _ := d.Reserve(ctx, stock.Request{Activity: 7, User: user, Qty: 1, RequestID: fmt.Sprint("r", user)})
+		res, _ := d.Reserve(ctx, stock.Request{Activity: "7", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprint("r", user)})
 		fmt.Println(user, res.Status, res.Remaining)
 	}
-	st, _ := d.Stats(ctx, 7)
+	st, _ := d.Stats(ctx, "7")
 	fmt.Println(len(st.Shards), "shards:", st.Remaining, "left,", st.TransfersIn, "moved,", st.InTransfer, "in transfer")
-	fmt.Println(d.SoldOut(7))
+	fmt.Println(d.SoldOut("7"))
 	// Output:
 	// 1 reserved 0
 	// 2 reserved 0

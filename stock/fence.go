@@ -303,7 +303,7 @@ func (d *Deductor) act(ctx context.Context, u unit, v verdict) {
 // sharded activity). A sharded activity is frozen shard by shard; a shard
 // missing from Redis is reported in an error wrapping ErrNotLoaded, after
 // the others were frozen.
-func (d *Deductor) Freeze(ctx context.Context, activity int64) error {
+func (d *Deductor) Freeze(ctx context.Context, activity string) error {
 	return d.setFrozen(ctx, activity, true)
 }
 
@@ -312,17 +312,17 @@ func (d *Deductor) Freeze(ctx context.Context, activity int64) error {
 // activity is not in Redis. Unfreezing after a detected loss without a
 // [Deductor.Rebuild] reopens the sale on the data Redis has left: do it
 // only after checking that data against the database.
-func (d *Deductor) Unfreeze(ctx context.Context, activity int64) error {
+func (d *Deductor) Unfreeze(ctx context.Context, activity string) error {
 	return d.setFrozen(ctx, activity, false)
 }
 
-func (d *Deductor) setFrozen(ctx context.Context, activity int64, frozen bool) error {
+func (d *Deductor) setFrozen(ctx context.Context, activity string, frozen bool) error {
 	op := "unfreeze"
 	if frozen {
 		op = "freeze"
 	}
-	if activity <= 0 {
-		return fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+	if err := checkActivity(activity); err != nil {
+		return err
 	}
 	_, err := onLayout(d, activity, func(l *layout) (struct{}, *layout, error) {
 		if l == nil {
@@ -334,7 +334,7 @@ func (d *Deductor) setFrozen(ctx context.Context, activity int64, frozen bool) e
 				next, err := d.refreshLayout(ctx, activity)
 				return struct{}{}, next, err
 			case code == 0:
-				return struct{}{}, nil, fmt.Errorf("stock: %s activity %d: %w", op, activity, ErrNotLoaded)
+				return struct{}{}, nil, fmt.Errorf("stock: %s activity %s: %w", op, activity, ErrNotLoaded)
 			}
 			return struct{}{}, nil, nil
 		}
@@ -366,7 +366,7 @@ func (d *Deductor) freezeLayout(ctx context.Context, l *layout, frozen bool) err
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("stock: %s activity %d: shards %v of %d: %w", op, l.activity, missing, l.n, ErrNotLoaded)
+		return fmt.Errorf("stock: %s activity %s: shards %v of %d: %w", op, l.activity, missing, l.n, ErrNotLoaded)
 	}
 	return nil
 }

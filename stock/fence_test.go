@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,7 +38,7 @@ func (r *recoveryStub) set(live []Reservation, ready bool) {
 	r.mu.Unlock()
 }
 
-func reserveOK(t *testing.T, d *Deductor, activity, user, qty int64, id string) Result {
+func reserveOK(t *testing.T, d *Deductor, activity, user string, qty int64, id string) Result {
 	t.Helper()
 	res, err := d.Reserve(context.Background(), Request{Activity: activity, User: user, Qty: qty, RequestID: id})
 	require.NoError(t, err)
@@ -45,7 +46,7 @@ func reserveOK(t *testing.T, d *Deductor, activity, user, qty int64, id string) 
 	return res
 }
 
-func reserveStatus(t *testing.T, d *Deductor, activity, user, qty int64, id string) Status {
+func reserveStatus(t *testing.T, d *Deductor, activity, user string, qty int64, id string) Status {
 	t.Helper()
 	res, err := d.Reserve(context.Background(), Request{Activity: activity, User: user, Qty: qty, RequestID: id})
 	require.NoError(t, err)
@@ -80,11 +81,11 @@ func TestDataLossWipe(t *testing.T) {
 		t.Run("old path reloads full stock", func(t *testing.T) {
 			var losses lossLog
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-			a := Activity{ID: 1, Stock: 10, PerUserLimit: 2}
+			a := Activity{ID: "1", Stock: 10, PerUserLimit: 2}
 			k := activityKeys(prefix, a.ID)
 			mustLoad(t, d, a)
-			reserveOK(t, d, 1, 1, 2, "r1")
-			reserveOK(t, d, 1, 2, 1, "r2")
+			reserveOK(t, d, "1", "1", 2, "r1")
+			reserveOK(t, d, "1", "2", 1, "r2")
 			require.EqualValues(t, 7, hint(t, rdb, k.meta, "stock"))
 
 			wipe(t, rdb, k)
@@ -102,41 +103,41 @@ func TestDataLossWipe(t *testing.T) {
 			assert.Equal(t, "1", meta["origin"], "made by Load")
 
 			// The Deductor that saw the sale is not fooled.
-			res, err := d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "r3"})
+			res, err := d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "r3"})
 			require.NoError(t, err)
 			assert.Equal(t, Frozen, res.Status)
 			assert.ErrorIs(t, res.Err(), ErrFrozen)
-			assert.False(t, d.SoldOut(1), "Frozen does not set the sold-out cache")
-			require.Len(t, losses.get(1), 1)
-			assert.Contains(t, losses.get(1)[0], "Load")
+			assert.False(t, d.SoldOut("1"), "Frozen does not set the sold-out cache")
+			require.Len(t, losses.get("1"), 1)
+			assert.Contains(t, losses.get("1")[0], "Load")
 			assert.Equal(t, "1", hgetall(t, rdb, k.meta)["frozen"])
 			// The call that revealed the loss ran on the reloaded copy (its
 			// entry is there) but was answered Frozen: no order follows, and
 			// a Rebuild from the database drops it.
 			assert.Equal(t, []string{"r3"}, keysOf(hgetall(t, rdb, k.ledger)))
-			assert.Equal(t, Frozen, reserveStatus(t, fresh, 1, 4, 1, "r4"), "frozen for every process")
-			assert.Len(t, losses.get(1), 1, "reported once")
+			assert.Equal(t, Frozen, reserveStatus(t, fresh, "1", "4", 1, "r4"), "frozen for every process")
+			assert.Len(t, losses.get("1"), 1, "reported once")
 		})
 
 		t.Run("recovery rebuilds from the truth", func(t *testing.T) {
 			var losses lossLog
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-			a := Activity{ID: 2, Stock: 10, PerUserLimit: 2}
+			a := Activity{ID: "2", Stock: 10, PerUserLimit: 2}
 			k := activityKeys(prefix, a.ID)
 			rec := &recoveryStub{ready: true} // a new activity: nothing in the database
 			var events []string
 			p, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(rec),
-				WithOnRecover(func(activity int64, rebuilt bool) { events = append(events, fmt.Sprint(activity, rebuilt)) }))
+				WithOnRecover(func(activity string, rebuilt bool) { events = append(events, fmt.Sprintf("%s %v", activity, rebuilt)) }))
 			require.NoError(t, err)
 			n, err := p.Tick(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 1, n, "the first load goes through Rebuild with no live reservations")
 			assert.Equal(t, "10", hgetall(t, rdb, k.meta)["stock"])
 
-			r1 := reserveOK(t, d, 2, 1, 2, "r1")
-			r2 := reserveOK(t, d, 2, 2, 1, "r2")
-			reserveOK(t, d, 2, 3, 1, "r3")
-			rr, err := d.Release(ctx, 2, "r3") // its order was cancelled
+			r1 := reserveOK(t, d, "2", "1", 2, "r1")
+			r2 := reserveOK(t, d, "2", "2", 1, "r2")
+			reserveOK(t, d, "2", "3", 1, "r3")
+			rr, err := d.Release(ctx, "2", "r3") // its order was cancelled
 			require.NoError(t, err)
 			require.Equal(t, ReleaseDone, rr.Status)
 			before := hgetall(t, rdb, k.meta)
@@ -150,11 +151,11 @@ func TestDataLossWipe(t *testing.T) {
 			wipe(t, rdb, k)
 			// The Deductor that saw the sale: not loaded before the expiry
 			// it saw is a loss.
-			assert.Equal(t, Frozen, reserveStatus(t, d, 2, 4, 1, "r4"))
-			require.Len(t, losses.get(2), 1)
-			assert.Contains(t, losses.get(2)[0], "gone")
-			assert.Equal(t, Frozen, reserveStatus(t, d, 2, 4, 1, "r4"), "still frozen")
-			assert.Len(t, losses.get(2), 1, "reported once")
+			assert.Equal(t, Frozen, reserveStatus(t, d, "2", "4", 1, "r4"))
+			require.Len(t, losses.get("2"), 1)
+			assert.Contains(t, losses.get("2")[0], "gone")
+			assert.Equal(t, Frozen, reserveStatus(t, d, "2", "4", 1, "r4"), "still frozen")
+			assert.Len(t, losses.get("2"), 1, "reported once")
 
 			// The pipeline still has messages in flight: not ready. The
 			// preloader writes a frozen placeholder, so every process
@@ -168,8 +169,8 @@ func TestDataLossWipe(t *testing.T) {
 			assert.Equal(t, "0", meta["stock"])
 			assert.Equal(t, "4", meta["origin"], "a placeholder")
 			fresh := newTestDeductor(t, rdb, prefix)
-			assert.Equal(t, Frozen, reserveStatus(t, fresh, 2, 5, 1, "r5"))
-			assert.Equal(t, Frozen, reserveStatus(t, d, 2, 5, 1, "r5"))
+			assert.Equal(t, Frozen, reserveStatus(t, fresh, "2", "5", 1, "r5"))
+			assert.Equal(t, Frozen, reserveStatus(t, d, "2", "5", 1, "r5"))
 			n, err = p.Tick(ctx)
 			require.NoError(t, err)
 			assert.Zero(t, n, "not ready yet: still frozen")
@@ -177,8 +178,8 @@ func TestDataLossWipe(t *testing.T) {
 
 			// Ready: the database holds two live orders, r1 and r2.
 			live := []Reservation{
-				{RequestID: "r1", User: 1, Qty: 2, ReservedAt: r1.ReservedAt},
-				{RequestID: "r2", User: 2, Qty: 1, ReservedAt: r2.ReservedAt},
+				{RequestID: "r1", User: "1", Qty: 2, ReservedAt: r1.ReservedAt},
+				{RequestID: "r2", User: "2", Qty: 1, ReservedAt: r2.ReservedAt},
 			}
 			rec.set(live, true)
 			n, err = p.Tick(ctx)
@@ -199,23 +200,23 @@ func TestDataLossWipe(t *testing.T) {
 				"r2": "2:1:R:" + strconv.FormatInt(r2.ReservedAt.UnixMilli(), 10),
 			}, hgetall(t, rdb, k.ledger), "ledger = live")
 			assert.Equal(t, map[string]string{"1": "2", "2": "1"}, hgetall(t, rdb, k.buyers))
-			sum, _ := heldSum(ledger(t, d, 2))
+			sum, _ := heldSum(ledger(t, d, "2"))
 			assert.EqualValues(t, 10, hint(t, rdb, k.meta, "stock")+sum, "conservation")
 
 			// Both processes accept the rebuilt epoch; a Release of a live
 			// reservation returns its units.
-			rr, err = d.Release(ctx, 2, "r1")
+			rr, err = d.Release(ctx, "2", "r1")
 			require.NoError(t, err)
 			assert.Equal(t, ReleaseDone, rr.Status)
 			assert.EqualValues(t, 2, rr.Qty)
 			assert.Equal(t, "9", hgetall(t, rdb, k.meta)["stock"])
 			assert.NotContains(t, hgetall(t, rdb, k.buyers), "1")
-			reserveOK(t, fresh, 2, 5, 1, "r5")
-			reserveOK(t, d, 2, 6, 1, "r6")
-			replay := reserveOK(t, d, 2, 2, 1, "r2")
+			reserveOK(t, fresh, "2", "5", 1, "r5")
+			reserveOK(t, d, "2", "6", 1, "r6")
+			replay := reserveOK(t, d, "2", "2", 1, "r2")
 			assert.True(t, replay.Replayed)
-			assert.Len(t, losses.get(2), 1, "the rebuild is not a loss")
-			sum, _ = heldSum(ledger(t, d, 2))
+			assert.Len(t, losses.get("2"), 1, "the rebuild is not a loss")
+			sum, _ = heldSum(ledger(t, d, "2"))
 			assert.EqualValues(t, 10, hint(t, rdb, k.meta, "stock")+sum, "conservation")
 		})
 	})
@@ -297,58 +298,58 @@ func TestDataLossRollback(t *testing.T) {
 		t.Run("seq goes back", func(t *testing.T) {
 			var losses lossLog
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-			k := activityKeys(prefix, 1)
-			mustLoad(t, d, Activity{ID: 1, Stock: 10})
-			reserveOK(t, d, 1, 1, 1, "a")
-			reserveOK(t, d, 1, 2, 1, "b")
+			k := activityKeys(prefix, "1")
+			mustLoad(t, d, Activity{ID: "1", Stock: 10})
+			reserveOK(t, d, "1", "1", 1, "a")
+			reserveOK(t, d, "1", "2", 1, "b")
 			old := saveKeys(t, kind, rdb, k)
-			reserveOK(t, d, 1, 3, 1, "c")
-			reserveOK(t, d, 1, 4, 1, "d")
+			reserveOK(t, d, "1", "3", 1, "c")
+			reserveOK(t, d, "1", "4", 1, "d")
 			require.EqualValues(t, 4, hint(t, rdb, k.meta, "seq"))
 
 			restoreKeys(t, rdb, old)
 			require.EqualValues(t, 2, hint(t, rdb, k.meta, "seq"), "the older copy is back")
-			res, err := d.Reserve(ctx, Request{Activity: 1, User: 5, Qty: 1, RequestID: "e"})
+			res, err := d.Reserve(ctx, Request{Activity: "1", User: "5", Qty: 1, RequestID: "e"})
 			require.NoError(t, err)
 			assert.Equal(t, Frozen, res.Status, "never Reserved on a rolled-back ledger")
-			require.Len(t, losses.get(1), 1)
-			assert.Contains(t, losses.get(1)[0], "rolled back")
+			require.Len(t, losses.get("1"), 1)
+			assert.Contains(t, losses.get("1")[0], "rolled back")
 			meta := hgetall(t, rdb, k.meta)
 			assert.Equal(t, "1", meta["frozen"])
-			assert.Equal(t, Frozen, reserveStatus(t, d, 1, 6, 1, "f"))
-			assert.Len(t, losses.get(1), 1, "reported once")
+			assert.Equal(t, Frozen, reserveStatus(t, d, "1", "6", 1, "f"))
+			assert.Len(t, losses.get("1"), 1, "reported once")
 
 			// A replay of an entry the older copy holds still answers from
 			// the ledger; a Release still works while frozen.
-			res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+			res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 			require.NoError(t, err)
 			assert.Equal(t, Reserved, res.Status)
 			assert.True(t, res.Replayed)
-			rr, err := d.Release(ctx, 1, "b")
+			rr, err := d.Release(ctx, "1", "b")
 			require.NoError(t, err)
 			assert.Equal(t, ReleaseDone, rr.Status)
-			assert.Len(t, losses.get(1), 1)
+			assert.Len(t, losses.get("1"), 1)
 		})
 
 		t.Run("older epoch comes back", func(t *testing.T) {
 			var losses lossLog
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-			k := activityKeys(prefix, 2)
-			a := Activity{ID: 2, Stock: 10}
+			k := activityKeys(prefix, "2")
+			a := Activity{ID: "2", Stock: 10}
 			mustLoad(t, d, a)
-			reserveOK(t, d, 2, 1, 1, "a")
+			reserveOK(t, d, "2", "1", 1, "a")
 			old := saveKeys(t, kind, rdb, k)
 			// A deliberate rebuild (another process's recovery) is adopted.
-			require.NoError(t, d.Freeze(ctx, 2))
-			_, err := d.Rebuild(ctx, a, []Reservation{{RequestID: "a", User: 1, Qty: 1}})
+			require.NoError(t, d.Freeze(ctx, "2"))
+			_, err := d.Rebuild(ctx, a, []Reservation{{RequestID: "a", User: "1", Qty: 1}})
 			require.NoError(t, err)
-			reserveOK(t, d, 2, 2, 1, "b")
-			assert.Empty(t, losses.get(2))
+			reserveOK(t, d, "2", "2", 1, "b")
+			assert.Empty(t, losses.get("2"))
 
 			restoreKeys(t, rdb, old)
-			assert.Equal(t, Frozen, reserveStatus(t, d, 2, 3, 1, "c"))
-			require.Len(t, losses.get(2), 1)
-			assert.Contains(t, losses.get(2)[0], "rolled back")
+			assert.Equal(t, Frozen, reserveStatus(t, d, "2", "3", 1, "c"))
+			require.Len(t, losses.get("2"), 1)
+			assert.Contains(t, losses.get("2")[0], "rolled back")
 			assert.Equal(t, "1", hgetall(t, rdb, k.meta)["frozen"])
 		})
 	})
@@ -361,51 +362,51 @@ func TestFreezeUnfreeze(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		k := activityKeys(prefix, 1)
-		assert.ErrorIs(t, d.Freeze(ctx, 1), ErrNotLoaded)
-		assert.ErrorIs(t, d.Unfreeze(ctx, 1), ErrNotLoaded)
+		k := activityKeys(prefix, "1")
+		assert.ErrorIs(t, d.Freeze(ctx, "1"), ErrNotLoaded)
+		assert.ErrorIs(t, d.Unfreeze(ctx, "1"), ErrNotLoaded)
 		n, err := rdb.Exists(ctx, k.list()...).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "nothing written for an activity that is not loaded")
-		assert.ErrorIs(t, d.Freeze(ctx, 0), ErrInvalidRequest)
+		assert.ErrorIs(t, d.Freeze(ctx, "a{b"), ErrInvalidRequest)
 
-		a := Activity{ID: 1, Stock: 1}
+		a := Activity{ID: "1", Stock: 1}
 		mustLoad(t, d, a)
-		reserveOK(t, d, 1, 1, 1, "a")
+		reserveOK(t, d, "1", "1", 1, "a")
 		live := hashes(t, rdb, k)
 		_, err = d.Rebuild(ctx, a, nil)
 		assert.ErrorIs(t, err, ErrLive, "a live activity is never rebuilt")
 		assert.Equal(t, live, hashes(t, rdb, k), "nothing written")
 
-		require.NoError(t, d.Freeze(ctx, 1))
-		require.NoError(t, d.Freeze(ctx, 1), "idempotent")
+		require.NoError(t, d.Freeze(ctx, "1"))
+		require.NoError(t, d.Freeze(ctx, "1"), "idempotent")
 		assert.Equal(t, "1", hgetall(t, rdb, k.meta)["frozen"])
-		st, err := d.Stats(ctx, 1)
+		st, err := d.Stats(ctx, "1")
 		require.NoError(t, err)
 		assert.True(t, st.Frozen)
 
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "b"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
 		require.NoError(t, err)
 		assert.Equal(t, Frozen, res.Status)
 		assert.Equal(t, "frozen", res.Status.String())
 		assert.False(t, res.Local)
-		assert.False(t, d.SoldOut(1), "stock 0 but frozen: not sold out")
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+		assert.False(t, d.SoldOut("1"), "stock 0 but frozen: not sold out")
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status, "a replay answers from the ledger")
 		assert.True(t, res.Replayed)
 
-		rr, err := d.Release(ctx, 1, "a")
+		rr, err := d.Release(ctx, "1", "a")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDone, rr.Status, "release works while frozen")
 		assert.Equal(t, "1", hgetall(t, rdb, k.meta)["stock"])
-		assert.Equal(t, Frozen, reserveStatus(t, d, 1, 2, 1, "b"), "stock came back, still frozen")
+		assert.Equal(t, Frozen, reserveStatus(t, d, "1", "2", 1, "b"), "stock came back, still frozen")
 		assert.Empty(t, hgetall(t, rdb, k.buyers))
 
-		require.NoError(t, d.Unfreeze(ctx, 1))
-		require.NoError(t, d.Unfreeze(ctx, 1), "idempotent")
+		require.NoError(t, d.Unfreeze(ctx, "1"))
+		require.NoError(t, d.Unfreeze(ctx, "1"), "idempotent")
 		assert.Equal(t, "0", hgetall(t, rdb, k.meta)["frozen"])
-		reserveOK(t, d, 1, 2, 1, "b")
+		reserveOK(t, d, "1", "2", 1, "b")
 	})
 }
 
@@ -417,30 +418,32 @@ func TestRebuildRejectsBadInput(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix)
-	a := Activity{ID: 1, Stock: 5, PerUserLimit: 2}
+	a := Activity{ID: "1", Stock: 5, PerUserLimit: 2}
 	mustLoad(t, d, a)
-	reserveOK(t, d, 1, 9, 1, "x")
-	require.NoError(t, d.Freeze(ctx, 1))
+	reserveOK(t, d, "1", "9", 1, "x")
+	require.NoError(t, d.Freeze(ctx, "1"))
 	before := snapshot(t, rdb, prefix)
 
-	r := func(id string, user, qty int64) Reservation { return Reservation{RequestID: id, User: user, Qty: qty} }
+	r := func(id, user string, qty int64) Reservation { return Reservation{RequestID: id, User: user, Qty: qty} }
 	for name, tc := range map[string]struct {
 		a    Activity
 		live []Reservation
 	}{
-		"more live than stock": {a, []Reservation{r("a", 1, 2), r("b", 2, 2), r("c", 3, 2)}},
-		"duplicate ID":         {a, []Reservation{r("a", 1, 1), r("a", 2, 1)}},
-		"zero qty":             {a, []Reservation{r("a", 1, 0)}},
-		"negative qty":         {a, []Reservation{r("a", 1, -1)}},
-		"qty above 2^53-1":     {Activity{ID: 1, Stock: MaxQuantity, PerUserLimit: MaxQuantity}, []Reservation{r("a", 1, MaxQuantity+1)}},
-		"user above limit":     {a, []Reservation{r("a", 1, 1), r("b", 1, 2)}},
-		"zero user":            {a, []Reservation{r("a", 0, 1)}},
-		"empty ID":             {a, []Reservation{r("", 1, 1)}},
-		"long ID":              {a, []Reservation{r(string(make([]byte, 129)), 1, 1)}},
-		"freed entry":          {a, []Reservation{{RequestID: "a", User: 1, Qty: 1, State: Freed}}},
-		"reserved before 1970": {a, []Reservation{{RequestID: "a", User: 1, Qty: 1, ReservedAt: time.Unix(-5, 0)}}},
-		"bad activity":         {Activity{ID: 1, Stock: -1}, nil},
-		"stock above 2^53-1":   {Activity{ID: 1, Stock: MaxQuantity + 1}, nil},
+		"more live than stock": {a, []Reservation{r("a", "1", 2), r("b", "2", 2), r("c", "3", 2)}},
+		"duplicate ID":         {a, []Reservation{r("a", "1", 1), r("a", "2", 1)}},
+		"zero qty":             {a, []Reservation{r("a", "1", 0)}},
+		"negative qty":         {a, []Reservation{r("a", "1", -1)}},
+		"qty above 2^53-1":     {Activity{ID: "1", Stock: MaxQuantity, PerUserLimit: MaxQuantity}, []Reservation{r("a", "1", MaxQuantity+1)}},
+		"user above limit":     {a, []Reservation{r("a", "1", 1), r("b", "1", 2)}},
+		"empty user":           {a, []Reservation{r("a", "", 1)}},
+		"user with ':'":        {a, []Reservation{r("a", "1:1", 1)}},
+		"user over 64 bytes":   {a, []Reservation{r("a", strings.Repeat("7", MaxIDLen+1), 1)}},
+		"empty ID":             {a, []Reservation{r("", "1", 1)}},
+		"long ID":              {a, []Reservation{r(string(make([]byte, 129)), "1", 1)}},
+		"freed entry":          {a, []Reservation{{RequestID: "a", User: "1", Qty: 1, State: Freed}}},
+		"reserved before 1970": {a, []Reservation{{RequestID: "a", User: "1", Qty: 1, ReservedAt: time.Unix(-5, 0)}}},
+		"bad activity":         {Activity{ID: "1", Stock: -1}, nil},
+		"stock above 2^53-1":   {Activity{ID: "1", Stock: MaxQuantity + 1}, nil},
 	} {
 		_, err := d.Rebuild(ctx, tc.a, tc.live)
 		assert.ErrorIs(t, err, ErrInvalidActivity, name)
@@ -448,15 +451,15 @@ func TestRebuildRejectsBadInput(t *testing.T) {
 	assert.Equal(t, before, snapshot(t, rdb, prefix))
 
 	// Exactly the stock, and exactly the limit, are fine.
-	st, err := d.Rebuild(ctx, a, []Reservation{r("a", 1, 2), r("b", 2, 2), r("c", 3, 1)})
+	st, err := d.Rebuild(ctx, a, []Reservation{r("a", "1", 2), r("b", "2", 2), r("c", "3", 1)})
 	require.NoError(t, err)
 	assert.Zero(t, st.Remaining)
 	assert.EqualValues(t, 3, st.Buyers)
 	assert.EqualValues(t, 3, st.LedgerEntries)
 	assert.False(t, st.Frozen)
 	assert.NotZero(t, st.Epoch)
-	assert.Equal(t, "0", hgetall(t, rdb, activityKeys(prefix, 1).meta)["stock"])
-	assert.NotContains(t, hgetall(t, rdb, activityKeys(prefix, 1).ledger), "x", "the old ledger is gone")
+	assert.Equal(t, "0", hgetall(t, rdb, activityKeys(prefix, "1").meta)["stock"])
+	assert.NotContains(t, hgetall(t, rdb, activityKeys(prefix, "1").ledger), "x", "the old ledger is gone")
 }
 
 // TestRebuildTenThousand: 10,000 live reservations in one Rebuild call, on
@@ -465,14 +468,14 @@ func TestRebuildTenThousand(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		k := activityKeys(prefix, 1)
+		k := activityKeys(prefix, "1")
 		const n, users = 10000, 4000
-		a := Activity{ID: 1, Stock: 30000, PerUserLimit: 6} // users 2, 4, … hold 3 × 2
+		a := Activity{ID: "1", Stock: 30000, PerUserLimit: 6} // users 2, 4, … hold 3 × 2
 		live := make([]Reservation, n)
 		var sum int64
-		per := map[int64]int64{}
+		per := map[string]int64{}
 		for i := range live {
-			u := int64(i%users + 1)
+			u := uid(i%users + 1)
 			q := int64(i%2 + 1)
 			live[i] = Reservation{RequestID: fmt.Sprintf("order-%06d", i), User: u, Qty: q}
 			sum += q
@@ -492,23 +495,23 @@ func TestRebuildTenThousand(t *testing.T) {
 		buyers := hgetall(t, rdb, k.buyers)
 		require.Len(t, buyers, users)
 		for u, q := range per {
-			assert.Equal(t, strconv.FormatInt(q, 10), buyers[strconv.FormatInt(u, 10)])
+			assert.Equal(t, strconv.FormatInt(q, 10), buyers[u])
 		}
 		for _, key := range k.list() {
 			ttl, err := rdb.PTTL(ctx, key).Result()
 			require.NoError(t, err)
 			assert.Greater(t, ttl, DefaultTTL-time.Hour, "%s expires like a loaded activity", key)
 		}
-		sumL, _ := heldSum(ledger(t, d, 1))
+		sumL, _ := heldSum(ledger(t, d, "1"))
 		assert.EqualValues(t, a.Stock, hint(t, rdb, k.meta, "stock")+sumL, "conservation")
 
 		// The rebuilt activity sells and releases normally.
-		rr, err := d.Release(ctx, 1, "order-000001")
+		rr, err := d.Release(ctx, "1", "order-000001")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDone, rr.Status)
 		assert.EqualValues(t, 2, rr.Qty)
-		reserveOK(t, d, 1, 2, 1, "new")
-		assert.Equal(t, LimitReached, reserveStatus(t, d, 1, 1, 5, "big"), "user 1 holds 3 of 6")
+		reserveOK(t, d, "1", "2", 1, "new")
+		assert.Equal(t, LimitReached, reserveStatus(t, d, "1", "1", 5, "big"), "user 1 holds 3 of 6")
 	})
 }
 
@@ -622,7 +625,7 @@ func TestNoFalseLossUnderConcurrency(t *testing.T) {
 		ctx := context.Background()
 		var losses lossLog
 		d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithoutSoldOutCache())
-		mustLoad(t, d, Activity{ID: 1, Stock: 300})
+		mustLoad(t, d, Activity{ID: "1", Stock: 300})
 		var (
 			wg       sync.WaitGroup
 			sem      = make(chan struct{}, inflight)
@@ -639,12 +642,12 @@ func TestNoFalseLossUnderConcurrency(t *testing.T) {
 					sem <- struct{}{}
 					defer func() { <-sem }()
 					if release {
-						if _, err := d.Release(ctx, 1, id); err != nil {
+						if _, err := d.Release(ctx, "1", id); err != nil {
 							fails.Add(1)
 						}
 						return
 					}
-					res, err := d.Reserve(ctx, Request{Activity: 1, User: int64(i + 1), Qty: 1, RequestID: id})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: uuidOf(i + 1), Qty: 1, RequestID: id})
 					switch {
 					case err != nil:
 						fails.Add(1)
@@ -659,11 +662,11 @@ func TestNoFalseLossUnderConcurrency(t *testing.T) {
 		wg.Wait()
 		assert.Zero(t, fails.Load())
 		assert.Zero(t, frozen.Load())
-		assert.Zero(t, losses.total(), "%v", losses.get(1))
-		k := activityKeys(prefix, 1)
+		assert.Zero(t, losses.total(), "%v", losses.get("1"))
+		k := activityKeys(prefix, "1")
 		// Each ID is released once: a release or a tombstone, one write each.
 		assert.EqualValues(t, reserved.Load()+1000, hint(t, rdb, k.meta, "seq"), "every reservation, release and tombstone counted")
-		sum, _ := heldSum(ledger(t, d, 1))
+		sum, _ := heldSum(ledger(t, d, "1"))
 		assert.EqualValues(t, 300, hint(t, rdb, k.meta, "stock")+sum)
 	})
 }
@@ -677,14 +680,14 @@ func TestLegacyMetaIsNotJudged(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	var losses lossLog
 	d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-	k := activityKeys(prefix, 1)
+	k := activityKeys(prefix, "1")
 	require.NoError(t, rdb.HSet(ctx, k.meta, "stock", 2, "total", 2, "limit", 1, "start", 0, "end", 0, "exp", 0).Err())
-	reserveOK(t, d, 1, 1, 1, "a")
-	rr, err := d.Release(ctx, 1, "a")
+	reserveOK(t, d, "1", "1", 1, "a")
+	rr, err := d.Release(ctx, "1", "a")
 	require.NoError(t, err)
 	assert.Equal(t, ReleaseDone, rr.Status)
 	wipe(t, rdb, k)
-	assert.Equal(t, NotLoaded, reserveStatus(t, d, 1, 2, 1, "b"))
+	assert.Equal(t, NotLoaded, reserveStatus(t, d, "1", "2", 1, "b"))
 	assert.Zero(t, losses.total())
 }
 
@@ -697,26 +700,26 @@ func TestReleaseRevealsLoss(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	var losses lossLog
 	d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-	k := activityKeys(prefix, 1)
-	a := Activity{ID: 1, Stock: 3}
+	k := activityKeys(prefix, "1")
+	a := Activity{ID: "1", Stock: 3}
 	mustLoad(t, d, a)
-	reserveOK(t, d, 1, 1, 1, "a")
+	reserveOK(t, d, "1", "1", 1, "a")
 
 	wipe(t, rdb, k)
-	rr, err := d.Release(ctx, 1, "a")
+	rr, err := d.Release(ctx, "1", "a")
 	require.NoError(t, err)
 	assert.Equal(t, ReleaseNotLoaded, rr.Status)
-	require.Len(t, losses.get(1), 1)
-	assert.Contains(t, losses.get(1)[0], "gone")
+	require.Len(t, losses.get("1"), 1)
+	assert.Contains(t, losses.get("1")[0], "gone")
 
 	// A blind reload is then caught by the next Release too, and frozen.
 	fresh := newTestDeductor(t, rdb, prefix)
 	mustLoad(t, fresh, a)
-	rr, err = d.Release(ctx, 1, "a")
+	rr, err = d.Release(ctx, "1", "a")
 	require.NoError(t, err)
 	assert.Equal(t, ReleaseUnknown, rr.Status, "the reloaded copy does not know a")
-	require.Len(t, losses.get(1), 2)
-	assert.Contains(t, losses.get(1)[1], "Load")
+	require.Len(t, losses.get("1"), 2)
+	assert.Contains(t, losses.get("1")[1], "Load")
 	assert.Equal(t, "1", hgetall(t, rdb, k.meta)["frozen"])
-	assert.Equal(t, Frozen, reserveStatus(t, fresh, 1, 2, 1, "b"))
+	assert.Equal(t, Frozen, reserveStatus(t, fresh, "1", "2", 1, "b"))
 }

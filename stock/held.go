@@ -3,7 +3,6 @@ package stock
 import (
 	"context"
 	"fmt"
-	"strconv"
 )
 
 // Held returns the quantity user holds in activity: the units of the
@@ -15,9 +14,12 @@ import (
 // Read-only (EVALSHA_RO); an activity that is not loaded is an error
 // wrapping [ErrNotLoaded]. For a sharded activity, the buyer's shard is
 // asked (a buyer's reservations all live there).
-func (d *Deductor) Held(ctx context.Context, activity, user int64) (int64, error) {
-	if activity <= 0 || user <= 0 {
-		return 0, fmt.Errorf("%w: activity %d and user %d must be > 0", ErrInvalidRequest, activity, user)
+func (d *Deductor) Held(ctx context.Context, activity, user string) (int64, error) {
+	if err := checkActivity(activity); err != nil {
+		return 0, err
+	}
+	if err := checkID(ErrInvalidRequest, "user ID", user); err != nil {
+		return 0, err
 	}
 	return onLayout(d, activity, func(l *layout) (int64, *layout, error) {
 		if l != nil {
@@ -31,15 +33,15 @@ func (d *Deductor) Held(ctx context.Context, activity, user int64) (int64, error
 			next, err := d.learn(activity, n[1])
 			return 0, next, err
 		case n[0] != 1:
-			return 0, nil, fmt.Errorf("stock: activity %d: %w", activity, ErrNotLoaded)
+			return 0, nil, fmt.Errorf("stock: activity %s: %w", activity, ErrNotLoaded)
 		}
 		return n[1], nil, nil
 	})
 }
 
 // heldKeys runs held.lua on one ledger.
-func (d *Deductor) heldKeys(ctx context.Context, k keys, user int64) ([16]int64, error) {
-	vals, err := heldScript.RunRO(ctx, d.rdb, []string{k.meta, k.buyers}, strconv.FormatInt(user, 10)).Slice()
+func (d *Deductor) heldKeys(ctx context.Context, k keys, user string) ([16]int64, error) {
+	vals, err := heldScript.RunRO(ctx, d.rdb, []string{k.meta, k.buyers}, user).Slice()
 	if err != nil {
 		return [16]int64{}, classify("held", err)
 	}

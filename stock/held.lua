@@ -3,7 +3,7 @@
 --
 -- KEYS[1] meta    hash  stock, ...          <prefix>{a:<id>}:meta
 -- KEYS[2] buyers  hash  user -> held qty    <prefix>{a:<id>}:buyers
--- ARGV[1] user ID (decimal string)
+-- ARGV[1] user ID (a string; see reserve.lua)
 --
 -- Now: not read.
 --

@@ -22,13 +22,13 @@ func TestHeld(t *testing.T) {
 			prefix := testenv.Prefix(t) + string(kind) + ":"
 			d, err := stock.New(rdb, stock.WithKeyPrefix(prefix), stock.WithoutSoldOutCache())
 			require.NoError(t, err)
-			_, err = d.Held(ctx, 1, 7)
+			_, err = d.Held(ctx, "1", "7")
 			require.ErrorIs(t, err, stock.ErrNotLoaded)
-			_, err = d.Load(ctx, stock.Activity{ID: 1, Stock: 10, PerUserLimit: 3})
+			_, err = d.Load(ctx, stock.Activity{ID: "1", Stock: 10, PerUserLimit: 3})
 			require.NoError(t, err)
 
 			held := func() int64 {
-				n, err := d.Held(ctx, 1, 7)
+				n, err := d.Held(ctx, "1", "7")
 				require.NoError(t, err)
 				raw, err := rdb.HGet(ctx, fmt.Sprintf("%s{a:1}:buyers", prefix), "7").Int64()
 				if err != nil {
@@ -38,14 +38,16 @@ func TestHeld(t *testing.T) {
 				return n
 			}
 			assert.Zero(t, held())
-			res, err := d.Reserve(ctx, stock.Request{Activity: 1, User: 7, Qty: 2, RequestID: "a"})
+			res, err := d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 2, RequestID: "a"})
 			require.NoError(t, err)
 			require.True(t, res.OK())
 			assert.EqualValues(t, 2, held())
-			_, err = d.Release(ctx, 1, "a")
+			_, err = d.Release(ctx, "1", "a")
 			require.NoError(t, err)
 			assert.Zero(t, held(), "a released reservation holds nothing")
-			_, err = d.Held(ctx, 0, 7)
+			_, err = d.Held(ctx, "", "7")
+			require.ErrorIs(t, err, stock.ErrInvalidRequest)
+			_, err = d.Held(ctx, "1", "7:1")
 			require.ErrorIs(t, err, stock.ErrInvalidRequest)
 		})
 	}

@@ -2,7 +2,9 @@ package stock
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -56,19 +58,19 @@ func hint(t testing.TB, rdb redis.UniversalClient, key, field string) int64 {
 // lossLog records the WithOnLoss hook.
 type lossLog struct {
 	mu      sync.Mutex
-	reasons map[int64][]string
+	reasons map[string][]string
 }
 
-func (l *lossLog) hook(activity int64, reason string) {
+func (l *lossLog) hook(activity string, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.reasons == nil {
-		l.reasons = map[int64][]string{}
+		l.reasons = map[string][]string{}
 	}
 	l.reasons[activity] = append(l.reasons[activity], reason)
 }
 
-func (l *lossLog) get(activity int64) []string {
+func (l *lossLog) get(activity string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.reasons[activity]...)
@@ -95,11 +97,11 @@ func mustLoad(t testing.TB, d *Deductor, a Activity) {
 	t.Helper()
 	loaded, err := d.Load(context.Background(), a)
 	require.NoError(t, err)
-	require.True(t, loaded, "activity %d already loaded", a.ID)
+	require.True(t, loaded, "activity %s already loaded", a.ID)
 }
 
 // ledger reads the whole ledger of an activity by HSCAN pages, deduplicated.
-func ledger(t testing.TB, d *Deductor, activity int64) map[string]Reservation {
+func ledger(t testing.TB, d *Deductor, activity string) map[string]Reservation {
 	t.Helper()
 	out := map[string]Reservation{}
 	var cursor uint64
@@ -118,9 +120,9 @@ func ledger(t testing.TB, d *Deductor, activity int64) map[string]Reservation {
 }
 
 // heldSum returns the units held in the ledger and per user.
-func heldSum(l map[string]Reservation) (int64, map[int64]int64) {
+func heldSum(l map[string]Reservation) (int64, map[string]int64) {
 	var sum int64
-	per := map[int64]int64{}
+	per := map[string]int64{}
 	for _, r := range l {
 		if r.State == Held {
 			sum += r.Qty
@@ -131,3 +133,15 @@ func heldSum(l map[string]Reservation) (int64, map[int64]int64) {
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// uid returns the test user ID of i: the decimal form of i, as a shop with
+// numeric IDs passes them.
+func uid[T ~int | ~int64 | ~uint64](i T) string { return strconv.FormatInt(int64(i), 10) }
+
+// uuidOf returns a UUID-shaped user ID for i (version 4 layout; the last
+// group is i itself, so distinct i give distinct IDs), for tests that must
+// hold with non-numeric IDs.
+func uuidOf[T ~int | ~int64 | ~uint64](i T) string {
+	x := uint64(i)*0x9e3779b97f4a7c15 + 0x6a09e667f3bcc909
+	return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", uint32(x>>32), uint16(x>>16), uint16(x)&0xfff, uint16(x>>4)&0xfff, uint64(i)&0xffffffffffff)
+}

@@ -26,26 +26,21 @@ type keys struct {
 
 // tag returns "<prefix>{a:<activity>}:", the tag of the un-sharded layout
 // and of a sharded activity's directory.
-func tag(prefix string, activity int64) string {
-	b := make([]byte, 0, len(prefix)+24)
-	b = append(b, prefix...)
-	b = append(b, "{a:"...)
-	b = strconv.AppendInt(b, activity, 10)
-	b = append(b, "}:"...)
-	return string(b)
+func tag(prefix, activity string) string {
+	return prefix + "{a:" + activity + "}:"
 }
 
-func activityKeys(prefix string, activity int64) keys {
+func activityKeys(prefix, activity string) keys {
 	t := tag(prefix, activity)
 	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv"}
 }
 
 // shardTagBody returns "a:<activity>:s<k>/<n>:<salt>", the inside of the
 // hash tag of shard k of n.
-func shardTagBody(activity int64, n, k, salt int) []byte {
-	b := make([]byte, 0, 40)
+func shardTagBody(activity string, n, k, salt int) []byte {
+	b := make([]byte, 0, 24+len(activity))
 	b = append(b, "a:"...)
-	b = strconv.AppendInt(b, activity, 10)
+	b = append(b, activity...)
 	b = append(b, ":s"...)
 	b = strconv.AppendInt(b, int64(k), 10)
 	b = append(b, '/')
@@ -61,7 +56,7 @@ func shardTagBody(activity int64, n, k, salt int) []byte {
 // ranges, so the n shards of an activity land on min(n, masters) masters,
 // spread evenly, whatever the activity ID; a deterministic function of
 // (activity, n, k), so every process finds the same keys without asking.
-func shardSalt(activity int64, n, k int) int {
+func shardSalt(activity string, n, k int) int {
 	lo, hi := k*clusterSlots/n, (k+1)*clusterSlots/n
 	q := (hi - lo) / 4
 	lo, hi = lo+q, hi-q
@@ -75,7 +70,7 @@ func shardSalt(activity int64, n, k int) int {
 
 // shardKeys returns the keys of shard k of an activity split into n shards:
 // "<prefix>{a:<activity>:s<k>/<n>:<salt>}:meta|buyers|resv|xout|xin".
-func shardKeys(prefix string, activity int64, n, k int) keys {
+func shardKeys(prefix, activity string, n, k int) keys {
 	body := shardTagBody(activity, n, k, shardSalt(activity, n, k))
 	b := make([]byte, 0, len(prefix)+len(body)+3)
 	b = append(b, prefix...)

@@ -16,15 +16,20 @@ import (
 func TestKeysShareOneTag(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"seckill:", "", "app:v2:"} {
-		for _, a := range []int64{1, 42, 1 << 62} {
+		for _, a := range testActivityIDs {
 			k := activityKeys(prefix, a)
-			want := "{a:" + strconv.FormatInt(a, 10) + "}"
+			want := "{a:" + a + "}"
 			for _, key := range k.list() {
 				assert.Equal(t, want, hashTag(key), key)
 			}
 		}
 	}
 }
+
+// testActivityIDs mixes numeric IDs (as a shop with int64 IDs formats
+// them), a UUID, a ULID and a slug.
+var testActivityIDs = []string{"1", "42", "987654321", "4611686018427387904",
+	"3f2b8c1e-9d4a-4b7e-a1c2-5e6f7a8b9c0d", "01J9Z3K8QW4V6X2N5M7P0R1T3Y", "summer.sale_2026+eu@shop-1"}
 
 // hashTag extracts the Cluster hash tag of key the way Redis does.
 func hashTag(key string) string {
@@ -49,7 +54,7 @@ func TestClusterOneSlot(t *testing.T) {
 	t.Parallel()
 	c := testenv.RealCluster(t)
 	ctx := context.Background()
-	for _, a := range []int64{1, 42, 987654321} {
+	for _, a := range testActivityIDs {
 		k := activityKeys(testenv.Prefix(t), a)
 		var slots []int64
 		for _, key := range k.list() {
@@ -66,7 +71,54 @@ func TestClusterOneSlot(t *testing.T) {
 func TestReleaseChannel(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "seckill:stock:released", releaseChannel(DefaultKeyPrefix))
-	assert.Equal(t, activityKeys("p:", 7), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv"})
+	assert.Equal(t, activityKeys("p:", "7"), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv"})
+}
+
+// TestNumericKeysUnchanged: since IDs became strings, a numeric ID given in
+// decimal keeps the exact keys and the buyer shard it had when IDs were
+// int64 (the golden values below were produced by the int64 code), so the
+// keys of a running deployment stay valid across the upgrade.
+func TestNumericKeysUnchanged(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, keys{meta: "seckill:{a:7}:meta", buyers: "seckill:{a:7}:buyers", ledger: "seckill:{a:7}:resv"},
+		activityKeys(DefaultKeyPrefix, strconv.FormatInt(7, 10)))
+	assert.Equal(t, "seckill:{a:987654321}:resv", activityKeys(DefaultKeyPrefix, "987654321").ledger)
+	for _, g := range []struct {
+		a    string
+		n, k int
+		meta string
+	}{
+		{"7", 4, 0, "seckill:{a:7:s0/4:3}:meta"},
+		{"7", 4, 1, "seckill:{a:7:s1/4:22}:meta"},
+		{"7", 4, 2, "seckill:{a:7:s2/4:21}:meta"},
+		{"7", 4, 3, "seckill:{a:7:s3/4:2}:meta"},
+		{"987654321", 4, 0, "seckill:{a:987654321:s0/4:12}:meta"},
+		{"987654321", 4, 1, "seckill:{a:987654321:s1/4:2}:meta"},
+		{"987654321", 4, 2, "seckill:{a:987654321:s2/4:3}:meta"},
+		{"987654321", 4, 3, "seckill:{a:987654321:s3/4:11}:meta"},
+	} {
+		assert.Equal(t, g.meta, shardKeys(DefaultKeyPrefix, g.a, g.n, g.k).meta)
+	}
+	for _, g := range []struct {
+		user      int64
+		of6, of64 int
+	}{
+		{1, 1, 37}, {2, 4, 10}, {3, 2, 48}, {10, 5, 57}, {999, 0, 8}, {123456789, 2, 32}, {1 << 62, 3, 5},
+	} {
+		u := strconv.FormatInt(g.user, 10)
+		assert.Equal(t, g.of6, shardOf(u, 6), "user %s of 6", u)
+		assert.Equal(t, g.of64, shardOf(u, 64), "user %s of 64", u)
+	}
+	// Not the canonical decimal form: hashed as a string, not as the number.
+	for _, u := range []string{"007", "+7", "-0", "7.0", ""} {
+		_, ok := decimalID(u)
+		assert.False(t, ok, u)
+	}
+	v, ok := decimalID("-9223372036854775808")
+	assert.True(t, ok)
+	assert.Equal(t, int64(-1<<63), v)
+	_, ok = decimalID("9223372036854775808")
+	assert.False(t, ok, "above int64")
 }
 
 // TestKeySlot checks the CRC16 slot function against values Redis documents
@@ -89,13 +141,13 @@ func TestKeySlot(t *testing.T) {
 func TestShardKeys(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"seckill:", "", "app:v2:"} {
-		for _, a := range []int64{1, 42, 987654321, 1 << 62} {
+		for _, a := range testActivityIDs {
 			for _, n := range []int{2, 3, 6, MaxShards} {
 				seen := map[string]bool{}
 				for k := range n {
 					ks := shardKeys(prefix, a, n, k)
 					tg := hashTag(ks.meta)
-					assert.True(t, strings.HasPrefix(tg, "{a:"+strconv.FormatInt(a, 10)+":s"+strconv.Itoa(k)+"/"+strconv.Itoa(n)+":"), tg)
+					assert.True(t, strings.HasPrefix(tg, "{a:"+a+":s"+strconv.Itoa(k)+"/"+strconv.Itoa(n)+":"), tg)
 					for _, key := range ks.list() {
 						assert.Equal(t, tg, hashTag(key), key)
 						assert.True(t, strings.HasPrefix(key, prefix+tg+":"), key)
@@ -104,20 +156,22 @@ func TestShardKeys(t *testing.T) {
 					seen[tg] = true
 					lo, hi := k*clusterSlots/n, (k+1)*clusterSlots/n
 					s := keySlot(ks.meta)
-					assert.True(t, s >= lo+(hi-lo)/4 && s < hi-(hi-lo)/4, "activity %d shard %d/%d slot %d", a, k, n, s)
+					assert.True(t, s >= lo+(hi-lo)/4 && s < hi-(hi-lo)/4, "activity %s shard %d/%d slot %d", a, k, n, s)
 				}
 			}
 		}
 	}
-	assert.Len(t, shardKeys("p:", 1, 3, 0).list(), 5)
-	assert.NotEqual(t, shardKeys("p:", 1, 3, 0).meta, shardKeys("p:", 1, 6, 0).meta, "layouts of another n never share keys")
+	assert.Len(t, shardKeys("p:", "1", 3, 0).list(), 5)
+	assert.NotEqual(t, shardKeys("p:", "1", 3, 0).meta, shardKeys("p:", "1", 6, 0).meta, "layouts of another n never share keys")
 
-	counts := make([]int, 6)
-	for u := int64(1); u <= 60000; u++ {
-		counts[shardOf(u, 6)]++
-	}
-	for k, c := range counts {
-		assert.InDelta(t, 10000, c, 500, "shard %d", k)
+	for name, id := range map[string]func(int) string{"numeric": uid[int], "uuid": uuidOf[int]} {
+		counts := make([]int, 6)
+		for u := 1; u <= 60000; u++ {
+			counts[shardOf(id(u), 6)]++
+		}
+		for k, c := range counts {
+			assert.InDelta(t, 10000, c, 500, "%s users: shard %d", name, k)
+		}
 	}
 }
 
@@ -142,7 +196,7 @@ func TestClusterShardSlots(t *testing.T) {
 	masters := len(ranges)
 	require.GreaterOrEqual(t, masters, 3)
 	prefix := testenv.Prefix(t)
-	for _, a := range []int64{1, 42, 987654321} {
+	for _, a := range testActivityIDs {
 		for _, n := range []int{3, 6} {
 			per := map[string]int{}
 			slots := map[int64]bool{}
@@ -163,7 +217,7 @@ func TestClusterShardSlots(t *testing.T) {
 				per[masterOf(first)]++
 			}
 			if masters == 3 {
-				assert.Len(t, per, 3, "activity %d, %d shards: %v", a, n, per)
+				assert.Len(t, per, 3, "activity %s, %d shards: %v", a, n, per)
 				for m, cnt := range per {
 					assert.Equal(t, n/3, cnt, "master %s", m)
 				}

@@ -36,9 +36,9 @@ type options struct {
 	noCache    bool
 	fallback   Fallback
 	onReserve  func(context.Context, Request, Result, error)
-	onRelease  func(context.Context, int64, string, ReleaseResult, error)
-	onSoldOut  func(activity int64, soldOut bool)
-	onLoss     func(activity int64, reason string)
+	onRelease  func(context.Context, string, string, ReleaseResult, error)
+	onSoldOut  func(activity string, soldOut bool)
+	onLoss     func(activity, reason string)
 	maxIDBytes int
 	coalesce   bool
 	coWindow   time.Duration
@@ -94,14 +94,14 @@ func WithOnReserve(f func(ctx context.Context, req Request, res Result, err erro
 
 // WithOnRelease sets a hook called after every Release with its outcome.
 // It runs on the caller's goroutine, outside any lock. Default: none.
-func WithOnRelease(f func(ctx context.Context, activity int64, requestID string, res ReleaseResult, err error)) Option {
+func WithOnRelease(f func(ctx context.Context, activity, requestID string, res ReleaseResult, err error)) Option {
 	return func(o *options) { o.onRelease = f }
 }
 
 // WithOnSoldOut sets a hook called when this process's sold-out flag of an
 // activity is set (soldOut true) or cleared (false). It runs outside any
 // lock. Default: none.
-func WithOnSoldOut(f func(activity int64, soldOut bool)) Option {
+func WithOnSoldOut(f func(activity string, soldOut bool)) Option {
 	return func(o *options) { o.onSoldOut = f }
 }
 
@@ -112,7 +112,7 @@ func WithOnSoldOut(f func(activity int64, soldOut bool)) Option {
 // goroutine, outside any lock. Page someone, or start the recovery
 // ([Preloader] with [WithRecovery] does it by itself). Default: none (the
 // loss is logged at error level).
-func WithOnLoss(f func(activity int64, reason string)) Option {
+func WithOnLoss(f func(activity, reason string)) Option {
 	return func(o *options) { o.onLoss = f }
 }
 

@@ -69,7 +69,7 @@ type preloaderOptions struct {
 	logger      *slog.Logger
 	recovery    Recovery
 	recoverySet bool
-	onRecover   func(activity int64, rebuilt bool)
+	onRecover   func(activity string, rebuilt bool)
 }
 
 // WithLeadTime sets how long before its start an activity is loaded.
@@ -118,7 +118,7 @@ func WithRecovery(r Recovery) PreloaderOption {
 // WithOnRecover sets a hook called after the Preloader rebuilt an activity
 // (rebuilt true) or kept it frozen because [Recovery] was not ready (false).
 // It runs on the Tick goroutine. Default: none (both are logged).
-func WithOnRecover(f func(activity int64, rebuilt bool)) PreloaderOption {
+func WithOnRecover(f func(activity string, rebuilt bool)) PreloaderOption {
 	return func(o *preloaderOptions) { o.onRecover = f }
 }
 
@@ -182,7 +182,7 @@ func (p *Preloader) Tick(ctx context.Context) (int, error) {
 			done, err = p.d.Load(ctx, a)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("stock: preload activity %d: %w", a.ID, err))
+			errs = append(errs, fmt.Errorf("stock: preload activity %s: %w", showID(a.ID), err))
 			continue
 		}
 		if done {
@@ -190,7 +190,7 @@ func (p *Preloader) Tick(ctx context.Context) (int, error) {
 		}
 		if a.Shards > 1 {
 			if _, err := p.d.settleTransfers(ctx, a.ID, p.d.o.grace); err != nil {
-				errs = append(errs, fmt.Errorf("stock: preload activity %d: %w", a.ID, err))
+				errs = append(errs, fmt.Errorf("stock: preload activity %s: %w", showID(a.ID), err))
 			}
 		}
 	}

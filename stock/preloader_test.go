@@ -47,9 +47,9 @@ func TestPreloaderTick(t *testing.T) {
 	m.SetTime(now)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	src := &table{acts: []Activity{
-		{ID: 1, Stock: 10, Start: now.Add(5 * time.Minute), End: now.Add(time.Hour)},
-		{ID: 2, Stock: 10, Start: now.Add(30 * time.Minute), End: now.Add(time.Hour)},
-		{ID: 3, Stock: -1, Start: now.Add(time.Minute), End: now.Add(time.Hour)}, // bad row
+		{ID: "1", Stock: 10, Start: now.Add(5 * time.Minute), End: now.Add(time.Hour)},
+		{ID: "2", Stock: 10, Start: now.Add(30 * time.Minute), End: now.Add(time.Hour)},
+		{ID: "3", Stock: -1, Start: now.Add(time.Minute), End: now.Add(time.Hour)}, // bad row
 	}}
 	p, err := NewPreloader(d, src, WithPreloadClock(clock))
 	require.NoError(t, err)
@@ -57,39 +57,39 @@ func TestPreloaderTick(t *testing.T) {
 	n, err := p.Tick(ctx)
 	assert.Equal(t, 1, n)
 	assert.ErrorIs(t, err, ErrInvalidActivity, "the bad row is reported, the good one loaded")
-	st, err := d.Stats(ctx, 1)
+	st, err := d.Stats(ctx, "1")
 	require.NoError(t, err)
 	assert.True(t, st.Loaded)
-	st, err = d.Stats(ctx, 2)
+	st, err = d.Stats(ctx, "2")
 	require.NoError(t, err)
 	assert.False(t, st.Loaded, "30 minutes ahead is beyond the 10 minute lead time")
 
 	// A sale in progress is never reset by a later pass.
-	_, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 	require.NoError(t, err)
 	clock.Add(25 * time.Minute)
 	n, _ = p.Tick(ctx)
 	assert.Equal(t, 1, n, "only activity 2 is new")
-	rem, err := d.Remaining(ctx, 1)
+	rem, err := d.Remaining(ctx, "1")
 	require.NoError(t, err)
 	assert.EqualValues(t, 10, rem, "not started yet on Redis time, and nothing was reset")
-	st, err = d.Stats(ctx, 1)
+	st, err = d.Stats(ctx, "1")
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, st.LedgerEntries)
 
 	// The Reserve above came before the sale opened and wrote nothing; now
 	// hold a real reservation and check that another pass keeps it.
 	m.SetTime(now.Add(5 * time.Minute))
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "live"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "live"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
 	n, err = p.Tick(ctx)
 	assert.ErrorIs(t, err, ErrInvalidActivity, "only the bad row fails")
 	assert.Zero(t, n, "both good activities are already loaded")
-	rem, err = d.Remaining(ctx, 1)
+	rem, err = d.Remaining(ctx, "1")
 	require.NoError(t, err)
 	assert.EqualValues(t, 9, rem, "a live sale is not reset")
-	_, found, err := d.Lookup(ctx, 1, "live")
+	_, found, err := d.Lookup(ctx, "1", "live")
 	require.NoError(t, err)
 	assert.True(t, found, "the reservation survives the pass")
 
@@ -104,7 +104,7 @@ func TestPreloaderRun(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
-	src := &table{acts: []Activity{{ID: 1, Stock: 3}}}
+	src := &table{acts: []Activity{{ID: "1", Stock: 3}}}
 	p, err := NewPreloader(d, SourceFunc(src.Upcoming), WithPollInterval(time.Millisecond), WithLeadTime(time.Minute))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,7 +122,7 @@ func TestPreloaderRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop")
 	}
-	rem, err := d.Remaining(context.Background(), 1)
+	rem, err := d.Remaining(context.Background(), "1")
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, rem)
 }
@@ -165,11 +165,11 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix)
-	a := Activity{ID: 1, Stock: 5}
-	k := activityKeys(prefix, 1)
+	a := Activity{ID: "1", Stock: 5}
+	k := activityKeys(prefix, "1")
 
 	rec := &recoveryStub{err: errors.New("db down")}
-	p, err := NewPreloader(d, &table{acts: []Activity{a, {ID: 2, Stock: -1}}}, WithRecovery(rec))
+	p, err := NewPreloader(d, &table{acts: []Activity{a, {ID: "2", Stock: -1}}}, WithRecovery(rec))
 	require.NoError(t, err)
 	n, err := p.Tick(ctx)
 	assert.Zero(t, n)
@@ -201,7 +201,7 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 			_, err := d.Rebuild(ctx, a, nil) // another preloader rebuilt…
 			require.NoError(t, err)
 			require.NoError(t, d.Freeze(ctx, a.ID)) // …and the activity was frozen again
-			return []Reservation{{RequestID: "x", User: 1, Qty: 1}}, true, nil
+			return []Reservation{{RequestID: "x", User: "1", Qty: 1}}, true, nil
 		})))
 	require.NoError(t, err)
 	n, err = p3.Tick(ctx)
@@ -211,7 +211,7 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 	assert.Equal(t, "5", hgetall(t, rdb, k.meta)["stock"])
 
 	// The next pass rebuilds from a fresh look.
-	rec2 := &recoveryStub{ready: true, live: []Reservation{{RequestID: "x", User: 1, Qty: 1}}}
+	rec2 := &recoveryStub{ready: true, live: []Reservation{{RequestID: "x", User: "1", Qty: 1}}}
 	p4, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(rec2))
 	require.NoError(t, err)
 	n, err = p4.Tick(ctx)

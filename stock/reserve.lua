@@ -6,7 +6,8 @@
 -- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 --                       state R = held, X = released, T = tombstone (released before reserved)
 -- ARGV[1] requestID
--- ARGV[2] user ID (decimal string; never converted to a Lua number)
+-- ARGV[2] user ID (1..64 bytes of [A-Za-z0-9._@+-], checked by the caller;
+--         a string, never converted to a Lua number)
 -- ARGV[3] qty (> 0, <= 2^53-1)
 --
 -- Now: Redis TIME (milliseconds), so every app server sees one clock.

@@ -12,7 +12,7 @@
 --                       state R = held, X = released, T = tombstone (released before reserved)
 -- ARGV[1]               n, the number of requests (1..1024)
 -- ARGV[2 .. n+1]        request IDs
--- ARGV[n+2 .. 2n+1]     user IDs (decimal strings; never converted to Lua numbers)
+-- ARGV[n+2 .. 2n+1]     user IDs (strings of [A-Za-z0-9._@+-]; never converted to Lua numbers)
 -- ARGV[2n+2 .. 3n+1]    quantities (> 0, <= 2^53-1)
 --
 -- Now: Redis TIME (milliseconds), read once: every decision of the call is

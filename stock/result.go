@@ -9,8 +9,8 @@ import (
 // reservation: it is the idempotency key (a retry with the same ID never
 // deducts twice) and the ID later given to [Deductor.Release].
 type Request struct {
-	Activity  int64  // activity ID, > 0
-	User      int64  // buyer ID, > 0
+	Activity  string // activity ID: 1..MaxIDLen bytes of [A-Za-z0-9._@+-] (see ValidID)
+	User      string // buyer ID, same rule as Activity
 	Qty       int64  // units, > 0 and <= the activity's per-user limit (<= MaxQuantity)
 	RequestID string // unique per reservation, 1..128 bytes
 }
@@ -154,8 +154,8 @@ type ReleaseResult struct {
 	// Qty is the reservation's quantity (given back now when Status is
 	// ReleaseDone).
 	Qty int64
-	// User is the reservation's buyer (0 when unknown).
-	User int64
+	// User is the reservation's buyer ("" when unknown).
+	User string
 	// Remaining is the activity's stock after the call (for a sharded
 	// activity, the stock of the reservation's shard).
 	Remaining int64
@@ -194,8 +194,8 @@ func (s State) String() string {
 // times.
 type Reservation struct {
 	RequestID  string
-	User       int64 // 0 for a tombstone
-	Qty        int64 // 0 for a tombstone
+	User       string // "" for a tombstone
+	Qty        int64  // 0 for a tombstone
 	State      State
 	ReservedAt time.Time // the tombstone's time for a tombstone
 	ReleasedAt time.Time // zero unless State is Freed

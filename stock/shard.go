@@ -37,24 +37,24 @@ import (
 // unit names one ledger: an un-sharded activity (n 1, k 0) or shard k of an
 // activity split into n.
 type unit struct {
-	activity int64
+	activity string
 	n, k     int
 }
 
-func plain(activity int64) unit { return unit{activity: activity, n: 1} }
+func plain(activity string) unit { return unit{activity: activity, n: 1} }
 
 // layout is what a Deductor knows of a sharded activity: the number of
 // shards, their keys and a borrowing gate per shard. Immutable but for the
 // gates.
 type layout struct {
-	activity int64
+	activity string
 	n        int
 	keys     []keys
 	lists    [][]string
 	gates    []gate
 }
 
-func newLayout(prefix string, activity int64, n int) *layout {
+func newLayout(prefix, activity string, n int) *layout {
 	l := &layout{activity: activity, n: n, keys: make([]keys, n), lists: make([][]string, n), gates: make([]gate, n)}
 	for k := range n {
 		l.keys[k] = shardKeys(prefix, activity, n, k)
@@ -66,10 +66,21 @@ func newLayout(prefix string, activity int64, n int) *layout {
 func (l *layout) unit(k int) unit { return unit{activity: l.activity, n: l.n, k: k} }
 
 // shardOf returns the shard of a buyer: the splitmix64 finalizer of the user
-// ID, modulo n. Stable across processes and releases (changing it would move
-// buyers between shards of a live sale).
-func shardOf(user int64, n int) int {
-	x := uint64(user)
+// ID, modulo n. A user ID in canonical decimal form is taken as the int64 it
+// spells (so a buyer keeps the shard it had when user IDs were int64), any
+// other ID as its FNV-1a hash. Stable across processes and releases
+// (changing it would move buyers between shards of a live sale).
+func shardOf(user string, n int) int {
+	var x uint64
+	if v, ok := decimalID(user); ok {
+		x = uint64(v)
+	} else {
+		x = 14695981039346656037
+		for i := 0; i < len(user); i++ {
+			x ^= uint64(user[i])
+			x *= 1099511628211
+		}
+	}
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
@@ -87,7 +98,7 @@ const maxLayoutTries = 3
 
 // layoutOf returns the known layout of a sharded activity, or nil (not
 // sharded, or not known to be).
-func (d *Deductor) layoutOf(activity int64) *layout {
+func (d *Deductor) layoutOf(activity string) *layout {
 	if m := d.layouts.Load(); m != nil {
 		return (*m)[activity]
 	}
@@ -96,9 +107,9 @@ func (d *Deductor) layoutOf(activity int64) *layout {
 
 // learn records that activity has n shards (n <= 1: not sharded) and returns
 // its layout (nil when not sharded). The same n returns the known layout.
-func (d *Deductor) learn(activity, n int64) (*layout, error) {
+func (d *Deductor) learn(activity string, n int64) (*layout, error) {
 	if n < 0 || n > MaxShards {
-		return nil, badReply("layout", "activity %d has %d shards", activity, n)
+		return nil, badReply("layout", "activity %s has %d shards", activity, n)
 	}
 	cur := d.layoutOf(activity)
 	switch {
@@ -119,7 +130,7 @@ func (d *Deductor) learn(activity, n int64) (*layout, error) {
 			return c, nil
 		}
 	}
-	m := make(map[int64]*layout, 8)
+	m := make(map[string]*layout, 8)
 	if old != nil && len(*old) < maxLayouts {
 		for k, v := range *old {
 			m[k] = v
@@ -143,7 +154,7 @@ const (
 
 // readLayout reads the activity's layout from its directory key (on the
 // master): the kind and the number of shards.
-func (d *Deductor) readLayout(ctx context.Context, activity int64) (kind, n int64, err error) {
+func (d *Deductor) readLayout(ctx context.Context, activity string) (kind, n int64, err error) {
 	vals, err := layoutScript.Run(ctx, d.rdb, []string{d.keys(activity).meta}).Slice()
 	if err != nil {
 		return 0, 0, classify("layout", err)
@@ -160,7 +171,7 @@ func (d *Deductor) readLayout(ctx context.Context, activity int64) (kind, n int6
 
 // refreshLayout reads the layout again and records it; nil when the
 // activity is not sharded (or absent).
-func (d *Deductor) refreshLayout(ctx context.Context, activity int64) (*layout, error) {
+func (d *Deductor) refreshLayout(ctx context.Context, activity string) (*layout, error) {
 	kind, n, err := d.readLayout(ctx, activity)
 	if err != nil {
 		return d.layoutOf(activity), err
@@ -174,7 +185,7 @@ func (d *Deductor) refreshLayout(ctx context.Context, activity int64) (*layout, 
 // onLayout runs op with the activity's known layout (nil: not sharded), and
 // again with another layout when op returns one (it learnt that the layout
 // changed).
-func onLayout[T any](d *Deductor, activity int64, op func(l *layout) (T, *layout, error)) (T, error) {
+func onLayout[T any](d *Deductor, activity string, op func(l *layout) (T, *layout, error)) (T, error) {
 	l := d.layoutOf(activity)
 	for range maxLayoutTries {
 		v, next, err := op(l)
@@ -184,7 +195,7 @@ func onLayout[T any](d *Deductor, activity int64, op func(l *layout) (T, *layout
 		l = next
 	}
 	var zero T
-	return zero, fmt.Errorf("stock: activity %d: %w: its shard layout changed %d times during the call",
+	return zero, fmt.Errorf("stock: activity %s: %w: its shard layout changed %d times during the call",
 		activity, ErrUnavailable, maxLayoutTries)
 }
 
@@ -352,7 +363,7 @@ func (d *Deductor) releasePass(ctx context.Context, l *layout, requestID string,
 		return rs[best].res, l, true, nil // found: released now or before
 	}
 	if err := errors.Join(errs...); err != nil {
-		return ReleaseResult{}, l, true, fmt.Errorf("stock: release %q in activity %d: %w", requestID, l.activity, err)
+		return ReleaseResult{}, l, true, fmt.Errorf("stock: release %q in activity %s: %w", requestID, l.activity, err)
 	}
 	if len(gs) > 0 {
 		if next, _ := d.judgeGone(ctx, l, gs); next != l {
@@ -462,7 +473,7 @@ func (d *Deductor) remainingSharded(ctx context.Context, l *layout) (int64, *lay
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {
 			return 0, nl, nil
 		}
-		return 0, l, fmt.Errorf("stock: activity %d: %w", l.activity, ErrNotLoaded)
+		return 0, l, fmt.Errorf("stock: activity %s: %w", l.activity, ErrNotLoaded)
 	}
 	return sum + out - in, l, nil
 }
@@ -540,7 +551,7 @@ func (d *Deductor) statsOf(ctx context.Context, k []string) ([16]int64, error) {
 }
 
 // heldSharded reads what user holds in its shard of l.
-func (d *Deductor) heldSharded(ctx context.Context, l *layout, user int64) (int64, *layout, error) {
+func (d *Deductor) heldSharded(ctx context.Context, l *layout, user string) (int64, *layout, error) {
 	k := l.keys[shardOf(user, l.n)]
 	n, err := d.heldKeys(ctx, k, user)
 	if err != nil {
@@ -550,7 +561,7 @@ func (d *Deductor) heldSharded(ctx context.Context, l *layout, user int64) (int6
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {
 			return 0, nl, nil
 		}
-		return 0, l, fmt.Errorf("stock: activity %d: %w", l.activity, ErrNotLoaded)
+		return 0, l, fmt.Errorf("stock: activity %s: %w", l.activity, ErrNotLoaded)
 	}
 	return n[1], l, nil
 }
@@ -601,7 +612,7 @@ func (d *Deductor) loadSharded(ctx context.Context, a Activity, mode int) (bool,
 		case err != nil:
 			errs[k] = err
 		case v[0] == -1:
-			errs[k] = fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 		case v[0] != 0 && v[0] != 1:
 			errs[k] = badReply("load", "status code %d", v[0])
 		}
@@ -649,7 +660,7 @@ func (d *Deductor) writeDirectory(ctx context.Context, a Activity, n int, overwr
 	case 0:
 		return false, v[1], nil
 	case -1:
-		return false, 0, fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		return false, 0, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 	}
 	return false, 0, badReply("load", "directory status code %d", v[0])
 }
@@ -668,7 +679,7 @@ func (d *Deductor) dropLayout(ctx context.Context, l *layout) {
 // checkRebuildable refuses (ErrLive) unless every ledger of the activity's
 // current layout is absent or frozen. It returns that layout's kind and
 // number of shards.
-func (d *Deductor) checkRebuildable(ctx context.Context, activity int64) (int64, int64, error) {
+func (d *Deductor) checkRebuildable(ctx context.Context, activity string) (int64, int64, error) {
 	kind, cur, err := d.readLayout(ctx, activity)
 	if err != nil {
 		return 0, 0, err
@@ -698,7 +709,7 @@ func (d *Deductor) checkRebuildable(ctx context.Context, activity int64) (int64,
 	}
 	for k, n := range ns {
 		if n[0] == 1 && n[9] != 1 {
-			return 0, 0, fmt.Errorf("stock: rebuild activity %d: %w (ledger %d of %d is not frozen: freeze it first)",
+			return 0, 0, fmt.Errorf("stock: rebuild activity %s: %w (ledger %d of %d is not frozen: freeze it first)",
 				activity, ErrLive, k, len(ns))
 		}
 	}
@@ -751,7 +762,7 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 		return Stats{}, err
 	}
 	if err := d.freezeLayout(ctx, l, false); err != nil {
-		return Stats{}, fmt.Errorf("stock: rebuild activity %d: unfreeze the rebuilt shards: %w", a.ID, err)
+		return Stats{}, fmt.Errorf("stock: rebuild activity %s: unfreeze the rebuilt shards: %w", a.ID, err)
 	}
 	if kind == layoutSharded && cur != int64(n) {
 		d.dropLayout(ctx, newLayout(d.o.prefix, a.ID, int(cur)))
@@ -770,18 +781,18 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 }
 
 // rebuildCode maps a rebuild.lua status code to its error.
-func (d *Deductor) rebuildCode(activity, code int64) error {
+func (d *Deductor) rebuildCode(activity string, code int64) error {
 	switch code {
 	case 1:
 		return nil
 	case -1:
-		return fmt.Errorf("%w: activity %d: end + TTL is already past in Redis time", ErrInvalidActivity, activity)
+		return fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, activity)
 	case -2:
-		return fmt.Errorf("stock: rebuild activity %d: %w (freeze it first)", activity, ErrLive)
+		return fmt.Errorf("stock: rebuild activity %s: %w (freeze it first)", activity, ErrLive)
 	case -3:
-		return fmt.Errorf("stock: rebuild activity %d: %w (it changed since it was checked)", activity, ErrLive)
+		return fmt.Errorf("stock: rebuild activity %s: %w (it changed since it was checked)", activity, ErrLive)
 	case -4, -5, -6:
-		return fmt.Errorf("%w: activity %d: live reservations rejected by redis (code %d)", ErrInvalidActivity, activity, code)
+		return fmt.Errorf("%w: activity %s: live reservations rejected by redis (code %d)", ErrInvalidActivity, activity, code)
 	}
 	return badReply("rebuild", "status code %d", code)
 }

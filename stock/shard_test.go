@@ -17,7 +17,7 @@ import (
 
 // shardLedger reads every shard's ledger straight from Redis: request ID ->
 // shard -> record.
-func shardLedger(t *testing.T, rdb redis.UniversalClient, prefix string, activity int64, n int) map[string]map[int]string {
+func shardLedger(t *testing.T, rdb redis.UniversalClient, prefix, activity string, n int) map[string]map[int]string {
 	t.Helper()
 	out := map[string]map[int]string{}
 	for k := range n {
@@ -53,89 +53,89 @@ func TestShardedReleaseLookupReservations(t *testing.T) {
 		ctx := context.Background()
 		const n = 3
 		d := newTestDeductor(t, rdb, prefix)
-		mustLoad(t, d, Activity{ID: 5, Stock: 30, PerUserLimit: 2, Shards: n})
-		who := map[string]int64{}
+		mustLoad(t, d, Activity{ID: "5", Stock: 30, PerUserLimit: 2, Shards: n})
+		who := map[string]string{}
 		for k := range n {
 			for _, u := range usersOn(n, k, 4, 100) {
 				id := fmt.Sprint("r", u)
-				reserveOK(t, d, 5, u, 1, id)
+				reserveOK(t, d, "5", u, 1, id)
 				who[id] = u
 			}
 		}
 
 		fresh := newTestDeductor(t, rdb, prefix)
 		for id, u := range who {
-			r, ok, err := fresh.Lookup(ctx, 5, id)
+			r, ok, err := fresh.Lookup(ctx, "5", id)
 			require.NoError(t, err)
 			require.True(t, ok, id)
 			assert.Equal(t, Held, r.State)
 			assert.Equal(t, u, r.User)
 		}
-		_, ok, err := fresh.Lookup(ctx, 5, "nope")
+		_, ok, err := fresh.Lookup(ctx, "5", "nope")
 		require.NoError(t, err)
 		assert.False(t, ok)
-		rem, err := newTestDeductor(t, rdb, prefix).Remaining(ctx, 5)
+		rem, err := newTestDeductor(t, rdb, prefix).Remaining(ctx, "5")
 		require.NoError(t, err)
 		assert.EqualValues(t, 30-12, rem)
 		u0 := usersOn(n, 0, 1, 100)[0]
-		held, err := newTestDeductor(t, rdb, prefix).Held(ctx, 5, u0)
+		held, err := newTestDeductor(t, rdb, prefix).Held(ctx, "5", u0)
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, held)
 
 		// Release of a held reservation: back to its shard, exactly once.
 		id := fmt.Sprint("r", u0)
-		before := countShards(t, rdb, prefix, 5, n)
-		rr, err := newTestDeductor(t, rdb, prefix).Release(ctx, 5, id)
+		before := countShards(t, rdb, prefix, "5", n)
+		rr, err := newTestDeductor(t, rdb, prefix).Release(ctx, "5", id)
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDone, rr.Status)
 		assert.Equal(t, u0, rr.User)
 		assert.EqualValues(t, 1, rr.Qty)
-		after := countShards(t, rdb, prefix, 5, n)
+		after := countShards(t, rdb, prefix, "5", n)
 		assert.Equal(t, before.stock[0]+1, after.stock[0])
 		assert.Equal(t, before.stock[1:], after.stock[1:])
-		rr, err = d.Release(ctx, 5, id)
+		rr, err = d.Release(ctx, "5", id)
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDuplicate, rr.Status)
-		r, ok, err := d.Lookup(ctx, 5, id)
+		r, ok, err := d.Lookup(ctx, "5", id)
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, Freed, r.State)
-		held, err = d.Held(ctx, 5, u0)
+		held, err = d.Held(ctx, "5", u0)
 		require.NoError(t, err)
 		assert.Zero(t, held)
 		requireConserved(t, after, 30)
 
 		// An unknown ID: tombstoned in every shard.
-		rr, err = d.Release(ctx, 5, "ghost")
+		rr, err = d.Release(ctx, "5", "ghost")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseUnknown, rr.Status)
-		l := shardLedger(t, rdb, prefix, 5, n)
+		l := shardLedger(t, rdb, prefix, "5", n)
 		require.Len(t, l["ghost"], n)
 		for k, rec := range l["ghost"] {
 			p, err := parseRecord("ghost", rec)
 			require.NoError(t, err)
 			assert.Equal(t, Tombstone, p.State, "shard %d", k)
 		}
-		rr, err = d.Release(ctx, 5, "ghost")
+		rr, err = d.Release(ctx, "5", "ghost")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDuplicate, rr.Status)
 		for k := range n {
-			res, err := d.Reserve(ctx, Request{Activity: 5, User: usersOn(n, k, 1, 5000)[0], Qty: 1, RequestID: "ghost"})
+			res, err := d.Reserve(ctx, Request{Activity: "5", User: usersOn(n, k, 1, 5000)[0], Qty: 1, RequestID: "ghost"})
 			require.NoError(t, err)
 			assert.Equal(t, Released, res.Status, "late reserve on shard %d", k)
 		}
-		r, ok, err = d.Lookup(ctx, 5, "ghost")
+		r, ok, err = d.Lookup(ctx, "5", "ghost")
 		require.NoError(t, err)
 		require.True(t, ok)
 		assert.Equal(t, Tombstone, r.State)
-		requireConserved(t, countShards(t, rdb, prefix, 5, n), 30)
+		requireConserved(t, countShards(t, rdb, prefix, "5", n), 30)
 
 		// Reservations walks every shard, in small pages.
 		got := map[string]State{}
 		var cursor uint64
 		for i := 0; ; i++ {
 			require.Less(t, i, 1000)
-			page, next, err := newTestDeductor(t, rdb, prefix).Reservations(ctx, 5, cursor, 2)
+			page, next, err := newTestDeductor(t, rdb, prefix).Reservations(ctx, "5", cursor, 2)
 			require.NoError(t, err)
 			for _, r := range page {
 				got[r.RequestID] = r.State
@@ -146,7 +146,7 @@ func TestShardedReleaseLookupReservations(t *testing.T) {
 			cursor = next
 		}
 		want := map[string]State{}
-		for id, per := range shardLedger(t, rdb, prefix, 5, n) {
+		for id, per := range shardLedger(t, rdb, prefix, "5", n) {
 			for _, rec := range per {
 				p, err := parseRecord(id, rec)
 				require.NoError(t, err)
@@ -156,10 +156,10 @@ func TestShardedReleaseLookupReservations(t *testing.T) {
 			}
 		}
 		assert.Equal(t, want, got)
-		_, _, err = d.Reservations(ctx, 5, uint64(n)<<56, 10)
+		_, _, err = d.Reservations(ctx, "5", uint64(n)<<56, 10)
 		assert.ErrorIs(t, err, ErrInvalidRequest)
 
-		st, err := newTestDeductor(t, rdb, prefix).Stats(ctx, 5)
+		st, err := newTestDeductor(t, rdb, prefix).Stats(ctx, "5")
 		require.NoError(t, err)
 		require.Len(t, st.Shards, n)
 		assert.True(t, st.Loaded)
@@ -185,44 +185,44 @@ func TestShardedFreezeRebuild(t *testing.T) {
 		ctx := context.Background()
 		var losses lossLog
 		d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-		a := Activity{ID: 9, Stock: 30, PerUserLimit: 2, Shards: 3}
+		a := Activity{ID: "9", Stock: 30, PerUserLimit: 2, Shards: 3}
 		mustLoad(t, d, a)
 		var live []Reservation
 		for k := range 3 {
 			for _, u := range usersOn(3, k, 3, 10) {
 				id := fmt.Sprint("r", u)
-				res := reserveOK(t, d, 9, u, 2, id)
+				res := reserveOK(t, d, "9", u, 2, id)
 				live = append(live, Reservation{RequestID: id, User: u, Qty: 2, ReservedAt: res.ReservedAt})
 			}
 		}
 		// Some units borrowed, so that transfer records exist too.
 		for _, u := range usersOn(3, 0, 3, 1000) {
-			reserveOK(t, d, 9, u, 1, fmt.Sprint("b", u))
+			reserveOK(t, d, "9", u, 1, fmt.Sprint("b", u))
 		}
 
 		_, err := d.Rebuild(ctx, a, live)
 		assert.ErrorIs(t, err, ErrLive)
 		assert.Zero(t, losses.total())
 
-		require.NoError(t, d.Freeze(ctx, 9))
-		l3 := d.layoutOf(9)
+		require.NoError(t, d.Freeze(ctx, "9"))
+		l3 := d.layoutOf("9")
 		for k := range 3 {
 			assert.Equal(t, "1", hgetall(t, rdb, l3.keys[k].meta)["frozen"], "shard %d", k)
 		}
 		for k := range 3 {
-			assert.Equal(t, Frozen, reserveStatus(t, d, 9, usersOn(3, k, 1, 5000)[0], 1, fmt.Sprint("f", k)))
+			assert.Equal(t, Frozen, reserveStatus(t, d, "9", usersOn(3, k, 1, 5000)[0], 1, fmt.Sprint("f", k)))
 		}
-		rr, err := d.Release(ctx, 9, live[0].RequestID)
+		rr, err := d.Release(ctx, "9", live[0].RequestID)
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDone, rr.Status, "release works while frozen")
 		live = live[1:]
-		require.NoError(t, d.Unfreeze(ctx, 9))
-		reserveOK(t, d, 9, usersOn(3, 1, 1, 7000)[0], 1, "thawed")
-		require.NoError(t, d.Freeze(ctx, 9))
+		require.NoError(t, d.Unfreeze(ctx, "9"))
+		reserveOK(t, d, "9", usersOn(3, 1, 1, 7000)[0], 1, "thawed")
+		require.NoError(t, d.Freeze(ctx, "9"))
 
 		check := func(n int, epoch0 int64) {
 			t.Helper()
-			st, err := d.Stats(ctx, 9)
+			st, err := d.Stats(ctx, "9")
 			require.NoError(t, err)
 			assert.True(t, st.Loaded)
 			assert.False(t, st.Frozen)
@@ -234,11 +234,11 @@ func TestShardedFreezeRebuild(t *testing.T) {
 			assert.EqualValues(t, 30-sum, st.Remaining)
 			if n == 1 {
 				assert.Empty(t, st.Shards)
-				assert.Len(t, hgetall(t, rdb, activityKeys(prefix, 9).ledger), len(live))
+				assert.Len(t, hgetall(t, rdb, activityKeys(prefix, "9").ledger), len(live))
 				return
 			}
 			require.Len(t, st.Shards, n)
-			c := countShards(t, rdb, prefix, 9, n)
+			c := countShards(t, rdb, prefix, "9", n)
 			requireConserved(t, c, 30)
 			assert.Zero(t, c.pending)
 			assert.Len(t, c.entries, len(live))
@@ -252,7 +252,7 @@ func TestShardedFreezeRebuild(t *testing.T) {
 			assert.LessOrEqual(t, slices.Max(shards)-slices.Min(shards), int64(1), "the rest split evenly: %v", shards)
 		}
 
-		st0, err := d.Stats(ctx, 9)
+		st0, err := d.Stats(ctx, "9")
 		require.NoError(t, err)
 		_, err = d.Rebuild(ctx, a, live)
 		require.NoError(t, err)
@@ -261,15 +261,15 @@ func TestShardedFreezeRebuild(t *testing.T) {
 			assert.Empty(t, hgetall(t, rdb, l3.keys[k].xout))
 			assert.Empty(t, hgetall(t, rdb, l3.keys[k].xin))
 		}
-		res, err := d.Reserve(ctx, Request{Activity: 9, User: live[0].User, Qty: 2, RequestID: live[0].RequestID})
+		res, err := d.Reserve(ctx, Request{Activity: "9", User: live[0].User, Qty: 2, RequestID: live[0].RequestID})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 		assert.True(t, res.Replayed, "a live reservation answers from the rebuilt ledger")
 
 		// Into six shards: the old three are dropped.
 		other := newTestDeductor(t, rdb, prefix)
-		require.NoError(t, other.Freeze(ctx, 9))
-		st0, err = d.Stats(ctx, 9)
+		require.NoError(t, other.Freeze(ctx, "9"))
+		st0, err = d.Stats(ctx, "9")
 		require.NoError(t, err)
 		a6 := a
 		a6.Shards = 6
@@ -278,21 +278,21 @@ func TestShardedFreezeRebuild(t *testing.T) {
 		assert.Zero(t, keysExist(t, rdb, l3), "the old layout's keys are gone")
 		check(6, st0.Epoch)
 		u := usersOn(6, 4, 1, 9000)[0]
-		reserveOK(t, d, 9, u, 1, "after6") // d knew 3 shards
-		assert.Equal(t, 4, countShards(t, rdb, prefix, 9, 6).entries["after6"])
+		reserveOK(t, d, "9", u, 1, "after6") // d knew 3 shards
+		assert.Equal(t, 4, countShards(t, rdb, prefix, "9", 6).entries["after6"])
 
 		// Back to one ledger.
-		require.NoError(t, other.Freeze(ctx, 9))
-		st0, err = d.Stats(ctx, 9)
+		require.NoError(t, other.Freeze(ctx, "9"))
+		st0, err = d.Stats(ctx, "9")
 		require.NoError(t, err)
 		a1 := a
 		a1.Shards = 0
 		_, err = other.Rebuild(ctx, a1, live)
 		require.NoError(t, err)
-		assert.Zero(t, keysExist(t, rdb, newLayout(prefix, 9, 6)))
+		assert.Zero(t, keysExist(t, rdb, newLayout(prefix, "9", 6)))
 		check(1, st0.Epoch)
-		reserveOK(t, d, 9, u, 1, "after1") // d knew 6 shards
-		assert.Contains(t, hgetall(t, rdb, activityKeys(prefix, 9).ledger), "after1")
+		reserveOK(t, d, "9", u, 1, "after1") // d knew 6 shards
+		assert.Contains(t, hgetall(t, rdb, activityKeys(prefix, "9").ledger), "after1")
 		assert.Zero(t, losses.total(), "layout changes are not losses")
 	})
 }
@@ -308,59 +308,59 @@ func TestShardedResetAndLoad(t *testing.T) {
 		var losses lossLog
 		d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
 		for _, bad := range []int{-1, MaxShards + 1} {
-			_, err := d.Load(ctx, Activity{ID: 1, Stock: 10, Shards: bad})
+			_, err := d.Load(ctx, Activity{ID: "1", Stock: 10, Shards: bad})
 			assert.ErrorIs(t, err, ErrInvalidActivity)
 		}
 
-		a := Activity{ID: 1, Stock: 10, Shards: 3}
+		a := Activity{ID: "1", Stock: 10, Shards: 3}
 		mustLoad(t, d, a)
 		loaded, err := d.Load(ctx, a)
 		require.NoError(t, err)
 		assert.False(t, loaded)
-		loaded, err = d.Load(ctx, Activity{ID: 1, Stock: 99})
+		loaded, err = d.Load(ctx, Activity{ID: "1", Stock: 99})
 		require.NoError(t, err)
 		assert.False(t, loaded, "an un-sharded Load does not touch a sharded activity")
-		loaded, err = d.Load(ctx, Activity{ID: 1, Stock: 99, Shards: 6})
+		loaded, err = d.Load(ctx, Activity{ID: "1", Stock: 99, Shards: 6})
 		require.NoError(t, err)
 		assert.False(t, loaded)
 		u := usersOn(3, 2, 1, 1)[0]
-		reserveOK(t, d, 1, u, 1, "a")
-		assert.Equal(t, []int64{4, 3, 2}, countShards(t, rdb, prefix, 1, 3).stock)
+		reserveOK(t, d, "1", u, 1, "a")
+		assert.Equal(t, []int64{4, 3, 2}, countShards(t, rdb, prefix, "1", 3).stock)
 
 		// Cut short: the directory never written.
-		require.NoError(t, rdb.Del(ctx, activityKeys(prefix, 1).meta).Err())
+		require.NoError(t, rdb.Del(ctx, activityKeys(prefix, "1").meta).Err())
 		loaded, err = newTestDeductor(t, rdb, prefix).Load(ctx, a)
 		require.NoError(t, err)
 		assert.True(t, loaded)
-		assert.Equal(t, []int64{4, 3, 2}, countShards(t, rdb, prefix, 1, 3).stock, "the shards are kept")
+		assert.Equal(t, []int64{4, 3, 2}, countShards(t, rdb, prefix, "1", 3).stock, "the shards are kept")
 
 		// Reset to 6 shards, to one ledger, to 3 shards.
-		l3 := d.layoutOf(1)
-		require.NoError(t, newTestDeductor(t, rdb, prefix).Reset(ctx, Activity{ID: 1, Stock: 12, Shards: 6}))
+		l3 := d.layoutOf("1")
+		require.NoError(t, newTestDeductor(t, rdb, prefix).Reset(ctx, Activity{ID: "1", Stock: 12, Shards: 6}))
 		assert.Zero(t, keysExist(t, rdb, l3))
-		reserveOK(t, d, 1, u, 1, "b")
-		c := countShards(t, rdb, prefix, 1, 6)
+		reserveOK(t, d, "1", u, 1, "b")
+		c := countShards(t, rdb, prefix, "1", 6)
 		requireConserved(t, c, 12)
 		assert.Equal(t, shardOf(u, 6), c.entries["b"])
 
-		require.NoError(t, newTestDeductor(t, rdb, prefix).Reset(ctx, Activity{ID: 1, Stock: 5}))
-		assert.Zero(t, keysExist(t, rdb, newLayout(prefix, 1, 6)))
-		reserveOK(t, d, 1, u, 1, "c")
-		assert.EqualValues(t, 4, hint(t, rdb, activityKeys(prefix, 1).meta, "stock"))
+		require.NoError(t, newTestDeductor(t, rdb, prefix).Reset(ctx, Activity{ID: "1", Stock: 5}))
+		assert.Zero(t, keysExist(t, rdb, newLayout(prefix, "1", 6)))
+		reserveOK(t, d, "1", u, 1, "c")
+		assert.EqualValues(t, 4, hint(t, rdb, activityKeys(prefix, "1").meta, "stock"))
 
-		require.NoError(t, newTestDeductor(t, rdb, prefix).Reset(ctx, Activity{ID: 1, Stock: 9, Shards: 3}))
-		assert.NotContains(t, hgetall(t, rdb, activityKeys(prefix, 1).meta), "stock")
-		reserveOK(t, d, 1, u, 1, "d")
-		requireConserved(t, countShards(t, rdb, prefix, 1, 3), 9)
+		require.NoError(t, newTestDeductor(t, rdb, prefix).Reset(ctx, Activity{ID: "1", Stock: 9, Shards: 3}))
+		assert.NotContains(t, hgetall(t, rdb, activityKeys(prefix, "1").meta), "stock")
+		reserveOK(t, d, "1", u, 1, "d")
+		requireConserved(t, countShards(t, rdb, prefix, "1", 3), 9)
 		assert.Zero(t, losses.total())
 
 		// The preloader loads a sharded activity.
-		p, err := NewPreloader(d, &table{acts: []Activity{{ID: 2, Stock: 7, Shards: 4}}})
+		p, err := NewPreloader(d, &table{acts: []Activity{{ID: "2", Stock: 7, Shards: 4}}})
 		require.NoError(t, err)
 		got, err := p.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, got)
-		st, err := newTestDeductor(t, rdb, prefix).Stats(ctx, 2)
+		st, err := newTestDeductor(t, rdb, prefix).Stats(ctx, "2")
 		require.NoError(t, err)
 		assert.True(t, st.Loaded)
 		assert.Len(t, st.Shards, 4)
@@ -378,55 +378,55 @@ func TestShardLoss(t *testing.T) {
 		ctx := context.Background()
 		var losses lossLog
 		d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-		a := Activity{ID: 3, Stock: 9, Shards: 3}
+		a := Activity{ID: "3", Stock: 9, Shards: 3}
 		mustLoad(t, d, a)
 		var live []Reservation
 		for k := range 3 {
 			u := usersOn(3, k, 1, 1)[0]
-			res := reserveOK(t, d, 3, u, 1, fmt.Sprint("r", u))
+			res := reserveOK(t, d, "3", u, 1, fmt.Sprint("r", u))
 			live = append(live, Reservation{RequestID: fmt.Sprint("r", u), User: u, Qty: 1, ReservedAt: res.ReservedAt})
 		}
-		l := d.layoutOf(3)
+		l := d.layoutOf("3")
 		require.NoError(t, rdb.Del(ctx, l.lists[1]...).Err())
 
 		on1 := usersOn(3, 1, 3, 100)
-		assert.Equal(t, Frozen, reserveStatus(t, d, 3, on1[0], 1, "x1"))
-		require.Len(t, losses.get(3), 1)
-		assert.Contains(t, losses.get(3)[0], "shard 1 of 3")
+		assert.Equal(t, Frozen, reserveStatus(t, d, "3", on1[0], 1, "x1"))
+		require.Len(t, losses.get("3"), 1)
+		assert.Contains(t, losses.get("3")[0], "shard 1 of 3")
 		on0 := usersOn(3, 0, 5, 100)
 		for i, u := range on0[:2] {
-			assert.Equal(t, Reserved, reserveStatus(t, d, 3, u, 1, fmt.Sprint("y", i)))
+			assert.Equal(t, Reserved, reserveStatus(t, d, "3", u, 1, fmt.Sprint("y", i)))
 		}
-		res, err := d.Reserve(ctx, Request{Activity: 3, User: on0[2], Qty: 1, RequestID: "y2"})
+		res, err := d.Reserve(ctx, Request{Activity: "3", User: on0[2], Qty: 1, RequestID: "y2"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status, "borrowed from shard 2")
-		assert.Len(t, losses.get(3), 1, "reported once")
+		assert.Len(t, losses.get("3"), 1, "reported once")
 
 		// Shard 2 frozen by hand with units left, shard 0 empty: its buyers
 		// are told busy, not sold out.
 		l2 := newTestDeductor(t, rdb, prefix)
-		c := countShards(t, rdb, prefix, 3, 3)
+		c := countShards(t, rdb, prefix, "3", 3)
 		require.Zero(t, c.stock[0])
 		require.Positive(t, c.stock[2])
 		_, err = l2.freezeUnit(ctx, l.unit(2), l.keys[2].meta, true)
 		require.NoError(t, err)
-		res, err = d.Reserve(ctx, Request{Activity: 3, User: on0[3], Qty: 1, RequestID: "busy"})
+		res, err = d.Reserve(ctx, Request{Activity: "3", User: on0[3], Qty: 1, RequestID: "busy"})
 		require.NoError(t, err)
 		assert.Equal(t, Frozen, res.Status)
-		assert.False(t, d.SoldOut(3))
+		assert.False(t, d.SoldOut("3"))
 		_, err = l2.freezeUnit(ctx, l.unit(2), l.keys[2].meta, false)
 		require.NoError(t, err)
 		// Shard 1 is still missing: a buyer of shard 2 who finds it short
 		// after shard 2 is drained is not told sold out either.
 		for i, u := range usersOn(3, 2, 10, 100) {
-			res, err := d.Reserve(ctx, Request{Activity: 3, User: u, Qty: 1, RequestID: fmt.Sprint("s2-", i)})
+			res, err := d.Reserve(ctx, Request{Activity: "3", User: u, Qty: 1, RequestID: fmt.Sprint("s2-", i)})
 			require.NoError(t, err)
 			if res.Status != Reserved {
 				assert.Equal(t, Frozen, res.Status)
 				break
 			}
 		}
-		assert.False(t, d.SoldOut(3), "a missing shard's units are unknown, not sold")
+		assert.False(t, d.SoldOut("3"), "a missing shard's units are unknown, not sold")
 		live = append(live, ledgerLive(t, rdb, l, 2)...)
 
 		rec := &recoveryStub{}
@@ -439,7 +439,7 @@ func TestShardLoss(t *testing.T) {
 			assert.Equal(t, "1", hgetall(t, rdb, l.keys[k].meta)["frozen"], "shard %d frozen while not ready", k)
 		}
 		assert.Equal(t, "0", hgetall(t, rdb, l.keys[1].meta)["stock"], "a frozen placeholder for the lost shard")
-		assert.Equal(t, Frozen, reserveStatus(t, d, 3, on0[3], 1, "z"))
+		assert.Equal(t, Frozen, reserveStatus(t, d, "3", on0[3], 1, "z"))
 
 		live = append(live, Reservation{RequestID: "y0", User: on0[0], Qty: 1}, Reservation{RequestID: "y1", User: on0[1], Qty: 1},
 			Reservation{RequestID: "y2", User: on0[2], Qty: 1})
@@ -447,7 +447,7 @@ func TestShardLoss(t *testing.T) {
 		n, err = p.Tick(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n)
-		c = countShards(t, rdb, prefix, 3, 3)
+		c = countShards(t, rdb, prefix, "3", 3)
 		requireConserved(t, c, 9)
 		var held int64
 		for _, r := range live {
@@ -457,8 +457,8 @@ func TestShardLoss(t *testing.T) {
 		for _, r := range live {
 			assert.Equal(t, shardOf(r.User, 3), c.entries[r.RequestID])
 		}
-		assert.Equal(t, Reserved, reserveStatus(t, d, 3, on1[2], 1, "after"))
-		assert.Len(t, losses.get(3), 1, "the rebuild is not a loss")
+		assert.Equal(t, Reserved, reserveStatus(t, d, "3", on1[2], 1, "after"))
+		assert.Len(t, losses.get("3"), 1, "the rebuild is not a loss")
 	})
 }
 
@@ -473,35 +473,35 @@ func TestShardedScriptsTouchOneSlot(t *testing.T) {
 	ctx := context.Background()
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix, WithCoalescing(100*time.Microsecond, 8), WithClock(testenv.NewEpochClock(0)))
-	a := Activity{ID: 4, Stock: 40, Shards: 4}
+	a := Activity{ID: "4", Stock: 40, Shards: 4}
 	mustLoad(t, d, a)
 	var wg sync.WaitGroup
 	for _, u := range usersOn(4, 0, 60, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = d.Reserve(ctx, Request{Activity: 4, User: u, Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+			_, _ = d.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, RequestID: u})
 		}()
 	}
 	wg.Wait()
-	_, err := d.Release(ctx, 4, strconv.FormatInt(usersOn(4, 0, 1, 1)[0], 10))
+	_, err := d.Release(ctx, "4", usersOn(4, 0, 1, 1)[0])
 	require.NoError(t, err)
-	_, _ = d.Release(ctx, 4, "unknown")
-	_, _, _ = d.Lookup(ctx, 4, "unknown")
-	_, _, _ = d.Reservations(ctx, 4, 0, 10)
-	_, _ = d.Stats(ctx, 4)
-	_, _ = d.Remaining(ctx, 4)
-	require.NoError(t, d.Freeze(ctx, 4))
+	_, _ = d.Release(ctx, "4", "unknown")
+	_, _, _ = d.Lookup(ctx, "4", "unknown")
+	_, _, _ = d.Reservations(ctx, "4", 0, 10)
+	_, _ = d.Stats(ctx, "4")
+	_, _ = d.Remaining(ctx, "4")
+	require.NoError(t, d.Freeze(ctx, "4"))
 	_, err = d.Rebuild(ctx, a, nil)
 	require.NoError(t, err)
-	_, err = d.SettleTransfers(ctx, 4)
+	_, err = d.SettleTransfers(ctx, "4")
 	require.NoError(t, err)
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	assert.Greater(t, rec.calls, 100)
 	assert.Empty(t, rec.bad)
-	assert.Positive(t, countShards(t, rdb, prefix, 4, 4).stock[0]+1, "sanity")
+	assert.Positive(t, countShards(t, rdb, prefix, "4", 4).stock[0]+1, "sanity")
 }
 
 // keyRecorder is a go-redis hook checking that the keys of each EVAL and
@@ -582,26 +582,26 @@ func TestResetToOtherShardCountFreezesFirst(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	var losses lossLog
 	d := newTestDeductor(t, c, prefix, WithOnLoss(losses.hook))
-	mustLoad(t, d, Activity{ID: 1, Stock: 9, Shards: 3})
+	mustLoad(t, d, Activity{ID: "1", Stock: 9, Shards: 3})
 	u := usersOn(3, 1, 1, 1)[0]
-	reserveOK(t, d, 1, u, 1, "before")
+	reserveOK(t, d, "1", u, 1, "before")
 
 	admin := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = admin.Close() })
 	hold := newScriptHold(directoryScript, directoryLua)
 	admin.AddHook(hold)
 	done := make(chan error, 1)
-	go func() { done <- newTestDeductor(t, admin, prefix).Reset(ctx, Activity{ID: 1, Stock: 12, Shards: 6}) }()
+	go func() { done <- newTestDeductor(t, admin, prefix).Reset(ctx, Activity{ID: "1", Stock: 12, Shards: 6}) }()
 	<-hold.in
-	assert.Equal(t, Frozen, reserveStatus(t, d, 1, u+1000, 1, "during"), "the old shards are frozen")
+	assert.Equal(t, Frozen, reserveStatus(t, d, "1", "1"+u, 1, "during"), "the old shards are frozen")
 	close(hold.out)
 	require.NoError(t, <-done)
 
-	reserveOK(t, d, 1, u, 1, "after")
-	c6 := countShards(t, c, prefix, 1, 6)
+	reserveOK(t, d, "1", u, 1, "after")
+	c6 := countShards(t, c, prefix, "1", 6)
 	requireConserved(t, c6, 12)
 	assert.EqualValues(t, 1, c6.held)
-	assert.Zero(t, keysExist(t, c, newLayout(prefix, 1, 3)))
+	assert.Zero(t, keysExist(t, c, newLayout(prefix, "1", 3)))
 	assert.Zero(t, losses.total())
 }
 

@@ -3,7 +3,6 @@ package stock
 import (
 	"context"
 	"math"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +73,7 @@ type idSet struct {
 	ids        map[string]struct{}
 }
 
-func (d *Deductor) flag(activity int64) *soldFlag {
+func (d *Deductor) flag(activity string) *soldFlag {
 	m := d.flags.Load()
 	if m == nil {
 		return nil
@@ -84,7 +83,7 @@ func (d *Deductor) flag(activity int64) *soldFlag {
 
 // refuseLocal reports whether the process knows the activity is sold out
 // and requestID was not in its ledger.
-func (d *Deductor) refuseLocal(activity int64, requestID string) bool {
+func (d *Deductor) refuseLocal(activity, requestID string) bool {
 	f := d.flag(activity)
 	if f == nil {
 		return false
@@ -110,7 +109,7 @@ func (d *Deductor) refuseLocal(activity int64, requestID string) bool {
 // SoldOut reports whether this process currently refuses the activity
 // in-process (it has learnt that the activity is sold out and not yet learnt
 // that stock came back). It never calls Redis.
-func (d *Deductor) SoldOut(activity int64) bool {
+func (d *Deductor) SoldOut(activity string) bool {
 	f := d.flag(activity)
 	if f == nil {
 		return false
@@ -120,7 +119,7 @@ func (d *Deductor) SoldOut(activity int64) bool {
 }
 
 // flagFor returns the flag of activity, creating it.
-func (d *Deductor) flagFor(activity int64) *soldFlag {
+func (d *Deductor) flagFor(activity string) *soldFlag {
 	if f := d.flag(activity); f != nil {
 		return f
 	}
@@ -130,7 +129,7 @@ func (d *Deductor) flagFor(activity int64) *soldFlag {
 		return f
 	}
 	old := d.flags.Load()
-	m := make(map[int64]*soldFlag, 1)
+	m := make(map[string]*soldFlag, 1)
 	if old != nil {
 		for k, v := range *old {
 			m[k] = v
@@ -145,7 +144,7 @@ func (d *Deductor) flagFor(activity int64) *soldFlag {
 // markSoldOut sets the flag after a SoldOut reply with fence r, once the
 // ledger's request IDs are known. A flag already set is left as it is (it
 // expires on its first schedule, and the next sell-out takes a new look).
-func (d *Deductor) markSoldOut(ctx context.Context, activity int64, r fenceReply) {
+func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceReply) {
 	f := d.flagFor(activity)
 	if f.until.Load() != 0 || !f.loading.CompareAndSwap(false, true) {
 		return
@@ -192,7 +191,7 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity int64, r fenceReply
 // shard's ledger, for a sharded activity). It runs on the master (EVALSHA,
 // not EVALSHA_RO): a replica may not have the reservation whose retry the
 // set is there to let through.
-func (d *Deductor) ledgerIDs(ctx context.Context, activity int64) (map[string]struct{}, error) {
+func (d *Deductor) ledgerIDs(ctx context.Context, activity string) (map[string]struct{}, error) {
 	ledgers := []string{d.keys(activity).ledger}
 	if l := d.layoutOf(activity); l != nil {
 		ledgers = ledgers[:0]
@@ -240,7 +239,7 @@ func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]st
 	}
 }
 
-func (d *Deductor) clearSoldOut(activity int64) {
+func (d *Deductor) clearSoldOut(activity string) {
 	f := d.flag(activity)
 	if f == nil {
 		return
@@ -311,9 +310,9 @@ func (d *Deductor) Run(ctx context.Context) error {
 				msgs = nil
 				continue
 			}
-			a, err := strconv.ParseInt(m.Payload, 10, 64)
-			if err != nil {
-				d.o.logger.Warn("stock: bad release message", "payload", m.Payload)
+			a := m.Payload
+			if !ValidID(a) {
+				d.o.logger.Warn("stock: bad release message", "bytes", len(a))
 				continue
 			}
 			d.mu.Lock()
@@ -329,7 +328,7 @@ func (d *Deductor) Run(ctx context.Context) error {
 // expireMarks drops the flags Run owns that are older than the interval.
 func (d *Deductor) expireMarks() {
 	now := d.o.clock.Now()
-	var expired []int64
+	var expired []string
 	d.mu.Lock()
 	for a, at := range d.marked {
 		if now.Sub(at) >= d.o.recheck {

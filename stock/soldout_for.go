@@ -6,6 +6,6 @@ package stock
 // sold out is not refused: its retry goes to Redis and gets its reservation
 // back. Like [Deductor.SoldOut] it never calls Redis; use it in front of
 // work that a retry must not repeat (a one-time captcha, an access token).
-func (d *Deductor) SoldOutFor(activity int64, requestID string) bool {
+func (d *Deductor) SoldOutFor(activity, requestID string) bool {
 	return d.refuseLocal(activity, requestID)
 }

@@ -18,7 +18,7 @@ type soldOutEvents struct {
 	ev []bool
 }
 
-func (e *soldOutEvents) hook(_ int64, soldOut bool) {
+func (e *soldOutEvents) hook(_ string, soldOut bool) {
 	e.mu.Lock()
 	e.ev = append(e.ev, soldOut)
 	e.mu.Unlock()
@@ -35,16 +35,16 @@ func (e *soldOutEvents) get() []bool {
 func sellOut(t *testing.T, d *Deductor) {
 	t.Helper()
 	ctx := context.Background()
-	mustLoad(t, d, Activity{ID: 1, Stock: 1})
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "win"})
+	mustLoad(t, d, Activity{ID: "1", Stock: 1})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "win"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
-	require.False(t, d.SoldOut(1), "a Reserved answer does not set the flag")
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "lose"})
+	require.False(t, d.SoldOut("1"), "a Reserved answer does not set the flag")
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "lose"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	require.False(t, res.Local)
-	require.True(t, d.SoldOut(1))
+	require.True(t, d.SoldOut("1"))
 }
 
 // TestSoldOutRefusedInProcess proves the refusal does not reach Redis: with
@@ -59,31 +59,31 @@ func TestSoldOutRefusedInProcess(t *testing.T) {
 	sellOut(t, d)
 
 	m.SetError("LOADING down")
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "x"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "x"})
 	require.NoError(t, err)
 	assert.Equal(t, Result{Status: SoldOut, Local: true}, res)
 	// Other activities are unaffected: they go to Redis (and fail here).
-	_, err = d.Reserve(ctx, Request{Activity: 2, User: 3, Qty: 1, RequestID: "x"})
+	_, err = d.Reserve(ctx, Request{Activity: "2", User: "3", Qty: 1, RequestID: "x"})
 	assert.ErrorIs(t, err, ErrUnavailable)
 	m.SetError("")
 
 	// Without Run the flag expires after the re-check interval on the clock.
 	clock.Add(DefaultRecheckInterval - time.Millisecond)
-	assert.True(t, d.SoldOut(1))
+	assert.True(t, d.SoldOut("1"))
 	clock.Add(time.Millisecond)
-	assert.False(t, d.SoldOut(1))
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "x"})
+	assert.False(t, d.SoldOut("1"))
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "x"})
 	require.NoError(t, err)
 	assert.False(t, res.Local, "after the interval Redis is asked again")
 	assert.Equal(t, SoldOut, res.Status)
-	assert.True(t, d.SoldOut(1), "and the flag is set again")
+	assert.True(t, d.SoldOut("1"), "and the flag is set again")
 
 	// A Release in this process clears the flag at once.
-	rr, err := d.Release(ctx, 1, "win")
+	rr, err := d.Release(ctx, "1", "win")
 	require.NoError(t, err)
 	require.Equal(t, ReleaseDone, rr.Status)
-	assert.False(t, d.SoldOut(1))
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "y"})
+	assert.False(t, d.SoldOut("1"))
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "y"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 	assert.Equal(t, []bool{true, false, true, false}, ev.get())
@@ -96,12 +96,12 @@ func TestSoldOutWithQtyLeft(t *testing.T) {
 	ctx := context.Background()
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
-	mustLoad(t, d, Activity{ID: 1, Stock: 1, PerUserLimit: 3})
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 3, RequestID: "a"})
+	mustLoad(t, d, Activity{ID: "1", Stock: 1, PerUserLimit: 3})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 3, RequestID: "a"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
-	assert.False(t, d.SoldOut(1))
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "b"})
+	assert.False(t, d.SoldOut("1"))
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 }
@@ -111,14 +111,14 @@ func TestWithoutSoldOutCache(t *testing.T) {
 	ctx := context.Background()
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithoutSoldOutCache())
-	mustLoad(t, d, Activity{ID: 1, Stock: 0})
+	mustLoad(t, d, Activity{ID: "1", Stock: 0})
 	for range 3 {
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "a"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.False(t, res.Local)
 	}
-	assert.False(t, d.SoldOut(1))
+	assert.False(t, d.SoldOut("1"))
 }
 
 // numSub waits until the release channel has n subscribers.
@@ -151,13 +151,13 @@ func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
 
 		sellOut(t, b)
 		clock.Add(2 * time.Hour) // Run owns the flag: the clock alone does not clear it
-		assert.True(t, b.SoldOut(1))
+		assert.True(t, b.SoldOut("1"))
 
-		rr, err := a.Release(ctx, 1, "win")
+		rr, err := a.Release(ctx, "1", "win")
 		require.NoError(t, err)
 		require.Equal(t, ReleaseDone, rr.Status)
-		require.Eventually(t, func() bool { return !b.SoldOut(1) }, 10*time.Second, time.Millisecond)
-		res, err := b.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "again"})
+		require.Eventually(t, func() bool { return !b.SoldOut("1") }, 10*time.Second, time.Millisecond)
+		res, err := b.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "again"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 	})
@@ -177,17 +177,17 @@ func TestRunBackstop(t *testing.T) {
 
 	sellOut(t, d)
 	time.Sleep(50 * time.Millisecond) // several ticks pass, but the clock has not moved
-	assert.True(t, d.SoldOut(1))
+	assert.True(t, d.SoldOut("1"))
 	clock.Add(5 * time.Millisecond)
-	require.Eventually(t, func() bool { return !d.SoldOut(1) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !d.SoldOut("1") }, 10*time.Second, time.Millisecond)
 
 	// Stopping Run hands a flag back to the clock-checked mode.
 	sellOutAgain(t, d)
 	cancel()
 	require.NoError(t, <-done)
-	assert.True(t, d.SoldOut(1))
+	assert.True(t, d.SoldOut("1"))
 	clock.Add(5 * time.Millisecond)
-	assert.False(t, d.SoldOut(1))
+	assert.False(t, d.SoldOut("1"))
 
 	require.NoError(t, d.Close())
 	assert.ErrorIs(t, d.Run(context.Background()), ErrClosed)
@@ -195,10 +195,10 @@ func TestRunBackstop(t *testing.T) {
 
 func sellOutAgain(t *testing.T, d *Deductor) {
 	t.Helper()
-	res, err := d.Reserve(context.Background(), Request{Activity: 1, User: 9, Qty: 1, RequestID: "z"})
+	res, err := d.Reserve(context.Background(), Request{Activity: "1", User: "9", Qty: 1, RequestID: "z"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
-	require.True(t, d.SoldOut(1))
+	require.True(t, d.SoldOut("1"))
 }
 
 func TestCloseStopsRun(t *testing.T) {
@@ -231,7 +231,7 @@ func TestRunWithoutSubscriber(t *testing.T) {
 	require.Eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.running }, 10*time.Second, time.Millisecond)
 	sellOut(t, d)
 	clock.Add(time.Second)
-	require.Eventually(t, func() bool { return !d.SoldOut(1) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !d.SoldOut("1") }, 10*time.Second, time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 }
@@ -276,17 +276,17 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	sellOut(t, d) // "win" reserved the only unit, "lose" saw SoldOut
 	assert.Equal(t, 1, cc.count(idsScript), "the ledger is read when the flag is set")
 
-	res, err := d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "win"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "win"})
 	require.NoError(t, err)
 	assert.Equal(t, Result{Status: Reserved, Replayed: true, Remaining: 0, Held: 1, Limit: 1, ReservedAt: res.ReservedAt}, res)
 	assert.False(t, res.ReservedAt.IsZero())
-	assert.True(t, d.SoldOut(1), "the replay leaves the flag alone")
+	assert.True(t, d.SoldOut("1"), "the replay leaves the flag alone")
 
 	// New IDs, and the retry of the loser, are still refused in-process:
 	// every Redis command fails and they do not notice.
 	m.SetError("LOADING down")
 	for _, id := range []string{"lose", "new"} {
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: id})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: id})
 		require.NoError(t, err)
 		assert.Equal(t, Result{Status: SoldOut, Local: true}, res, id)
 	}
@@ -295,33 +295,33 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	// The flag expires and is set again with nothing written since: the
 	// set is reused, no second scan.
 	clock.Add(DefaultRecheckInterval)
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "n1"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "n1"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	require.False(t, res.Local)
-	require.True(t, d.SoldOut(1))
+	require.True(t, d.SoldOut("1"))
 	assert.Equal(t, 1, cc.count(idsScript))
 
 	// Another process releases "win" and sells the unit again as "w2".
 	other := newTestDeductor(t, rdb, prefix)
-	rr, err := other.Release(ctx, 1, "win")
+	rr, err := other.Release(ctx, "1", "win")
 	require.NoError(t, err)
 	require.Equal(t, ReleaseDone, rr.Status)
-	reserveOK(t, other, 1, 7, 1, "w2")
+	reserveOK(t, other, "1", "7", 1, "w2")
 	// Once this process asks Redis again, it reads the ledger afresh and
 	// lets the retry of w2 through.
 	clock.Add(DefaultRecheckInterval)
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 3, Qty: 1, RequestID: "n2"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "n2"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
-	require.True(t, d.SoldOut(1))
+	require.True(t, d.SoldOut("1"))
 	assert.Equal(t, 2, cc.count(idsScript), "the ledger changed: scanned again")
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 7, Qty: 1, RequestID: "w2"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "7", Qty: 1, RequestID: "w2"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 	assert.True(t, res.Replayed)
 	assert.False(t, res.Local)
-	res, err = d.Reserve(ctx, Request{Activity: 1, User: 1, Qty: 1, RequestID: "win"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "win"})
 	require.NoError(t, err)
 	assert.Equal(t, Released, res.Status, "a released ID is in the ledger too: Redis answers it")
 }
@@ -333,15 +333,15 @@ func TestSoldOutLedgerScanFailureRefusesNothing(t *testing.T) {
 	ctx := context.Background()
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, failIDs{rdb}, testenv.Prefix(t))
-	mustLoad(t, d, Activity{ID: 1, Stock: 1})
-	reserveOK(t, d, 1, 1, 1, "win")
+	mustLoad(t, d, Activity{ID: "1", Stock: 1})
+	reserveOK(t, d, "1", "1", 1, "win")
 	for range 3 {
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: 2, Qty: 1, RequestID: "lose"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "lose"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.False(t, res.Local)
 	}
-	assert.False(t, d.SoldOut(1))
+	assert.False(t, d.SoldOut("1"))
 }
 
 // failIDs fails the ledger-IDs script only.

@@ -193,7 +193,7 @@ func (d *Deductor) borrow(ctx context.Context, l *layout, k int, need, epochK in
 	if out.moved == 0 && len(errs) > 0 {
 		// Units may sit in a shard that could not be read or lend: not
 		// sold out, but not reserved either.
-		out.err = fmt.Errorf("stock: reserve: borrow for shard %d of %d of activity %d: %w", k, l.n, l.activity, errors.Join(errs...))
+		out.err = fmt.Errorf("stock: reserve: borrow for shard %d of %d of activity %s: %w", k, l.n, l.activity, errors.Join(errs...))
 	} else if out.moved > 0 {
 		d.o.logger.DebugContext(ctx, "stock: borrowed units between shards", "activity", l.activity, "shard", k, "units", out.moved)
 	}
@@ -234,7 +234,7 @@ func (d *Deductor) transfer(ctx context.Context, l *layout, from, to int, want, 
 	if err != nil {
 		// Unknown whether step 2 ran: let the recipient decide now.
 		if applied, err = d.credit(ctx, l, to, from, id, q, epochTo, false); err != nil {
-			return 0, fmt.Errorf("stock: transfer %s of %d units from shard %d to %d of activity %d left for the recovery: %w",
+			return 0, fmt.Errorf("stock: transfer %s of %d units from shard %d to %d of activity %s left for the recovery: %w",
 				id, q, from, to, l.activity, err)
 		}
 	}
@@ -394,14 +394,14 @@ func parseTransfer(rec string, n int) (to int, q, epochTo int64, err error) {
 // older than the grace ([WithTransferGrace]) by themselves, so call this
 // after a crash or before a final count. An un-sharded or absent activity
 // has none (0, nil).
-func (d *Deductor) SettleTransfers(ctx context.Context, activity int64) (int, error) {
+func (d *Deductor) SettleTransfers(ctx context.Context, activity string) (int, error) {
 	return d.settleTransfers(ctx, activity, 0)
 }
 
 // settleTransfers finishes the activity's transfers older than minAge.
-func (d *Deductor) settleTransfers(ctx context.Context, activity int64, minAge time.Duration) (int, error) {
-	if activity <= 0 {
-		return 0, fmt.Errorf("%w: activity ID %d must be > 0", ErrInvalidRequest, activity)
+func (d *Deductor) settleTransfers(ctx context.Context, activity string, minAge time.Duration) (int, error) {
+	if err := checkActivity(activity); err != nil {
+		return 0, err
 	}
 	l := d.layoutOf(activity)
 	if l == nil {

@@ -17,12 +17,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// usersOn returns count user IDs, from from upwards, whose shard of n is k.
-func usersOn(n, k, count int, from int64) []int64 {
-	out := make([]int64, 0, count)
+// usersOn returns count numeric user IDs, from from upwards, whose shard
+// of n is k.
+func usersOn(n, k, count int, from int64) []string {
+	return usersOnID(n, k, count, from, uid[int64])
+}
+
+// usersOnID is usersOn for the user IDs id(from), id(from+1), …
+func usersOnID(n, k, count int, from int64, id func(int64) string) []string {
+	out := make([]string, 0, count)
 	for u := from; len(out) < count; u++ {
-		if shardOf(u, n) == k {
-			out = append(out, u)
+		if s := id(u); shardOf(s, n) == k {
+			out = append(out, s)
 		}
 	}
 	return out
@@ -31,20 +37,20 @@ func usersOn(n, k, count int, from int64) []int64 {
 // shardCount is a sharded activity read straight from Redis (HGET, HGETALL
 // on every shard's hashes), not through the Deductor.
 type shardCount struct {
-	stock      []int64           // meta stock per shard
-	held       int64             // units in held (R) ledger entries, all shards
-	heldBy     []map[int64]int64 // per shard: user -> units held per the ledger
-	buyers     []map[int64]int64 // per shard: the buyers hash
-	entries    map[string]int    // request ID -> shard of its held or freed entry
-	records    map[string]string // request ID -> that entry
-	inTransfer int64             // units of pending records not applied at their recipient
-	counters   int64             // Σ out - Σ in of the meta counters
-	pending    int               // pending transfer records
+	stock      []int64            // meta stock per shard
+	held       int64              // units in held (R) ledger entries, all shards
+	heldBy     []map[string]int64 // per shard: user -> units held per the ledger
+	buyers     []map[string]int64 // per shard: the buyers hash
+	entries    map[string]int     // request ID -> shard of its held or freed entry
+	records    map[string]string  // request ID -> that entry
+	inTransfer int64              // units of pending records not applied at their recipient
+	counters   int64              // Σ out - Σ in of the meta counters
+	pending    int                // pending transfer records
 }
 
-func countShards(t testing.TB, rdb redis.UniversalClient, prefix string, activity int64, n int) shardCount {
+func countShards(t testing.TB, rdb redis.UniversalClient, prefix, activity string, n int) shardCount {
 	t.Helper()
-	c := shardCount{stock: make([]int64, n), heldBy: make([]map[int64]int64, n), buyers: make([]map[int64]int64, n),
+	c := shardCount{stock: make([]int64, n), heldBy: make([]map[string]int64, n), buyers: make([]map[string]int64, n),
 		entries: map[string]int{}, records: map[string]string{}}
 	xins := make([]map[string]string, n)
 	for k := range n {
@@ -52,7 +58,7 @@ func countShards(t testing.TB, rdb redis.UniversalClient, prefix string, activit
 		meta := hgetall(t, rdb, ks.meta)
 		c.stock[k] = atoi(t, meta["stock"])
 		c.counters += atoi(t, meta["out"]) - atoi(t, meta["in"])
-		c.heldBy[k] = map[int64]int64{}
+		c.heldBy[k] = map[string]int64{}
 		for id, rec := range hgetall(t, rdb, ks.ledger) {
 			r, err := parseRecord(id, rec)
 			require.NoError(t, err)
@@ -66,9 +72,10 @@ func countShards(t testing.TB, rdb redis.UniversalClient, prefix string, activit
 				c.entries[id], c.records[id] = k, rec
 			}
 		}
-		c.buyers[k] = map[int64]int64{}
+		c.buyers[k] = map[string]int64{}
 		for u, q := range hgetall(t, rdb, ks.buyers) {
-			c.buyers[k][atoi(t, u)] = atoi(t, q)
+			require.True(t, ValidID(u), "buyer %q", u)
+			c.buyers[k][u] = atoi(t, q)
 		}
 		xins[k] = hgetall(t, rdb, ks.xin)
 	}
@@ -131,23 +138,25 @@ func TestShardedSale(t *testing.T) {
 			limit    int64
 			buyers   int
 			coalesce bool
+			user     func(int64) string
 		}{
-			{"3 shards", 3, 1, 12000, false},
-			{"6 shards", 6, 1, 12000, false},
-			{"3 shards coalesced", 3, 1, 12000, true},
-			{"6 shards cap 3 qty 1-3", 6, 3, 3000, false},
+			{"3 shards", 3, 1, 12000, false, uid[int64]},
+			{"6 shards uuid users", 6, 1, 12000, false, uuidOf[int64]},
+			{"3 shards coalesced uuid users", 3, 1, 12000, true, uuidOf[int64]},
+			{"6 shards cap 3 qty 1-3", 6, 3, 3000, false, uid[int64]},
 		} {
 			t.Run(sc.name, func(t *testing.T) {
 				runShardedSale(t, rdb, prefix+strconv.Itoa(sc.n)+strconv.FormatBool(sc.coalesce)+strconv.FormatInt(sc.limit, 10)+":",
-					sc.n, sc.limit, sc.buyers, sc.coalesce)
+					sc.n, sc.limit, sc.buyers, sc.coalesce, sc.user)
 			})
 		}
 	})
 }
 
-func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n int, limit int64, buyers int, coalesce bool) {
+func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n int, limit int64, buyers int, coalesce bool,
+	user func(int64) string) {
 	ctx := context.Background()
-	const activity, stock = 7, 1000
+	const activity, stock = "7", 1000
 	// The sold-out flag's re-check runs on a clock that stands still.
 	opts := []Option{WithClock(testenv.NewEpochClock(0))}
 	if coalesce {
@@ -157,11 +166,11 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 	mustLoad(t, d, Activity{ID: activity, Stock: stock, PerUserLimit: limit, Shards: n})
 
 	// Skew: 70% of the buyers on shard 0, the rest spread over the others.
-	var users []int64
+	var users []string
 	hot := buyers * 7 / 10
-	users = append(users, usersOn(n, 0, hot, 1)...)
+	users = append(users, usersOnID(n, 0, hot, 1, user)...)
 	for k := 1; k < n; k++ {
-		users = append(users, usersOn(n, k, (buyers-hot)/(n-1), 1)...)
+		users = append(users, usersOnID(n, k, (buyers-hot)/(n-1), 1, user)...)
 	}
 	rng := rand.New(rand.NewPCG(uint64(n), uint64(limit)))
 	rng.Shuffle(len(users), func(i, j int) { users[i], users[j] = users[j], users[i] })
@@ -173,7 +182,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 		reserved  atomic.Int64
 		mu        sync.Mutex
 		errs      []error
-		perBuyer  = map[int64]int64{}
+		perBuyer  = map[string]int64{}
 		reqShards = map[string]int{}
 	)
 	for i, u := range users {
@@ -183,7 +192,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 			if limit > 1 {
 				qty = 1 + int64((i+j)%3)
 			}
-			id := fmt.Sprintf("r%d-%d", u, j)
+			id := fmt.Sprintf("r%s-%d", u, j)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -219,8 +228,8 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 	}
 	assert.Zero(t, c.pending, "no transfer left pending")
 	for u, q := range perBuyer {
-		assert.LessOrEqual(t, q, limit, "buyer %d above the cap", u)
-		assert.Equal(t, q, c.heldBy[shardOf(u, n)][u], "buyer %d holds in its own shard", u)
+		assert.LessOrEqual(t, q, limit, "buyer %s above the cap", u)
+		assert.Equal(t, q, c.heldBy[shardOf(u, n)][u], "buyer %s holds in its own shard", u)
 	}
 	for id, k := range reqShards {
 		assert.Equal(t, k, c.entries[id], "%s in its buyer's shard", id)
@@ -266,7 +275,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 
 	// New buyers, all on the last shard, buy them again by borrowing.
 	var again int64
-	for _, u := range usersOn(n, n-1, int(freed)+20, 1_000_000) {
+	for _, u := range usersOnID(n, n-1, int(freed)+20, 1_000_000, user) {
 		res, err := d.Reserve(ctx, Request{Activity: activity, User: u, Qty: 1, RequestID: fmt.Sprint("again", u)})
 		require.NoError(t, err)
 		if res.OK() {
@@ -285,7 +294,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 
 // loadThree loads an activity of 30 units over 3 shards (10 each) and
 // returns the Deductor's layout of it.
-func loadThree(t *testing.T, d *Deductor, activity int64) *layout {
+func loadThree(t *testing.T, d *Deductor, activity string) *layout {
 	t.Helper()
 	mustLoad(t, d, Activity{ID: activity, Stock: 30, PerUserLimit: 5, Shards: 3})
 	l := d.layoutOf(activity)
@@ -308,26 +317,26 @@ func TestTransferKilled(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix)
 
 		t.Run("after step 1: refunded", func(t *testing.T) {
-			l := loadThree(t, d, 1)
+			l := loadThree(t, d, "1")
 			q, err := d.give(ctx, l, 0, 1, "t1", 4, shardEpoch(t, rdb, l, 1))
 			require.NoError(t, err)
 			require.EqualValues(t, 5, q, "half of 10")
-			c := countShards(t, rdb, prefix, 1, 3)
+			c := countShards(t, rdb, prefix, "1", 3)
 			requireConserved(t, c, 30)
 			assert.Equal(t, []int64{5, 10, 10}, c.stock)
 			assert.EqualValues(t, 5, c.inTransfer)
-			st, err := d.Stats(ctx, 1)
+			st, err := d.Stats(ctx, "1")
 			require.NoError(t, err)
 			assert.EqualValues(t, 5, st.InTransfer)
 			assert.EqualValues(t, 1, st.PendingTransfers)
-			rem, err := d.Remaining(ctx, 1)
+			rem, err := d.Remaining(ctx, "1")
 			require.NoError(t, err)
 			assert.EqualValues(t, 30, rem, "units in transfer are not sold")
 
-			n, err := d.SettleTransfers(ctx, 1)
+			n, err := d.SettleTransfers(ctx, "1")
 			require.NoError(t, err)
 			assert.Equal(t, 1, n)
-			c = countShards(t, rdb, prefix, 1, 3)
+			c = countShards(t, rdb, prefix, "1", 3)
 			requireConserved(t, c, 30)
 			assert.Equal(t, []int64{10, 10, 10}, c.stock, "refunded to the donor")
 			assert.Zero(t, c.pending)
@@ -338,16 +347,16 @@ func TestTransferKilled(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, applied)
 			require.NoError(t, d.settle(ctx, l, 0, "t1", applied))
-			c = countShards(t, rdb, prefix, 1, 3)
+			c = countShards(t, rdb, prefix, "1", 3)
 			requireConserved(t, c, 30)
 			assert.Equal(t, []int64{10, 10, 10}, c.stock, "a late step changes nothing")
-			n, err = d.SettleTransfers(ctx, 1)
+			n, err = d.SettleTransfers(ctx, "1")
 			require.NoError(t, err)
 			assert.Zero(t, n)
 		})
 
 		t.Run("after step 2: kept where it went", func(t *testing.T) {
-			l := loadThree(t, d, 2)
+			l := loadThree(t, d, "2")
 			e1 := shardEpoch(t, rdb, l, 1)
 			q, err := d.give(ctx, l, 0, 1, "t2", 1, e1)
 			require.NoError(t, err)
@@ -357,30 +366,30 @@ func TestTransferKilled(t *testing.T) {
 			applied, err = d.credit(ctx, l, 1, 0, "t2", q, e1, true)
 			require.NoError(t, err)
 			require.True(t, applied, "step 2 again: applied once")
-			c := countShards(t, rdb, prefix, 2, 3)
+			c := countShards(t, rdb, prefix, "2", 3)
 			requireConserved(t, c, 30)
 			assert.Equal(t, []int64{5, 15, 10}, c.stock)
 			assert.Equal(t, 1, c.pending)
 			assert.Zero(t, c.inTransfer, "credited, though not settled")
 
-			n, err := d.SettleTransfers(ctx, 2)
+			n, err := d.SettleTransfers(ctx, "2")
 			require.NoError(t, err)
 			assert.Equal(t, 1, n)
-			c = countShards(t, rdb, prefix, 2, 3)
+			c = countShards(t, rdb, prefix, "2", 3)
 			requireConserved(t, c, 30)
 			assert.Equal(t, []int64{5, 15, 10}, c.stock, "not refunded: it was applied")
 			assert.Zero(t, c.pending)
 		})
 
 		t.Run("recipient replaced: refunded", func(t *testing.T) {
-			l := loadThree(t, d, 3)
+			l := loadThree(t, d, "3")
 			_, err := d.give(ctx, l, 2, 0, "t3", 1, shardEpoch(t, rdb, l, 0)+1) // an epoch shard 0 does not have
 			require.NoError(t, err)
 			applied, err := d.credit(ctx, l, 0, 2, "t3", 5, shardEpoch(t, rdb, l, 0)+1, true)
 			require.NoError(t, err)
 			assert.False(t, applied, "a copy of another epoch never receives the units")
 			require.NoError(t, d.settle(ctx, l, 2, "t3", applied))
-			c := countShards(t, rdb, prefix, 3, 3)
+			c := countShards(t, rdb, prefix, "3", 3)
 			requireConserved(t, c, 30)
 			assert.Equal(t, []int64{10, 10, 10}, c.stock)
 		})
@@ -388,13 +397,13 @@ func TestTransferKilled(t *testing.T) {
 		t.Run("a sale finishes it", func(t *testing.T) {
 			// Killed after step 1, with no grace: the next borrow finishes it.
 			dz := newTestDeductor(t, rdb, prefix, WithTransferGrace(0))
-			l := loadThree(t, dz, 4)
+			l := loadThree(t, dz, "4")
 			_, err := dz.give(ctx, l, 0, 1, "t4", 1, shardEpoch(t, rdb, l, 1))
 			require.NoError(t, err)
 			sold := 0
 			for _, u := range usersOn(3, 2, 40, 1) {
 				for j := range 5 {
-					res, err := dz.Reserve(ctx, Request{Activity: 4, User: u, Qty: 1, RequestID: fmt.Sprint(u, "-", j)})
+					res, err := dz.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, RequestID: fmt.Sprint(u, "-", j)})
 					require.NoError(t, err)
 					if res.OK() {
 						sold++
@@ -402,7 +411,7 @@ func TestTransferKilled(t *testing.T) {
 				}
 			}
 			assert.Equal(t, 30, sold, "the units of the killed transfer were sold too")
-			c := countShards(t, rdb, prefix, 4, 3)
+			c := countShards(t, rdb, prefix, "4", 3)
 			requireConserved(t, c, 30)
 			assert.Zero(t, c.pending)
 			assert.Equal(t, []int64{0, 0, 0}, c.stock)
@@ -421,14 +430,14 @@ func TestStaleTransferByRedisTime(t *testing.T) {
 	now := testenv.Epoch()
 	m.SetTime(now)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithTransferGrace(2*time.Second), WithClock(testenv.NewEpochClock(0)))
-	mustLoad(t, d, Activity{ID: 1, Stock: 4, Shards: 2}) // 2 + 2
-	l := d.layoutOf(1)
+	mustLoad(t, d, Activity{ID: "1", Stock: 4, Shards: 2}) // 2 + 2
+	l := d.layoutOf("1")
 	q, err := d.give(ctx, l, 0, 1, "killed", 1, shardEpoch(t, rdb, l, 1))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, q)
 
-	buy := func(u int64) Result {
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: fmt.Sprint(u)})
+	buy := func(u string) Result {
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: u, Qty: 1, RequestID: fmt.Sprint(u)})
 		require.NoError(t, err)
 		return res
 	}
@@ -439,7 +448,7 @@ func TestStaleTransferByRedisTime(t *testing.T) {
 	res := buy(on1[3])
 	assert.Equal(t, SoldOut, res.Status)
 	assert.EqualValues(t, 1, res.Remaining, "one unit in transfer: not sold out")
-	assert.False(t, d.SoldOut(1))
+	assert.False(t, d.SoldOut("1"))
 
 	m.SetTime(now.Add(1999 * time.Millisecond))
 	assert.Equal(t, SoldOut, buy(on1[4]).Status, "younger than the grace: left to its owner")
@@ -448,8 +457,8 @@ func TestStaleTransferByRedisTime(t *testing.T) {
 	res = buy(on1[6])
 	assert.Equal(t, SoldOut, res.Status)
 	assert.Zero(t, res.Remaining)
-	assert.True(t, d.SoldOut(1))
-	c := countShards(t, rdb, d.o.prefix, 1, 2)
+	assert.True(t, d.SoldOut("1"))
+	c := countShards(t, rdb, d.o.prefix, "1", 2)
 	requireConserved(t, c, 4)
 	assert.EqualValues(t, 4, c.held)
 }
@@ -461,24 +470,24 @@ func TestShardedSoldOutOnlyWhenAllEmpty(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix, WithClock(testenv.NewEpochClock(0)))
-		mustLoad(t, d, Activity{ID: 1, Stock: 3, Shards: 3}) // 1 + 1 + 1
+		mustLoad(t, d, Activity{ID: "1", Stock: 3, Shards: 3}) // 1 + 1 + 1
 		on0 := usersOn(3, 0, 5, 1)
 		for i, u := range on0[:3] {
-			res, err := d.Reserve(ctx, Request{Activity: 1, User: u, Qty: 1, RequestID: fmt.Sprint(u)})
+			res, err := d.Reserve(ctx, Request{Activity: "1", User: u, Qty: 1, RequestID: fmt.Sprint(u)})
 			require.NoError(t, err)
 			require.Equal(t, Reserved, res.Status, "buyer %d", i)
-			assert.False(t, d.SoldOut(1))
+			assert.False(t, d.SoldOut("1"))
 		}
-		res, err := d.Reserve(ctx, Request{Activity: 1, User: on0[3], Qty: 1, RequestID: "late"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: on0[3], Qty: 1, RequestID: "late"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.Zero(t, res.Remaining)
 		assert.False(t, res.Local)
-		assert.True(t, d.SoldOut(1))
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: usersOn(3, 2, 1, 1)[0], Qty: 1, RequestID: "other"})
+		assert.True(t, d.SoldOut("1"))
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: usersOn(3, 2, 1, 1)[0], Qty: 1, RequestID: "other"})
 		require.NoError(t, err)
 		assert.True(t, res.Local, "refused in-process, whatever the shard")
-		res, err = d.Reserve(ctx, Request{Activity: 1, User: on0[0], Qty: 1, RequestID: fmt.Sprint(on0[0])})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: on0[0], Qty: 1, RequestID: fmt.Sprint(on0[0])})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status, "a winner's retry still gets its reservation")
 		assert.True(t, res.Replayed)

@@ -23,10 +23,27 @@
 // Restore only tokens whose purchase did not go through; the guard against
 // a second order is the stock package's per-user cap, not the token.
 //
-// Following the project rule "a denial is a result", an exhausted pool is
-// a [Grant] with Status [Empty], not an error. A credential that fails
-// [Pool.Consume] is an error ([ErrNotFound], [ErrWrongUser], [ErrUsed],
-// [ErrExpired], [ErrMalformed]), so callers cannot mistake it for success.
+// # Refused or broken
+//
+// An exhausted pool is a result: a [Grant] with Status [Empty], not an
+// error. A credential that fails [Pool.Consume], [Pool.Restore],
+// [Signer.Verify] or [Signer.Sign] is an error, so callers cannot mistake it
+// for success, and every such refusal wraps the one umbrella [ErrRefused]:
+// errors.Is(err, ErrRefused) is true for [ErrMalformed], [ErrNotFound],
+// [ErrWrongUser], [ErrUsed], [ErrExpired], [ErrUnknownKey],
+// [ErrInvalidSignature], [ErrWrongActivity], [ErrNotYetValid],
+// [ErrReplayed] and [ErrTooEarly], and false for everything that is not a
+// business refusal: a Redis failure, [ErrBadReply], a cancelled or timed-out
+// context, and the caller's own mistakes ([ErrInvalidArgument] for a bad
+// activity or user ID, a stock out of range or bad [SignParams];
+// [ErrInvalidConfig]; [ErrNoKeys]). So one errors.Is tells "answer the
+// client no" from "fail closed". [ErrMalformed] is a refusal because it
+// judges a credential the client presented (a pool token or signed URL of
+// the wrong shape).
+//
+// Arguments: [Pool.Consume] and [Pool.Restore] take a [ConsumeParams] and
+// [Signer.Verify] a [VerifyParams], so that the activity, user and token
+// strings cannot be swapped silently.
 //
 // Time: the pool's scripts read Redis TIME by default, so all app servers
 // share one clock for binding deadlines. [WithClock] replaces it with the
@@ -63,8 +80,13 @@
 //
 // # Concurrency and failures
 //
-// Options out of range fail [NewPool] and [NewSigner] with
-// [ErrInvalidConfig].
+// Options belong to their constructor: [NewPool] takes [PoolOption]s and
+// [NewSigner] [SignerOption]s, so an option of one ([WithMultiplier],
+// [WithLeadTime], ...) does not compile with the other. [WithKeyPrefix],
+// [WithClock] and [WithObserver] apply to both and return an [Option],
+// which is both. A nil option is ignored. Options out of range, a nil
+// client, a nil clock or a nil replay-guard store fail [NewPool] and
+// [NewSigner] with [ErrInvalidConfig].
 //
 // Pool and Signer are safe for concurrent use. A Redis failure is returned
 // as a wrapped error, never as a refusal and never as a success: callers
@@ -82,7 +104,7 @@
 // with the caller's ctx and the call's activity. The outcome is "ok" (for
 // Take the [Status]: "granted", "held", "empty", "used", "not_issued"),
 // the snake-case name of the refusal sentinel ("wrong_user", "expired",
-// "replayed", ...) or "error" with Err set. See [StageTake].
+// "replayed", ...), "invalid_argument" or "error" with Err set. See [StageTake].
 //
 // # Redis
 //

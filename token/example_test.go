@@ -37,16 +37,17 @@ func ExamplePool() {
 	fmt.Println("alice:", alice.Status, "again:", same.Status, same.Token == alice.Token)
 	fmt.Println("bob:", bob.Status, "carol:", carol.Status)
 
-	fmt.Println("bob uses alice's token:", errors.Is(pool.Consume(ctx, "42", "bob", alice.Token), token.ErrWrongUser))
-	fmt.Println("alice consumes:", pool.Consume(ctx, "42", "alice", alice.Token))
-	fmt.Println("alice again:", errors.Is(pool.Consume(ctx, "42", "alice", alice.Token), token.ErrUsed))
+	fmt.Println("bob uses alice's token:", errors.Is(pool.Consume(ctx, token.ConsumeParams{Activity: "42", User: "bob", Token: alice.Token}), token.ErrWrongUser))
+	fmt.Println("alice consumes:", pool.Consume(ctx, token.ConsumeParams{Activity: "42", User: "alice", Token: alice.Token}))
+	err = pool.Consume(ctx, token.ConsumeParams{Activity: "42", User: "alice", Token: alice.Token})
+	fmt.Println("alice again:", errors.Is(err, token.ErrUsed), "refused:", errors.Is(err, token.ErrRefused))
 	// Output:
 	// issued: 2 2
 	// alice: granted again: held true
 	// bob: granted carol: empty
 	// bob uses alice's token: true
 	// alice consumes: <nil>
-	// alice again: true
+	// alice again: true refused: true
 }
 
 // A purchase fails after the token was consumed (here the stock step
@@ -78,13 +79,13 @@ func ExamplePool_Restore() {
 		return nil
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		if err := pool.Consume(ctx, "42", "alice", g.Token); err != nil {
+		if err := pool.Consume(ctx, token.ConsumeParams{Activity: "42", User: "alice", Token: g.Token}); err != nil {
 			fmt.Println("attempt", attempt, "refused:", err)
 			continue
 		}
 		if err := reserve(attempt); err != nil {
 			fmt.Println("attempt", attempt, "failed:", err)
-			fmt.Println("restore:", pool.Restore(ctx, "42", "alice", g.Token))
+			fmt.Println("restore:", pool.Restore(ctx, token.ConsumeParams{Activity: "42", User: "alice", Token: g.Token}))
 			continue
 		}
 		fmt.Println("attempt", attempt, "reserved")
@@ -116,15 +117,15 @@ func ExampleSigner() {
 	url := "/seckill/42/" + tok + "/buy" // URL-safe: fits a path segment
 
 	ctx := context.Background()
-	_, err = signer.Verify(ctx, tok, "42", "alice")
+	_, err = signer.Verify(ctx, token.VerifyParams{Token: tok, Activity: "42", User: "alice"})
 	fmt.Println("before start:", err)
 	now = start
-	c, err := signer.Verify(ctx, tok, "42", "alice")
+	c, err := signer.Verify(ctx, token.VerifyParams{Token: tok, Activity: "42", User: "alice"})
 	fmt.Println("at start:", err, c.User, c.KeyID, len(tok), url[:12])
-	_, err = signer.Verify(ctx, tok, "42", "bob")
+	_, err = signer.Verify(ctx, token.VerifyParams{Token: tok, Activity: "42", User: "bob"})
 	fmt.Println("other user:", err)
 	now = start.Add(time.Hour)
-	_, err = signer.Verify(ctx, tok, "42", "alice")
+	_, err = signer.Verify(ctx, token.VerifyParams{Token: tok, Activity: "42", User: "alice"})
 	fmt.Println("later:", err)
 	// Output:
 	// before start: token: not yet valid
@@ -150,9 +151,9 @@ func ExampleWithReplayGuard() {
 		panic(err)
 	}
 	tok, _ := signer.Sign(token.SignParams{Activity: "42", User: "alice", Start: start})
-	_, err = signer.Verify(context.Background(), tok, "42", "alice")
+	_, err = signer.Verify(context.Background(), token.VerifyParams{Token: tok, Activity: "42", User: "alice"})
 	fmt.Println("first:", err)
-	_, err = signer.Verify(context.Background(), tok, "42", "alice")
+	_, err = signer.Verify(context.Background(), token.VerifyParams{Token: tok, Activity: "42", User: "alice"})
 	fmt.Println("second:", err)
 	// Output:
 	// first: <nil>

@@ -22,19 +22,21 @@ type ObserverFunc = observe.Func
 // breaking change.
 //
 //	stage          outcome
-//	token.take     granted | held | empty | used | not_issued | malformed |
-//	               error
+//	token.take     granted | held | empty | used | not_issued |
+//	               invalid_argument | error
 //	token.consume  ok | not_found | wrong_user | used | expired | malformed |
-//	               error
-//	token.restore  ok | not_found | wrong_user | malformed | error
+//	               invalid_argument | error
+//	token.restore  ok | not_found | wrong_user | malformed |
+//	               invalid_argument | error
 //	token.verify   ok | malformed | unknown_key | invalid_signature |
 //	               wrong_activity | wrong_user | not_yet_valid | expired |
 //	               replayed | error
 //
 // A refusal's outcome is the snake-case name of its sentinel
-// ([ErrWrongUser] → "wrong_user"); "error" is anything else (Redis
-// failure, bad reply), with Err set. Duration is measured on the process's
-// monotonic clock.
+// ([ErrWrongUser] → "wrong_user"); a bad activity or user ID
+// ([ErrInvalidArgument], the caller's mistake) is "invalid_argument";
+// "error" is anything else (Redis failure, bad reply, cancelled context),
+// with Err set. Duration is measured on the process's monotonic clock.
 const (
 	StageTake    = "token.take"
 	StageConsume = "token.consume"
@@ -45,12 +47,13 @@ const (
 // statusOutcomes are the take outcomes by Status, snake case.
 var statusOutcomes = [...]string{"granted", "empty", "held", "used", "not_issued"}
 
-// refusals maps each refusal sentinel to its outcome, in the order
-// outcomeOf tests them.
-var refusals = [...]struct {
+// outcomes maps each refusal sentinel, and ErrInvalidArgument, to its
+// outcome, in the order outcomeOf tests them.
+var outcomes = [...]struct {
 	err     error
 	outcome string
 }{
+	{ErrInvalidArgument, "invalid_argument"},
 	{ErrMalformed, "malformed"},
 	{ErrNotFound, "not_found"},
 	{ErrWrongUser, "wrong_user"},
@@ -68,7 +71,7 @@ func outcomeOf(err error) string {
 	if err == nil {
 		return observe.OK
 	}
-	for _, r := range refusals {
+	for _, r := range outcomes {
 		if errors.Is(err, r.err) {
 			return r.outcome
 		}

@@ -87,24 +87,24 @@ func TestObserverPool(t *testing.T) {
 		_, err = p.Take(ctx, "8", "bob")
 		require.NoError(t, err)
 		_, err = p.Take(ctx, "7", "{x}")
-		require.ErrorIs(t, err, ErrMalformed)
+		require.ErrorIs(t, err, ErrInvalidArgument)
 
-		require.ErrorIs(t, p.Consume(ctx, "7", "bob", g.Token), ErrWrongUser)
-		require.NoError(t, p.Consume(ctx, "7", "alice", g.Token))
-		require.ErrorIs(t, p.Consume(ctx, "7", "alice", g.Token), ErrUsed)
-		require.ErrorIs(t, p.Consume(ctx, "7", "alice", "short"), ErrMalformed)
-		require.ErrorIs(t, p.Restore(ctx, "7", "bob", g.Token), ErrWrongUser)
-		require.NoError(t, p.Restore(ctx, "7", "alice", g.Token))
+		require.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "7", User: "bob", Token: g.Token}), ErrWrongUser)
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "7", User: "alice", Token: g.Token}))
+		require.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "7", User: "alice", Token: g.Token}), ErrUsed)
+		require.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "7", User: "alice", Token: "short"}), ErrMalformed)
+		require.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "7", User: "bob", Token: g.Token}), ErrWrongUser)
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "7", User: "alice", Token: g.Token}))
 		st, err := p.Stats(ctx, "7")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 1, Free: 0, Bound: 1, Used: 0}, st, "the restore is counted in Redis")
 		clk.Advance(6 * time.Minute) // past the default bind TTL
-		require.ErrorIs(t, p.Consume(ctx, "7", "alice", g.Token), ErrExpired)
-		require.ErrorIs(t, p.Restore(ctx, "7", "alice", g.Token), ErrNotFound)
+		require.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "7", User: "alice", Token: g.Token}), ErrExpired)
+		require.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "7", User: "alice", Token: g.Token}), ErrNotFound)
 
 		assert.Equal(t, []shape{
 			{StageTake, "granted", "7"}, {StageTake, "held", "7"}, {StageTake, "empty", "7"},
-			{StageTake, "not_issued", "8"}, {StageTake, "malformed", "7"},
+			{StageTake, "not_issued", "8"}, {StageTake, "invalid_argument", "7"},
 			{StageConsume, "wrong_user", "7"}, {StageConsume, "ok", "7"}, {StageConsume, "used", "7"},
 			{StageConsume, "malformed", "7"}, {StageRestore, "wrong_user", "7"}, {StageRestore, "ok", "7"},
 			{StageConsume, "expired", "7"}, {StageRestore, "not_found", "7"},
@@ -121,8 +121,8 @@ func TestObserverPoolRedisError(t *testing.T) {
 	m.SetError("READONLY")
 	_, err = p.Take(callerCtx, "7", "alice")
 	require.Error(t, err)
-	require.Error(t, p.Consume(callerCtx, "7", "alice", "AAAAAAAAAAAAAAAAAAAAAA"))
-	require.Error(t, p.Restore(callerCtx, "7", "alice", "AAAAAAAAAAAAAAAAAAAAAA"))
+	require.Error(t, p.Consume(callerCtx, ConsumeParams{Activity: "7", User: "alice", Token: "AAAAAAAAAAAAAAAAAAAAAA"}))
+	require.Error(t, p.Restore(callerCtx, ConsumeParams{Activity: "7", User: "alice", Token: "AAAAAAAAAAAAAAAAAAAAAA"}))
 	ev := rec.take()
 	assert.Equal(t, []shape{{StageTake, "error", "7"}, {StageConsume, "error", "7"}, {StageRestore, "error", "7"}},
 		shapes(t, ev))
@@ -139,26 +139,26 @@ func TestObserverVerify(t *testing.T) {
 	s := newTestSigner(t, clk, WithObserver(rec), WithReplayGuard(rdb), WithKeyPrefix(testenv.Prefix(t)))
 	tok := sign(t, s, "7", "alice")
 	ctx := callerCtx
-	_, err := s.Verify(ctx, tok, "7", "alice")
+	_, err := s.Verify(ctx, VerifyParams{Token: tok, Activity: "7", User: "alice"})
 	require.ErrorIs(t, err, ErrNotYetValid)
 	clk.Set(start)
-	_, err = s.Verify(ctx, tok, "7", "bob")
+	_, err = s.Verify(ctx, VerifyParams{Token: tok, Activity: "7", User: "bob"})
 	require.ErrorIs(t, err, ErrWrongUser)
-	_, err = s.Verify(ctx, tok, "8", "alice")
+	_, err = s.Verify(ctx, VerifyParams{Token: tok, Activity: "8", User: "alice"})
 	require.ErrorIs(t, err, ErrWrongActivity)
-	_, err = s.Verify(ctx, "!!", "7", "alice")
+	_, err = s.Verify(ctx, VerifyParams{Token: "!!", Activity: "7", User: "alice"})
 	require.ErrorIs(t, err, ErrMalformed)
-	_, err = s.Verify(ctx, tok, "7", "alice")
+	_, err = s.Verify(ctx, VerifyParams{Token: tok, Activity: "7", User: "alice"})
 	require.NoError(t, err)
-	_, err = s.Verify(ctx, tok, "7", "alice")
+	_, err = s.Verify(ctx, VerifyParams{Token: tok, Activity: "7", User: "alice"})
 	require.ErrorIs(t, err, ErrReplayed)
 	tok2 := sign(t, s, "7", "alice")
 	m.SetError("READONLY")
-	_, err = s.Verify(ctx, tok2, "7", "alice")
+	_, err = s.Verify(ctx, VerifyParams{Token: tok2, Activity: "7", User: "alice"})
 	require.Error(t, err)
 	m.SetError("")
 	clk.Set(start.Add(time.Hour))
-	_, err = s.Verify(ctx, tok2, "7", "alice")
+	_, err = s.Verify(ctx, VerifyParams{Token: tok2, Activity: "7", User: "alice"})
 	require.ErrorIs(t, err, ErrExpired)
 	ev := rec.take()
 	assert.Equal(t, []shape{

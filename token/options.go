@@ -8,9 +8,44 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Option configures a [Pool] or a [Signer]. Each option's doc says which of
-// the two it applies to; the other ignores it.
+// PoolOption configures [NewPool]. The options that apply only to a Pool
+// return a PoolOption, so passing one to [NewSigner] does not compile; the
+// options shared with the Signer return an [Option]. A nil PoolOption is
+// ignored.
+type PoolOption interface{ applyPool(*options) }
+
+// SignerOption configures [NewSigner]. The options that apply only to a
+// Signer return a SignerOption, so passing one to [NewPool] does not
+// compile; the options shared with the Pool return an [Option]. A nil
+// SignerOption is ignored.
+type SignerOption interface{ applySigner(*options) }
+
+// Option is an option of both constructors: it is a [PoolOption] and a
+// [SignerOption]. Only [WithKeyPrefix], [WithClock] and [WithObserver]
+// return one. A nil Option is ignored.
 type Option func(*options)
+
+func (f Option) applyPool(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+func (f Option) applySigner(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// poolOption is an option of NewPool only.
+type poolOption func(*options)
+
+func (f poolOption) applyPool(o *options) { f(o) }
+
+// signerOption is an option of NewSigner only.
+type signerOption func(*options)
+
+func (f signerOption) applySigner(o *options) { f(o) }
 
 type options struct {
 	prefix       string
@@ -26,6 +61,8 @@ type options struct {
 	skew     time.Duration
 	nodeSkew time.Duration
 	nonces   NonceStore
+	// nilNonces: WithReplayGuard(nil), a nil collaborator.
+	nilNonces bool
 
 	observer Observer
 }
@@ -72,15 +109,19 @@ func (o *options) check() error {
 		return fmt.Errorf("max node skew %v < 0", o.nodeSkew)
 	case o.clock == nil:
 		return fmt.Errorf("nil clock")
+	case o.nilNonces:
+		return fmt.Errorf("nil replay guard store")
 	}
 	return nil
 }
 
 // WithKeyPrefix sets the prefix of every Redis key (Pool and the Signer's
-// replay guard). Default [DefaultKeyPrefix] ("seckill:").
+// replay guard). Default [DefaultKeyPrefix] ("seckill:"). An option of
+// [NewPool] and [NewSigner].
 func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
-// WithClock injects the clock.
+// WithClock injects the clock. An option of [NewPool] and [NewSigner]; a
+// nil clock fails either with [ErrInvalidConfig].
 //
 // Signer: "now" for release, not-before and expiry checks. Default: the
 // system clock.
@@ -95,39 +136,44 @@ func WithClock(c Clock) Option {
 
 // WithMultiplier sets k, the number of pool tokens issued per unit of stock
 // (Pool). Default 3: stock 100 issues 300 tokens.
-func WithMultiplier(k int64) Option { return func(o *options) { o.multiplier = k } }
+func WithMultiplier(k int64) PoolOption { return poolOption(func(o *options) { o.multiplier = k }) }
 
 // WithBindTTL sets how long a taken token stays bound to its user before it
 // expires and may return to the pool (Pool). Default 5 minutes.
-func WithBindTTL(d time.Duration) Option { return func(o *options) { o.bindTTL = d } }
+func WithBindTTL(d time.Duration) PoolOption { return poolOption(func(o *options) { o.bindTTL = d }) }
 
 // WithReclaimBatch sets how many expired bindings [Pool.Take] returns to the
 // pool lazily on each call, besides the caller's own (Pool). 0 disables lazy
 // reclaim (then call [Pool.Reclaim] periodically). Default 16.
-func WithReclaimBatch(n int64) Option { return func(o *options) { o.reclaimBatch = n } }
+func WithReclaimBatch(n int64) PoolOption { return poolOption(func(o *options) { o.reclaimBatch = n }) }
 
 // WithIssueBatch sets how many tokens [Pool.Issue] sends per script call
 // (Pool). Default 1000.
-func WithIssueBatch(n int) Option { return func(o *options) { o.issueBatch = n } }
+func WithIssueBatch(n int) PoolOption { return poolOption(func(o *options) { o.issueBatch = n }) }
 
 // WithLeadTime sets how long before the activity start [Signer.Sign] starts
 // releasing URLs (Signer). Earlier calls get [ErrTooEarly]. Default 1 minute.
-func WithLeadTime(d time.Duration) Option { return func(o *options) { o.lead = d } }
+func WithLeadTime(d time.Duration) SignerOption { return signerOption(func(o *options) { o.lead = d }) }
 
 // WithValidity sets how long after the activity start a signed URL stays
 // valid when [SignParams.Expiry] is zero (Signer). Default 10 minutes.
-func WithValidity(d time.Duration) Option { return func(o *options) { o.validity = d } }
+func WithValidity(d time.Duration) SignerOption {
+	return signerOption(func(o *options) { o.validity = d })
+}
 
 // WithSkew sets the clock-skew tolerance applied to not-before and expiry
 // when verifying (Signer). Default 2 seconds.
-func WithSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
+func WithSkew(d time.Duration) SignerOption { return signerOption(func(o *options) { o.skew = d }) }
 
 // WithReplayGuard makes [Signer.Verify] accept each signed URL at most once:
 // after every other check passes it claims the URL's nonce in Redis with
 // SET NX and a TTL that lasts until the URL is expired on every verifying
 // server, see [WithMaxNodeSkew] (Signer). Default: off (a URL verifies any
-// number of times until it expires).
-func WithReplayGuard(s NonceStore) Option { return func(o *options) { o.nonces = s } }
+// number of times until it expires). A nil store fails [NewSigner] with
+// [ErrInvalidConfig] (leave the option out to run without the guard).
+func WithReplayGuard(s NonceStore) SignerOption {
+	return signerOption(func(o *options) { o.nonces, o.nilNonces = s, s == nil })
+}
 
 // DefaultMaxNodeSkew is the clock difference between verifying servers that
 // the replay guard tolerates unless [WithMaxNodeSkew] says otherwise.
@@ -148,12 +194,14 @@ const DefaultMaxNodeSkew = 30 * time.Second
 // further apart than d break that guarantee: keep servers on NTP and set d
 // above the worst difference you alert on. A larger d costs only memory (each
 // record lives d longer).
-func WithMaxNodeSkew(d time.Duration) Option { return func(o *options) { o.nodeSkew = d } }
+func WithMaxNodeSkew(d time.Duration) SignerOption {
+	return signerOption(func(o *options) { o.nodeSkew = d })
+}
 
 // WithObserver reports every [Pool.Take], [Pool.Consume], [Pool.Restore]
 // and [Signer.Verify] to o, synchronously, with the caller's ctx and the
-// call's activity (Pool and Signer); see [StageTake] for the names. A nil
-// o is ignored. Without an observer nothing is measured. Default: none.
+// call's activity; see [StageTake] for the names. An option of [NewPool]
+// and [NewSigner]. A nil o is ignored. Without an observer nothing is measured. Default: none.
 func WithObserver(o Observer) Option {
 	return func(opts *options) {
 		if o != nil {

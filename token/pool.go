@@ -80,18 +80,19 @@ type Pool struct {
 }
 
 // NewPool returns a Pool on a borrowed client (*redis.Client,
-// *redis.ClusterClient, *redis.Ring or any UniversalClient). Options:
-// [WithKeyPrefix], [WithClock], [WithMultiplier], [WithBindTTL],
-// [WithReclaimBatch], [WithIssueBatch], [WithObserver]. A nil client or an option out of
-// range fails with [ErrInvalidConfig].
-func NewPool(rdb redis.Scripter, opts ...Option) (*Pool, error) {
+// *redis.ClusterClient, *redis.Ring or any UniversalClient). Options (each a
+// [PoolOption]): [WithKeyPrefix], [WithClock], [WithObserver] (shared with
+// [NewSigner]), [WithMultiplier], [WithBindTTL], [WithReclaimBatch],
+// [WithIssueBatch]. A nil option is ignored. A nil client or an option out
+// of range fails with [ErrInvalidConfig].
+func NewPool(rdb redis.Scripter, opts ...PoolOption) (*Pool, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyPool(&o)
 		}
 	}
 	if err := o.validate(); err != nil {
@@ -111,7 +112,7 @@ func (p *Pool) now() int64 {
 
 func (p *Pool) keys(activity string) ([]string, error) {
 	if !validID(activity) {
-		return nil, fmt.Errorf("%w: activity %q", ErrMalformed, activity)
+		return nil, fmt.Errorf("%w: activity %q", ErrInvalidArgument, activity)
 	}
 	return newPoolKeys(p.opts.prefix, activity).all(), nil
 }
@@ -127,7 +128,7 @@ func (p *Pool) Issue(ctx context.Context, activity string, stock int64) (int64, 
 		return 0, err
 	}
 	if stock < 0 || stock > (1<<40)/p.opts.multiplier {
-		return 0, fmt.Errorf("token: issue %s: stock %d out of range", activity, stock)
+		return 0, fmt.Errorf("%w: issue %s: stock %d out of range", ErrInvalidArgument, activity, stock)
 	}
 	target := stock * p.opts.multiplier
 	args := make([]interface{}, 1, p.opts.issueBatch+1)
@@ -184,7 +185,7 @@ func (p *Pool) take(ctx context.Context, activity, user string) (Grant, error) {
 		return Grant{}, err
 	}
 	if !validID(user) {
-		return Grant{}, fmt.Errorf("%w: user %q", ErrMalformed, user)
+		return Grant{}, fmt.Errorf("%w: user %q", ErrInvalidArgument, user)
 	}
 	v, err := takeScript.Run(ctx, p.rdb, keys, user, p.opts.bindTTL.Milliseconds(), p.now(), p.opts.reclaimBatch).Result()
 	if err != nil {
@@ -208,50 +209,62 @@ func (p *Pool) take(ctx context.Context, activity, user string) (Grant, error) {
 	return g, nil
 }
 
+// ConsumeParams name the token of [Pool.Consume] and [Pool.Restore]: a
+// struct, so that the three strings cannot be swapped silently.
+type ConsumeParams struct {
+	Activity string // activity ID, 1..128 bytes without braces
+	User     string // the authenticated user, 1..128 bytes without braces
+	Token    string // the pool token the client presented
+}
+
 // tokenKeys checks the input of a call about one user's token, before any
-// Redis round trip, and returns the activity's keys.
-func (p *Pool) tokenKeys(activity, user, token string) ([]string, error) {
-	keys, err := p.keys(activity)
+// Redis round trip, and returns the activity's keys: a bad activity or user
+// is [ErrInvalidArgument] (the caller's), a token of the wrong shape
+// [ErrMalformed] (a refusal of the client's credential).
+func (p *Pool) tokenKeys(c ConsumeParams) ([]string, error) {
+	keys, err := p.keys(c.Activity)
 	if err != nil {
 		return nil, err
 	}
-	if !validID(user) {
-		return nil, fmt.Errorf("%w: user %q", ErrMalformed, user)
+	if !validID(c.User) {
+		return nil, fmt.Errorf("%w: user %q", ErrInvalidArgument, c.User)
 	}
-	if !ValidPoolToken(token) {
+	if !ValidPoolToken(c.Token) {
 		return nil, fmt.Errorf("%w: pool token", ErrMalformed)
 	}
 	return keys, nil
 }
 
-// Consume verifies that token is bound to user and live, and marks it used,
-// in one atomic call: of any number of concurrent calls with the same token
-// exactly one returns nil. Refusals are errors: [ErrMalformed],
-// [ErrNotFound], [ErrWrongUser], [ErrUsed] and [ErrExpired] (the expired
-// token returns to the pool in the same call; later calls for it then
-// report ErrNotFound, or ErrWrongUser once another user takes it).
-func (p *Pool) Consume(ctx context.Context, activity, user, token string) error {
+// Consume verifies that c.Token is bound to c.User and live, and marks it
+// used, in one atomic call: of any number of concurrent calls with the same
+// token exactly one returns nil. Refusals are errors wrapping [ErrRefused]:
+// [ErrMalformed], [ErrNotFound], [ErrWrongUser], [ErrUsed] and [ErrExpired]
+// (the expired token returns to the pool in the same call; later calls for
+// it then report ErrNotFound, or ErrWrongUser once another user takes it).
+// A bad activity or user ID is [ErrInvalidArgument]; any other error is a
+// Redis failure: not verified.
+func (p *Pool) Consume(ctx context.Context, c ConsumeParams) error {
 	if p.opts.observer == nil {
-		return p.consume(ctx, activity, user, token)
+		return p.consume(ctx, c)
 	}
 	start := time.Now()
-	err := p.consume(ctx, activity, user, token)
-	report(ctx, p.opts.observer, StageConsume, outcomeOf(err), activity, start, err)
+	err := p.consume(ctx, c)
+	report(ctx, p.opts.observer, StageConsume, outcomeOf(err), c.Activity, start, err)
 	return err
 }
 
-func (p *Pool) consume(ctx context.Context, activity, user, token string) error {
-	keys, err := p.tokenKeys(activity, user, token)
+func (p *Pool) consume(ctx context.Context, c ConsumeParams) error {
+	keys, err := p.tokenKeys(c)
 	if err != nil {
 		return err
 	}
-	v, err := consumeScript.Run(ctx, p.rdb, keys, user, token, p.now()).Result()
+	v, err := consumeScript.Run(ctx, p.rdb, keys, c.User, c.Token, p.now()).Result()
 	if err != nil {
-		return fmt.Errorf("token: consume %s: %w", activity, err)
+		return fmt.Errorf("token: consume %s: %w", c.Activity, err)
 	}
 	code, ok := v.(int64)
 	if !ok {
-		return fmt.Errorf("token: consume %s: %w: %T", activity, ErrBadReply, v)
+		return fmt.Errorf("token: consume %s: %w: %T", c.Activity, ErrBadReply, v)
 	}
 	switch code {
 	case 0:
@@ -265,10 +278,10 @@ func (p *Pool) consume(ctx context.Context, activity, user, token string) error 
 	case 4:
 		return ErrExpired
 	}
-	return fmt.Errorf("token: consume %s: %w: code %d", activity, ErrBadReply, code)
+	return fmt.Errorf("token: consume %s: %w: code %d", c.Activity, ErrBadReply, code)
 }
 
-// Restore undoes a [Pool.Consume] of token by user, in one atomic call: the
+// Restore undoes the [Pool.Consume] made with c, in one atomic call: the
 // used token becomes bound to the user again with a fresh binding deadline
 // (now + [WithBindTTL], whatever the old deadline was), the user→token
 // ownership is kept and the Used counter of [Pool.Stats] drops by one. The
@@ -285,35 +298,36 @@ func (p *Pool) consume(ctx context.Context, activity, user, token string) error 
 // (Activity.PerUserLimit, 1 by default), not the token.
 //
 // Restore is idempotent: a token already bound to the user and live is left
-// as it is (nil), so a retried Restore is safe. Refusals are errors:
-// [ErrMalformed] (checked before Redis, like Consume), [ErrWrongUser] (the
+// as it is (nil), so a retried Restore is safe. Refusals are errors wrapping
+// [ErrRefused]: [ErrMalformed] (checked before Redis, like Consume;
+// [ErrInvalidArgument] for a bad activity or user ID), [ErrWrongUser] (the
 // token is bound to or used by another user) and [ErrNotFound] (unknown,
 // free or already returned to the pool; a binding of the user that expired
 // is returned to the pool by this call and also reports ErrNotFound: there
 // is nothing left to restore). A Redis failure is a wrapped error matching
 // none of them.
-func (p *Pool) Restore(ctx context.Context, activity, user, token string) error {
+func (p *Pool) Restore(ctx context.Context, c ConsumeParams) error {
 	if p.opts.observer == nil {
-		return p.restore(ctx, activity, user, token)
+		return p.restore(ctx, c)
 	}
 	start := time.Now()
-	err := p.restore(ctx, activity, user, token)
-	report(ctx, p.opts.observer, StageRestore, outcomeOf(err), activity, start, err)
+	err := p.restore(ctx, c)
+	report(ctx, p.opts.observer, StageRestore, outcomeOf(err), c.Activity, start, err)
 	return err
 }
 
-func (p *Pool) restore(ctx context.Context, activity, user, token string) error {
-	keys, err := p.tokenKeys(activity, user, token)
+func (p *Pool) restore(ctx context.Context, c ConsumeParams) error {
+	keys, err := p.tokenKeys(c)
 	if err != nil {
 		return err
 	}
-	v, err := restoreScript.Run(ctx, p.rdb, keys, user, token, p.opts.bindTTL.Milliseconds(), p.now()).Result()
+	v, err := restoreScript.Run(ctx, p.rdb, keys, c.User, c.Token, p.opts.bindTTL.Milliseconds(), p.now()).Result()
 	if err != nil {
-		return fmt.Errorf("token: restore %s: %w", activity, err)
+		return fmt.Errorf("token: restore %s: %w", c.Activity, err)
 	}
 	code, ok := v.(int64)
 	if !ok {
-		return fmt.Errorf("token: restore %s: %w: %T", activity, ErrBadReply, v)
+		return fmt.Errorf("token: restore %s: %w: %T", c.Activity, ErrBadReply, v)
 	}
 	switch code {
 	case 0, 2: // restored; already bound and live
@@ -323,7 +337,7 @@ func (p *Pool) restore(ctx context.Context, activity, user, token string) error 
 	case 3:
 		return ErrWrongUser
 	}
-	return fmt.Errorf("token: restore %s: %w: code %d", activity, ErrBadReply, code)
+	return fmt.Errorf("token: restore %s: %w: code %d", c.Activity, ErrBadReply, code)
 }
 
 // Reclaim returns every expired bound-but-unused token of the activity to

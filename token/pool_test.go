@@ -30,13 +30,13 @@ var (
 // Redis TIME and the pool sets no Redis TTL (binding deadlines are
 // sorted-set scores compared with the injected "now"), so fake time never
 // meets the server's clock.
-func eachRedis(t *testing.T, f func(t *testing.T, p *Pool, clk *fakeClock), opts ...Option) {
+func eachRedis(t *testing.T, f func(t *testing.T, p *Pool, clk *fakeClock), opts ...PoolOption) {
 	t.Helper()
 	for kind, rdb := range testenv.AllRedis(t) {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			clk := newFakeClock(t0)
-			all := append([]Option{WithKeyPrefix(testenv.Prefix(t)), WithClock(clk)}, opts...)
+			all := append([]PoolOption{WithKeyPrefix(testenv.Prefix(t)), WithClock(clk)}, opts...)
 			p, err := NewPool(rdb, all...)
 			require.NoError(t, err)
 			f(t, p, clk)
@@ -51,7 +51,7 @@ func TestNewPoolValidates(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidConfig, "nil client")
 	assert.NotPanics(t, func() { _, err = NewPool(rdb, nil) })
 	assert.NoError(t, err, "a nil option is ignored")
-	for i, o := range []Option{WithMultiplier(0), WithBindTTL(0), WithReclaimBatch(-1), WithIssueBatch(0), WithClock(nil)} {
+	for i, o := range []PoolOption{WithMultiplier(0), WithBindTTL(0), WithReclaimBatch(-1), WithIssueBatch(0), WithClock(nil)} {
 		_, err := NewPool(rdb, o)
 		assert.ErrorIs(t, err, ErrInvalidConfig, "option %d", i)
 	}
@@ -180,20 +180,20 @@ func TestConsumeRefusals(t *testing.T) {
 
 		refusals := map[error]int{}
 		count := func(err error) {
-			for _, s := range []error{ErrWrongUser, ErrUsed, ErrNotFound, ErrExpired, ErrMalformed} {
+			for _, s := range []error{ErrWrongUser, ErrUsed, ErrNotFound, ErrExpired, ErrMalformed, ErrInvalidArgument} {
 				if errors.Is(err, s) {
 					refusals[s]++
 				}
 			}
 		}
-		count(p.Consume(ctx, "3", "alice", b.Token))                  // other user's token
-		count(p.Consume(ctx, "3", "mallory", a.Token))                // other user's token
-		count(p.Consume(ctx, "3", "alice", "AAAAAAAAAAAAAAAAAAAAAA")) // never issued
-		count(p.Consume(ctx, "3", "alice", "not-a-token"))            // malformed
-		count(p.Consume(ctx, "3{x}", "alice", a.Token))               // malformed activity
-		require.NoError(t, p.Consume(ctx, "3", "alice", a.Token))
-		count(p.Consume(ctx, "3", "alice", a.Token)) // consumed
-		assert.Equal(t, map[error]int{ErrWrongUser: 2, ErrNotFound: 1, ErrMalformed: 2, ErrUsed: 1}, refusals)
+		count(p.Consume(ctx, ConsumeParams{Activity: "3", User: "alice", Token: b.Token}))                  // other user's token
+		count(p.Consume(ctx, ConsumeParams{Activity: "3", User: "mallory", Token: a.Token}))                // other user's token
+		count(p.Consume(ctx, ConsumeParams{Activity: "3", User: "alice", Token: "AAAAAAAAAAAAAAAAAAAAAA"})) // never issued
+		count(p.Consume(ctx, ConsumeParams{Activity: "3", User: "alice", Token: "not-a-token"}))            // malformed
+		count(p.Consume(ctx, ConsumeParams{Activity: "3{x}", User: "alice", Token: a.Token}))               // bad activity: the caller's mistake
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "3", User: "alice", Token: a.Token}))
+		count(p.Consume(ctx, ConsumeParams{Activity: "3", User: "alice", Token: a.Token})) // consumed
+		assert.Equal(t, map[error]int{ErrWrongUser: 2, ErrNotFound: 1, ErrMalformed: 1, ErrInvalidArgument: 1, ErrUsed: 1}, refusals)
 
 		// after consuming, the user does not get another token
 		g, err := p.Take(ctx, "3", "alice")
@@ -203,8 +203,8 @@ func TestConsumeRefusals(t *testing.T) {
 
 		// bob's binding expires unused: refused, and the token goes back
 		clk.Add(5*time.Minute + time.Millisecond)
-		assert.ErrorIs(t, p.Consume(ctx, "3", "bob", b.Token), ErrExpired)
-		assert.ErrorIs(t, p.Consume(ctx, "3", "bob", b.Token), ErrNotFound)
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "3", User: "bob", Token: b.Token}), ErrExpired)
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "3", User: "bob", Token: b.Token}), ErrNotFound)
 		s, err := p.Stats(ctx, "3")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 3, Free: 2, Bound: 0, Used: 1}, s)
@@ -220,13 +220,13 @@ func TestBindingExpiresAtDeadline(t *testing.T) {
 		g, err := p.Take(ctx, "4", "alice")
 		require.NoError(t, err)
 		clk.Add(10*time.Second - time.Millisecond)
-		require.NoError(t, p.Consume(ctx, "4", "alice", g.Token), "1 ms before the deadline")
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "4", User: "alice", Token: g.Token}), "1 ms before the deadline")
 
 		g, err = p.Take(ctx, "4", "bob")
 		require.NoError(t, err)
 		require.Equal(t, Granted, g.Status)
 		clk.Add(10 * time.Second)
-		assert.ErrorIs(t, p.Consume(ctx, "4", "bob", g.Token), ErrExpired, "at the deadline")
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "4", User: "bob", Token: g.Token}), ErrExpired, "at the deadline")
 	}, WithBindTTL(10*time.Second), WithMultiplier(1))
 }
 
@@ -264,12 +264,12 @@ func TestTakeReclaimsExpired(t *testing.T) {
 		assert.Equal(t, Granted, gd.Status)
 		// old holders' tokens are now someone else's or free again
 		for _, old := range held[1:] {
-			err := p.Consume(ctx, "5", "zzz", old.Token)
+			err := p.Consume(ctx, ConsumeParams{Activity: "5", User: "zzz", Token: old.Token})
 			assert.True(t, errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongUser), err)
 		}
 		// ... and their former holders can no longer spend them.
 		for i, u := range []string{"b", "c"} {
-			err := p.Consume(ctx, "5", u, held[i+1].Token)
+			err := p.Consume(ctx, ConsumeParams{Activity: "5", User: u, Token: held[i+1].Token})
 			assert.True(t, errors.Is(err, ErrNotFound) || errors.Is(err, ErrWrongUser), "%s: %v", u, err)
 		}
 		s, err := p.Stats(ctx, "5")
@@ -319,7 +319,7 @@ func TestConcurrentDoubleConsume(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				switch err := p.Consume(ctx, "7", "alice", g.Token); {
+				switch err := p.Consume(ctx, ConsumeParams{Activity: "7", User: "alice", Token: g.Token}); {
 				case err == nil:
 					ok.Add(1)
 				case errors.Is(err, ErrUsed):
@@ -396,7 +396,7 @@ func TestPoolRedisTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, t0.Add(time.Minute).UnixMilli(), g.ExpiresAt.UnixMilli(), "deadline from Redis TIME")
 	m.SetTime(t0.Add(time.Minute))
-	assert.ErrorIs(t, p.Consume(ctx, "9", "alice", g.Token), ErrExpired)
+	assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "9", User: "alice", Token: g.Token}), ErrExpired)
 }
 
 func TestPoolRedisFailureIsError(t *testing.T) {
@@ -410,7 +410,7 @@ func TestPoolRedisFailureIsError(t *testing.T) {
 	m.SetError("LOADING")
 	_, err = p.Take(ctx, "10", "u")
 	assert.ErrorContains(t, err, "LOADING")
-	err = p.Consume(ctx, "10", "u", "AAAAAAAAAAAAAAAAAAAAAA")
+	err = p.Consume(ctx, ConsumeParams{Activity: "10", User: "u", Token: "AAAAAAAAAAAAAAAAAAAAAA"})
 	assert.Error(t, err)
 	for _, s := range []error{ErrNotFound, ErrUsed, ErrWrongUser, ErrExpired} {
 		assert.NotErrorIs(t, err, s)
@@ -448,14 +448,15 @@ func TestPoolBadInput(t *testing.T) {
 	ctx := context.Background()
 	for _, a := range []string{"", "a{b", "a}b", string(make([]byte, 129))} {
 		_, err := p.Take(ctx, a, "u")
-		assert.ErrorIs(t, err, ErrMalformed)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 		_, err = p.Issue(ctx, a, 1)
-		assert.ErrorIs(t, err, ErrMalformed)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 	}
 	_, err = p.Take(ctx, "a", "")
-	assert.ErrorIs(t, err, ErrMalformed)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.NotErrorIs(t, err, ErrRefused, "bad input is not a refusal")
 	_, err = p.Issue(ctx, "a", -1)
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 }
 
 func TestStatusString(t *testing.T) {

@@ -25,7 +25,7 @@ func takeAndConsume(t *testing.T, p *Pool, activity, user string) Grant {
 	g, err := p.Take(ctx, activity, user)
 	require.NoError(t, err)
 	require.Equal(t, Granted, g.Status)
-	require.NoError(t, p.Consume(ctx, activity, user, g.Token))
+	require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: activity, User: user, Token: g.Token}))
 	return g
 }
 
@@ -37,10 +37,10 @@ func TestRestoreThenConsumeAgain(t *testing.T) {
 		s, err := p.Stats(ctx, "r1")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 6, Free: 5, Bound: 0, Used: 1}, s)
-		assert.ErrorIs(t, p.Consume(ctx, "r1", "alice", g.Token), ErrUsed, "without Restore a retry is refused")
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r1", User: "alice", Token: g.Token}), ErrUsed, "without Restore a retry is refused")
 
 		clk.Add(time.Minute)
-		require.NoError(t, p.Restore(ctx, "r1", "alice", g.Token))
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r1", User: "alice", Token: g.Token}))
 		s, err = p.Stats(ctx, "r1")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 6, Free: 5, Bound: 1, Used: 0}, s)
@@ -52,13 +52,13 @@ func TestRestoreThenConsumeAgain(t *testing.T) {
 		assert.Equal(t, g.Token, h.Token)
 		assert.Equal(t, t0.Add(time.Minute+5*time.Minute).UnixMilli(), h.ExpiresAt.UnixMilli())
 		// ... and nobody else does.
-		assert.ErrorIs(t, p.Consume(ctx, "r1", "bob", g.Token), ErrWrongUser)
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r1", User: "bob", Token: g.Token}), ErrWrongUser)
 
-		require.NoError(t, p.Consume(ctx, "r1", "alice", g.Token), "the retry succeeds")
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "r1", User: "alice", Token: g.Token}), "the retry succeeds")
 		s, err = p.Stats(ctx, "r1")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 6, Free: 5, Bound: 0, Used: 1}, s)
-		assert.ErrorIs(t, p.Consume(ctx, "r1", "alice", g.Token), ErrUsed)
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r1", User: "alice", Token: g.Token}), ErrUsed)
 		u, err := p.Take(ctx, "r1", "alice")
 		require.NoError(t, err)
 		assert.Equal(t, Used, u.Status)
@@ -71,9 +71,9 @@ func TestRestoreIsIdempotent(t *testing.T) {
 	eachRedis(t, func(t *testing.T, p *Pool, clk *fakeClock) {
 		ctx := context.Background()
 		g := takeAndConsume(t, p, "r2", "alice")
-		require.NoError(t, p.Restore(ctx, "r2", "alice", g.Token))
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r2", User: "alice", Token: g.Token}))
 		clk.Add(time.Minute)
-		require.NoError(t, p.Restore(ctx, "r2", "alice", g.Token), "second restore is a no-op")
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r2", User: "alice", Token: g.Token}), "second restore is a no-op")
 		s, err := p.Stats(ctx, "r2")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 6, Free: 5, Bound: 1, Used: 0}, s, "restoring twice = restoring once")
@@ -82,8 +82,8 @@ func TestRestoreIsIdempotent(t *testing.T) {
 		assert.Equal(t, Held, h.Status)
 		assert.Equal(t, t0.Add(5*time.Minute).UnixMilli(), h.ExpiresAt.UnixMilli(),
 			"the no-op restore does not extend the deadline")
-		require.NoError(t, p.Consume(ctx, "r2", "alice", g.Token))
-		assert.ErrorIs(t, p.Consume(ctx, "r2", "alice", g.Token), ErrUsed, "one restore buys one consume")
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "r2", User: "alice", Token: g.Token}))
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r2", User: "alice", Token: g.Token}), ErrUsed, "one restore buys one consume")
 
 		// A bound token that was never consumed: nil, nothing changes.
 		b, err := p.Take(ctx, "r2", "bob")
@@ -91,7 +91,7 @@ func TestRestoreIsIdempotent(t *testing.T) {
 		require.Equal(t, Granted, b.Status)
 		before, err := p.Stats(ctx, "r2")
 		require.NoError(t, err)
-		require.NoError(t, p.Restore(ctx, "r2", "bob", b.Token))
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r2", User: "bob", Token: b.Token}))
 		after, err := p.Stats(ctx, "r2")
 		require.NoError(t, err)
 		assert.Equal(t, before, after)
@@ -100,7 +100,7 @@ func TestRestoreIsIdempotent(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, Held, hb.Status)
 		assert.Equal(t, b.ExpiresAt, hb.ExpiresAt)
-		require.NoError(t, p.Consume(ctx, "r2", "bob", b.Token))
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "r2", User: "bob", Token: b.Token}))
 	})
 }
 
@@ -112,10 +112,10 @@ func TestRestoreRefusals(t *testing.T) {
 		b, err := p.Take(ctx, "r3", "bob")
 		require.NoError(t, err)
 
-		assert.ErrorIs(t, p.Restore(ctx, "r3", "mallory", a.Token), ErrWrongUser, "used by another user")
-		assert.ErrorIs(t, p.Restore(ctx, "r3", "alice", b.Token), ErrWrongUser, "bound to another user")
-		assert.ErrorIs(t, p.Restore(ctx, "r3", "alice", "AAAAAAAAAAAAAAAAAAAAAA"), ErrNotFound, "never issued")
-		assert.ErrorIs(t, p.Restore(ctx, "other", "alice", a.Token), ErrNotFound, "other activity")
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r3", User: "mallory", Token: a.Token}), ErrWrongUser, "used by another user")
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r3", User: "alice", Token: b.Token}), ErrWrongUser, "bound to another user")
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r3", User: "alice", Token: "AAAAAAAAAAAAAAAAAAAAAA"}), ErrNotFound, "never issued")
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "other", User: "alice", Token: a.Token}), ErrNotFound, "other activity")
 		s, err := p.Stats(ctx, "r3")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 6, Free: 4, Bound: 1, Used: 1}, s, "refused restores change nothing")
@@ -123,12 +123,12 @@ func TestRestoreRefusals(t *testing.T) {
 		// bob's binding expires unconsumed: nothing to restore, and the
 		// token goes back to the pool in the same call.
 		clk.Add(5*time.Minute + time.Millisecond)
-		assert.ErrorIs(t, p.Restore(ctx, "r3", "bob", b.Token), ErrNotFound)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r3", User: "bob", Token: b.Token}), ErrNotFound)
 		s, err = p.Stats(ctx, "r3")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 6, Free: 5, Bound: 0, Used: 1}, s)
-		assert.ErrorIs(t, p.Restore(ctx, "r3", "bob", b.Token), ErrNotFound, "free token")
-		assert.ErrorIs(t, p.Consume(ctx, "r3", "bob", b.Token), ErrNotFound)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r3", User: "bob", Token: b.Token}), ErrNotFound, "free token")
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r3", User: "bob", Token: b.Token}), ErrNotFound)
 
 		// The reclaimed token is taken by someone else: bob cannot restore it.
 		var carol Grant
@@ -138,7 +138,7 @@ func TestRestoreRefusals(t *testing.T) {
 			require.Equal(t, Granted, carol.Status)
 		}
 		require.Equal(t, b.Token, carol.Token, "bob's old token is handed out again")
-		assert.ErrorIs(t, p.Restore(ctx, "r3", "bob", b.Token), ErrWrongUser)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r3", User: "bob", Token: b.Token}), ErrWrongUser)
 	})
 }
 
@@ -154,10 +154,10 @@ func TestRestoreDeadlines(t *testing.T) {
 		g, err := p.Take(ctx, "r4", "alice")
 		require.NoError(t, err)
 		clk.Add(10*time.Second - time.Millisecond)
-		require.NoError(t, p.Consume(ctx, "r4", "alice", g.Token))
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "r4", User: "alice", Token: g.Token}))
 		clk.Add(30 * time.Second)
 		restoredAt := clk.Now()
-		require.NoError(t, p.Restore(ctx, "r4", "alice", g.Token))
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r4", User: "alice", Token: g.Token}))
 		h, err := p.Take(ctx, "r4", "alice")
 		require.NoError(t, err)
 		assert.Equal(t, Held, h.Status)
@@ -166,14 +166,14 @@ func TestRestoreDeadlines(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 0, n, "the restored binding is live")
 		clk.Add(10*time.Second - time.Millisecond)
-		require.NoError(t, p.Consume(ctx, "r4", "alice", g.Token), "1 ms before the fresh deadline")
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "r4", User: "alice", Token: g.Token}), "1 ms before the fresh deadline")
 
 		// Restored, then not retried within the binding TTL: the binding
 		// expires like any other.
-		require.NoError(t, p.Restore(ctx, "r4", "alice", g.Token))
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r4", User: "alice", Token: g.Token}))
 		clk.Add(10 * time.Second)
-		assert.ErrorIs(t, p.Consume(ctx, "r4", "alice", g.Token), ErrExpired, "at the fresh deadline")
-		assert.ErrorIs(t, p.Restore(ctx, "r4", "alice", g.Token), ErrNotFound, "went back to the pool")
+		assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r4", User: "alice", Token: g.Token}), ErrExpired, "at the fresh deadline")
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r4", User: "alice", Token: g.Token}), ErrNotFound, "went back to the pool")
 		s, err := p.Stats(ctx, "r4")
 		require.NoError(t, err)
 		assert.Equal(t, Stats{Issued: 3, Free: 3, Bound: 0, Used: 0}, s)
@@ -181,13 +181,13 @@ func TestRestoreDeadlines(t *testing.T) {
 		// A restored binding that expired is also reclaimed by Reclaim.
 		g2, err := p.Take(ctx, "r4", "bob")
 		require.NoError(t, err)
-		require.NoError(t, p.Consume(ctx, "r4", "bob", g2.Token))
-		require.NoError(t, p.Restore(ctx, "r4", "bob", g2.Token))
+		require.NoError(t, p.Consume(ctx, ConsumeParams{Activity: "r4", User: "bob", Token: g2.Token}))
+		require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r4", User: "bob", Token: g2.Token}))
 		clk.Add(10 * time.Second)
 		n, err = p.Reclaim(ctx, "r4")
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, n)
-		assert.ErrorIs(t, p.Restore(ctx, "r4", "bob", g2.Token), ErrNotFound)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "r4", User: "bob", Token: g2.Token}), ErrNotFound)
 	}, WithBindTTL(10*time.Second), WithMultiplier(1))
 }
 
@@ -202,7 +202,7 @@ func TestRestoreUsedCounterNeverNegative(t *testing.T) {
 	// The counter was lost (e.g. edited by hand): Restore must not drive it
 	// below zero.
 	require.NoError(t, rdb.HSet(ctx, newPoolKeys(prefix, "r5").meta, "used", 0).Err())
-	require.NoError(t, p.Restore(ctx, "r5", "alice", g.Token))
+	require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r5", User: "alice", Token: g.Token}))
 	s, err := p.Stats(ctx, "r5")
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, s.Used)
@@ -225,12 +225,12 @@ func TestConcurrentRestoreConsume(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := p.Restore(ctx, "r6", "alice", g.Token); err == nil {
+				if err := p.Restore(ctx, ConsumeParams{Activity: "r6", User: "alice", Token: g.Token}); err == nil {
 					restored.Add(1)
 				} else {
 					other.Add(1)
 				}
-				switch err := p.Consume(ctx, "r6", "alice", g.Token); {
+				switch err := p.Consume(ctx, ConsumeParams{Activity: "r6", User: "alice", Token: g.Token}); {
 				case err == nil:
 					consumed.Add(1)
 				case errors.Is(err, ErrUsed):
@@ -260,14 +260,14 @@ func TestConcurrentRestoreConsume(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				restore := func() {
-					if err := p.Restore(ctx, "r6", "alice", g.Token); err == nil {
+					if err := p.Restore(ctx, ConsumeParams{Activity: "r6", User: "alice", Token: g.Token}); err == nil {
 						restored.Add(1)
 					} else {
 						other.Add(1)
 					}
 				}
 				consume := func() {
-					switch err := p.Consume(ctx, "r6", "alice", g.Token); {
+					switch err := p.Consume(ctx, ConsumeParams{Activity: "r6", User: "alice", Token: g.Token}); {
 					case err == nil:
 						consumed.Add(1)
 					case errors.Is(err, ErrUsed):
@@ -313,13 +313,13 @@ func TestRestoreRedisTime(t *testing.T) {
 	ctx := context.Background()
 	g := takeAndConsume(t, p, "r7", "alice")
 	m.SetTime(t0.Add(time.Hour))
-	require.NoError(t, p.Restore(ctx, "r7", "alice", g.Token))
+	require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r7", User: "alice", Token: g.Token}))
 	h, err := p.Take(ctx, "r7", "alice")
 	require.NoError(t, err)
 	assert.Equal(t, Held, h.Status)
 	assert.Equal(t, t0.Add(time.Hour+time.Minute).UnixMilli(), h.ExpiresAt.UnixMilli(), "fresh deadline from Redis TIME")
 	m.SetTime(t0.Add(time.Hour + time.Minute))
-	assert.ErrorIs(t, p.Consume(ctx, "r7", "alice", g.Token), ErrExpired)
+	assert.ErrorIs(t, p.Consume(ctx, ConsumeParams{Activity: "r7", User: "alice", Token: g.Token}), ErrExpired)
 }
 
 func TestRestoreBadInput(t *testing.T) {
@@ -331,15 +331,15 @@ func TestRestoreBadInput(t *testing.T) {
 	m.Close() // malformed input must be refused before any Redis call
 	tok := newToken()
 	for _, a := range []string{"", "a{b", "a}b", strings.Repeat("a", 129)} {
-		assert.ErrorIs(t, p.Restore(ctx, a, "u", tok), ErrMalformed, "activity %q", a)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: a, User: "u", Token: tok}), ErrInvalidArgument, "activity %q", a)
 	}
 	for _, u := range []string{"", "u{", "}", strings.Repeat("u", 129)} {
-		assert.ErrorIs(t, p.Restore(ctx, "a", u, tok), ErrMalformed, "user %q", u)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "a", User: u, Token: tok}), ErrInvalidArgument, "user %q", u)
 	}
 	for _, s := range []string{"", "not-a-token", "AAAAAAAAAAAAAAAAAAAAAB", "AAAAAAAAAAAAAAAAAAAAA=", tok + "A", tok[:21]} {
-		assert.ErrorIs(t, p.Restore(ctx, "a", "u", s), ErrMalformed, "token %q", s)
+		assert.ErrorIs(t, p.Restore(ctx, ConsumeParams{Activity: "a", User: "u", Token: s}), ErrMalformed, "token %q", s)
 	}
-	assert.NotPanics(t, func() { _ = p.Restore(ctx, "a", "u", "\x00\xff") })
+	assert.NotPanics(t, func() { _ = p.Restore(ctx, ConsumeParams{Activity: "a", User: "u", Token: "\x00\xff"}) })
 }
 
 func TestRestoreRedisFailureIsError(t *testing.T) {
@@ -352,7 +352,7 @@ func TestRestoreRedisFailureIsError(t *testing.T) {
 	g := takeAndConsume(t, p, "r8", "alice")
 
 	m.SetError("LOADING")
-	err = p.Restore(ctx, "r8", "alice", g.Token)
+	err = p.Restore(ctx, ConsumeParams{Activity: "r8", User: "alice", Token: g.Token})
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "token: restore r8: ")
 	assert.ErrorContains(t, err, "LOADING")
@@ -363,15 +363,15 @@ func TestRestoreRedisFailureIsError(t *testing.T) {
 	s, err := p.Stats(ctx, "r8")
 	require.NoError(t, err)
 	assert.Equal(t, Stats{Issued: 6, Free: 5, Used: 1}, s, "the failed call changed nothing")
-	require.NoError(t, p.Restore(ctx, "r8", "alice", g.Token))
+	require.NoError(t, p.Restore(ctx, ConsumeParams{Activity: "r8", User: "alice", Token: g.Token}))
 
 	// A wrongly typed key makes the script fail: an error, never a panic.
 	require.NoError(t, m.Set(newPoolKeys(prefix, "r9").state, "x"))
-	err = p.Restore(ctx, "r9", "alice", g.Token)
+	err = p.Restore(ctx, ConsumeParams{Activity: "r9", User: "alice", Token: g.Token})
 	assert.ErrorContains(t, err, "token: restore r9: ")
 	assert.NotErrorIs(t, err, ErrNotFound)
 
 	m.Close()
-	err = p.Restore(ctx, "r8", "alice", g.Token)
+	err = p.Restore(ctx, ConsumeParams{Activity: "r8", User: "alice", Token: g.Token})
 	assert.ErrorContains(t, err, "token: restore r8: ")
 }

@@ -23,6 +23,14 @@ type Key struct {
 	Secret []byte
 }
 
+// VerifyParams name what [Signer.Verify] checks: a struct, so that the
+// three strings cannot be swapped silently.
+type VerifyParams struct {
+	Token    string // the signed URL token the client presented
+	Activity string // the activity the request is for
+	User     string // the authenticated user
+}
+
 // SignParams describes the URL to sign.
 type SignParams struct {
 	Activity string    // activity ID, 1..128 bytes without braces
@@ -92,16 +100,17 @@ const (
 	maxEncodedLen = (maxRawLen*8 + 5) / 6
 )
 
-// NewSigner returns a Signer holding keys; keys[0] signs. Options:
-// [WithClock], [WithLeadTime], [WithValidity], [WithSkew],
-// [WithReplayGuard], [WithMaxNodeSkew], [WithKeyPrefix], [WithObserver].
-// An option out of
-// range fails with [ErrInvalidConfig].
-func NewSigner(keys []Key, opts ...Option) (*Signer, error) {
+// NewSigner returns a Signer holding keys; keys[0] signs. Options (each a
+// [SignerOption]): [WithKeyPrefix], [WithClock], [WithObserver] (shared
+// with [NewPool]), [WithLeadTime], [WithValidity], [WithSkew],
+// [WithReplayGuard], [WithMaxNodeSkew]. A nil option is ignored. An option
+// out of range fails with [ErrInvalidConfig], a bad key set with
+// [ErrNoKeys].
+func NewSigner(keys []Key, opts ...SignerOption) (*Signer, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applySigner(&o)
 		}
 	}
 	if err := o.validate(); err != nil {
@@ -165,17 +174,17 @@ func validKeyID(id string) bool {
 // the expiry has passed, so links cannot be harvested ahead of the sale.
 func (s *Signer) Sign(p SignParams) (string, error) {
 	if !validID(p.Activity) || !validID(p.User) {
-		return "", fmt.Errorf("%w: activity %q user %q", ErrMalformed, p.Activity, p.User)
+		return "", fmt.Errorf("%w: sign: activity %q user %q", ErrInvalidArgument, p.Activity, p.User)
 	}
 	if p.Start.IsZero() {
-		return "", fmt.Errorf("token: sign: zero start time")
+		return "", fmt.Errorf("%w: sign: zero start time", ErrInvalidArgument)
 	}
 	exp := p.Expiry
 	if exp.IsZero() {
 		exp = p.Start.Add(s.opts.validity)
 	}
 	if !exp.After(p.Start) {
-		return "", fmt.Errorf("token: sign: expiry %v not after start %v", exp, p.Start)
+		return "", fmt.Errorf("%w: sign: expiry %v not after start %v", ErrInvalidArgument, exp, p.Start)
 	}
 	now := s.opts.clock.Now()
 	if now.Before(p.Start.Add(-s.opts.lead)) {
@@ -272,8 +281,8 @@ type checked struct {
 
 // check runs the stateless checks that need the decoded bytes: shape, key,
 // signature, activity and user.
-func (s *Signer) check(sc *scratch, tok, activity, user string) (checked, error) {
-	d, err := parse(tok, &sc.raw)
+func (s *Signer) check(sc *scratch, p *VerifyParams) (checked, error) {
+	d, err := parse(p.Token, &sc.raw)
 	if err != nil {
 		return checked{}, err
 	}
@@ -284,10 +293,10 @@ func (s *Signer) check(sc *scratch, tok, activity, user string) (checked, error)
 	if !hmac.Equal(k.mac(sc.sum[:0], d.msg), d.mac) {
 		return checked{}, ErrInvalidSignature
 	}
-	if string(d.activity) != activity {
+	if string(d.activity) != p.Activity {
 		return checked{}, ErrWrongActivity
 	}
-	if string(d.user) != user {
+	if string(d.user) != p.User {
 		return checked{}, ErrWrongUser
 	}
 	c := checked{kid: k.id, nbf: d.nbf, exp: d.exp}
@@ -295,31 +304,33 @@ func (s *Signer) check(sc *scratch, tok, activity, user string) (checked, error)
 	return c, nil
 }
 
-// Verify checks a URL token for the given activity and the authenticated
-// user, in this order: shape ([ErrMalformed]), key ID ([ErrUnknownKey]),
+// Verify checks the URL token p.Token for p.Activity and the authenticated
+// p.User, in this order: shape ([ErrMalformed]), key ID ([ErrUnknownKey]),
 // HMAC with a constant-time compare ([ErrInvalidSignature]), activity
 // ([ErrWrongActivity]), user ([ErrWrongUser]), not-before and expiry with
 // the skew tolerance ([ErrNotYetValid], [ErrExpired]) and, last, the
 // one-time nonce when [WithReplayGuard] is set ([ErrReplayed]), so a
-// refused request never burns a nonce. Any other error is a Redis failure
+// refused request never burns a nonce. Every refusal wraps [ErrRefused].
+// Any other error is a Redis failure
 // of the replay guard; the URL must then be treated as not verified. The
 // guard refuses a replay on every server that shares its Redis as long as
 // their clocks differ by at most [WithMaxNodeSkew].
 //
 // Without the replay guard Verify does no I/O and does not allocate.
-func (s *Signer) Verify(ctx context.Context, tok, activity, user string) (Claims, error) {
+func (s *Signer) Verify(ctx context.Context, p VerifyParams) (Claims, error) {
 	if s.opts.observer == nil {
-		return s.verify(ctx, tok, activity, user)
+		return s.verify(ctx, &p)
 	}
 	start := time.Now()
-	c, err := s.verify(ctx, tok, activity, user)
-	report(ctx, s.opts.observer, StageVerify, outcomeOf(err), activity, start, err)
+	c, err := s.verify(ctx, &p)
+	report(ctx, s.opts.observer, StageVerify, outcomeOf(err), p.Activity, start, err)
 	return c, err
 }
 
-func (s *Signer) verify(ctx context.Context, tok, activity, user string) (Claims, error) {
+func (s *Signer) verify(ctx context.Context, p *VerifyParams) (Claims, error) {
+	activity, user := p.Activity, p.User
 	sc := s.scratch.Get().(*scratch)
-	d, err := s.check(sc, tok, activity, user)
+	d, err := s.check(sc, p)
 	s.scratch.Put(sc)
 	if err != nil {
 		return Claims{}, err

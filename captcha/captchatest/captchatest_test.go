@@ -27,7 +27,7 @@ func TestRecorderSolves(t *testing.T) {
 	assert.Len(t, a, 5)
 	_, ok = rec.Answer("nope")
 	assert.False(t, ok)
-	require.NoError(t, store.Verify(ctx, ch.ID, a, "u1"))
+	require.NoError(t, store.Verify(ctx, captcha.VerifyParams{ID: ch.ID, Answer: a, User: "u1"}))
 }
 
 func TestFixed(t *testing.T) {
@@ -39,5 +39,5 @@ func TestFixed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "type TEST", ch.Question)
 	assert.Empty(t, ch.Image)
-	require.NoError(t, store.Verify(ctx, ch.ID, " test ", "anyone"))
+	require.NoError(t, store.Verify(ctx, captcha.VerifyParams{ID: ch.ID, Answer: " test ", User: "anyone"}))
 }

@@ -1,6 +1,7 @@
 package dbfallback
 
 import (
+	"strconv"
 	"sync/atomic"
 	"testing"
 )
@@ -10,7 +11,7 @@ import (
 // SQLite by default, MariaDB with SECKILL_MYSQL_DSN. Every call reserves.
 func BenchmarkReserve(b *testing.B) {
 	e := newEnv(b)
-	const act = 1
+	const act = "1"
 	e.open(b, act, 1<<40, 1)
 	var n atomic.Int64
 	b.ReportAllocs()
@@ -18,7 +19,7 @@ func BenchmarkReserve(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			r, err := e.s.Reserve(bg, req(act, i, 1, rid("b-%d", i)))
+			r, err := e.s.Reserve(bg, req(act, strconv.FormatInt(i, 10), 1, rid("b-%d", i)))
 			if err != nil || !r.OK() {
 				b.Fatalf("reserve: %v %v", r.Status, err)
 			}
@@ -29,16 +30,16 @@ func BenchmarkReserve(b *testing.B) {
 // BenchmarkReserveReplay measures a retry of a known request ID.
 func BenchmarkReserveReplay(b *testing.B) {
 	e := newEnv(b)
-	const act = 1
+	const act = "1"
 	e.open(b, act, 10, 1)
-	if _, err := e.s.Reserve(bg, req(act, 1, 1, "same")); err != nil {
+	if _, err := e.s.Reserve(bg, req(act, "1", 1, "same")); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			r, err := e.s.Reserve(bg, req(act, 1, 1, "same"))
+			r, err := e.s.Reserve(bg, req(act, "1", 1, "same"))
 			if err != nil || !r.Replayed {
 				b.Fatalf("replay: %v %v", r.Status, err)
 			}

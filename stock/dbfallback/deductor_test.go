@@ -15,7 +15,7 @@ var _ Ledger = (*stock.Deductor)(nil)
 
 // redisHeld counts the units held in the Redis ledger of the activity, by
 // reading every ledger entry.
-func redisHeld(t *testing.T, d *stock.Deductor, act int64) (units int64, ids map[string]bool) {
+func redisHeld(t *testing.T, d *stock.Deductor, act string) (units int64, ids map[string]bool) {
 	t.Helper()
 	ids = map[string]bool{}
 	var cursor uint64
@@ -48,7 +48,7 @@ func TestDeductorFallbackAcrossOutage(t *testing.T) {
 	d, err := stock.New(rdb, stock.WithKeyPrefix(testenv.Prefix(t)), stock.WithFallback(e.s), stock.WithoutSoldOutCache())
 	require.NoError(t, err)
 
-	const act, total, quota = 41, 50, 20
+	const act, total, quota = "41", 50, 20
 	a := stock.Activity{ID: act, Stock: total, PerUserLimit: 1}
 	require.NoError(t, e.s.Open(bg, a, quota))
 	inRedis := a
@@ -69,7 +69,7 @@ func TestDeductorFallbackAcrossOutage(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				id := rid("u-%d", from+i)
-				r, err := d.Reserve(bg, req(act, int64(from+i), 1, id))
+				r, err := d.Reserve(bg, req(act, uid(from+i), 1, id))
 				outs[i] = outcome{id, r, err}
 			}()
 		}
@@ -142,7 +142,7 @@ func TestDeductorFallbackAcrossOutage(t *testing.T) {
 	}
 	// A retry of a cancelled request through Redis gets nothing: the
 	// Redis tombstone answers it.
-	r, err := d.Reserve(bg, req(act, 1000, 1, during[0]))
+	r, err := d.Reserve(bg, req(act, "1000", 1, during[0]))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Released, r.Status)
 
@@ -182,7 +182,7 @@ func TestOverlap(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	d, err := stock.New(rdb, stock.WithKeyPrefix(testenv.Prefix(t)))
 	require.NoError(t, err)
-	const act = 42
+	const act = "42"
 	a := stock.Activity{ID: act, Stock: 10, PerUserLimit: 1}
 	require.NoError(t, e.s.Open(bg, a, 4))
 	a.Stock -= 4
@@ -190,12 +190,12 @@ func TestOverlap(t *testing.T) {
 	require.NoError(t, err)
 
 	for i, id := range []string{"both-1", "redis-only", "both-2"} {
-		r, err := d.Reserve(bg, req(act, int64(i+1), 1, id))
+		r, err := d.Reserve(bg, req(act, uid(i+1), 1, id))
 		require.NoError(t, err)
 		require.True(t, r.OK())
 	}
 	for i, id := range []string{"both-1", "db-only", "both-2"} {
-		r, err := e.s.Reserve(bg, req(act, int64(i+1), 1, id))
+		r, err := e.s.Reserve(bg, req(act, uid(i+1), 1, id))
 		require.NoError(t, err)
 		require.True(t, r.OK())
 	}

@@ -80,12 +80,13 @@
 //
 // # Tables
 //
-//	<prefix>pool         activity_id PK, quota, remaining (CHECK >= 0 and
+//	<prefix>pool         activity_id PK (VARCHAR(64)), quota, remaining (CHECK >= 0 and
 //	                     <= quota), drained, per_user_limit, start_ms,
 //	                     end_ms, updated_ms
 //	<prefix>reservation  request_id PK (VARBINARY(128)), activity_id,
-//	                     user_id, qty, state ('R' held, 'X' released;
-//	                     a tombstone when qty = 0), created_ms, released_ms;
+//	                     user_id (VARCHAR(64); '' for a tombstone), qty,
+//	                     state ('R' held, 'X' released; a tombstone when
+//	                     qty = 0), created_ms, released_ms;
 //	                     KEY (activity_id, user_id),
 //	                     KEY (activity_id, state, request_id)
 //
@@ -93,6 +94,11 @@
 // Unix milliseconds (0 = none), so no driver time-zone or parseTime setting
 // matters. [SchemaMySQL] (schema.sql) is the DDL for MySQL 8 / MariaDB
 // 10.6+; [Store.AutoMigrate] builds the same tables on MySQL and SQLite.
+// Activity and user IDs are [stock.ValidID] strings in VARCHAR(64) columns,
+// ASCII with the binary collation on MySQL, so they compare byte for byte
+// as the Redis keys do. AutoMigrate alters the BIGINT ID columns of tables
+// made by earlier releases in place; their rows keep their IDs in decimal,
+// which is what a shop with numeric IDs passes (strconv.FormatInt).
 //
 // # Concurrency and limits
 //

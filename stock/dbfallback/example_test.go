@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
@@ -54,21 +55,21 @@ func Example() {
 	if err := store.AutoMigrate(ctx); err != nil {
 		panic(err)
 	}
-	sale := stock.Activity{ID: 42, Stock: 100, PerUserLimit: 1}
+	sale := stock.Activity{ID: "42", Stock: 100, PerUserLimit: 1}
 	if err := store.Open(ctx, sale, 2); err != nil { // Redis gets 100 - 2
 		panic(err)
 	}
 	for user := int64(1); user <= 3; user++ {
-		res, err := store.Reserve(ctx, stock.Request{Activity: 42, User: user, Qty: 1, RequestID: fmt.Sprint("r-", user)})
+		res, err := store.Reserve(ctx, stock.Request{Activity: "42", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprint("r-", user)})
 		if err != nil {
 			panic(err)
 		}
 		fmt.Printf("user %d: %v, %d left\n", user, res.Status, res.Remaining)
 	}
-	rel, _ := store.Release(ctx, 42, "r-1") // order r-1 cancelled
+	rel, _ := store.Release(ctx, "42", "r-1") // order r-1 cancelled
 	fmt.Println("release r-1:", rel.Status)
-	units, _ := store.Drain(ctx, 42) // Redis is fine: take the pool's units back
-	st, _ := store.Stats(ctx, 42)
+	units, _ := store.Drain(ctx, "42") // Redis is fine: take the pool's units back
+	st, _ := store.Stats(ctx, "42")
 	fmt.Printf("drained %d; quota %d = remaining %d + held %d\n", units, st.Quota, st.Remaining, st.HeldUnits)
 	// Output:
 	// user 1: reserved, 1 left
@@ -107,7 +108,7 @@ func Example_deductor() {
 		panic(err)
 	}
 
-	sale := stock.Activity{ID: 7, Stock: 10, PerUserLimit: 1}
+	sale := stock.Activity{ID: "7", Stock: 10, PerUserLimit: 1}
 	const quota = 3
 	if err := store.Open(ctx, sale, quota); err != nil {
 		panic(err)
@@ -119,7 +120,7 @@ func Example_deductor() {
 	}
 
 	reserve := func(user int64) {
-		res, err := d.Reserve(ctx, stock.Request{Activity: 7, User: user, Qty: 1, RequestID: fmt.Sprint("o-", user)})
+		res, err := d.Reserve(ctx, stock.Request{Activity: "7", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprint("o-", user)})
 		fmt.Printf("user %d: %v (fallback %v, %d left there), err %v\n", user, res.Status, res.Fallback, res.Remaining, err)
 	}
 	reserve(1)
@@ -128,7 +129,7 @@ func Example_deductor() {
 	m.SetError("")
 	reserve(3)
 
-	units, _ := store.Drain(ctx, 7) // after the outage: give these back to the Redis sale
+	units, _ := store.Drain(ctx, "7") // after the outage: give these back to the Redis sale
 	fmt.Println("drained:", units)
 	// Output:
 	// user 1: reserved (fallback false, 6 left there), err <nil>

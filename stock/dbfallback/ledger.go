@@ -12,9 +12,9 @@ import (
 // uncertain outcome. State is [stock.Held], [stock.Freed], or
 // [stock.Tombstone] for a Release that came first; times are the Store
 // clock's.
-func (s *Store) Lookup(ctx context.Context, activity int64, requestID string) (stock.Reservation, bool, error) {
-	if activity <= 0 {
-		return stock.Reservation{}, false, fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+func (s *Store) Lookup(ctx context.Context, activity, requestID string) (stock.Reservation, bool, error) {
+	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+		return stock.Reservation{}, false, err
 	}
 	if err := validateID(requestID); err != nil {
 		return stock.Reservation{}, false, err
@@ -35,9 +35,9 @@ func (s *Store) Lookup(ctx context.Context, activity int64, requestID string) (s
 // <= 0, at most 10,000). A reconciler counts these against its orders and
 // against the Redis ledger ([Store.Overlap]); released rows and tombstones
 // are not returned.
-func (s *Store) Reservations(ctx context.Context, activity int64, cursor string, count int) ([]stock.Reservation, string, error) {
-	if activity <= 0 {
-		return nil, "", fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+func (s *Store) Reservations(ctx context.Context, activity, cursor string, count int) ([]stock.Reservation, string, error) {
+	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+		return nil, "", err
 	}
 	if len(cursor) > maxIDBytes {
 		return nil, "", fmt.Errorf("dbfallback: %w: cursor of %d bytes", stock.ErrInvalidRequest, len(cursor))
@@ -52,19 +52,19 @@ func (s *Store) Reservations(ctx context.Context, activity int64, cursor string,
 		" WHERE activity_id = ? AND state = ? AND request_id > ? ORDER BY request_id LIMIT ?",
 		activity, stateHeld, cursor, count).Rows()
 	if err != nil {
-		return nil, "", fmt.Errorf("dbfallback: reservations of activity %d: %w", activity, err)
+		return nil, "", fmt.Errorf("dbfallback: reservations of activity %s: %w", activity, err)
 	}
 	defer rows.Close()
 	var out []stock.Reservation
 	for rows.Next() {
 		r, err := scanRow(rows)
 		if err != nil {
-			return nil, "", fmt.Errorf("dbfallback: reservations of activity %d: %w", activity, err)
+			return nil, "", fmt.Errorf("dbfallback: reservations of activity %s: %w", activity, err)
 		}
 		out = append(out, r.reservation())
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("dbfallback: reservations of activity %d: %w", activity, err)
+		return nil, "", fmt.Errorf("dbfallback: reservations of activity %s: %w", activity, err)
 	}
 	next := ""
 	if len(out) == count {
@@ -76,7 +76,7 @@ func (s *Store) Reservations(ctx context.Context, activity int64, cursor string,
 // Ledger is the read side of the Redis ledger that [Store.Overlap] needs;
 // *stock.Deductor implements it.
 type Ledger interface {
-	Lookup(ctx context.Context, activity int64, requestID string) (stock.Reservation, bool, error)
+	Lookup(ctx context.Context, activity, requestID string) (stock.Reservation, bool, error)
 }
 
 // Overlap returns the reservations held in this Store whose request ID is
@@ -87,7 +87,7 @@ type Ledger interface {
 // share units), but the request holds twice what it asked for. After an
 // outage, the reconciler releases the copy in this Store for each one
 // ([Store.Release]; the order keeps the Redis reservation), then drains.
-func (s *Store) Overlap(ctx context.Context, ledger Ledger, activity int64) ([]stock.Reservation, error) {
+func (s *Store) Overlap(ctx context.Context, ledger Ledger, activity string) ([]stock.Reservation, error) {
 	if ledger == nil {
 		return nil, fmt.Errorf("dbfallback: overlap: nil ledger")
 	}
@@ -131,9 +131,12 @@ func (r row) reservation() stock.Reservation {
 // Held returns the units user holds in activity's pool (reservations in
 // state held), like [stock.Deductor.Held] for Redis: a caller that must know
 // whether a buyer holds anything asks both stores.
-func (s *Store) Held(ctx context.Context, activity, user int64) (int64, error) {
-	if activity <= 0 || user <= 0 {
-		return 0, fmt.Errorf("dbfallback: %w: activity %d and user %d must be > 0", stock.ErrInvalidRequest, activity, user)
+func (s *Store) Held(ctx context.Context, activity, user string) (int64, error) {
+	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+		return 0, err
+	}
+	if err := checkID(stock.ErrInvalidRequest, "user ID", user); err != nil {
+		return 0, err
 	}
 	n, err := s.held(s.db.WithContext(ctx), activity, user)
 	if err != nil {

@@ -15,13 +15,13 @@ import (
 func TestReservationsPages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act = 21
+	const act = "21"
 	e.open(t, act, 100, 1)
-	e.open(t, act+1, 100, 1)
+	e.open(t, act+"-b", 100, 1)
 	want := map[string]bool{}
 	for i := range 25 {
 		id := rid("p-%02d", i)
-		_, err := e.s.Reserve(bg, req(act, int64(i+1), 1, id))
+		_, err := e.s.Reserve(bg, req(act, uid(i+1), 1, id))
 		require.NoError(t, err)
 		want[id] = true
 	}
@@ -32,7 +32,7 @@ func TestReservationsPages(t *testing.T) {
 	}
 	_, err := e.s.Release(bg, act, "tomb") // neither are tombstones
 	require.NoError(t, err)
-	_, err = e.s.Reserve(bg, req(act+1, 1, 1, "other")) // nor other activities
+	_, err = e.s.Reserve(bg, req(act+"-b", "1", 1, "other")) // nor other activities
 	require.NoError(t, err)
 
 	got := map[string]bool{}
@@ -47,7 +47,7 @@ func TestReservationsPages(t *testing.T) {
 			got[r.RequestID] = true
 			assert.Equal(t, stock.Held, r.State)
 			assert.Equal(t, int64(1), r.Qty)
-			assert.Positive(t, r.User)
+			assert.True(t, stock.ValidID(r.User), r.User)
 		}
 		if next == "" {
 			break
@@ -60,19 +60,19 @@ func TestReservationsPages(t *testing.T) {
 	units, rows := e.rawHeld(t, act)
 	assert.Equal(t, []int64{20, 20}, []int64{units, rows})
 
-	_, _, err = e.s.Reservations(bg, 0, "", 1)
+	_, _, err = e.s.Reservations(bg, "a}", "", 1)
 	require.ErrorIs(t, err, stock.ErrInvalidRequest)
 }
 
 func TestLookupStates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act = 23
+	const act = "23"
 	e.open(t, act, 10, 2)
 	t0 := e.clock.Now()
-	_, err := e.s.Reserve(bg, req(act, 3, 2, "held"))
+	_, err := e.s.Reserve(bg, req(act, "3", 2, "held"))
 	require.NoError(t, err)
-	_, err = e.s.Reserve(bg, req(act, 4, 1, "freed"))
+	_, err = e.s.Reserve(bg, req(act, "4", 1, "freed"))
 	require.NoError(t, err)
 	e.clock.Add(time.Second)
 	_, err = e.s.Release(bg, act, "freed")
@@ -82,8 +82,8 @@ func TestLookupStates(t *testing.T) {
 
 	ms := func(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 	for id, want := range map[string]stock.Reservation{
-		"held":  {RequestID: "held", User: 3, Qty: 2, State: stock.Held, ReservedAt: ms(t0)},
-		"freed": {RequestID: "freed", User: 4, Qty: 1, State: stock.Freed, ReservedAt: ms(t0), ReleasedAt: ms(t0.Add(time.Second))},
+		"held":  {RequestID: "held", User: "3", Qty: 2, State: stock.Held, ReservedAt: ms(t0)},
+		"freed": {RequestID: "freed", User: "4", Qty: 1, State: stock.Freed, ReservedAt: ms(t0), ReleasedAt: ms(t0.Add(time.Second))},
 		"tomb":  {RequestID: "tomb", State: stock.Tombstone, ReservedAt: ms(t0.Add(time.Second))},
 	} {
 		got, ok, err := e.s.Lookup(bg, act, id)
@@ -94,7 +94,7 @@ func TestLookupStates(t *testing.T) {
 	_, ok, err := e.s.Lookup(bg, act, "none")
 	require.NoError(t, err)
 	assert.False(t, ok)
-	_, ok, err = e.s.Lookup(bg, act+1, "held")
+	_, ok, err = e.s.Lookup(bg, act+"-b", "held")
 	require.NoError(t, err)
 	assert.False(t, ok, "another activity's ID")
 	_, _, err = e.s.Lookup(bg, act, "")

@@ -29,21 +29,21 @@ const (
 // poolRow is a row of <prefix>pool: the units of one activity carved out
 // for the fallback. Invariant: remaining + held units = quota.
 type poolRow struct {
-	ActivityID   int64 `gorm:"column:activity_id;primaryKey;autoIncrement:false"`
-	Quota        int64 `gorm:"column:quota;not null;check:quota >= remaining"`
-	Remaining    int64 `gorm:"column:remaining;not null;check:remaining >= 0"`
-	Drained      int64 `gorm:"column:drained;not null;default:0"`
-	PerUserLimit int64 `gorm:"column:per_user_limit;not null"`
-	StartMs      int64 `gorm:"column:start_ms;not null;default:0"`
-	EndMs        int64 `gorm:"column:end_ms;not null;default:0"`
-	UpdatedMs    int64 `gorm:"column:updated_ms;not null"`
+	ActivityID   idColumn `gorm:"column:activity_id;primaryKey;autoIncrement:false"`
+	Quota        int64    `gorm:"column:quota;not null;check:quota >= remaining"`
+	Remaining    int64    `gorm:"column:remaining;not null;check:remaining >= 0"`
+	Drained      int64    `gorm:"column:drained;not null;default:0"`
+	PerUserLimit int64    `gorm:"column:per_user_limit;not null"`
+	StartMs      int64    `gorm:"column:start_ms;not null;default:0"`
+	EndMs        int64    `gorm:"column:end_ms;not null;default:0"`
+	UpdatedMs    int64    `gorm:"column:updated_ms;not null"`
 }
 
 // reservationRow is a row of <prefix>reservation, one per request ID.
 type reservationRow struct {
 	RequestID  requestID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
-	ActivityID int64     `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
-	UserID     int64     `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
+	ActivityID idColumn  `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
+	UserID     idColumn  `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
 	Qty        int64     `gorm:"column:qty;not null"`
 	State      string    `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
 	CreatedMs  int64     `gorm:"column:created_ms;not null"`
@@ -63,19 +63,61 @@ func (requestID) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	return "text"
 }
 
+// idColumn is an activity_id or user_id column: a [stock.ValidID] string of
+// at most [stock.MaxIDLen] ASCII bytes, compared byte for byte like the
+// Redis keys ("a" and "A" are two users): VARCHAR(64) in the ascii charset
+// with its binary collation on MySQL (a _ci collation would make them one),
+// VARCHAR(64) (TEXT affinity, BINARY collation) on SQLite.
+type idColumn string
+
+// GormDBDataType implements gorm's GormDBDataTypeInterface.
+func (idColumn) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+	if db.Dialector.Name() == "mysql" {
+		return "varchar(64) CHARACTER SET ascii COLLATE ascii_bin"
+	}
+	return "varchar(64)"
+}
+
 // AutoMigrate creates or updates the Store's two tables, their indexes and
 // check constraints (on MySQL: InnoDB, utf8mb4). It is the equivalent of
-// [SchemaMySQL] for the Store's table prefix.
+// [SchemaMySQL] for the Store's table prefix. Tables of a release with
+// BIGINT activity_id and user_id columns are altered to the VARCHAR(64) ID
+// columns in place; their rows keep their IDs in decimal (activity 7 is
+// "7"), which is what a shop with numeric IDs passes.
 func (s *Store) AutoMigrate(ctx context.Context) error {
 	d := s.db.WithContext(ctx)
 	if s.mysql {
 		d = d.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+	}
+	if err := s.widenPoolID(d); err != nil {
+		return fmt.Errorf("dbfallback: migrate %s: %w", s.pool, err)
 	}
 	if err := d.Table(s.pool).AutoMigrate(&poolRow{}); err != nil {
 		return fmt.Errorf("dbfallback: migrate %s: %w", s.pool, err)
 	}
 	if err := d.Table(s.resv).AutoMigrate(&reservationRow{}); err != nil {
 		return fmt.Errorf("dbfallback: migrate %s: %w", s.resv, err)
+	}
+	return nil
+}
+
+// widenPoolID alters the BIGINT activity_id of an existing pool table (of a
+// release before string IDs) to the ID column type: gorm's AutoMigrate
+// never changes the type of a primary key column. The other ID columns it
+// alters itself.
+func (s *Store) widenPoolID(d *gorm.DB) error {
+	m := d.Table(s.pool).Migrator()
+	if !m.HasTable(s.pool) {
+		return nil
+	}
+	cols, err := m.ColumnTypes(s.pool)
+	if err != nil {
+		return err
+	}
+	for _, c := range cols {
+		if c.Name() == "activity_id" && strings.Contains(strings.ToLower(c.DatabaseTypeName()), "int") {
+			return m.AlterColumn(&poolRow{}, "ActivityID")
+		}
 	}
 	return nil
 }

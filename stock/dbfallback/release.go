@@ -33,9 +33,9 @@ import (
 // error wrapping [stock.ErrRequestConflict]. As a compensation Release is
 // often called with context.WithoutCancel(ctx); after an error it is safe
 // to call again.
-func (s *Store) Release(ctx context.Context, activity int64, requestID string) (stock.ReleaseResult, error) {
-	if activity <= 0 {
-		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+func (s *Store) Release(ctx context.Context, activity, requestID string) (stock.ReleaseResult, error) {
+	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+		return stock.ReleaseResult{}, err
 	}
 	if err := validateID(requestID); err != nil {
 		return stock.ReleaseResult{}, err
@@ -50,13 +50,13 @@ func (s *Store) Release(ctx context.Context, activity int64, requestID string) (
 		if errors.Is(err, stock.ErrRequestConflict) {
 			return stock.ReleaseResult{}, err
 		}
-		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: release %q in activity %d: %w", requestID, activity, err)
+		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: release %q in activity %s: %w", requestID, activity, err)
 	}
 	return res, nil
 }
 
 // release is one attempt of Release's transaction.
-func (s *Store) release(tx *gorm.DB, activity int64, id string) (stock.ReleaseResult, error) {
+func (s *Store) release(tx *gorm.DB, activity string, id string) (stock.ReleaseResult, error) {
 	p, opened, err := s.lockPool(tx, activity)
 	if err != nil {
 		return stock.ReleaseResult{}, err
@@ -71,11 +71,11 @@ func (s *Store) release(tx *gorm.DB, activity int64, id string) (stock.ReleaseRe
 	nowMs := s.clock.Now().UnixMilli()
 	switch {
 	case !found:
-		err := tx.Exec("INSERT INTO "+s.resv+" ("+rowColumns+") VALUES (?, ?, 0, 0, ?, ?, ?)",
+		err := tx.Exec("INSERT INTO "+s.resv+" ("+rowColumns+") VALUES (?, ?, '', 0, ?, ?, ?)",
 			id, activity, stateReleased, nowMs, nowMs).Error
 		return stock.ReleaseResult{Status: stock.ReleaseUnknown, Remaining: p.remaining}, err
 	case r.activity != activity:
-		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %d, not %d",
+		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %s, not %s",
 			stock.ErrRequestConflict, id, r.activity, activity)
 	case r.state != stateHeld:
 		return stock.ReleaseResult{Status: stock.ReleaseDuplicate, Qty: r.qty, User: r.user, Remaining: p.remaining}, errRollback

@@ -1,6 +1,7 @@
 package dbfallback
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +16,9 @@ import (
 func TestReleaseExactlyOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act, quota, n = 11, 10, 50
+	const act, quota, n = "11", 10, 50
 	e.open(t, act, quota, 3)
-	_, err := e.s.Reserve(bg, req(act, 5, 3, "r"))
+	_, err := e.s.Reserve(bg, req(act, "5", 3, "r"))
 	require.NoError(t, err)
 	e.clock.Add(time.Minute)
 
@@ -37,7 +38,7 @@ func TestReleaseExactlyOnce(t *testing.T) {
 		require.NoError(t, errs[i])
 		byStatus[r.Status]++
 		assert.Equal(t, int64(3), r.Qty)
-		assert.Equal(t, int64(5), r.User)
+		assert.Equal(t, "5", r.User)
 		assert.Equal(t, int64(quota), r.Remaining)
 		assert.Equal(t, r.Status == stock.ReleaseDone, r.Released())
 	}
@@ -45,11 +46,11 @@ func TestReleaseExactlyOnce(t *testing.T) {
 	_, remaining, _ := e.rawPool(t, act)
 	assert.Equal(t, int64(quota), remaining)
 	user, qty, state := e.rawRow(t, "r")
-	assert.Equal(t, []any{int64(5), int64(3), "X"}, []any{user, qty, state})
+	assert.Equal(t, []any{"5", int64(3), "X"}, []any{user, qty, state})
 	e.conserved(t, act)
 
 	// A reservation released is answered Released on a retry of its Reserve.
-	r, err := e.s.Reserve(bg, req(act, 5, 3, "r"))
+	r, err := e.s.Reserve(bg, req(act, "5", 3, "r"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Result{Status: stock.Released, Remaining: quota, Limit: 3, Replayed: true,
 		ReservedAt: time.UnixMilli(e.clock.Now().Add(-time.Minute).UnixMilli())}, r)
@@ -62,16 +63,16 @@ func TestReleaseExactlyOnce(t *testing.T) {
 func TestReleaseTombstoneThenReserve(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act, quota = 12, 4
+	const act, quota = "12", 4
 	e.open(t, act, quota, 1)
 
 	rel, err := e.s.Release(bg, act, "late")
 	require.NoError(t, err)
 	assert.Equal(t, stock.ReleaseResult{Status: stock.ReleaseUnknown, Remaining: quota}, rel)
 	user, qty, state := e.rawRow(t, "late")
-	assert.Equal(t, []any{int64(0), int64(0), "X"}, []any{user, qty, state})
+	assert.Equal(t, []any{"", int64(0), "X"}, []any{user, qty, state}, "a tombstone has no user")
 
-	r, err := e.s.Reserve(bg, req(act, 9, 1, "late"))
+	r, err := e.s.Reserve(bg, req(act, "9", 1, "late"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Released, r.Status)
 	assert.True(t, r.Replayed)
@@ -94,7 +95,7 @@ func TestReleaseTombstoneThenReserve(t *testing.T) {
 func TestReleaseRacesReserve(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act, quota, n = 13, 30, 30
+	const act, quota, n = "13", 30, 30
 	e.open(t, act, quota, 1)
 	var wg sync.WaitGroup
 	reserved := make([]stock.Result, n)
@@ -104,7 +105,7 @@ func TestReleaseRacesReserve(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var err error
-			reserved[i], err = e.s.Reserve(bg, req(act, int64(i+1), 1, rid("race-%d", i)))
+			reserved[i], err = e.s.Reserve(bg, req(act, uid(i+1), 1, rid("race-%d", i)))
 			assert.NoError(t, err)
 		}()
 		go func() {
@@ -135,29 +136,29 @@ func TestReleaseRacesReserve(t *testing.T) {
 func TestReleaseEdgeCases(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.open(t, 14, 5, 1)
-	e.open(t, 15, 5, 1)
-	_, err := e.s.Reserve(bg, req(14, 1, 1, "a"))
+	e.open(t, "14", 5, 1)
+	e.open(t, "15", 5, 1)
+	_, err := e.s.Reserve(bg, req("14", "1", 1, "a"))
 	require.NoError(t, err)
 
 	// No pool: nothing written (a canceller may release in both stores).
-	rel, err := e.s.Release(bg, 99, "nopool")
+	rel, err := e.s.Release(bg, "99", "nopool")
 	require.NoError(t, err)
 	assert.Equal(t, stock.ReleaseResult{Status: stock.ReleaseNotLoaded}, rel)
 	assert.Equal(t, int64(1), e.rawRows(t))
 
 	// Another activity's request ID.
-	_, err = e.s.Release(bg, 15, "a")
+	_, err = e.s.Release(bg, "15", "a")
 	require.ErrorIs(t, err, stock.ErrRequestConflict)
 	user, qty, state := e.rawRow(t, "a")
-	assert.Equal(t, []any{int64(1), int64(1), "R"}, []any{user, qty, state})
+	assert.Equal(t, []any{"1", int64(1), "R"}, []any{user, qty, state})
 
 	for _, tc := range []struct {
-		act int64
+		act string
 		id  string
-	}{{0, "a"}, {-1, "a"}, {14, ""}, {14, string(make([]byte, 129))}} {
+	}{{"", "a"}, {"1:4", "a"}, {"{14}", "a"}, {strings.Repeat("1", 65), "a"}, {"14", ""}, {"14", string(make([]byte, 129))}} {
 		_, err := e.s.Release(bg, tc.act, tc.id)
-		require.ErrorIs(t, err, stock.ErrInvalidRequest, "%d %q", tc.act, tc.id)
+		require.ErrorIs(t, err, stock.ErrInvalidRequest, "%q %q", tc.act, tc.id)
 	}
 	assert.Equal(t, int64(1), e.rawRows(t))
 }

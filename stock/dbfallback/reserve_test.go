@@ -18,7 +18,7 @@ import (
 func TestReserveQuotaUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act, quota, buyers = 1, 20, 200
+	const act, quota, buyers = "1", 20, 200
 	e.open(t, act, quota, 1)
 
 	results := make([]stock.Result, buyers)
@@ -28,7 +28,7 @@ func TestReserveQuotaUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = e.s.Reserve(bg, req(act, int64(i+1), 1, rid("q-%d", i)))
+			results[i], errs[i] = e.s.Reserve(bg, req(act, uuidOf(i+1), 1, rid("q-%d", i)))
 		}()
 	}
 	wg.Wait()
@@ -65,11 +65,11 @@ func TestReserveCapUnderConcurrency(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			const act, quota, users, perUser = 2, 1000, 10, 20
+			const act, quota, users, perUser = "2", 1000, 10, 20
 			e.open(t, act, quota, tc.limit)
 
 			type out struct {
-				user int64
+				user string
 				res  stock.Result
 				qty  int64
 				err  error
@@ -83,14 +83,14 @@ func TestReserveCapUnderConcurrency(t *testing.T) {
 						defer wg.Done()
 						k := u*perUser + i
 						q := tc.qty(i)
-						r, err := e.s.Reserve(bg, req(act, int64(u+1), q, rid("c-%d-%d", u, i)))
-						outs[k] = out{int64(u + 1), r, q, err}
+						r, err := e.s.Reserve(bg, req(act, uid(u+1), q, rid("c-%d-%d", u, i)))
+						outs[k] = out{uid(u + 1), r, q, err}
 					}()
 				}
 			}
 			wg.Wait()
 
-			won := map[int64]int64{}
+			won := map[string]int64{}
 			for _, o := range outs {
 				require.NoError(t, o.err)
 				switch o.res.Status {
@@ -110,7 +110,7 @@ func TestReserveCapUnderConcurrency(t *testing.T) {
 				// Each user sent several qty-1 requests, and one of them
 				// fits whenever the user holds less than the cap: every
 				// user ends at the cap exactly, never above.
-				assert.Equal(t, tc.limit, h, "user %d", u)
+				assert.Equal(t, tc.limit, h, "user %s", u)
 			}
 			e.conserved(t, act)
 		})
@@ -121,7 +121,7 @@ func TestReserveCapUnderConcurrency(t *testing.T) {
 func TestReserveRetriesDeductOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act, quota, retries = 3, 10, 100
+	const act, quota, retries = "3", 10, 100
 	e.open(t, act, quota, 3)
 
 	results := make([]stock.Result, retries)
@@ -131,7 +131,7 @@ func TestReserveRetriesDeductOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = e.s.Reserve(bg, req(act, 42, 2, "same-id"))
+			results[i], errs[i] = e.s.Reserve(bg, req(act, "42", 2, "same-id"))
 		}()
 	}
 	wg.Wait()
@@ -150,25 +150,25 @@ func TestReserveRetriesDeductOnce(t *testing.T) {
 	assert.Equal(t, int64(quota-2), remaining)
 	assert.Equal(t, int64(1), e.rawRows(t))
 	user, qty, state := e.rawRow(t, "same-id")
-	assert.Equal(t, []any{int64(42), int64(2), "R"}, []any{user, qty, state})
+	assert.Equal(t, []any{"42", int64(2), "R"}, []any{user, qty, state})
 }
 
 func TestReserveResultFields(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.open(t, 4, 5, 2)
-	r, err := e.s.Reserve(bg, req(4, 7, 1, "f-1"))
+	e.open(t, "4", 5, 2)
+	r, err := e.s.Reserve(bg, req("4", "7", 1, "f-1"))
 	require.NoError(t, err)
 	want := stock.Result{Status: stock.Reserved, Remaining: 4, Held: 1, Limit: 2, ReservedAt: time.UnixMilli(testenv.Epoch().UnixMilli())}
 	assert.Equal(t, want, r)
 
 	e.clock.Add(time.Second)
-	r, err = e.s.Reserve(bg, req(4, 7, 1, "f-1"))
+	r, err = e.s.Reserve(bg, req("4", "7", 1, "f-1"))
 	require.NoError(t, err)
 	want.Replayed = true // the first outcome, at the first time
 	assert.Equal(t, want, r)
 
-	r, err = e.s.Reserve(bg, req(4, 7, 1, "f-2"))
+	r, err = e.s.Reserve(bg, req("4", "7", 1, "f-2"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Result{Status: stock.Reserved, Remaining: 3, Held: 2, Limit: 2,
 		ReservedAt: time.UnixMilli(testenv.Epoch().Add(time.Second).UnixMilli())}, r)
@@ -179,10 +179,10 @@ func TestReserveResultFields(t *testing.T) {
 func TestReserveDenialsWriteNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := e.open(t, 5, 3, 2)
-	_, err := e.s.Reserve(bg, req(5, 1, 2, "held-1")) // user 1 holds 2 of 2
+	a := e.open(t, "5", 3, 2)
+	_, err := e.s.Reserve(bg, req("5", "1", 2, "held-1")) // user 1 holds 2 of 2
 	require.NoError(t, err)
-	_, err = e.s.Reserve(bg, req(5, 2, 1, "held-2")) // 0 left
+	_, err = e.s.Reserve(bg, req("5", "2", 1, "held-2")) // 0 left
 	require.NoError(t, err)
 
 	snapshot := func() string {
@@ -210,30 +210,30 @@ func TestReserveDenialsWriteNothing(t *testing.T) {
 	e.clock.Add(time.Minute) // updated_ms would change if anything were written
 
 	// Sold out (3 of 3 taken).
-	r, err := e.s.Reserve(bg, req(5, 3, 1, "d-soldout"))
+	r, err := e.s.Reserve(bg, req("5", "3", 1, "d-soldout"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.SoldOut, r.Status)
 	assert.Equal(t, int64(0), r.Remaining)
 	// Limit reached is checked after stock, as in Redis: release a unit first.
-	rel, err := e.s.Release(bg, 5, "held-2")
+	rel, err := e.s.Release(bg, "5", "held-2")
 	require.NoError(t, err)
 	require.Equal(t, stock.ReleaseDone, rel.Status)
 	before = snapshot()
-	r, err = e.s.Reserve(bg, req(5, 1, 1, "d-limit"))
+	r, err = e.s.Reserve(bg, req("5", "1", 1, "d-limit"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Result{Status: stock.LimitReached, Remaining: 1, Held: 2, Limit: 2, ReservedAt: r.ReservedAt}, r)
 	// The window, on the Store's clock.
 	e.clock.Set(a.Start.Add(-time.Millisecond))
-	r, err = e.s.Reserve(bg, req(5, 3, 1, "d-early"))
+	r, err = e.s.Reserve(bg, req("5", "3", 1, "d-early"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.NotStarted, r.Status)
 	assert.Equal(t, a.Start.Add(-time.Millisecond).UnixMilli(), r.ReservedAt.UnixMilli(), "the decision's time")
 	e.clock.Set(a.End)
-	r, err = e.s.Reserve(bg, req(5, 3, 1, "d-late"))
+	r, err = e.s.Reserve(bg, req("5", "3", 1, "d-late"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Ended, r.Status, "End is exclusive")
 	// No pool.
-	r, err = e.s.Reserve(bg, req(99, 3, 1, "d-nopool"))
+	r, err = e.s.Reserve(bg, req("99", "3", 1, "d-nopool"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Result{Status: stock.NotLoaded}, r)
 
@@ -241,38 +241,42 @@ func TestReserveDenialsWriteNothing(t *testing.T) {
 
 	// The window's edges are inclusive at Start.
 	e.clock.Set(a.Start)
-	r, err = e.s.Reserve(bg, req(5, 3, 1, "d-start"))
+	r, err = e.s.Reserve(bg, req("5", "3", 1, "d-start"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.Reserved, r.Status)
-	e.conserved(t, 5)
+	e.conserved(t, "5")
 }
 
 func TestReserveInvalidInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.open(t, 6, 10, 2)
+	e.open(t, "6", 10, 2)
 	for _, tc := range []struct {
 		name string
 		req  stock.Request
 	}{
-		{"activity 0", req(0, 1, 1, "x")},
-		{"negative activity", req(-6, 1, 1, "x")},
-		{"user 0", req(6, 0, 1, "x")},
-		{"qty 0", req(6, 1, 0, "x")},
-		{"negative qty", req(6, 1, -1, "x")},
-		{"qty above 2^53-1", req(6, 1, 1<<53, "x")},
-		{"empty ID", req(6, 1, 1, "")},
-		{"ID of 129 bytes", req(6, 1, 1, strings.Repeat("i", 129))},
-		{"qty above the per-user limit", req(6, 1, 3, "x")},
+		{"empty activity", req("", "1", 1, "x")},
+		{"activity with ':'", req("6:1", "1", 1, "x")},
+		{"activity over 64 bytes", req(strings.Repeat("6", 65), "1", 1, "x")},
+		{"empty user", req("6", "", 1, "x")},
+		{"user with '{'", req("6", "{1", 1, "x")},
+		{"user with a space", req("6", "1 2", 1, "x")},
+		{"unicode user", req("6", "用户", 1, "x")},
+		{"qty 0", req("6", "1", 0, "x")},
+		{"negative qty", req("6", "1", -1, "x")},
+		{"qty above 2^53-1", req("6", "1", 1<<53, "x")},
+		{"empty ID", req("6", "1", 1, "")},
+		{"ID of 129 bytes", req("6", "1", 1, strings.Repeat("i", 129))},
+		{"qty above the per-user limit", req("6", "1", 3, "x")},
 	} {
 		r, err := e.s.Reserve(bg, tc.req)
 		require.ErrorIs(t, err, stock.ErrInvalidRequest, tc.name)
 		assert.Equal(t, stock.Result{}, r, tc.name)
 	}
-	r, err := e.s.Reserve(bg, req(6, 1, 1, strings.Repeat("i", 128)))
+	r, err := e.s.Reserve(bg, req("6", "1", 1, strings.Repeat("i", 128)))
 	require.NoError(t, err, "128 bytes is allowed")
 	assert.Equal(t, stock.Reserved, r.Status)
-	_, remaining, _ := e.rawPool(t, 6)
+	_, remaining, _ := e.rawPool(t, "6")
 	assert.Equal(t, int64(9), remaining)
 	assert.Equal(t, int64(1), e.rawRows(t))
 }
@@ -282,17 +286,17 @@ func TestReserveInvalidInput(t *testing.T) {
 func TestReserveConflict(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.open(t, 7, 10, 3)
-	e.open(t, 8, 10, 3)
-	_, err := e.s.Reserve(bg, req(7, 1, 2, "c"))
+	e.open(t, "7", 10, 3)
+	e.open(t, "8", 10, 3)
+	_, err := e.s.Reserve(bg, req("7", "1", 2, "c"))
 	require.NoError(t, err)
-	for _, r := range []stock.Request{req(7, 2, 2, "c"), req(7, 1, 1, "c"), req(8, 1, 2, "c")} {
+	for _, r := range []stock.Request{req("7", "2", 2, "c"), req("7", "1", 1, "c"), req("8", "1", 2, "c")} {
 		res, err := e.s.Reserve(bg, r)
 		require.ErrorIs(t, err, stock.ErrRequestConflict, "%+v", r)
 		assert.Equal(t, stock.Result{}, res)
 	}
-	_, rem7, _ := e.rawPool(t, 7)
-	_, rem8, _ := e.rawPool(t, 8)
+	_, rem7, _ := e.rawPool(t, "7")
+	_, rem8, _ := e.rawPool(t, "8")
 	assert.Equal(t, []int64{8, 10}, []int64{rem7, rem8})
 	assert.Equal(t, int64(1), e.rawRows(t))
 }
@@ -301,16 +305,16 @@ func TestReserveConflict(t *testing.T) {
 func TestReserveIDsAreBytes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.open(t, 9, 10, 5)
+	e.open(t, "9", 10, 5)
 	for _, id := range []string{"abc", "ABC", "abc ", "\xff\x00bin"} {
-		r, err := e.s.Reserve(bg, req(9, 1, 1, id))
+		r, err := e.s.Reserve(bg, req("9", "1", 1, id))
 		require.NoError(t, err, "%q", id)
 		assert.Equal(t, stock.Reserved, r.Status, "%q", id)
 		assert.False(t, r.Replayed, "%q", id)
 	}
-	_, rows := e.rawHeld(t, 9)
+	_, rows := e.rawHeld(t, "9")
 	assert.Equal(t, int64(4), rows)
-	got, ok, err := e.s.Lookup(bg, 9, "\xff\x00bin")
+	got, ok, err := e.s.Lookup(bg, "9", "\xff\x00bin")
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, "\xff\x00bin", got.RequestID)
@@ -323,17 +327,17 @@ func TestReserveManyActivities(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const acts, quota, n = 5, 15, 300
-	for a := int64(1); a <= acts; a++ {
-		e.open(t, 60+a, quota, 2)
+	for a := 1; a <= acts; a++ {
+		e.open(t, uid(60+a), quota, 2)
 	}
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			act := int64(60 + i%acts + 1)
+			act := uid(60 + i%acts + 1)
 			id := rid("m-%d", i)
-			r, err := e.s.Reserve(bg, req(act, int64(i%37+1), int64(i%2+1), id))
+			r, err := e.s.Reserve(bg, req(act, uid(i%37+1), int64(i%2+1), id))
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -344,10 +348,10 @@ func TestReserveManyActivities(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for a := int64(1); a <= acts; a++ {
-		e.conserved(t, 60+a)
-		for u, h := range e.rawHeldByUser(t, 60+a) {
-			assert.LessOrEqual(t, h, int64(2), "activity %d user %d", 60+a, u)
+	for a := 1; a <= acts; a++ {
+		e.conserved(t, uid(60+a))
+		for u, h := range e.rawHeldByUser(t, uid(60+a)) {
+			assert.LessOrEqual(t, h, int64(2), "activity %d user %s", 60+a, u)
 		}
 	}
 }

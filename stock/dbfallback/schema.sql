@@ -4,7 +4,7 @@
 -- milliseconds of the Store's clock (0 = none).
 
 CREATE TABLE IF NOT EXISTS seckill_fallback_pool (
-  activity_id    BIGINT         NOT NULL,            -- one pool per activity
+  activity_id    VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- one pool per activity; 1..64 of [A-Za-z0-9._@+-]
   quota          BIGINT         NOT NULL,            -- units the pool answers for: remaining + held
   remaining      BIGINT         NOT NULL,            -- guarded: UPDATE … SET remaining = remaining - n WHERE … AND remaining >= n
   drained        BIGINT         NOT NULL DEFAULT 0,  -- units taken out by Drain (opened quota = quota + drained)
@@ -19,8 +19,8 @@ CREATE TABLE IF NOT EXISTS seckill_fallback_pool (
 
 CREATE TABLE IF NOT EXISTS seckill_fallback_reservation (
   request_id     VARBINARY(128) NOT NULL,            -- the idempotency key, compared byte for byte
-  activity_id    BIGINT         NOT NULL,
-  user_id        BIGINT         NOT NULL,            -- 0 for a tombstone
+  activity_id    VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- compared byte for byte
+  user_id        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- '' for a tombstone
   qty            BIGINT         NOT NULL,            -- 0 for a tombstone
   state          CHAR(1)        NOT NULL,            -- R held, X released (a tombstone when qty = 0)
   created_ms     BIGINT         NOT NULL,

@@ -106,8 +106,8 @@ func TestSchemaSQLMatchesAutoMigrate(t *testing.T) {
 	for _, table := range []string{s.pool, s.resv} {
 		assert.Equal(t, want[table], dbTable(t, byDDL, table, want[table].checks), "%s: AutoMigrate over the DDL", table)
 	}
-	require.NoError(t, s.Open(bg, activity(1, 4, 1), 2))
-	r, err := s.Reserve(bg, req(1, 1, 1, "ddl"))
+	require.NoError(t, s.Open(bg, activity("1", 4, 1), 2))
+	r, err := s.Reserve(bg, req("1", "1", 1, "ddl"))
 	require.NoError(t, err)
 	assert.True(t, r.OK())
 }

@@ -28,17 +28,17 @@ func TestSQLiteManyConnections(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.AutoMigrate(bg))
 	e := env{s: s, db: db, clock: clock}
-	const act, quota, buyers = 51, 20, 120
+	const act, quota, buyers = "51", 20, 120
 	e.open(t, act, quota, 2)
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	won := map[int64]int64{}
+	won := map[string]int64{}
 	for i := range buyers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			user := int64(i%40 + 1) // three requests per user, cap 2
+			user := uuidOf(i%40 + 1) // three requests per user, cap 2
 			r, err := s.Reserve(bg, req(act, user, 1, rid("m-%d", i)))
 			if !assert.NoError(t, err) {
 				return

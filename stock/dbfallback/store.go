@@ -103,7 +103,7 @@ type pool struct {
 // serialised and never deadlock among themselves. On SQLite the first
 // statement is a write, which takes the database's write lock at once
 // (waiting under busy_timeout) instead of upgrading a read later.
-func (s *Store) lockPool(tx *gorm.DB, activity int64) (p pool, ok bool, err error) {
+func (s *Store) lockPool(tx *gorm.DB, activity string) (p pool, ok bool, err error) {
 	if !s.mysql {
 		if err := tx.Exec("UPDATE "+s.pool+" SET updated_ms = updated_ms WHERE activity_id = ?", activity).Error; err != nil {
 			return pool{}, false, err
@@ -148,16 +148,16 @@ func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) error {
 		return nil
 	}
 	if !isDuplicate(err) {
-		return fmt.Errorf("dbfallback: open activity %d: %w", a.ID, err)
+		return fmt.Errorf("dbfallback: open activity %s: %w", a.ID, err)
 	}
 	var p pool
 	err = db.Raw("SELECT quota, drained, per_user_limit, start_ms, end_ms FROM "+s.pool+" WHERE activity_id = ?", a.ID).Row().
 		Scan(&p.quota, &p.drained, &p.limit, &p.startMs, &p.endMs)
 	if err != nil {
-		return fmt.Errorf("dbfallback: open activity %d: %w", a.ID, err)
+		return fmt.Errorf("dbfallback: open activity %s: %w", a.ID, err)
 	}
 	if p.quota+p.drained != want.quota || p.limit != want.limit || p.startMs != want.startMs || p.endMs != want.endMs {
-		return fmt.Errorf("%w: activity %d has quota %d, limit %d, window [%d, %d) ms; asked quota %d, limit %d, window [%d, %d) ms",
+		return fmt.Errorf("%w: activity %s has quota %d, limit %d, window [%d, %d) ms; asked quota %d, limit %d, window [%d, %d) ms",
 			ErrPoolConflict, a.ID, p.quota+p.drained, p.limit, p.startMs, p.endMs, want.quota, want.limit, want.startMs, want.endMs)
 	}
 	return nil
@@ -168,9 +168,10 @@ func poolOf(a stock.Activity, quota int64) (pool, error) {
 	bad := func(format string, args ...any) (pool, error) {
 		return pool{}, fmt.Errorf("dbfallback: %w: "+format, append([]any{stock.ErrInvalidActivity}, args...)...)
 	}
+	if err := checkID(stock.ErrInvalidActivity, "activity ID", a.ID); err != nil {
+		return pool{}, err
+	}
 	switch {
-	case a.ID <= 0:
-		return bad("activity ID %d must be > 0", a.ID)
 	case a.Stock < 0 || a.Stock > maxQty:
 		return bad("stock %d must be in 0..2^53-1", a.Stock)
 	case quota < 0 || quota > a.Stock:
@@ -196,9 +197,9 @@ func poolOf(a stock.Activity, quota int64) (pool, error) {
 // while Redis is down. A second Drain returns 0, unless releases of
 // fallback reservations put units back in between (drain again after
 // them). An activity without a pool drains 0.
-func (s *Store) Drain(ctx context.Context, activity int64) (units int64, err error) {
-	if activity <= 0 {
-		return 0, fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+func (s *Store) Drain(ctx context.Context, activity string) (units int64, err error) {
+	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+		return 0, err
 	}
 	err = s.inTx(ctx, func(tx *gorm.DB) error {
 		units = 0
@@ -215,13 +216,13 @@ func (s *Store) Drain(ctx context.Context, activity int64) (units int64, err err
 			return r.Error
 		}
 		if r.RowsAffected != 1 {
-			return fmt.Errorf("pool of activity %d changed under its lock", activity)
+			return fmt.Errorf("pool of activity %s changed under its lock", activity)
 		}
 		units = p.remaining
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("dbfallback: drain activity %d: %w", activity, err)
+		return 0, fmt.Errorf("dbfallback: drain activity %s: %w", activity, err)
 	}
 	return units, nil
 }
@@ -241,9 +242,9 @@ type Stats struct {
 
 // Stats returns a read-only snapshot of the activity's pool (Opened is
 // false when it has none).
-func (s *Store) Stats(ctx context.Context, activity int64) (Stats, error) {
-	if activity <= 0 {
-		return Stats{}, fmt.Errorf("dbfallback: %w: activity ID %d must be > 0", stock.ErrInvalidRequest, activity)
+func (s *Store) Stats(ctx context.Context, activity string) (Stats, error) {
+	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+		return Stats{}, err
 	}
 	var st Stats
 	var startMs, endMs int64
@@ -256,7 +257,7 @@ func (s *Store) Stats(ctx context.Context, activity int64) (Stats, error) {
 		return Stats{}, nil
 	}
 	if err != nil {
-		return Stats{}, fmt.Errorf("dbfallback: stats of activity %d: %w", activity, err)
+		return Stats{}, fmt.Errorf("dbfallback: stats of activity %s: %w", activity, err)
 	}
 	st.Opened, st.Start, st.End = true, fromMillis(startMs), fromMillis(endMs)
 	return st, nil

@@ -1,6 +1,7 @@
 package dbfallback
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,20 +49,20 @@ func TestNewRejects(t *testing.T) {
 func TestOpen(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := activity(31, 100, 0)
+	a := activity("31", 100, 0)
 	require.NoError(t, e.s.Open(bg, a, 20))
-	q, remaining, drained := e.rawPool(t, 31)
+	q, remaining, drained := e.rawPool(t, "31")
 	assert.Equal(t, []int64{20, 20, 0}, []int64{q, remaining, drained})
-	st, err := e.s.Stats(bg, 31)
+	st, err := e.s.Stats(bg, "31")
 	require.NoError(t, err)
 	assert.Equal(t, Stats{Opened: true, Quota: 20, Remaining: 20, Limit: 1,
 		Start: time.UnixMilli(a.Start.UnixMilli()), End: time.UnixMilli(a.End.UnixMilli())}, st, "limit 0 means 1")
 
 	// Again, with a sale going on: a no-op.
-	_, err = e.s.Reserve(bg, req(31, 1, 1, "o-1"))
+	_, err = e.s.Reserve(bg, req("31", "1", 1, "o-1"))
 	require.NoError(t, err)
 	require.NoError(t, e.s.Open(bg, a, 20))
-	_, remaining, _ = e.rawPool(t, 31)
+	_, remaining, _ = e.rawPool(t, "31")
 	assert.Equal(t, int64(19), remaining)
 
 	// Other terms.
@@ -76,21 +77,21 @@ func TestOpen(t *testing.T) {
 		}
 		require.ErrorIs(t, e.s.Open(bg, o, quota), ErrPoolConflict, "case %d", i)
 	}
-	q, remaining, _ = e.rawPool(t, 31)
+	q, remaining, _ = e.rawPool(t, "31")
 	assert.Equal(t, []int64{20, 19}, []int64{q, remaining})
 
 	// After a Drain the opened quota is still 20.
-	n, err := e.s.Drain(bg, 31)
+	n, err := e.s.Drain(bg, "31")
 	require.NoError(t, err)
 	assert.Equal(t, int64(19), n)
 	require.NoError(t, e.s.Open(bg, a, 20))
 	require.ErrorIs(t, e.s.Open(bg, a, 1), ErrPoolConflict)
-	q, remaining, drained = e.rawPool(t, 31)
+	q, remaining, drained = e.rawPool(t, "31")
 	assert.Equal(t, []int64{1, 0, 19}, []int64{q, remaining, drained})
 
 	// Concurrent first Opens: one pool.
 	var wg sync.WaitGroup
-	b := activity(32, 10, 1)
+	b := activity("32", 10, 1)
 	for range 10 {
 		wg.Add(1)
 		go func() {
@@ -99,19 +100,21 @@ func TestOpen(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	q, remaining, _ = e.rawPool(t, 32)
+	q, remaining, _ = e.rawPool(t, "32")
 	assert.Equal(t, []int64{10, 10}, []int64{q, remaining})
 }
 
 func TestOpenInvalid(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := activity(33, 10, 1)
+	a := activity("33", 10, 1)
 	for name, tc := range map[string]struct {
 		a     func(stock.Activity) stock.Activity
 		quota int64
 	}{
-		"id 0":              {func(a stock.Activity) stock.Activity { a.ID = 0; return a }, 1},
+		"empty id":          {func(a stock.Activity) stock.Activity { a.ID = ""; return a }, 1},
+		"id with ':'":       {func(a stock.Activity) stock.Activity { a.ID = "3:3"; return a }, 1},
+		"id over 64 bytes":  {func(a stock.Activity) stock.Activity { a.ID = strings.Repeat("3", 65); return a }, 1},
 		"negative quota":    {func(a stock.Activity) stock.Activity { return a }, -1},
 		"quota above stock": {func(a stock.Activity) stock.Activity { return a }, 11},
 		"negative limit":    {func(a stock.Activity) stock.Activity { a.PerUserLimit = -1; return a }, 1},
@@ -125,8 +128,8 @@ func TestOpenInvalid(t *testing.T) {
 	var n int64
 	require.NoError(t, e.db.Raw("SELECT COUNT(*) FROM "+e.s.pool).Row().Scan(&n))
 	assert.Equal(t, int64(0), n)
-	require.NoError(t, e.s.Open(bg, activity(34, 5, 1), 0), "quota 0 is allowed")
-	r, err := e.s.Reserve(bg, req(34, 1, 1, "z"))
+	require.NoError(t, e.s.Open(bg, activity("34", 5, 1), 0), "quota 0 is allowed")
+	r, err := e.s.Reserve(bg, req("34", "1", 1, "z"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.SoldOut, r.Status)
 }
@@ -136,10 +139,10 @@ func TestOpenInvalid(t *testing.T) {
 func TestDrainOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act, quota = 35, 20
+	const act, quota = "35", 20
 	e.open(t, act, quota, 1)
 	for i := range 7 {
-		_, err := e.s.Reserve(bg, req(act, int64(i+1), 1, rid("d-%d", i)))
+		_, err := e.s.Reserve(bg, req(act, uid(i+1), 1, rid("d-%d", i)))
 		require.NoError(t, err)
 	}
 
@@ -171,7 +174,7 @@ func TestDrainOnce(t *testing.T) {
 	e.conserved(t, act)
 
 	// Sold out for the fallback now.
-	r, err := e.s.Reserve(bg, req(act, 100, 1, "after"))
+	r, err := e.s.Reserve(bg, req(act, "100", 1, "after"))
 	require.NoError(t, err)
 	assert.Equal(t, stock.SoldOut, r.Status)
 
@@ -189,23 +192,23 @@ func TestDrainOnce(t *testing.T) {
 	assert.Equal(t, []int64{6, 0, 14}, []int64{q, remaining, drained})
 	e.conserved(t, act)
 
-	u, err = e.s.Drain(bg, 999)
+	u, err = e.s.Drain(bg, "999")
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), u, "no pool, nothing to drain")
-	_, err = e.s.Drain(bg, 0)
+	_, err = e.s.Drain(bg, "")
 	require.ErrorIs(t, err, stock.ErrInvalidRequest)
 }
 
 func TestStats(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const act = 36
+	const act = "36"
 	a := e.open(t, act, 10, 3)
-	_, err := e.s.Reserve(bg, req(act, 1, 3, "s-1"))
+	_, err := e.s.Reserve(bg, req(act, "1", 3, "s-1"))
 	require.NoError(t, err)
-	_, err = e.s.Reserve(bg, req(act, 2, 2, "s-2"))
+	_, err = e.s.Reserve(bg, req(act, "2", 2, "s-2"))
 	require.NoError(t, err)
-	_, err = e.s.Reserve(bg, req(act, 3, 1, "s-3"))
+	_, err = e.s.Reserve(bg, req(act, "3", 1, "s-3"))
 	require.NoError(t, err)
 	_, err = e.s.Release(bg, act, "s-3")
 	require.NoError(t, err)
@@ -222,10 +225,10 @@ func TestStats(t *testing.T) {
 	units, rows := e.rawHeld(t, act)
 	assert.Equal(t, []int64{st.Quota, st.Remaining, st.Drained, st.HeldUnits, st.Reservations}, []int64{q, remaining, drained, units, rows})
 
-	st, err = e.s.Stats(bg, 999)
+	st, err = e.s.Stats(bg, "999")
 	require.NoError(t, err)
 	assert.Equal(t, Stats{}, st)
-	_, err = e.s.Stats(bg, -1)
+	_, err = e.s.Stats(bg, "a b")
 	require.ErrorIs(t, err, stock.ErrInvalidRequest)
 }
 
@@ -240,9 +243,9 @@ func TestTablePrefix(t *testing.T) {
 	pool, resv := other.Tables()
 	assert.Equal(t, []string{"shop2_fb_pool", "shop2_fb_reservation"}, []string{pool, resv})
 
-	e.open(t, 37, 5, 1)
-	require.NoError(t, other.Open(bg, activity(37, 10, 1), 3))
-	_, err = other.Reserve(bg, req(37, 1, 1, "p"))
+	e.open(t, "37", 5, 1)
+	require.NoError(t, other.Open(bg, activity("37", 10, 1), 3))
+	_, err = other.Reserve(bg, req("37", "1", 1, "p"))
 	require.NoError(t, err)
 	var q1, q2, r1, r2 int64
 	require.NoError(t, e.db.Raw("SELECT quota, remaining FROM "+e.s.pool+" WHERE activity_id = 37").Row().Scan(&q1, &r1))
@@ -256,9 +259,9 @@ func TestTablePrefix(t *testing.T) {
 func TestChecksEnforced(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.open(t, 38, 5, 1)
+	e.open(t, "38", 5, 1)
 	require.Error(t, e.db.Exec("UPDATE "+e.s.pool+" SET remaining = -1 WHERE activity_id = 38").Error)
 	require.Error(t, e.db.Exec("UPDATE "+e.s.pool+" SET remaining = 6 WHERE activity_id = 38").Error)
-	_, remaining, _ := e.rawPool(t, 38)
+	_, remaining, _ := e.rawPool(t, "38")
 	assert.Equal(t, int64(5), remaining)
 }

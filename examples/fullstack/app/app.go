@@ -270,7 +270,7 @@ func (a *App) migrateAndSeed(ctx context.Context) error {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	act := order.Activity{
-		ID: a.cfg.ActivityID, Name: "Flash sale #" + a.actKey, ProductID: 1000 + a.cfg.ActivityID,
+		ID: a.actKey, Name: "Flash sale #" + a.actKey, ProductID: 1000 + a.cfg.ActivityID,
 		ProductName: a.cfg.ProductName, OriginalPrice: orig, ActivityPrice: price,
 		TotalStock: a.cfg.Stock, Stock: a.cfg.Stock, UserLimit: 1, Status: 1,
 		StartTime: now.Add(a.cfg.StartIn), EndTime: now.Add(a.cfg.StartIn + a.cfg.Duration),

@@ -289,7 +289,7 @@ func TestBrowserBuy(t *testing.T) {
 	}
 	// The order the page shows is the buyer's one order in the database.
 	var rows []order.Order
-	if err := a.Infra().DB.WithContext(ctxDB).Where("user_id = ? AND activity_id = ?", 7, cfg.ActivityID).Find(&rows).Error; err != nil {
+	if err := a.Infra().DB.WithContext(ctxDB).Where("user_id = ? AND activity_id = ?", "7", strconv.FormatInt(cfg.ActivityID, 10)).Find(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 1 || rows[0].OrderNo != orderNo || rows[0].Status != order.OrderCreated {

@@ -41,7 +41,7 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 	// and it is fenced in the DB first, so a message still in Kafka (a
 	// consumer lagging past the grace) deducts nothing when it arrives and
 	// its buyer reads "failed", not "queued".
-	ledger := order.LedgerFunc(func(ctx context.Context, activity int64, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+	ledger := order.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
 		page, next, err := a.stock.Reservations(ctx, activity, cursor, count)
 		if err != nil {
 			return nil, 0, err

@@ -65,23 +65,19 @@ func (g *captchaGate) New(ctx context.Context, user string, image bool) (captcha
 	return g.store.Generate(ctx, captcha.GenerateParams{User: user})
 }
 
-// Verify reports whether answer solves id for user (once). Refusals are
-// false with a nil error; the error is a Redis failure.
-func (g *captchaGate) Verify(ctx context.Context, id, user, answer string) (bool, error) {
-	err := g.store.Verify(ctx, id, answer, user)
+// Verify reports whether p.Answer solves p.ID for p.User (once). Refusals
+// (captcha.ErrRefused) are false with a nil error; the error is a Redis
+// failure.
+func (g *captchaGate) Verify(ctx context.Context, p captcha.VerifyParams) (bool, error) {
+	err := g.store.Verify(ctx, p)
 	switch {
 	case err == nil:
 		return true, nil
-	case isCaptchaRefusal(err):
+	case errors.Is(err, captcha.ErrRefused):
 		return false, nil
 	default:
 		return false, err
 	}
-}
-
-func isCaptchaRefusal(err error) bool {
-	return errors.Is(err, captcha.ErrNotFound) || errors.Is(err, captcha.ErrWrongAnswer) ||
-		errors.Is(err, captcha.ErrTooManyAttempts) || errors.Is(err, captcha.ErrWrongUser)
 }
 
 // Answer is the DEMO-ONLY hook: the answer of a challenge bound to user.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
 )
 
 // Miniredis returns the embedded Redis of a, nil on a real server (tests
@@ -25,18 +26,18 @@ func Miniredis(a *App) *miniredis.Miniredis { return a.in.mini }
 // ConsumeToken spends user's access token, as a request that died right
 // after the consume would have.
 func ConsumeToken(ctx context.Context, a *App, user, tok string) error {
-	return a.pool.Consume(ctx, a.actKey, user, tok)
+	return a.pool.Consume(ctx, token.ConsumeParams{Activity: a.actKey, User: user, Token: tok})
 }
 
 // ReserveAs reserves one unit for user under resv, as a request whose
 // Reserve ran in Redis but whose reply was lost.
-func ReserveAs(ctx context.Context, a *App, user int64, resv string) (stock.Result, error) {
+func ReserveAs(ctx context.Context, a *App, user, resv string) (stock.Result, error) {
 	return a.stock.Reserve(ctx, stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv})
 }
 
 // ReleaseFenced releases resv through the fence, as the reconciler does.
-func ReleaseFenced(ctx context.Context, a *App, user int64, resv string) error {
-	f, err := order.NewFence(a.in.DB, order.ReleaserFunc(func(ctx context.Context, activity int64, id string) error {
+func ReleaseFenced(ctx context.Context, a *App, user, resv string) error {
+	f, err := order.NewFence(a.in.DB, order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
 		_, err := a.stock.Release(ctx, activity, id)
 		return err
 	}))
@@ -56,7 +57,7 @@ func DB(a *App) *gorm.DB { return a.in.DB }
 func RedisClient(a *App) redis.UniversalClient { return a.in.Redis }
 
 // Held reads what user holds in the sale's stock.
-func Held(ctx context.Context, a *App, user int64) (int64, error) {
+func Held(ctx context.Context, a *App, user string) (int64, error) {
 	return a.stock.Held(ctx, a.act.ID, user)
 }
 
@@ -64,7 +65,7 @@ func Held(ctx context.Context, a *App, user int64) (int64, error) {
 func SetReadTimeout(a *App, d time.Duration) { a.readTimeout = d }
 
 // CheckTicket checks an SSE ticket for resv as the stream does, at now.
-func CheckTicket(a *App, ticket, resv string, now time.Time) (int64, bool) {
+func CheckTicket(a *App, ticket, resv string, now time.Time) (string, bool) {
 	return a.checkTicket(ticket, resv, now)
 }
 

@@ -51,7 +51,7 @@ func (a *App) dbFallback(ctx context.Context) ([]stock.Option, error) {
 }
 
 // poolQuota is the number of units of activity set aside in the DB pool.
-func (a *App) poolQuota(activity int64) int64 {
+func (a *App) poolQuota(activity string) int64 {
 	if a.fallback == nil || activity != a.act.ID {
 		return 0
 	}
@@ -88,7 +88,7 @@ func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.
 // releaseUnits gives a reservation's units back to whichever store holds
 // them: Redis and the DB pool (each is idempotent and leaves a tombstone
 // for an ID it does not hold).
-func (a *App) releaseUnits(ctx context.Context, activity int64, id string) error {
+func (a *App) releaseUnits(ctx context.Context, activity, id string) error {
 	_, err := a.stock.Release(ctx, activity, id)
 	if a.fallback != nil {
 		_, ferr := a.fallback.Release(ctx, activity, id)
@@ -158,7 +158,7 @@ func (a *App) poolRemaining(ctx context.Context) int64 {
 
 // held is what user holds in the sale across both stores: Redis and the DB
 // pool. Zero means no reservation in flight and no live order of theirs.
-func (a *App) held(ctx context.Context, user int64) (int64, error) {
+func (a *App) held(ctx context.Context, user string) (int64, error) {
 	n, err := a.stock.Held(ctx, a.act.ID, user)
 	if err != nil || a.fallback == nil {
 		return n, err

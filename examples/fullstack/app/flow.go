@@ -64,7 +64,7 @@ func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case err == nil && user != "":
 			h(w, r.WithContext(risk.WithUser(r.Context(), user)))
-		case err == nil, errors.Is(err, risk.ErrNoToken), errors.Is(err, risk.ErrMalformedToken), errors.Is(err, risk.ErrInvalidToken):
+		case err == nil, errors.Is(err, risk.ErrRefused):
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
 		default:
@@ -73,14 +73,10 @@ func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// userOf returns the authenticated user's ID (risk.Auth put it in ctx).
-func userOf(r *http.Request) (int64, bool) {
-	s, ok := risk.UserFrom(r.Context())
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	return id, err == nil && id > 0
+// userOf returns the authenticated user's ID (authenticated put it in ctx).
+// It is the string every library package takes (a demo user's decimal ID).
+func userOf(r *http.Request) (string, bool) {
+	return risk.UserFrom(r.Context())
 }
 
 // refuse answers a denial and counts it by stage.
@@ -144,7 +140,7 @@ func (a *App) demoUser(name string) (int64, bool) {
 }
 
 type activityView struct {
-	ID            int64     `json:"id"`
+	ID            string    `json:"id"`
 	Name          string    `json:"name"`
 	ProductName   string    `json:"product_name"`
 	Price         string    `json:"price"`
@@ -207,19 +203,19 @@ func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
 	// Each image costs milliseconds of CPU: a per-user window bounds it.
-	if !a.allowUser(w, r, a.captchaLimit, "captcha_limit", strconv.FormatInt(user, 10)) {
+	if !a.allowUser(w, r, a.captchaLimit, "captcha_limit", user) {
 		return
 	}
 	// Demo mode only: ?image=none skips rendering for the load generator,
 	// which reads the answer through the demo hook anyway.
 	image := !(a.cfg.Demo && r.URL.Query().Get("image") == "none")
-	ch, err := a.parts.captcha.New(r.Context(), strconv.FormatInt(user, 10), image)
+	ch, err := a.parts.captcha.New(r.Context(), user, image)
 	if err != nil {
 		a.fail(w, r, "captcha", err)
 		return
 	}
 	if !image { // demo mode only (see above): hand the answer over too
-		ans, _ := a.parts.captcha.Answer(r.Context(), ch.ID, strconv.FormatInt(user, 10))
+		ans, _ := a.parts.captcha.Answer(r.Context(), ch.ID, user)
 		writeJSON(w, http.StatusOK, map[string]any{"id": ch.ID, "expires_at": ch.ExpiresAt, "demo_answer": ans})
 		return
 	}
@@ -229,11 +225,11 @@ func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
 // handleDemoCaptcha is the demo-only captcha hook (see Config.Demo).
 func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
-	if user > int64(a.cfg.DemoUsers) {
+	if n, err := strconv.Atoi(user); err != nil || n < 1 || n > a.cfg.DemoUsers {
 		writeErr(w, http.StatusForbidden, "denied", "demo users only")
 		return
 	}
-	ans, ok := a.parts.captcha.Answer(r.Context(), r.PathValue("id"), strconv.FormatInt(user, 10))
+	ans, ok := a.parts.captcha.Answer(r.Context(), r.PathValue("id"), user)
 	if !ok {
 		writeErr(w, http.StatusNotFound, "captcha", "unknown captcha")
 		return
@@ -251,7 +247,7 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	user, _ := userOf(r)
-	userKey := strconv.FormatInt(user, 10)
+	userKey := user
 	// The window check is the signed path's own: it runs on the same clock.
 	sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: userKey, Start: a.act.StartTime, Expiry: a.act.EndTime})
 	switch {
@@ -330,7 +326,7 @@ func (a *App) allowUser(w http.ResponseWriter, r *http.Request, l limiter.Limite
 
 func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
-	sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: strconv.FormatInt(user, 10), Start: a.act.StartTime, Expiry: a.act.EndTime})
+	sig, err := a.signer.Sign(token.SignParams{Activity: a.actKey, User: user, Start: a.act.StartTime, Expiry: a.act.EndTime})
 	switch {
 	case errors.Is(err, token.ErrTooEarly):
 		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "the buy link is released shortly before the start", "opens_at": a.pathOpen})
@@ -385,7 +381,7 @@ func clientReservationID(user, requestID string) string { return "u" + user + "-
 // given back: the buyer holds nothing and may start a new attempt. It
 // reports false when the reservation does not exist (a first attempt, or
 // one that never reached Reserve): the normal path runs.
-func (a *App) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, user int64, req buyRequest, resv string, outcome *string) bool {
+func (a *App) replay(ctx context.Context, w http.ResponseWriter, r *http.Request, user string, req buyRequest, resv string, outcome *string) bool {
 	lk, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (lookup, error) {
 		rec, found, err := a.lookupReservation(ctx, resv)
 		return lookup{rec, found}, err
@@ -399,7 +395,7 @@ func (a *App) replay(ctx context.Context, w http.ResponseWriter, r *http.Request
 		return false
 	case lk.r.State != stock.Held:
 		*outcome = "failed"
-		a.restoreToken(ctx, strconv.FormatInt(user, 10), req.Token)
+		a.restoreToken(ctx, user, req.Token)
 		writeJSON(w, http.StatusConflict, map[string]string{"status": "failed", "reservation": resv, "reason": "released"})
 		return true
 	}
@@ -461,7 +457,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	}()
 	ctx := r.Context()
 	user, _ := userOf(r)
-	userKey := strconv.FormatInt(user, 10)
+	userKey := user
 	deny := func(stage string, code int, status, msg string) {
 		outcome = status
 		a.refuse(w, r, stage, code, status, msg)
@@ -572,14 +568,14 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// Signed path: HMAC, no I/O.
-	if _, err := a.signer.Verify(ctx, r.PathValue("sig"), a.actKey, userKey); err != nil {
+	if _, err := a.signer.Verify(ctx, token.VerifyParams{Token: r.PathValue("sig"), Activity: a.actKey, User: userKey}); err != nil {
 		deny("path", http.StatusForbidden, "token", "invalid buy link")
 		return
 	}
 
 	// Captcha, verified once.
 	ok, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (bool, error) {
-		return a.parts.captcha.Verify(ctx, req.CaptchaID, userKey, req.Captcha)
+		return a.parts.captcha.Verify(ctx, captcha.VerifyParams{ID: req.CaptchaID, Answer: req.Captcha, User: userKey})
 	})
 	if err != nil {
 		failed("captcha", err)
@@ -592,7 +588,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 
 	// Access token, consumed once.
 	err = a.brRedis.Execute(ctx, func(ctx context.Context) error {
-		return a.pool.Consume(ctx, a.actKey, userKey, req.Token)
+		return a.pool.Consume(ctx, token.ConsumeParams{Activity: a.actKey, User: userKey, Token: req.Token})
 	})
 	switch {
 	case errors.Is(err, token.ErrUsed):
@@ -705,14 +701,14 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 // cancelled) the same token again, and returns the new grant. Otherwise, or
 // when Redis cannot tell, it returns g unchanged (Used): the per-user limit
 // in stock is what stops a second unit, the token only rations attempts.
-func (a *App) tokenBack(ctx context.Context, user int64, g token.Grant) token.Grant {
+func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) token.Grant {
 	held, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (int64, error) {
 		return a.held(ctx, user)
 	})
 	if err != nil || held > 0 {
 		return g
 	}
-	userKey := strconv.FormatInt(user, 10)
+	userKey := user
 	a.restoreToken(ctx, userKey, g.Token)
 	again, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (token.Grant, error) {
 		return a.pool.Take(ctx, a.actKey, userKey)
@@ -730,7 +726,7 @@ func (a *App) tokenBack(ctx context.Context, user int64, g token.Grant) token.Gr
 // the user then needs a new token, nothing is lost.
 func (a *App) restoreToken(ctx context.Context, user, tok string) {
 	ctx = context.WithoutCancel(ctx)
-	if err := a.pool.Restore(ctx, a.actKey, user, tok); err != nil {
+	if err := a.pool.Restore(ctx, token.ConsumeParams{Activity: a.actKey, User: user, Token: tok}); err != nil {
 		a.m.refused.WithLabelValues("token_restore_error").Inc()
 		a.logger(ctx).Warn("access token not restored", "user", user, "err", err)
 	}
@@ -741,14 +737,8 @@ type limiterResult struct {
 	retry   time.Duration
 }
 
-func isTokenDenial(err error) bool {
-	for _, e := range []error{token.ErrMalformed, token.ErrNotFound, token.ErrExpired, token.ErrWrongUser, token.ErrWrongActivity, token.ErrInvalidSignature} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
+// isTokenDenial: every refusal of the token package wraps token.ErrRefused.
+func isTokenDenial(err error) bool { return errors.Is(err, token.ErrRefused) }
 
 var resvSeq atomicCounter
 
@@ -776,7 +766,7 @@ func (v resultView) final() bool {
 // the answer never contradicts it; a reservation the database does not know
 // yet is asked of the stock ledger: held = still queued, released or
 // tombstoned = failed, absent or another user's = unknown.
-func (a *App) resultOf(ctx context.Context, user int64, resv string) (resultView, error) {
+func (a *App) resultOf(ctx context.Context, user string, resv string) (resultView, error) {
 	if resv == "" {
 		res, err := a.results.Get(ctx, a.act.ID, user)
 		if err != nil {

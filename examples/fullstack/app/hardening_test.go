@@ -372,7 +372,7 @@ func TestSSETicket(t *testing.T) {
 		"the bearer in the query":    "?access_token=" + u.bearer,
 		"a forged ticket":            "?ticket=" + forged,
 		"another reservation's":      "?ticket=" + u.ticket("r-two"),
-		"another user's, re-signed?": "?ticket=" + strings.Replace(v.ticket("r-one"), "2.", "1.", 1),
+		"another user's, re-signed?": "?ticket=" + strings.Replace(v.ticket("r-one"), "2~", "1~", 1),
 	} {
 		if code := get(q); code != http.StatusUnauthorized {
 			t.Errorf("%s: %d, want 401", name, code)
@@ -382,8 +382,8 @@ func TestSSETicket(t *testing.T) {
 		t.Errorf("a good ticket: %d, want 200", code)
 	}
 	now := time.Now()
-	if user, ok := app.CheckTicket(a, tk, "r-one", now); !ok || user != 1 {
-		t.Errorf("the ticket checks out as %d %v, want user 1", user, ok)
+	if user, ok := app.CheckTicket(a, tk, "r-one", now); !ok || user != "1" {
+		t.Errorf("the ticket checks out as %q %v, want user 1", user, ok)
 	}
 	if _, ok := app.CheckTicket(a, tk, "r-one", now.Add(2*time.Minute)); ok {
 		t.Error("a ticket is still good two minutes later")

@@ -16,7 +16,7 @@ import (
 // the invariants of docs/ARCHITECTURE.md by counting (served at
 // /api/demo/invariants in demo mode).
 type Invariants struct {
-	Activity      int64            `json:"activity"`
+	Activity      string           `json:"activity"`
 	Initial       int64            `json:"initial"`
 	RedisRemain   int64            `json:"redis_remaining"`
 	RedisLive     int64            `json:"redis_live"`
@@ -110,7 +110,7 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	if err != nil {
 		return iv, err
 	}
-	perUser := map[int64]int64{}
+	perUser := map[string]int64{}
 	liveResv := map[string]bool{}
 	for _, o := range live {
 		iv.LiveOrders += o.Qty

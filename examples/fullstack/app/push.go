@@ -68,16 +68,16 @@ func (h *hub) publish(resv string, v resultView) {
 // streamCap counts the open SSE streams of each user on this instance.
 type streamCap struct {
 	mu sync.Mutex
-	n  map[int64]int
+	n  map[string]int
 }
 
 // acquire takes a stream slot of user; false when the user already holds
 // maxStreamsPerUser.
-func (c *streamCap) acquire(user int64) bool {
+func (c *streamCap) acquire(user string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
-		c.n = map[int64]int{}
+		c.n = map[string]int{}
 	}
 	if c.n[user] >= maxStreamsPerUser {
 		return false
@@ -86,7 +86,7 @@ func (c *streamCap) acquire(user int64) bool {
 	return true
 }
 
-func (c *streamCap) release(user int64) {
+func (c *streamCap) release(user string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n[user]--; c.n[user] <= 0 {
@@ -98,7 +98,7 @@ func (c *streamCap) release(user int64) {
 // A user holds at most maxStreamsPerUser result streams (SSE and WebSocket
 // together) at once on one instance (each polls Redis while it waits): 429
 // past that.
-func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv string) {
+func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user, resv string) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeErr(w, http.StatusInternalServerError, "retry", "streaming unsupported")
@@ -127,7 +127,7 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user int64, resv 
 // The handshake refuses a cross-origin page (the library's default origin
 // check), so another site cannot read a buyer's result with a stolen ticket
 // through the buyer's browser.
-func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user int64, resv string) {
+func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user, resv string) {
 	if !a.streams.acquire(user) {
 		a.refuse(w, r, "ws_limit", http.StatusTooManyRequests, "limited", "too many open result streams")
 		return
@@ -154,7 +154,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user int64, resv s
 // client leaves, the server stops or two minutes pass. The consumer's push
 // (hub) is the fast path; a poll of the result every second covers a
 // consumer on another node.
-func (a *App) push(ctx context.Context, user int64, resv, transport string, send func(resultView) bool) {
+func (a *App) push(ctx context.Context, user, resv, transport string, send func(resultView) bool) {
 	ch, cancel := a.hub.subscribe(resv)
 	defer cancel()
 	a.m.pushClients.Inc()

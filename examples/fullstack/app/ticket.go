@@ -19,44 +19,45 @@ import (
 // /api/ws/{reservation} for a WebSocket). A ticket is good for one user, one reservation and
 // ticketTTL: leaked, it reads one result for a minute.
 //
-// Format: <user>.<expiry unix seconds>.<base64url HMAC-SHA256 of
-// "sse|user|reservation|expiry" under a key derived from the service secret>.
+// Format: <user>~<expiry unix seconds>~<base64url HMAC-SHA256 of
+// "sse|user|reservation|expiry" under a key derived from the service secret>
+// ('~' is in no user ID: they are [A-Za-z0-9._@+-], and it needs no
+// escaping in a URL).
 
 const ticketTTL = time.Minute
 
 // ticketMAC is the MAC of a ticket's fields.
-func (a *App) ticketMAC(user int64, resv string, exp int64) []byte {
+func (a *App) ticketMAC(user, resv string, exp int64) []byte {
 	m := hmac.New(sha256.New, a.ticketKey)
-	m.Write([]byte("sse|" + strconv.FormatInt(user, 10) + "|" + resv + "|" + strconv.FormatInt(exp, 10)))
+	m.Write([]byte("sse|" + user + "|" + resv + "|" + strconv.FormatInt(exp, 10)))
 	return m.Sum(nil)
 }
 
 // newTicket returns a ticket of user for resv, valid until now + ticketTTL.
-func (a *App) newTicket(user int64, resv string, now time.Time) (string, time.Time) {
+func (a *App) newTicket(user, resv string, now time.Time) (string, time.Time) {
 	exp := now.Add(ticketTTL).Truncate(time.Second)
 	mac := a.ticketMAC(user, resv, exp.Unix())
-	return strconv.FormatInt(user, 10) + "." + strconv.FormatInt(exp.Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(mac), exp
+	return user + "~" + strconv.FormatInt(exp.Unix(), 10) + "~" + base64.RawURLEncoding.EncodeToString(mac), exp
 }
 
 // checkTicket returns the user a ticket was made for, when it is genuine,
 // made for resv and not expired at now.
-func (a *App) checkTicket(t, resv string, now time.Time) (int64, bool) {
-	us, rest, ok := strings.Cut(t, ".")
+func (a *App) checkTicket(t, resv string, now time.Time) (string, bool) {
+	user, rest, ok := strings.Cut(t, "~")
+	if !ok || user == "" || len(t) > 200 {
+		return "", false
+	}
+	es, ms, ok := strings.Cut(rest, "~")
 	if !ok {
-		return 0, false
+		return "", false
 	}
-	es, ms, ok := strings.Cut(rest, ".")
-	if !ok || len(t) > 200 {
-		return 0, false
-	}
-	user, err1 := strconv.ParseInt(us, 10, 64)
-	exp, err2 := strconv.ParseInt(es, 10, 64)
-	mac, err3 := base64.RawURLEncoding.DecodeString(ms)
-	if err1 != nil || err2 != nil || err3 != nil || user <= 0 {
-		return 0, false
+	exp, err1 := strconv.ParseInt(es, 10, 64)
+	mac, err2 := base64.RawURLEncoding.DecodeString(ms)
+	if err1 != nil || err2 != nil {
+		return "", false
 	}
 	if !hmac.Equal(mac, a.ticketMAC(user, resv, exp)) || now.Unix() >= exp {
-		return 0, false
+		return "", false
 	}
 	return user, true
 }

@@ -63,7 +63,7 @@ func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
 		if err := app.ConsumeToken(ctx, a, "5", tok); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := app.ReserveAs(ctx, a, 5, resv); err != nil || !res.OK() {
+		if res, err := app.ReserveAs(ctx, a, "5", resv); err != nil || !res.OK() {
 			t.Fatalf("stage the lost reserve: %v %v", res, err)
 		}
 		for i := 0; i < 3; i++ { // the client retries, three times
@@ -73,7 +73,7 @@ func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
 			}
 		}
 		waitOrders(t, a, 5, 1)
-		held, err := app.Held(ctx, a, 5)
+		held, err := app.Held(ctx, a, "5")
 		if err != nil || held != 1 {
 			t.Fatalf("held %d, %v: want 1", held, err)
 		}
@@ -90,10 +90,10 @@ func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
 		if err := app.ConsumeToken(ctx, a, "6", tok); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := app.ReserveAs(ctx, a, 6, resv); err != nil || !res.OK() {
+		if res, err := app.ReserveAs(ctx, a, "6", resv); err != nil || !res.OK() {
 			t.Fatalf("stage: %v %v", res, err)
 		}
-		if err := app.ReleaseFenced(ctx, a, 6, resv); err != nil { // the reconciler, after the grace
+		if err := app.ReleaseFenced(ctx, a, "6", resv); err != nil { // the reconciler, after the grace
 			t.Fatal(err)
 		}
 		code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-1"})

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
@@ -70,12 +71,12 @@ func (a *App) wire(ctx context.Context) error {
 		return err
 	}
 	if a.stock, err = stock.New(a.in.StockRedis, append(stockOpts, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log),
-		stock.WithOnLoss(func(activity int64, reason string) {
+		stock.WithOnLoss(func(activity, reason string) {
 			a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
 			log.Error("ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
 				"activity", activity, "reason", reason)
 		}),
-		stock.WithOnRelease(func(ctx context.Context, activity int64, id string, res stock.ReleaseResult, err error) {
+		stock.WithOnRelease(func(ctx context.Context, activity, id string, res stock.ReleaseResult, err error) {
 			if err == nil && res.Released() {
 				a.m.released.WithLabelValues("released").Inc()
 			}
@@ -150,14 +151,14 @@ func (a *App) wire(ctx context.Context) error {
 	if a.ips, err = risk.NewIPResolver(cfg.TrustedProxies); err != nil {
 		return err
 	}
-	if a.blacklist, err = risk.NewBlacklist(rdb, risk.WithKeyPrefix(cfg.KeyPrefix), risk.WithLogger(log)); err != nil {
+	if a.blacklist, err = risk.NewBlacklist(rdb, risk.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
 		return err
 	}
 	behaviour, err := risk.NewBehaviour(rdb, 10*time.Second, 30, 60, risk.WithKeyPrefix(cfg.KeyPrefix), risk.WithAutoBlacklist(a.blacklist), risk.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	devices, err := risk.NewDeviceBinder(rdb, risk.WithKeyPrefix(cfg.KeyPrefix), risk.WithLogger(log))
+	devices, err := risk.NewDeviceBinder(rdb, risk.WithKeyPrefix(cfg.KeyPrefix))
 	if err != nil {
 		return err
 	}
@@ -348,10 +349,10 @@ func (a *App) wire(ctx context.Context) error {
 }
 
 // classify tells the Redis breaker which errors are the dependency's fault.
-// Token refusals are errors by the token package's contract but say nothing
-// about Redis health.
+// Refusals (every one wraps its package's ErrRefused) are errors by the
+// token and captcha contracts but say nothing about Redis health.
 func (a *App) classify(err error) breaker.Outcome {
-	if isTokenDenial(err) || errors.Is(err, token.ErrUsed) || isCaptchaRefusal(err) {
+	if errors.Is(err, token.ErrRefused) || errors.Is(err, captcha.ErrRefused) {
 		return breaker.Success
 	}
 	return breaker.DefaultClassifier(err)
@@ -472,7 +473,7 @@ func kafkaAdminConfig(node string) *sarama.Config {
 // database (a first load, or a recovery after Redis lost it): the access
 // tokens lived in the same Redis, so the pool is issued again. Issue is
 // idempotent, so a pool that survived is left as it is.
-func (a *App) afterRebuild(activity int64, rebuilt bool) {
+func (a *App) afterRebuild(activity string, rebuilt bool) {
 	if !rebuilt || activity != a.act.ID {
 		return
 	}

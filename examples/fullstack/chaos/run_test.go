@@ -206,7 +206,7 @@ func (r *run) strikeAndHeal(f fault) {
 // without a live order (seeded pick) buy again, split over the apis, while
 // the unpaid orders of the first wave expire and their units come back.
 func (r *run) sweep(st crash.State, users int) {
-	live := map[int64]bool{}
+	live := map[string]bool{}
 	for _, o := range st.Orders {
 		if o.Status == order.OrderCreated || o.Status == order.OrderPaid {
 			live[o.UserID] = true
@@ -214,7 +214,7 @@ func (r *run) sweep(st crash.State, users int) {
 	}
 	var pick []int64
 	for _, u := range r.rng.Perm(users) {
-		if !live[int64(u+1)] {
+		if !live[strconv.Itoa(u+1)] {
 			pick = append(pick, int64(u+1))
 		}
 		if len(pick) == sweepMax {
@@ -285,7 +285,7 @@ func (r *run) probeLockout(st crash.State) {
 		r.violation("spent tokens: %v", err)
 		return
 	}
-	live := map[int64]bool{}
+	live := map[string]bool{}
 	for _, o := range st.Orders {
 		if o.Status == order.OrderCreated || o.Status == order.OrderPaid {
 			live[o.UserID] = true
@@ -293,7 +293,7 @@ func (r *run) probeLockout(st crash.State) {
 	}
 	var users []int64
 	for u := range spent {
-		if !live[u] && st.Buyers[u] == 0 {
+		if uid := strconv.FormatInt(u, 10); !live[uid] && st.Buyers[uid] == 0 {
 			users = append(users, u)
 		}
 	}
@@ -326,10 +326,15 @@ func (r *run) probeLockout(st crash.State) {
 func (r *run) pay(st crash.State) {
 	answers := map[string]string{}
 	for _, o := range st.Orders {
-		if o.Status != order.OrderCreated || o.UserID%3 != 0 {
+		uid, err := strconv.ParseInt(o.UserID, 10, 64)
+		if err != nil {
+			r.violation("order %s has user %q, not a chaos buyer", o.OrderNo, o.UserID)
 			continue
 		}
-		a := r.agentFor(o.UserID, int(o.UserID))
+		if o.Status != order.OrderCreated || uid%3 != 0 {
+			continue
+		}
+		a := r.agentFor(uid, int(uid))
 		p := a.pay(r.ctx, o.OrderNo)
 		answers[o.ReservationID] = p.key()
 		r.count("pay "+p.key(), 1)
@@ -436,8 +441,8 @@ func (r *run) check(st crash.State) {
 			if o.Status == order.OrderCancelled {
 				want = "failed"
 			}
-			if o.UserID != u {
-				r.violation("accepted %s of user %d is an order of user %d", id, u, o.UserID)
+			if o.UserID != strconv.FormatInt(u, 10) {
+				r.violation("accepted %s of user %d is an order of user %s", id, u, o.UserID)
 			}
 		case isFailed:
 			failed++

@@ -118,7 +118,7 @@ type State struct {
 	RedisRead bool              // false without a Redis to read
 	Meta      map[string]string // the activity's meta hash; empty = absent
 	Ledger    map[string]LedgerEntry
-	Buyers    map[int64]int64 // user → held qty
+	Buyers    map[string]int64 // user → held qty
 }
 
 func (s *Store) key(suffix string) string {
@@ -134,19 +134,19 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	}
 	err := s.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var act order.Activity
-		if err := tx.Where("id = ?", s.Activity).Take(&act).Error; err != nil {
+		if err := tx.Where("id = ?", strconv.FormatInt(s.Activity, 10)).Take(&act).Error; err != nil {
 			return fmt.Errorf("activity: %w", err)
 		}
 		st.Total, st.DBStock = act.TotalStock, act.Stock
 		var orders []order.Order
-		if err := tx.Where("activity_id = ?", s.Activity).Find(&orders).Error; err != nil {
+		if err := tx.Where("activity_id = ?", strconv.FormatInt(s.Activity, 10)).Find(&orders).Error; err != nil {
 			return fmt.Errorf("orders: %w", err)
 		}
 		for _, o := range orders {
 			st.Orders[o.ReservationID] = o
 		}
 		var dedup []order.Dedup
-		if err := tx.Where("activity_id = ?", s.Activity).Find(&dedup).Error; err != nil {
+		if err := tx.Where("activity_id = ?", strconv.FormatInt(s.Activity, 10)).Find(&dedup).Error; err != nil {
 			return fmt.Errorf("message_dedup: %w", err)
 		}
 		for _, d := range dedup {
@@ -187,11 +187,10 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	if err != nil {
 		return st, fmt.Errorf("redis buyers: %w", err)
 	}
-	st.Buyers = make(map[int64]int64, len(buyers))
+	st.Buyers = make(map[string]int64, len(buyers))
 	for u, q := range buyers {
-		uid, _ := strconv.ParseInt(u, 10, 64)
 		n, _ := strconv.ParseInt(q, 10, 64)
-		st.Buyers[uid] = n
+		st.Buyers[u] = n
 	}
 	return st, nil
 }
@@ -257,7 +256,7 @@ func (st State) Violations() []string {
 	if st.DBStock+liveUnits != st.Total {
 		add("DB stock %d + live units %d != total %d", st.DBStock, liveUnits, st.Total)
 	}
-	perUser := map[int64]int64{}
+	perUser := map[string]int64{}
 	for _, o := range st.Orders {
 		if live(o) {
 			perUser[o.UserID] += o.Qty
@@ -265,7 +264,7 @@ func (st State) Violations() []string {
 	}
 	for u, n := range perUser {
 		if n > 1 {
-			add("user %d holds %d units in live orders (cap 1)", u, n)
+			add("user %s holds %d units in live orders (cap 1)", u, n)
 		}
 	}
 	for id := range st.Orders {
@@ -290,7 +289,7 @@ func (st State) Violations() []string {
 			heldNoOrder = append(heldNoOrder, id)
 		}
 	}
-	redisHeld := map[int64]int64{}
+	redisHeld := map[string]int64{}
 	for id, o := range st.Orders {
 		if !live(o) {
 			continue
@@ -310,12 +309,12 @@ func (st State) Violations() []string {
 	}
 	for u, n := range st.Buyers {
 		if n != redisHeld[u] {
-			add("Redis buyers[%d] = %d, live units %d", u, n, redisHeld[u])
+			add("Redis buyers[%s] = %d, live units %d", u, n, redisHeld[u])
 		}
 	}
 	for u, n := range redisHeld {
 		if st.Buyers[u] != n {
-			add("user %d: live units %d, Redis buyers %d", u, n, st.Buyers[u])
+			add("user %s: live units %d, Redis buyers %d", u, n, st.Buyers[u])
 		}
 	}
 	return v

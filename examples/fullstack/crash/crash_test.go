@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -272,8 +273,8 @@ func (r *rig) checkAccepted(label string, st State) (orders int, failed map[stri
 		case hasOrder:
 			orders++
 			want = strings.ToLower(o.Status)
-			if o.UserID != b.User {
-				r.t.Errorf("%s: accepted %s of user %d is an order of user %d", label, id, b.User, o.UserID)
+			if o.UserID != strconv.FormatInt(b.User, 10) {
+				r.t.Errorf("%s: accepted %s of user %d is an order of user %s", label, id, b.User, o.UserID)
 			}
 			if live(o) {
 				perUser[b.User]++
@@ -302,7 +303,7 @@ func (r *rig) checkAccepted(label string, st State) (orders int, failed map[stri
 
 // withoutLiveOrder lists the users holding no live order in st.
 func (r *rig) withoutLiveOrder(st State) []int64 {
-	has := map[int64]bool{}
+	has := map[string]bool{}
 	for _, o := range st.Orders {
 		if live(o) {
 			has[o.UserID] = true
@@ -310,7 +311,7 @@ func (r *rig) withoutLiveOrder(st State) []int64 {
 	}
 	var out []int64
 	for _, b := range r.crowd.Buyers {
-		if !has[b.User] {
+		if !has[strconv.FormatInt(b.User, 10)] {
 			out = append(out, b.User)
 		}
 	}
@@ -494,7 +495,7 @@ func (r *rig) probeLockout(label string, st State) (buyers int, tokenRefused []s
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	hasOrder := map[int64]bool{}
+	hasOrder := map[string]bool{}
 	for _, o := range st.Orders {
 		if live(o) {
 			hasOrder[o.UserID] = true
@@ -507,7 +508,7 @@ func (r *rig) probeLockout(label string, st State) (buyers int, tokenRefused []s
 	r.crowd.SetPhase(label + " lockout probe")
 	var locked []string
 	for _, b := range r.crowd.Buyers {
-		if !spent[b.User] || hasOrder[b.User] || st.Buyers[b.User] > 0 {
+		if uid := strconv.FormatInt(b.User, 10); !spent[b.User] || hasOrder[uid] || st.Buyers[uid] > 0 {
 			continue
 		}
 		buyers++

@@ -34,7 +34,7 @@ func TestRetryAfterSoldOut(t *testing.T) {
 	o, hasOrder := st.Orders[won.Reservation]
 	t.Logf("user 1 request_id %s: first answer 202 %s, resent: %s; the DB has an order for it: %v",
 		won.RequestID, won.Reservation, again.Key(), hasOrder)
-	if !hasOrder || o.UserID != 1 {
+	if !hasOrder || o.UserID != "1" {
 		t.Fatalf("reservation %s of user 1 has no order of user 1 (%+v)", won.Reservation, o)
 	}
 	accepted := again.Code == 202 || (again.Code == 200 && again.Reservation == won.Reservation)

@@ -129,7 +129,7 @@ var errUnavailable = errors.New("load: service unavailable")
 
 // Invariants is the JSON of GET /api/demo/invariants.
 type Invariants struct {
-	Activity      int64          `json:"activity"`
+	Activity      string         `json:"activity"`
 	Initial       int64          `json:"initial"`         // stock loaded
 	RedisRemain   int64          `json:"redis_remaining"` // Redis stock left
 	RedisLive     int64          `json:"redis_live"`      // reservations held (not released)
@@ -521,7 +521,7 @@ func newClient(base string, conns int) *client {
 
 // Activity is the JSON of GET /api/activity (the fields the generator uses).
 type Activity struct {
-	ID         int64     `json:"id"`
+	ID         string    `json:"id"`
 	TotalStock int64     `json:"total_stock"`
 	Remaining  int64     `json:"remaining"`
 	StartTime  time.Time `json:"start_time"`

@@ -1,0 +1,52 @@
+package order
+
+import "fmt"
+
+// MaxIDLen is the longest user or activity ID the package accepts, in
+// bytes: the VARCHAR(64) of the user_id and activity_id columns.
+const MaxIDLen = 64
+
+// ValidID reports whether s can be used as a user or activity ID: 1 to
+// [MaxIDLen] bytes of ASCII letters, digits and ". _ @ + -" — a decimal
+// number, a UUID, a ULID, "user@shop", a base64url digest. The stock
+// package applies the same rule, so an ID valid in one is valid in the
+// other. IDs are compared byte for byte (case matters) in Redis and in
+// every database: the MySQL/MariaDB columns are ascii_bin.
+func ValidID(s string) bool {
+	if s == "" || len(s) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '.' || c == '_' || c == '@' || c == '+' || c == '-' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// checkID returns nil for a valid ID, else an error wrapping
+// [ErrInvalidID] that names what (a "user_id", an "activity_id") and
+// never echoes an over-long ID.
+func checkID(what, id string) error {
+	if ValidID(id) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s", ErrInvalidID, what, describeID(id))
+}
+
+// describeID describes an invalid ID without echoing more than MaxIDLen
+// bytes of it.
+func describeID(id string) string {
+	const want = "want 1..64 bytes of [A-Za-z0-9._@+-]"
+	switch {
+	case id == "":
+		return "is empty (" + want + ")"
+	case len(id) > MaxIDLen:
+		return fmt.Sprintf("is %d bytes long (%s)", len(id), want)
+	default:
+		return fmt.Sprintf("%q is not valid (%s)", id, want)
+	}
+}

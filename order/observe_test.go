@@ -1,0 +1,257 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) Observe(_ context.Context, e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// of returns the events of stage.
+func (r *recorder) of(stage string) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	for _, e := range r.events {
+		if e.Stage == stage {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sums adds up Value per outcome of stage.
+func (r *recorder) sums(stage string) map[string]float64 {
+	out := map[string]float64{}
+	for _, e := range r.of(stage) {
+		out[e.Outcome] += e.Value
+	}
+	return out
+}
+
+// The consumer reports each transaction's SUCCESS and FAILED outcomes, a
+// failed attempt and a dead-lettered message; the sums match the rows.
+func TestObserveConsume(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, "1", 3, 1)
+		var failed atomic.Bool
+		hookErr := errors.New("shop row refused")
+		hook := func(context.Context, *gorm.DB, []Order) error {
+			if failed.CompareAndSwap(false, true) {
+				return hookErr // the first (batch) transaction fails once
+			}
+			return nil
+		}
+		rec := &recorder{}
+		p := newProc(t, db, WithTxHook(hook))
+		var dead atomic.Int64
+		c, err := NewConsumer(p, newLedger(), WithLinger(0), WithObserver(rec), WithBackoff(time.Millisecond, time.Millisecond),
+			WithDeadLetter(DeadLetterFunc(func(context.Context, *sarama.ConsumerMessage, error) error { dead.Add(1); return nil })))
+		require.NoError(t, err)
+		var kms []*sarama.ConsumerMessage
+		for i := 0; i < 5; i++ {
+			kms = append(kms, kmsg(t, int64(i), msg(i, "1", num(100+i))))
+		}
+		kms = append(kms, &sarama.ConsumerMessage{Topic: "orders", Offset: 5, Value: []byte("not json")})
+		require.NoError(t, runClaim(t, c, &fakeSession{ctx: ctx}, kms))
+
+		assert.EqualValues(t, 3, countOrders(t, db, ""), "3 units in the DB")
+		assert.EqualValues(t, 1, dead.Load())
+		assert.Equal(t, map[string]float64{"ok": 3, "failed": 2, "error": 5, "dead_letter": 1}, rec.sums(StageConsume))
+		for _, e := range rec.of(StageConsume) {
+			if e.Outcome == "error" {
+				assert.ErrorIs(t, e.Err, hookErr)
+			} else {
+				assert.NoError(t, e.Err)
+			}
+			if e.Outcome != "dead_letter" {
+				assert.Equal(t, "1", e.Activity)
+			}
+		}
+	})
+}
+
+func TestObserveSubmit(t *testing.T) {
+	t.Parallel()
+	down := errors.New("down")
+	for _, tc := range []struct {
+		pub, fb, rel error
+		want         string
+	}{
+		{want: "kafka"},
+		{pub: down, want: "outbox"},
+		{pub: down, fb: down, want: "released"},
+		{pub: down, fb: down, rel: down, want: "error"},
+	} {
+		rec := &recorder{}
+		led := newLedger()
+		led.reserve("1", Reservation{ID: "r-1"})
+		led.setFail(tc.rel)
+		s, err := NewSubmitter(PublisherFunc(func(context.Context, Message) error { return tc.pub }),
+			FallbackFunc(func(context.Context, Message) error { return tc.fb }), led, WithObserver(rec))
+		require.NoError(t, err)
+		_, serr := s.Submit(context.Background(), Message{ReservationID: "r-1", ActivityID: "1", UserID: "7", Qty: 1})
+		evs := rec.of(StageSubmit)
+		require.Len(t, evs, 1, tc.want)
+		assert.Equal(t, tc.want, evs[0].Outcome)
+		assert.Equal(t, "1", evs[0].Activity)
+		if tc.want == "error" {
+			assert.Equal(t, serr, evs[0].Err)
+		} else {
+			assert.NoError(t, evs[0].Err)
+		}
+	}
+	rec := &recorder{}
+	s, err := NewSubmitter(PublisherFunc(func(context.Context, Message) error { return nil }), &memFallback{}, newLedger(), WithObserver(rec))
+	require.NoError(t, err)
+	_, err = s.Submit(context.Background(), Message{ReservationID: "r", ActivityID: "1", UserID: "1"})
+	require.ErrorIs(t, err, ErrInvalidMessage)
+	assert.Equal(t, map[string]float64{"invalid": 0}, rec.sums(StageSubmit))
+}
+
+// An adjustment moves stock and total_stock together: reconcile after a
+// top-up and a withdrawal finds no drift and releases nothing. A stock
+// changed behind the ledger's back is drift, in the report and the gauge.
+func TestReconcileAfterAdjustNoDrift(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, "1", 10, 1)
+		clock := newClock()
+		led := newLedger()
+		p := newProc(t, db, WithClock(clock))
+		var msgs []Message
+		for i := 0; i < 4; i++ {
+			m := msg(i, "1", num(100+i))
+			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
+			msgs = append(msgs, m)
+		}
+		mustProcess(t, p, msgs)
+		_, err := AdjustStock(ctx, db, AdjustParams{Activity: "1", ID: "up", Delta: 5})
+		require.NoError(t, err)
+		_, err = AdjustStock(ctx, db, AdjustParams{Activity: "1", ID: "down", Delta: -3})
+		require.NoError(t, err)
+		clock.Add(time.Hour) // every reservation is past the grace period
+
+		rec := &recorder{}
+		r, err := NewReconciler(db, led, led, WithClock(clock), WithObserver(rec))
+		require.NoError(t, err)
+		rep, err := r.Reconcile(ctx, "1")
+		require.NoError(t, err)
+		assert.Equal(t, [4]int64{12, 8, 4, 0}, [4]int64{rep.TotalStock, rep.DBStock, rep.SoldUnits, rep.Drift})
+		assert.True(t, rep.Conserved)
+		assert.Empty(t, rep.Released)
+		assert.Equal(t, 4, rep.Matched)
+		assert.Equal(t, 0, led.releases())
+		assert.Equal(t, []Event{{Stage: StageReconcileDrift, Outcome: "ok", Activity: "1", Gauge: true, Value: 0}}, rec.of(StageReconcileDrift))
+		evs := rec.of(StageReconcile)
+		require.Len(t, evs, 1)
+		assert.Equal(t, "ok", evs[0].Outcome)
+		assert.Zero(t, evs[0].Value)
+
+		// 2 units lost from the DB stock outside the package: drift 2.
+		require.NoError(t, db.Exec("UPDATE seckill_activity SET stock = stock - 2 WHERE id = '1'").Error)
+		rep, err = r.Reconcile(ctx, "1")
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, rep.Drift)
+		assert.False(t, rep.Conserved)
+		drift := rec.of(StageReconcileDrift)
+		require.Len(t, drift, 2)
+		assert.EqualValues(t, 2, drift[1].Value)
+
+		// an unknown activity: an error event, no gauge
+		_, err = r.Reconcile(ctx, "nope")
+		require.ErrorIs(t, err, ErrActivityNotFound)
+		evs = rec.of(StageReconcile)
+		require.Len(t, evs, 3)
+		assert.Equal(t, "error", evs[2].Outcome)
+		assert.ErrorIs(t, evs[2].Err, ErrActivityNotFound)
+		assert.Len(t, rec.of(StageReconcileDrift), 2)
+	})
+}
+
+func TestObserveCancel(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, "1", 10, 1)
+		clock := newClock()
+		p := newProc(t, db, WithClock(clock))
+		outs := mustProcess(t, p, []Message{msg(1, "1", "u1"), msg(2, "1", "u2")})
+		rec := &recorder{}
+		c, err := NewCanceller(db, nil, newLedger(), WithClock(clock), WithObserver(rec))
+		require.NoError(t, err)
+		require.NoError(t, c.Cancel(ctx, outs[0].OrderNo))
+		require.ErrorIs(t, c.Cancel(ctx, outs[0].OrderNo), ErrAlreadyCancelled)
+		require.NoError(t, c.Pay(ctx, outs[1].OrderNo))
+		require.ErrorIs(t, c.Cancel(ctx, outs[1].OrderNo), ErrAlreadyPaid)
+		require.ErrorIs(t, c.Cancel(ctx, "42"), ErrOrderNotFound)
+		var got []string
+		for _, e := range rec.of(StageCancel) {
+			got = append(got, e.Outcome)
+			if e.Outcome != "not_found" {
+				assert.Equal(t, "1", e.Activity)
+			}
+		}
+		assert.Equal(t, []string{"ok", "already_cancelled", "already_paid", "not_found"}, got)
+		assert.EqualValues(t, 9, dbStock(t, db, "1"), "one unit back")
+	})
+}
+
+// fakeLag answers Lag's two calls from fixed offsets.
+type fakeLag struct{ committed, high int64 }
+
+func (f fakeLag) ListConsumerGroupOffsets(group string, tp map[string][]int32) (*sarama.OffsetFetchResponse, error) {
+	r := &sarama.OffsetFetchResponse{}
+	for topic, ps := range tp {
+		for _, p := range ps {
+			r.AddBlock(topic, p, &sarama.OffsetFetchResponseBlock{Offset: f.committed})
+		}
+	}
+	return r, nil
+}
+func (f fakeLag) Partitions(string) ([]int32, error) { return []int32{0, 1}, nil }
+func (f fakeLag) GetOffset(string, int32, int64) (int64, error) {
+	if f.high < 0 {
+		return 0, errors.New("broker down")
+	}
+	return f.high, nil
+}
+
+func TestObserveLag(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	total, _, err := ObserveLag(context.Background(), rec, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
+	require.NoError(t, err)
+	assert.EqualValues(t, 12, total)
+	assert.Equal(t, []Event{{Stage: StageConsumerLag, Outcome: "ok", Name: "g", Gauge: true, Value: 12}}, rec.of(StageConsumerLag))
+	_, _, err = ObserveLag(context.Background(), rec, fakeLag{high: -1}, fakeLag{high: -1}, "g", "orders")
+	require.Error(t, err)
+	evs := rec.of(StageConsumerLag)
+	require.Len(t, evs, 2)
+	assert.Equal(t, "error", evs[1].Outcome)
+	assert.False(t, evs[1].Gauge)
+	_, _, err = ObserveLag(context.Background(), nil, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
+	require.NoError(t, err, "a nil observer only reads")
+}

@@ -1,0 +1,66 @@
+-- seckill order tables for PostgreSQL 11+. Equivalent to order.AutoMigrate on
+-- PostgreSQL; order.Schema("postgres", order.WithTables(...)) gives this DDL
+-- for other table names (index and constraint names are then derived from
+-- them: PostgreSQL names indexes per schema).
+--
+-- UNIQUE treats NULLs as distinct (as MySQL does; do not add NULLS NOT
+-- DISTINCT), so live_slot = NULL never collides: see seckill_order below.
+
+CREATE TABLE IF NOT EXISTS "seckill_activity" (
+  "id"             BIGSERIAL      NOT NULL,
+  "name"           VARCHAR(128)   NOT NULL DEFAULT '',
+  "product_id"     BIGINT         NOT NULL DEFAULT 0,
+  "product_name"   VARCHAR(255)   NOT NULL DEFAULT '',
+  "original_price" DECIMAL(12,2)  NOT NULL DEFAULT 0,
+  "activity_price" DECIMAL(12,2)  NOT NULL DEFAULT 0,
+  "total_stock"    BIGINT         NOT NULL DEFAULT 0,
+  "stock"          BIGINT         NOT NULL DEFAULT 0,  -- guarded: UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n
+  "user_limit"     BIGINT         NOT NULL DEFAULT 1,  -- per-user cap; 1 turns on live_slot below
+  "version"        BIGINT         NOT NULL DEFAULT 0,
+  "status"         SMALLINT       NOT NULL DEFAULT 1,
+  "start_time"     TIMESTAMPTZ    NOT NULL,
+  "end_time"       TIMESTAMPTZ    NOT NULL,
+  "created_at"     TIMESTAMPTZ    NULL,
+  "updated_at"     TIMESTAMPTZ    NULL,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "chk_stock_nonneg" CHECK ("stock" >= 0)
+);
+
+CREATE TABLE IF NOT EXISTS "seckill_order" (
+  "id"             BIGINT         NOT NULL,            -- snowflake (order.IDGenerator)
+  "order_no"       VARCHAR(32)    NOT NULL,
+  "reservation_id" VARCHAR(64)    NOT NULL,            -- one order per Redis reservation
+  "user_id"        BIGINT         NOT NULL,
+  "activity_id"    BIGINT         NOT NULL,
+  "live_slot"      SMALLINT       NULL,                -- 1 while live and user_limit = 1, else NULL
+  "qty"            BIGINT         NOT NULL,
+  "price"          DECIMAL(12,2)  NOT NULL DEFAULT 0,  -- unit price at the time of sale
+  "product_id"     BIGINT         NOT NULL DEFAULT 0,  -- snapshot of the activity's product
+  "product_name"   VARCHAR(255)   NOT NULL DEFAULT '',
+  "ext"            TEXT           NULL,                -- Message.Ext: opaque JSON, at most 4 KiB
+  "status"         VARCHAR(16)    NOT NULL,            -- CREATED / PAID / CANCELLED
+  "expire_time"    TIMESTAMPTZ    NOT NULL,
+  "pay_time"       TIMESTAMPTZ    NULL,
+  "cancel_time"    TIMESTAMPTZ    NULL,
+  "created_at"     TIMESTAMPTZ    NULL,
+  "updated_at"     TIMESTAMPTZ    NULL,
+  PRIMARY KEY ("id")
+);
+CREATE UNIQUE INDEX IF NOT EXISTS "uk_order_no" ON "seckill_order" ("order_no");
+CREATE UNIQUE INDEX IF NOT EXISTS "uk_reservation" ON "seckill_order" ("reservation_id");
+CREATE UNIQUE INDEX IF NOT EXISTS "uk_user_activity_live" ON "seckill_order" ("user_id", "activity_id", "live_slot"); -- UNIQUE(user, activity) when the cap is 1
+CREATE INDEX IF NOT EXISTS "idx_status_expire" ON "seckill_order" ("status", "expire_time");
+
+CREATE TABLE IF NOT EXISTS "message_dedup" (
+  "msg_id"         VARCHAR(64)    NOT NULL,
+  "reservation_id" VARCHAR(64)    NOT NULL,
+  "activity_id"    BIGINT         NOT NULL,
+  "user_id"        BIGINT         NOT NULL,
+  "outcome"        VARCHAR(16)    NOT NULL,            -- SUCCESS / FAILED
+  "order_no"       VARCHAR(32)    NOT NULL DEFAULT '',
+  "reason"         VARCHAR(255)   NOT NULL DEFAULT '',
+  "created_at"     TIMESTAMPTZ    NOT NULL,
+  PRIMARY KEY ("msg_id")
+);
+CREATE UNIQUE INDEX IF NOT EXISTS "uk_dedup_reservation" ON "message_dedup" ("reservation_id"); -- one outcome per reservation: the consume/release fence
+CREATE INDEX IF NOT EXISTS "idx_dedup_user" ON "message_dedup" ("user_id", "activity_id");
