@@ -72,15 +72,13 @@ type transition struct{ from, to State }
 
 // New returns a Closed breaker named name (the name is only passed to the
 // state-change hook). It returns an error wrapping [ErrInvalidConfig] for any
-// invalid option; it never panics.
+// invalid option (a nil option is ignored); it never panics.
 func New(name string, opts ...Option) (*Breaker, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
-		if opt == nil {
-			o.nilOptionCount++
-			continue
+		if opt != nil { // a nil option is ignored
+			opt(&o)
 		}
-		opt(&o)
 	}
 	if err := o.validate(); err != nil {
 		return nil, err

@@ -24,8 +24,15 @@
 // classifier ([WithClassifier]): by default context.Canceled is ignored (the
 // caller gave up, which says nothing about the dependency) and every other
 // error, context.DeadlineExceeded included, is a failure. Refusals are the
-// sentinels [ErrOpen] and [ErrTooManyProbes]; the protected function's own
-// error is returned unchanged.
+// sentinels [ErrOpen] and [ErrTooManyProbes], which both wrap [ErrRefused]
+// (one errors.Is for "refused without running"); the protected function's
+// own error is returned unchanged.
+//
+// Wrap a dependency whose outages are errors. A dependency that decides its
+// own outages (a limiter with a fail-open or local-fallback policy, which
+// returns a nil error while Redis is down) must not be wrapped: the breaker
+// would count its degraded answers as successes and, once open, would stop
+// the fallback from running. One failure policy per call.
 //
 // # Guarantees
 //

@@ -2,14 +2,27 @@ package breaker
 
 import "errors"
 
+// ErrRefused is the umbrella of the breaker's refusals: [ErrOpen] and
+// [ErrTooManyProbes] both match it, so one errors.Is(err, ErrRefused) tells
+// "refused without running" apart from the protected function's own errors.
+var ErrRefused = errors.New("breaker: refused")
+
 // ErrOpen is returned by [Breaker.Execute], [Do] and [Breaker.Allow] when the
-// breaker is open: the call was refused without running.
-var ErrOpen = errors.New("breaker: open")
+// breaker is open: the call was refused without running. It matches
+// [ErrRefused].
+var ErrOpen error = &refusal{"breaker: open"}
 
 // ErrTooManyProbes is returned by [Breaker.Execute], [Do] and [Breaker.Allow]
 // when the breaker is half-open and every probe slot (see [WithProbeLimit]) is
-// held by a call still in flight: the call was refused without running.
-var ErrTooManyProbes = errors.New("breaker: too many probes")
+// held by a call still in flight: the call was refused without running. It
+// matches [ErrRefused].
+var ErrTooManyProbes error = &refusal{"breaker: too many probes"}
+
+// refusal is a sentinel that wraps [ErrRefused] and keeps its own message.
+type refusal struct{ msg string }
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return ErrRefused }
 
 // ErrNilFunc is returned by [Breaker.Execute] and [Do] when fn is nil. Nothing
 // is counted.

@@ -13,7 +13,8 @@ import (
 // Only differences between readings are used, so any monotonic source works.
 type Clock interface{ Now() time.Time }
 
-// Option configures a [Breaker]; pass options to [New].
+// Option configures a [Breaker]; pass options to [New], the package's one
+// constructor. A nil Option is ignored.
 type Option func(*options)
 
 // Defaults used by [New] when the corresponding option is not given.
@@ -29,23 +30,22 @@ const (
 const maxBuckets = 1024
 
 type options struct {
-	consecutive    int
-	ratio          float64
-	minRequests    int
-	ratioSet       bool
-	window         time.Duration
-	buckets        int
-	windowSet      bool
-	openTimeout    time.Duration
-	probeLimit     int
-	successes      int
-	classifier     func(error) Outcome
-	classifierSet  bool
-	onStateChange  func(name string, from, to State)
-	observer       Observer
-	clock          Clock
-	clockSet       bool
-	nilOptionCount int
+	consecutive   int
+	ratio         float64
+	minRequests   int
+	ratioSet      bool
+	window        time.Duration
+	buckets       int
+	windowSet     bool
+	openTimeout   time.Duration
+	probeLimit    int
+	successes     int
+	classifier    func(error) Outcome
+	classifierSet bool
+	onStateChange func(name string, from, to State)
+	observer      Observer
+	clock         Clock
+	clockSet      bool
 }
 
 func defaultOptions() options {
@@ -171,9 +171,6 @@ func invalid(format string, args ...any) error {
 
 func (o *options) validate() error {
 	var errs []error
-	if o.nilOptionCount > 0 {
-		errs = append(errs, invalid("nil Option"))
-	}
 	if o.consecutive < 0 || int64(o.consecutive) > math.MaxUint32 {
 		errs = append(errs, invalid("consecutive failures %d out of range [0, %d]", o.consecutive, uint32(math.MaxUint32)))
 	}

@@ -20,7 +20,6 @@ func TestNewValidation(t *testing.T) {
 		name string
 		opts []breaker.Option
 	}{
-		{"nil option", []breaker.Option{nil}},
 		{"negative consecutive", []breaker.Option{breaker.WithConsecutiveFailures(-1)}},
 		{"no trip condition", []breaker.Option{breaker.WithConsecutiveFailures(0)}},
 		{"ratio zero", []breaker.Option{breaker.WithFailureRatio(0, 10)}},
@@ -71,6 +70,7 @@ func TestNewValidation(t *testing.T) {
 		{"window without ratio", []breaker.Option{breaker.WithWindow(time.Minute, 1024)}},
 		{"one bucket", []breaker.Option{breaker.WithWindow(time.Nanosecond, 1), breaker.WithFailureRatio(0.5, 1)}},
 		{"nil hook is no hook", []breaker.Option{breaker.WithOnStateChange(nil)}},
+		{"nil option is ignored", []breaker.Option{nil, breaker.WithProbeLimit(2), nil}},
 		{"everything", []breaker.Option{
 			breaker.WithConsecutiveFailures(math.MaxInt32), breaker.WithFailureRatio(0.25, 100),
 			breaker.WithWindow(time.Minute, 60), breaker.WithOpenTimeout(time.Second), breaker.WithProbeLimit(10),

@@ -2,7 +2,7 @@ package limiter
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,18 +99,18 @@ func NewCoarseClock(d time.Duration) *CoarseClock {
 }
 
 // Run updates the clock every resolution until ctx is done or Close is
-// called, then returns nil. It returns an error at once if the clock is
-// already running or was closed (Close is final, even if called before Run
-// starts).
+// called, then returns nil. It returns at once an error wrapping
+// [ErrRunning] if the clock is already running, or [ErrClosed] if it was
+// closed (Close is final, even if called before Run starts).
 func (c *CoarseClock) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return errors.New("limiter: coarse clock closed")
+		return fmt.Errorf("limiter: coarse clock: %w", ErrClosed)
 	}
 	if c.cancel != nil {
 		c.mu.Unlock()
-		return errors.New("limiter: coarse clock already running")
+		return fmt.Errorf("limiter: coarse clock: %w", ErrRunning)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
@@ -141,7 +141,7 @@ func (c *CoarseClock) Run(ctx context.Context) error {
 }
 
 // Close stops a running loop and waits for it to return; a later Run
-// returns an error at once. Readings stay valid (exact) after Close. It is
+// returns [ErrClosed] at once. Readings stay valid (exact) after Close. It is
 // safe to call more than once.
 func (c *CoarseClock) Close() error {
 	c.mu.Lock()

@@ -54,13 +54,13 @@ func impls(t *testing.T) []impl {
 					case testenv.KindCluster:
 						rdb = testenv.RealCluster(t)
 					}
-					opts := []limiter.Option{limiter.WithKeyPrefix(testenv.Prefix(t))}
+					prefix := limiter.WithKeyPrefix(testenv.Prefix(t))
 					if store == "slidingwindow" {
-						l, err := limiter.NewSlidingWindow(rdb, limit, period, opts...)
+						l, err := limiter.NewSlidingWindow(rdb, limit, period, prefix)
 						require.NoError(t, err)
 						return l, advance
 					}
-					l, err := limiter.NewRedisBucket(rdb, limiter.Per(limit, period), limit, opts...)
+					l, err := limiter.NewRedisBucket(rdb, limiter.Per(limit, period), limit, prefix)
 					require.NoError(t, err)
 					return l, advance
 				},

@@ -77,6 +77,36 @@
 // decision whose reply was lost (timeout after the script ran) may have
 // spent budget; the limiter errs toward refusing.
 //
+// # One failure policy per call
+//
+// Exactly one thing decides what a call does while Redis is down: either
+// the limiter's own policy or a circuit breaker around it, never both.
+//
+//   - A limiter with [FailOpen] or [FallbackLocal] decides Redis failures
+//     itself and returns a nil error. Do NOT wrap it in a circuit breaker:
+//     the breaker would count every degraded decision as a success during
+//     the outage, and once it opened for another reason it would refuse
+//     calls the fallback should have decided.
+//   - Wrap only a [FailClosed] limiter (the default, whose Redis failures
+//     are errors wrapping [ErrUnavailable]) in a breaker, which then owns
+//     the outage: it counts the errors, opens, and the caller decides what
+//     an open breaker means.
+//
+// A caller that wants to know the fallback decided reads Result.Degraded
+// (true for every decision made by [FailOpen] or [FallbackLocal] because
+// Redis failed), or watches the observer's outcomes [OutcomeFallback] and
+// [OutcomeFallbackLimited], or counts [WithOnFailure] calls.
+//
+// # Options
+//
+// Each constructor takes its own option interface ([TokenBucketOption],
+// [KeyedOption], [SlidingWindowOption], [RedisBucketOption],
+// [MiddlewareOption]): an option that means nothing to a constructor does
+// not compile there. A nil option is ignored; a nil collaborator (a nil
+// Redis client, a nil [WithClock] clock or [WithFallback] limiter, a nil
+// limiter given to [NewDryRun] or a middleware [Rule]) is an error wrapping
+// [ErrInvalidConfig].
+//
 // # Redis
 //
 // Redis >= 5 (scripts read TIME before writing; effects replication).

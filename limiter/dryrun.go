@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 )
 
@@ -33,8 +34,8 @@ type DryRunStats struct {
 // would-be refusal with the wrapped limiter's Result and error (nil for a
 // plain refusal).
 func NewDryRun(l Limiter, onRefuse func(key string, r Result, err error)) (*DryRun, error) {
-	if l == nil {
-		return nil, ErrInvalidConfig
+	if isNil(l) {
+		return nil, fmt.Errorf("%w: dry run of a nil limiter", ErrInvalidConfig)
 	}
 	return &DryRun{l: l, onRefuse: onRefuse}, nil
 }

@@ -1,6 +1,10 @@
 package limiter
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/seckillkit/seckill/internal/lifecycle"
+)
 
 // Sentinel errors. Every error returned by this package wraps one of them
 // (test with [errors.Is]); infrastructure failures also wrap the cause.
@@ -33,6 +37,15 @@ var (
 	// needed would end after the context's deadline. Nothing is spent; the
 	// error also matches [context.DeadlineExceeded].
 	ErrWouldExceedDeadline = errors.New("limiter: wait would exceed context deadline")
+
+	// ErrRunning is returned by [CoarseClock.Run] when the clock already
+	// runs. It is the sentinel every seckill package re-exports, so one
+	// errors.Is matches "already running" whichever package answered.
+	ErrRunning = lifecycle.ErrRunning
+
+	// ErrClosed is returned by [CoarseClock.Run] after [CoarseClock.Close].
+	// It is the sentinel every seckill package re-exports.
+	ErrClosed = lifecycle.ErrClosed
 
 	// ErrKey is wrapped around the error of a middleware key function.
 	ErrKey = errors.New("limiter: key function failed")

@@ -133,3 +133,35 @@ func ExampleNewDryRun() {
 	// allowed: true
 	// {Checked:2 WouldRefuse:1 Failures:0}
 }
+
+// One failure policy per call: a limiter with FallbackLocal decides Redis
+// failures itself (nil error, Result.Degraded), so it is called directly,
+// never through a circuit breaker. Only a FailClosed limiter, whose Redis
+// failures are errors, belongs inside a breaker.
+func Example_failurePolicy() {
+	m, err := miniredis.Run() // stands in for your Redis
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+
+	perUser, err := limiter.NewSlidingWindow(rdb, 2, time.Hour, limiter.WithName("buy"),
+		limiter.WithFailurePolicy(limiter.FallbackLocal)) // per node: 2 an hour per user while Redis is down
+	if err != nil {
+		panic(err)
+	}
+	m.SetError("LOADING Redis is loading the dataset in memory") // Redis fails every call
+	for range 3 {
+		r, err := perUser.Allow(context.Background(), "user:42")
+		if err != nil {
+			panic(err) // never under FallbackLocal: the fallback decided
+		}
+		fmt.Printf("allowed=%v fallback=%v\n", r.Allowed, r.Degraded)
+	}
+	// Output:
+	// allowed=true fallback=true
+	// allowed=true fallback=true
+	// allowed=false fallback=true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,8 +45,11 @@ func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) 
 }
 
 func (b *redisBase) validate() error {
-	if b.rdb == nil {
+	if isNil(b.rdb) {
 		return fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+	}
+	if err := b.o.checkCollaborators(); err != nil {
+		return err
 	}
 	switch b.o.policy {
 	case FailClosed, FailOpen, FallbackLocal:
@@ -56,6 +60,19 @@ func (b *redisBase) validate() error {
 		return fmt.Errorf("%w: empty name", ErrInvalidConfig)
 	}
 	return nil
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer
+// (a (*redis.Client)(nil) passed as a redis.Scripter).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Interface, reflect.Slice, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // maxScriptInt is the largest integer a Redis script holds exactly: Lua

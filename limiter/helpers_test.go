@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/limiter"
 )
 
 // fakeClock is a manual clock whose After channels fire when it is
@@ -70,4 +71,15 @@ func (c *fakeClock) Waiters() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.waiters)
+}
+
+// asOptions converts Redis limiter options to one constructor's option
+// interface (RedisOption implements both SlidingWindowOption and
+// RedisBucketOption).
+func asOptions[O any](in []limiter.RedisOption) []O {
+	out := make([]O, len(in))
+	for i, o := range in {
+		out[i] = any(o).(O)
+	}
+	return out
 }

@@ -54,8 +54,11 @@ type keyedShard struct {
 
 // NewKeyed returns a keyed limiter of burst tokens per key refilled at rate
 // per second.
-func NewKeyed(rate Limit, burst int, opts ...Option) (*Keyed, error) {
-	o := buildOptions(opts)
+func NewKeyed(rate Limit, burst int, opts ...KeyedOption) (*Keyed, error) {
+	o := buildOptions(opts, KeyedOption.applyKeyed)
+	if err := o.checkCollaborators(); err != nil {
+		return nil, err
+	}
 	if float64(rate) == 0 {
 		return nil, fmt.Errorf("%w: keyed rate must be > 0 (or Inf)", ErrInvalidConfig)
 	}

@@ -20,14 +20,14 @@ func TestNewKeyedValidation(t *testing.T) {
 		name  string
 		rate  limiter.Limit
 		burst int
-		opts  []limiter.Option
+		opts  []limiter.KeyedOption
 	}{
 		{"zero rate", 0, 1, nil},
 		{"negative rate", -1, 1, nil},
 		{"zero burst", 1, 0, nil},
-		{"zero max keys", 1, 1, []limiter.Option{limiter.WithMaxKeys(0)}},
-		{"zero shards", 1, 1, []limiter.Option{limiter.WithShards(0)}},
-		{"too many shards", 1, 1, []limiter.Option{limiter.WithShards(1 << 20)}},
+		{"zero max keys", 1, 1, []limiter.KeyedOption{limiter.WithMaxKeys(0)}},
+		{"zero shards", 1, 1, []limiter.KeyedOption{limiter.WithShards(0)}},
+		{"too many shards", 1, 1, []limiter.KeyedOption{limiter.WithShards(1 << 20)}},
 	}
 	for _, tc := range bad {
 		k, err := limiter.NewKeyed(tc.rate, tc.burst, tc.opts...)

@@ -117,18 +117,30 @@ type ErrorBody struct {
 // It returns an error for an empty rule list or a rule without a limiter or
 // with a negative cost.
 func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
-	if len(rules) == 0 {
-		return nil, fmt.Errorf("%w: middleware needs at least one rule", ErrInvalidConfig)
-	}
 	var o mwOptions
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
+	rs, err := normalizeRules(rules)
+	if err != nil {
+		return nil, err
+	}
+	m := &middleware{rules: rs, o: o}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { m.serve(w, req, next) })
+	}, nil
+}
+
+// normalizeRules checks rules and fills in their defaults.
+func normalizeRules(rules []Rule) ([]Rule, error) {
+	if len(rules) == 0 {
+		return nil, fmt.Errorf("%w: middleware needs at least one rule", ErrInvalidConfig)
+	}
 	rs := make([]Rule, len(rules))
 	for i, r := range rules {
-		if r.Limiter == nil {
+		if isNil(r.Limiter) {
 			return nil, fmt.Errorf("%w: rule %d has no limiter", ErrInvalidConfig, i)
 		}
 		if r.Cost < 0 {
@@ -145,74 +157,96 @@ func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) h
 		}
 		rs[i] = r
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			ctx := req.Context()
-			var start time.Time
-			if o.observer != nil {
-				start = time.Now()
+	return rs, nil
+}
+
+// middleware is the handler state built by [NewMiddleware].
+type middleware struct {
+	rules []Rule
+	o     mwOptions
+}
+
+// serve decides one request: keys, then the chain, then the answer.
+func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	var start time.Time
+	if m.o.observer != nil {
+		start = time.Now()
+	}
+	steps, names, ok := m.keySteps(w, req, start)
+	if !ok {
+		return
+	}
+	if len(steps) == 0 { // every key failed open
+		m.observe(req, start, OutcomeOK, "", nil)
+		next.ServeHTTP(w, req)
+		return
+	}
+	res, idx, err := Chain(req.Context(), 1, steps...)
+	switch {
+	case err != nil:
+		m.unavailable(w, req, start, names[idx], err)
+	case idx >= 0:
+		setRateHeaders(w.Header(), res)
+		m.denied(w, req, start, names[idx], res)
+	default:
+		setRateHeaders(w.Header(), res)
+		m.observe(req, start, OutcomeOK, "", nil)
+		next.ServeHTTP(w, req)
+	}
+}
+
+// keySteps computes every rule's key. A key error under [FailClosed]
+// answers 500 and returns ok false; under the other policies the rule is
+// skipped.
+func (m *middleware) keySteps(w http.ResponseWriter, req *http.Request, start time.Time) (steps []Step, names []string, ok bool) {
+	steps = make([]Step, 0, len(m.rules))
+	names = make([]string, 0, len(m.rules))
+	for _, r := range m.rules {
+		key, err := r.Key(req)
+		if err != nil {
+			err = fmt.Errorf("%w: rule %s: %w", ErrKey, r.Name, err)
+			if m.o.onError != nil {
+				m.o.onError(req, r.Name, err)
 			}
-			steps := make([]Step, 0, len(rs))
-			names := make([]string, 0, len(rs))
-			for _, r := range rs {
-				key, err := r.Key(req)
-				if err != nil {
-					err = fmt.Errorf("%w: rule %s: %w", ErrKey, r.Name, err)
-					if o.onError != nil {
-						o.onError(req, r.Name, err)
-					}
-					if o.keyPolicy == FailClosed {
-						if o.observer != nil {
-							observeHTTP(ctx, o.observer, start, OutcomeKeyError, r.Name, err)
-						}
-						writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "limiter_key_error", Rule: r.Name})
-						return
-					}
-					continue
-				}
-				steps = append(steps, Step{Limiter: r.Limiter, Key: key, N: r.Cost})
-				names = append(names, r.Name)
+			if m.o.keyPolicy == FailClosed {
+				m.observe(req, start, OutcomeKeyError, r.Name, err)
+				writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "limiter_key_error", Rule: r.Name})
+				return nil, nil, false
 			}
-			if len(steps) == 0 { // every key failed open
-				if o.observer != nil {
-					observeHTTP(ctx, o.observer, start, OutcomeOK, "", nil)
-				}
-				next.ServeHTTP(w, req)
-				return
-			}
-			res, idx, err := Chain(ctx, 1, steps...)
-			if err != nil {
-				name := names[idx]
-				if o.onError != nil {
-					o.onError(req, name, err)
-				}
-				if o.observer != nil {
-					observeHTTP(ctx, o.observer, start, OutcomeError, name, err)
-				}
-				writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "limiter_unavailable", Rule: name})
-				return
-			}
-			setRateHeaders(w.Header(), res)
-			if idx >= 0 {
-				name := names[idx]
-				if o.onDenied != nil {
-					o.onDenied(req, name, res)
-				}
-				if o.observer != nil {
-					observeHTTP(ctx, o.observer, start, OutcomeLimited, name, nil)
-				}
-				w.Header().Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter, 1), 10))
-				writeJSON(w, http.StatusTooManyRequests, ErrorBody{
-					Error: "rate_limited", Rule: name, RetryAfterMS: max(res.RetryAfter.Milliseconds(), 1),
-				})
-				return
-			}
-			if o.observer != nil {
-				observeHTTP(ctx, o.observer, start, OutcomeOK, "", nil)
-			}
-			next.ServeHTTP(w, req)
-		})
-	}, nil
+			continue
+		}
+		steps = append(steps, Step{Limiter: r.Limiter, Key: key, N: r.Cost})
+		names = append(names, r.Name)
+	}
+	return steps, names, true
+}
+
+// unavailable answers 503 for a rule whose store failed.
+func (m *middleware) unavailable(w http.ResponseWriter, req *http.Request, start time.Time, rule string, err error) {
+	if m.o.onError != nil {
+		m.o.onError(req, rule, err)
+	}
+	m.observe(req, start, OutcomeError, rule, err)
+	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "limiter_unavailable", Rule: rule})
+}
+
+// denied answers 429 for the refusing rule.
+func (m *middleware) denied(w http.ResponseWriter, req *http.Request, start time.Time, rule string, res Result) {
+	if m.o.onDenied != nil {
+		m.o.onDenied(req, rule, res)
+	}
+	m.observe(req, start, OutcomeLimited, rule, nil)
+	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter, 1), 10))
+	writeJSON(w, http.StatusTooManyRequests, ErrorBody{
+		Error: "rate_limited", Rule: rule, RetryAfterMS: max(res.RetryAfter.Milliseconds(), 1),
+	})
+}
+
+// observe reports the request's decision when an observer is set.
+func (m *middleware) observe(req *http.Request, start time.Time, outcome, rule string, err error) {
+	if m.o.observer != nil {
+		observeHTTP(req.Context(), m.o.observer, start, outcome, rule, err)
+	}
 }
 
 func setRateHeaders(h http.Header, r Result) {

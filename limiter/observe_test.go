@@ -62,15 +62,15 @@ func shapes(t *testing.T, ev []limiter.Event) []shape {
 	return out
 }
 
-func newRedisLimiter(t *testing.T, store string, c redis.Scripter, opts ...limiter.Option) limiter.Limiter {
+func newRedisLimiter(t *testing.T, store string, c redis.Scripter, opts ...limiter.RedisOption) limiter.Limiter {
 	t.Helper()
-	opts = append([]limiter.Option{limiter.WithKeyPrefix(testenv.Prefix(t)), limiter.WithName("buy")}, opts...)
+	opts = append([]limiter.RedisOption{limiter.WithKeyPrefix(testenv.Prefix(t)), limiter.WithName("buy")}, opts...)
 	var l limiter.Limiter
 	var err error
 	if store == "slidingwindow" {
-		l, err = limiter.NewSlidingWindow(c, 2, time.Hour, opts...)
+		l, err = limiter.NewSlidingWindow(c, 2, time.Hour, asOptions[limiter.SlidingWindowOption](opts)...)
 	} else {
-		l, err = limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, opts...)
+		l, err = limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, asOptions[limiter.RedisBucketOption](opts)...)
 	}
 	require.NoError(t, err)
 	return l

@@ -1,25 +1,86 @@
 package limiter
 
 import (
+	"fmt"
 	"log/slog"
 )
 
-// Option configures a limiter constructor. Each option says which
-// constructors read it; the others ignore it.
-type Option func(*options)
+// Options belong to one constructor: each constructor takes its own option
+// interface, and an option that means nothing to it does not compile there
+// (WithMaxKeys is a [KeyedOption] only, so it cannot be handed to
+// [NewSlidingWindow]). An option that applies to several constructors
+// returns a type that implements each of their interfaces:
+//
+//	option                               TokenBucket  Keyed  SlidingWindow  RedisBucket
+//	WithClock                            ✓            ✓      ✓ (fallback)   ✓ (fallback)
+//	WithMaxKeys, WithShards                           ✓
+//	WithKeyPrefix, WithName,                                 ✓              ✓
+//	WithFailurePolicy, WithFallback,
+//	WithOnFailure, WithObserver,
+//	WithLogger, WithBatching
+//
+// A nil option is ignored. [NewMiddleware] has its own [MiddlewareOption].
+type (
+	// TokenBucketOption configures [NewTokenBucket].
+	TokenBucketOption interface{ applyTokenBucket(*options) }
+	// KeyedOption configures [NewKeyed].
+	KeyedOption interface{ applyKeyed(*options) }
+	// SlidingWindowOption configures [NewSlidingWindow].
+	SlidingWindowOption interface{ applySlidingWindow(*options) }
+	// RedisBucketOption configures [NewRedisBucket].
+	RedisBucketOption interface{ applyRedisBucket(*options) }
+)
+
+// ClockOption is returned by [WithClock]; it applies to every limiter
+// constructor.
+type ClockOption func(*options)
+
+func (f ClockOption) applyTokenBucket(o *options)   { f.apply(o) }
+func (f ClockOption) applyKeyed(o *options)         { f.apply(o) }
+func (f ClockOption) applySlidingWindow(o *options) { f.apply(o) }
+func (f ClockOption) applyRedisBucket(o *options)   { f.apply(o) }
+func (f ClockOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// KeyedOnlyOption is returned by the options only a [Keyed] limiter reads
+// ([WithMaxKeys], [WithShards]).
+type KeyedOnlyOption func(*options)
+
+func (f KeyedOnlyOption) applyKeyed(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// RedisOption is returned by the options of the Redis limiters
+// ([SlidingWindow], [RedisBucket]).
+type RedisOption func(*options)
+
+func (f RedisOption) applySlidingWindow(o *options) { f.apply(o) }
+func (f RedisOption) applyRedisBucket(o *options)   { f.apply(o) }
+func (f RedisOption) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
 
 type options struct {
-	clock     Clock
-	prefix    string
-	name      string
-	policy    FailurePolicy
-	fallback  Limiter
-	onFailure func(key string, err error)
-	observer  Observer
-	logger    *slog.Logger
-	maxKeys   int
-	shards    int
-	batch     int
+	clock       Clock
+	clockSet    bool
+	prefix      string
+	name        string
+	policy      FailurePolicy
+	fallback    Limiter
+	fallbackSet bool
+	onFailure   func(key string, err error)
+	observer    Observer
+	logger      *slog.Logger
+	maxKeys     int
+	shards      int
+	batch       int
 }
 
 func defaultOptions() options {
@@ -33,11 +94,14 @@ func defaultOptions() options {
 	}
 }
 
-func buildOptions(opts []Option) options {
+// buildOptions applies opts (nil ones are ignored) with apply, the method
+// of the constructor's option interface.
+func buildOptions[O comparable](opts []O, apply func(O, *options)) options {
 	o := defaultOptions()
+	var zero O
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+		if opt != zero {
+			apply(opt, &o)
 		}
 	}
 	if o.logger == nil {
@@ -48,32 +112,61 @@ func buildOptions(opts []Option) options {
 
 // WithClock sets the clock of the in-process limiters ([TokenBucket],
 // [Keyed]). Default: the runtime's monotonic clock (see [CoarseClock] for a
-// faster one). The Redis limiters ignore it: their "now" is Redis TIME.
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+// faster one). The Redis limiters' own "now" is Redis TIME; given to them,
+// the clock is that of their default local fallback ([FallbackLocal]
+// without [WithFallback]).
+// A nil c is a nil collaborator: the constructor returns an error wrapping
+// [ErrInvalidConfig].
+func WithClock(c Clock) ClockOption { return func(o *options) { o.clock, o.clockSet = c, true } }
+
+// checkCollaborators refuses a nil collaborator handed to an option.
+func (o *options) checkCollaborators() error {
+	if o.clockSet && isNil(o.clock) {
+		return fmt.Errorf("%w: nil clock", ErrInvalidConfig)
+	}
+	if o.fallbackSet && isNil(o.fallback) {
+		return fmt.Errorf("%w: nil fallback limiter", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// localOptions passes the clock of a Redis limiter on to its default
+// local fallback.
+func (o *options) localOptions() []KeyedOption {
+	if o.clock == nil {
+		return nil
+	}
+	return []KeyedOption{WithClock(o.clock)}
+}
 
 // WithKeyPrefix sets the prefix of every Redis key ([SlidingWindow],
 // [RedisBucket]). Default "seckill:".
-func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+func WithKeyPrefix(p string) RedisOption { return func(o *options) { o.prefix = p } }
 
 // WithName names the limiter; the name is part of its Redis keys so that
 // two limiters sharing a prefix never share state ([SlidingWindow],
 // [RedisBucket]). Default "default".
-func WithName(n string) Option { return func(o *options) { o.name = n } }
+func WithName(n string) RedisOption { return func(o *options) { o.name = n } }
 
 // WithFailurePolicy chooses what a Redis limiter answers when Redis fails
-// ([SlidingWindow], [RedisBucket]). Default [FailClosed].
-func WithFailurePolicy(p FailurePolicy) Option { return func(o *options) { o.policy = p } }
+// ([SlidingWindow], [RedisBucket]). Default [FailClosed]. A limiter whose
+// policy is not FailClosed decides Redis failures itself: do not wrap it in
+// a circuit breaker (see the package doc, "One failure policy per call").
+func WithFailurePolicy(p FailurePolicy) RedisOption { return func(o *options) { o.policy = p } }
 
 // WithFallback sets the limiter consulted under [FallbackLocal]. Default: a
 // [Keyed] token bucket per key with the same limit and period as the Redis
 // limiter — per process, so with N instances the cluster admits up to N
-// times the limit while Redis is down.
-func WithFallback(l Limiter) Option { return func(o *options) { o.fallback = l } }
+// times the limit while Redis is down. A nil l is a nil collaborator: the
+// constructor returns an error wrapping [ErrInvalidConfig].
+func WithFallback(l Limiter) RedisOption {
+	return func(o *options) { o.fallback, o.fallbackSet = l, true }
+}
 
 // WithOnFailure sets a hook called once for every Redis failure, whatever
 // the policy, with the key and the error (which wraps [ErrUnavailable]). It
 // is called synchronously, outside any lock. Default: none.
-func WithOnFailure(f func(key string, err error)) Option {
+func WithOnFailure(f func(key string, err error)) RedisOption {
 	return func(o *options) { o.onFailure = f }
 }
 
@@ -82,7 +175,7 @@ func WithOnFailure(f func(key string, err error)) Option {
 // caller's ctx and Name set to [WithName] (see [StageAllow] for the
 // outcomes). A nil o is ignored. Without an observer nothing is measured.
 // Default: none.
-func WithObserver(o Observer) Option {
+func WithObserver(o Observer) RedisOption {
 	return func(opts *options) {
 		if o != nil {
 			opts.observer = o
@@ -90,16 +183,17 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithLogger sets a logger for failures (logged at Warn). Default: discard.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// WithLogger sets a logger for Redis failures (logged at Warn) of a Redis
+// limiter ([SlidingWindow], [RedisBucket]). Default: discard.
+func WithLogger(l *slog.Logger) RedisOption { return func(o *options) { o.logger = l } }
 
 // WithMaxKeys caps the number of keys a [Keyed] limiter holds. Default
 // 1<<20 (about 64 MiB at worst). See [Keyed] for what happens at the cap.
-func WithMaxKeys(n int) Option { return func(o *options) { o.maxKeys = n } }
+func WithMaxKeys(n int) KeyedOnlyOption { return func(o *options) { o.maxKeys = n } }
 
 // WithShards sets the number of lock shards of a [Keyed] limiter (rounded
 // up to a power of two). Default 64.
-func WithShards(n int) Option { return func(o *options) { o.shards = n } }
+func WithShards(n int) KeyedOnlyOption { return func(o *options) { o.shards = n } }
 
 // WithBatching sets how many pipelines a Redis limiter ([SlidingWindow],
 // [RedisBucket]) keeps in flight before it coalesces further concurrent
@@ -117,4 +211,4 @@ func WithShards(n int) Option { return func(o *options) { o.shards = n } }
 // spent. Once taken, the decision completes within the client's read/write
 // timeouts whatever the caller's ctx, and the caller gets its reply, never
 // ctx.Err().
-func WithBatching(n int) Option { return func(o *options) { o.batch = n } }
+func WithBatching(n int) RedisOption { return func(o *options) { o.batch = n } }

@@ -44,9 +44,9 @@ type RedisBucket struct {
 // and neither above 2^53-1 (the script's numbers are Lua doubles).
 // Options read: [WithKeyPrefix], [WithName], [WithFailurePolicy],
 // [WithFallback], [WithOnFailure], [WithLogger], [WithBatching],
-// [WithObserver].
-func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...Option) (*RedisBucket, error) {
-	o := buildOptions(opts)
+// [WithObserver], [WithClock] (the default fallback's clock).
+func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...RedisBucketOption) (*RedisBucket, error) {
+	o := buildOptions(opts, RedisBucketOption.applyRedisBucket)
 	b := &RedisBucket{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: burst}, rate: rate}
 	if err := b.validate(); err != nil {
 		return nil, err
@@ -68,8 +68,8 @@ func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...Option) (
 	if interval*float64(burst) > 1e15 {
 		return nil, fmt.Errorf("%w: rate %v with burst %d spans too long a time", ErrInvalidConfig, r, burst)
 	}
-	if o.policy == FallbackLocal && o.fallback == nil {
-		k, err := NewKeyed(rate, burst, WithClock(o.clock))
+	if o.policy == FallbackLocal && !o.fallbackSet {
+		k, err := NewKeyed(rate, burst, o.localOptions()...)
 		if err != nil {
 			return nil, err
 		}

@@ -47,9 +47,10 @@ type SlidingWindow struct {
 // NewSlidingWindow returns a limiter of limit events per window per key.
 // The window is kept in microseconds and must be at least 1 ms. Options
 // read: [WithKeyPrefix], [WithName], [WithFailurePolicy], [WithFallback],
-// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver].
-func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
-	o := buildOptions(opts)
+// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver], [WithClock]
+// (the default fallback's clock).
+func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...SlidingWindowOption) (*SlidingWindow, error) {
+	o := buildOptions(opts, SlidingWindowOption.applySlidingWindow)
 	s := &SlidingWindow{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: limit}, window: window}
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -60,8 +61,8 @@ func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts 
 	if window < time.Millisecond {
 		return nil, fmt.Errorf("%w: window %v must be >= 1ms", ErrInvalidConfig, window)
 	}
-	if o.policy == FallbackLocal && o.fallback == nil {
-		k, err := NewKeyed(Per(limit, window), limit, WithClock(o.clock))
+	if o.policy == FallbackLocal && !o.fallbackSet {
+		k, err := NewKeyed(Per(limit, window), limit, o.localOptions()...)
 		if err != nil {
 			return nil, err
 		}

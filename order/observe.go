@@ -84,6 +84,15 @@ func (o *options) observe(ctx context.Context, e Event, start time.Time) {
 	o.observer.Observe(ctx, e)
 }
 
+// observeStart is the start of an observed consumer operation: the zero
+// time, without reading the clock, when there is no observer.
+func (c *Consumer) observeStart() time.Time {
+	if c.o.observer == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
 // observeOutcomes reports one committed consumer transaction; callers
 // check c.o.observer first.
 func (c *Consumer) observeOutcomes(ctx context.Context, start time.Time, outs []Outcome) {

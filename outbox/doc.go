@@ -93,7 +93,13 @@
 // identifier; the indexes are named after it (uk_<table>_msg_id,
 // idx_<table>_poll, …), since PostgreSQL and SQLite name indexes per
 // schema, not per table. A MsgID written twice into one table fails with
-// [ErrDuplicateMsgID].
+// [ErrDuplicateMsgID], the package's only refusal.
+//
+// Options belong to one constructor: [NewWriter] takes [WriterOption]s and
+// [NewRelay] [RelayOption]s, so an option that means nothing to one of them
+// does not compile there; a nil option is ignored, a nil collaborator is
+// [ErrNilDB] or [ErrNilPublisher]. [ErrRunning] and [ErrClosed] are the
+// sentinels every seckill package shares.
 //
 // # Databases
 //

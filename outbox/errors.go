@@ -1,6 +1,11 @@
 package outbox
 
-import "errors"
+import (
+	"errors"
+	"reflect"
+
+	"github.com/seckillkit/seckill/internal/lifecycle"
+)
 
 // Sentinel errors. Wrapped errors keep these in their chain; match them with
 // [errors.Is].
@@ -22,9 +27,12 @@ var (
 
 	// ErrDuplicateMsgID is returned (wrapped, with the database's error) by
 	// [Writer.Write], and so by [Writer.SendOrStore]'s store, when a
-	// message's MsgID is already in the table: the unique-key violation of
-	// MySQL/MariaDB (1062), PostgreSQL (SQLSTATE 23505) or SQLite, or
-	// gorm.ErrDuplicatedKey when the database translates errors.
+	// message's MsgID is already in the table. It is the package's only
+	// refusal (every other error is bad input or a failure), so it needs no
+	// umbrella: errors.Is(err, ErrDuplicateMsgID) is the one check. It is
+	// raised on the unique-key violation of MySQL/MariaDB (1062),
+	// PostgreSQL (SQLSTATE 23505) or SQLite, or gorm.ErrDuplicatedKey when
+	// the database translates errors.
 	ErrDuplicateMsgID = errors.New("outbox: duplicate msg ID")
 
 	// ErrInvalidOption is returned by the constructors for an option value
@@ -42,9 +50,27 @@ var (
 	// [WithClaimMode].
 	ErrUnsupportedDialect = errors.New("outbox: unsupported database dialect")
 
-	// ErrRunning is returned by [Relay.Run] when the relay is already running.
-	ErrRunning = errors.New("outbox: relay already running")
+	// ErrRunning is returned by [Relay.Run] when the relay is already
+	// running. It is the sentinel every seckill package re-exports
+	// (lifecycle.ErrRunning), so one errors.Is matches "already running"
+	// whichever package answered.
+	ErrRunning = lifecycle.ErrRunning
 
-	// ErrClosed is returned by [Relay.Run] after [Relay.Close].
-	ErrClosed = errors.New("outbox: relay closed")
+	// ErrClosed is returned by [Relay.Run] after [Relay.Close]. It is the
+	// sentinel every seckill package re-exports (lifecycle.ErrClosed).
+	ErrClosed = lifecycle.ErrClosed
 )
+
+// isNil reports whether v is nil or an interface holding a nil pointer,
+// map, func, chan or slice (a (*SaramaPublisher)(nil) passed as a
+// Publisher): a nil collaborator either way.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Interface, reflect.Slice, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}

@@ -57,14 +57,54 @@ func (m ClaimMode) String() string {
 	return fmt.Sprintf("ClaimMode(%d)", int(m))
 }
 
-// Option configures a [Writer] or a [Relay]. Options that concern only one
-// of them say so and are ignored by the other. A nil Option is ignored.
-type Option interface{ apply(*options) }
+// Options belong to one constructor: [NewWriter] takes [WriterOption]s and
+// [NewRelay] takes [RelayOption]s, so an option that means nothing to a
+// constructor does not compile there ([WithBatchSize] is a
+// [RelayOnlyOption] and cannot be given to NewWriter). An option that
+// applies to both ([WithClock], [WithLogger], [WithObserver], [WithTable])
+// is an [Option], which implements both interfaces. A nil option is
+// ignored.
+type (
+	// WriterOption configures [NewWriter].
+	WriterOption interface{ applyWriter(*options) }
+	// RelayOption configures [NewRelay].
+	RelayOption interface{ applyRelay(*options) }
+	// Option configures both a [Writer] and a [Relay].
+	Option interface {
+		WriterOption
+		RelayOption
+	}
+)
 
-// optionFunc is an Option made of a function.
+// optionFunc is an [Option] made of a function.
 type optionFunc func(*options)
 
-func (f optionFunc) apply(o *options) { f(o) }
+func (f optionFunc) applyWriter(o *options) { f.apply(o) }
+func (f optionFunc) applyRelay(o *options)  { f.apply(o) }
+func (f optionFunc) apply(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// WriterOnlyOption is an option only [NewWriter] reads
+// ([WithStoreTimeout]).
+type WriterOnlyOption func(*options)
+
+func (f WriterOnlyOption) applyWriter(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
+
+// RelayOnlyOption is an option only [NewRelay] reads.
+type RelayOnlyOption func(*options)
+
+func (f RelayOnlyOption) applyRelay(o *options) {
+	if f != nil {
+		f(o)
+	}
+}
 
 // TableOption names the outbox table: see [WithTable]. It is an [Option]
 // of [NewWriter] and [NewRelay], and the only option of the functions that
@@ -75,6 +115,8 @@ type TableOption func(*tableOptions)
 
 type tableOptions struct{ name string }
 
+func (f TableOption) applyWriter(o *options) { f.apply(o) }
+func (f TableOption) applyRelay(o *options)  { f.apply(o) }
 func (f TableOption) apply(o *options) {
 	if f != nil {
 		f(&o.table)
@@ -176,11 +218,14 @@ func defaultOptions() options {
 	}
 }
 
-func buildOptions(opts []Option) (options, error) {
+// buildOptions applies opts (nil ones are ignored) with apply, the method
+// of the constructor's option interface, and validates the result.
+func buildOptions[O comparable](opts []O, apply func(O, *options)) (options, error) {
 	o := defaultOptions()
+	var zero O
 	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&o)
+		if opt != zero {
+			apply(opt, &o)
 		}
 	}
 	if err := validTableName(o.table.name); err != nil {
@@ -229,19 +274,19 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.
 // WithStoreTimeout bounds the outbox insert that [Writer.SendOrStore] runs
 // after a failed publish, on a context that ignores the caller's
 // cancellation (the store is the compensation). Writer only. Default 5s.
-func WithStoreTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.storeTimeout = d })
+func WithStoreTimeout(d time.Duration) WriterOnlyOption {
+	return func(o *options) { o.storeTimeout = d }
 }
 
 // WithBatchSize sets how many rows a relay claims per poll. Relay only.
 // Default 100.
-func WithBatchSize(n int) Option { return optionFunc(func(o *options) { o.batchSize = n }) }
+func WithBatchSize(n int) RelayOnlyOption { return func(o *options) { o.batchSize = n } }
 
 // WithPollInterval sets how long an idle relay waits before polling again
 // (a relay that claimed a full batch polls again at once). Relay only.
 // Default 100ms.
-func WithPollInterval(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.pollInterval = d })
+func WithPollInterval(d time.Duration) RelayOnlyOption {
+	return func(o *options) { o.pollInterval = d }
 }
 
 // WithLease sets how long a claimed row stays invisible to other relays.
@@ -250,70 +295,70 @@ func WithPollInterval(d time.Duration) Option {
 // (a duplicate, never a loss). Publishing a batch gets a context deadline
 // of 80 % of the lease. A relay that crashes leaves its rows to be
 // reclaimed when the lease ends. Relay only. Default 30s.
-func WithLease(d time.Duration) Option { return optionFunc(func(o *options) { o.lease = d }) }
+func WithLease(d time.Duration) RelayOnlyOption { return func(o *options) { o.lease = d } }
 
 // WithMaxAttempts sets the publish attempts after which a row becomes
 // FAILED and the OnFailed hook runs. Relay only. Default 10.
-func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }
+func WithMaxAttempts(n int) RelayOnlyOption { return func(o *options) { o.maxAttempts = n } }
 
 // WithBackoff sets the retry delay after the k-th failed attempt to
 // min(base·2^(k-1), max), before jitter. Relay only. Default 1s, 5m.
-func WithBackoff(base, max time.Duration) Option {
-	return optionFunc(func(o *options) { o.backoffBase, o.backoffMax = base, max })
+func WithBackoff(base, max time.Duration) RelayOnlyOption {
+	return func(o *options) { o.backoffBase, o.backoffMax = base, max }
 }
 
 // WithJitter sets the random fraction f in [0,1] taken off each backoff:
 // the delay d becomes a uniform value in [d·(1-f), d]. 0 disables jitter.
 // Relay only. Default 0.2.
-func WithJitter(f float64) Option { return optionFunc(func(o *options) { o.jitter = f }) }
+func WithJitter(f float64) RelayOnlyOption { return func(o *options) { o.jitter = f } }
 
 // WithMarkTimeout bounds the database writes that settle a published
 // batch (SENT, retry, FAILED). They run on context.WithoutCancel so that a
 // relay stopped mid-batch still records what it published. Relay only.
 // Default 5s.
-func WithMarkTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.markTimeout = d })
+func WithMarkTimeout(d time.Duration) RelayOnlyOption {
+	return func(o *options) { o.markTimeout = d }
 }
 
 // WithRetention makes [Relay.Run] delete SENT rows whose sent_at is older
 // than retention, checking every `every` of clock time. Relay only.
 // Default 24h, every 1m.
-func WithRetention(retention, every time.Duration) Option {
-	return optionFunc(func(o *options) { o.retention, o.cleanupEvery, o.cleanup = retention, every, true })
+func WithRetention(retention, every time.Duration) RelayOnlyOption {
+	return func(o *options) { o.retention, o.cleanupEvery, o.cleanup = retention, every, true }
 }
 
 // WithoutCleanup stops [Relay.Run] from deleting SENT rows (call
 // [Relay.Cleanup] yourself, or keep them). Relay only.
-func WithoutCleanup() Option { return optionFunc(func(o *options) { o.cleanup = false }) }
+func WithoutCleanup() RelayOnlyOption { return func(o *options) { o.cleanup = false } }
 
 // WithPublishConcurrency publishes a batch on n goroutines, rows with the
 // same key always on the same goroutine in table order. Ignored when the
 // publisher is a [BatchPublisher]. Relay only. Default 1.
-func WithPublishConcurrency(n int) Option { return optionFunc(func(o *options) { o.concurrency = n }) }
+func WithPublishConcurrency(n int) RelayOnlyOption { return func(o *options) { o.concurrency = n } }
 
 // WithClaimMode forces a claim strategy. Relay only. Default [ClaimAuto].
-func WithClaimMode(m ClaimMode) Option { return optionFunc(func(o *options) { o.claimMode = m }) }
+func WithClaimMode(m ClaimMode) RelayOnlyOption { return func(o *options) { o.claimMode = m } }
 
 // WithOnSent sets a hook called for each row marked SENT, after the mark
 // committed, outside any lock. Relay only. Default none.
-func WithOnSent(f func(m Message)) Option { return optionFunc(func(o *options) { o.onSent = f }) }
+func WithOnSent(f func(m Message)) RelayOnlyOption { return func(o *options) { o.onSent = f } }
 
 // WithOnRetry sets a hook called for each failed publish that will be
 // retried at next, after the retry was recorded. Relay only. Default none.
-func WithOnRetry(f func(m Message, err error, next time.Time)) Option {
-	return optionFunc(func(o *options) { o.onRetry = f })
+func WithOnRetry(f func(m Message, err error, next time.Time)) RelayOnlyOption {
+	return func(o *options) { o.onRetry = f }
 }
 
 // WithOnFailed sets the alert hook called for each row that became FAILED
 // (attempt budget spent), after that was recorded. Relay only. Default none.
-func WithOnFailed(f func(m Message, err error)) Option {
-	return optionFunc(func(o *options) { o.onFailed = f })
+func WithOnFailed(f func(m Message, err error)) RelayOnlyOption {
+	return func(o *options) { o.onFailed = f }
 }
 
 // WithOnError sets a hook called by [Relay.Run] for each poll or clean-up
 // that failed on the database (Run logs and keeps going). Relay only.
 // Default none.
-func WithOnError(f func(err error)) Option { return optionFunc(func(o *options) { o.onError = f }) }
+func WithOnError(f func(err error)) RelayOnlyOption { return func(o *options) { o.onError = f } }
 
 // WithObserver reports to o, synchronously and with the caller's ctx:
 // every [Writer.Write] and [Writer.SendOrStore] (Writer), every relay batch
@@ -334,6 +379,6 @@ func WithObserver(o Observer) Option {
 // the observer, measured on the relay's clock like [WithRetention]: Run
 // reads it at its first poll, then at the first poll at least d later.
 // Only with [WithObserver]. d must be positive. Relay only. Default 10s.
-func WithBacklogInterval(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.backlogEvery = d })
+func WithBacklogInterval(d time.Duration) RelayOnlyOption {
+	return func(o *options) { o.backlogEvery = d }
 }

@@ -51,14 +51,14 @@ type Relay struct {
 // start anything: call [Relay.Run], or [Relay.RunOnce] from your own loop.
 // The table must exist ([AutoMigrate], schema.sql or schema_postgres.sql);
 // it is [TableName] unless [WithTable] names another.
-func NewRelay(db *gorm.DB, pub Publisher, opts ...Option) (*Relay, error) {
+func NewRelay(db *gorm.DB, pub Publisher, opts ...RelayOption) (*Relay, error) {
 	if db == nil {
 		return nil, ErrNilDB
 	}
-	if pub == nil {
+	if isNil(pub) {
 		return nil, ErrNilPublisher
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(opts, RelayOption.applyRelay)
 	if err != nil {
 		return nil, err
 	}
@@ -141,28 +141,34 @@ func (r *Relay) Run(ctx context.Context) error {
 		if err != nil && runCtx.Err() == nil {
 			r.reportErr(ctx, err)
 		}
-		if r.o.cleanup && runCtx.Err() == nil {
-			if now := r.o.clock.Now(); lastCleanup.IsZero() || now.Sub(lastCleanup) >= r.o.cleanupEvery {
-				lastCleanup = now
-				if n, err := r.Cleanup(runCtx); err != nil && runCtx.Err() == nil {
-					r.reportErr(ctx, err)
-				} else if n > 0 {
-					r.o.logger.LogAttrs(ctx, slog.LevelDebug, "outbox: cleaned up", slog.Int64("rows", n))
-				}
-			}
-		}
-		if r.o.observer != nil && runCtx.Err() == nil {
-			if now := r.o.clock.Now(); lastBacklog.IsZero() || now.Sub(lastBacklog) >= r.o.backlogEvery {
-				lastBacklog = now
-				if _, err := r.Backlog(runCtx); err != nil && runCtx.Err() == nil {
-					r.reportErr(ctx, err)
-				}
-			}
-		}
+		r.housekeep(ctx, runCtx, &lastCleanup, &lastBacklog)
 		if err == nil && b.Claimed >= r.o.batchSize {
 			timer.Reset(0)
 		} else {
 			timer.Reset(r.o.pollInterval)
+		}
+	}
+}
+
+// housekeep runs, between batches, the cleanup of old SENT rows and the
+// backlog gauges, each when its interval has passed since its last run.
+func (r *Relay) housekeep(ctx, runCtx context.Context, lastCleanup, lastBacklog *time.Time) {
+	if r.o.cleanup && runCtx.Err() == nil {
+		if now := r.o.clock.Now(); lastCleanup.IsZero() || now.Sub(*lastCleanup) >= r.o.cleanupEvery {
+			*lastCleanup = now
+			if n, err := r.Cleanup(runCtx); err != nil && runCtx.Err() == nil {
+				r.reportErr(ctx, err)
+			} else if n > 0 {
+				r.o.logger.LogAttrs(ctx, slog.LevelDebug, "outbox: cleaned up", slog.Int64("rows", n))
+			}
+		}
+	}
+	if r.o.observer != nil && runCtx.Err() == nil {
+		if now := r.o.clock.Now(); lastBacklog.IsZero() || now.Sub(*lastBacklog) >= r.o.backlogEvery {
+			*lastBacklog = now
+			if _, err := r.Backlog(runCtx); err != nil && runCtx.Err() == nil {
+				r.reportErr(ctx, err)
+			}
 		}
 	}
 }
@@ -298,10 +304,27 @@ func safeBatch(ctx context.Context, bp BatchPublisher, msgs []Message) (errs []e
 	return bp.PublishBatch(ctx, msgs)
 }
 
+// outcome is what settling recorded for one published (or failed) row.
+type outcome uint8
+
+const (
+	outcomeSent   outcome = iota // published and marked SENT
+	outcomeRetry                 // failed, retry scheduled
+	outcomeFailed                // failed for the last time, now FAILED
+)
+
+// event is one settled row whose hooks run after the commit.
 type event struct {
-	m    Message
-	err  error
-	kind int // 0 sent, 1 retry, 2 failed
+	m       Message
+	err     error
+	outcome outcome
+}
+
+// settlement is what one settle transaction recorded.
+type settlement struct {
+	events   []event
+	released int // rows given back because ctx ended
+	lost     int // rows whose lease another relay took over
 }
 
 // settle records the publish outcomes in one transaction on a context
@@ -313,128 +336,166 @@ func (r *Relay) settle(ctx context.Context, msgs []Message, errs []error, token 
 	now := dbTime(r.o.clock.Now())
 	stopped := ctx.Err() != nil
 
-	var sent, released []int64
-	var events []event
-	var lost, nReleased int
+	var st settlement
 	err := r.db.WithContext(sctx).Transaction(func(tx *gorm.DB) error {
-		events = events[:0]
-		sent, released = sent[:0], released[:0]
-		lost = 0
-		for i := range msgs {
-			var e error
-			if errs != nil {
-				e = errs[i]
-			}
-			switch {
-			case e == nil:
-				sent = append(sent, msgs[i].ID)
-			case stopped:
-				released = append(released, msgs[i].ID)
-			}
-		}
-		// Only rows this batch still holds are marked: a row whose lease
-		// was taken over by another relay's claim is that relay's to
-		// record (it may be publishing it right now).
-		var marked map[int64]bool // nil: every sent row was marked
-		if len(sent) > 0 {
-			res := tx.Exec(r.sql.markSent, StatusSent, now, now, sent, token, StatusPending)
-			if res.Error != nil {
-				return fmt.Errorf("mark sent: %w", res.Error)
-			}
-			if int(res.RowsAffected) != len(sent) {
-				var ids []int64
-				if err := tx.Raw(r.sql.marked, sent, token, StatusSent).Scan(&ids).Error; err != nil {
-					return fmt.Errorf("read marked rows: %w", err)
-				}
-				marked = make(map[int64]bool, len(ids))
-				for _, id := range ids {
-					marked[id] = true
-				}
-			}
-		}
-		nReleased = 0
-		if len(released) > 0 {
-			res := tx.Exec(r.sql.release, now, now, released, token, StatusPending)
-			if res.Error != nil {
-				return fmt.Errorf("release: %w", res.Error)
-			}
-			nReleased = int(res.RowsAffected)
-			lost += len(released) - nReleased
-		}
-		for i := range msgs {
-			m := msgs[i]
-			var e error
-			if errs != nil {
-				e = errs[i]
-			}
-			if e == nil {
-				if marked != nil && !marked[m.ID] {
-					lost++
-					continue
-				}
-				m.Status, m.SentAt, m.UpdatedAt = StatusSent, &now, now
-				events = append(events, event{m: m})
-				continue
-			}
-			if stopped {
-				continue
-			}
-			m.LastError, m.UpdatedAt, m.LeaseOwner = truncErr(e), now, ""
-			var res *gorm.DB
-			kind := 1
-			if m.Attempts >= r.o.maxAttempts {
-				kind = 2
-				m.Status = StatusFailed
-				res = tx.Exec(r.sql.fail, StatusFailed, m.LastError, now, m.ID, token, StatusPending)
-			} else {
-				m.NextAttemptAt = dbTime(now.Add(r.backoff(m.Attempts)))
-				res = tx.Exec(r.sql.retry, m.NextAttemptAt, m.LastError, now, m.ID, token, StatusPending)
-			}
-			if res.Error != nil {
-				return fmt.Errorf("record failure of %d: %w", m.ID, res.Error)
-			}
-			if res.RowsAffected == 1 {
-				events = append(events, event{m: m, err: e, kind: kind})
-			} else { // our lease was taken over: theirs now
-				lost++
-			}
-		}
-		return nil
+		st = settlement{} // a retried transaction starts over
+		return r.recordOutcomes(tx, &st, msgs, errs, token, now, stopped)
 	})
 	if err != nil {
 		return b, fmt.Errorf("outbox: settle batch: %w", err)
 	}
-	b.Released, b.LeaseLost = nReleased, lost
-	if lost > 0 {
+	b.Released, b.LeaseLost = st.released, st.lost
+	if st.lost > 0 {
 		r.o.logger.LogAttrs(ctx, slog.LevelWarn, "outbox: lease lost before settle, rows left to the relay that took them over",
-			slog.String("token", token), slog.Int("rows", lost))
+			slog.String("token", token), slog.Int("rows", st.lost))
 	}
-	for _, ev := range events {
-		switch ev.kind {
-		case 0:
-			b.Sent++
-			if r.o.onSent != nil {
-				r.o.onSent(ev.m)
-			}
-		case 1:
-			b.Retried++
-			r.o.logger.LogAttrs(ctx, slog.LevelWarn, "outbox: publish failed, will retry",
-				slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
-				slog.Time("next_attempt_at", ev.m.NextAttemptAt), slog.Any("error", ev.err))
-			if r.o.onRetry != nil {
-				r.o.onRetry(ev.m, ev.err, ev.m.NextAttemptAt)
-			}
-		case 2:
-			b.Failed++
-			r.o.logger.LogAttrs(ctx, slog.LevelError, "outbox: message FAILED, attempts exhausted",
-				slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
-				slog.Any("error", ev.err))
-			if r.o.onFailed != nil {
-				r.o.onFailed(ev.m, ev.err)
+	for _, ev := range st.events {
+		r.runHooks(ctx, &b, ev)
+	}
+	return b, nil
+}
+
+// errAt is the publish error of message i (errs nil: all delivered).
+func errAt(errs []error, i int) error {
+	if errs == nil {
+		return nil
+	}
+	return errs[i]
+}
+
+// recordOutcomes writes every row's outcome inside tx: SENT for the
+// published rows, back to due for the unsent rows of a stopped batch, and
+// retry or FAILED for the failed ones. Only rows this batch still holds
+// (lease token) are written; the others are counted as lost.
+func (r *Relay) recordOutcomes(tx *gorm.DB, st *settlement, msgs []Message, errs []error, token string, now time.Time, stopped bool) error {
+	var sent, released []int64
+	for i := range msgs {
+		switch e := errAt(errs, i); {
+		case e == nil:
+			sent = append(sent, msgs[i].ID)
+		case stopped:
+			released = append(released, msgs[i].ID)
+		}
+	}
+	marked, err := r.markSent(tx, sent, token, now)
+	if err != nil {
+		return err
+	}
+	if err := r.releaseUnsent(tx, st, released, token, now); err != nil {
+		return err
+	}
+	for i := range msgs {
+		m, e := msgs[i], errAt(errs, i)
+		switch {
+		case e == nil && marked != nil && !marked[m.ID]:
+			st.lost++
+		case e == nil:
+			m.Status, m.SentAt, m.UpdatedAt = StatusSent, &now, now
+			st.events = append(st.events, event{m: m, outcome: outcomeSent})
+		case stopped:
+			// released above
+		default:
+			if err := r.recordFailure(tx, st, m, e, token, now); err != nil {
+				return err
 			}
 		}
 	}
-	return b, nil
+	return nil
+}
+
+// markSent marks the published rows SENT. Only rows this batch still holds
+// are marked: a row whose lease was taken over by another relay's claim is
+// that relay's to record (it may be publishing it right now). It returns
+// the set of rows marked, or nil when every row was.
+func (r *Relay) markSent(tx *gorm.DB, sent []int64, token string, now time.Time) (map[int64]bool, error) {
+	if len(sent) == 0 {
+		return nil, nil
+	}
+	res := tx.Exec(r.sql.markSent, StatusSent, now, now, sent, token, StatusPending)
+	if res.Error != nil {
+		return nil, fmt.Errorf("mark sent: %w", res.Error)
+	}
+	if int(res.RowsAffected) == len(sent) {
+		return nil, nil
+	}
+	var ids []int64
+	if err := tx.Raw(r.sql.marked, sent, token, StatusSent).Scan(&ids).Error; err != nil {
+		return nil, fmt.Errorf("read marked rows: %w", err)
+	}
+	marked := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		marked[id] = true
+	}
+	return marked, nil
+}
+
+// releaseUnsent makes the rows a stopped batch did not publish due again
+// at once; those no longer held by this batch are counted as lost.
+func (r *Relay) releaseUnsent(tx *gorm.DB, st *settlement, released []int64, token string, now time.Time) error {
+	if len(released) == 0 {
+		return nil
+	}
+	res := tx.Exec(r.sql.release, now, now, released, token, StatusPending)
+	if res.Error != nil {
+		return fmt.Errorf("release: %w", res.Error)
+	}
+	st.released = int(res.RowsAffected)
+	st.lost += len(released) - st.released
+	return nil
+}
+
+// recordFailure schedules a retry of a failed row, or marks it FAILED when
+// its attempts are exhausted. A row no longer held by this batch is
+// counted as lost (the relay that took it over records it).
+func (r *Relay) recordFailure(tx *gorm.DB, st *settlement, m Message, e error, token string, now time.Time) error {
+	m.LastError, m.UpdatedAt, m.LeaseOwner = truncErr(e), now, ""
+	var res *gorm.DB
+	oc := outcomeRetry
+	if m.Attempts >= r.o.maxAttempts {
+		oc = outcomeFailed
+		m.Status = StatusFailed
+		res = tx.Exec(r.sql.fail, StatusFailed, m.LastError, now, m.ID, token, StatusPending)
+	} else {
+		m.NextAttemptAt = dbTime(now.Add(r.backoff(m.Attempts)))
+		res = tx.Exec(r.sql.retry, m.NextAttemptAt, m.LastError, now, m.ID, token, StatusPending)
+	}
+	if res.Error != nil {
+		return fmt.Errorf("record failure of %d: %w", m.ID, res.Error)
+	}
+	if res.RowsAffected != 1 { // our lease was taken over: theirs now
+		st.lost++
+		return nil
+	}
+	st.events = append(st.events, event{m: m, err: e, outcome: oc})
+	return nil
+}
+
+// runHooks counts one settled row in b, logs retries and failures, and
+// calls the row's hook.
+func (r *Relay) runHooks(ctx context.Context, b *Batch, ev event) {
+	switch ev.outcome {
+	case outcomeSent:
+		b.Sent++
+		if r.o.onSent != nil {
+			r.o.onSent(ev.m)
+		}
+	case outcomeRetry:
+		b.Retried++
+		r.o.logger.LogAttrs(ctx, slog.LevelWarn, "outbox: publish failed, will retry",
+			slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
+			slog.Time("next_attempt_at", ev.m.NextAttemptAt), slog.Any("error", ev.err))
+		if r.o.onRetry != nil {
+			r.o.onRetry(ev.m, ev.err, ev.m.NextAttemptAt)
+		}
+	case outcomeFailed:
+		b.Failed++
+		r.o.logger.LogAttrs(ctx, slog.LevelError, "outbox: message FAILED, attempts exhausted",
+			slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
+			slog.Any("error", ev.err))
+		if r.o.onFailed != nil {
+			r.o.onFailed(ev.m, ev.err)
+		}
+	}
 }
 
 // backoff is the delay after the attempt-th failed attempt:

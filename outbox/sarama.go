@@ -27,7 +27,7 @@ type SaramaPublisher struct {
 
 // NewSaramaPublisher wraps p; it fails on a nil producer.
 func NewSaramaPublisher(p sarama.SyncProducer) (*SaramaPublisher, error) {
-	if p == nil {
+	if isNil(p) {
 		return nil, fmt.Errorf("%w: nil sarama producer", ErrNilPublisher)
 	}
 	return &SaramaPublisher{p: p}, nil

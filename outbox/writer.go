@@ -18,8 +18,8 @@ type Writer struct {
 
 // NewWriter returns a Writer. Options used: [WithClock], [WithLogger],
 // [WithStoreTimeout], [WithTable], [WithObserver].
-func NewWriter(opts ...Option) (*Writer, error) {
-	o, err := buildOptions(opts)
+func NewWriter(opts ...WriterOption) (*Writer, error) {
+	o, err := buildOptions(opts, WriterOption.applyWriter)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (w *Writer) sendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, ms
 	if db == nil {
 		return SendResult{}, ErrNilDB
 	}
-	if pub == nil {
+	if isNil(pub) {
 		return SendResult{}, ErrNilPublisher
 	}
 	if err := msg.validate(); err != nil {
