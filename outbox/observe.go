@@ -86,8 +86,14 @@ func (o *options) report(ctx context.Context, e Event, start time.Time) {
 	o.observer.Observe(ctx, e)
 }
 
-// observeBatch reports one RunOnce; callers check r.o.observer first.
+// observeBatch reports one RunOnce; callers check r.o.observer first. A
+// claim or settle cut short because the caller's context ended (Close, a
+// cancelled RunOnce) is not a store error and is not reported as one: the
+// rows stay due or leased and are taken again.
 func (r *Relay) observeBatch(ctx context.Context, start time.Time, b Batch, err error) {
+	if err != nil && ctx.Err() != nil {
+		return
+	}
 	if err != nil {
 		r.o.report(ctx, Event{Stage: StagePublish, Outcome: observe.Error, Value: float64(b.Claimed), Err: err}, start)
 		return

@@ -263,3 +263,26 @@ func TestObserverOptions(t *testing.T) {
 	_, err = Failed(context.Background(), nil, 1)
 	require.ErrorIs(t, err, ErrNilDB)
 }
+
+// A RunOnce whose context has ended (as Close ends Run's) reports no
+// "error": the claim was cut short by the caller, not failed by the store.
+// Before, it did, and Run's test flaked when Close interrupted a claim.
+func TestObserverCancelledRunOnceIsNotAnError(t *testing.T) {
+	t.Parallel()
+	db := testenv.SQLite(t)
+	require.NoError(t, AutoMigrate(context.Background(), db))
+	w, err := NewWriter()
+	require.NoError(t, err)
+	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
+	rec := newObsRecorder()
+	r, err := NewRelay(db, PublisherFunc(func(context.Context, Message) error { return nil }), WithObserver(rec))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(callerCtx)
+	cancel()
+	_, err = r.RunOnce(ctx)
+	require.Error(t, err, "a cancelled claim fails")
+	got, _ := rec.take(t)
+	for _, e := range got {
+		assert.NotEqual(t, "error", e.outcome, "event %+v", e)
+	}
+}

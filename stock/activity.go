@@ -30,6 +30,23 @@ type Activity struct {
 	// un-sharded layout; at most MaxShards. Every loader of an activity must
 	// give the same value (Load is set-if-absent: the first layout stays).
 	Shards int
+	// NoRebuy is the re-buy policy. false (the default): a buyer whose
+	// reservation was released (an order cancelled or expired) may buy
+	// again, up to PerUserLimit units held at once. true: every unit a
+	// buyer ever reserved in this sale counts against PerUserLimit, even
+	// after its release, so a cancelled buyer cannot buy again beyond the
+	// limit. Stored in Redis at Load (and Reset, Rebuild); the units ever
+	// reserved are kept per buyer in "<prefix>{a:<id>}:ever", written only
+	// when NoRebuy is set.
+	NoRebuy bool
+}
+
+// noRebuyArg is the script argument of a.NoRebuy.
+func (a Activity) noRebuyArg() string {
+	if a.NoRebuy {
+		return "1"
+	}
+	return "0"
 }
 
 func (a Activity) validate() error {

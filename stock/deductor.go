@@ -48,6 +48,10 @@ type Deductor struct {
 	marked  map[string]time.Time // flags owned by Run, with the time they were set
 
 	co *coalescer // nil unless WithCoalescing
+
+	// afterPeek, when set (tests only), runs in a sharded withdrawal between
+	// the read of every shard and the first step.
+	afterPeek func()
 }
 
 // New returns a Deductor using rdb, which may be a *redis.Client (also from
@@ -153,6 +157,29 @@ func (d *Deductor) validateID(id string) error {
 // (wrapped in ErrUnavailable) and the request is never sent; once sent,
 // Reserve waits for its outcome whatever ctx does.
 func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
+	if d.o.obs != nil {
+		return d.reserveObserved(ctx, req)
+	}
+	// The body is reserveNow's, repeated here: one call less on the
+	// in-process refusal path (about 8 ns of its 20).
+	if err := d.validate(req); err != nil {
+		if d.o.onReserve != nil {
+			d.o.onReserve(ctx, req, Result{}, err)
+		}
+		return Result{}, err
+	}
+	if d.refuseLocal(req.Activity, req.RequestID) {
+		if d.o.onReserve != nil {
+			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
+		}
+		return Result{Status: SoldOut, Local: true}, nil
+	}
+	return d.reserveRemote(ctx, req)
+}
+
+// reserveNow is Reserve without the observer (for reserveObserved; keep it
+// the same as Reserve's body).
+func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) {
 	if err := d.validate(req); err != nil {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{}, err)
@@ -186,7 +213,7 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 	}
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: reserve failed", "activity", req.Activity, "request", req.RequestID, "err", err)
-	} else if !res.Fallback && !d.o.noCache && res.Status != Frozen {
+	} else if !res.Fallback && !d.o.noCache && res.Status != Frozen && res.Status != Paused {
 		switch {
 		case res.Status == SoldOut && res.Remaining <= 0:
 			d.markSoldOut(ctx, req.Activity, f)
@@ -303,6 +330,8 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %s", ErrRequestConflict, req.RequestID, req.Activity)
 	case 1, 2, 3, 4, 5, 7, 8:
 		res.Status = Status(code)
+	case 10:
+		res.Status = Paused
 	case 6:
 		res = Result{Status: NotLoaded}
 	default:
@@ -344,7 +373,14 @@ func frozenResult(res Result) Result {
 // compensation it is often called with context.WithoutCancel(ctx); after
 // an [ErrUnavailable] error it is safe to call again.
 func (d *Deductor) Release(ctx context.Context, activity, requestID string) (ReleaseResult, error) {
+	var start time.Time
+	if d.o.obs != nil {
+		start = time.Now()
+	}
 	res, err := d.release(ctx, activity, requestID)
+	if d.o.obs != nil {
+		d.observeRelease(ctx, start, activity, res, err)
+	}
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(activity), "request", requestID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
@@ -504,7 +540,7 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 		origin, frozen = originPlaceholder, "1"
 	}
 	vals, err := loadScript.Run(ctx, d.rdb, d.keys(a.ID).list(), a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End),
-		a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen).Slice()
+		a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen, a.noRebuyArg()).Slice()
 	if err != nil {
 		return false, classify("load", err)
 	}
@@ -615,9 +651,9 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 
 // rebuildPlain runs rebuild.lua on the un-sharded keys.
 func (d *Deductor) rebuildPlain(ctx context.Context, a Activity, live []Reservation, expect string) (Stats, error) {
-	args := make([]any, 0, 9+4*len(live))
+	args := make([]any, 0, 10+4*len(live))
 	args = append(args, a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End), a.ttl().Milliseconds(),
-		newEpoch(), expect, len(live), "0")
+		newEpoch(), expect, len(live), "0", a.noRebuyArg())
 	for _, r := range live {
 		args = append(args, r.RequestID, r.User, r.Qty, unixMilli(r.ReservedAt))
 	}
@@ -734,13 +770,21 @@ func (d *Deductor) Stats(ctx context.Context, activity string) (Stats, error) {
 	})
 }
 
+// Bits of the flags value of stats.lua and rebuild.lua.
+const (
+	flagFrozen  = 1
+	flagPaused  = 2
+	flagNoRebuy = 4
+)
+
 // statsOf maps the reply of stats.lua (12 or 15 values; the tail of
 // rebuild.lua's reply: 12).
 func statsOf(n []int64) Stats {
 	s := Stats{
 		Loaded: n[0] == 1, Remaining: n[1], Total: n[2], Limit: n[3],
 		Start: fromMilli(n[4]), End: fromMilli(n[5]), ExpiresAt: fromMilli(n[6]),
-		Buyers: n[7], LedgerEntries: n[8], Frozen: n[9] == 1, Epoch: n[10], Seq: n[11],
+		Buyers: n[7], LedgerEntries: n[8], Frozen: n[9]&flagFrozen != 0, Paused: n[9]&flagPaused != 0,
+		NoRebuy: n[9]&flagNoRebuy != 0, Epoch: n[10], Seq: n[11],
 	}
 	if len(n) >= 15 {
 		s.TransfersIn, s.TransfersOut, s.PendingTransfers = n[12], n[13], n[14]

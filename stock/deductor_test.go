@@ -533,7 +533,7 @@ func TestLoadExpiry(t *testing.T) {
 	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
 	require.NoError(t, err)
 	k := activityKeys(testenv.Prefix(t), "1")
-	for _, key := range k.list() {
+	for _, key := range k.list()[:3] { // ever and adj are not written here
 		assert.Equal(t, 2*time.Hour, m.TTL(key), key)
 	}
 	// Redis time moves on with the TTLs (FastForward alone expires keys but

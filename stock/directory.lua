@@ -4,9 +4,11 @@
 -- layout is complete.
 --
 -- KEYS[1] meta    hash  <prefix>{a:<id>}:meta: shards, total, limit, start,
---                       end, exp, epoch, born, origin (no stock field)
+--                       end, exp, epoch, born, origin, norebuy (no stock field)
 -- KEYS[2] buyers  hash  <prefix>{a:<id>}:buyers (deleted on overwrite)
 -- KEYS[3] ledger  hash  <prefix>{a:<id>}:resv   (deleted on overwrite)
+-- KEYS[4] ever    hash  <prefix>{a:<id>}:ever   (deleted on overwrite)
+-- KEYS[5] adj     hash  <prefix>{a:<id>}:adj    (deleted on overwrite)
 -- ARGV[1] number of shards (2..64)
 -- ARGV[2] total stock of the activity
 -- ARGV[3] per-user limit
@@ -16,6 +18,8 @@
 -- ARGV[7] "1" = overwrite (Reset, Rebuild): delete the three keys first
 -- ARGV[8] epoch of the layout: a random integer in [1, 2^52)
 -- ARGV[9] origin: 1 Load, 2 Reset, 3 Rebuild, 4 frozen placeholder
+-- ARGV[10] "1" = norebuy (as load.lua; the shards hold it too, for
+--         reserve.lua: here it is only read by stats.lua)
 --
 -- Now: Redis TIME (milliseconds), for expiry and born.
 --
@@ -50,9 +54,10 @@ if ARGV[7] == '1' then
   if old and old >= born then
     born = old + 1
   end
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 redis.call('HSET', KEYS[1], 'shards', ARGV[1], 'total', ARGV[2], 'limit', ARGV[3],
-  'start', ARGV[4], 'end', ARGV[5], 'exp', exp, 'epoch', ARGV[8], 'born', born, 'origin', ARGV[9])
+  'start', ARGV[4], 'end', ARGV[5], 'exp', exp, 'epoch', ARGV[8], 'born', born, 'origin', ARGV[9],
+  'norebuy', ARGV[10])
 redis.call('PEXPIREAT', KEYS[1], exp)
 return {1, tonumber(ARGV[1])}

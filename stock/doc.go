@@ -31,8 +31,11 @@
 // app servers share one clock, however skewed their own); check stock >= qty
 // and the buyer's held quantity + qty <= the per-user limit (default 1,
 // multi-quantity allowed); then decrement the stock, add to the buyer's held
-// quantity and write the ledger entry (user, qty, state, Redis time). A denial ([SoldOut], [LimitReached],
-// [NotStarted], [Ended], [NotLoaded], [Released], [Frozen]) is a [Result]
+// quantity and write the ledger entry (user, qty, state, Redis time). A
+// frozen or paused activity answers [Frozen] or [Paused] right after the
+// ledger look-up (so a replay still gets its reservation). A denial
+// ([SoldOut], [LimitReached], [NotStarted], [Ended], [NotLoaded],
+// [Released], [Frozen], [Paused]) is a [Result]
 // with a nil error and writes nothing; errors are reserved for bad input,
 // Redis failures and malformed replies. Stock, quantities and per-user
 // limits pass through Lua numbers (doubles): values above [MaxQuantity]
@@ -63,6 +66,50 @@
 // reports as starting within a lead time (default 10 minutes); with
 // [WithRecovery] it rebuilds them from the database instead (see below).
 // Keys expire at End + TTL (default 24h).
+//
+// # Operating a live sale
+//
+// Three admin operations act inside the scripts, so they take effect
+// atomically for every process at once:
+//
+//   - [Deductor.Pause] and [Deductor.Resume]: a flag "paused" in the meta
+//     hash (every shard's, for a sharded activity), checked by reserve.lua
+//     and reserve_many.lua after the ledger look-up; new reservations answer
+//     [Paused] (not sold out; nothing written, the sold-out cache untouched),
+//     replays still answer from the ledger, Release and Adjust keep working,
+//     and a paused shard lends nothing. It is separate from the frozen flag
+//     of the data-loss fence: Resume never unfreezes and Unfreeze never
+//     resumes. The order: a process that already knows the activity is sold
+//     out answers SoldOut (Local) without asking Redis; sold out still
+//     answers sold out.
+//   - [Deductor.Adjust]: a top-up (Delta > 0) or a withdrawal of unreserved
+//     units (Delta < 0), idempotent by its ID, as an entry of the adjustment
+//     log "<prefix>{a:<id>}:adj"; stock and total move together in one
+//     step and the fence's seq counts it, so a rollback that loses it is
+//     detected. Invariant, at every quiet moment: total = loaded stock +
+//     top-ups - withdrawals = remaining + held (+ units in transfer between
+//     shards). A top-up publishes on the release channel, so sold-out flags
+//     clear. A sharded activity is adjusted one idempotent step per shard
+//     ("<id>#<k>"): a top-up split as Load splits the stock; a withdrawal
+//     is refused, nothing written, when a first read of the shards shows
+//     too few units, and otherwise taken from the shards in order, each step
+//     as many units as the shard holds up to what is still wanted. Reserves
+//     racing with it can leave fewer units than were read: the withdrawal
+//     then takes what is there, reports it in [Adjustment.Applied] and
+//     returns an error wrapping [ErrInsufficient] (a retry with the same ID
+//     answers the same). [Deductor.Adjustments] lists the log.
+//   - The re-buy policy [Activity.NoRebuy], stored at Load: with it, the
+//     units a buyer ever reserved (a hash "<prefix>{a:<id>}:ever", written
+//     only for such a sale) count against the per-user limit even after
+//     their release, so a buyer whose order was cancelled cannot buy again
+//     beyond the limit. Without it (the default) the limit counts the units
+//     held now.
+//
+// [Stats] reports Paused and NoRebuy; [WithObserver] reports every Reserve,
+// Release, Adjust, Pause and Resume (stages "stock.reserve", …; see
+// [StageReserve]). Reset writes the activity afresh (unpaused, its logs
+// deleted); Rebuild writes it unpaused and keeps the adjustment log and the
+// units ever reserved.
 //
 // # Sold-out short-circuit
 //

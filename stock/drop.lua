@@ -2,7 +2,7 @@
 -- Rebuild changed the number of shards (the new directory is written first,
 -- so a Deductor that finds a dropped shard looks the layout up again).
 --
--- KEYS[1..5] meta, buyers, ledger, xout, xin of that shard
+-- KEYS[1..7] meta, buyers, ledger, ever, adj, xout, xin of that shard
 --
 -- Returns the number of keys deleted.
 

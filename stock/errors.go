@@ -69,7 +69,13 @@ var (
 	ErrNotLoaded    = errors.New("stock: activity not loaded")
 	ErrReleased     = errors.New("stock: reservation released")
 	ErrFrozen       = errors.New("stock: activity frozen, retry later")
+	ErrPaused       = errors.New("stock: activity paused, retry later")
 )
+
+// ErrInsufficient reports a withdrawal by [Deductor.Adjust] of more units
+// than the activity holds unreserved. For an un-sharded activity nothing
+// was written; for a sharded one see [Adjustment.Applied].
+var ErrInsufficient = errors.New("stock: fewer unreserved units than the withdrawal asks")
 
 // transientPrefixes are Redis error replies that mean "the server cannot
 // serve this now", as opposed to a script or data error.

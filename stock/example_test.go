@@ -156,3 +156,34 @@ func ExampleActivity_shards() {
 	// 3 shards: 0 left, 1 moved, 0 in transfer
 	// true
 }
+
+// ExampleDeductor_Pause: an operator pauses a live sale, tops it up and
+// resumes it; buyers meanwhile get "paused", not "sold out".
+func ExampleDeductor_Pause() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	d, _ := stock.New(rdb)
+	_, _ = d.Load(ctx, stock.Activity{ID: "1", Stock: 1})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+
+	_ = d.Pause(ctx, "1")
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	fmt.Println(res.Status, res.Err())
+
+	a, _ := d.Adjust(ctx, stock.AdjustParams{Activity: "1", ID: "topup-1", Delta: 10})
+	fmt.Println(a.Before, a.After)
+	a, _ = d.Adjust(ctx, stock.AdjustParams{Activity: "1", ID: "topup-1", Delta: 10}) // retry
+	fmt.Println(a.Replayed, a.After)
+
+	_ = d.Resume(ctx, "1")
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	fmt.Println(res.Status, res.Remaining)
+	// Output:
+	// paused stock: activity paused, retry later
+	// {0 1} {10 11}
+	// true {10 11}
+	// reserved 9
+}

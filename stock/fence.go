@@ -317,16 +317,61 @@ func (d *Deductor) Unfreeze(ctx context.Context, activity string) error {
 }
 
 func (d *Deductor) setFrozen(ctx context.Context, activity string, frozen bool) error {
-	op := "unfreeze"
-	if frozen {
-		op = "freeze"
+	return d.setFlag(ctx, activity, "frozen", frozen)
+}
+
+// Pause pauses a loaded activity: every new Reserve answers [Paused]
+// ("paused, come back later", not sold out) until [Deductor.Resume].
+// Checked inside the reserve scripts, so it takes effect at once for every
+// process: a Reserve that reaches Redis after Pause returned reserves
+// nothing. A replay of an existing reservation (same request ID) still
+// answers from the ledger; Release, [Deductor.Adjust] and the reads keep
+// working; a paused shard of a sharded activity lends no units. A process
+// that had already learnt the activity is sold out keeps answering
+// SoldOut in-process: sold out still answers sold out.
+//
+// The paused flag is separate from the frozen one ([Deductor.Freeze], set
+// on a detected data loss): Resume never unfreezes, Unfreeze never
+// resumes. It is idempotent; the error wraps [ErrNotLoaded] when the
+// activity is not in Redis. A sharded activity is paused shard by shard
+// (not one atomic step: for a moment some shards may still sell, and a
+// Reserve whose shard must borrow from a paused one answers Paused); a
+// missing shard is reported in an error wrapping ErrNotLoaded, after the
+// others were paused. Reset and Rebuild write the activity unpaused.
+func (d *Deductor) Pause(ctx context.Context, activity string) error {
+	return d.observeFlag(ctx, StagePause, activity, "paused", true)
+}
+
+// Resume lets Reserve decide again for a paused activity (every shard of a
+// sharded one). It is idempotent and leaves the frozen flag alone; the
+// error wraps [ErrNotLoaded] when the activity is not in Redis.
+func (d *Deductor) Resume(ctx context.Context, activity string) error {
+	return d.observeFlag(ctx, StageResume, activity, "paused", false)
+}
+
+// flagOp names the operations on each flag for messages.
+func flagOp(field string, on bool) string {
+	switch {
+	case field == "paused" && on:
+		return "pause"
+	case field == "paused":
+		return "resume"
+	case on:
+		return "freeze"
 	}
+	return "unfreeze"
+}
+
+// setFlag sets or clears field ("frozen" or "paused") of the activity, or
+// of every shard of a sharded one.
+func (d *Deductor) setFlag(ctx context.Context, activity, field string, on bool) error {
+	op := flagOp(field, on)
 	if err := checkActivity(activity); err != nil {
 		return err
 	}
 	_, err := onLayout(d, activity, func(l *layout) (struct{}, *layout, error) {
 		if l == nil {
-			code, err := d.freezeUnit(ctx, plain(activity), d.keys(activity).meta, frozen)
+			code, err := d.flagUnit(ctx, plain(activity), d.keys(activity).meta, field, on)
 			switch {
 			case err != nil:
 				return struct{}{}, nil, err
@@ -338,7 +383,7 @@ func (d *Deductor) setFrozen(ctx context.Context, activity string, frozen bool) 
 			}
 			return struct{}{}, nil, nil
 		}
-		return struct{}{}, l, d.freezeLayout(ctx, l, frozen)
+		return struct{}{}, l, d.flagLayout(ctx, l, field, on)
 	})
 	if err == nil {
 		d.o.logger.InfoContext(ctx, "stock: activity "+op+"d", "activity", activity)
@@ -346,16 +391,18 @@ func (d *Deductor) setFrozen(ctx context.Context, activity string, frozen bool) 
 	return err
 }
 
-// freezeLayout sets or clears the frozen flag of every shard of l. A shard
-// that is not loaded is reported (ErrNotLoaded) after the others were set.
+// freezeLayout sets or clears the frozen flag of every shard of l.
 func (d *Deductor) freezeLayout(ctx context.Context, l *layout, frozen bool) error {
-	op := "unfreeze"
-	if frozen {
-		op = "freeze"
-	}
+	return d.flagLayout(ctx, l, "frozen", frozen)
+}
+
+// flagLayout sets or clears field of every shard of l. A shard that is not
+// loaded is reported (ErrNotLoaded) after the others were set.
+func (d *Deductor) flagLayout(ctx context.Context, l *layout, field string, on bool) error {
+	op := flagOp(field, on)
 	codes := make([]int64, l.n)
 	errs := make([]error, l.n)
-	fanOut(l.n, func(k int) { codes[k], errs[k] = d.freezeUnit(ctx, l.unit(k), l.keys[k].meta, frozen) })
+	fanOut(l.n, func(k int) { codes[k], errs[k] = d.flagUnit(ctx, l.unit(k), l.keys[k].meta, field, on) })
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -371,14 +418,19 @@ func (d *Deductor) freezeLayout(ctx context.Context, l *layout, frozen bool) err
 	return nil
 }
 
-// freezeUnit runs freeze.lua on one meta key: 1 set, 0 not loaded, 2 the
-// key is a sharded activity's directory.
+// freezeUnit runs freeze.lua on one meta key for the frozen flag.
 func (d *Deductor) freezeUnit(ctx context.Context, u unit, meta string, frozen bool) (int64, error) {
-	op, arg := "unfreeze", "0"
-	if frozen {
-		op, arg = "freeze", "1"
+	return d.flagUnit(ctx, u, meta, "frozen", frozen)
+}
+
+// flagUnit runs freeze.lua on one meta key: 1 set, 0 not loaded, 2 the
+// key is a sharded activity's directory.
+func (d *Deductor) flagUnit(ctx context.Context, u unit, meta, field string, on bool) (int64, error) {
+	op, arg := flagOp(field, on), "0"
+	if on {
+		arg = "1"
 	}
-	v, err := freezeScript.Run(ctx, d.rdb, []string{meta}, arg).Result()
+	v, err := freezeScript.Run(ctx, d.rdb, []string{meta}, arg, field).Result()
 	if err != nil {
 		return 0, classify(op, err)
 	}

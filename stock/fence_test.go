@@ -242,6 +242,8 @@ type keySnap struct {
 	dump string            // DUMP payload (real servers)
 	hash map[string]string // HGETALL (miniredis: its DUMP handles strings only)
 	pttl time.Duration
+	// absent: the key did not exist; restoring deletes it.
+	absent bool
 }
 
 func saveKeys(t *testing.T, kind testenv.RedisKind, rdb redis.UniversalClient, k keys) []keySnap {
@@ -250,7 +252,13 @@ func saveKeys(t *testing.T, kind testenv.RedisKind, rdb redis.UniversalClient, k
 	var out []keySnap
 	for _, key := range k.list() {
 		s := keySnap{key: key}
-		var err error
+		n, err := rdb.Exists(ctx, key).Result()
+		require.NoError(t, err)
+		if n == 0 {
+			s.absent = true // (ever, adj: not written by these tests)
+			out = append(out, s)
+			continue
+		}
 		s.pttl, err = rdb.PTTL(ctx, key).Result()
 		require.NoError(t, err)
 		if kind == testenv.KindMiniredis {
@@ -273,6 +281,10 @@ func restoreKeys(t *testing.T, rdb redis.UniversalClient, snaps []keySnap) {
 		ttl := s.pttl
 		if ttl < 0 {
 			ttl = 0
+		}
+		if s.absent {
+			require.NoError(t, rdb.Del(ctx, s.key).Err())
+			continue
 		}
 		if s.hash == nil {
 			require.NoError(t, rdb.RestoreReplace(ctx, s.key, ttl, s.dump).Err())
@@ -497,7 +509,7 @@ func TestRebuildTenThousand(t *testing.T) {
 		for u, q := range per {
 			assert.Equal(t, strconv.FormatInt(q, 10), buyers[u])
 		}
-		for _, key := range k.list() {
+		for _, key := range k.list()[:3] { // ever and adj are not written by a rebuild
 			ttl, err := rdb.PTTL(ctx, key).Result()
 			require.NoError(t, err)
 			assert.Greater(t, ttl, DefaultTTL-time.Hour, "%s expires like a loaded activity", key)

@@ -1,12 +1,16 @@
--- freeze.lua: set or clear the frozen flag of a loaded activity, or of one
--- shard (idempotent).
+-- freeze.lua: set or clear one flag, frozen or paused, of a loaded
+-- activity, or of one shard (idempotent).
 --
--- KEYS[1] meta  hash  ..., frozen   <prefix>{a:<id>}:meta
--- ARGV[1] "1" = freeze, "0" = unfreeze
+-- KEYS[1] meta  hash  ..., frozen, paused   <prefix>{a:<id>}:meta
+-- ARGV[1] "1" = set, "0" = clear
+-- ARGV[2] the flag: "paused" (Pause / Resume, an operator's), anything else
+--         means "frozen" (Freeze / Unfreeze, and the data-loss fence). The
+--         two are independent: clearing one never clears the other.
 --
--- While frozen, reserve.lua refuses every new reservation with code 8 (a
--- replay still answers from the ledger), give.lua lends nothing; release.lua
--- and the transfer steps that finish a transfer work as usual.
+-- While frozen, reserve.lua refuses every new reservation with code 8, while
+-- paused with code 10 (a replay still answers from the ledger); give.lua
+-- lends nothing in either case; release.lua, adjust.lua (paused only) and
+-- the transfer steps that finish a transfer work as usual.
 --
 -- Returns 1 when the flag is now ARGV[1], 0 when not loaded, 2 when KEYS[1]
 -- is the directory of a sharded activity (nothing written for 0 and 2).
@@ -17,5 +21,9 @@ if not redis.call('HGET', KEYS[1], 'stock') then
   end
   return 0
 end
-redis.call('HSET', KEYS[1], 'frozen', ARGV[1])
+local field = 'frozen'
+if ARGV[2] == 'paused' then
+  field = 'paused'
+end
+redis.call('HSET', KEYS[1], field, ARGV[1])
 return 1

@@ -1,6 +1,9 @@
 package stock
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // DefaultKeyPrefix is the key prefix used when [WithKeyPrefix] is not given.
 const DefaultKeyPrefix = "seckill:"
@@ -19,6 +22,8 @@ type keys struct {
 	meta   string // hash: stock, total, limit, start, end, exp, the fence
 	buyers string // hash: user -> held qty
 	ledger string // hash: requestID -> "user:qty:state:atMs[:relMs]"
+	ever   string // hash: user -> units ever reserved (written only for an Activity.NoRebuy sale)
+	adj    string // hash: adjustmentID -> "delta:atMs:stockAfter:totalAfter:requested" (Deductor.Adjust)
 	// Shards only (empty for the un-sharded layout):
 	xout string // hash: transferID -> "to:qty:epochTo:atMs", transfers out of this shard not yet settled
 	xin  string // hash: transferID -> "A|V:from:qty:atMs", transfers into this shard, applied (A) or void (V)
@@ -30,9 +35,25 @@ func tag(prefix, activity string) string {
 	return prefix + "{a:" + activity + "}:"
 }
 
+// activityKeys returns the keys of an un-sharded activity (or of a sharded
+// activity's directory). The five names are cut from one string: one
+// allocation on the Reserve path of an activity not seen loaded yet.
 func activityKeys(prefix, activity string) keys {
-	t := tag(prefix, activity)
-	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv"}
+	suffixes := [...]string{"meta", "buyers", "resv", "ever", "adj"}
+	var b strings.Builder
+	b.Grow(5*(len(prefix)+len(activity)+5) + 21)
+	var end [5]int
+	for i, s := range suffixes {
+		b.WriteString(prefix)
+		b.WriteString("{a:")
+		b.WriteString(activity)
+		b.WriteString("}:")
+		b.WriteString(s)
+		end[i] = b.Len()
+	}
+	all := b.String()
+	return keys{meta: all[:end[0]], buyers: all[end[0]:end[1]], ledger: all[end[1]:end[2]], ever: all[end[2]:end[3]],
+		adj: all[end[3]:end[4]]}
 }
 
 // shardTagBody returns "a:<activity>:s<k>/<n>:<salt>", the inside of the
@@ -69,7 +90,7 @@ func shardSalt(activity string, n, k int) int {
 }
 
 // shardKeys returns the keys of shard k of an activity split into n shards:
-// "<prefix>{a:<activity>:s<k>/<n>:<salt>}:meta|buyers|resv|xout|xin".
+// "<prefix>{a:<activity>:s<k>/<n>:<salt>}:meta|buyers|resv|ever|adj|xout|xin".
 func shardKeys(prefix, activity string, n, k int) keys {
 	body := shardTagBody(activity, n, k, shardSalt(activity, n, k))
 	b := make([]byte, 0, len(prefix)+len(body)+3)
@@ -78,16 +99,17 @@ func shardKeys(prefix, activity string, n, k int) keys {
 	b = append(b, body...)
 	b = append(b, "}:"...)
 	t := string(b)
-	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv", xout: t + "xout", xin: t + "xin"}
+	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv", ever: t + "ever", adj: t + "adj",
+		xout: t + "xout", xin: t + "xin"}
 }
 
 // list returns the keys in the order every script expects them: meta,
-// buyers, ledger, and for a shard also xout and xin.
+// buyers, ledger, ever, adj, and for a shard also xout and xin.
 func (k keys) list() []string {
 	if k.xout == "" {
-		return []string{k.meta, k.buyers, k.ledger}
+		return []string{k.meta, k.buyers, k.ledger, k.ever, k.adj}
 	}
-	return []string{k.meta, k.buyers, k.ledger, k.xout, k.xin}
+	return []string{k.meta, k.buyers, k.ledger, k.ever, k.adj, k.xout, k.xin}
 }
 
 // releaseChannel is the pub/sub channel on which release.lua announces that

@@ -71,7 +71,8 @@ func TestClusterOneSlot(t *testing.T) {
 func TestReleaseChannel(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "seckill:stock:released", releaseChannel(DefaultKeyPrefix))
-	assert.Equal(t, activityKeys("p:", "7"), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv"})
+	assert.Equal(t, activityKeys("p:", "7"), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv",
+		ever: "p:{a:7}:ever", adj: "p:{a:7}:adj"})
 }
 
 // TestNumericKeysUnchanged: since IDs became strings, a numeric ID given in
@@ -80,7 +81,8 @@ func TestReleaseChannel(t *testing.T) {
 // keys of a running deployment stay valid across the upgrade.
 func TestNumericKeysUnchanged(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, keys{meta: "seckill:{a:7}:meta", buyers: "seckill:{a:7}:buyers", ledger: "seckill:{a:7}:resv"},
+	assert.Equal(t, keys{meta: "seckill:{a:7}:meta", buyers: "seckill:{a:7}:buyers", ledger: "seckill:{a:7}:resv",
+		ever: "seckill:{a:7}:ever", adj: "seckill:{a:7}:adj"},
 		activityKeys(DefaultKeyPrefix, strconv.FormatInt(7, 10)))
 	assert.Equal(t, "seckill:{a:987654321}:resv", activityKeys(DefaultKeyPrefix, "987654321").ledger)
 	for _, g := range []struct {
@@ -161,7 +163,7 @@ func TestShardKeys(t *testing.T) {
 			}
 		}
 	}
-	assert.Len(t, shardKeys("p:", "1", 3, 0).list(), 5)
+	assert.Len(t, shardKeys("p:", "1", 3, 0).list(), 7)
 	assert.NotEqual(t, shardKeys("p:", "1", 3, 0).meta, shardKeys("p:", "1", 6, 0).meta, "layouts of another n never share keys")
 
 	for name, id := range map[string]func(int) string{"numeric": uid[int], "uuid": uuidOf[int]} {

@@ -2,11 +2,13 @@
 -- set-if-absent (or reset when ARGV[6] is "1").
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
---                       epoch, seq, born, origin, frozen
+--                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> reservation record        <prefix>{a:<id>}:resv
--- KEYS[4] xout    hash  (shards only) transfers out, deleted by a reset
--- KEYS[5] xin     hash  (shards only) transfers in, deleted by a reset
+-- KEYS[4] ever    hash  user -> units ever reserved, deleted by a reset
+-- KEYS[5] adj     hash  adjustment log, deleted by a reset
+-- KEYS[6] xout    hash  (shards only) transfers out, deleted by a reset
+-- KEYS[7] xin     hash  (shards only) transfers in, deleted by a reset
 -- ARGV[1] stock (>= 0, <= 2^53-1): of the activity, or of this shard
 -- ARGV[2] per-user limit (>= 1, <= 2^53-1)
 -- ARGV[3] start, unix ms (0 = open from now)
@@ -18,6 +20,9 @@
 -- ARGV[9] "1" = write a frozen placeholder: stock 0 (total ARGV[1]) and
 --         frozen 1, set-if-absent, so that Reserve answers frozen, not
 --         "not loaded", until the activity is rebuilt (rebuild.lua)
+-- ARGV[10] "1" = norebuy: units a buyer once reserved count against the
+--         per-user limit for the whole sale, even after release
+--         (reserve.lua keeps them in KEYS[4])
 --
 -- The fence: epoch names this copy of the activity's state; seq counts the
 -- writes made to it (reserve.lua, release.lua); born is the Redis time at
@@ -61,9 +66,9 @@ if ARGV[6] == '1' then
   if old and old >= born then
     born = old + 1
   end
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  if KEYS[5] then
-    redis.call('DEL', KEYS[4], KEYS[5])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  if KEYS[7] then
+    redis.call('DEL', KEYS[6], KEYS[7])
   end
 end
 local stock, frozen = ARGV[1], '0'
@@ -72,6 +77,7 @@ if ARGV[9] == '1' then
 end
 redis.call('HSET', KEYS[1], 'stock', stock, 'total', ARGV[1], 'limit', ARGV[2],
   'start', ARGV[3], 'end', ARGV[4], 'exp', exp,
-  'epoch', ARGV[7], 'seq', 0, 'born', born, 'origin', ARGV[8], 'frozen', frozen)
+  'epoch', ARGV[7], 'seq', 0, 'born', born, 'origin', ARGV[8], 'frozen', frozen,
+  'paused', '0', 'norebuy', ARGV[10])
 redis.call('PEXPIREAT', KEYS[1], exp)
 return {1, tonumber(stock)}

@@ -44,6 +44,7 @@ type options struct {
 	coWindow   time.Duration
 	coMax      int
 	grace      time.Duration
+	obs        Observer
 }
 
 func defaultOptions() options {
@@ -59,7 +60,7 @@ func defaultOptions() options {
 
 // WithKeyPrefix sets the prefix of every key and of the pub/sub channel.
 // Default "seckill:" ([DefaultKeyPrefix]). Keys are
-// "<prefix>{a:<activity>}:meta|buyers|resv".
+// "<prefix>{a:<activity>}:meta|buyers|resv|ever|adj".
 func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 
 // WithClock sets the clock used by the in-process sold-out cache (when the

@@ -3,11 +3,17 @@
 -- is absent or frozen; one atomic step.
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
---                       epoch, seq, born, origin, frozen
+--                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
--- KEYS[4] xout    hash  (shards only) transfers out: deleted
--- KEYS[5] xin     hash  (shards only) transfers in: deleted
+-- KEYS[4] ever    hash  units ever reserved per user: kept (what survived;
+--                       reserve.lua counts max(held, ever), so the rebuilt
+--                       held quantities count in any case)
+-- KEYS[5] adj     hash  adjustment log: kept, so a retried Adjust of an
+--                       adjustment the caller's total already includes is
+--                       replayed, not applied again
+-- KEYS[6] xout    hash  (shards only) transfers out: deleted
+-- KEYS[7] xin     hash  (shards only) transfers in: deleted
 -- ARGV[1] total stock of the activity, or of this shard (>= 0, <= 2^53-1)
 -- ARGV[2] per-user limit (>= 1, <= 2^53-1)
 -- ARGV[3] start, unix ms (0 = open from now)
@@ -19,12 +25,14 @@
 -- ARGV[8] n, the number of live reservations that follow
 -- ARGV[9] "1" = leave the rebuilt state frozen (a sharded activity's shards
 --         stay frozen until every one of them is rebuilt)
--- ARGV[10..9+4n] per reservation: requestID, user ID, qty (> 0), reserved-at
+-- ARGV[10] "1" = norebuy (see load.lua)
+-- ARGV[11..10+4n] per reservation: requestID, user ID, qty (> 0), reserved-at
 --         unix ms (0 = now); the caller has checked IDs unique, per-user
 --         sums <= limit and the sum <= total (checked again below)
 --
 -- Writes, after deleting the keys: meta with stock = total - sum(qty), a
--- new epoch, seq 0, frozen 0 (1 when ARGV[9] is "1"), origin 3 (rebuild),
+-- new epoch, seq 0, frozen 0 (1 when ARGV[9] is "1"), paused 0, norebuy
+-- ARGV[10], origin 3 (rebuild),
 -- born = Redis now (or the old born + 1 if that is not later); buyers = sum
 -- of qty per user; ledger = one held (R) entry per reservation. All three
 -- expire at end + TTL, like load.lua. Fields go in HSET chunks of 500 so no call unpacks more than
@@ -33,7 +41,7 @@
 -- Now: Redis TIME (milliseconds), for expiry, born and entries with at 0.
 --
 -- Returns {code, loaded, stock, total, limit, start, end, exp, buyers,
---          ledger, frozen, epoch, seq}   (the fields of stats.lua after the
+--          ledger, flags, epoch, seq}   (the fields of stats.lua after the
 --          rebuild; zeros unless code is 1)
 --   code 1 rebuilt, -1 the keys would expire at once (end + TTL is past),
 --        -2 the activity is live (meta present and not frozen), -3 the
@@ -73,7 +81,7 @@ end
 local total, limit, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[8])
 local held, users, seen, sum = {}, {}, {}, 0
 for i = 0, n - 1 do
-  local j = 10 + 4 * i
+  local j = 11 + 4 * i
   local id, u, q = ARGV[j], ARGV[j + 1], tonumber(ARGV[j + 2])
   if seen[id] then
     return fail(-6)
@@ -106,12 +114,13 @@ if ARGV[9] == '1' then
   frozen = '1'
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-if KEYS[5] then
-  redis.call('DEL', KEYS[4], KEYS[5])
+if KEYS[7] then
+  redis.call('DEL', KEYS[6], KEYS[7])
 end
 redis.call('HSET', KEYS[1], 'stock', stock, 'total', ARGV[1], 'limit', ARGV[2],
   'start', ARGV[3], 'end', ARGV[4], 'exp', exp,
-  'epoch', ARGV[6], 'seq', 0, 'born', born, 'origin', 3, 'frozen', frozen)
+  'epoch', ARGV[6], 'seq', 0, 'born', born, 'origin', 3, 'frozen', frozen,
+  'paused', '0', 'norebuy', ARGV[10])
 redis.call('PEXPIREAT', KEYS[1], exp)
 
 local chunk = 500
@@ -123,7 +132,7 @@ local function flush(key)
   end
 end
 for i = 0, n - 1 do
-  local j = 10 + 4 * i
+  local j = 11 + 4 * i
   local at = ARGV[j + 3]
   if at == '0' then
     at = now
@@ -148,4 +157,8 @@ if n > 0 then
   redis.call('PEXPIREAT', KEYS[3], exp)
 end
 
-return {1, 1, stock, total, limit, st, en, exp, #users, n, tonumber(frozen), tonumber(ARGV[6]), 0}
+local flags = tonumber(frozen)
+if ARGV[10] == '1' then
+  flags = flags + 4
+end
+return {1, 1, stock, total, limit, st, en, exp, #users, n, flags, tonumber(ARGV[6]), 0}

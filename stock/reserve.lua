@@ -1,10 +1,13 @@
 -- reserve.lua: atomically reserve ARGV[3] units of one activity for one buyer.
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
---                       epoch, seq, born, origin, frozen
+--                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 --                       state R = held, X = released, T = tombstone (released before reserved)
+-- KEYS[4] ever    hash  user -> units ever reserved            <prefix>{a:<id>}:ever
+--                       (read and written only when norebuy is 1)
+-- (further KEYS, adj and a shard's xout and xin, are not touched)
 -- ARGV[1] requestID
 -- ARGV[2] user ID (1..64 bytes of [A-Za-z0-9._@+-], checked by the caller;
 --         a string, never converted to a Lua number)
@@ -16,7 +19,8 @@
 --   code 1 reserved, 2 sold out, 3 per-user limit reached, 4 not started,
 --        5 ended, 6 not loaded (atMs is then Redis now, the rest 0),
 --        7 released (the ID was reserved and released, or released before
---        it was reserved), 8 frozen (nothing written),
+--        it was reserved), 8 frozen (nothing written), 10 paused (an
+--        operator paused the activity: nothing written),
 --       -1 qty exceeds the per-user limit (invalid input, nothing written),
 --       -2 the request ID is in the ledger with another user or qty (nothing written)
 --        9 KEYS[1] is the directory of a sharded activity (remaining is the
@@ -27,7 +31,12 @@
 --   after this call (a reservation increments it), 0s for meta written
 --   before the fence existed.
 -- Denials write nothing: only a successful reservation enters the ledger.
--- A replay answers from the ledger even while the activity is frozen.
+-- A replay answers from the ledger even while the activity is frozen or
+-- paused. The checks of a new request, in order: not loaded, frozen,
+-- paused, qty above the limit, window, stock, per-user cap.
+-- Per-user cap: held + qty <= limit; with norebuy 1 also ever + qty <=
+-- limit, where ever counts every unit the buyer reserved in this sale,
+-- released or not (a reservation then sets ever to max(held, ever) + qty).
 
 local rec = redis.call('HGET', KEYS[3], ARGV[1])
 if rec then
@@ -51,7 +60,7 @@ if rec then
 end
 
 local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'start', 'end', 'exp', 'frozen',
-  'epoch', 'seq', 'born', 'origin')
+  'epoch', 'seq', 'born', 'origin', 'paused', 'norebuy')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if not m[1] then
@@ -67,6 +76,9 @@ local exp = tonumber(m[5])
 local e, sq, b, o = tonumber(m[7]) or 0, tonumber(m[8]) or 0, tonumber(m[9]) or 0, tonumber(m[10]) or 0
 if m[6] == '1' then
   return {8, stock, 0, now, 0, limit, e, sq, exp, b, o}
+end
+if m[11] == '1' then
+  return {10, stock, 0, now, 0, limit, e, sq, exp, b, o}
 end
 local qty = tonumber(ARGV[3])
 if qty > limit then
@@ -85,7 +97,12 @@ if stock < qty then
   return {2, stock, 0, now, 0, limit, e, sq, exp, b, o}
 end
 local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2])) or 0
-if held + qty > limit then
+local norebuy = m[12] == '1'
+local used = held
+if norebuy then
+  used = math.max(held, tonumber(redis.call('HGET', KEYS[4], ARGV[2])) or 0)
+end
+if used + qty > limit then
   return {3, stock, held, now, 0, limit, e, sq, exp, b, o}
 end
 
@@ -93,8 +110,14 @@ redis.call('HINCRBY', KEYS[1], 'stock', -qty)
 sq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HINCRBY', KEYS[2], ARGV[2], qty)
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ':' .. ARGV[3] .. ':R:' .. now)
+if norebuy then
+  redis.call('HSET', KEYS[4], ARGV[2], used + qty)
+end
 if exp > 0 then
   redis.call('PEXPIREAT', KEYS[2], exp)
   redis.call('PEXPIREAT', KEYS[3], exp)
+  if norebuy then
+    redis.call('PEXPIREAT', KEYS[4], exp)
+  end
 end
 return {1, stock - qty, held + qty, now, 0, limit, e, sq, exp, b, o}

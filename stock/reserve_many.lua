@@ -2,14 +2,17 @@
 -- call (coalescing, see coalesce.go). Each request is decided exactly as
 -- reserve.lua decides it, one after the other in ARGV order, each seeing the
 -- writes of the ones before it: ledger replay (a request ID decided earlier
--- in the same call is replayed from that decision), frozen, per-user limit,
--- window, stock, per-user cap, then the deduction and the ledger entry.
+-- in the same call is replayed from that decision), frozen, paused,
+-- per-user limit, window, stock, per-user cap (with norebuy: also the units
+-- ever reserved), then the deduction and the ledger entry.
 --
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
---                       epoch, seq, born, origin, frozen
+--                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
 -- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 --                       state R = held, X = released, T = tombstone (released before reserved)
+-- KEYS[4] ever    hash  user -> units ever reserved (only when norebuy is 1)
+-- (further KEYS, adj and a shard's xout and xin, are not touched)
 -- ARGV[1]               n, the number of requests (1..1024)
 -- ARGV[2 .. n+1]        request IDs
 -- ARGV[n+2 .. 2n+1]     user IDs (strings of [A-Za-z0-9._@+-]; never converted to Lua numbers)
@@ -22,7 +25,7 @@
 -- array reserve.lua returns:
 --   {code, remaining, held, atMs, replayed, limit, epoch, seq, exp, born, origin}
 -- with the same codes (1 reserved, 2 sold out, 3 limit reached, 4 not
--- started, 5 ended, 6 not loaded, 7 released, 8 frozen, -1 qty above the
+-- started, 5 ended, 6 not loaded, 7 released, 8 frozen, 10 paused, -1 qty above the
 -- per-user limit, -2 request ID conflict, 9 KEYS[1] is the directory of a
 -- sharded activity: every reply is then code 9 with the number of shards
 -- as remaining) and the same values: seq is the
@@ -36,7 +39,7 @@ local n = tonumber(ARGV[1])
 local ids = redis.call('HMGET', KEYS[3], unpack(ARGV, 2, n + 1))
 local hs = redis.call('HMGET', KEYS[2], unpack(ARGV, n + 2, 2 * n + 1))
 local m = redis.call('HMGET', KEYS[1], 'stock', 'limit', 'start', 'end', 'exp', 'frozen',
-  'epoch', 'seq', 'born', 'origin')
+  'epoch', 'seq', 'born', 'origin', 'paused', 'norebuy')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -55,12 +58,19 @@ local stock = tonumber(m[1]) -- nil: not loaded
 local limit = tonumber(m[2])
 local st, en, exp = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
 local frozen = m[6] == '1'
+local paused = m[11] == '1'
+local norebuy = m[12] == '1'
+local evs = {}
+if norebuy then
+  evs = redis.call('HMGET', KEYS[4], unpack(ARGV, n + 2, 2 * n + 1))
+end
 local e, sq, b, o = tonumber(m[7]) or 0, tonumber(m[8]) or 0, tonumber(m[9]) or 0, tonumber(m[10]) or 0
 -- What reserve.lua's replay branch reads (0 for a missing meta).
 local rlimit, rexp = limit or 0, exp or 0
 
 local fresh = {} -- request ID -> ledger record written by this call
 local held = {}  -- user -> units held, once read or changed by this call
+local ever = {}  -- user -> units ever reserved (norebuy), once read or changed
 local delta = {} -- user -> units reserved by this call
 local users = {} -- users with a delta, in order
 local entries = {} -- ledger HSET arguments
@@ -74,6 +84,15 @@ local function heldOf(i, user)
     held[user] = h
   end
   return h
+end
+
+local function everOf(i, user)
+  local v = ever[user]
+  if v == nil then
+    v = tonumber(evs[i]) or 0
+    ever[user] = v
+  end
+  return v
 end
 
 for i = 1, n do
@@ -95,6 +114,8 @@ for i = 1, n do
     out[i] = {6, 0, 0, now, 0, 0, 0, 0, 0, 0, 0}
   elseif frozen then
     out[i] = {8, stock, 0, now, 0, limit, e, sq, exp, b, o}
+  elseif paused then
+    out[i] = {10, stock, 0, now, 0, limit, e, sq, exp, b, o}
   else
     local qty = tonumber(qs)
     if qty > limit then
@@ -107,9 +128,16 @@ for i = 1, n do
       out[i] = {2, stock, 0, now, 0, limit, e, sq, exp, b, o}
     else
       local h = heldOf(i, user)
-      if h + qty > limit then
+      local used = h
+      if norebuy then
+        used = math.max(h, everOf(i, user))
+      end
+      if used + qty > limit then
         out[i] = {3, stock, h, now, 0, limit, e, sq, exp, b, o}
       else
+        if norebuy then
+          ever[user] = used + qty
+        end
         stock = stock - qty
         taken = taken + qty
         sq = sq + 1
@@ -136,11 +164,17 @@ if wrote > 0 then
   redis.call('HINCRBY', KEYS[1], 'seq', wrote)
   for _, u in ipairs(users) do
     redis.call('HINCRBY', KEYS[2], u, delta[u])
+    if norebuy then
+      redis.call('HSET', KEYS[4], u, ever[u])
+    end
   end
   redis.call('HSET', KEYS[3], unpack(entries))
   if exp > 0 then
     redis.call('PEXPIREAT', KEYS[2], exp)
     redis.call('PEXPIREAT', KEYS[3], exp)
+    if norebuy then
+      redis.call('PEXPIREAT', KEYS[4], exp)
+    end
   end
 end
 return out

@@ -44,9 +44,21 @@ const (
 	// reservations wait for [Deductor.Rebuild] or [Deductor.Unfreeze].
 	// Nothing was deducted by this call, and the sold-out cache is not set.
 	Frozen
+	// Paused: an operator paused the activity ([Deductor.Pause]): answer
+	// "paused, come back later", NOT sold out. New reservations wait for
+	// [Deductor.Resume]; a replay of an existing reservation still answers
+	// from the ledger, and Release keeps working. Nothing was deducted by
+	// this call, and the sold-out cache is not set. A process that had
+	// already learnt the activity is sold out keeps answering SoldOut
+	// (Local) without asking Redis: sold out still answers sold out.
+	Paused
 )
 
-var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released", "frozen"}
+var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released", "frozen", "paused"}
+
+// statusOutcomes are the observer outcomes of the statuses (snake case).
+var statusOutcomes = [...]string{"error", OutcomeReserved, OutcomeSoldOut, OutcomeLimitReached, OutcomeNotStarted,
+	OutcomeEnded, OutcomeNotLoaded, OutcomeReleased, OutcomeFrozen, OutcomePaused}
 
 // String returns a lower-case name such as "sold out".
 func (s Status) String() string {
@@ -62,7 +74,7 @@ type Result struct {
 	Status Status
 	// Remaining is the activity's stock after this call (0 for NotLoaded and
 	// for an in-process refusal; for Frozen, what Redis holds, which may be
-	// wrong). For a sharded activity: the stock of the buyer's shard, but on
+	// wrong; for Paused, what Redis holds). For a sharded activity: the stock of the buyer's shard, but on
 	// SoldOut the units the borrowing step saw in all shards, including
 	// units moving between shards (0 only when every shard is empty).
 	Remaining int64
@@ -92,7 +104,8 @@ func (r Result) OK() bool { return r.Status == Reserved }
 
 // Err returns nil for Reserved and a denial sentinel otherwise
 // ([ErrSoldOut], [ErrLimitReached], [ErrNotStarted], [ErrEnded],
-// [ErrNotLoaded], [ErrReleased], [ErrFrozen]), for callers that prefer errors.
+// [ErrNotLoaded], [ErrReleased], [ErrFrozen], [ErrPaused]), for callers
+// that prefer errors.
 func (r Result) Err() error {
 	switch r.Status {
 	case Reserved:
@@ -111,6 +124,8 @@ func (r Result) Err() error {
 		return ErrReleased
 	case Frozen:
 		return ErrFrozen
+	case Paused:
+		return ErrPaused
 	}
 	return ErrBadReply
 }
@@ -203,15 +218,21 @@ type Reservation struct {
 
 // Stats is a snapshot of one activity, read by [Deductor.Stats].
 type Stats struct {
-	Loaded        bool
-	Remaining     int64
-	Total         int64 // stock at load time
+	Loaded    bool
+	Remaining int64
+	// Total is the stock at load time plus the units added and minus the
+	// units withdrawn by [Deductor.Adjust] since. For a sharded activity it
+	// is the sum of the shards' totals when they are loaded (a shard's is
+	// the units it started with plus its own adjustment steps).
+	Total         int64
 	Limit         int64 // per-user limit
 	Start, End    time.Time
 	ExpiresAt     time.Time
 	Buyers        int64 // buyers currently holding units
 	LedgerEntries int64 // ledger entries, including freed ones and tombstones
 	Frozen        bool  // new reservations answer Frozen
+	Paused        bool  // new reservations answer Paused (Deductor.Pause)
+	NoRebuy       bool  // Activity.NoRebuy: released units still count against the per-user limit
 	// Epoch names this copy of the activity's state (new at each Load,
 	// Reset, Rebuild); Seq counts the reservations, releases and tombstones
 	// written to it. Both are 0 for state loaded before they existed. For a
@@ -223,8 +244,8 @@ type Stats struct {
 	// order (nil when it is not sharded). In a shard's entry, Total is the
 	// units the shard started with, Start, End and Limit are the activity's,
 	// and the transfer fields are the shard's own. The activity's Loaded is
-	// true when its directory and every shard are loaded; Frozen when any
-	// shard is frozen; Remaining, Buyers, LedgerEntries and the transfer
+	// true when its directory and every shard are loaded; Frozen (Paused)
+	// when any shard is frozen (paused); Remaining, Buyers, LedgerEntries and the transfer
 	// fields are sums (a tombstone is written in every shard, so it counts
 	// once per shard).
 	Shards []Stats

@@ -87,6 +87,14 @@ var (
 	settleLua    string
 	settleScript = redis.NewScript(settleLua)
 
+	//go:embed adjust.lua
+	adjustLua    string
+	adjustScript = redis.NewScript(adjustLua)
+
+	//go:embed adjlog.lua
+	adjlogLua    string
+	adjlogScript = redis.NewScript(adjlogLua)
+
 	//go:embed pending.lua
 	pendingLua    string
 	pendingScript = redis.NewScript(pendingLua)

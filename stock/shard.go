@@ -263,6 +263,10 @@ func (d *Deductor) reserveSharded(ctx context.Context, l *layout, req Request) (
 				// missing: busy, not sold out.
 				return frozenResult(r.res), r.f, l, nil
 			}
+			if b.paused {
+				// Units are left in a paused shard: paused, not sold out.
+				return Result{Status: Paused, Remaining: r.res.Remaining, Limit: r.res.Limit}, r.f, l, nil
+			}
 			return r.res, b.fence, l, nil
 		}
 		left = b.left
@@ -516,7 +520,7 @@ func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64)
 		}
 	}
 	st := Stats{
-		Loaded: top[0] == 2 && loaded == l.n, Total: top[2], Limit: top[3],
+		Loaded: top[0] == 2 && loaded == l.n, Total: top[2], Limit: top[3], NoRebuy: top[9]&flagNoRebuy != 0,
 		Start: fromMilli(top[4]), End: fromMilli(top[5]), ExpiresAt: fromMilli(top[6]), Epoch: top[10],
 		Shards: make([]Stats, l.n),
 	}
@@ -527,6 +531,7 @@ func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64)
 		st.Buyers += s.Buyers
 		st.LedgerEntries += s.LedgerEntries
 		st.Frozen = st.Frozen || s.Frozen
+		st.Paused = st.Paused || s.Paused
 		st.Seq += s.Seq
 		st.TransfersIn += s.TransfersIn
 		st.TransfersOut += s.TransfersOut
@@ -538,6 +543,14 @@ func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64)
 		}
 	}
 	st.InTransfer = st.TransfersOut - st.TransfersIn
+	if loaded == l.n {
+		// The shards' totals move with Adjust; the directory keeps the
+		// loaded total.
+		st.Total = 0
+		for _, s := range st.Shards {
+			st.Total += s.Total
+		}
+	}
 	return st, l, nil
 }
 
@@ -602,7 +615,7 @@ func (d *Deductor) loadSharded(ctx context.Context, a Activity, mode int) (bool,
 	errs := make([]error, n)
 	fanOut(n, func(k int) {
 		vals, err := loadScript.Run(ctx, d.rdb, l.lists[k], alloc[k], a.limit(), unixMilli(a.Start), unixMilli(a.End),
-			a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen).Slice()
+			a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen, a.noRebuyArg()).Slice()
 		if err != nil {
 			errs[k] = classify("load", err)
 			return
@@ -646,7 +659,7 @@ func (d *Deductor) writeDirectory(ctx context.Context, a Activity, n int, overwr
 		ow = "1"
 	}
 	vals, err := directoryScript.Run(ctx, d.rdb, d.keys(a.ID).list(), n, a.Stock, a.limit(), unixMilli(a.Start),
-		unixMilli(a.End), a.ttl().Milliseconds(), ow, newEpoch(), origin).Slice()
+		unixMilli(a.End), a.ttl().Milliseconds(), ow, newEpoch(), origin, a.noRebuyArg()).Slice()
 	if err != nil {
 		return false, 0, classify("load", err)
 	}
@@ -708,7 +721,7 @@ func (d *Deductor) checkRebuildable(ctx context.Context, activity string) (int64
 		return 0, 0, err
 	}
 	for k, n := range ns {
-		if n[0] == 1 && n[9] != 1 {
+		if n[0] == 1 && n[9]&flagFrozen == 0 {
 			return 0, 0, fmt.Errorf("stock: rebuild activity %s: %w (ledger %d of %d is not frozen: freeze it first)",
 				activity, ErrLive, k, len(ns))
 		}
@@ -737,9 +750,9 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 	ns := make([][16]int64, n)
 	errs := make([]error, n)
 	fanOut(n, func(k int) {
-		args := make([]any, 0, 9+4*len(per[k]))
+		args := make([]any, 0, 10+4*len(per[k]))
 		args = append(args, alloc[k]+heldBy[k], a.limit(), unixMilli(a.Start), unixMilli(a.End), a.ttl().Milliseconds(),
-			newEpoch(), "", len(per[k]), "1")
+			newEpoch(), "", len(per[k]), "1", a.noRebuyArg())
 		for _, r := range per[k] {
 			args = append(args, r.RequestID, r.User, r.Qty, unixMilli(r.ReservedAt))
 		}

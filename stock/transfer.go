@@ -80,6 +80,9 @@ type borrowOutcome struct {
 	// lost): if nothing could be borrowed, the activity is not sold out but
 	// waits for a rebuild or an unfreeze.
 	frozen bool
+	// paused: a paused shard holds units (a Pause in progress, or cut
+	// short): if nothing could be borrowed, the answer is Paused.
+	paused bool
 	err    error
 }
 
@@ -111,7 +114,7 @@ func (d *Deductor) borrowFor(ctx context.Context, l *layout, k int, need, epochK
 
 // probe is one shard's answer to probe.lua.
 type probe struct {
-	loaded, frozen                        bool
+	loaded, frozen, paused                bool
 	stock, pending, stale, epoch, seq, in int64
 	out                                   int64
 	err                                   error
@@ -127,13 +130,13 @@ func (d *Deductor) probeAll(ctx context.Context, l *layout) []probe {
 			p.err = classify("probe", err)
 			return
 		}
-		n, err := ints("probe", vals, 9)
+		n, err := ints("probe", vals, 10)
 		if err != nil {
 			p.err = err
 			return
 		}
 		p.loaded, p.stock, p.frozen, p.pending, p.stale = n[0] == 1, n[1], n[2] == 1, n[3], n[4]
-		p.epoch, p.seq, p.in, p.out = n[5], n[6], n[7], n[8]
+		p.epoch, p.seq, p.in, p.out, p.paused = n[5], n[6], n[7], n[8], n[9] == 1
 	})
 	return ps
 }
@@ -159,7 +162,7 @@ func (d *Deductor) borrow(ctx context.Context, l *layout, k int, need, epochK in
 	}
 	var donors []int
 	for i, p := range ps {
-		if i != k && p.err == nil && p.loaded && !p.frozen && p.stock > 0 {
+		if i != k && p.err == nil && p.loaded && !p.frozen && !p.paused && p.stock > 0 {
 			donors = append(donors, i)
 		}
 	}
@@ -187,6 +190,7 @@ func (d *Deductor) borrow(ctx context.Context, l *layout, k int, need, epochK in
 		in += p.in
 		sent += p.out
 		out.frozen = out.frozen || p.frozen && p.stock > 0 || !p.loaded
+		out.paused = out.paused || p.paused && p.stock > 0
 	}
 	out.left += sent - in
 	out.fence = digest(ps)
@@ -249,7 +253,7 @@ func (d *Deductor) transfer(ctx context.Context, l *layout, from, to int, want, 
 }
 
 // give is step 1 on shard from: it returns the units taken (0 when it had
-// none, is frozen or not loaded).
+// none, is frozen, paused or not loaded).
 func (d *Deductor) give(ctx context.Context, l *layout, from, to int, id string, want, epochTo int64) (int64, error) {
 	u := l.unit(from)
 	st, sn := d.snapOf(u)
@@ -262,7 +266,7 @@ func (d *Deductor) give(ctx context.Context, l *layout, from, to int, id string,
 		return 0, err
 	}
 	switch n[0] {
-	case 1, 2, 8:
+	case 1, 2, 8, 10:
 		d.observeUnit(ctx, u, st, sn, fenceReply{epoch: n[3], seq: n[4], exp: n[5], born: n[6], origin: n[7]})
 	case 6:
 	default:

@@ -31,11 +31,11 @@ func main() {
 
 func run() error {
 	cfg := app.DefaultConfig()
-	cfg.Demo = true // the local demo shows the captcha helper button; pass -demo=false to hide it
 	fs := flag.NewFlagSet("fullstack", flag.ExitOnError)
 	cfg.RegisterFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	cfg.Resolve(fs)
+	cfg.DefaultDemo(fs)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

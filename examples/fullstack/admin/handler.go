@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -236,6 +237,7 @@ func (h *Handler) mutate(w http.ResponseWriter, r *http.Request, c *call, m muta
 	}
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.o.actionTimeout)
+	actx = context.WithValue(actx, actionKey{}, Action{ID: "audit-" + strconv.FormatUint(row.ID, 10), Operator: c.operator, RequestID: c.requestID})
 	before, after, resp, err := m.run(actx)
 	cancel()
 	status, body := http.StatusOK, marshal(resp)
@@ -320,3 +322,22 @@ func (h *Handler) now() time.Time { return h.o.clock.Now() }
 
 // ctxT shortens the signatures of the route functions.
 type ctxT = context.Context
+
+// Action describes the audited action a Backend call serves: its ID (the
+// audit row's, unique and stable for this action, so a Backend can use it
+// as the idempotency key of what it writes, such as a stock adjustment),
+// the operator and the request ID.
+type Action struct {
+	ID        string
+	Operator  string
+	RequestID string
+}
+
+type actionKey struct{}
+
+// ActionOf returns the audited action a mutating Backend call serves; false
+// outside one (a read, a dry run).
+func ActionOf(ctx context.Context) (Action, bool) {
+	a, ok := ctx.Value(actionKey{}).(Action)
+	return a, ok
+}

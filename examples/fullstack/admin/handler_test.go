@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -620,4 +621,34 @@ func (d *duringPause) Pause(ctx context.Context, id string) (admin.Change, error
 	g := &fixture{t: d.f.t, h: d.h}
 	d.repeat = g.post("/admin/activities/a1/pause", `{}`, "k-slow")
 	return d.Memory.Pause(ctx, id)
+}
+
+// TestActionOfCarriesTheAuditRow: a mutating Backend call sees the audited
+// action (admin.ActionOf): an ID unique per action and stable across a
+// replay (the audit row's), the operator and the request ID — what a
+// Backend uses as the idempotency key of what it writes.
+func TestActionOfCarriesTheAuditRow(t *testing.T) {
+	f := newFixture(t, nil)
+	f.load("a1", 10)
+	f.mustOK(f.post("/admin/activities/a1/topup", `{"n":2}`, "k-1"), nil)
+	f.mustOK(f.post("/admin/activities/a1/topup", `{"n":2}`, "k-1"), nil) // replay: no second action
+	f.mustOK(f.post("/admin/activities/a1/withdraw", `{"n":1}`, ""), nil)
+	if len(f.mem.Actions) != 2 {
+		t.Fatalf("%d actions reached the backend, want 2: %+v", len(f.mem.Actions), f.mem.Actions)
+	}
+	var ids []uint64
+	if err := f.db.Table(f.table).Where("action IN ?", []string{"topup", "withdraw"}).Order("id").Pluck("id", &ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("%d audit rows of top-ups and withdrawals, want 2", len(ids))
+	}
+	for i, a := range f.mem.Actions {
+		if want := "audit-" + strconv.FormatUint(ids[i], 10); a.ID != want || a.Operator == "" {
+			t.Errorf("action %d: %+v, want ID %s and an operator", i, a, want)
+		}
+	}
+	if _, ok := admin.ActionOf(context.Background()); ok {
+		t.Error("ActionOf outside a mutation reports an action")
+	}
 }

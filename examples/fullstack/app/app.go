@@ -82,6 +82,11 @@ type App struct {
 	tokenLimit   limiter.Limiter
 	captchaLimit limiter.Limiter
 
+	// recon and reconDry: the reconciler and its dry-run twin (admin API).
+	recon, reconDry *order.Reconciler
+	admin           *http.Server // the admin API's own listener (Config.AdminAddr)
+	adminURL        string
+
 	streams   streamCap // concurrent SSE streams per user
 	ticketKey []byte    // HMAC key of SSE tickets (ticket.go)
 
@@ -121,6 +126,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Demo && !cfg.Embedded() {
+		log.Warn("DEMO MODE ON REAL SERVERS (-demo-with-real-servers): captcha answers are handed out and any seeded user signs in without a password; for load and fault tests only")
 	}
 	var tag [3]byte
 	_, _ = rand.Read(tag[:])
@@ -187,8 +195,37 @@ func (a *App) Start() (string, error) {
 		ErrorLog:       slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 	go func() { a.done <- a.srv.Serve(ln) }()
+	if err := a.startAdmin(); err != nil {
+		return "", err
+	}
 	return "http://" + ln.Addr().String(), nil
 }
+
+// startAdmin serves the admin API (admin.go) on its own listener,
+// Config.AdminAddr, when Config.AdminToken is set: never on the public
+// address, so the edge cannot expose it by mistake.
+func (a *App) startAdmin() error {
+	if a.cfg.AdminAddr == "" || a.cfg.AdminToken == "" {
+		return nil
+	}
+	h, err := a.adminHandler()
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	ln, err := net.Listen("tcp", a.cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	a.adminURL = "http://" + ln.Addr().String()
+	a.admin = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: a.readTimeout,
+		MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	go func() { _ = a.admin.Serve(ln) }()
+	a.log.Info("admin API listening", "url", a.adminURL)
+	return nil
+}
+
+// AdminURL is the admin API's base URL ("" when it is off).
+func (a *App) AdminURL() string { return a.adminURL }
 
 // Done reports the server's exit.
 func (a *App) Done() <-chan error { return a.done }
@@ -201,6 +238,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() { close(a.stopping) })
 	if a.srv != nil {
 		errs = append(errs, ignoreClosed(a.srv.Shutdown(ctx)))
+	}
+	if a.admin != nil {
+		errs = append(errs, ignoreClosed(a.admin.Shutdown(ctx)))
 	}
 	if a.in != nil && a.in.DB != nil && a.parts.ready() && a.cfg.works() {
 		// Drain: nothing in flight and the outbox empty.

@@ -69,6 +69,12 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 	if err != nil {
 		return nil, err
 	}
+	// The admin API's dry run: the same comparison, releasing nothing.
+	if a.reconDry, err = order.NewReconciler(a.in.DB, ledger, rel, order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending),
+		order.WithResults(a.results), order.WithLogger(log), order.WithDryRun(true)); err != nil {
+		return nil, err
+	}
+	a.recon = rec
 	if !a.cfg.works() {
 		return []order.Option{order.WithScheduler(canc)}, nil
 	}

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -39,6 +41,10 @@ type Config struct {
 	SQLitePath          string // embedded SQLite file; empty = temp dir
 
 	KafkaBrokers []string // empty = embedded kfake
+	// KafkaAddrMap maps a broker address (as the brokers advertise it in
+	// their metadata) to the address this process dials instead, e.g. a
+	// proxy of its own in front of each broker. Empty: dial as advertised.
+	KafkaAddrMap map[string]string
 	// KafkaDataDir keeps the embedded kfake's log and group offsets on disk,
 	// fsynced on every produce, so a kill -9 loses no accepted buy. Empty
 	// with a SQLitePath: SQLitePath + ".kafka". Empty without one: in
@@ -73,10 +79,45 @@ type Config struct {
 	// generator and the browser test can pass the captcha. NEVER enable it
 	// in production: it disables the captcha's purpose.
 	Demo bool
+	// DemoWithRealServers lets Demo run against real servers. Demo mode
+	// hands captcha answers to every signed-in demo user and lets anyone
+	// sign in as any seeded user, so Validate refuses it outside the
+	// embedded quick start unless this is set (the load and fault tests,
+	// which need the captcha answers); New logs a warning when it is.
+	DemoWithRealServers bool
+	// SignIn authenticates buyers outside demo mode (code, not a flag: a
+	// service that copies this one plugs its identity provider in here).
+	// Nil outside demo mode: /api/login answers 503 "sign-in is not
+	// configured". In demo mode the demo users sign in (user1…userN, no
+	// password) and SignIn is not used.
+	SignIn SignInFunc
 
 	TrustedProxies []string // CIDRs of reverse proxies whose X-Forwarded-For is believed
 
-	Secret string // HMAC key of tokens and signed paths; random when empty
+	// Secret is the HMAC key of signed paths and stream tickets, shared by
+	// every instance: at least 32 bytes (of random: 24 random bytes in
+	// base64 are 32), from SECKILL_SECRET or -secret-file, never a flag
+	// (argv is visible to every user of the machine). Empty: random per
+	// process (one instance only).
+	Secret string
+
+	// AdminAddr is where the admin API (pause, top-up, inspect, repair;
+	// examples/fullstack/admin) listens, never the public address; it is
+	// off unless AdminToken is set too.
+	AdminAddr string
+	// AdminToken is the admin API's bearer token (≥ 16 bytes; from the
+	// environment only, never a flag: argv is visible to every user).
+	AdminToken string
+
+	// ClockSkew offsets this process's own clock (tests only: the fault
+	// battery runs two api processes skewed against each other). It moves
+	// the buy handler's sale-window check and the signer's clock (signing
+	// and checking the signed paths, the access-token window). Not moved:
+	// the stock's sale window (Redis TIME), the activity's seeded start,
+	// the token pool, sessions, captchas and every TTL.
+	ClockSkew time.Duration
+
+	addrMapErr error // a bad SECKILL_KAFKA_ADDR_MAP, reported by Validate
 
 	LogLevel string
 	Quiet    bool // only warnings and errors
@@ -163,6 +204,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.MySQLDatabase, "mysql-db", "SECKILL_MYSQL_DB", "database created and used when the DSN names none")
 	str(&c.SQLitePath, "sqlite", "SECKILL_SQLITE", "embedded SQLite file (default: a temp file)")
 	list(&c.KafkaBrokers, "kafka", "SECKILL_KAFKA_BROKERS", "Kafka brokers host:port (default: embedded kfake)")
+	fs.Func("kafka-addr-map", "BROKER=DIAL pairs, comma separated: dial DIAL whenever the brokers' metadata names BROKER (a proxy or NAT in front of the brokers) (env SECKILL_KAFKA_ADDR_MAP)",
+		func(s string) error { m, err := parseAddrMap(s); c.KafkaAddrMap = m; return err })
+	if v := os.Getenv("SECKILL_KAFKA_ADDR_MAP"); v != "" {
+		c.KafkaAddrMap, c.addrMapErr = parseAddrMap(v) // reported by Validate
+	}
 	str(&c.KafkaDataDir, "kafka-data", "SECKILL_KAFKA_DATA", "directory of the embedded Kafka's log, fsynced per produce (default: -sqlite FILE + \".kafka\", else in memory)")
 	str(&c.Topic, "topic", "SECKILL_TOPIC", "Kafka topic of order messages")
 	intv(&c.Partitions, "partitions", "SECKILL_PARTITIONS", "partitions of the embedded Kafka topic")
@@ -184,8 +230,23 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	intv(&c.GlobalBurst, "global-burst", "SECKILL_GLOBAL_BURST", "burst of the node-local global bucket")
 	boolv(&c.Demo, "demo", "SECKILL_DEMO", "DEMO ONLY: expose captcha answers to demo users (load generator, browser test); never in production")
 	list(&c.TrustedProxies, "trusted-proxies", "SECKILL_TRUSTED_PROXIES", "reverse proxies (CIDR or address) whose X-Forwarded-For is believed")
-	str(&c.Secret, "secret", "SECKILL_SECRET", "HMAC secret of tokens and signed paths; share it between instances (default: random)")
+	if v := os.Getenv("SECKILL_SECRET"); v != "" {
+		c.Secret = v
+	}
+	fs.Func("secret-file", "file holding the HMAC secret of signed paths and stream tickets (>= 32 bytes; share it between instances); or env SECKILL_SECRET (default: random per process)",
+		func(path string) error {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			c.Secret = strings.TrimRight(string(b), "\r\n")
+			return nil
+		})
+	boolv(&c.DemoWithRealServers, "demo-with-real-servers", "SECKILL_DEMO_WITH_REAL_SERVERS", "TESTS ONLY: allow -demo against real servers (load and fault tests); never in production")
+	dur(&c.ClockSkew, "clock-skew", "SECKILL_CLOCK_SKEW", "TESTS ONLY: offset this process's clock by this much (the buy handler's sale-window check, signed paths, the access-token window); Redis TIME is not moved")
 	str(&c.LogLevel, "log-level", "SECKILL_LOG_LEVEL", "debug, info, warn or error")
+	str(&c.AdminAddr, "admin-addr", "SECKILL_ADMIN_LISTEN", "listen address of the admin API (needs SECKILL_ADMIN_TOKEN; off when empty)")
+	c.AdminToken = os.Getenv("SECKILL_ADMIN_TOKEN")
 }
 
 // Resolve settles settings given twice after fs was parsed: an explicit
@@ -219,6 +280,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("role must be all, api or worker, got %q", c.Role)
 	case c.Role != RoleAll && (len(c.KafkaBrokers) == 0 || c.MySQLDSN == "" || (c.RedisAddr == "" && len(c.RedisCluster) == 0)):
 		return fmt.Errorf("role %s shares Redis, the database and the broker with other processes: set -redis (or -redis-cluster), -mysql and -kafka (embedded ones live in one process)", c.Role)
+	case c.addrMapErr != nil:
+		return fmt.Errorf("SECKILL_KAFKA_ADDR_MAP: %w", c.addrMapErr)
+	case c.ClockSkew < -time.Hour || c.ClockSkew > time.Hour:
+		return fmt.Errorf("clock-skew must be within ±1h, got %v", c.ClockSkew)
+	case c.Secret != "" && len(c.Secret) < MinSecretLen:
+		return fmt.Errorf("the secret has %d bytes, want at least %d (24 random bytes in base64)", len(c.Secret), MinSecretLen)
+	case c.Demo && !c.Embedded() && !c.DemoWithRealServers:
+		return fmt.Errorf("demo mode hands out captcha answers and lets anyone sign in as a seeded user: it runs only in the embedded quick start; with real servers pass -demo=false (or, for load and fault tests only, -demo-with-real-servers)")
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
 	case c.DBFallbackQuota < 0 || c.DBFallbackQuota > c.Stock:
@@ -239,6 +308,38 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// DefaultDemo turns demo mode on for the embedded quick start when neither
+// -demo nor SECKILL_DEMO chose: `go run ./examples/fullstack` gives a
+// click-through sale, a run against real servers gets no demo helpers
+// unless it asks (and Validate then wants -demo-with-real-servers too).
+// Call it after fs is parsed.
+func (c *Config) DefaultDemo(fs *flag.FlagSet) {
+	set := os.Getenv("SECKILL_DEMO") != ""
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "demo" })
+	if !set {
+		c.Demo = c.Embedded()
+	}
+}
+
+// SignInFunc authenticates a buyer outside demo mode: it returns the
+// buyer's ID (a stock.ValidID string) or an error wrapping
+// ErrBadCredentials. The service calls it for POST /api/login.
+type SignInFunc func(ctx context.Context, username, password string) (userID string, err error)
+
+// ErrBadCredentials is what a SignInFunc wraps for an unknown user or a
+// wrong password (401); any other error is a failure of the identity
+// store (503).
+var ErrBadCredentials = errors.New("bad credentials")
+
+// MinSecretLen is the shortest Config.Secret accepted.
+const MinSecretLen = 32
+
+// Embedded reports whether c runs on embedded servers only (the quick
+// start): no Redis, database or Kafka address is set.
+func (c Config) Embedded() bool {
+	return c.RedisAddr == "" && len(c.RedisCluster) == 0 && c.StockRedisAddr == "" && c.MySQLDSN == "" && len(c.KafkaBrokers) == 0
 }
 
 // Roles of a process (Config.Role).

@@ -1,6 +1,11 @@
 package app_test
 
 import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +43,100 @@ func TestConfigValidateRolesAndFallback(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// -kafka-addr-map takes BROKER=DIAL pairs of host:port and refuses
+// anything else with ErrAddrMap, as a flag and from the environment; the
+// clock skew (tests only) is bounded.
+func TestConfigKafkaAddrMapAndSkew(t *testing.T) {
+	cleanEnv(t)
+	parse := func(args ...string) (app.Config, error) {
+		c := app.DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return c, err
+		}
+		return c, c.Validate()
+	}
+	c, err := parse("-kafka-addr-map", "10.0.0.1:9092=127.0.0.1:19092, 10.0.0.2:9092=127.0.0.1:19093")
+	if err != nil || len(c.KafkaAddrMap) != 2 || c.KafkaAddrMap["10.0.0.2:9092"] != "127.0.0.1:19093" {
+		t.Fatalf("two pairs: %v %v", c.KafkaAddrMap, err)
+	}
+	for _, bad := range []string{"10.0.0.1:9092", "10.0.0.1=127.0.0.1:1", "10.0.0.1:9092=nohostport", "=127.0.0.1:1"} {
+		// The flag package reports the parse error by its text.
+		if _, err := parse("-kafka-addr-map", bad); err == nil || !strings.Contains(err.Error(), app.ErrAddrMap.Error()) {
+			t.Errorf("-kafka-addr-map %q: %v, want ErrAddrMap", bad, err)
+		}
+	}
+	t.Setenv("SECKILL_KAFKA_ADDR_MAP", "broker-without-port=127.0.0.1:1")
+	if _, err := parse(); !errors.Is(err, app.ErrAddrMap) {
+		t.Errorf("a bad SECKILL_KAFKA_ADDR_MAP: %v, want ErrAddrMap from Validate", err)
+	}
+	t.Setenv("SECKILL_KAFKA_ADDR_MAP", "")
+	if _, err := parse("-clock-skew", "5s"); err != nil {
+		t.Errorf("-clock-skew 5s: %v", err)
+	}
+	if _, err := parse("-clock-skew", "2h"); err == nil || !strings.Contains(err.Error(), "clock-skew") {
+		t.Errorf("-clock-skew 2h: %v, want refused", err)
+	}
+}
+
+// Demo mode is the embedded quick start's default only, refused with real
+// servers unless asked for by name; the secret has at least 32 bytes and
+// never comes from argv.
+func TestConfigDemoAndSecret(t *testing.T) {
+	cleanEnv(t)
+	parse := func(env map[string]string, args ...string) (app.Config, error) {
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		c := app.DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return c, err
+		}
+		c.Resolve(fs)
+		c.DefaultDemo(fs)
+		return c, c.Validate()
+	}
+	if c, err := parse(nil); err != nil || !c.Demo {
+		t.Errorf("embedded quick start: demo %v, %v; want demo on", c.Demo, err)
+	}
+	if c, err := parse(nil, "-redis", "127.0.0.1:6379"); err != nil || c.Demo {
+		t.Errorf("real Redis, no -demo: demo %v, %v; want demo off", c.Demo, err)
+	}
+	if _, err := parse(nil, "-redis", "127.0.0.1:6379", "-demo"); err == nil || !strings.Contains(err.Error(), "demo mode") {
+		t.Errorf("-demo with real Redis: %v, want refused", err)
+	}
+	if c, err := parse(nil, "-redis", "127.0.0.1:6379", "-demo", "-demo-with-real-servers"); err != nil || !c.Demo {
+		t.Errorf("-demo -demo-with-real-servers: demo %v, %v", c.Demo, err)
+	}
+	if _, err := parse(nil, "-secret", strings.Repeat("s", 40)); err == nil {
+		t.Error("-secret on argv is accepted")
+	}
+	if _, err := parse(map[string]string{"SECKILL_SECRET": "too-short"}); err == nil || !strings.Contains(err.Error(), "at least 32") {
+		t.Errorf("a 9-byte secret: %v, want refused", err)
+	}
+	f := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(f, []byte(strings.Repeat("k", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SECKILL_SECRET", "")
+	if c, err := parse(nil, "-secret-file", f); err != nil || c.Secret != strings.Repeat("k", 32) {
+		t.Errorf("-secret-file: %q %v", c.Secret, err)
+	}
+}
+
+// cleanEnv clears the server variables CI sets, which RegisterFlags reads:
+// these tests parse flags as a user's shell would.
+func cleanEnv(t *testing.T) {
+	for _, k := range []string{"SECKILL_REDIS_ADDR", "SECKILL_REDIS_CLUSTER_ADDRS", "SECKILL_STOCK_REDIS_ADDR", "SECKILL_MYSQL_DSN",
+		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW"} {
+		t.Setenv(k, "")
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ func (a *App) refuse(w http.ResponseWriter, r *http.Request, stage string, code 
 // fail answers an infrastructure failure: logged with the request ID.
 func (a *App) fail(w http.ResponseWriter, r *http.Request, stage string, err error) {
 	a.m.refused.WithLabelValues(stage + "_error").Inc()
-	if errors.Is(err, breaker.ErrOpen) || errors.Is(err, breaker.ErrTooManyProbes) {
+	if errors.Is(err, breaker.ErrRefused) {
 		writeErr(w, http.StatusServiceUnavailable, "busy", "the service is busy, please retry")
 		return
 	}
@@ -98,25 +99,53 @@ func (a *App) fail(w http.ResponseWriter, r *http.Request, stage string, err err
 
 // ---- login and read paths ----
 
+// handleLogin signs a buyer in. In demo mode the seeded demo users sign in
+// by their canonical name (no password); outside it, Config.SignIn decides
+// (an identity provider the embedding service plugs in), and without one
+// sign-in is refused as not configured: no mode lets anyone act as anyone
+// by default.
 func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Username string `json:"username"`
+		Password string `json:"password"`
 	}
 	if err := readJSON(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"username\":\"user1\"}")
+		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"username\":…,\"password\":…}")
 		return
 	}
-	id, ok := a.demoUser(req.Username)
-	if !ok {
-		writeErr(w, http.StatusUnauthorized, "unauthorized", "demo users are user1 … user"+strconv.Itoa(a.cfg.DemoUsers))
+	var user string
+	switch {
+	case a.cfg.Demo:
+		id, ok := a.demoUser(req.Username)
+		if !ok {
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "demo users are user1 … user"+strconv.Itoa(a.cfg.DemoUsers))
+			return
+		}
+		user = strconv.FormatInt(id, 10)
+	case a.cfg.SignIn == nil:
+		writeErr(w, http.StatusServiceUnavailable, "unavailable", "sign-in is not configured")
 		return
+	default:
+		id, err := a.cfg.SignIn(r.Context(), req.Username, req.Password)
+		switch {
+		case errors.Is(err, ErrBadCredentials):
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "wrong username or password")
+			return
+		case err != nil:
+			a.fail(w, r, "login", err)
+			return
+		case !stock.ValidID(id):
+			a.fail(w, r, "login", fmt.Errorf("sign-in returned an invalid user ID (%d bytes)", len(id)))
+			return
+		}
+		user = id
 	}
-	tok, err := a.sessions.Create(r.Context(), strconv.FormatInt(id, 10), 24*time.Hour)
+	tok, err := a.sessions.Create(r.Context(), user, 24*time.Hour)
 	if err != nil {
 		a.fail(w, r, "login", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": id, "username": "user" + strconv.FormatInt(id, 10)})
+	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": user, "username": req.Username})
 }
 
 // demoUser maps the canonical name "user42" to 42 when it is a seeded demo
@@ -304,20 +333,25 @@ func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// allowUser applies a per-user window l (under the Redis breaker) and
-// answers 429 with Retry-After when it refuses; it reports whether to go on.
+// allowUser applies a per-user window l and answers 429 with Retry-After
+// when it refuses; it reports whether to go on. One failure policy per
+// call: the window's own (FallbackLocal: a Redis failure falls back to a
+// local per-user bucket, Result.Degraded, counted) decides what a Redis
+// outage does — it is not also wrapped in the Redis breaker, which would
+// count the fallback's answers as successes and, once open, never let the
+// fallback run.
 func (a *App) allowUser(w http.ResponseWriter, r *http.Request, l limiter.Limiter, stage, userKey string) bool {
-	lr, err := breaker.Do(r.Context(), a.brRedis, func(ctx context.Context) (limiterResult, error) {
-		res, err := l.AllowN(ctx, userKey, 1)
-		return limiterResult{res.Allowed, res.RetryAfter}, err
-	})
+	res, err := l.AllowN(r.Context(), userKey, 1)
 	if err != nil {
 		a.fail(w, r, stage, err)
 		return false
 	}
-	if !lr.allowed {
+	if res.Degraded {
+		a.m.limited.WithLabelValues(stage + "_fallback").Inc()
+	}
+	if !res.Allowed {
 		a.m.limited.WithLabelValues(stage).Inc()
-		w.Header().Set("Retry-After", strconv.Itoa(int(lr.retry.Seconds())+1))
+		w.Header().Set("Retry-After", strconv.Itoa(int(res.RetryAfter.Seconds())+1))
 		a.refuse(w, r, stage, http.StatusTooManyRequests, "limited", "too many requests, slow down")
 		return false
 	}
@@ -471,7 +505,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		deny("path", http.StatusNotFound, "token", "unknown activity")
 		return
 	}
-	now := time.Now()
+	now := a.now() // -clock-skew (tests)
 	switch {
 	case now.Before(a.act.StartTime):
 		deny("window", http.StatusTooEarly, "not_started", "the sale has not started")
@@ -545,18 +579,19 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	}
 	// A Challenge decision is satisfied by the captcha every buy carries.
 
-	// Per-user window.
-	lr, err := breaker.Do(ctx, a.brRedis, func(ctx context.Context) (limiterResult, error) {
-		res, err := a.perUser.AllowN(ctx, userKey, 1)
-		return limiterResult{res.Allowed, res.RetryAfter}, err
-	})
+	// Per-user window: its own failure policy (FallbackLocal) decides a
+	// Redis outage, so it is not wrapped in the Redis breaker (allowUser).
+	lr, err := a.perUser.AllowN(ctx, userKey, 1)
 	if err != nil {
 		failed("limiter", err)
 		return
 	}
-	if !lr.allowed {
+	if lr.Degraded {
+		a.m.limited.WithLabelValues("user_fallback").Inc()
+	}
+	if !lr.Allowed {
 		a.m.limited.WithLabelValues("user").Inc()
-		w.Header().Set("Retry-After", strconv.Itoa(int(lr.retry.Seconds())+1))
+		w.Header().Set("Retry-After", strconv.Itoa(int(lr.RetryAfter.Seconds())+1))
 		deny("user_limit", http.StatusTooManyRequests, "limited", "too many attempts, slow down")
 		return
 	}
@@ -664,6 +699,13 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 		// being rebuilt from the database: not sold out, try again shortly.
 		a.restoreToken(ctx, userKey, req.Token)
 		deny("reserve", http.StatusServiceUnavailable, "busy", "the sale is paused for a moment, retry shortly")
+		return
+	case stock.Paused:
+		// An operator paused the sale (admin API): not sold out; the
+		// buyer keeps the access token and retries after the resume.
+		a.restoreToken(ctx, userKey, req.Token)
+		w.Header().Set("Retry-After", "5")
+		deny("reserve", http.StatusServiceUnavailable, "paused", "the sale is paused, retry shortly")
 		return
 	default:
 		deny("reserve", http.StatusConflict, "sold_out", res.Status.String())

@@ -501,3 +501,41 @@ func TestWebSocketPush(t *testing.T) {
 		t.Errorf("a fifth stream (WebSocket): %d, want 429", code)
 	}
 }
+
+// TestSignInOutsideDemo: outside demo mode nobody signs in by a seeded name;
+// without an identity provider sign-in is refused as not configured, with
+// one (Config.SignIn) its answer decides and its user ID is the session's.
+func TestSignInOutsideDemo(t *testing.T) {
+	cfg := embeddedConfig(10, 2)
+	cfg.Demo = false
+	_, base := startApp(t, cfg)
+	anon := &apiClient{t: t, base: base}
+	if code, m := anon.do("POST", "/api/login", map[string]string{"username": "user1"}); code != http.StatusServiceUnavailable {
+		t.Errorf("a demo user outside demo mode, no identity provider: %d %v, want 503", code, m)
+	}
+
+	cfg = embeddedConfig(10, 2)
+	cfg.Demo = false
+	cfg.SignIn = func(_ context.Context, user, password string) (string, error) {
+		if user == "alice" && password == "correct horse" {
+			return "7c9e6679-7425-40de-944b-e07fc1f90ae7", nil
+		}
+		return "", app.ErrBadCredentials
+	}
+	_, base = startApp(t, cfg)
+	anon = &apiClient{t: t, base: base}
+	for _, bad := range []map[string]string{{"username": "user1"}, {"username": "alice", "password": "wrong"}, {"username": "alice"}} {
+		if code, m := anon.do("POST", "/api/login", bad); code != http.StatusUnauthorized {
+			t.Errorf("login %v: %d %v, want 401", bad, code, m)
+		}
+	}
+	code, m := anon.do("POST", "/api/login", map[string]string{"username": "alice", "password": "correct horse"})
+	if code != http.StatusOK || m["user_id"] != "7c9e6679-7425-40de-944b-e07fc1f90ae7" {
+		t.Fatalf("alice: %d %v", code, m)
+	}
+	// The session is the provider's user: the captcha endpoint takes it.
+	u := &apiClient{t: t, base: base, bearer: anon.str(m, "token")}
+	if code, m := u.do("GET", "/api/captcha", nil); code != http.StatusOK {
+		t.Errorf("captcha for alice's session: %d %v", code, m)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
 	mysqldrv "github.com/go-sql-driver/mysql"
@@ -31,6 +33,10 @@ type Infra struct {
 	StockRedis redis.UniversalClient
 	DB         *gorm.DB
 	Brokers    []string
+
+	// kafkaAddrMap: broker address as advertised → address dialed
+	// (-kafka-addr-map).
+	kafkaAddrMap map[string]string
 
 	// Describe the kinds in use, for logs and /healthz.
 	RedisKind, DBKind, KafkaKind string
@@ -132,6 +138,7 @@ func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, erro
 	// Kafka.
 	if len(cfg.KafkaBrokers) > 0 {
 		in.Brokers, in.KafkaKind = cfg.KafkaBrokers, "kafka"
+		in.kafkaAddrMap = cfg.KafkaAddrMap
 	} else {
 		opts := []kfake.Opt{
 			kfake.NumBrokers(3),
@@ -258,4 +265,52 @@ func openMySQL(ctx context.Context, dsn, dbName string, drop bool) (*gorm.DB, fu
 		sqlDB.SetConnMaxLifetime(time.Hour)
 	}
 	return db, dropFn, nil
+}
+
+// ErrAddrMap is returned for a malformed -kafka-addr-map.
+var ErrAddrMap = errors.New("bad Kafka address map")
+
+// parseAddrMap parses "BROKER=DIAL,BROKER=DIAL" (host:port each).
+func parseAddrMap(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, p := range splitList(s) {
+		from, to, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: %q is not BROKER=DIAL", ErrAddrMap, p)
+		}
+		for _, a := range []string{from, to} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, fmt.Errorf("%w: %q: %v", ErrAddrMap, a, err)
+			}
+		}
+		m[from] = to
+	}
+	return m, nil
+}
+
+// Sarama makes c dial through -kafka-addr-map, if one is set: sarama dials
+// the addresses the brokers advertise, so a proxy in front of a broker
+// carries only the bootstrap connection unless the client maps the
+// advertised address to the proxy. It returns c.
+func (in *Infra) Sarama(c *sarama.Config) *sarama.Config {
+	if len(in.kafkaAddrMap) == 0 {
+		return c
+	}
+	c.Net.Proxy.Enable = true
+	c.Net.Proxy.Dialer = mappedDialer{m: in.kafkaAddrMap,
+		d: &net.Dialer{Timeout: c.Net.DialTimeout, KeepAlive: c.Net.KeepAlive, LocalAddr: c.Net.LocalAddr}}
+	return c
+}
+
+// mappedDialer dials m[addr] instead of addr when addr is mapped.
+type mappedDialer struct {
+	m map[string]string
+	d *net.Dialer
+}
+
+func (md mappedDialer) Dial(network, addr string) (net.Conn, error) {
+	if to, ok := md.m[addr]; ok {
+		addr = to
+	}
+	return md.d.Dial(network, addr)
 }

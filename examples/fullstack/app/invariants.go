@@ -17,7 +17,10 @@ import (
 // /api/demo/invariants in demo mode).
 type Invariants struct {
 	Activity      string           `json:"activity"`
-	Initial       int64            `json:"initial"`
+	Initial       int64            `json:"initial"`  // the stock the sale was seeded with
+	Adjusted      int64            `json:"adjusted"` // Σ top-ups − withdrawals (the DB's adjustment ledger)
+	Total         int64            `json:"total"`    // the DB's total_stock: Initial + Adjusted when nothing drifted
+	RedisTotal    int64            `json:"redis_total"`
 	RedisRemain   int64            `json:"redis_remaining"`
 	RedisLive     int64            `json:"redis_live"`
 	RedisReleased int64            `json:"redis_released"`
@@ -42,7 +45,7 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	if err != nil {
 		return iv, fmt.Errorf("stock stats: %w", err)
 	}
-	iv.RedisRemain = st.Remaining
+	iv.RedisRemain, iv.RedisTotal = st.Remaining, st.Total
 	// HSCAN may return an entry more than once: keep the last state per ID.
 	states := map[string]stock.State{}
 	var cursor uint64
@@ -88,10 +91,17 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	var live []order.Order
 	err = db.Transaction(func(tx *gorm.DB) error {
 		var act order.Activity
-		if err := tx.Select("stock").Where("id = ?", a.act.ID).Take(&act).Error; err != nil {
+		if err := tx.Select("stock, total_stock").Where("id = ?", a.act.ID).Take(&act).Error; err != nil {
 			return fmt.Errorf("activity: %w", err)
 		}
-		iv.DBStock = act.Stock
+		iv.DBStock, iv.Total = act.Stock, act.TotalStock
+		adj, err := order.Adjustments(ctx, tx, a.act.ID)
+		if err != nil {
+			return fmt.Errorf("adjustments: %w", err)
+		}
+		for _, x := range adj {
+			iv.Adjusted += x.Delta
+		}
 		var byStatus []struct {
 			Status string
 			N      int64

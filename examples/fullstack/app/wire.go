@@ -120,6 +120,8 @@ func (a *App) wire(ctx context.Context) error {
 	if _, err := a.pool.Issue(ctx, a.actKey, a.act.TotalStock); err != nil {
 		return fmt.Errorf("issue access tokens: %w", err)
 	}
+	// The secret (>= MinSecretLen bytes, checked by Validate) is hashed to
+	// the 32-byte key; without one, a random key (one instance only).
 	secret := []byte(cfg.Secret)
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
@@ -128,7 +130,8 @@ func (a *App) wire(ctx context.Context) error {
 		sum := sha256.Sum256(secret)
 		secret = sum[:]
 	}
-	if a.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead)); err != nil {
+	if a.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead),
+		token.WithClock(skewClock(cfg.ClockSkew))); err != nil {
 		return err
 	}
 	// The SSE ticket key (ticket.go), derived so that no ticket is ever a
@@ -215,6 +218,7 @@ func (a *App) wire(ctx context.Context) error {
 	scfg.Producer.Timeout = 5 * time.Second
 	scfg.Net.DialTimeout = 3 * time.Second
 	scfg.Metadata.Retry.Max = 3
+	a.in.Sarama(scfg) // -kafka-addr-map
 	sp, err := sarama.NewSyncProducer(a.in.Brokers, scfg)
 	if err != nil {
 		return fmt.Errorf("kafka producer: %w", err)
@@ -415,7 +419,7 @@ func (a *App) startWorkers() {
 // message becomes an order (or a FAILED outcome) that the rebuild must
 // count. Until then buyers are answered "busy" (stock.Frozen).
 func (a *App) stockRecovery() (stock.Recovery, error) {
-	client, err := sarama.NewClient(a.in.Brokers, kafkaAdminConfig(a.nodeTag))
+	client, err := sarama.NewClient(a.in.Brokers, a.in.Sarama(kafkaAdminConfig(a.nodeTag)))
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for lag: %w", err)
 	}

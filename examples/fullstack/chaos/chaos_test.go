@@ -51,8 +51,10 @@ func TestMain(m *testing.M) {
 // knobs are the battery's size, from the environment: SECKILL_CHAOS_SEEDS
 // (seeds per scenario, default 1), SECKILL_CHAOS_USERS (default 1000),
 // SECKILL_CHAOS_STOCK (units, cap 1 each, default 60), SECKILL_CHAOS_RUN
-// (a regexp-free comma list of scenario IDs to run, default all) and
-// SECKILL_CHAOS_REPORT (a file the table and the timelines are written to).
+// (a regexp-free comma list of scenario IDs to run, default all),
+// SECKILL_CHAOS_REPORT (a file the table and the timelines are written to)
+// and SECKILL_CHAOS_KNOWN=1 (also run the scenarios with a known
+// violation, see scenario.known).
 type knobs struct {
 	seeds, users int
 	stock        int64
@@ -89,7 +91,15 @@ func readKnobs(t *testing.T) knobs {
 type scenario struct {
 	id, what string
 	skip     string // non-empty: cannot run here, and why
-	fault    fault
+	// skipIf, if set, says why the scenario cannot run on this machine
+	// (a server binary it needs is not installed); "" = it can.
+	skipIf func() string
+	// known names a violation the scenario finds until another change
+	// lands (RELIABILITY.md, Findings): it runs only with
+	// SECKILL_CHAOS_KNOWN=1 (make chaos sets it) and is listed as skipped,
+	// with this reason, otherwise.
+	known string
+	fault fault
 }
 
 // seededWindow returns a window in [lo, hi).
@@ -148,7 +158,32 @@ func partition(names func(s *system) []string, on bool) func(r *run) error {
 	}
 }
 
+func needMariaDB() string {
+	for _, b := range []string{"mariadbd", "mariadb-install-db"} {
+		if _, err := sbinLook(b); err != nil {
+			return b + " not installed (PATH, /usr/sbin): F5 bootstraps and kills a private MariaDB server (the CI one is shared)"
+		}
+	}
+	return ""
+}
+
+func needRedisCLI() string {
+	if _, err := execLook("redis-cli"); err != nil {
+		return "redis-cli not on PATH: F12 forms a private Redis Cluster with redis-cli --cluster create"
+	}
+	return ""
+}
+
 func fixed(ns ...string) func(*system) []string { return func(*system) []string { return ns } }
+
+// workerKafka are worker1's own Kafka proxies (F7d).
+func workerKafka(s *system) []string {
+	var out []string
+	for i := range s.brokerA {
+		out = append(out, kafkaProxy("worker1", i))
+	}
+	return out
+}
 
 func allRedis(s *system) []string {
 	var out []string
@@ -183,8 +218,20 @@ func scenarios() []scenario {
 			},
 			window: seededWindow(500*time.Millisecond, 2*time.Second),
 			heal:   func(r *run) error { r.sys.redis.Restart(false); r.note("redis-server restarted EMPTY"); return nil }}},
-		{id: "F5", what: "kill -9 of MariaDB", skip: "the MariaDB server is shared by every test tier on this machine and must not " +
-			"be killed; a private mariadbd is not started (its bootstrap costs more than the whole CI battery's budget)"},
+		{id: "F5", what: "kill -9 of MariaDB (a private mariadbd, innodb_flush_log_at_trx_commit=1), restarted on its datadir", skipIf: needMariaDB, fault: fault{
+			sys: func(sc *sysConfig) { sc.privateDB = true },
+			strike: func(r *run) error {
+				r.note("kill -9 mariadbd (pid %d)", r.sys.mdb.p.pid())
+				return r.sys.mdb.kill()
+			},
+			window: seededWindow(time.Second, 3*time.Second),
+			heal: func(r *run) error {
+				if err := r.sys.mdb.start(); err != nil {
+					return err
+				}
+				r.note("mariadbd restarted (pid %d) on its datadir, accepting connections", r.sys.mdb.p.pid())
+				return nil
+			}}},
 		{id: "F6", what: "broker unreachable (SIGSTOP of the broker + its proxies disabled), then back", fault: fault{
 			strike: func(r *run) error {
 				r.note("broker SIGSTOP (pid %d); Kafka proxies disabled", r.sys.broker.pid())
@@ -238,9 +285,24 @@ func scenarios() []scenario {
 		{id: "F7c", what: "partition worker ↔ MariaDB", fault: fault{
 			strike: partition(fixed(dbProxy("worker1")), false), window: seededWindow(2*time.Second, 4*time.Second),
 			heal: partition(fixed(dbProxy("worker1")), true)}},
-		{id: "F7d", what: "partition worker ↔ broker", skip: "not isolatable with a TCP proxy: the broker's metadata " +
-			"advertises its own listen addresses, so after the bootstrap every client talks to the broker directly, " +
-			"and cmd/broker has no option to advertise other addresses; F6 and F6k cover every process losing the broker"},
+		{id: "F7d", what: "partition worker ↔ broker (the worker's own Kafka proxies, -kafka-addr-map)", fault: fault{
+			sys: func(sc *sysConfig) { sc.ownKafka = []string{"worker1"} },
+			strike: func(r *run) error {
+				r.progressNote("before the partition")
+				if err := r.kafkaPeers(r.sys.workers[0]); err != nil {
+					return err
+				}
+				return partition(workerKafka, false)(r)
+			},
+			window: seededWindow(2*time.Second, 4*time.Second),
+			heal: func(r *run) error {
+				// Cut off, the worker applies at most what it fetched
+				// before the partition (its prefetch); the buys accepted
+				// after that wait for the heal.
+				o, a := r.progressNote("at the heal")
+				r.count("accepted without an order at the heal", a-o)
+				return partition(workerKafka, true)(r)
+			}}},
 		{id: "F8", what: "Redis slow (200 ms latency) with connection resets (reset_peer, 5 % of connections)", fault: fault{
 			strike: func(r *run) error {
 				r.note("toxics on every Redis proxy: latency 200 ms; reset_peer toxicity 0.05")
@@ -256,9 +318,7 @@ func scenarios() []scenario {
 				r.sys.px.clearToxics(allRedis(r.sys)...)
 				return nil
 			}}},
-		{id: "F9", what: "clock skew ±5 s between the apis", skip: "a real process's clock cannot be skewed without " +
-			"faketime (not installed); what does not depend on it is checked by SEC: a signed link and an access token " +
-			"used on one api are refused on the other, the sale windows run on Redis TIME"},
+		{id: "F9", what: "clock skew: api1 at +5 s, api2 at -5 s (-clock-skew); the sale opens and closes during the wave", fault: skewFault()},
 		{id: "F10", what: "rebalance storm: 2 workers, worker2 killed and restarted 3 times", fault: fault{
 			sys: func(sc *sysConfig) { sc.workers = 2 },
 			strike: func(r *run) error {
@@ -280,14 +340,25 @@ func scenarios() []scenario {
 			strike: killWorker(0),
 			window: seededWindow(5*time.Second, 7*time.Second),
 			heal:   restartWorker(0)}},
+		{id: "F12", what: "Redis Cluster (3 masters + 3 replicas, AOF everysec): kill -9 of the sale's master, its replica promoted, the node restarted", skipIf: needRedisCLI, fault: fault{
+			sys:    func(sc *sysConfig) { sc.cluster = true },
+			strike: killMasterOf(prefix+"{a:1}:meta", nil),
+			heal:   promoteAndRejoin, check: checkLedgerKept}},
+		{id: "F12l", what: "Redis Cluster failover that loses writes: the sale's replica cut off its master 1–2 s, then the master kill -9'd, the replica promoted without those writes", skipIf: needRedisCLI,
+			known: "the stock's data-loss fence can miss a failover that lost reservations (seq caught up by later releases before a process that saw the old seq calls again): acknowledged reservations vanish from the ledger unnoticed", fault: fault{
+				sys:    func(sc *sysConfig) { sc.cluster = true },
+				strike: killMasterOf(prefix+"{a:1}:meta", seededWindow(time.Second, 2*time.Second)),
+				heal:   promoteAndRejoin, check: checkLedgerKept}},
 		{id: "SEC", what: "under load: forged, foreign and cross-instance replayed links, stolen tokens, captcha brute force", fault: fault{
-			// Stock for a third of the crowd: the sale is still on while
-			// the attacks run (a sold-out sale refuses them all first).
-			// -user-rate 20: the per-user limiter (5 a window by default)
-			// would refuse the captcha brute force before the captcha's
-			// own attempt limit is reached.
+			// Stock for the whole crowd and more: the sale must still be on
+			// while the attacks run, or the in-process sold-out refusal
+			// answers them before the check under attack runs (with a
+			// third of the crowd's stock, 85 of 86 attacks were "not
+			// evaluated"). -user-rate 20: the per-user limiter (5 a window
+			// by default) would refuse the captcha brute force before the
+			// captcha's own attempt limit is reached.
 			sys: func(sc *sysConfig) {
-				sc.stock = max(sc.stock, int64(sc.users/3))
+				sc.stock = max(sc.stock, int64(sc.users)+4*attackers)
 				sc.extra = append(sc.extra, "-user-rate", "20")
 			},
 			strike: attack}},
@@ -336,8 +407,14 @@ func TestChaos(t *testing.T) {
 					rows = append(rows, rw)
 					mu.Unlock()
 				}()
-				if sc.skip != "" {
-					t.Skip(sc.skip)
+				if rw.skip == "" && sc.skipIf != nil {
+					rw.skip = sc.skipIf()
+				}
+				if rw.skip == "" && sc.known != "" && os.Getenv("SECKILL_CHAOS_KNOWN") != "1" {
+					rw.skip = "known violation, runs with SECKILL_CHAOS_KNOWN=1 (make chaos): " + sc.known
+				}
+				if rw.skip != "" {
+					t.Skip(rw.skip)
 				}
 				start := time.Now()
 				r := runScenario(t, dsn, k, sc, seed)
@@ -381,17 +458,33 @@ func runScenario(t *testing.T, dsn string, k knobs, sc scenario, seed uint64) *r
 		r.crowds = append(r.crowds, c)
 	}
 	kAt := int64(10) + r.rng.Int64N(max(cfg.stock/2, 2))
-	r.wave(k.users, kAt, sc.fault)
+	if sc.fault.before != nil {
+		if err := sc.fault.before(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waveUsers := k.users
+	if sc.fault.waveUsers != nil {
+		waveUsers = sc.fault.waveUsers(k.users)
+	}
+	r.wave(waveUsers, kAt, sc.fault)
 	st := r.settle("after the fault")
 	r.note("settled: %d accepted, %d orders, DB stock %d, Redis remaining %d", len(r.accepted()), len(st.Orders), st.DBStock, st.RedisRemaining())
 	r.peekResults()
-	r.sweep(st, k.users)
-	st = r.settle("after the sweep")
+	if sc.fault.noSweep != "" {
+		r.note("no sweep: %s", sc.fault.noSweep)
+	} else {
+		r.sweep(st, k.users)
+		st = r.settle("after the sweep")
+	}
 	r.probeLockout(st)
 	st = r.settle("after the lock-out probe")
 	r.pay(st)
 	st = r.quiesce(cfg.payTimeout)
 	r.check(st)
+	if sc.fault.check != nil {
+		sc.fault.check(r, st)
+	}
 	r.count("alerts", r.sys.serviceLogCount("ALERT"))
 	r.count("rebuilds", r.sys.serviceLogCount("rebuilt from recovery"))
 	r.note("checked: %d violations; service logs: %d ALERT lines, %d rebuilds from recovery (startup included)",

@@ -5,23 +5,36 @@
 // MariaDB in a fresh database — with a fault proxy (toxiproxy, in-process)
 // between every process and every backend. Each scenario sells a small
 // stock to a crowd of buyers while a fault strikes at a seeded moment
-// (kill -9 and restart of a process or of Redis, a partition, latency and
-// connection resets, a broker outage, a rebalance storm, consumer lag past
-// the reconcile grace, attacks on the signed links, tokens and captchas),
-// then waits for the stores to settle and counts every invariant straight
-// from SQL and Redis, through the crash package's checker.
+// (kill -9 and restart of a process, of Redis or of a private mariadbd, a
+// partition, latency and connection resets, a broker outage, a rebalance
+// storm, consumer lag past the reconcile grace, two apis' clocks skewed
+// ±5 s, a Redis Cluster master killed and its replica promoted, attacks on
+// the signed links, tokens and captchas), then waits for the stores to
+// settle and counts every invariant straight from SQL and Redis, through
+// the crash package's checker.
 //
 // What the Kafka proxies cover: the broker's metadata advertises its own
-// listen addresses, so the proxies carry the bootstrap (seed) connections
-// only; produce, fetch and group traffic go to the broker directly. A
-// broker outage therefore acts on the broker process itself — stopped
+// listen addresses, so the shared proxies ("kafka-<i>") carry the
+// bootstrap (seed) connections only; produce, fetch and group traffic go
+// to the broker directly. A process can be given proxies of its own that
+// carry all of its Kafka traffic: the service's -kafka-addr-map maps each
+// advertised broker address to the process's proxy in front of that
+// broker (F7d cuts the worker off the broker that way, and checks in
+// /proc that it holds no connection to the broker's own ports). A broker
+// outage for everyone acts on the broker process itself — stopped
 // (SIGSTOP, F6, as well as disabling its proxies) or killed and restarted
-// with its log (F6k) — and a partition of one process from the broker is
-// not run (see RELIABILITY.md at the repository root).
+// with its log (F6k).
+//
+// F5 runs a private mariadbd (the CI MariaDB is shared and must not be
+// killed) and F12 a private 3-master + 3-replica Redis Cluster, which the
+// services reach directly (a Cluster's redirections name the nodes' own
+// addresses). Either is skipped, saying why, when its binaries
+// (mariadbd and mariadb-install-db; redis-cli) are not installed.
 //
 // The battery runs inside `go test ./...` when SECKILL_MYSQL_DSN is set and
 // redis-server is on PATH, and skips with -short. Knobs: SECKILL_CHAOS_SEEDS,
-// SECKILL_CHAOS_USERS, SECKILL_CHAOS_STOCK, SECKILL_CHAOS_RUN (scenario IDs)
-// and SECKILL_CHAOS_REPORT (a file for the results table and the fault
-// timelines).
+// SECKILL_CHAOS_USERS, SECKILL_CHAOS_STOCK, SECKILL_CHAOS_RUN (scenario IDs),
+// SECKILL_CHAOS_REPORT (a file for the results table and the fault
+// timelines) and SECKILL_CHAOS_KNOWN=1 (also run the scenarios listed with
+// a known violation, F12l; skipped with that reason otherwise).
 package chaos

@@ -116,10 +116,13 @@ func attack(r *run) error {
 			evaluated += n
 		}
 	}
+	skipped := r.counts["sec not evaluated"]
 	r.mu.Unlock()
-	r.note("SEC: attacks done: %d refused by the check under attack", evaluated)
-	if evaluated == 0 {
-		r.violation("SEC: no attack reached the check it attacks (every one refused earlier, e.g. sold_out): the run proves nothing")
+	r.note("SEC: attacks done: %d refused by the check under attack, %d refused earlier (not evaluated)", evaluated, skipped)
+	// Most attacks must reach the check they attack, or the run proves
+	// little: with the sale sold out before the strike, 85 of 86 did not.
+	if evaluated == 0 || skipped*4 > evaluated {
+		r.violation("SEC: %d attacks reached the check they attack, %d were refused earlier (e.g. sold_out): the run proves too little", evaluated, skipped)
 	}
 	return nil
 }

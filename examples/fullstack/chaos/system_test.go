@@ -18,6 +18,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/seckillkit/seckill/examples/fullstack/crash"
@@ -211,27 +212,31 @@ func (px *proxies) clearToxics(names ...string) {
 // them reaching every backend through its own toxiproxy proxy; MariaDB in
 // a fresh database.
 type system struct {
-	t       *testing.T
-	redis   *crash.RedisServer
-	broker  *proc
-	brokerA []string // the broker's own addresses
-	px      *proxies
-	apis    []*crash.Service
-	workers []*proc
-	store   *crash.Store
-	db      string
-	args    func(name string) []string // the common flags of process name
+	t          *testing.T
+	secretFile string             // -secret-file of every service process
+	redis      *crash.RedisServer // nil with a cluster
+	cluster    *redisCluster      // F12: a private Redis Cluster instead
+	mdb        *mariaDB           // F5: a private MariaDB instead of SECKILL_MYSQL_DSN's
+	broker     *proc
+	brokerA    []string // the broker's own addresses
+	px         *proxies
+	apis       []*crash.Service
+	workers    []*proc
+	store      *crash.Store
+	db         string
+	args       func(name string) []string // the common flags of process name
 }
 
-// proxy names: "<process>-redis", "<process>-db" and "kafka-<i>" (shared:
-// see the package doc on what the Kafka proxies cover).
+// proxy names: "<process>-redis", "<process>-db", "kafka-<i>" (shared:
+// see the package doc on what the Kafka proxies cover) and
+// "<process>-kafka-<i>" (a process's own, with -kafka-addr-map).
 func redisProxy(proc string) string { return proc + "-redis" }
 func dbProxy(proc string) string    { return proc + "-db" }
+func kafkaProxy(proc string, i int) string {
+	return proc + "-kafka-" + strconv.Itoa(i)
+}
 
-const (
-	prefix = "ck:"
-	secret = "chaos-test-secret"
-)
+const prefix = "ck:"
 
 type sysConfig struct {
 	apis, workers int
@@ -239,13 +244,30 @@ type sysConfig struct {
 	users         int
 	payTimeout    time.Duration
 	grace         time.Duration
-	extra         []string // more flags for every api and worker
+	extra         []string            // more flags for every api and worker
+	procExtra     map[string][]string // more flags for one process (by name), after extra
+	// privateDB runs a private mariadbd (F5) instead of using dsn's server.
+	privateDB bool
+	// cluster runs a private 3-master + 3-replica Redis Cluster (F12)
+	// instead of the standalone redis-server.
+	cluster bool
+	// ownKafka names the processes whose every Kafka connection goes
+	// through proxies of their own (-kafka-addr-map maps each broker's
+	// advertised address to the process's proxy in front of it).
+	ownKafka []string
 }
 
 func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	t.Helper()
-	s := &system{t: t, px: newProxies(t)}
-	s.redis = crash.StartRedis(t, crash.AOFEverySec)
+	s := &system{t: t, px: newProxies(t), secretFile: crash.WriteSecret(t)}
+	if sc.cluster {
+		s.cluster = startRedisCluster(t)
+	} else {
+		s.redis = crash.StartRedis(t, crash.AOFEverySec)
+	}
+	if sc.privateDB {
+		s.mdb, dsn = startMariaDB(t)
+	}
 
 	// The broker process, log on disk.
 	ports := make([]string, 3)
@@ -308,11 +330,20 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	for i := 1; i <= sc.workers; i++ {
 		names = append(names, "worker"+strconv.Itoa(i))
 	}
-	procRedis, procDSN := map[string]string{}, map[string]string{}
+	procRedis, procDSN, procKafka := map[string][]string{}, map[string]string{}, map[string][]string{}
+	own := map[string]bool{}
+	for _, n := range sc.ownKafka {
+		own[n] = true
+	}
 	for _, n := range names {
-		ra, err := s.px.add(redisProxy(n), s.redis.Addr())
-		if err != nil {
-			t.Fatal(err)
+		if s.cluster != nil {
+			procRedis[n] = []string{"-redis-cluster", strings.Join(s.cluster.addrs, ",")}
+		} else {
+			ra, err := s.px.add(redisProxy(n), s.redis.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			procRedis[n] = []string{"-redis", ra}
 		}
 		da, err := s.px.add(dbProxy(n), cfg.Addr)
 		if err != nil {
@@ -320,14 +351,27 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 		}
 		c := cfg.Clone()
 		c.Addr = da
-		procRedis[n], procDSN[n] = ra, c.FormatDSN()
+		procDSN[n] = c.FormatDSN()
+		procKafka[n] = []string{"-kafka", strings.Join(kafka, ",")}
+		if own[n] {
+			var seeds, pairs []string
+			for i, a := range s.brokerA {
+				l, err := s.px.add(kafkaProxy(n, i), a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seeds, pairs = append(seeds, l), append(pairs, a+"="+l)
+			}
+			procKafka[n] = []string{"-kafka", strings.Join(seeds, ","), "-kafka-addr-map", strings.Join(pairs, ",")}
+		}
 	}
 	common := func(n string) []string {
-		return append([]string{"-redis", procRedis[n], "-mysql", procDSN[n], "-mysql-db", s.db,
-			"-kafka", strings.Join(kafka, ","), "-prefix", prefix, "-secret", secret,
+		a := append(append(append([]string{}, procRedis[n]...), procKafka[n]...),
+			"-mysql", procDSN[n], "-mysql-db", s.db, "-prefix", prefix, "-secret-file", s.secretFile,
 			"-stock", strconv.FormatInt(sc.stock, 10), "-users", strconv.Itoa(sc.users),
 			"-reconcile-every", reconcileEvery.String(), "-reconcile-grace", sc.grace.String(),
-			"-pay-timeout", sc.payTimeout.String()}, sc.extra...)
+			"-pay-timeout", sc.payTimeout.String())
+		return append(append(a, sc.extra...), sc.procExtra[n]...)
 	}
 	s.args = common
 
@@ -337,7 +381,7 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	for i := 1; i <= sc.workers; i++ {
 		n := "worker" + strconv.Itoa(i)
 		w := &proc{name: n, bin: serviceBin, logPath: filepath.Join(dir, n+".log"),
-			args: append([]string{"-role", "worker", "-demo", "-start-in", "0s", "-log-level", "info"}, common(n)...)}
+			args: append([]string{"-role", "worker", "-demo", "-demo-with-real-servers", "-start-in", "0s", "-log-level", "info"}, common(n)...)}
 		t.Cleanup(func() {
 			if err := w.kill(); err != nil {
 				t.Error(err)
@@ -357,8 +401,33 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	for i := 2; i <= sc.apis; i++ {
 		s.apis = append(s.apis, s.startAPI("api"+strconv.Itoa(i)))
 	}
-	s.store = &crash.Store{DB: crash.OpenMySQL(t, dsn, s.db), MySQL: true, Redis: s.redis.Client(), Prefix: prefix, Activity: 1}
+	s.store = &crash.Store{DB: crash.OpenMySQL(t, dsn, s.db), MySQL: true, Prefix: prefix, Activity: 1}
+	if s.cluster != nil {
+		// The checker reads the master of the sale's slot (every key of
+		// the activity shares the hash tag {a:<id>}).
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		slot, err := s.cluster.slotOf(ctx, prefix+"{a:1}:meta")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok, err := s.cluster.masterOf(ctx, s.cluster.addrs[0], slot)
+		if err != nil || !ok {
+			t.Fatalf("no master of slot %d: %v", slot, err)
+		}
+		s.setCheckerRedis(m.addr)
+	} else {
+		s.store.Redis = s.redis.Client()
+	}
 	return s
+}
+
+// setCheckerRedis points the checker's Redis reads at addr (the cluster
+// node that is the master of the sale's slot).
+func (s *system) setCheckerRedis(addr string) {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 3 * time.Second})
+	s.t.Cleanup(func() { _ = c.Close() })
+	s.store.Redis = c
 }
 
 func (s *system) startAPI(name string) *crash.Service {

@@ -112,7 +112,7 @@ func newRig(t *testing.T, rc rigConfig) *rig {
 	if rc.users == 0 {
 		rc.users = crowdSize
 	}
-	cfg := ServiceConfig{Prefix: "ck:", Secret: "crash-test-secret", Stock: rc.stock, Users: rc.users,
+	cfg := ServiceConfig{Prefix: "ck:", SecretFile: WriteSecret(t), Stock: rc.stock, Users: rc.users,
 		ReconcileEvery: reconcile, ReconcileGrace: grace, Extra: rc.extra}
 	if rc.redis != nil {
 		r.redis = StartRedis(t, *rc.redis)

@@ -2,6 +2,8 @@ package crash
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -37,7 +39,7 @@ type ServiceConfig struct {
 	SQLite         string // -sqlite FILE
 	KafkaData      string // -kafka-data DIR; empty = not passed (in memory, or next to -sqlite FILE)
 	Prefix         string // -prefix
-	Secret         string // -secret: signed paths stay valid across restarts
+	SecretFile     string // -secret-file (WriteSecret): signed paths stay valid across restarts
 	Stock          int64  // -stock
 	Users          int    // -users
 	ReconcileEvery time.Duration
@@ -45,10 +47,12 @@ type ServiceConfig struct {
 	Extra          []string // more flags, appended last
 }
 
-// Args renders c as flags for a service listening on addr. -demo and
-// -start-in 0 are always set: the sale is open from the first start.
+// Args renders c as flags for a service listening on addr. -demo (with
+// -demo-with-real-servers: the buyers read the captcha answers through
+// the demo hook) and -start-in 0 are always set: the sale is open from the
+// first start.
 func (c ServiceConfig) Args(addr string) []string {
-	a := []string{"-addr", addr, "-demo", "-start-in", "0s", "-log-level", "info"}
+	a := []string{"-addr", addr, "-demo", "-demo-with-real-servers", "-start-in", "0s", "-log-level", "info"}
 	add := func(flag, v string) {
 		if v != "" {
 			a = append(a, flag, v)
@@ -60,7 +64,7 @@ func (c ServiceConfig) Args(addr string) []string {
 	add("-sqlite", c.SQLite)
 	add("-kafka-data", c.KafkaData)
 	add("-prefix", c.Prefix)
-	add("-secret", c.Secret)
+	add("-secret-file", c.SecretFile)
 	if c.Stock > 0 {
 		add("-stock", strconv.FormatInt(c.Stock, 10))
 	}
@@ -74,6 +78,20 @@ func (c ServiceConfig) Args(addr string) []string {
 		add("-reconcile-grace", c.ReconcileGrace.String())
 	}
 	return append(a, c.Extra...)
+}
+
+// WriteSecret writes a random signing secret (64 hex characters) to a
+// file of t's temporary directory and returns its path, for -secret-file:
+// the service takes a secret from a file or the environment, never argv.
+func WriteSecret(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(hex.EncodeToString(b)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // healthBound bounds the wait for a started service to answer /healthz.

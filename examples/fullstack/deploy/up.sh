@@ -162,7 +162,7 @@ node_burst=$(((global_burst + apis - 1) / apis))
 read -ra extra <<<"${DEPLOY_SERVICE_ARGS:-}"
 common=("${redis_args[@]}" -mysql "$dsn" -mysql-db "$db" -kafka "$brokers" -prefix "$prefix"
   -stock "$stock" -users "$users" -start-in "$start_in" -path-lead "$path_lead"
-  -demo="$( ((demo)) && echo true || echo false)")
+  -demo="$( ((demo)) && echo true || echo false)" -demo-with-real-servers="$( ((demo)) && echo true || echo false)")
 
 api_addrs=()
 start_api() { # start_api N

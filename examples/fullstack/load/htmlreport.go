@@ -185,7 +185,7 @@ func (r *Report) view() (*reportView, error) {
 	}
 	s := r.Server
 	v.Summary = append(v.Summary,
-		[2]string{"server stock / sold", fmt.Sprintf("%d / %d (db stock %d, redis remaining %d)", s.Initial, s.Sold(), s.DBStock, s.RedisRemain)},
+		[2]string{"server stock / sold", fmt.Sprintf("%d / %d (initial %d %+d adjusted; db stock %d, redis remaining %d)", s.Units(), s.Sold(), s.Initial, s.Adjusted, s.DBStock, s.RedisRemain)},
 		[2]string{"server orders", fmt.Sprintf("%s; distinct buyers %d, outbox pending %d, settled %t", fmtMap(s.Orders), s.DistinctUsers, s.OutboxPending, s.Settled)},
 	)
 	return v, nil

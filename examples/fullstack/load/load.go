@@ -68,6 +68,50 @@ type Config struct {
 	// pause, a stock top-up) calls Report.Mark from any goroutine so the
 	// HTML report shows the instant.
 	OnReport func(*Report)
+	// Steps are operator actions scripted into the buy phase (a pause, a
+	// stock top-up, a resume), in At order: step k runs once, when the
+	// first worker is about to send buy request number At (0-based, in
+	// sending order), and no buy request from At on is sent before it has
+	// returned. Each is marked in the report under its Name. An error
+	// aborts the run.
+	Steps []Step
+}
+
+// Step is one scripted operator action (Config.Steps).
+type Step struct {
+	At   int    // the buy request (0-based, in sending order) it runs before
+	Name string // the report's mark
+	Do   func(ctx context.Context) error
+}
+
+// gate runs the steps of a buy phase in order: before request i is sent,
+// every step with At <= i has run (once, by whichever worker got there
+// first, while the others wait).
+type gate struct {
+	mu    sync.Mutex
+	steps []Step
+	rep   *Report
+}
+
+// newGate orders steps by At (stable: steps of one At keep their order).
+func newGate(steps []Step, rep *Report) *gate {
+	steps = slices.Clone(steps)
+	slices.SortStableFunc(steps, func(x, y Step) int { return x.At - y.At })
+	return &gate{steps: steps, rep: rep}
+}
+
+func (g *gate) before(ctx context.Context, i int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for len(g.steps) > 0 && g.steps[0].At <= i {
+		st := g.steps[0]
+		g.steps = g.steps[1:]
+		if err := st.Do(ctx); err != nil {
+			return fmt.Errorf("load: step %q: %w", st.Name, err)
+		}
+		g.rep.Mark(st.Name)
+	}
+	return nil
 }
 
 func (c *Config) defaults() {
@@ -131,6 +175,9 @@ var errUnavailable = errors.New("load: service unavailable")
 type Invariants struct {
 	Activity      string         `json:"activity"`
 	Initial       int64          `json:"initial"`         // stock loaded
+	Adjusted      int64          `json:"adjusted"`        // Σ top-ups − withdrawals (the DB ledger)
+	Total         int64          `json:"total"`           // the DB's total_stock (initial + adjusted)
+	RedisTotal    int64          `json:"redis_total"`     // Redis's total (the same, unless one side drifted)
 	RedisRemain   int64          `json:"redis_remaining"` // Redis stock left
 	RedisLive     int64          `json:"redis_live"`      // reservations held (not released)
 	PoolRemain    int64          `json:"pool_remaining"`  // DB fallback pool: units left
@@ -148,6 +195,10 @@ type Invariants struct {
 
 // Sold is the number of units in live orders.
 func (iv Invariants) Sold() int64 { return iv.LiveOrders }
+
+// Units is the stock on sale: the initial stock plus the operators'
+// top-ups minus their withdrawals.
+func (iv Invariants) Units() int64 { return iv.Initial + iv.Adjusted }
 
 type attempt struct {
 	user    string
@@ -253,7 +304,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	t1 := time.Now()
 	rep.Started = t1
 	rep.MarkAt("buy start", t1)
+	g := newGate(cfg.Steps, rep)
 	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
+		if len(cfg.Steps) > 0 {
+			if err := g.before(ctx, i); err != nil {
+				return err
+			}
+		}
 		return c.buy(ctx, atts[order[i]])
 	})
 	if err != nil {
@@ -351,16 +408,26 @@ func check(rep *Report, total int64, cfg Config) []string {
 	if iv.Initial != total {
 		add("initial stock %d != activity total %d", iv.Initial, total)
 	}
+	// The units on sale: the initial stock plus the operators' top-ups
+	// minus their withdrawals, the same in the DB ledger, the DB row and
+	// Redis.
+	units := iv.Units()
+	if iv.Total != units {
+		add("I5 db total_stock %d != initial %d + adjustments %d", iv.Total, iv.Initial, iv.Adjusted)
+	}
+	if iv.RedisTotal+iv.PoolRemain+iv.PoolLive != units {
+		add("I5 redis total %d + DB pool %d != initial %d + adjustments %d", iv.RedisTotal, iv.PoolRemain+iv.PoolLive, iv.Initial, iv.Adjusted)
+	}
 	// I1 no oversell.
-	if iv.Sold() > iv.Initial {
-		add("I1 oversell: %d sold > %d stock", iv.Sold(), iv.Initial)
+	if iv.Sold() > units {
+		add("I1 oversell: %d sold > %d units", iv.Sold(), units)
 	}
 	if iv.RedisRemain < 0 || iv.DBStock < 0 {
 		add("I1 negative stock: redis %d, db %d", iv.RedisRemain, iv.DBStock)
 	}
 	// sold = stock when demand exceeds supply (each user may buy one).
-	if int64(cfg.Users) >= iv.Initial && iv.Sold() != iv.Initial {
-		add("sold %d != stock %d although %d users wanted one each", iv.Sold(), iv.Initial, cfg.Users)
+	if int64(cfg.Users) >= units && iv.Sold() != units {
+		add("sold %d != stock %d although %d users wanted one each", iv.Sold(), units, cfg.Users)
 	}
 	// I2/I4 no user twice.
 	if iv.MaxPerUser > 1 {
@@ -382,12 +449,12 @@ func check(rep *Report, total int64, cfg Config) []string {
 		add("I3 %d accepted reservations still queued after the drain", n)
 	}
 	// I5 conservation.
-	if iv.RedisRemain+iv.RedisLive+iv.PoolRemain+iv.PoolLive != iv.Initial {
-		add("I5 redis remaining %d + live reservations %d + pool remaining %d + pool reservations %d != initial %d",
-			iv.RedisRemain, iv.RedisLive, iv.PoolRemain, iv.PoolLive, iv.Initial)
+	if iv.RedisRemain+iv.RedisLive+iv.PoolRemain+iv.PoolLive != units {
+		add("I5 redis remaining %d + live reservations %d + pool remaining %d + pool reservations %d != units %d",
+			iv.RedisRemain, iv.RedisLive, iv.PoolRemain, iv.PoolLive, units)
 	}
-	if iv.DBStock+iv.LiveOrders != iv.Initial {
-		add("I5 db stock %d + live orders %d != initial %d", iv.DBStock, iv.LiveOrders, iv.Initial)
+	if iv.DBStock+iv.LiveOrders != units {
+		add("I5 db stock %d + live orders %d != units %d", iv.DBStock, iv.LiveOrders, units)
 	}
 	return v
 }
@@ -414,10 +481,10 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "accepted    %d → final %s\n", r.Accepted, fmtMap(r.Final))
 	s := r.Server
-	fmt.Fprintf(&b, "server      stock %d, sold %d, db stock %d, redis remaining %d, live reservations %d, released %d, orders %s, distinct buyers %d, outbox pending %d\n",
-		s.Initial, s.Sold(), s.DBStock, s.RedisRemain, s.RedisLive, s.RedisReleased, fmtMap(s.Orders), s.DistinctUsers, s.OutboxPending)
+	fmt.Fprintf(&b, "server      stock %d (initial %d %+d adjusted), sold %d, db stock %d, redis remaining %d, live reservations %d, released %d, orders %s, distinct buyers %d, outbox pending %d\n",
+		s.Units(), s.Initial, s.Adjusted, s.Sold(), s.DBStock, s.RedisRemain, s.RedisLive, s.RedisReleased, fmtMap(s.Orders), s.DistinctUsers, s.OutboxPending)
 	if len(r.Violations) == 0 {
-		b.WriteString("invariants  OK (sold = stock, no oversell, no user twice, orders = accepted - released, redis remaining + live = initial, db stock + live orders = initial)\n")
+		b.WriteString("invariants  OK (sold = stock, no oversell, no user twice, orders = accepted - released, redis remaining + live = stock, db stock + live orders = stock, stock = initial + adjustments in Redis, the DB row and the DB ledger)\n")
 	} else {
 		b.WriteString("invariants  VIOLATED:\n")
 		for _, v := range r.Violations {

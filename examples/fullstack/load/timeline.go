@@ -82,13 +82,15 @@ var stages = map[string]string{
 	"busy":           "availability",
 	"retry":          "availability",
 	"failed":         "order",
+	"paused":         "operator",
 }
 
 // StageOf returns the stage of the buy chain that answered with status:
 // stock (sold_out), window (not_started, ended), limiter (limited), captcha,
 // access_token (token, already_bought), risk (denied), body (bad_request),
 // login (unauthorized), availability (busy, retry: HTTP 503), order
-// (failed), accepted (queued); "http" for a bare HTTP code (http_NNN) and
+// (failed), operator (paused: an operator paused the sale), accepted
+// (queued); "http" for a bare HTTP code (http_NNN) and
 // "other" for a status it does not know.
 func StageOf(status string) string {
 	if s, ok := stages[status]; ok {

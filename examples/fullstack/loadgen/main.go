@@ -69,7 +69,10 @@ func run(args []string) (int, error) {
 		return serveBare(*bareServe)
 	}
 	cfg.Resolve(fs)
-	cfg.Demo = true
+	// The load generator reads captcha answers through the demo hook, so
+	// its in-process server always runs in demo mode, on real servers too:
+	// it is a test tool, never a deployment.
+	cfg.Demo, cfg.DemoWithRealServers = true, true
 	lc.Users = cfg.DemoUsers
 	if err := cfg.Validate(); err != nil {
 		return 0, err

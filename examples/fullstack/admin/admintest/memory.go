@@ -34,6 +34,9 @@ type Memory struct {
 	Fail map[string]error
 	// Clock stamps reservations and bans; nil is the system clock.
 	Clock admin.Clock
+	// Actions records admin.ActionOf of every activity mutation (pause,
+	// resume, top-up, withdraw) that carried one.
+	Actions []admin.Action
 }
 
 type activity struct {
@@ -259,6 +262,9 @@ func (m *Memory) control(ctx context.Context, op, id string, f func(a *activity)
 	a, err := m.get(op, id)
 	if err != nil {
 		return admin.Change{}, err
+	}
+	if act, ok := admin.ActionOf(ctx); ok {
+		m.Actions = append(m.Actions, act)
 	}
 	before := m.state(id, a)
 	if err := f(a); err != nil {

@@ -1,0 +1,396 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/risk"
+	"github.com/seckillkit/seckill/stock"
+)
+
+// adminBackend is the admin API's Backend over this service's parts: the
+// stock deductor (Redis), the order tables (the DB), the outbox and the
+// blacklist. Every change goes to both stores in the order that keeps the
+// invariants when the second step fails (and the retry, under the same
+// action ID, finishes it):
+//   - a top-up is written to the DB first (a unit the DB has and Redis has
+//     not yet is merely unsold), then to Redis;
+//   - a withdrawal is taken from Redis first (no one can reserve it any
+//     more), then from the DB;
+//   - a pause is set in Redis (where the buy is decided) and recorded in
+//     the activity row.
+//
+// Both stores key the adjustment by the audited action's ID
+// (admin.ActionOf), so a retried or replayed action applies once.
+type adminBackend struct {
+	a      *App
+	orders *order.Orders
+	recon  *order.Reconciler // nil until the workers are wired
+	dry    *order.Reconciler
+}
+
+var _ admin.Backend = (*adminBackend)(nil)
+
+// mapErr turns the packages' sentinels into the admin API's.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, stock.ErrNotLoaded), errors.Is(err, order.ErrActivityNotFound), errors.Is(err, gorm.ErrRecordNotFound):
+		return fmt.Errorf("%w: %w", admin.ErrNotFound, err)
+	case errors.Is(err, stock.ErrInsufficient), errors.Is(err, order.ErrInsufficientStock), errors.Is(err, order.ErrAdjustConflict):
+		return fmt.Errorf("%w: %w", admin.ErrConflict, err)
+	case errors.Is(err, stock.ErrInvalidRequest), errors.Is(err, stock.ErrInvalidActivity), errors.Is(err, order.ErrInvalidID),
+		errors.Is(err, order.ErrInvalidAdjust), errors.Is(err, risk.ErrInvalidArgument), errors.Is(err, risk.ErrInvalidID):
+		return fmt.Errorf("%w: %w", admin.ErrInvalidArgument, err)
+	case errors.Is(err, stock.ErrUnavailable):
+		return fmt.Errorf("%w: %w", admin.ErrUnavailable, err)
+	}
+	return err
+}
+
+// state reads the activity's state from Redis.
+func (b *adminBackend) state(ctx context.Context, activity string) (admin.ActivityState, error) {
+	st, err := b.a.stock.Stats(ctx, activity)
+	if err != nil {
+		return admin.ActivityState{}, mapErr(err)
+	}
+	return admin.ActivityState{Activity: activity, Loaded: st.Loaded, Paused: st.Paused, Remaining: st.Remaining,
+		Total: st.Total, PerUserLimit: st.Limit, Start: st.Start, End: st.End}, nil
+}
+
+// Load writes the activity row (when absent) and loads the activity into
+// Redis (set-if-absent: a loaded activity is left as it is).
+func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Change, error) {
+	before, err := b.state(ctx, p.Activity)
+	if err != nil {
+		return admin.Change{}, err
+	}
+	limit := max(p.PerUserLimit, 1)
+	row := order.Activity{ID: p.Activity, Name: p.Activity, TotalStock: p.Stock, Stock: p.Stock, UserLimit: limit,
+		Status: order.ActivityActive, StartTime: p.Start, EndTime: p.End}
+	if err := b.a.in.DB.WithContext(ctx).Where("id = ?", p.Activity).FirstOrCreate(&row).Error; err != nil {
+		return admin.Change{}, err
+	}
+	if _, err := b.a.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Stock, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
+		return admin.Change{}, mapErr(err)
+	}
+	after, err := b.state(ctx, p.Activity)
+	return admin.Change{Before: before, After: after}, err
+}
+
+// Stats reads Redis and the DB (the activity row, live orders).
+func (b *adminBackend) Stats(ctx context.Context, activity string) (admin.Stats, error) {
+	st, err := b.a.stock.Stats(ctx, activity)
+	if err != nil {
+		return admin.Stats{}, mapErr(err)
+	}
+	out := admin.Stats{Activity: activity, Redis: admin.RedisStats{Loaded: st.Loaded, Paused: st.Paused, Remaining: st.Remaining,
+		Held: st.Total - st.Remaining, Reservations: st.LedgerEntries, Buyers: st.Buyers, Total: st.Total,
+		PerUserLimit: st.Limit, Start: st.Start, End: st.End}}
+	if !st.Loaded {
+		out.Redis.Held = 0
+	}
+	var row order.Activity
+	err = b.a.in.DB.WithContext(ctx).Where("id = ?", activity).Take(&row).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return out, nil
+	case err != nil:
+		return admin.Stats{}, err
+	}
+	out.DB = admin.DBStats{Found: true, Stock: row.Stock, TotalStock: row.TotalStock}
+	live, err := order.LiveReservations(ctx, b.a.in.DB, activity)
+	if err != nil {
+		return admin.Stats{}, err
+	}
+	for _, r := range live {
+		out.DB.Orders++
+		out.DB.SoldUnits += r.Qty
+	}
+	return out, nil
+}
+
+func ledgerEntry(r stock.Reservation) *admin.Reservation {
+	return &admin.Reservation{ID: r.RequestID, User: r.User, Qty: r.Qty, State: r.State.String(), ReservedAt: r.ReservedAt, ReleasedAt: r.ReleasedAt}
+}
+
+// Reservations pages through the activity's ledger for the buyer's
+// entries (an operator's query, not a hot path).
+func (b *adminBackend) Reservations(ctx context.Context, activity, user string) ([]admin.Reservation, error) {
+	var out []admin.Reservation
+	var cursor uint64
+	for range 100_000 { // bounded: 100k pages of 500
+		page, next, err := b.a.stock.Reservations(ctx, activity, cursor, 500)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		for _, r := range page {
+			if r.User == user {
+				out = append(out, *ledgerEntry(r))
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Story puts a reservation's traces side by side: the Redis ledger entry,
+// the outbox row of its message, the result the buyer reads, the order and
+// the consumer's dedup row.
+func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.Story, error) {
+	s := admin.Story{Activity: activity, Reservation: resv}
+	r, found, err := b.a.stock.Lookup(ctx, activity, resv)
+	if err != nil {
+		return s, mapErr(err)
+	}
+	user := ""
+	if found {
+		s.Ledger, user = ledgerEntry(r), r.User
+	}
+	db := b.a.in.DB.WithContext(ctx)
+	var m outbox.Message
+	if err := db.Where("ref = ?", resv).Order("id DESC").Limit(1).Take(&m).Error; err == nil {
+		s.Outbox = &admin.OutboxRow{ID: m.ID, Status: string(m.Status), Attempts: int64(m.Attempts), LastError: m.LastError, CreatedAt: m.CreatedAt}
+		if m.SentAt != nil {
+			s.Outbox.SentAt = *m.SentAt
+		}
+	} else if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return s, err
+	}
+	if o, err := b.orders.ByReservation(ctx, resv); err == nil {
+		s.Order = &admin.Order{OrderNo: o.OrderNo, User: o.UserID, Qty: o.Qty, Status: o.Status, CreatedAt: o.CreatedAt}
+		user = o.UserID
+	} else if !errors.Is(err, order.ErrOrderNotFound) {
+		return s, err
+	}
+	var d order.Dedup
+	if err := db.Where("reservation_id = ?", resv).Limit(1).Take(&d).Error; err == nil {
+		s.Dedup = &admin.Dedup{Key: d.MsgID, CreatedAt: d.CreatedAt}
+		if user == "" {
+			user = d.UserID
+		}
+	} else if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return s, err
+	}
+	if user != "" {
+		res, err := b.a.results.Reservation(ctx, activity, user, resv)
+		if err != nil {
+			return s, err
+		}
+		s.Result = &admin.Result{Status: string(res.Status), Reason: res.Reason, OrderNo: res.OrderNo, At: res.At}
+	}
+	return s, nil
+}
+
+// Pause stops new reservations in Redis (a buyer reads "paused", not "sold
+// out") and records the pause in the activity row.
+func (b *adminBackend) Pause(ctx context.Context, activity string) (admin.Change, error) {
+	return b.control(ctx, activity, b.a.stock.Pause, order.ActivityPaused)
+}
+
+// Resume lets Redis decide again and records it in the activity row.
+func (b *adminBackend) Resume(ctx context.Context, activity string) (admin.Change, error) {
+	return b.control(ctx, activity, b.a.stock.Resume, order.ActivityActive)
+}
+
+func (b *adminBackend) control(ctx context.Context, activity string, f func(context.Context, string) error, status order.ActivityStatus) (admin.Change, error) {
+	before, err := b.state(ctx, activity)
+	if err != nil {
+		return admin.Change{}, err
+	}
+	if err := f(ctx, activity); err != nil {
+		return admin.Change{}, mapErr(err)
+	}
+	if err := order.SetActivityStatus(ctx, b.a.in.DB, activity, status); err != nil {
+		return admin.Change{}, mapErr(err)
+	}
+	after, err := b.state(ctx, activity)
+	return admin.Change{Before: before, After: after}, err
+}
+
+// TopUp adds n units: the DB first, then Redis, both under the action's ID.
+func (b *adminBackend) TopUp(ctx context.Context, activity string, n int64) (admin.Change, error) {
+	return b.adjust(ctx, activity, n)
+}
+
+// Withdraw takes n unsold units off sale: Redis first, then the DB.
+func (b *adminBackend) Withdraw(ctx context.Context, activity string, n int64) (admin.Change, error) {
+	return b.adjust(ctx, activity, -n)
+}
+
+func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64) (admin.Change, error) {
+	act, ok := admin.ActionOf(ctx)
+	if !ok {
+		return admin.Change{}, fmt.Errorf("%w: a stock adjustment needs an audited action", admin.ErrInvalidArgument)
+	}
+	before, err := b.state(ctx, activity)
+	if err != nil {
+		return admin.Change{}, err
+	}
+	db := func() error {
+		_, err := order.AdjustStock(ctx, b.a.in.DB, order.AdjustParams{Activity: activity, ID: act.ID, Delta: delta, Operator: act.Operator, Reason: "admin"})
+		return err
+	}
+	redis := func() error {
+		_, err := b.a.stock.Adjust(ctx, stock.AdjustParams{Activity: activity, ID: act.ID, Delta: delta})
+		return err
+	}
+	steps := []func() error{db, redis}
+	if delta < 0 {
+		steps = []func() error{redis, db}
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return admin.Change{}, mapErr(err)
+		}
+	}
+	after, err := b.state(ctx, activity)
+	if err != nil {
+		return admin.Change{}, err
+	}
+	// New units, new access tokens: the pool is topped up to the new
+	// total × k (Issue never shrinks it; a withdrawal leaves tokens that
+	// simply find less stock).
+	if delta > 0 && activity == b.a.actKey {
+		if _, err := b.a.pool.Issue(ctx, activity, after.Total); err != nil {
+			return admin.Change{}, mapErr(err)
+		}
+	}
+	return admin.Change{Before: before, After: after}, nil
+}
+
+// Reconcile compares the Redis ledger with the DB; a dry run releases
+// nothing.
+func (b *adminBackend) Reconcile(ctx context.Context, activity string, dryRun bool) (admin.ReconcileReport, error) {
+	rec := b.recon
+	if dryRun {
+		rec = b.dry
+	}
+	if rec == nil {
+		return admin.ReconcileReport{}, fmt.Errorf("%w: the reconciler is not wired", admin.ErrUnavailable)
+	}
+	rep, err := rec.Reconcile(ctx, activity)
+	if err != nil {
+		return admin.ReconcileReport{}, mapErr(err)
+	}
+	out := admin.ReconcileReport{Activity: activity, DryRun: rep.DryRun, Reservations: int64(rep.Reservations),
+		ReservedUnits: rep.ReservedUnits, LiveOrders: int64(rep.LiveOrders), SoldUnits: rep.SoldUnits,
+		DBStock: rep.DBStock, TotalStock: rep.TotalStock, Drift: rep.Drift, Conserved: rep.Conserved,
+		Release: rep.Released, InGrace: rep.InGrace, Pending: rep.Pending, Orphans: rep.Orphans,
+		ReleaseErrors: int64(len(rep.ReleaseErrors))}
+	return out, nil
+}
+
+func (b *adminBackend) outboxStats(ctx context.Context) (admin.OutboxStats, error) {
+	bl, err := outbox.Stats(ctx, b.a.in.DB)
+	if err != nil {
+		return admin.OutboxStats{}, err
+	}
+	return admin.OutboxStats{Pending: bl.Pending, Failed: bl.Failed, OldestPending: bl.OldestPending}, nil
+}
+
+// OutboxStats counts the outbox's pending and FAILED rows.
+func (b *adminBackend) OutboxStats(ctx context.Context) (admin.OutboxStats, error) {
+	return b.outboxStats(ctx)
+}
+
+// OutboxRetry puts FAILED rows back to PENDING (attempts reset).
+func (b *adminBackend) OutboxRetry(ctx context.Context, ids []int64) (admin.OutboxRetryResult, error) {
+	before, err := b.outboxStats(ctx)
+	if err != nil {
+		return admin.OutboxRetryResult{}, err
+	}
+	if b.a.relay == nil {
+		return admin.OutboxRetryResult{}, fmt.Errorf("%w: no outbox relay on this process", admin.ErrUnavailable)
+	}
+	n, err := b.a.relay.Requeue(ctx, ids...)
+	if err != nil {
+		return admin.OutboxRetryResult{}, err
+	}
+	after, err := b.outboxStats(ctx)
+	return admin.OutboxRetryResult{Requeued: n, Before: before, After: after}, err
+}
+
+var banKinds = map[admin.BanKind]risk.Kind{admin.BanUser: risk.KindUser, admin.BanIP: risk.KindIP, admin.BanDevice: risk.KindDevice}
+
+func (b *adminBackend) banned(ctx context.Context, kind admin.BanKind, id string) (*admin.Ban, error) {
+	ban, ok, err := b.a.blacklist.Banned(ctx, banKinds[kind], id)
+	if err != nil || !ok {
+		return nil, mapErr(err)
+	}
+	return &admin.Ban{Kind: kind, ID: ban.ID, Reason: ban.Reason, Until: ban.Until, Permanent: ban.Permanent}, nil
+}
+
+// Ban bans a user, an IP or a device (for Duration, or escalating when 0).
+func (b *adminBackend) Ban(ctx context.Context, p admin.BanParams) (admin.BanChange, error) {
+	before, err := b.banned(ctx, p.Kind, p.ID)
+	if err != nil {
+		return admin.BanChange{}, err
+	}
+	if p.Duration > 0 {
+		_, err = b.a.blacklist.AddFor(ctx, banKinds[p.Kind], p.ID, p.Reason, p.Duration)
+	} else {
+		_, err = b.a.blacklist.Add(ctx, banKinds[p.Kind], p.ID, p.Reason)
+	}
+	if err != nil {
+		return admin.BanChange{}, mapErr(err)
+	}
+	after, err := b.banned(ctx, p.Kind, p.ID)
+	return admin.BanChange{Before: before, After: after}, err
+}
+
+// Unban lifts a ban.
+func (b *adminBackend) Unban(ctx context.Context, kind admin.BanKind, id string) (admin.BanChange, error) {
+	before, err := b.banned(ctx, kind, id)
+	if err != nil {
+		return admin.BanChange{}, err
+	}
+	if err := b.a.blacklist.Remove(ctx, banKinds[kind], id); err != nil {
+		return admin.BanChange{}, mapErr(err)
+	}
+	return admin.BanChange{Before: before}, nil
+}
+
+// Bans cannot list the blacklist: risk keeps one key per ban and no index
+// of them (a SCAN over a Cluster is not an operator's query). The
+// answer says so; ask about one subject with a story or a ban instead.
+func (b *adminBackend) Bans(ctx context.Context, kind admin.BanKind) ([]admin.Ban, error) {
+	return nil, fmt.Errorf("%w: the blacklist keeps no index of its bans", admin.ErrUnavailable)
+}
+
+// adminHandler builds the admin API over this service, or nil when no
+// admin token is configured.
+func (a *App) adminHandler() (http.Handler, error) {
+	if a.cfg.AdminToken == "" {
+		return nil, nil
+	}
+	auth, err := admin.BearerToken(a.cfg.AdminToken)
+	if err != nil {
+		return nil, err
+	}
+	b := &adminBackend{a: a, recon: a.recon, dry: a.reconDry}
+	if b.orders, err = order.NewOrders(a.in.DB); err != nil {
+		return nil, err
+	}
+	h, err := admin.New(b, a.in.DB, auth, admin.WithPrefix("/admin/"), admin.WithLogger(a.log))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.AutoMigrate(ctx); err != nil {
+		return nil, err
+	}
+	return h, nil
+}

@@ -1,0 +1,139 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckillkit/seckill/internal/observe"
+)
+
+// Event is the observer event shared by every seckill package.
+type Event = observe.Event
+
+// Observer receives the Deductor's events; see [WithObserver].
+type Observer = observe.Observer
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc = observe.Func
+
+// Stages and outcomes reported to an [Observer]. They are stable (metric
+// labels); a rename is a breaking change. Activity is set on every event.
+//
+//	stage          outcome             when
+//	stock.reserve  reserved, sold_out, limit_reached, not_started, ended,
+//	               not_loaded, released, frozen, paused
+//	                                   the Result's Status (a local sold-out
+//	                                   refusal and a fallback answer too)
+//	               error               no outcome: bad input, a request ID
+//	                                   conflict, Redis failed (Err set)
+//	stock.release  released, duplicate, unknown_request, not_loaded
+//	                                   the ReleaseResult's Status
+//	               error               (Err set)
+//	stock.adjust   ok                  applied now (Value: the units applied,
+//	                                   negative for a withdrawal)
+//	               replayed            the ID was applied before
+//	               insufficient        a withdrawal refused, or applied in
+//	                                   part (Value: the units applied)
+//	               error               (Err set)
+//	stock.pause,   ok                  the flag is set (cleared)
+//	stock.resume   not_loaded          the activity (or a shard) is not in
+//	                                   Redis (Err set)
+//	               error               (Err set)
+//
+// Each event is reported once per call, on the caller's goroutine, after
+// the call. Without [WithObserver] nothing is measured: the hot path pays
+// one nil check.
+const (
+	StageReserve = "stock.reserve"
+	StageRelease = "stock.release"
+	StageAdjust  = "stock.adjust"
+	StagePause   = "stock.pause"
+	StageResume  = "stock.resume"
+
+	OutcomeReserved     = "reserved"
+	OutcomeSoldOut      = "sold_out"
+	OutcomeLimitReached = "limit_reached"
+	OutcomeNotStarted   = "not_started"
+	OutcomeEnded        = "ended"
+	OutcomeNotLoaded    = "not_loaded"
+	OutcomeReleased     = "released"
+	OutcomeFrozen       = "frozen"
+	OutcomePaused       = "paused"
+
+	OutcomeDuplicate      = "duplicate"
+	OutcomeUnknownRequest = "unknown_request"
+
+	OutcomeOK           = observe.OK
+	OutcomeReplayed     = "replayed"
+	OutcomeInsufficient = "insufficient"
+	OutcomeError        = observe.Error
+)
+
+// WithObserver reports every Reserve, Release, Adjust, Pause and Resume to
+// o (see the stage table at [StageReserve]). A nil o is ignored. Default:
+// none.
+func WithObserver(o Observer) Option {
+	return func(opt *options) {
+		if o != nil {
+			opt.obs = o
+		}
+	}
+}
+
+// reserveObserved is Reserve with the observer.
+func (d *Deductor) reserveObserved(ctx context.Context, req Request) (Result, error) {
+	start := time.Now()
+	res, err := d.reserveNow(ctx, req)
+	e := Event{Stage: StageReserve, Activity: req.Activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
+	if err == nil && int(res.Status) < len(statusOutcomes) {
+		e.Outcome = statusOutcomes[res.Status]
+	}
+	d.o.obs.Observe(ctx, e)
+	return res, err
+}
+
+var releaseOutcomes = [...]string{OutcomeError, OutcomeReleased, OutcomeDuplicate, OutcomeUnknownRequest, OutcomeNotLoaded}
+
+// observeRelease reports one Release.
+func (d *Deductor) observeRelease(ctx context.Context, start time.Time, activity string, res ReleaseResult, err error) {
+	e := Event{Stage: StageRelease, Activity: activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
+	if err == nil && int(res.Status) < len(releaseOutcomes) {
+		e.Outcome = releaseOutcomes[res.Status]
+	}
+	d.o.obs.Observe(ctx, e)
+}
+
+// observeFlag runs setFlag and reports it under stage.
+func (d *Deductor) observeFlag(ctx context.Context, stage, activity, field string, on bool) error {
+	if d.o.obs == nil {
+		return d.setFlag(ctx, activity, field, on)
+	}
+	start := time.Now()
+	err := d.setFlag(ctx, activity, field, on)
+	e := Event{Stage: stage, Activity: activity, Duration: time.Since(start), Outcome: OutcomeOK, Err: err}
+	switch {
+	case errors.Is(err, ErrNotLoaded):
+		e.Outcome = OutcomeNotLoaded
+	case err != nil:
+		e.Outcome = OutcomeError
+	}
+	d.o.obs.Observe(ctx, e)
+	return err
+}
+
+// observeAdjust reports one Adjust.
+func (d *Deductor) observeAdjust(ctx context.Context, start time.Time, activity string, a Adjustment, err error) {
+	e := Event{Stage: StageAdjust, Activity: activity, Duration: time.Since(start), Value: float64(a.Applied), Err: err}
+	switch {
+	case errors.Is(err, ErrInsufficient):
+		e.Outcome = OutcomeInsufficient
+	case err != nil:
+		e.Outcome = OutcomeError
+	case a.Replayed:
+		e.Outcome = OutcomeReplayed
+	default:
+		e.Outcome = OutcomeOK
+	}
+	d.o.obs.Observe(ctx, e)
+}
