@@ -29,8 +29,9 @@ type QueueClient interface {
 // Pay and Cancel are compare-and-set updates of the status column, so a
 // payment racing a cancellation ends as exactly one of them. Cancel restores
 // the DB stock in the same transaction, then releases the Redis reservation
-// through the [Releaser] (idempotent; a failed release is retried by the
-// next Cancel of the same order, which re-issues it).
+// through the [Releaser] (its ReleaseOrder when it implements
+// [OrderReleaser]; idempotent; a failed release is retried by the next
+// Cancel of the same order, which re-issues it).
 //
 // Safe for concurrent use, by several instances too. Background work runs
 // only inside [Canceller.Run]; stop it with ctx or [Canceller.Close].
@@ -183,7 +184,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 	}
 	switch {
 	case err == nil, errors.Is(err, ErrAlreadyCancelled):
-		if rerr := c.rel.Release(context.WithoutCancel(ctx), o.ActivityID, o.ReservationID); rerr != nil {
+		if rerr := c.release(context.WithoutCancel(ctx), o); rerr != nil {
 			return errors.Join(err, fmt.Errorf("%w: order %s, reservation %s: %w", ErrReleasePending, orderNo, o.ReservationID, rerr))
 		}
 		return err
@@ -192,6 +193,15 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 	default:
 		return fmt.Errorf("order: cancel %s: %w", orderNo, err)
 	}
+}
+
+// release gives the cancelled order's reservation back, through
+// [OrderReleaser] when the Releaser implements it.
+func (c *Canceller) release(ctx context.Context, o Order) error {
+	if or, ok := c.rel.(OrderReleaser); ok {
+		return or.ReleaseOrder(ctx, o)
+	}
+	return c.rel.Release(ctx, o.ActivityID, o.ReservationID)
 }
 
 // Pay moves a CREATED, unexpired order to PAID (CAS). It returns nil when

@@ -173,5 +173,7 @@
 // If orders can be written synchronously within the request's budget (low
 // traffic, no flash sale), skip Kafka and call [Processor.Handle] directly.
 // The package does not import stock or outbox: wire them through the
-// one-method interfaces ([Releaser], [Fallback], [Ledger], [Pending]).
+// one-method interfaces ([Releaser], [Fallback], [Ledger], [Pending]); a
+// Releaser that also implements [OrderReleaser] gets the whole cancelled
+// order from the [Canceller].
 package order

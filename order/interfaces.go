@@ -12,6 +12,16 @@ type Releaser interface {
 	Release(ctx context.Context, activity string, reservationID string) error
 }
 
+// OrderReleaser is an optional interface of a [Releaser]: the [Canceller]
+// calls ReleaseOrder, with the cancelled order, instead of Release, so the
+// releaser knows the reservation was made (by o.CreatedAt) and can tell a
+// reservation Redis lost from one never made (stock.Deductor's
+// ReleaseReserved). An error makes the Canceller retry the release later
+// ([ErrReleasePending]).
+type OrderReleaser interface {
+	ReleaseOrder(ctx context.Context, o Order) error
+}
+
 // ReleaserFunc adapts a function to [Releaser].
 type ReleaserFunc func(ctx context.Context, activity string, reservationID string) error
 

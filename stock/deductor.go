@@ -46,6 +46,7 @@ type Deductor struct {
 	closed  bool
 	cancel  context.CancelFunc
 	marked  map[string]time.Time // flags owned by Run, with the time they were set
+	missed  map[unit]int64       // ledgers (epoch) ReleaseReserved reported lost (reserved.go)
 
 	co *coalescer // nil unless WithCoalescing
 
@@ -422,6 +423,8 @@ type releaseReply struct {
 	// goneAt and sn: as in unitReply.
 	goneAt int64
 	sn     fenceSnap
+	// epoch and born of the ledger's copy (0 when not loaded).
+	epoch, born int64
 }
 
 // releaseUnit runs release.lua on one ledger (k are its KEYS); in probe mode
@@ -468,7 +471,7 @@ func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, requestI
 		return releaseReply{}, badReply("release", "status code %d", n[0])
 	}
 	// The fence: a release changes no answer, but it may reveal a loss.
-	r := releaseReply{res: res, sn: sn}
+	r := releaseReply{res: res, sn: sn, epoch: fv[0], born: fv[3]}
 	var v verdict
 	switch {
 	case res.Status == ReleaseNotLoaded && u.n > 1:

@@ -328,6 +328,12 @@
 //     are gone, so buyers get [Frozen], not [NotLoaded]; once ready it calls
 //     Rebuild with the live reservations. A never-loaded activity has none,
 //     so this is also its first load.
+//   - [Deductor.ReleaseReserved] releases a reservation the caller knows
+//     was made (its order exists, by ReservedBy): a ledger without the
+//     entry, in a copy created at or before ReservedBy, lost it. It writes
+//     no tombstone (which would bump seq and hide the loss), freezes the
+//     activity, calls WithOnLoss once per copy and answers [ErrLost]; in a
+//     copy created later (a Rebuild since) it answers [ReleaseRebuilt].
 //
 // What is detected: a wipe or a reload at full stock, seen by any Deductor
 // that saw the activity before; a rollback seen by a Deductor that saw the

@@ -53,6 +53,13 @@ var (
 	// prepared its rebuild. Nothing was written.
 	ErrLive = errors.New("stock: activity is live in redis (not frozen)")
 
+	// ErrLost is returned by [Deductor.ReleaseReserved] when the ledger has
+	// no entry for a reservation the caller knows was made, in a copy of
+	// the activity created before it: Redis lost the reservation. The
+	// activity was frozen (and the loss reported through [WithOnLoss]);
+	// retry after it was rebuilt from the database ([WithRecovery]).
+	ErrLost = errors.New("stock: reservation lost by redis")
+
 	// ErrClosed is returned by [Deductor.Run] when called again after
 	// [Deductor.Close], or while another Run is active.
 	ErrClosed = errors.New("stock: deductor closed or already running")

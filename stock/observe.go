@@ -63,6 +63,7 @@ const (
 
 	OutcomeDuplicate      = "duplicate"
 	OutcomeUnknownRequest = "unknown_request"
+	OutcomeRebuilt        = "rebuilt" // ReleaseReserved: ReleaseRebuilt
 
 	OutcomeOK           = observe.OK
 	OutcomeReplayed     = "replayed"
@@ -93,7 +94,7 @@ func (d *Deductor) reserveObserved(ctx context.Context, req Request) (Result, er
 	return res, err
 }
 
-var releaseOutcomes = [...]string{OutcomeError, OutcomeReleased, OutcomeDuplicate, OutcomeUnknownRequest, OutcomeNotLoaded}
+var releaseOutcomes = [...]string{OutcomeError, OutcomeReleased, OutcomeDuplicate, OutcomeUnknownRequest, OutcomeNotLoaded, OutcomeRebuilt}
 
 // observeRelease reports one Release.
 func (d *Deductor) observeRelease(ctx context.Context, start time.Time, activity string, res ReleaseResult, err error) {

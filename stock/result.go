@@ -147,13 +147,18 @@ const (
 	ReleaseUnknown
 	// ReleaseNotLoaded: the activity is not loaded; nothing changed.
 	ReleaseNotLoaded
+	// ReleaseRebuilt: answered by [Deductor.ReleaseReserved] only: the
+	// ledger has no entry for the ID and the activity's copy in Redis was
+	// created (Load, Reset, Rebuild) after ReservedBy, so its stock was
+	// counted without the reservation; nothing changed, no tombstone.
+	ReleaseRebuilt
 
 	// releaseAbsent: a probe of one shard did not find the request ID
 	// (release.lua code 5); never returned by Release.
 	releaseAbsent
 )
 
-var releaseNames = [...]string{"unknown", "released", "duplicate", "unknown request", "not loaded"}
+var releaseNames = [...]string{"unknown", "released", "duplicate", "unknown request", "not loaded", "rebuilt"}
 
 // String returns a lower-case name such as "released".
 func (s ReleaseStatus) String() string {

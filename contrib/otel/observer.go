@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -159,7 +158,7 @@ func New(opts ...Option) (*Observer, error) {
 // event adds to seckill.events, records its Duration in
 // seckill.stage.duration and becomes a span (a child of the span in ctx).
 func (o *Observer) Observe(ctx context.Context, e observe.Event) {
-	if !validStage(e.Stage) {
+	if !observe.ValidStage(e.Stage) {
 		o.drop(ctx, DropInvalid)
 		return
 	}
@@ -253,7 +252,7 @@ func (o *Observer) child(ctx context.Context, st *stage, k labelKey) (child, boo
 	if ok {
 		return c, true
 	}
-	if !validWord(k.a) || !utf8.ValidString(k.activity) {
+	if !observe.ValidWord(k.a) || !utf8.ValidString(k.activity) {
 		o.drop(ctx, DropInvalid)
 		return child{}, false
 	}
@@ -338,35 +337,3 @@ func (o *Observer) Extract(ctx context.Context, headers map[string]string) conte
 // GaugeName is the instrument name of a gauge stage: "seckill." + stage
 // ("breaker.state" → "seckill.breaker.state").
 func GaugeName(stage string) string { return GaugePrefix + stage }
-
-// validStage reports whether s is a stage name this adapter accepts:
-// lower-case words of [a-z0-9_], each starting with a letter, joined by
-// single dots, at least two of them, at most 100 bytes in all.
-func validStage(s string) bool {
-	if len(s) > 100 {
-		return false
-	}
-	words := 0
-	for w := range strings.SplitSeq(s, ".") {
-		if !validWord(w) {
-			return false
-		}
-		words++
-	}
-	return words >= 2
-}
-
-// validWord reports whether s is a lower-case snake word: [a-z][a-z0-9_]*,
-// at most 64 bytes.
-func validWord(s string) bool {
-	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
-}

@@ -162,7 +162,7 @@ func (o *Observer) stage(name string) *stage {
 	if st != nil {
 		return st
 	}
-	if !validStage(name) {
+	if !observe.ValidStage(name) {
 		o.dropped[DropInvalid].Inc()
 		return nil
 	}
@@ -187,7 +187,7 @@ func (o *Observer) child(st *stage, k labelKey) (child, bool) {
 	if ok {
 		return c, true
 	}
-	if !validWord(k.a) || !utf8.ValidString(k.activity) {
+	if !observe.ValidWord(k.a) || !utf8.ValidString(k.activity) {
 		o.dropped[DropInvalid].Inc()
 		return child{}, false
 	}
@@ -277,37 +277,4 @@ func (o *Observer) setGauge(st *stage, k labelKey, v float64) {
 // every '.' replaced by '_' ("breaker.state" → "seckill_breaker_state").
 func GaugeName(stage string) string {
 	return GaugePrefix + strings.ReplaceAll(stage, ".", "_")
-}
-
-// validStage reports whether s is a stage name this adapter accepts:
-// lower-case words of [a-z0-9_], each starting with a letter, joined by
-// single dots, at least two of them, at most 100 bytes in all. Every such
-// name makes a valid metric name through [GaugeName].
-func validStage(s string) bool {
-	if len(s) > 100 {
-		return false
-	}
-	words := 0
-	for w := range strings.SplitSeq(s, ".") {
-		if !validWord(w) {
-			return false
-		}
-		words++
-	}
-	return words >= 2
-}
-
-// validWord reports whether s is a lower-case snake word: [a-z][a-z0-9_]*,
-// at most 64 bytes.
-func validWord(s string) bool {
-	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
 }

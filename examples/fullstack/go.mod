@@ -17,10 +17,13 @@ require (
 	github.com/rs/zerolog v1.28.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/seckillkit/seckill v0.0.0
+	github.com/seckillkit/seckill/contrib/otel v0.0.0-00010101000000-000000000000
+	github.com/seckillkit/seckill/contrib/prometheus v0.0.0
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/valyala/fasthttp v1.78.0
+	go.opentelemetry.io/otel/sdk v1.47.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/net v0.62.0
 	gorm.io/driver/mysql v1.6.0
@@ -36,6 +39,8 @@ require (
 	github.com/eapache/go-resiliency v1.7.0 // indirect
 	github.com/glebarez/go-sqlite v1.21.2 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
@@ -71,6 +76,11 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.23.0 // indirect
@@ -90,3 +100,7 @@ require (
 // The example is developed with the library of this repository (go.work at
 // the root does the same for `go run ./examples/fullstack` from there).
 replace github.com/seckillkit/seckill => ../..
+
+replace github.com/seckillkit/seckill/contrib/prometheus => ../../contrib/prometheus
+
+replace github.com/seckillkit/seckill/contrib/otel => ../../contrib/otel

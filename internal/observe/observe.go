@@ -19,6 +19,7 @@ package observe
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -78,3 +79,36 @@ const (
 	OK    = "ok"
 	Error = "error"
 )
+
+// ValidStage reports whether s is a well-formed stage name: lower-case
+// words of [a-z0-9_], each starting with a letter, joined by single dots,
+// at least two of them, at most 100 bytes in all ("stock.reserve"). Every
+// such name is a valid metric name once its dots become underscores.
+func ValidStage(s string) bool {
+	if len(s) > 100 {
+		return false
+	}
+	words := 0
+	for w := range strings.SplitSeq(s, ".") {
+		if !ValidWord(w) {
+			return false
+		}
+		words++
+	}
+	return words >= 2
+}
+
+// ValidWord reports whether s is a lower-case snake word, as outcomes are:
+// [a-z][a-z0-9_]*, at most 64 bytes.
+func ValidWord(s string) bool {
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}

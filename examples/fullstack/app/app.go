@@ -87,6 +87,10 @@ type App struct {
 	admin           *http.Server // the admin API's own listener (Config.AdminAddr)
 	adminURL        string
 
+	// obs is the one observer every library part reports to: the
+	// service's Prometheus observer, plus Config.Observer.
+	obs multiObserver
+
 	streams   streamCap // concurrent SSE streams per user
 	ticketKey []byte    // HMAC key of SSE tickets (ticket.go)
 
@@ -138,6 +142,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		actKey:   strconv.FormatInt(cfg.ActivityID, 10),
 		done:     make(chan error, 1),
 		stopping: make(chan struct{}),
+	}
+	a.obs = multiObserver{a.m.obs}
+	if cfg.Observer != nil {
+		a.obs = append(a.obs, cfg.Observer)
 	}
 	a.bg, a.bgCancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
@@ -348,4 +356,15 @@ func parseCents(s string) (order.Cents, error) {
 		return 0, fmt.Errorf("bad amount %q", s)
 	}
 	return order.Cents(w*100 + f), nil
+}
+
+// multiObserver tells every observer of the list about each event.
+type multiObserver []stock.Observer
+
+// Observe implements the one observer interface (stock.Observer is
+// limiter.Observer, order.Observer, …).
+func (m multiObserver) Observe(ctx context.Context, e stock.Event) {
+	for _, o := range m {
+		o.Observe(ctx, e)
+	}
 }

@@ -14,7 +14,10 @@ import (
 // option that schedules each new order's cancellation.
 func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel order.Releaser) ([]order.Option, error) {
 	log := a.log
-	canc, err := order.NewCanceller(a.in.DB, a.in.Redis, rel,
+	// The canceller knows each reservation it releases was made (its order
+	// exists): ReleaseOrder turns a ledger entry Redis lost into a freeze
+	// and a rebuild instead of a tombstone.
+	canc, err := order.NewCanceller(a.in.DB, a.in.Redis, orderReleaser{Releaser: rel, a: a},
 		order.WithKeyPrefix(a.cfg.KeyPrefix),
 		order.WithPollInterval(500*time.Millisecond),
 		order.WithScanInterval(30*time.Second),

@@ -27,7 +27,7 @@ type noImageKey struct{}
 // to Redis under a demo key, readable by /api/demo/captcha/{id} on any
 // instance; and a request marked "no image" gets a text-less, image-less
 // puzzle, so the load generator doesn't spend the CPU on rendering.
-func newCaptchaGate(rdb redis.UniversalClient, cfg Config) (*captchaGate, error) {
+func newCaptchaGate(rdb redis.UniversalClient, cfg Config, obs captcha.Observer) (*captchaGate, error) {
 	letters, err := captcha.Letters(5, captcha.Style{Width: 240, Height: 80, Noise: 2, Lines: true})
 	if err != nil {
 		return nil, err
@@ -49,7 +49,7 @@ func newCaptchaGate(rdb redis.UniversalClient, cfg Config) (*captchaGate, error)
 			return p, nil
 		})
 	}
-	if g.store, err = captcha.New(rdb, gen, captcha.WithKeyPrefix(cfg.KeyPrefix), captcha.WithTTL(g.ttl), captcha.WithMaxAttempts(3)); err != nil {
+	if g.store, err = captcha.New(rdb, gen, captcha.WithKeyPrefix(cfg.KeyPrefix), captcha.WithTTL(g.ttl), captcha.WithMaxAttempts(3), captcha.WithObserver(obs)); err != nil {
 		return nil, err
 	}
 	return g, nil

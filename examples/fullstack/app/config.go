@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckillkit/seckill/stock"
 )
 
 // Config is everything the service can be told. Each field has a flag and an
@@ -91,6 +93,18 @@ type Config struct {
 	// configured". In demo mode the demo users sign in (user1…userN, no
 	// password) and SignIn is not used.
 	SignIn SignInFunc
+
+	// Observer, when set, is told about every operation of every library
+	// part (the one observer interface: stock.Observer is the same type as
+	// limiter.Observer, order.Observer, …), in addition to the service's
+	// own Prometheus observer (contrib/prometheus, on /metrics). Code, not
+	// a flag: e.g. contrib/otel's observer for metrics and spans.
+	Observer stock.Observer
+	// Trace carries a trace through the service: a span per HTTP request
+	// and the trace context through Kafka into the consumer's transaction
+	// (code, not flags; contrib/otel provides Inject and Extract). Each
+	// function may be nil.
+	Trace Tracing
 
 	TrustedProxies []string // CIDRs of reverse proxies whose X-Forwarded-For is believed
 
@@ -321,6 +335,18 @@ func (c *Config) DefaultDemo(fs *flag.FlagSet) {
 	if !set {
 		c.Demo = c.Embedded()
 	}
+}
+
+// Tracing is Config.Trace.
+type Tracing struct {
+	// Start opens a span for an HTTP request (name: the route) and
+	// returns the context carrying it and the function that ends it.
+	Start func(ctx context.Context, name string) (context.Context, func())
+	// Inject turns the trace in ctx into Kafka message headers (the
+	// producer's order.WithHeaders); Extract continues it from a message's
+	// headers (the consumer's order.WithContextFrom).
+	Inject  func(ctx context.Context) map[string]string
+	Extract func(ctx context.Context, headers map[string]string) context.Context
 }
 
 // SignInFunc authenticates a buyer outside demo mode: it returns the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/stock/dbfallback"
 )
@@ -94,6 +95,38 @@ func (a *App) releaseUnits(ctx context.Context, activity, id string) error {
 		_, ferr := a.fallback.Release(ctx, activity, id)
 		err = errors.Join(err, ferr)
 	}
+	return err
+}
+
+// orderReleaser is the releaser the Canceller gets: Release for the other
+// callers, ReleaseOrder (order.OrderReleaser) for a cancelled order.
+type orderReleaser struct {
+	order.Releaser
+	a *App
+}
+
+// ReleaseOrder gives a cancelled order's units back. A reservation the DB
+// pool held (released now or before; a tombstone has qty 0) goes the old
+// way. Any other was made in Redis by o.CreatedAt, so ReleaseReserved
+// tells a ledger entry Redis lost (a failover that dropped acknowledged
+// writes: the activity is frozen and the Preloader's recovery rebuilds it
+// from the DB; the error, stock.ErrLost, makes the Canceller retry, and
+// the retry after the rebuild finds a newer copy: nothing to release) from
+// one the layout never had since a rebuild. No tombstone hides the loss.
+func (r orderReleaser) ReleaseOrder(ctx context.Context, o order.Order) error {
+	a := r.a
+	if a.fallback != nil {
+		pres, err := a.fallback.Release(ctx, o.ActivityID, o.ReservationID)
+		if err != nil {
+			return err
+		}
+		if pres.Status == stock.ReleaseDone || pres.Status == stock.ReleaseDuplicate && pres.Qty > 0 {
+			_, err := a.stock.Release(ctx, o.ActivityID, o.ReservationID)
+			return err
+		}
+	}
+	_, err := a.stock.ReleaseReserved(ctx, stock.ReleaseReservedParams{
+		Activity: o.ActivityID, RequestID: o.ReservationID, ReservedBy: o.CreatedAt})
 	return err
 }
 

@@ -98,6 +98,11 @@ func (a *App) route(name string, h http.HandlerFunc) http.Handler {
 		c.(prometheus.Counter).Inc()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.cfg.Trace.Start != nil {
+			ctx, end := a.cfg.Trace.Start(r.Context(), name)
+			defer end()
+			r = r.WithContext(ctx)
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		start := time.Now()
 		h(sw, r)

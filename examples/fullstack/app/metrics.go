@@ -7,25 +7,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	seckillprom "github.com/seckillkit/seckill/contrib/prometheus"
 )
 
 // metrics lives in its own registry: nothing global, two Apps in one process
 // (tests, the embedded load generator) never collide.
 type metrics struct {
 	reg *prometheus.Registry
+	// obs is the one observer every library part reports to
+	// (contrib/prometheus): seckill_events_total{stage,outcome},
+	// seckill_stage_duration_seconds, and a gauge per gauge stage
+	// (seckill_breaker_state{name}, seckill_outbox_pending,
+	// seckill_outbox_oldest_pending_seconds, seckill_outbox_failed,
+	// seckill_order_reconcile_drift, …).
+	obs *seckillprom.Observer
 
 	buyOutcomes   *counterVec            // outcome
 	buyLatency    prometheus.Histogram   //
 	reserve       *counterVec            // status
 	limited       *counterVec            // limiter
 	refused       *counterVec            // stage
-	breakerState  *prometheus.GaugeVec   // name → 0 closed, 1 half-open, 2 open
 	published     *counterVec            // via: kafka|outbox
 	consumed      prometheus.Counter     //
 	consumerLag   prometheus.Gauge       //
 	inFlight      prometheus.Gauge       //
 	outboxBacklog prometheus.Gauge       //
-	outboxOldest  prometheus.Gauge       //
 	orders        *prometheus.GaugeVec   // status
 	released      *counterVec            // reason
 	httpReqs      *prometheus.CounterVec // route, code
@@ -42,21 +49,23 @@ func newMetrics() *metrics {
 	m.reserve = newCounterVec(prometheus.CounterOpts{Name: "seckill_reserve_total", Help: "stock.Reserve outcomes (incl. in-process sold-out short-circuit)."}, []string{"status"})
 	m.limited = newCounterVec(prometheus.CounterOpts{Name: "seckill_limiter_refusals_total", Help: "Requests refused by a limiter."}, []string{"limiter"})
 	m.refused = newCounterVec(prometheus.CounterOpts{Name: "seckill_refusals_total", Help: "Buy requests refused, by chain stage."}, []string{"stage"})
-	m.breakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_breaker_state", Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open."}, []string{"name"})
 	m.published = newCounterVec(prometheus.CounterOpts{Name: "seckill_order_messages_total", Help: "Order messages handed off, by path (kafka or outbox)."}, []string{"via"})
 	m.consumed = prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_consumed_total", Help: "Order messages settled by the consumer."})
 	m.consumerLag = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_consumer_lag", Help: "Kafka lag of the order consumer group: high-water mark minus committed offset, summed over the topic's partitions."})
 	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_reservations_in_flight", Help: "Reservations held in Redis that have no order yet."})
 	m.outboxBacklog = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_outbox_backlog", Help: "Outbox rows still PENDING."})
-	m.outboxOldest = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_outbox_oldest_pending_seconds", Help: "Age of the oldest PENDING outbox row (0 when none)."})
 	m.orders = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "seckill_orders", Help: "Orders in the DB by status."}, []string{"status"})
 	m.released = newCounterVec(prometheus.CounterOpts{Name: "seckill_releases_total", Help: "Reservations released back to stock, by reason."}, []string{"reason"})
 	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "seckill_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	m.pushClients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "seckill_push_clients", Help: "Open result streams (SSE and WebSocket)."})
 	m.pushed = newCounterVec(prometheus.CounterOpts{Name: "seckill_push_messages_total", Help: "Result messages pushed, by transport (sse, ws)."}, []string{"transport"})
 	m.workerErrors = newCounterVec(prometheus.CounterOpts{Name: "seckill_worker_errors_total", Help: "Errors returned by background workers."}, []string{"worker"})
-	for _, c := range []prometheus.Collector{m.buyOutcomes.vec, m.buyLatency, m.reserve.vec, m.limited.vec, m.refused.vec, m.breakerState, m.published.vec, m.consumed, m.consumerLag, m.inFlight, m.outboxBacklog, m.outboxOldest, m.orders, m.released.vec, m.httpReqs, m.pushClients, m.pushed.vec, m.workerErrors.vec} {
+	for _, c := range []prometheus.Collector{m.buyOutcomes.vec, m.buyLatency, m.reserve.vec, m.limited.vec, m.refused.vec, m.published.vec, m.consumed, m.consumerLag, m.inFlight, m.outboxBacklog, m.orders, m.released.vec, m.httpReqs, m.pushClients, m.pushed.vec, m.workerErrors.vec} {
 		f(c)
+	}
+	var err error
+	if m.obs, err = seckillprom.New(m.reg); err != nil {
+		panic(err) // a fresh registry: only a programming error can clash
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -50,19 +50,16 @@ func (a *App) wire(ctx context.Context) error {
 	// second, five failures in a row are a blip (a failover, a slow fork),
 	// not an outage worth 2 s of 503s.
 	stateHook := func(name string, from, to breaker.State) {
-		a.m.breakerState.WithLabelValues(name).Set(float64(to))
 		log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
 	}
 	if a.brRedis, err = breaker.New("redis", breaker.WithConsecutiveFailures(0), breaker.WithFailureRatio(0.5, 50), breaker.WithWindow(10*time.Second, 10),
-		breaker.WithOpenTimeout(2*time.Second), breaker.WithOnStateChange(stateHook), breaker.WithClassifier(a.classify)); err != nil {
+		breaker.WithOpenTimeout(2*time.Second), breaker.WithOnStateChange(stateHook), breaker.WithClassifier(a.classify), breaker.WithObserver(a.obs)); err != nil {
 		return err
 	}
 	if a.brKafka, err = breaker.New("kafka", breaker.WithConsecutiveFailures(3), breaker.WithOpenTimeout(5*time.Second),
-		breaker.WithOnStateChange(stateHook)); err != nil {
+		breaker.WithOnStateChange(stateHook), breaker.WithObserver(a.obs)); err != nil {
 		return err
 	}
-	a.m.breakerState.WithLabelValues("redis").Set(0)
-	a.m.breakerState.WithLabelValues("kafka").Set(0)
 
 	// Stock: the one Lua call, with the in-process sold-out flag; with
 	// -db-fallback-quota, a DB pool of units set aside for Redis outages.
@@ -70,7 +67,7 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.stock, err = stock.New(a.in.StockRedis, append(stockOpts, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log),
+	if a.stock, err = stock.New(a.in.StockRedis, append(stockOpts, stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log), stock.WithObserver(a.obs),
 		stock.WithOnLoss(func(activity, reason string) {
 			a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
 			log.Error("ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
@@ -104,7 +101,7 @@ func (a *App) wire(ctx context.Context) error {
 	// The access-token pool lives in Redis too: built before the preloader,
 	// whose rebuild after a Redis loss issues it again (Issue is
 	// idempotent: a pool that survived is not grown).
-	if a.pool, err = token.NewPool(rdb, token.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+	if a.pool, err = token.NewPool(rdb, token.WithKeyPrefix(cfg.KeyPrefix), token.WithObserver(a.obs)); err != nil {
 		return err
 	}
 	if a.preloader, err = stock.NewPreloader(a.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second),
@@ -130,7 +127,7 @@ func (a *App) wire(ctx context.Context) error {
 		sum := sha256.Sum256(secret)
 		secret = sum[:]
 	}
-	if a.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead),
+	if a.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead), token.WithObserver(a.obs),
 		token.WithClock(skewClock(cfg.ClockSkew))); err != nil {
 		return err
 	}
@@ -165,7 +162,7 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.checker, err = risk.NewChecker([]risk.Rule{a.blacklist, behaviour, devices}, risk.WithLogger(log)); err != nil {
+	if a.checker, err = risk.NewChecker([]risk.Rule{a.blacklist, behaviour, devices}, risk.WithLogger(log), risk.WithObserver(a.obs)); err != nil {
 		return err
 	}
 
@@ -175,22 +172,22 @@ func (a *App) wire(ctx context.Context) error {
 		return err
 	}
 	if a.perUser, err = limiter.NewSlidingWindow(rdb, cfg.UserRate, cfg.UserWindow, limiter.WithKeyPrefix(cfg.KeyPrefix),
-		limiter.WithName("user"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
+		limiter.WithName("user"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log), limiter.WithObserver(a.obs)); err != nil {
 		return err
 	}
 	// Per-user windows of the credential endpoints: access tokens are scarce
 	// and a captcha image costs milliseconds of CPU.
 	if a.tokenLimit, err = limiter.NewSlidingWindow(rdb, tokenRate, time.Minute, limiter.WithKeyPrefix(cfg.KeyPrefix+"tok:"),
-		limiter.WithName("token"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
+		limiter.WithName("token"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log), limiter.WithObserver(a.obs)); err != nil {
 		return err
 	}
 	if a.captchaLimit, err = limiter.NewSlidingWindow(rdb, captchaRate, time.Minute, limiter.WithKeyPrefix(cfg.KeyPrefix+"cap:"),
-		limiter.WithName("captcha"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log)); err != nil {
+		limiter.WithName("captcha"), limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(log), limiter.WithObserver(a.obs)); err != nil {
 		return err
 	}
 
 	// Captcha.
-	if a.parts.captcha, err = newCaptchaGate(rdb, cfg); err != nil {
+	if a.parts.captcha, err = newCaptchaGate(rdb, cfg, a.obs); err != nil {
 		return err
 	}
 
@@ -225,7 +222,7 @@ func (a *App) wire(ctx context.Context) error {
 	}
 	a.producer = sp
 	a.closers = append(a.closers, sp.Close)
-	prod, err := order.NewProducer(sp, cfg.Topic)
+	prod, err := order.NewProducer(sp, cfg.Topic, order.WithHeaders(cfg.Trace.Inject))
 	if err != nil {
 		return err
 	}
@@ -233,7 +230,7 @@ func (a *App) wire(ctx context.Context) error {
 	kafkaPub := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		return a.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
 	})
-	if a.outboxW, err = outbox.NewWriter(outbox.WithLogger(log)); err != nil {
+	if a.outboxW, err = outbox.NewWriter(outbox.WithLogger(log), outbox.WithObserver(a.obs)); err != nil {
 		return err
 	}
 	fallback := order.FallbackFunc(func(ctx context.Context, m order.Message) error {
@@ -252,7 +249,7 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sub, err := order.NewSubmitter(kafkaPub, fallback, fence, order.WithResults(a.results), order.WithLogger(log))
+	sub, err := order.NewSubmitter(kafkaPub, fallback, fence, order.WithResults(a.results), order.WithLogger(log), order.WithObserver(a.obs))
 	if err != nil {
 		return err
 	}
@@ -278,7 +275,7 @@ func (a *App) wire(ctx context.Context) error {
 	relayPub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
 		return a.brKafka.Execute(ctx, func(ctx context.Context) error { return spub.Publish(ctx, m) })
 	})
-	if a.relay, err = outbox.NewRelay(db, relayPub, outbox.WithLogger(log), outbox.WithPollInterval(200*time.Millisecond),
+	if a.relay, err = outbox.NewRelay(db, relayPub, outbox.WithLogger(log), outbox.WithObserver(a.obs), outbox.WithPollInterval(200*time.Millisecond),
 		outbox.WithOnFailed(func(m outbox.Message, err error) {
 			log.Error("ALERT: outbox message failed for good", "msg_id", m.MsgID, "err", err)
 		})); err != nil {
@@ -302,6 +299,7 @@ func (a *App) wire(ctx context.Context) error {
 		}
 	})
 	consumerOpts := []order.Option{order.WithResults(a.results), order.WithNotifier(notify), order.WithDeadLetter(dlq),
+		order.WithObserver(a.obs), order.WithContextFrom(cfg.Trace.Extract),
 		order.WithLogger(log), order.WithOnError(func(ctx context.Context, err error) {
 			a.m.workerErrors.WithLabelValues("consumer").Inc()
 			log.Warn("consumer", "err", err)
@@ -390,13 +388,6 @@ func (a *App) startWorkers() {
 				}
 				a.m.outboxBacklog.Set(float64(iv.OutboxPending))
 				a.m.inFlight.Set(float64(iv.InFlight))
-				if bl, err := outbox.Stats(ctx, a.in.DB); err == nil {
-					age := 0.0
-					if bl.Pending > 0 && !bl.OldestPending.IsZero() {
-						age = time.Since(bl.OldestPending).Seconds()
-					}
-					a.m.outboxOldest.Set(age)
-				}
 				if lag, _, err := order.Lag(ctx, a.kadmin, a.kclient, consumerGroup, a.cfg.Topic); err == nil {
 					a.m.consumerLag.Set(float64(lag))
 				}

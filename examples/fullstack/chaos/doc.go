@@ -36,5 +36,5 @@
 // SECKILL_CHAOS_USERS, SECKILL_CHAOS_STOCK, SECKILL_CHAOS_RUN (scenario IDs),
 // SECKILL_CHAOS_REPORT (a file for the results table and the fault
 // timelines) and SECKILL_CHAOS_KNOWN=1 (also run the scenarios listed with
-// a known violation, F12l; skipped with that reason otherwise).
+// a known violation, none at present; skipped with that reason otherwise).
 package chaos
