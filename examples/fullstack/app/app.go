@@ -156,6 +156,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if a.in, err = StartInfra(ctx, cfg, log); err != nil {
 		return nil, err
 	}
+	if cfg.dbHook != nil { // tests: before any worker queries the DB
+		if err = cfg.dbHook(a.in.DB); err != nil {
+			return nil, err
+		}
+	}
 	if err = a.migrateAndSeed(ctx); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -132,6 +134,9 @@ type Config struct {
 	ClockSkew time.Duration
 
 	addrMapErr error // a bad SECKILL_KAFKA_ADDR_MAP, reported by Validate
+	// dbHook, set by tests only, is called with the database before any
+	// worker starts.
+	dbHook func(*gorm.DB) error
 
 	LogLevel string
 	Quiet    bool // only warnings and errors

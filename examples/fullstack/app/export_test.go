@@ -69,17 +69,20 @@ func CheckTicket(a *App, ticket, resv string, now time.Time) (string, bool) {
 	return a.checkTicket(ticket, resv, now)
 }
 
-// CountQueries counts, from now on, the SQL queries of a whose text contains
-// substr and that no HTTP request made (no request ID in their context): the
-// background workers' queries.
-func CountQueries(a *App, substr string) func() int64 {
+// CountQueries makes cfg count the SQL queries whose text contains substr
+// and that no HTTP request made (no request ID in their context): the
+// background workers' queries. The counter is registered on the database
+// before any worker starts (gorm's callbacks may not change while queries
+// run); the returned function reads it.
+func CountQueries(cfg *Config, substr string) func() int64 {
 	var n atomic.Int64
-	name := "count-" + substr
-	_ = a.in.DB.Callback().Query().After("gorm:query").Register(name, func(db *gorm.DB) {
-		if requestID(db.Statement.Context) == "" && strings.Contains(db.Statement.SQL.String(), substr) {
-			n.Add(1)
-		}
-	})
+	cfg.dbHook = func(db *gorm.DB) error {
+		return db.Callback().Query().After("gorm:query").Register("count-"+substr, func(db *gorm.DB) {
+			if requestID(db.Statement.Context) == "" && strings.Contains(db.Statement.SQL.String(), substr) {
+				n.Add(1)
+			}
+		})
+	}
 	return n.Load
 }
 

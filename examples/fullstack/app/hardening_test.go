@@ -400,8 +400,9 @@ func TestSSETicket(t *testing.T) {
 // it settled, on the consumer goroutine, with nobody listening.
 func TestNotifierReadsNoDB(t *testing.T) {
 	const buyers = 8
-	a, base := startApp(t, embeddedConfig(20, buyers))
-	reads := app.CountQueries(a, "order_no =")
+	cfg := embeddedConfig(20, buyers)
+	reads := app.CountQueries(&cfg, "order_no =")
+	a, base := startApp(t, cfg)
 	for i := 1; i <= buyers; i++ {
 		u := login(t, base, "user"+itoa(i))
 		cid, ans, tok, path := u.creds()
