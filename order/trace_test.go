@@ -83,7 +83,16 @@ func TestTraceHeadersThroughKafka(t *testing.T) {
 		require.NoError(t, err)
 
 		runGroup(t, brokers, nil, "g-trace", "orders", c)
-		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 4 }, "4 orders")
+		// The observer hears of a batch after its commit: wait for both.
+		eventually(t, 20*time.Second, func() bool {
+			mu.Lock()
+			n := 0
+			for _, k := range observed {
+				n += k
+			}
+			mu.Unlock()
+			return countOrders(t, db, "") == 4 && n == 4
+		}, "4 orders, 4 consume events")
 		mu.Lock()
 		defer mu.Unlock()
 		want := map[string]string{"r-0": "trace-0", "r-1": "trace-1", "r-2": "trace-2", "r-3": ""}
