@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/internal/lifecycle"
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
@@ -236,9 +237,12 @@ func TestCancellerRunClose(t *testing.T) {
 		go func() { done <- f.c.Run(context.Background()) }()
 		f.clock.Add(time.Hour)
 		eventually(t, 10*time.Second, func() bool { return f.led.releases() == 3 }, "background cancellation")
+		// A second Run while the first runs: the shared "already running".
+		assert.ErrorIs(t, f.c.Run(context.Background()), lifecycle.ErrRunning)
 		require.NoError(t, f.c.Close())
 		require.NoError(t, <-done)
 		assert.ErrorIs(t, f.c.Run(context.Background()), ErrClosed)
+		assert.ErrorIs(t, f.c.Run(context.Background()), lifecycle.ErrClosed, "the sentinel every package shares")
 		require.NoError(t, f.c.Close())
 		checkConservation(t, f.db, "1", 10)
 	})

@@ -3,6 +3,8 @@ package order
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seckillkit/seckill/internal/lifecycle"
 )
 
 // Sentinel errors. Business denials of Pay and Cancel are reported with these
@@ -80,8 +82,12 @@ var (
 	// ErrBadReply reports a Redis reply of an unexpected shape.
 	ErrBadReply = errors.New("order: unexpected redis reply")
 
-	// ErrClosed is returned by Run after Close.
-	ErrClosed = errors.New("order: closed")
+	// ErrClosed is returned by Run after Close; ErrRunning (wrapped, with
+	// the loop's name) by a Run while another Run of the same part is
+	// active. They are the sentinels every seckill package shares for this
+	// (stock.ErrClosed, outbox.ErrClosed, … are the same value).
+	ErrClosed  = lifecycle.ErrClosed
+	ErrRunning = lifecycle.ErrRunning
 
 	// ErrInvalidOption is returned by constructors and functions given an
 	// invalid option or a missing collaborator (an invalid table name, a

@@ -25,7 +25,7 @@ func (w *worker) begin(ctx context.Context, what string) (context.Context, func(
 		return nil, nil, ErrClosed
 	}
 	if w.done != nil {
-		return nil, nil, fmt.Errorf("order: %s already running", what)
+		return nil, nil, fmt.Errorf("order: %s: %w", what, ErrRunning)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

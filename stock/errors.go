@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/internal/lifecycle"
 )
 
 // Sentinel errors. Denials (sold out, limit reached, …) are not errors: they
@@ -60,9 +62,12 @@ var (
 	// retry after it was rebuilt from the database ([WithRecovery]).
 	ErrLost = errors.New("stock: reservation lost by redis")
 
-	// ErrClosed is returned by [Deductor.Run] when called again after
-	// [Deductor.Close], or while another Run is active.
-	ErrClosed = errors.New("stock: deductor closed or already running")
+	// ErrClosed is returned by [Deductor.Run] after [Deductor.Close];
+	// ErrRunning by a Run while another Run is active. They are the
+	// sentinels every seckill package shares for this (limiter.ErrClosed,
+	// outbox.ErrClosed, order.ErrClosed are the same value).
+	ErrClosed  = lifecycle.ErrClosed
+	ErrRunning = lifecycle.ErrRunning
 )
 
 // Denial sentinels returned by [Result.Err] (never by Reserve itself).

@@ -265,12 +265,17 @@ func (d *Deductor) clearSoldOut(activity string) {
 // resubscribes after a reconnect) and, every re-check interval, drops flags
 // older than the interval. Run is optional: without it flags expire after the
 // re-check interval, checked on the clock at each refusal. Run returns
-// [ErrClosed] if the Deductor is closed or Run is already active.
+// [ErrClosed] if the Deductor is closed and [ErrRunning] if Run is already
+// active.
 func (d *Deductor) Run(ctx context.Context) error {
 	d.mu.Lock()
-	if d.running || d.closed {
+	if d.closed {
 		d.mu.Unlock()
 		return ErrClosed
+	}
+	if d.running {
+		d.mu.Unlock()
+		return ErrRunning
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	d.running = true

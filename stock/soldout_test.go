@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/lifecycle"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,7 +148,8 @@ func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
 			assert.NoError(t, <-done)
 		})
 		waitSubscribed(t, rdb, releaseChannel(prefix))
-		assert.ErrorIs(t, b.Run(ctx), ErrClosed, "one Run at a time")
+		assert.ErrorIs(t, b.Run(ctx), ErrRunning, "one Run at a time")
+		assert.ErrorIs(t, b.Run(ctx), lifecycle.ErrRunning, "the sentinel every package shares")
 
 		sellOut(t, b)
 		clock.Add(2 * time.Hour) // Run owns the flag: the clock alone does not clear it
@@ -191,6 +193,7 @@ func TestRunBackstop(t *testing.T) {
 
 	require.NoError(t, d.Close())
 	assert.ErrorIs(t, d.Run(context.Background()), ErrClosed)
+	assert.ErrorIs(t, d.Run(context.Background()), lifecycle.ErrClosed, "the sentinel every package shares")
 }
 
 func sellOutAgain(t *testing.T, d *Deductor) {
