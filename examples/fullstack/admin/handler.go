@@ -237,7 +237,7 @@ func (h *Handler) mutate(w http.ResponseWriter, r *http.Request, c *call, m muta
 	}
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.o.actionTimeout)
-	actx = context.WithValue(actx, actionKey{}, Action{ID: "audit-" + strconv.FormatUint(row.ID, 10), Operator: c.operator, RequestID: c.requestID})
+	actx = WithAction(actx, Action{ID: "audit-" + strconv.FormatUint(row.ID, 10), Operator: c.operator, RequestID: c.requestID})
 	before, after, resp, err := m.run(actx)
 	cancel()
 	status, body := http.StatusOK, marshal(resp)
@@ -334,6 +334,13 @@ type Action struct {
 }
 
 type actionKey struct{}
+
+// WithAction returns ctx carrying a, as the handler gives it to every
+// mutating Backend call: for a Backend's own tests, or a caller that drives
+// a Backend outside the handler with an action ID of its own.
+func WithAction(ctx context.Context, a Action) context.Context {
+	return context.WithValue(ctx, actionKey{}, a)
+}
 
 // ActionOf returns the audited action a mutating Backend call serves; false
 // outside one (a read, a dry run).

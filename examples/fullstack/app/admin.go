@@ -19,8 +19,7 @@ import (
 // adminBackend is the admin API's Backend over this service's parts: the
 // stock deductor (Redis), the order tables (the DB), the outbox and the
 // blacklist. Every change goes to both stores in the order that keeps the
-// invariants when the second step fails (and the retry, under the same
-// action ID, finishes it):
+// invariants while the second step has not run yet:
 //   - a top-up is written to the DB first (a unit the DB has and Redis has
 //     not yet is merely unsold), then to Redis;
 //   - a withdrawal is taken from Redis first (no one can reserve it any
@@ -29,7 +28,9 @@ import (
 //     the activity row.
 //
 // Both stores key the adjustment by the audited action's ID
-// (admin.ActionOf), so a retried or replayed action applies once.
+// (admin.ActionOf), so each step applies once. When the second step fails,
+// the first is undone (an opposite ledger entry under "<id>~undo") and the
+// action fails as a whole: the operator retries it as a new action.
 type adminBackend struct {
 	a      *App
 	orders *order.Orders
@@ -238,22 +239,29 @@ func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64)
 	if err != nil {
 		return admin.Change{}, err
 	}
-	db := func() error {
-		_, err := order.AdjustStock(ctx, b.a.in.DB, order.AdjustParams{Activity: activity, ID: act.ID, Delta: delta, Operator: act.Operator, Reason: "admin"})
+	db := func(id string, d int64) error {
+		_, err := order.AdjustStock(ctx, b.a.in.DB, order.AdjustParams{Activity: activity, ID: id, Delta: d, Operator: act.Operator, Reason: "admin"})
 		return err
 	}
-	redis := func() error {
-		_, err := b.a.stock.Adjust(ctx, stock.AdjustParams{Activity: activity, ID: act.ID, Delta: delta})
+	redis := func(id string, d int64) error {
+		_, err := b.a.stock.Adjust(ctx, stock.AdjustParams{Activity: activity, ID: id, Delta: d})
 		return err
 	}
-	steps := []func() error{db, redis}
+	first, second := db, redis
 	if delta < 0 {
-		steps = []func() error{redis, db}
+		first, second = redis, db
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return admin.Change{}, mapErr(err)
+	if err := first(act.ID, delta); err != nil {
+		return admin.Change{}, mapErr(err)
+	}
+	if err := second(act.ID, delta); err != nil {
+		// Undo the first store's step (a ledger entry of its own, under a
+		// derived ID, so a retried undo applies once): the stores never
+		// stay apart, and the operator retries the action as a whole.
+		if uerr := first(act.ID+"~undo", -delta); uerr != nil {
+			return admin.Change{}, fmt.Errorf("%w (and undoing the first step failed, reconcile the stock by hand: %v)", mapErr(err), uerr)
 		}
+		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, activity)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/examples/fullstack/admin"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -93,3 +94,15 @@ func Pushed(a *App, transport string) float64 {
 	_ = a.m.pushed.WithLabelValues(transport).Write(m)
 	return m.GetCounter().GetValue()
 }
+
+// AdminBackend returns the admin API's Backend over a's parts.
+func AdminBackend(t interface{ Fatal(...any) }, a *App) admin.Backend {
+	o, err := order.NewOrders(a.in.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &adminBackend{a: a, orders: o, recon: a.recon, dry: a.reconDry}
+}
+
+// Stock returns a's stock deductor.
+func Stock(a *App) *stock.Deductor { return a.stock }

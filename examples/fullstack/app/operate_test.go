@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckillkit/seckill/examples/fullstack/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 	"github.com/seckillkit/seckill/order"
@@ -200,5 +201,40 @@ func TestOperateLiveSale(t *testing.T) {
 	}
 	if p := os.Getenv("FULLSTACK_OPERATE_REPORT"); p != "" {
 		_ = os.WriteFile(filepath.Clean(p), html.Bytes(), 0o644)
+	}
+}
+
+// TestAdjustUndoesTheFirstStore: a top-up goes to the DB first and then to
+// Redis; when the Redis step fails (here: the activity is frozen), the DB
+// step is undone by an opposite ledger entry, so the two stores never stay
+// apart. Before, the DB kept the extra units (total_stock 20 above Redis's).
+func TestAdjustUndoesTheFirstStore(t *testing.T) {
+	a, _ := startApp(t, embeddedConfig(10, 40))
+	ctx := admin.WithAction(context.Background(), admin.Action{ID: "audit-undo-test", Operator: "test"})
+	act := fmt.Sprint(a.Config().ActivityID)
+	if err := app.Stock(a).Freeze(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.AdminBackend(t, a).TopUp(ctx, act, 20); err == nil {
+		t.Fatal("a top-up of a frozen activity succeeded")
+	}
+	var total int64
+	if err := app.DB(a).Model(&order.Activity{}).Where("id = ?", act).Pluck("total_stock", &total).Error; err != nil {
+		t.Fatal(err)
+	}
+	adj, err := order.Adjustments(ctx, app.DB(a), act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := int64(0)
+	for _, x := range adj {
+		net += x.Delta
+	}
+	st, err := app.Stock(a).Stats(ctx, act)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != 40 || net != 0 || len(adj) != 2 || st.Total != 40 {
+		t.Errorf("after a failed top-up: DB total_stock %d, ledger %+v (net %d), Redis total %d; want 40, +20 and its undo, 40", total, adj, net, st.Total)
 	}
 }
