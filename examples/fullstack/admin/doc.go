@@ -26,12 +26,12 @@
 //
 // Reads are GET, actions POST with a JSON body (Content-Type
 // application/json, at most [WithMaxBody] bytes, unknown fields refused).
-// Every answer is JSON; every error has one shape,
-// {"error":{"code":"…","message":"…"}}, with the codes listed as Code…
-// constants and messages that never carry an internal error's text (those
-// go to the logger with the request's X-Request-ID). IDs (activity, user,
-// reservation, device, ban reason) are 1..[MaxIDLen] bytes of
-// [A-Za-z0-9._@+-]; an IP ban takes an IP address.
+// Every answer is JSON; every error has one shape, [ErrorAnswer]:
+// {"status":"…","message":"…"}, the buyer API's shape, with the status one
+// of the Code… constants and a message that never carries an internal
+// error's text (that goes to the logger with the request's X-Request-ID).
+// IDs (activity, user, reservation, device, ban reason) are 1..[MaxIDLen]
+// bytes of [A-Za-z0-9._@+-]; an IP ban takes an IP address.
 //
 // # Audit
 //

@@ -65,5 +65,5 @@ func Example() {
 	// Output:
 	// 200 {"before":{"activity":"42","loaded":false,"paused":false,"remaining":0,"total":0,"per_user_limit":0},"after":{"activity":"42","loaded":true,"paused":false,"remaining":100,"total":100,"per_user_limit":0}}
 	// 200 {"before":{"activity":"42","loaded":true,"paused":false,"remaining":100,"total":100,"per_user_limit":0},"after":{"activity":"42","loaded":true,"paused":true,"remaining":100,"total":100,"per_user_limit":0}}
-	// 409 {"error":{"code":"dry_run_required","message":"run a dry run of this activity first and apply it with its dry_run_id before it expires"}}
+	// 409 {"status":"dry_run_required","message":"run a dry run of this activity first and apply it with its dry_run_id before it expires"}
 }

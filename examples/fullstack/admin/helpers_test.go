@@ -146,20 +146,15 @@ func (f *fixture) mustOK(r resp, v any) {
 	}
 }
 
-// mustError fails unless r is status with the JSON error shape and code.
+// mustError fails unless r is status with the JSON error shape
+// {"status":code,"message":…}.
 func (f *fixture) mustError(r resp, status int, code string) {
 	f.t.Helper()
 	if r.status != status {
-		f.t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+		f.t.Fatalf("HTTP %d, want %d; body %s", r.status, status, r.body)
 	}
-	var e map[string]map[string]string
-	dec := json.NewDecoder(strings.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil || len(e) != 1 || len(e["error"]) != 2 {
-		f.t.Fatalf("not the error shape: %s (%v)", r.body, err)
-	}
-	if e["error"]["code"] != code || e["error"]["message"] == "" {
-		f.t.Fatalf("error %v, want code %s", e["error"], code)
+	if e := mustBuyerShape(f.t, r.body); e.Status != code {
+		f.t.Fatalf("error %+v, want status %s", e, code)
 	}
 	if r.header.Get("Content-Type") != "application/json" {
 		f.t.Fatalf("Content-Type %q", r.header.Get("Content-Type"))

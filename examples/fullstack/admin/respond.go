@@ -8,7 +8,8 @@ import (
 	"strconv"
 )
 
-// Error codes of the JSON error shape {"error":{"code":…,"message":…}}.
+// Error codes: the "status" of an [ErrorAnswer], with the HTTP status that
+// goes with each.
 const (
 	CodeBadRequest       = "bad_request"            // 400: malformed JSON, unknown field, bad query
 	CodeInvalidArgument  = "invalid_argument"       // 400: a value out of range or an ID outside the alphabet
@@ -36,18 +37,22 @@ type apiError struct {
 	message string
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+// ErrorAnswer is the body of every error answer of the admin API:
+//
+//	{"status":"dry_run_required","message":"run a dry run of this activity first …"}
+//
+// Status is one of the Code… constants, a machine code to branch on (the
+// HTTP status goes with it); Message is generic text for a person and never
+// carries an internal error's text. It is the shape the reference
+// service's buyer API (examples/fullstack/app) answers its refusals in, so
+// one decoder reads the errors of both.
+type ErrorAnswer struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
 }
 
 func (e apiError) body() []byte {
-	var b errorBody
-	b.Error.Code, b.Error.Message = e.code, e.message
-	out, _ := json.Marshal(b)
-	return out
+	return marshal(ErrorAnswer{Status: e.code, Message: e.message})
 }
 
 func badRequest(msg string) apiError { return apiError{http.StatusBadRequest, CodeBadRequest, msg} }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -23,15 +24,24 @@ type client struct {
 	key   string // Idempotency-Key of this invocation's action, if any
 }
 
-// apiError is the server's error answer.
+// apiError is the server's error answer: the body
+// {"status":"<code>","message":"<text>"} (admin.ErrorAnswer, the buyer
+// API's shape too) and the HTTP status it came with.
 type apiError struct {
-	Status  int
-	Code    string
-	Message string
+	HTTPStatus int
+	Status     string // the machine code, e.g. "conflict"
+	Message    string
 }
 
 func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Status, e.Message, e.HTTPStatus)
+}
+
+// errorAnswer is the JSON body of an error answer. Members added later are
+// ignored; an answer without a status is not the admin API's.
+type errorAnswer struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
 }
 
 // errUsage marks a command-line mistake (exit status 2).
@@ -94,13 +104,11 @@ func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte)
 		return nil, fmt.Errorf("%s %s: read answer: %w", method, u.Path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
+		var e errorAnswer
+		if json.Unmarshal(data, &e) != nil || e.Status == "" {
+			return nil, &apiError{HTTPStatus: resp.StatusCode, Status: "http_" + strconv.Itoa(resp.StatusCode), Message: "not an admin API answer"}
 		}
-		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-			return nil, &apiError{Status: resp.StatusCode, Code: "http_" + fmt.Sprint(resp.StatusCode), Message: "not an admin API answer"}
-		}
-		return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return nil, &apiError{HTTPStatus: resp.StatusCode, Status: e.Status, Message: e.Message}
 	}
 	return data, nil
 }

@@ -38,7 +38,7 @@ func runWith(args []string, stdout, stderr io.Writer, getenv func(string) string
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		fmt.Fprintf(stderr, "seckillctl: %s: %s (HTTP %d)\n", ae.Code, ae.Message, ae.Status)
+		fmt.Fprintf(stderr, "seckillctl: %v\n", ae)
 		return 1
 	case errors.Is(err, errUsage) || !c.running:
 		// !running: cobra refused the command line before a command ran

@@ -13,9 +13,10 @@
 //	seckillctl audit --activity 42 -o json
 //
 // The address may also come from SECKILL_ADMIN_ADDR. Output is a table, or
-// the server's JSON with -o json. On an error the server's error code and
-// message are printed to stderr and the exit status is 1 (2 for a usage
-// error).
+// the server's JSON with -o json. On an error answer
+// ({"status":"<code>","message":"<text>"}) the line
+// "seckillctl: <status>: <message> (HTTP <n>)" goes to stderr and the exit
+// status is 1 (2 for a usage error).
 package main
 
 import (

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -187,11 +189,17 @@ func TestCLIErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"server conflict", nil, []string{"withdraw", "a1", "5"}, 1, "conflict"},
-		{"server not found", nil, []string{"pause", "nope"}, 1, "not_found"},
-		{"server invalid id", nil, []string{"stats", "a!1"}, 1, "invalid_argument"},
-		{"no dry run", nil, []string{"reconcile", "a1", "--apply", "--dry-run-id", "feedfeedfeedfeedfeedfeedfeedfeed"}, 1, "dry_run_required"},
-		{"wrong token", map[string]string{envToken: "wrong-token-wrong-token"}, []string{"stats", "a1"}, 1, "unauthorized"},
+		// The server's error answer: its status and message, the HTTP status.
+		{"server conflict", nil, []string{"withdraw", "a1", "5"}, 1,
+			"seckillctl: conflict: the action conflicts with the current state (HTTP 409)\n"},
+		{"server not found", nil, []string{"pause", "nope"}, 1,
+			"seckillctl: not_found: not found (HTTP 404)\n"},
+		{"server invalid id", nil, []string{"stats", "a!1"}, 1,
+			"seckillctl: invalid_argument: activity: want 1..64 bytes of [A-Za-z0-9._@+-] (HTTP 400)\n"},
+		{"no dry run", nil, []string{"reconcile", "a1", "--apply", "--dry-run-id", "feedfeedfeedfeedfeedfeedfeedfeed"}, 1,
+			"seckillctl: dry_run_required: run a dry run of this activity first and apply it with its dry_run_id before it expires (HTTP 409)\n"},
+		{"wrong token", map[string]string{envToken: "wrong-token-wrong-token"}, []string{"stats", "a1"}, 1,
+			"seckillctl: unauthorized: authentication required (HTTP 401)\n"},
 		{"no token", map[string]string{}, []string{"stats", "a1"}, 2, "SECKILL_ADMIN_TOKEN"},
 		{"apply without id", nil, []string{"reconcile", "a1", "--apply"}, 2, "--dry-run-id"},
 		{"bad n", nil, []string{"topup", "a1", "many"}, 2, "positive integer"},
@@ -208,7 +216,11 @@ func TestCLIErrors(t *testing.T) {
 				env = map[string]string{envToken: token}
 			}
 			code, out, errs := s.ctlEnv(env, tc.args...)
-			if code != tc.code || !strings.Contains(errs, tc.msg) || out != "" {
+			ok := strings.Contains(errs, tc.msg)
+			if code == 1 {
+				ok = errs == tc.msg
+			}
+			if code != tc.code || !ok || out != "" {
 				t.Fatalf("exit %d stderr %q stdout %q; want exit %d and %q", code, errs, out, tc.code, tc.msg)
 			}
 		})
@@ -219,6 +231,53 @@ func TestCLIErrors(t *testing.T) {
 	// load + the refused withdraw and pause (failed rows); nothing else.
 	if n := s.rows(); n != 3 {
 		t.Fatalf("%d audit rows, want 3", n)
+	}
+}
+
+// An error answer is printed as its status and message with the HTTP
+// status; an answer not in the admin API's error shape (another server, a
+// proxy's page, the shape the admin API answered before it took the buyer
+// API's) is named as such.
+func TestCLIPrintsErrorAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		http int
+		body string
+		want string
+	}{
+		{"error answer", 503, `{"status":"unavailable","message":"a backing store is unavailable; retry later"}`,
+			"seckillctl: unavailable: a backing store is unavailable; retry later (HTTP 503)\n"},
+		{"member added later", 409, `{"status":"conflict","message":"m","retry_after":3}`,
+			"seckillctl: conflict: m (HTTP 409)\n"},
+		{"old shape", 409, `{"error":{"code":"conflict","message":"m"}}`,
+			"seckillctl: http_409: not an admin API answer (HTTP 409)\n"},
+		{"no status", 500, `{"message":"m"}`,
+			"seckillctl: http_500: not an admin API answer (HTTP 500)\n"},
+		{"not JSON", 502, "<html>Bad Gateway</html>",
+			"seckillctl: http_502: not an admin API answer (HTTP 502)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			paths := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case paths <- r.URL.Path:
+				default:
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.http)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			var out, errb bytes.Buffer
+			code := runWith([]string{"--addr", srv.URL + "/admin/", "stats", "a1"}, &out, &errb,
+				func(k string) string { return map[string]string{envToken: token}[k] }, srv.Client())
+			if code != 1 || errb.String() != tc.want || out.Len() != 0 {
+				t.Fatalf("exit %d stderr %q stdout %q; want exit 1 and %q", code, errb.String(), out.String(), tc.want)
+			}
+			if p := <-paths; p != "/admin/activities/a1/stats" {
+				t.Fatalf("request path %q", p)
+			}
+		})
 	}
 }
 
