@@ -60,7 +60,7 @@ func mapErr(err error) error {
 
 // state reads the activity's state from Redis.
 func (b *adminBackend) state(ctx context.Context, activity string) (admin.ActivityState, error) {
-	st, err := b.a.stock.Stats(ctx, activity)
+	st, err := b.a.p.stock.Stats(ctx, activity)
 	if err != nil {
 		return admin.ActivityState{}, mapErr(err)
 	}
@@ -81,7 +81,7 @@ func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Chan
 	if err := b.a.in.DB.WithContext(ctx).Where("id = ?", p.Activity).FirstOrCreate(&row).Error; err != nil {
 		return admin.Change{}, err
 	}
-	if _, err := b.a.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Stock, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
+	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Stock, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, p.Activity)
@@ -90,7 +90,7 @@ func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Chan
 
 // Stats reads Redis and the DB (the activity row, live orders).
 func (b *adminBackend) Stats(ctx context.Context, activity string) (admin.Stats, error) {
-	st, err := b.a.stock.Stats(ctx, activity)
+	st, err := b.a.p.stock.Stats(ctx, activity)
 	if err != nil {
 		return admin.Stats{}, mapErr(err)
 	}
@@ -130,7 +130,7 @@ func (b *adminBackend) Reservations(ctx context.Context, activity, user string) 
 	var out []admin.Reservation
 	var cursor uint64
 	for range 100_000 { // bounded: 100k pages of 500
-		page, next, err := b.a.stock.Reservations(ctx, activity, cursor, 500)
+		page, next, err := b.a.p.stock.Reservations(ctx, activity, cursor, 500)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -151,7 +151,7 @@ func (b *adminBackend) Reservations(ctx context.Context, activity, user string) 
 // the consumer's dedup row.
 func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.Story, error) {
 	s := admin.Story{Activity: activity, Reservation: resv}
-	r, found, err := b.a.stock.Lookup(ctx, activity, resv)
+	r, found, err := b.a.p.stock.Lookup(ctx, activity, resv)
 	if err != nil {
 		return s, mapErr(err)
 	}
@@ -185,7 +185,7 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 		return s, err
 	}
 	if user != "" {
-		res, err := b.a.results.Reservation(ctx, activity, user, resv)
+		res, err := b.a.p.results.Reservation(ctx, activity, user, resv)
 		if err != nil {
 			return s, err
 		}
@@ -197,12 +197,12 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 // Pause stops new reservations in Redis (a buyer reads "paused", not "sold
 // out") and records the pause in the activity row.
 func (b *adminBackend) Pause(ctx context.Context, activity string) (admin.Change, error) {
-	return b.control(ctx, activity, b.a.stock.Pause, order.ActivityPaused)
+	return b.control(ctx, activity, b.a.p.stock.Pause, order.ActivityPaused)
 }
 
 // Resume lets Redis decide again and records it in the activity row.
 func (b *adminBackend) Resume(ctx context.Context, activity string) (admin.Change, error) {
-	return b.control(ctx, activity, b.a.stock.Resume, order.ActivityActive)
+	return b.control(ctx, activity, b.a.p.stock.Resume, order.ActivityActive)
 }
 
 func (b *adminBackend) control(ctx context.Context, activity string, f func(context.Context, string) error, status order.ActivityStatus) (admin.Change, error) {
@@ -244,7 +244,7 @@ func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64)
 		return err
 	}
 	redis := func(id string, d int64) error {
-		_, err := b.a.stock.Adjust(ctx, stock.AdjustParams{Activity: activity, ID: id, Delta: d})
+		_, err := b.a.p.stock.Adjust(ctx, stock.AdjustParams{Activity: activity, ID: id, Delta: d})
 		return err
 	}
 	first, second := db, redis
@@ -270,8 +270,8 @@ func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64)
 	// New units, new access tokens: the pool is topped up to the new
 	// total × k (Issue never shrinks it; a withdrawal leaves tokens that
 	// simply find less stock).
-	if delta > 0 && activity == b.a.actKey {
-		if _, err := b.a.pool.Issue(ctx, activity, after.Total); err != nil {
+	if delta > 0 && activity == b.a.sale.key {
+		if _, err := b.a.p.pool.Issue(ctx, activity, after.Total); err != nil {
 			return admin.Change{}, mapErr(err)
 		}
 	}
@@ -319,10 +319,10 @@ func (b *adminBackend) OutboxRetry(ctx context.Context, ids []int64) (admin.Outb
 	if err != nil {
 		return admin.OutboxRetryResult{}, err
 	}
-	if b.a.relay == nil {
+	if b.a.p.relay == nil {
 		return admin.OutboxRetryResult{}, fmt.Errorf("%w: no outbox relay on this process", admin.ErrUnavailable)
 	}
-	n, err := b.a.relay.Requeue(ctx, ids...)
+	n, err := b.a.p.relay.Requeue(ctx, ids...)
 	if err != nil {
 		return admin.OutboxRetryResult{}, err
 	}
@@ -333,7 +333,7 @@ func (b *adminBackend) OutboxRetry(ctx context.Context, ids []int64) (admin.Outb
 var banKinds = map[admin.BanKind]risk.Kind{admin.BanUser: risk.KindUser, admin.BanIP: risk.KindIP, admin.BanDevice: risk.KindDevice}
 
 func (b *adminBackend) banned(ctx context.Context, kind admin.BanKind, id string) (*admin.Ban, error) {
-	ban, ok, err := b.a.blacklist.Banned(ctx, banKinds[kind], id)
+	ban, ok, err := b.a.p.blacklist.Banned(ctx, banKinds[kind], id)
 	if err != nil || !ok {
 		return nil, mapErr(err)
 	}
@@ -347,9 +347,9 @@ func (b *adminBackend) Ban(ctx context.Context, p admin.BanParams) (admin.BanCha
 		return admin.BanChange{}, err
 	}
 	if p.Duration > 0 {
-		_, err = b.a.blacklist.AddFor(ctx, banKinds[p.Kind], p.ID, p.Reason, p.Duration)
+		_, err = b.a.p.blacklist.AddFor(ctx, banKinds[p.Kind], p.ID, p.Reason, p.Duration)
 	} else {
-		_, err = b.a.blacklist.Add(ctx, banKinds[p.Kind], p.ID, p.Reason)
+		_, err = b.a.p.blacklist.Add(ctx, banKinds[p.Kind], p.ID, p.Reason)
 	}
 	if err != nil {
 		return admin.BanChange{}, mapErr(err)
@@ -364,7 +364,7 @@ func (b *adminBackend) Unban(ctx context.Context, kind admin.BanKind, id string)
 	if err != nil {
 		return admin.BanChange{}, err
 	}
-	if err := b.a.blacklist.Remove(ctx, banKinds[kind], id); err != nil {
+	if err := b.a.p.blacklist.Remove(ctx, banKinds[kind], id); err != nil {
 		return admin.BanChange{}, mapErr(err)
 	}
 	return admin.BanChange{Before: before}, nil
@@ -387,7 +387,7 @@ func (a *App) adminHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &adminBackend{a: a, recon: a.recon, dry: a.reconDry}
+	b := &adminBackend{a: a, recon: a.p.recon, dry: a.p.reconDry}
 	if b.orders, err = order.NewOrders(a.in.DB); err != nil {
 		return nil, err
 	}

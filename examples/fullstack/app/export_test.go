@@ -27,25 +27,25 @@ func Miniredis(a *App) *miniredis.Miniredis { return a.in.mini }
 // ConsumeToken spends user's access token, as a request that died right
 // after the consume would have.
 func ConsumeToken(ctx context.Context, a *App, user, tok string) error {
-	return a.pool.Consume(ctx, token.ConsumeParams{Activity: a.actKey, User: user, Token: tok})
+	return a.p.pool.Consume(ctx, token.ConsumeParams{Activity: a.sale.key, User: user, Token: tok})
 }
 
 // ReserveAs reserves one unit for user under resv, as a request whose
 // Reserve ran in Redis but whose reply was lost.
 func ReserveAs(ctx context.Context, a *App, user, resv string) (stock.Result, error) {
-	return a.stock.Reserve(ctx, stock.Request{Activity: a.act.ID, User: user, Qty: 1, RequestID: resv})
+	return a.p.stock.Reserve(ctx, stock.Request{Activity: a.sale.act.ID, User: user, Qty: 1, RequestID: resv})
 }
 
 // ReleaseFenced releases resv through the fence, as the reconciler does.
 func ReleaseFenced(ctx context.Context, a *App, user, resv string) error {
 	f, err := order.NewFence(a.in.DB, order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
-		_, err := a.stock.Release(ctx, activity, id)
+		_, err := a.p.stock.Release(ctx, activity, id)
 		return err
 	}))
 	if err != nil {
 		return err
 	}
-	return f.ReleaseFor(ctx, order.ReleaseRequest{Activity: a.act.ID, User: user, ReservationID: resv})
+	return f.ReleaseFor(ctx, order.ReleaseRequest{Activity: a.sale.act.ID, User: user, ReservationID: resv})
 }
 
 // ClientReservationID is the reservation ID of a client's request ID.
@@ -59,11 +59,11 @@ func RedisClient(a *App) redis.UniversalClient { return a.in.Redis }
 
 // Held reads what user holds in the sale's stock.
 func Held(ctx context.Context, a *App, user string) (int64, error) {
-	return a.stock.Held(ctx, a.act.ID, user)
+	return a.p.stock.Held(ctx, a.sale.act.ID, user)
 }
 
 // SetReadTimeout sets a's server ReadTimeout; call it before Start.
-func SetReadTimeout(a *App, d time.Duration) { a.readTimeout = d }
+func SetReadTimeout(a *App, d time.Duration) { a.srv.readTimeout = d }
 
 // CheckTicket checks an SSE ticket for resv as the stream does, at now.
 func CheckTicket(a *App, ticket, resv string, now time.Time) (string, bool) {
@@ -101,8 +101,8 @@ func AdminBackend(t interface{ Fatal(...any) }, a *App) admin.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &adminBackend{a: a, orders: o, recon: a.recon, dry: a.reconDry}
+	return &adminBackend{a: a, orders: o, recon: a.p.recon, dry: a.p.reconDry}
 }
 
 // Stock returns a's stock deductor.
-func Stock(a *App) *stock.Deductor { return a.stock }
+func Stock(a *App) *stock.Deductor { return a.p.stock }

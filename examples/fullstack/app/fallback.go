@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
@@ -27,33 +30,32 @@ import (
 // database's own check in the consumer's transaction: a buyer who got a
 // unit from each store sees the second end FAILED (limit_reached).
 
-// dbFallback opens the pool and returns the Deductor option, or nothing
-// when the fallback is off.
-func (a *App) dbFallback(ctx context.Context) ([]stock.Option, error) {
-	q := a.cfg.DBFallbackQuota
-	if q <= 0 {
+// openDBPool opens the sale's DB pool of quota units, or returns nil when
+// the fallback is off (quota 0). It is I/O (a migration and the pool's row),
+// so New runs it before build, which only wires the pool in.
+func openDBPool(ctx context.Context, db *gorm.DB, s *sale, quota int64, log *slog.Logger) (*dbfallback.Store, error) {
+	if quota <= 0 {
 		return nil, nil
 	}
-	fb, err := dbfallback.New(a.in.DB)
+	fb, err := dbfallback.New(db)
 	if err != nil {
 		return nil, err
 	}
 	if err := fb.AutoMigrate(ctx); err != nil {
 		return nil, err
 	}
-	sale := stock.Activity{ID: a.act.ID, Stock: a.act.TotalStock, PerUserLimit: a.act.UserLimit,
-		Start: a.act.StartTime, End: a.act.EndTime}
-	if err := fb.Open(ctx, sale, q); err != nil {
+	act := stock.Activity{ID: s.act.ID, Stock: s.act.TotalStock, PerUserLimit: s.act.UserLimit,
+		Start: s.act.StartTime, End: s.act.EndTime}
+	if err := fb.Open(ctx, act, quota); err != nil {
 		return nil, fmt.Errorf("db fallback pool: %w", err)
 	}
-	a.fallback = fb
-	a.log.Info("db fallback pool open", "activity", a.act.ID, "quota", q)
-	return []stock.Option{stock.WithFallback(fb)}, nil
+	log.Info("db fallback pool open", "activity", s.act.ID, "quota", quota)
+	return fb, nil
 }
 
 // poolQuota is the number of units of activity set aside in the DB pool.
 func (a *App) poolQuota(activity string) int64 {
-	if a.fallback == nil || activity != a.act.ID {
+	if a.p.fallback == nil || activity != a.sale.act.ID {
 		return 0
 	}
 	return a.cfg.DBFallbackQuota
@@ -63,16 +65,16 @@ func (a *App) poolQuota(activity string) int64 {
 // second (its units come back only through releases, which are rare): the
 // in-process sold-out short-circuit then refuses without a DB query.
 func (a *App) poolSoldOut() bool {
-	return a.fallback == nil || time.Now().UnixNano() < a.poolOut.Load()
+	return a.p.fallback == nil || time.Now().UnixNano() < a.p.poolOut.Load()
 }
 
 // reserveFromPool asks the DB pool for the unit Redis no longer has. It
 // returns res unchanged unless the pool reserved.
 func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.Result) (stock.Result, error) {
-	if a.fallback == nil || res.Status != stock.SoldOut || res.Fallback || a.poolSoldOut() {
+	if a.p.fallback == nil || res.Status != stock.SoldOut || res.Fallback || a.poolSoldOut() {
 		return res, nil
 	}
-	pres, err := a.fallback.Reserve(ctx, req)
+	pres, err := a.p.fallback.Reserve(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("db fallback pool: %w", err)
 	}
@@ -81,7 +83,7 @@ func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.
 		pres.Fallback = true
 		return pres, nil
 	case stock.SoldOut:
-		a.poolOut.Store(time.Now().Add(time.Second).UnixNano())
+		a.p.poolOut.Store(time.Now().Add(time.Second).UnixNano())
 	}
 	return res, nil
 }
@@ -90,9 +92,9 @@ func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.
 // them: Redis and the DB pool (each is idempotent and leaves a tombstone
 // for an ID it does not hold).
 func (a *App) releaseUnits(ctx context.Context, activity, id string) error {
-	_, err := a.stock.Release(ctx, activity, id)
-	if a.fallback != nil {
-		_, ferr := a.fallback.Release(ctx, activity, id)
+	_, err := a.p.stock.Release(ctx, activity, id)
+	if a.p.fallback != nil {
+		_, ferr := a.p.fallback.Release(ctx, activity, id)
 		err = errors.Join(err, ferr)
 	}
 	return err
@@ -115,17 +117,17 @@ type orderReleaser struct {
 // one the layout never had since a rebuild. No tombstone hides the loss.
 func (r orderReleaser) ReleaseOrder(ctx context.Context, o order.Order) error {
 	a := r.a
-	if a.fallback != nil {
-		pres, err := a.fallback.Release(ctx, o.ActivityID, o.ReservationID)
+	if a.p.fallback != nil {
+		pres, err := a.p.fallback.Release(ctx, o.ActivityID, o.ReservationID)
 		if err != nil {
 			return err
 		}
 		if pres.Status == stock.ReleaseDone || pres.Status == stock.ReleaseDuplicate && pres.Qty > 0 {
-			_, err := a.stock.Release(ctx, o.ActivityID, o.ReservationID)
+			_, err := a.p.stock.Release(ctx, o.ActivityID, o.ReservationID)
 			return err
 		}
 	}
-	_, err := a.stock.ReleaseReserved(ctx, stock.ReleaseReservedParams{
+	_, err := a.p.stock.ReleaseReserved(ctx, stock.ReleaseReservedParams{
 		Activity: o.ActivityID, RequestID: o.ReservationID, ReservedBy: o.CreatedAt})
 	return err
 }
@@ -146,12 +148,12 @@ func (a *App) poolHeld(ctx context.Context) (map[string]bool, error) {
 // poolReservations lists the reservations the DB pool holds.
 func (a *App) poolReservations(ctx context.Context) ([]stock.Reservation, error) {
 	var out []stock.Reservation
-	if a.fallback == nil {
+	if a.p.fallback == nil {
 		return out, nil
 	}
 	cursor := ""
 	for pages := 0; pages < 1_000_000; pages++ {
-		page, next, err := a.fallback.Reservations(ctx, a.act.ID, cursor, 1000)
+		page, next, err := a.p.fallback.Reservations(ctx, a.sale.act.ID, cursor, 1000)
 		if err != nil {
 			return nil, fmt.Errorf("db fallback pool: %w", err)
 		}
@@ -170,19 +172,19 @@ func (a *App) poolReservations(ctx context.Context) ([]stock.Reservation, error)
 // reply was lost may then be reserved in the pool too; the order is one
 // either way, and dbfallback.Store.Overlap finds such doubles afterwards).
 func (a *App) lookupReservation(ctx context.Context, resv string) (stock.Reservation, bool, error) {
-	r, ok, err := a.stock.Lookup(ctx, a.act.ID, resv)
-	if ok || a.fallback == nil || (err != nil && !errors.Is(err, stock.ErrUnavailable)) {
+	r, ok, err := a.p.stock.Lookup(ctx, a.sale.act.ID, resv)
+	if ok || a.p.fallback == nil || (err != nil && !errors.Is(err, stock.ErrUnavailable)) {
 		return r, ok, err
 	}
-	return a.fallback.Lookup(ctx, a.act.ID, resv)
+	return a.p.fallback.Lookup(ctx, a.sale.act.ID, resv)
 }
 
 // poolRemaining is what the DB pool can still sell (0 without one).
 func (a *App) poolRemaining(ctx context.Context) int64 {
-	if a.fallback == nil {
+	if a.p.fallback == nil {
 		return 0
 	}
-	st, err := a.fallback.Stats(ctx, a.act.ID)
+	st, err := a.p.fallback.Stats(ctx, a.sale.act.ID)
 	if err != nil {
 		return 0
 	}
@@ -192,10 +194,10 @@ func (a *App) poolRemaining(ctx context.Context) int64 {
 // held is what user holds in the sale across both stores: Redis and the DB
 // pool. Zero means no reservation in flight and no live order of theirs.
 func (a *App) held(ctx context.Context, user string) (int64, error) {
-	n, err := a.stock.Held(ctx, a.act.ID, user)
-	if err != nil || a.fallback == nil {
+	n, err := a.p.stock.Held(ctx, a.sale.act.ID, user)
+	if err != nil || a.p.fallback == nil {
 		return n, err
 	}
-	p, err := a.fallback.Held(ctx, a.act.ID, user)
+	p, err := a.p.fallback.Held(ctx, a.sale.act.ID, user)
 	return n + p, err
 }

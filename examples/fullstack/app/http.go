@@ -50,7 +50,7 @@ func (a *App) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-ID")
 		if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\t\"") {
-			id = a.nodeTag + "-" + strconv.FormatUint(reqSeq.Add(1), 36)
+			id = a.p.nodeTag + "-" + strconv.FormatUint(reqSeq.Add(1), 36)
 		}
 		w.Header()["X-Request-Id"] = []string{id} // canonical key, no re-canonicalising
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))

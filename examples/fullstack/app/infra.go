@@ -20,6 +20,8 @@ import (
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/seckillkit/seckill/order"
 )
 
 // Infra is the set of collaborators the service borrows: one Redis client,
@@ -33,6 +35,14 @@ type Infra struct {
 	StockRedis redis.UniversalClient
 	DB         *gorm.DB
 	Brokers    []string
+
+	// Kafka clients of the node (ConnectKafka): the order producer (also
+	// the outbox relay's and the dead-letter topic's), and a client with its
+	// cluster admin for the consumer group's lag.
+	Producer    sarama.SyncProducer
+	KafkaClient sarama.Client
+	KafkaAdmin  sarama.ClusterAdmin
+	kafkaCfg    *sarama.Config // the producer's config, also the consumer group's
 
 	// kafkaAddrMap: broker address as advertised → address dialed
 	// (-kafka-addr-map).
@@ -172,6 +182,14 @@ func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, erro
 // Close closes what StartInfra opened or started, in reverse order.
 func (in *Infra) Close() error {
 	var errs []error
+	if in.Producer != nil {
+		errs = append(errs, in.Producer.Close())
+		in.Producer = nil
+	}
+	if in.KafkaAdmin != nil {
+		errs = append(errs, in.KafkaAdmin.Close()) // closes KafkaClient too
+		in.KafkaAdmin, in.KafkaClient = nil, nil
+	}
 	if in.kafka != nil {
 		in.kafka.Close()
 		in.kafka = nil
@@ -313,4 +331,36 @@ func (md mappedDialer) Dial(network, addr string) (net.Conn, error) {
 		addr = to
 	}
 	return md.d.Dial(network, addr)
+}
+
+// ConnectKafka opens the node's Kafka clients (node tags their client
+// IDs): the producer, and the client and cluster admin that read the
+// consumer group's lag. Close closes them.
+func (in *Infra) ConnectKafka(node string) error {
+	c := order.SaramaConfig()
+	c.ClientID = "seckill-fullstack-" + node
+	c.Producer.Timeout = 5 * time.Second
+	c.Net.DialTimeout = 3 * time.Second
+	c.Metadata.Retry.Max = 3
+	in.kafkaCfg = in.Sarama(c) // -kafka-addr-map
+	sp, err := sarama.NewSyncProducer(in.Brokers, in.kafkaCfg)
+	if err != nil {
+		return fmt.Errorf("kafka producer: %w", err)
+	}
+	in.Producer = sp
+	ac := order.SaramaConfig()
+	ac.ClientID = "seckill-fullstack-admin-" + node
+	ac.Net.DialTimeout = 3 * time.Second
+	ac.Metadata.Retry.Max = 3
+	client, err := sarama.NewClient(in.Brokers, in.Sarama(ac))
+	if err != nil {
+		return fmt.Errorf("kafka client for lag: %w", err)
+	}
+	admin, err := sarama.NewClusterAdminFromClient(client)
+	if err != nil {
+		_ = client.Close()
+		return fmt.Errorf("kafka admin for lag: %w", err)
+	}
+	in.KafkaClient, in.KafkaAdmin = client, admin
+	return nil
 }

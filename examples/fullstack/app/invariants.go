@@ -38,10 +38,10 @@ type Invariants struct {
 
 // Invariants counts, in Redis and the DB, everything the invariants need.
 func (a *App) Invariants(ctx context.Context) (Invariants, error) {
-	iv := Invariants{Activity: a.act.ID, Initial: a.act.TotalStock, Orders: map[string]int64{}}
+	iv := Invariants{Activity: a.sale.act.ID, Initial: a.sale.act.TotalStock, Orders: map[string]int64{}}
 	db := a.in.DB.WithContext(ctx)
 
-	st, err := a.stock.Stats(ctx, a.act.ID)
+	st, err := a.p.stock.Stats(ctx, a.sale.act.ID)
 	if err != nil {
 		return iv, fmt.Errorf("stock stats: %w", err)
 	}
@@ -50,7 +50,7 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	states := map[string]stock.State{}
 	var cursor uint64
 	for {
-		page, next, err := a.stock.Reservations(ctx, a.act.ID, cursor, 1000)
+		page, next, err := a.p.stock.Reservations(ctx, a.sale.act.ID, cursor, 1000)
 		if err != nil {
 			return iv, fmt.Errorf("ledger: %w", err)
 		}
@@ -71,8 +71,8 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 		}
 	}
 	iv.RedisLive = int64(len(held))
-	if a.fallback != nil {
-		ps, err := a.fallback.Stats(ctx, a.act.ID)
+	if a.p.fallback != nil {
+		ps, err := a.p.fallback.Stats(ctx, a.sale.act.ID)
 		if err != nil {
 			return iv, fmt.Errorf("db fallback pool: %w", err)
 		}
@@ -91,11 +91,11 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	var live []order.Order
 	err = db.Transaction(func(tx *gorm.DB) error {
 		var act order.Activity
-		if err := tx.Select("stock, total_stock").Where("id = ?", a.act.ID).Take(&act).Error; err != nil {
+		if err := tx.Select("stock, total_stock").Where("id = ?", a.sale.act.ID).Take(&act).Error; err != nil {
 			return fmt.Errorf("activity: %w", err)
 		}
 		iv.DBStock, iv.Total = act.Stock, act.TotalStock
-		adj, err := order.Adjustments(ctx, tx, a.act.ID)
+		adj, err := order.Adjustments(ctx, tx, a.sale.act.ID)
 		if err != nil {
 			return fmt.Errorf("adjustments: %w", err)
 		}
@@ -106,13 +106,13 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 			Status string
 			N      int64
 		}
-		if err := tx.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", a.act.ID).Group("status").Scan(&byStatus).Error; err != nil {
+		if err := tx.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", a.sale.act.ID).Group("status").Scan(&byStatus).Error; err != nil {
 			return fmt.Errorf("orders: %w", err)
 		}
 		for _, r := range byStatus {
 			iv.Orders[r.Status] = r.N
 		}
-		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", a.act.ID, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
+		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", a.sale.act.ID, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
 			return fmt.Errorf("live orders: %w", err)
 		}
 		return nil

@@ -104,11 +104,11 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user, resv string
 		writeErr(w, http.StatusInternalServerError, "retry", "streaming unsupported")
 		return
 	}
-	if !a.streams.acquire(user) {
+	if !a.p.streams.acquire(user) {
 		a.refuse(w, r, "sse_limit", http.StatusTooManyRequests, "limited", "too many open result streams")
 		return
 	}
-	defer a.streams.release(user)
+	defer a.p.streams.release(user)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -128,11 +128,11 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user, resv string
 // check), so another site cannot read a buyer's result with a stolen ticket
 // through the buyer's browser.
 func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user, resv string) {
-	if !a.streams.acquire(user) {
+	if !a.p.streams.acquire(user) {
 		a.refuse(w, r, "ws_limit", http.StatusTooManyRequests, "limited", "too many open result streams")
 		return
 	}
-	defer a.streams.release(user)
+	defer a.p.streams.release(user)
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered the client
@@ -184,7 +184,7 @@ func (a *App) push(ctx context.Context, user, resv, transport string, send func(
 			return
 		case <-ctx.Done():
 			return
-		case <-a.stopping:
+		case <-a.srv.stopping:
 			return
 		}
 	}

@@ -28,7 +28,7 @@ const ticketTTL = time.Minute
 
 // ticketMAC is the MAC of a ticket's fields.
 func (a *App) ticketMAC(user, resv string, exp int64) []byte {
-	m := hmac.New(sha256.New, a.ticketKey)
+	m := hmac.New(sha256.New, a.p.ticketKey)
 	m.Write([]byte("sse|" + user + "|" + resv + "|" + strconv.FormatInt(exp, 10)))
 	return m.Sum(nil)
 }

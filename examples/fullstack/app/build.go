@@ -1,0 +1,630 @@
+package app
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/risk"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/stock/dbfallback"
+	"github.com/seckillkit/seckill/token"
+)
+
+// parts are the library parts of a node, built by build over the
+// connections of Infra. The handlers call them; nothing else holds them.
+type parts struct {
+	nodeTag string        // this node's random tag (newNodeTag)
+	obs     multiObserver // every part reports here: Prometheus + Config.Observer
+	built   bool          // build finished (Shutdown drains only then)
+
+	// Breakers: one around Redis, one around Kafka.
+	brRedis, brKafka *breaker.Breaker
+
+	// Stock: the deductor (Redis), its preloader, and the optional DB pool.
+	stock     *stock.Deductor
+	preloader *stock.Preloader
+	fallback  *dbfallback.Store // nil unless -db-fallback-quota > 0
+	poolOut   atomic.Int64      // unix nanos until which the DB pool is known sold out
+
+	// Credentials: access tokens, the signed buy path, captchas, stream
+	// tickets.
+	pool      *token.Pool
+	signer    *token.Signer
+	captcha   *captchaGate
+	ticketKey []byte    // HMAC key of stream tickets (ticket.go)
+	streams   streamCap // concurrent SSE/WebSocket streams per user
+
+	// Risk: sessions, client IPs, the rules.
+	sessions  *risk.SessionStore
+	authn     *risk.AuthCache
+	auth      *risk.Auth
+	ips       *risk.IPResolver
+	checker   *risk.Checker
+	blacklist *risk.Blacklist
+
+	// Limits: the node's global bucket and the per-user windows.
+	global                            *limiter.TokenBucket
+	perUser, tokenLimit, captchaLimit limiter.Limiter
+
+	// Orders: results, reads, the hand-off, payment, reconciliation.
+	results         *order.Results
+	orders          *order.Orders
+	submit          func(ctx context.Context, m order.Message) error
+	pay             func(ctx context.Context, orderNo string) error
+	recon, reconDry *order.Reconciler
+	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
+}
+
+// build puts every library part together over a's connections, lists the
+// node's workers and lays out the buy chain. It does no I/O (TestBuildDoesNoIO):
+// whatever needs a server runs in a worker's start.
+func (a *App) build(node string, pool *dbfallback.Store) error {
+	p := &parts{nodeTag: node, fallback: pool, obs: multiObserver{a.m.obs}}
+	if a.cfg.Observer != nil {
+		p.obs = append(p.obs, a.cfg.Observer)
+	}
+	a.p = p
+	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildOrders} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	a.run.add(worker{name: "metrics", run: every(2*time.Second, a.refreshGauges)})
+	a.buy = a.buyChain()
+	p.built = true
+	return nil
+}
+
+// buildBreakers: denials are results, so only real failures count. The
+// Redis breaker trips on the failure ratio alone (≥ 50 % of ≥ 50 calls in
+// 10 s): at tens of thousands of calls a second, five failures in a row are
+// a blip (a failover, a slow fork), not an outage worth 2 s of 503s.
+func (a *App) buildBreakers() (err error) {
+	stateHook := func(name string, from, to breaker.State) {
+		a.log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+	}
+	if a.p.brRedis, err = breaker.New("redis", breaker.WithConsecutiveFailures(0), breaker.WithFailureRatio(0.5, 50), breaker.WithWindow(10*time.Second, 10),
+		breaker.WithOpenTimeout(2*time.Second), breaker.WithOnStateChange(stateHook), breaker.WithClassifier(classify), breaker.WithObserver(a.p.obs)); err != nil {
+		return err
+	}
+	a.p.brKafka, err = breaker.New("kafka", breaker.WithConsecutiveFailures(3), breaker.WithOpenTimeout(5*time.Second),
+		breaker.WithOnStateChange(stateHook), breaker.WithObserver(a.p.obs))
+	return err
+}
+
+// classify tells the Redis breaker which errors are the dependency's fault.
+// Refusals (every one wraps its package's ErrRefused) are errors by the
+// token and captcha contracts but say nothing about Redis health.
+func classify(err error) breaker.Outcome {
+	if errors.Is(err, token.ErrRefused) || errors.Is(err, captcha.ErrRefused) {
+		return breaker.Success
+	}
+	return breaker.DefaultClassifier(err)
+}
+
+// buildStock: the one Lua call with the in-process sold-out flag, the DB
+// pool when there is one, and the preloader that loads the sale from the
+// database and rebuilds it after Redis lost it.
+func (a *App) buildStock() (err error) {
+	p, cfg, log := a.p, a.cfg, a.log
+	opts := []stock.Option{stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log), stock.WithObserver(p.obs),
+		stock.WithOnLoss(func(activity, reason string) {
+			a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
+			log.Error("ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
+				"activity", activity, "reason", reason)
+		}),
+		stock.WithOnRelease(func(ctx context.Context, activity, id string, res stock.ReleaseResult, err error) {
+			if err == nil && res.Released() {
+				a.m.released.WithLabelValues("released").Inc()
+			}
+		})}
+	if p.fallback != nil {
+		opts = append(opts, stock.WithFallback(p.fallback))
+	}
+	if p.stock, err = stock.New(a.in.StockRedis, opts...); err != nil {
+		return err
+	}
+	src := stock.SourceFunc(func(ctx context.Context, from, to time.Time) ([]stock.Activity, error) {
+		var rows []order.Activity
+		if err := a.in.DB.WithContext(ctx).Where("start_time < ? AND end_time > ?", to, from).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		out := make([]stock.Activity, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, stock.Activity{ID: r.ID, Stock: r.TotalStock - a.poolQuota(r.ID), PerUserLimit: r.UserLimit,
+				Start: r.StartTime, End: r.EndTime, TTL: cfg.PayTimeout + 24*time.Hour})
+		}
+		return out, nil
+	})
+	if p.preloader, err = stock.NewPreloader(p.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second),
+		stock.WithPreloadLogger(log), stock.WithRecovery(stock.RecoveryFunc(a.recoverStock)), stock.WithOnRecover(a.afterRebuild)); err != nil {
+		return err
+	}
+	a.run.add(
+		worker{name: "stock_soldout", run: p.stock.Run, stop: p.stock.Close},
+		worker{name: "preloader", run: p.preloader.Run, start: func(ctx context.Context) error {
+			if _, err := p.preloader.Tick(ctx); err != nil { // load now; Run keeps watching
+				return fmt.Errorf("preload: %w", err)
+			}
+			return nil
+		}},
+	)
+	return nil
+}
+
+// recoverStock rebuilds the sale's Redis state from the database after
+// Redis lost it (a restart without persistence, a failover to a replica
+// that missed writes, the embedded miniredis after a crash): the ledger is
+// the reservations of the live orders, remaining is total − their units.
+// It is ready only when nothing is in flight any more — no outbox row
+// pending and no Kafka lag for the consumer group — because an in-flight
+// message becomes an order (or a FAILED outcome) that the rebuild must
+// count. Until then buyers are answered "busy" (stock.Frozen).
+func (a *App) recoverStock(ctx context.Context, act stock.Activity) ([]stock.Reservation, bool, error) {
+	backlog, err := outbox.Stats(ctx, a.in.DB)
+	if err != nil {
+		return nil, false, err
+	}
+	lag, _, err := order.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	if err != nil {
+		return nil, false, err
+	}
+	if backlog.Pending > 0 || lag > 0 {
+		a.log.Warn("sale frozen: waiting for in-flight orders before the rebuild", "activity", act.ID,
+			"outbox_pending", backlog.Pending, "kafka_lag", lag)
+		return nil, false, nil
+	}
+	live, err := order.LiveReservations(ctx, a.in.DB, act.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	inPool, err := a.poolHeld(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]stock.Reservation, 0, len(live))
+	for _, r := range live {
+		if !inPool[r.ID] { // the DB pool's units are not Redis's
+			out = append(out, stock.Reservation{RequestID: r.ID, User: r.User, Qty: r.Qty, State: stock.Held, ReservedAt: r.At})
+		}
+	}
+	return out, true, nil
+}
+
+// consumerGroup is the Kafka consumer group of the order consumer.
+const consumerGroup = "seckill-orders"
+
+// afterRebuild runs after the preloader rebuilt an activity's stock from the
+// database (a first load, or a recovery after Redis lost it): the access
+// tokens lived in the same Redis, so the pool is issued again. Issue is
+// idempotent, so a pool that survived is left as it is.
+func (a *App) afterRebuild(activity string, rebuilt bool) {
+	if !rebuilt || activity != a.sale.act.ID {
+		return
+	}
+	ctx, cancel := context.WithTimeout(a.run.bg, 10*time.Second)
+	defer cancel()
+	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
+		a.log.Warn("access-token pool not issued after the rebuild", "activity", activity, "err", err)
+	}
+}
+
+// buildCredentials: the access-token pool (stock × 3, issued when the
+// worker starts, reclaimed every 5 s), the signed buy path, the stream
+// ticket key and the captcha.
+func (a *App) buildCredentials() (err error) {
+	p, cfg := a.p, a.cfg
+	if p.pool, err = token.NewPool(a.in.Redis, token.WithKeyPrefix(cfg.KeyPrefix), token.WithObserver(p.obs)); err != nil {
+		return err
+	}
+	// The secret (>= MinSecretLen bytes, checked by Validate) is hashed to
+	// the 32-byte key; without one, a random key (one instance only).
+	secret := []byte(cfg.Secret)
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+	} else {
+		sum := sha256.Sum256(secret)
+		secret = sum[:]
+	}
+	if p.signer, err = token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithLeadTime(cfg.PathLead), token.WithObserver(p.obs),
+		token.WithClock(skewClock(cfg.ClockSkew))); err != nil {
+		return err
+	}
+	// The stream ticket key (ticket.go), derived so that no ticket is ever
+	// a valid signature of anything else.
+	tk := hmac.New(sha256.New, secret)
+	tk.Write([]byte("seckill sse tickets v1"))
+	p.ticketKey = tk.Sum(nil)
+	if p.captcha, err = newCaptchaGate(a.in.Redis, cfg, p.obs); err != nil {
+		return err
+	}
+	a.run.add(worker{name: "token_pool",
+		start: func(ctx context.Context) error {
+			if _, err := p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
+				return fmt.Errorf("issue access tokens: %w", err)
+			}
+			return nil
+		},
+		run: every(5*time.Second, func(ctx context.Context) {
+			if _, err := p.pool.Reclaim(ctx, a.sale.key); err != nil && ctx.Err() == nil {
+				a.log.Warn("token reclaim", "err", err)
+			}
+		})})
+	return nil
+}
+
+// buildRisk: sessions (Redis) behind a short in-process cache, IP
+// resolution, blacklist → behaviour → device binding.
+func (a *App) buildRisk() (err error) {
+	p, rdb, prefix := a.p, a.in.Redis, risk.WithKeyPrefix(a.cfg.KeyPrefix)
+	if p.sessions, err = risk.NewSessionStore(rdb, prefix); err != nil {
+		return err
+	}
+	if p.authn, err = risk.NewAuthCache(p.sessions, time.Minute, 200000); err != nil {
+		return err
+	}
+	if p.auth, err = risk.NewAuth(p.authn, risk.WithLogger(a.log)); err != nil {
+		return err
+	}
+	if p.ips, err = risk.NewIPResolver(a.cfg.TrustedProxies); err != nil {
+		return err
+	}
+	if p.blacklist, err = risk.NewBlacklist(rdb, prefix); err != nil {
+		return err
+	}
+	behaviour, err := risk.NewBehaviour(rdb, 10*time.Second, 30, 60, prefix, risk.WithAutoBlacklist(p.blacklist), risk.WithLogger(a.log))
+	if err != nil {
+		return err
+	}
+	devices, err := risk.NewDeviceBinder(rdb, prefix)
+	if err != nil {
+		return err
+	}
+	p.checker, err = risk.NewChecker([]risk.Rule{p.blacklist, behaviour, devices}, risk.WithLogger(a.log), risk.WithObserver(p.obs))
+	return err
+}
+
+// buildLimits: the node-local global bucket (no I/O) and the per-user
+// windows in Redis (buy, access token, captcha), each falling back to a
+// local per-user bucket if Redis fails: that policy, not the breaker,
+// decides what an outage does (allowUser).
+func (a *App) buildLimits() (err error) {
+	p, cfg := a.p, a.cfg
+	if p.global, err = limiter.NewTokenBucket(limiter.Limit(cfg.GlobalRate), cfg.GlobalBurst); err != nil {
+		return err
+	}
+	window := func(name, prefix string, n int, per time.Duration) (limiter.Limiter, error) {
+		return limiter.NewSlidingWindow(a.in.Redis, n, per, limiter.WithKeyPrefix(prefix), limiter.WithName(name),
+			limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(a.log), limiter.WithObserver(p.obs))
+	}
+	if p.perUser, err = window("user", cfg.KeyPrefix, cfg.UserRate, cfg.UserWindow); err != nil {
+		return err
+	}
+	// Access tokens are scarce and a captcha image costs milliseconds of CPU.
+	if p.tokenLimit, err = window("token", cfg.KeyPrefix+"tok:", tokenRate, time.Minute); err != nil {
+		return err
+	}
+	p.captchaLimit, err = window("captcha", cfg.KeyPrefix+"cap:", captchaRate, time.Minute)
+	return err
+}
+
+// refreshGauges is the metrics worker's tick: the invariants' gauges and
+// the consumer lag.
+func (a *App) refreshGauges(ctx context.Context) {
+	iv, err := a.Invariants(ctx)
+	if err != nil {
+		return
+	}
+	a.m.outboxBacklog.Set(float64(iv.OutboxPending))
+	a.m.inFlight.Set(float64(iv.InFlight))
+	if lag, _, err := order.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
+		a.m.consumerLag.Set(float64(lag))
+	}
+	for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {
+		a.m.orders.WithLabelValues(s).Set(float64(iv.Orders[s]))
+	}
+}
+
+// leasedIDs is the processor's ID source: the generator of the machine ID
+// this node leases, set by the lease worker's start (build does no I/O).
+type leasedIDs struct {
+	g atomic.Pointer[order.IDGenerator]
+}
+
+var errNoLease = errors.New("app: no machine ID leased yet")
+
+func (l *leasedIDs) NextID() (int64, error) {
+	g := l.g.Load()
+	if g == nil {
+		return 0, errNoLease
+	}
+	return g.NextID()
+}
+
+// buildOrders: results and reads, IDs leased per node, the processor, the
+// Kafka producer, the submitter (Kafka → outbox → release through the
+// fence), the canceller and reconciler, and — on a node that works — the
+// outbox relay and the consumer.
+func (a *App) buildOrders() (err error) {
+	p, cfg, db, log := a.p, a.cfg, a.in.DB, a.log
+	if p.results, err = order.NewResults(a.in.Redis, db, order.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+		return err
+	}
+	if p.orders, err = order.NewOrders(db); err != nil {
+		return err
+	}
+	ids := &leasedIDs{}
+	var lease *order.MachineLease
+	a.run.add(worker{name: "machine_lease",
+		start: func(ctx context.Context) error {
+			l, err := order.AcquireMachineID(ctx, a.in.Redis, order.WithKeyPrefix(cfg.KeyPrefix))
+			if err != nil {
+				return fmt.Errorf("lease machine id: %w", err)
+			}
+			g, err := l.NewGenerator()
+			if err != nil {
+				_ = l.Close()
+				return err
+			}
+			lease = l
+			ids.g.Store(g)
+			return nil
+		},
+		run:  func(ctx context.Context) error { return lease.Run(ctx) },
+		stop: func() error { return lease.Close() },
+	})
+	proc, err := order.NewProcessor(db, ids, order.WithPayTimeout(cfg.PayTimeout))
+	if err != nil {
+		return err
+	}
+	prod, err := order.NewProducer(a.in.Producer, cfg.Topic, order.WithHeaders(cfg.Trace.Inject))
+	if err != nil {
+		return err
+	}
+	releaser := order.ReleaserFunc(a.releaseUnits)
+	kafkaPub := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
+		return p.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
+	})
+	ow, err := outbox.NewWriter(outbox.WithLogger(log), outbox.WithObserver(p.obs))
+	if err != nil {
+		return err
+	}
+	fallback := order.FallbackFunc(func(ctx context.Context, m order.Message) error {
+		b, err := m.Encode()
+		if err != nil {
+			return err
+		}
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return ow.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
+		})
+	})
+	// A hand-off that failed both ways releases through the fence: the
+	// publish may have reached Kafka all the same, and the fence makes that
+	// message deduct nothing when it is consumed.
+	fence, err := order.NewFence(db, releaser, order.WithResults(p.results), order.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	sub, err := order.NewSubmitter(kafkaPub, fallback, fence, order.WithResults(p.results), order.WithLogger(log), order.WithObserver(p.obs))
+	if err != nil {
+		return err
+	}
+	p.submit = func(ctx context.Context, m order.Message) error {
+		route, err := sub.Submit(ctx, m)
+		if err == nil {
+			a.m.published.WithLabelValues(route.String()).Inc()
+		}
+		return err
+	}
+	canc, err := a.buildCanceller(releaser)
+	if err != nil {
+		return err
+	}
+	if err := a.buildReconcilers(releaser); err != nil {
+		return err
+	}
+	if !cfg.works() { // an api process: the workers run elsewhere
+		return nil
+	}
+	if err := a.buildRelay(); err != nil {
+		return err
+	}
+	return a.buildConsumer(proc, releaser, canc)
+}
+
+// buildCanceller: the unpaid-order canceller (Redis delay queue + DB scan
+// backstop). Every node pays through it; a working node runs its loops.
+func (a *App) buildCanceller(rel order.Releaser) (*order.Canceller, error) {
+	log := a.log
+	// The canceller knows each reservation it releases was made (its order
+	// exists): ReleaseOrder turns a ledger entry Redis lost into a freeze
+	// and a rebuild instead of a tombstone.
+	canc, err := order.NewCanceller(a.in.DB, a.in.Redis, orderReleaser{Releaser: rel, a: a},
+		order.WithKeyPrefix(a.cfg.KeyPrefix),
+		order.WithPollInterval(500*time.Millisecond),
+		order.WithScanInterval(30*time.Second),
+		order.WithLogger(log),
+		order.WithOnPayCancelled(func(ctx context.Context, o order.Order) {
+			log.Warn("payment for a cancelled order: refund it", "order_no", o.OrderNo, "user", o.UserID)
+		}),
+		order.WithOnError(func(ctx context.Context, err error) {
+			a.m.workerErrors.WithLabelValues("canceller").Inc()
+			log.Warn("canceller", "err", err)
+		}))
+	if err != nil {
+		return nil, err
+	}
+	a.p.pay = canc.Pay
+	w := worker{name: "canceller", stop: canc.Close}
+	if a.cfg.works() {
+		w.run = canc.Run
+	}
+	a.run.add(w)
+	return canc, nil
+}
+
+// buildReconcilers: the Redis ledger against the DB, every ReconcileEvery
+// on a working node, and its dry-run twin for the admin API. A reservation
+// is released only when it has no live order, is older than the grace
+// period and no outbox row still carries its message; and it is fenced in
+// the DB first, so a message still in Kafka (a consumer lagging past the
+// grace) deducts nothing when it arrives and its buyer reads "failed", not
+// "queued".
+func (a *App) buildReconcilers(rel order.Releaser) (err error) {
+	p, log := a.p, a.log
+	ledger := order.LedgerFunc(a.ledgerPage)
+	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+		return outbox.HasPendingRef(ctx, a.in.DB, resv)
+	})
+	opts := []order.Option{order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(p.results), order.WithLogger(log)}
+	if p.recon, err = order.NewReconciler(a.in.DB, ledger, rel, opts...); err != nil {
+		return err
+	}
+	if p.reconDry, err = order.NewReconciler(a.in.DB, ledger, rel, append(opts, order.WithDryRun(true))...); err != nil {
+		return err
+	}
+	if !a.cfg.works() {
+		return nil
+	}
+	a.run.add(worker{name: "reconciler", run: every(a.cfg.ReconcileEvery, func(ctx context.Context) {
+		rep, err := p.recon.Reconcile(ctx, a.sale.act.ID)
+		if err != nil {
+			a.m.workerErrors.WithLabelValues("reconciler").Inc()
+			log.Warn("reconcile", "err", err)
+			return
+		}
+		if len(rep.Released) > 0 || len(rep.Orphans) > 0 || !rep.Conserved {
+			a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
+			log.Warn("reconciler repaired", "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
+		}
+	})})
+	return nil
+}
+
+// ledgerPage is the reconciler's view of the stock ledger: the held
+// reservations of Redis, and of the DB pool with the last page.
+func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+	page, next, err := a.p.stock.Reservations(ctx, activity, cursor, count)
+	if err != nil {
+		return nil, 0, err
+	}
+	if next == 0 && activity == a.sale.act.ID {
+		pool, err := a.poolReservations(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		page = append(page, pool...)
+	}
+	out := make([]order.Reservation, 0, len(page))
+	for _, r := range page {
+		if r.State == stock.Held {
+			out = append(out, order.Reservation{ID: r.RequestID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
+		}
+	}
+	return out, next, nil
+}
+
+// buildRelay: outbox rows → Kafka (the same producer, behind the Kafka
+// breaker).
+func (a *App) buildRelay() error {
+	spub, err := outbox.NewSaramaPublisher(a.in.Producer)
+	if err != nil {
+		return err
+	}
+	relayPub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+		return a.p.brKafka.Execute(ctx, func(ctx context.Context) error { return spub.Publish(ctx, m) })
+	})
+	relay, err := outbox.NewRelay(a.in.DB, relayPub, outbox.WithLogger(a.log), outbox.WithObserver(a.p.obs), outbox.WithPollInterval(200*time.Millisecond),
+		outbox.WithOnFailed(func(m outbox.Message, err error) {
+			a.log.Error("ALERT: outbox message failed for good", "msg_id", m.MsgID, "err", err)
+		}))
+	if err != nil {
+		return err
+	}
+	a.p.relay = relay
+	a.run.add(worker{name: "outbox_relay", run: relay.Run, stop: relay.Close})
+	return nil
+}
+
+// buildConsumer: Kafka → one DB transaction per batch → results → push.
+// The consumer group connects when the worker starts.
+func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *order.Canceller) error {
+	cfg, log := a.cfg, a.log
+	dlq, err := order.NewDeadLetterTopic(a.in.Producer, cfg.Topic+".dlq")
+	if err != nil {
+		return err
+	}
+	// The push view is built from what the consumer already knows, and only
+	// when a stream on this node waits for the reservation: no DB read on
+	// the consumer goroutine.
+	notify := order.NotifierFunc(func(ctx context.Context, r order.Result) {
+		a.m.consumed.Inc()
+		if r.ReservationID != "" && a.hub.waiting(r.ReservationID) {
+			a.hub.publish(r.ReservationID, settledView(r))
+		}
+	})
+	cons, err := order.NewConsumer(proc, rel, order.WithResults(a.p.results), order.WithNotifier(notify), order.WithDeadLetter(dlq),
+		order.WithObserver(a.p.obs), order.WithContextFrom(cfg.Trace.Extract), order.WithScheduler(canc),
+		order.WithLogger(log), order.WithOnError(func(ctx context.Context, err error) {
+			a.m.workerErrors.WithLabelValues("consumer").Inc()
+			log.Warn("consumer", "err", err)
+		}))
+	if err != nil {
+		return err
+	}
+	var group sarama.ConsumerGroup
+	a.run.add(worker{name: "consumer",
+		start: func(ctx context.Context) (err error) {
+			if group, err = sarama.NewConsumerGroup(a.in.Brokers, consumerGroup, a.in.kafkaCfg); err != nil {
+				return fmt.Errorf("kafka consumer group: %w", err)
+			}
+			return nil
+		},
+		run:  func(ctx context.Context) error { return consume(ctx, group, cfg.Topic, cons, a.log) },
+		stop: func() error { return group.Close() },
+	})
+	return nil
+}
+
+// consume runs the consumer group's session loop until ctx ends or the
+// group closes, logging the group's errors meanwhile.
+func consume(ctx context.Context, group sarama.ConsumerGroup, topic string, h sarama.ConsumerGroupHandler, log interface{ Warn(string, ...any) }) error {
+	errsDone := make(chan struct{})
+	go func() { // ends when the group is closed (the worker's stop)
+		defer close(errsDone)
+		for err := range group.Errors() {
+			log.Warn("consumer group error", "err", err)
+		}
+	}()
+	defer func() { <-errsDone }()
+	for ctx.Err() == nil {
+		err := group.Consume(ctx, []string{topic}, h)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, sarama.ErrClosedConsumerGroup):
+			return nil
+		default:
+			log.Warn("consumer group", "err", err)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/risk"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
+)
+
+// Credentials: sign-in, captcha, the access token and the signed buy path.
+
+// handleLogin signs a buyer in. In demo mode the seeded demo users sign in
+// by their canonical name (no password); outside it, Config.SignIn decides
+// (an identity provider the embedding service plugs in), and without one
+// sign-in is refused as not configured: no mode lets anyone act as anyone
+// by default.
+func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := readJSON(r, &req); err != nil {
+		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"username\":…,\"password\":…}")
+		return
+	}
+	var user string
+	switch {
+	case a.cfg.Demo:
+		id, ok := a.demoUser(req.Username)
+		if !ok {
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "demo users are user1 … user"+strconv.Itoa(a.cfg.DemoUsers))
+			return
+		}
+		user = strconv.FormatInt(id, 10)
+	case a.cfg.SignIn == nil:
+		writeErr(w, http.StatusServiceUnavailable, "unavailable", "sign-in is not configured")
+		return
+	default:
+		id, err := a.cfg.SignIn(r.Context(), req.Username, req.Password)
+		switch {
+		case errors.Is(err, ErrBadCredentials):
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "wrong username or password")
+			return
+		case err != nil:
+			a.fail(w, r, "login", err)
+			return
+		case !stock.ValidID(id):
+			a.fail(w, r, "login", fmt.Errorf("sign-in returned an invalid user ID (%d bytes)", len(id)))
+			return
+		}
+		user = id
+	}
+	tok, err := a.p.sessions.Create(r.Context(), user, 24*time.Hour)
+	if err != nil {
+		a.fail(w, r, "login", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": user, "username": req.Username})
+}
+
+// demoUser maps the canonical name "user42" to 42 when it is a seeded demo
+// user. Only that one spelling signs in: "User42", " user42", "user042",
+// "user+42" and "42" are refused, so one account has one name.
+func (a *App) demoUser(name string) (int64, bool) {
+	n, ok := strings.CutPrefix(name, "user")
+	if !ok || n == "" || len(n) > 9 || n[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || id < 1 || id > int64(a.cfg.DemoUsers) {
+		return 0, false
+	}
+	return id, true
+}
+
+func (a *App) handleCaptcha(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	// Each image costs milliseconds of CPU: a per-user window bounds it.
+	if !a.allowUser(w, r, a.p.captchaLimit, "captcha_limit", user) {
+		return
+	}
+	// Demo mode only: ?image=none skips rendering for the load generator,
+	// which reads the answer through the demo hook anyway.
+	image := !(a.cfg.Demo && r.URL.Query().Get("image") == "none")
+	ch, err := a.p.captcha.New(r.Context(), user, image)
+	if err != nil {
+		a.fail(w, r, "captcha", err)
+		return
+	}
+	if !image { // demo mode only (see above): hand the answer over too
+		ans, _ := a.p.captcha.Answer(r.Context(), ch.ID, user)
+		writeJSON(w, http.StatusOK, map[string]any{"id": ch.ID, "expires_at": ch.ExpiresAt, "demo_answer": ans})
+		return
+	}
+	writeJSON(w, http.StatusOK, ch)
+}
+
+// handleDemoCaptcha is the demo-only captcha hook (see Config.Demo).
+func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	if n, err := strconv.Atoi(user); err != nil || n < 1 || n > a.cfg.DemoUsers {
+		writeErr(w, http.StatusForbidden, "denied", "demo users only")
+		return
+	}
+	ans, ok := a.p.captcha.Answer(r.Context(), r.PathValue("id"), user)
+	if !ok {
+		writeErr(w, http.StatusNotFound, "captcha", "unknown captcha")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"answer": ans})
+}
+
+// handleToken hands the caller an access token of the sale. Tokens are
+// scarce (stock × k), so they are guarded like the buy itself: only inside
+// the sale's token window (from the release of the signed path, PathLead
+// before the start, until the end; 425 before, 410 after), behind the risk
+// checker and a per-user window of their own. Before, any session could take
+// one at any time, and scripted sessions emptied the pool an hour before the
+// sale (TestTokenHoarding).
+func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	user, _ := userOf(r)
+	userKey := user
+	// The window check is the signed path's own: it runs on the same clock.
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: userKey, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	switch {
+	case errors.Is(err, token.ErrTooEarly):
+		a.m.refused.WithLabelValues("token_window").Inc()
+		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "access tokens are handed out shortly before the start", "opens_at": a.sale.pathOpen})
+		return
+	case errors.Is(err, token.ErrExpired):
+		a.refuse(w, r, "token_window", http.StatusGone, "ended", "the sale has ended")
+		return
+	case err != nil:
+		a.fail(w, r, "token", err)
+		return
+	}
+	if a.p.stock.SoldOut(a.sale.act.ID) && a.poolSoldOut() {
+		a.refuse(w, r, "soldout", http.StatusConflict, "sold_out", "sold out")
+		return
+	}
+	subj := risk.Subject{UserID: userKey, IP: a.p.ips.ClientIP(r), DeviceID: r.Header.Get("X-Device-ID")}
+	dec, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (risk.Decision, error) {
+		return a.p.checker.Check(ctx, subj)
+	})
+	if err != nil {
+		a.fail(w, r, "token_risk", err)
+		return
+	}
+	if dec.Action == risk.Deny {
+		a.refuse(w, r, "token_risk", http.StatusForbidden, "denied", "refused by risk control")
+		return
+	}
+	if !a.allowUser(w, r, a.p.tokenLimit, "token_limit", userKey) {
+		return
+	}
+	g, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (token.Grant, error) {
+		return a.p.pool.Take(ctx, a.sale.key, userKey)
+	})
+	if err != nil {
+		a.fail(w, r, "token", err)
+		return
+	}
+	if g.Status == token.Used {
+		g = a.tokenBack(ctx, user, g)
+	}
+	switch g.Status {
+	case token.Granted, token.Held:
+		// The signed path too (saves a round trip).
+		writeJSON(w, http.StatusOK, map[string]any{"token": g.Token, "expires_at": g.ExpiresAt, "path": "/api/buy/" + a.sale.key + "/" + sig})
+	case token.Empty:
+		a.refuse(w, r, "token", http.StatusConflict, "sold_out", "no access tokens left")
+	case token.Used:
+		a.refuse(w, r, "token", http.StatusConflict, "already_bought", "you already used your access token")
+	default:
+		a.refuse(w, r, "token", http.StatusTooEarly, "not_started", "the sale is not open yet")
+	}
+}
+
+// allowUser applies a per-user window l and answers 429 with Retry-After
+// when it refuses; it reports whether to go on. One failure policy per
+// call: the window's own (FallbackLocal: a Redis failure falls back to a
+// local per-user bucket, Result.Degraded, counted) decides what a Redis
+// outage does — it is not also wrapped in the Redis breaker, which would
+// count the fallback's answers as successes and, once open, never let the
+// fallback run.
+func (a *App) allowUser(w http.ResponseWriter, r *http.Request, l limiter.Limiter, stage, userKey string) bool {
+	res, err := l.AllowN(r.Context(), userKey, 1)
+	if err != nil {
+		a.fail(w, r, stage, err)
+		return false
+	}
+	if res.Degraded {
+		a.m.limited.WithLabelValues(stage + "_fallback").Inc()
+	}
+	if !res.Allowed {
+		a.m.limited.WithLabelValues(stage).Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(res.RetryAfter.Seconds())+1))
+		a.refuse(w, r, stage, http.StatusTooManyRequests, "limited", "too many requests, slow down")
+		return false
+	}
+	return true
+}
+
+func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	switch {
+	case errors.Is(err, token.ErrTooEarly):
+		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "the buy link is released shortly before the start", "opens_at": a.sale.pathOpen})
+		return
+	case errors.Is(err, token.ErrExpired):
+		a.refuse(w, r, "path", http.StatusGone, "ended", "the sale has ended")
+		return
+	case err != nil:
+		a.fail(w, r, "path", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"path": "/api/buy/" + a.sale.key + "/" + sig})
+}
+
+// tokenBack gives a buyer whose token was spent by an attempt that left
+// them holding nothing (no reservation in flight, no live order: the attempt
+// crashed, lost its answer, or its reservation was released or its order
+// cancelled) the same token again, and returns the new grant. Otherwise, or
+// when Redis cannot tell, it returns g unchanged (Used): the per-user limit
+// in stock is what stops a second unit, the token only rations attempts.
+func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) token.Grant {
+	held, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (int64, error) {
+		return a.held(ctx, user)
+	})
+	if err != nil || held > 0 {
+		return g
+	}
+	userKey := user
+	a.restoreToken(ctx, userKey, g.Token)
+	again, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (token.Grant, error) {
+		return a.p.pool.Take(ctx, a.sale.key, userKey)
+	})
+	if err != nil {
+		return g
+	}
+	return again
+}
+
+// restoreToken gives back an access token consumed by a buy that then
+// failed before anything was reserved (or whose reservation was released),
+// so the user's retry is not refused as "already used". The per-user cap in
+// stock, not the token, is what stops a second order. A failure is logged:
+// the user then needs a new token, nothing is lost.
+func (a *App) restoreToken(ctx context.Context, user, tok string) {
+	ctx = context.WithoutCancel(ctx)
+	if err := a.p.pool.Restore(ctx, token.ConsumeParams{Activity: a.sale.key, User: user, Token: tok}); err != nil {
+		a.m.refused.WithLabelValues("token_restore_error").Inc()
+		a.logger(ctx).Warn("access token not restored", "user", user, "err", err)
+	}
+}

@@ -1,0 +1,127 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/stock"
+)
+
+// Results: what became of a reservation, and paying for the order.
+
+type resultView struct {
+	Status      string `json:"status"` // queued | created | paid | cancelled | failed | unknown
+	Reservation string `json:"reservation,omitempty"`
+	OrderNo     string `json:"order_no,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+func (v resultView) final() bool {
+	return v.Status != "queued" && v.Status != "unknown" && v.Status != ""
+}
+
+// resultOf answers for one reservation of the user (or, without one, for
+// the user's latest): the database decides whenever it knows the
+// reservation (an order, or a FAILED outcome such as a fenced release), so
+// the answer never contradicts it; a reservation the database does not know
+// yet is asked of the stock ledger: held = still queued, released or
+// tombstoned = failed, absent or another user's = unknown.
+func (a *App) resultOf(ctx context.Context, user string, resv string) (resultView, error) {
+	if resv == "" {
+		res, err := a.p.results.Get(ctx, a.sale.act.ID, user)
+		if err != nil {
+			return resultView{}, err
+		}
+		return a.view(ctx, res), nil
+	}
+	res, err := a.p.results.Reservation(ctx, a.sale.act.ID, user, resv)
+	if err != nil {
+		return resultView{}, err
+	}
+	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
+		return a.view(ctx, res), nil
+	}
+	r, ok, err := a.lookupReservation(ctx, resv)
+	switch {
+	case errors.Is(err, stock.ErrInvalidRequest):
+		return resultView{Status: "unknown", Reservation: resv}, nil
+	case err != nil:
+		return resultView{}, err
+	case !ok || r.User != user:
+		return resultView{Status: "unknown", Reservation: resv}, nil
+	case r.State == stock.Held:
+		return resultView{Status: "queued", Reservation: resv}, nil
+	default:
+		return resultView{Status: "failed", Reservation: resv, Reason: "released"}, nil
+	}
+}
+
+// settledView is the push view of an outcome the consumer has just
+// committed. A new order is "created": it cannot be paid before it exists,
+// and a stream that opens later reads the database first (resultOf).
+func settledView(res order.Result) resultView {
+	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason}
+	switch res.Status {
+	case order.StatusQueued:
+		v.Status = "queued"
+	case order.StatusFailed:
+		v.Status = "failed"
+	case order.StatusSuccess:
+		v.Status = "created"
+	default:
+		v.Status = "unknown"
+	}
+	return v
+}
+
+// view is the read path's view of a result: an order's current status
+// (created, paid, cancelled) is read from the database.
+func (a *App) view(ctx context.Context, res order.Result) resultView {
+	v := settledView(res)
+	if res.Status == order.StatusSuccess {
+		var o order.Order
+		if err := a.in.DB.WithContext(ctx).Select("status").Where("order_no = ?", res.OrderNo).Take(&o).Error; err == nil {
+			v.Status = strings.ToLower(o.Status)
+		}
+	}
+	return v
+}
+
+func (a *App) handleResult(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	v, err := a.resultOf(r.Context(), user, r.PathValue("reservation"))
+	if err != nil {
+		a.fail(w, r, "result", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
+	user, _ := userOf(r)
+	var req struct {
+		OrderNo string `json:"order_no"`
+	}
+	if err := readJSON(r, &req); err != nil || req.OrderNo == "" {
+		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"order_no\":\"…\"}")
+		return
+	}
+	var o order.Order
+	err := a.in.DB.WithContext(r.Context()).Where("order_no = ?", req.OrderNo).Take(&o).Error
+	if err != nil || o.UserID != user {
+		writeErr(w, http.StatusNotFound, "not_found", "no such order")
+		return
+	}
+	err = a.p.pay(r.Context(), req.OrderNo)
+	switch {
+	case err == nil, errors.Is(err, order.ErrAlreadyPaid):
+		writeJSON(w, http.StatusOK, map[string]string{"status": "paid", "order_no": req.OrderNo})
+	case errors.Is(err, order.ErrOrderCancelled):
+		writeErr(w, http.StatusConflict, "cancelled", "the order was cancelled; your payment will be refunded")
+	default:
+		a.fail(w, r, "pay", err)
+	}
+}
