@@ -387,10 +387,7 @@ func (a *App) adminHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &adminBackend{a: a, recon: a.p.recon, dry: a.p.reconDry}
-	if b.orders, err = order.NewOrders(a.in.DB); err != nil {
-		return nil, err
-	}
+	b := &adminBackend{a: a, orders: a.p.orders, recon: a.p.recon, dry: a.p.reconDry}
 	h, err := admin.New(b, a.in.DB, auth, admin.WithPrefix("/admin/"), admin.WithLogger(a.log))
 	if err != nil {
 		return nil, err

@@ -60,11 +60,10 @@ type parts struct {
 	global                            *limiter.TokenBucket
 	perUser, tokenLimit, captchaLimit limiter.Limiter
 
-	// Orders: results, reads, the hand-off, payment, reconciliation.
+	// Orders: results, the orders (read, pay), the hand-off, reconciliation.
 	results         *order.Results
 	orders          *order.Orders
 	submit          func(ctx context.Context, m order.Message) error
-	pay             func(ctx context.Context, orderNo string) error
 	recon, reconDry *order.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
 }
@@ -357,22 +356,48 @@ func (l *leasedIDs) NextID() (int64, error) {
 }
 
 // buildOrders: results and reads, IDs leased per node, the processor, the
-// Kafka producer, the submitter (Kafka → outbox → release through the
-// fence), the canceller and reconciler, and — on a node that works — the
+// hand-off, the canceller and reconciler, and — on a node that works — the
 // outbox relay and the consumer.
 func (a *App) buildOrders() (err error) {
-	p, cfg, db, log := a.p, a.cfg, a.in.DB, a.log
+	p, cfg, db := a.p, a.cfg, a.in.DB
 	if p.results, err = order.NewResults(a.in.Redis, db, order.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
 		return err
 	}
-	if p.orders, err = order.NewOrders(db); err != nil {
+	proc, err := order.NewProcessor(db, a.leaseIDs(), order.WithPayTimeout(cfg.PayTimeout))
+	if err != nil {
 		return err
 	}
+	releaser := order.ReleaserFunc(a.releaseUnits)
+	if err := a.buildHandOff(releaser); err != nil {
+		return err
+	}
+	canc, err := a.buildCanceller(releaser)
+	if err != nil {
+		return err
+	}
+	if p.orders, err = order.NewOrders(db, order.WithCanceller(canc)); err != nil {
+		return err
+	}
+	if err := a.buildReconcilers(releaser); err != nil {
+		return err
+	}
+	if !cfg.works() { // an api process: the workers run elsewhere
+		return nil
+	}
+	if err := a.buildRelay(); err != nil {
+		return err
+	}
+	return a.buildConsumer(proc, releaser, canc)
+}
+
+// leaseIDs lists the machine-lease worker (it leases this node's machine
+// ID when it starts) and returns the ID source that lease feeds.
+func (a *App) leaseIDs() *leasedIDs {
 	ids := &leasedIDs{}
 	var lease *order.MachineLease
 	a.run.add(worker{name: "machine_lease",
 		start: func(ctx context.Context) error {
-			l, err := order.AcquireMachineID(ctx, a.in.Redis, order.WithKeyPrefix(cfg.KeyPrefix))
+			l, err := order.AcquireMachineID(ctx, a.in.Redis, order.WithKeyPrefix(a.cfg.KeyPrefix))
 			if err != nil {
 				return fmt.Errorf("lease machine id: %w", err)
 			}
@@ -388,15 +413,19 @@ func (a *App) buildOrders() (err error) {
 		run:  func(ctx context.Context) error { return lease.Run(ctx) },
 		stop: func() error { return lease.Close() },
 	})
-	proc, err := order.NewProcessor(db, ids, order.WithPayTimeout(cfg.PayTimeout))
-	if err != nil {
-		return err
-	}
+	return ids
+}
+
+// buildHandOff: the submitter hands a reservation to Kafka (the producer,
+// behind the Kafka breaker), else to an outbox row, else releases it
+// through the fence: the publish may have reached Kafka all the same, and
+// the fence makes that message deduct nothing when it is consumed.
+func (a *App) buildHandOff(rel order.Releaser) error {
+	p, cfg, db, log := a.p, a.cfg, a.in.DB, a.log
 	prod, err := order.NewProducer(a.in.Producer, cfg.Topic, order.WithHeaders(cfg.Trace.Inject))
 	if err != nil {
 		return err
 	}
-	releaser := order.ReleaserFunc(a.releaseUnits)
 	kafkaPub := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		return p.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
 	})
@@ -413,10 +442,7 @@ func (a *App) buildOrders() (err error) {
 			return ow.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
 		})
 	})
-	// A hand-off that failed both ways releases through the fence: the
-	// publish may have reached Kafka all the same, and the fence makes that
-	// message deduct nothing when it is consumed.
-	fence, err := order.NewFence(db, releaser, order.WithResults(p.results), order.WithLogger(log))
+	fence, err := order.NewFence(db, rel, order.WithResults(p.results), order.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -431,24 +457,12 @@ func (a *App) buildOrders() (err error) {
 		}
 		return err
 	}
-	canc, err := a.buildCanceller(releaser)
-	if err != nil {
-		return err
-	}
-	if err := a.buildReconcilers(releaser); err != nil {
-		return err
-	}
-	if !cfg.works() { // an api process: the workers run elsewhere
-		return nil
-	}
-	if err := a.buildRelay(); err != nil {
-		return err
-	}
-	return a.buildConsumer(proc, releaser, canc)
+	return nil
 }
 
 // buildCanceller: the unpaid-order canceller (Redis delay queue + DB scan
-// backstop). Every node pays through it; a working node runs its loops.
+// backstop). Every node pays through it (parts.orders); a working node runs
+// its loops.
 func (a *App) buildCanceller(rel order.Releaser) (*order.Canceller, error) {
 	log := a.log
 	// The canceller knows each reservation it releases was made (its order
@@ -469,7 +483,6 @@ func (a *App) buildCanceller(rel order.Releaser) (*order.Canceller, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.p.pay = canc.Pay
 	w := worker{name: "canceller", stop: canc.Close}
 	if a.cfg.works() {
 		w.run = canc.Run

@@ -97,11 +97,7 @@ func Pushed(a *App, transport string) float64 {
 
 // AdminBackend returns the admin API's Backend over a's parts.
 func AdminBackend(t interface{ Fatal(...any) }, a *App) admin.Backend {
-	o, err := order.NewOrders(a.in.DB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &adminBackend{a: a, orders: o, recon: a.p.recon, dry: a.p.reconDry}
+	return &adminBackend{a: a, orders: a.p.orders, recon: a.p.recon, dry: a.p.reconDry}
 }
 
 // Stock returns a's stock deductor.

@@ -61,122 +61,129 @@ type Infra struct {
 // StartInfra connects to the servers named in cfg or starts embedded ones.
 func StartInfra(ctx context.Context, cfg Config, log *slog.Logger) (*Infra, error) {
 	in := &Infra{}
-	ok := false
-	defer func() {
-		if !ok {
+	for _, connect := range []func(context.Context, Config) error{in.connectRedis, in.connectStockRedis, in.openDB, in.startKafka} {
+		if err := connect(ctx, cfg); err != nil {
 			_ = in.Close()
+			return nil, err
 		}
-	}()
+	}
+	log.Info("infrastructure ready", "redis", in.RedisKind, "db", in.DBKind, "kafka", in.KafkaKind, "brokers", strings.Join(in.Brokers, ","))
+	return in, nil
+}
 
-	// Redis.
+// redisOptions are the options of every client to a Redis server. A script
+// may have run although the reply timed out; stock and order calls are
+// idempotent by ID, others are settled by the reconciler
+// (docs/ARCHITECTURE.md, "Failure policy"). No blind retries.
+func redisOptions(addr string, pool int) *redis.Options {
+	return &redis.Options{Addr: addr, PoolSize: pool, MaxRetries: -1, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second}
+}
+
+// connectRedis connects to the Cluster, the server, or an embedded
+// miniredis, and pings it.
+func (in *Infra) connectRedis(ctx context.Context, cfg Config) error {
 	switch {
 	case len(cfg.RedisCluster) > 0:
-		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:    cfg.RedisCluster,
-			PoolSize: cfg.RedisPoolSize,
-			// A script may have run although the reply timed out; stock and
-			// order calls are idempotent by ID, others are settled by the
-			// reconciler (docs/ARCHITECTURE.md, "Failure policy"). No blind
-			// retries.
-			MaxRetries:   -1,
-			ReadTimeout:  3 * time.Second,
-			WriteTimeout: 3 * time.Second,
-		})
-		in.Redis, in.RedisKind = c, "cluster"
+		o := redisOptions("", cfg.RedisPoolSize)
+		in.Redis = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster, PoolSize: o.PoolSize,
+			MaxRetries: o.MaxRetries, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout})
+		in.RedisKind = "cluster"
 	case cfg.RedisAddr != "":
-		c := redis.NewClient(&redis.Options{
-			Addr: cfg.RedisAddr, PoolSize: cfg.RedisPoolSize, MaxRetries: -1,
-			ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
-		})
-		in.Redis, in.RedisKind = c, "standalone"
+		in.Redis, in.RedisKind = redis.NewClient(redisOptions(cfg.RedisAddr, cfg.RedisPoolSize)), "standalone"
 	default:
 		m, err := miniredis.Run()
 		if err != nil {
-			return nil, fmt.Errorf("start miniredis: %w", err)
+			return fmt.Errorf("start miniredis: %w", err)
 		}
 		in.mini = m
 		in.closers = append(in.closers, func() error { m.Close(); return nil })
 		in.Redis = redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: cfg.RedisPoolSize, MaxRetries: -1})
 		in.RedisKind = "miniredis"
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := in.Redis.Ping(pctx).Err()
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("ping redis (%s): %w", in.RedisKind, err)
-	}
 	in.StockRedis = in.Redis
-	if cfg.StockRedisAddr != "" {
-		c := redis.NewClient(&redis.Options{
-			Addr: cfg.StockRedisAddr, PoolSize: cfg.RedisPoolSize, MaxRetries: -1,
-			ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second,
-		})
-		in.closers = append(in.closers, c.Close)
-		in.StockRedis = c
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := c.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("ping stock redis: %w", err)
-		}
-	}
+	return ping(ctx, in.Redis, "redis ("+in.RedisKind+")")
+}
 
-	// Database.
+// connectStockRedis connects to -stock-redis, when it names its own server.
+func (in *Infra) connectStockRedis(ctx context.Context, cfg Config) error {
+	if cfg.StockRedisAddr == "" {
+		return nil
+	}
+	c := redis.NewClient(redisOptions(cfg.StockRedisAddr, cfg.RedisPoolSize))
+	in.closers = append(in.closers, c.Close)
+	in.StockRedis = c
+	return ping(ctx, c, "stock redis")
+}
+
+func ping(ctx context.Context, c redis.UniversalClient, what string) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Ping(pctx).Err(); err != nil {
+		return fmt.Errorf("ping %s: %w", what, err)
+	}
+	return nil
+}
+
+// openDB opens MariaDB/MySQL, or a pure-Go SQLite file (a temporary one
+// unless -sqlite names it).
+func (in *Infra) openDB(ctx context.Context, cfg Config) error {
 	if cfg.MySQLDSN != "" {
 		db, drop, err := openMySQL(ctx, cfg.MySQLDSN, cfg.MySQLDatabase, cfg.DropDatabaseOnClose)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		in.DB, in.DBKind, in.dropDB = db, "mysql", drop
-	} else {
-		path := cfg.SQLitePath
-		if path == "" {
-			dir, err := os.MkdirTemp("", "seckill-fullstack-")
-			if err != nil {
-				return nil, err
-			}
-			in.tmpDir = dir
-			path = filepath.Join(dir, "seckill.db")
-		}
-		db, err := openSQLite(path)
-		if err != nil {
-			return nil, err
-		}
-		in.DB, in.DBKind = db, "sqlite:"+path
+		return nil
 	}
+	path := cfg.SQLitePath
+	if path == "" {
+		dir, err := os.MkdirTemp("", "seckill-fullstack-")
+		if err != nil {
+			return err
+		}
+		in.tmpDir = dir
+		path = filepath.Join(dir, "seckill.db")
+	}
+	db, err := openSQLite(path)
+	if err != nil {
+		return err
+	}
+	in.DB, in.DBKind = db, "sqlite:"+path
+	return nil
+}
 
-	// Kafka.
+// startKafka takes the brokers of -kafka, or starts an embedded 3-broker
+// kfake cluster: its log on disk (fsynced per produce, so a 202 is answered
+// only after its message is durable) with -kafka-data or -sqlite, else in
+// memory.
+func (in *Infra) startKafka(_ context.Context, cfg Config) error {
 	if len(cfg.KafkaBrokers) > 0 {
 		in.Brokers, in.KafkaKind = cfg.KafkaBrokers, "kafka"
 		in.kafkaAddrMap = cfg.KafkaAddrMap
-	} else {
-		opts := []kfake.Opt{
-			kfake.NumBrokers(3),
-			kfake.AllowAutoTopicCreation(),
-			kfake.DefaultNumPartitions(cfg.Partitions),
-			kfake.SeedTopics(int32(cfg.Partitions), cfg.Topic, cfg.Topic+".dlq"),
-		}
-		dir := cfg.KafkaDataDir
-		if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" {
-			dir = cfg.SQLitePath + ".kafka"
-		}
-		kind := "kfake (in memory: a crash loses queued buys)"
-		if dir != "" {
-			// The log and the group offsets on disk, fsynced per produce:
-			// a 202 is answered only after its message is durable.
-			opts = append(opts, kfake.DataDir(dir), kfake.SyncWrites())
-			kind = "kfake (log in " + dir + ")"
-		}
-		c, err := kfake.NewCluster(opts...)
-		if err != nil {
-			return nil, fmt.Errorf("start kfake: %w", err)
-		}
-		in.kafka = c
-		in.Brokers, in.KafkaKind = c.ListenAddrs(), kind
+		return nil
 	}
-	log.Info("infrastructure ready", "redis", in.RedisKind, "db", in.DBKind, "kafka", in.KafkaKind, "brokers", strings.Join(in.Brokers, ","))
-	ok = true
-	return in, nil
+	opts := []kfake.Opt{
+		kfake.NumBrokers(3),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		kfake.SeedTopics(int32(cfg.Partitions), cfg.Topic, cfg.Topic+".dlq"),
+	}
+	dir := cfg.KafkaDataDir
+	if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" {
+		dir = cfg.SQLitePath + ".kafka"
+	}
+	kind := "kfake (in memory: a crash loses queued buys)"
+	if dir != "" {
+		opts = append(opts, kfake.DataDir(dir), kfake.SyncWrites())
+		kind = "kfake (log in " + dir + ")"
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return fmt.Errorf("start kfake: %w", err)
+	}
+	in.kafka = c
+	in.Brokers, in.KafkaKind = c.ListenAddrs(), kind
+	return nil
 }
 
 // Close closes what StartInfra opened or started, in reverse order.

@@ -39,84 +39,11 @@ type Invariants struct {
 // Invariants counts, in Redis and the DB, everything the invariants need.
 func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	iv := Invariants{Activity: a.sale.act.ID, Initial: a.sale.act.TotalStock, Orders: map[string]int64{}}
-	db := a.in.DB.WithContext(ctx)
-
-	st, err := a.p.stock.Stats(ctx, a.sale.act.ID)
+	held, err := a.heldReservations(ctx, &iv)
 	if err != nil {
-		return iv, fmt.Errorf("stock stats: %w", err)
+		return iv, err
 	}
-	iv.RedisRemain, iv.RedisTotal = st.Remaining, st.Total
-	// HSCAN may return an entry more than once: keep the last state per ID.
-	states := map[string]stock.State{}
-	var cursor uint64
-	for {
-		page, next, err := a.p.stock.Reservations(ctx, a.sale.act.ID, cursor, 1000)
-		if err != nil {
-			return iv, fmt.Errorf("ledger: %w", err)
-		}
-		for _, r := range page {
-			states[r.RequestID] = r.State
-		}
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	held := map[string]bool{}
-	for id, s := range states {
-		switch s {
-		case stock.Held:
-			held[id] = true
-		case stock.Freed:
-			iv.RedisReleased++
-		}
-	}
-	iv.RedisLive = int64(len(held))
-	if a.p.fallback != nil {
-		ps, err := a.p.fallback.Stats(ctx, a.sale.act.ID)
-		if err != nil {
-			return iv, fmt.Errorf("db fallback pool: %w", err)
-		}
-		iv.PoolRemain = ps.Remaining
-		pool, err := a.poolHeld(ctx)
-		if err != nil {
-			return iv, err
-		}
-		iv.PoolLive = int64(len(pool))
-		for id := range pool {
-			held[id] = true
-		}
-	}
-
-	// One read transaction: the DB stock and the orders from one snapshot.
-	var live []order.Order
-	err = db.Transaction(func(tx *gorm.DB) error {
-		var act order.Activity
-		if err := tx.Select("stock, total_stock").Where("id = ?", a.sale.act.ID).Take(&act).Error; err != nil {
-			return fmt.Errorf("activity: %w", err)
-		}
-		iv.DBStock, iv.Total = act.Stock, act.TotalStock
-		adj, err := order.Adjustments(ctx, tx, a.sale.act.ID)
-		if err != nil {
-			return fmt.Errorf("adjustments: %w", err)
-		}
-		for _, x := range adj {
-			iv.Adjusted += x.Delta
-		}
-		var byStatus []struct {
-			Status string
-			N      int64
-		}
-		if err := tx.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", a.sale.act.ID).Group("status").Scan(&byStatus).Error; err != nil {
-			return fmt.Errorf("orders: %w", err)
-		}
-		for _, r := range byStatus {
-			iv.Orders[r.Status] = r.N
-		}
-		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", a.sale.act.ID, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
-			return fmt.Errorf("live orders: %w", err)
-		}
-		return nil
-	}, &sql.TxOptions{ReadOnly: a.in.DBKind == "mysql", Isolation: isolation(a.in.DBKind)})
+	live, err := a.dbSnapshot(ctx, &iv)
 	if err != nil {
 		return iv, err
 	}
@@ -143,6 +70,95 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	iv.OutboxPending = bl.Pending
 	iv.Settled = iv.InFlight == 0 && iv.OutboxPending == 0
 	return iv, nil
+}
+
+// heldReservations reads the stock side into iv (Redis, and the DB pool
+// when there is one) and returns the IDs of the reservations held there.
+func (a *App) heldReservations(ctx context.Context, iv *Invariants) (map[string]bool, error) {
+	st, err := a.p.stock.Stats(ctx, a.sale.act.ID)
+	if err != nil {
+		return nil, fmt.Errorf("stock stats: %w", err)
+	}
+	iv.RedisRemain, iv.RedisTotal = st.Remaining, st.Total
+	// HSCAN may return an entry more than once: keep the last state per ID.
+	states := map[string]stock.State{}
+	var cursor uint64
+	for {
+		page, next, err := a.p.stock.Reservations(ctx, a.sale.act.ID, cursor, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+		for _, r := range page {
+			states[r.RequestID] = r.State
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	held := map[string]bool{}
+	for id, s := range states {
+		switch s {
+		case stock.Held:
+			held[id] = true
+		case stock.Freed:
+			iv.RedisReleased++
+		}
+	}
+	iv.RedisLive = int64(len(held))
+	if a.p.fallback == nil {
+		return held, nil
+	}
+	ps, err := a.p.fallback.Stats(ctx, a.sale.act.ID)
+	if err != nil {
+		return nil, fmt.Errorf("db fallback pool: %w", err)
+	}
+	iv.PoolRemain = ps.Remaining
+	pool, err := a.poolHeld(ctx)
+	if err != nil {
+		return nil, err
+	}
+	iv.PoolLive = int64(len(pool))
+	for id := range pool {
+		held[id] = true
+	}
+	return held, nil
+}
+
+// dbSnapshot reads the DB side into iv in one read transaction (the stock,
+// the adjustments and the orders from one snapshot) and returns the live
+// orders.
+func (a *App) dbSnapshot(ctx context.Context, iv *Invariants) ([]order.Order, error) {
+	var live []order.Order
+	id := a.sale.act.ID
+	err := a.in.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var act order.Activity
+		if err := tx.Select("stock, total_stock").Where("id = ?", id).Take(&act).Error; err != nil {
+			return fmt.Errorf("activity: %w", err)
+		}
+		iv.DBStock, iv.Total = act.Stock, act.TotalStock
+		adj, err := order.Adjustments(ctx, tx, id)
+		if err != nil {
+			return fmt.Errorf("adjustments: %w", err)
+		}
+		for _, x := range adj {
+			iv.Adjusted += x.Delta
+		}
+		var byStatus []struct {
+			Status string
+			N      int64
+		}
+		if err := tx.Model(&order.Order{}).Select("status, COUNT(*) AS n").Where("activity_id = ?", id).Group("status").Scan(&byStatus).Error; err != nil {
+			return fmt.Errorf("orders: %w", err)
+		}
+		for _, r := range byStatus {
+			iv.Orders[r.Status] = r.N
+		}
+		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", id, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
+			return fmt.Errorf("live orders: %w", err)
+		}
+		return nil
+	}, &sql.TxOptions{ReadOnly: a.in.DBKind == "mysql", Isolation: isolation(a.in.DBKind)})
+	return live, err
 }
 
 // isolation is a snapshot for MySQL (REPEATABLE READ, consistent read) and

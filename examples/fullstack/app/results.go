@@ -82,8 +82,7 @@ func settledView(res order.Result) resultView {
 func (a *App) view(ctx context.Context, res order.Result) resultView {
 	v := settledView(res)
 	if res.Status == order.StatusSuccess {
-		var o order.Order
-		if err := a.in.DB.WithContext(ctx).Select("status").Where("order_no = ?", res.OrderNo).Take(&o).Error; err == nil {
+		if o, err := a.p.orders.Get(ctx, res.OrderNo); err == nil {
 			v.Status = strings.ToLower(o.Status)
 		}
 	}
@@ -109,13 +108,16 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"order_no\":\"…\"}")
 		return
 	}
-	var o order.Order
-	err := a.in.DB.WithContext(r.Context()).Where("order_no = ?", req.OrderNo).Take(&o).Error
-	if err != nil || o.UserID != user {
+	o, err := a.p.orders.Get(r.Context(), req.OrderNo)
+	switch {
+	case errors.Is(err, order.ErrOrderNotFound), err == nil && o.UserID != user:
 		writeErr(w, http.StatusNotFound, "not_found", "no such order")
 		return
+	case err != nil:
+		a.fail(w, r, "pay", err)
+		return
 	}
-	err = a.p.pay(r.Context(), req.OrderNo)
+	err = a.p.orders.Pay(r.Context(), req.OrderNo)
 	switch {
 	case err == nil, errors.Is(err, order.ErrAlreadyPaid):
 		writeJSON(w, http.StatusOK, map[string]string{"status": "paid", "order_no": req.OrderNo})
