@@ -36,7 +36,7 @@ import (
 type AdjustParams struct {
 	Activity string // activity ID (see ValidID)
 	// ID names the adjustment: 1..128 bytes (the request ID limit, see
-	// WithMaxRequestIDBytes), unique per adjustment of the activity.
+	// WithMaxReservationIDBytes), unique per adjustment of the activity.
 	ID string
 	// Delta is the units to add (> 0) or to withdraw (< 0); not 0, |Delta|
 	// <= MaxQuantity. A withdrawal takes only units nobody holds.

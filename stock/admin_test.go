@@ -91,7 +91,7 @@ func TestPauseResume(t *testing.T) {
 				p := prefix + c.name + ":"
 				d := newTestDeductor(t, rdb, p, c.opts...)
 				mustLoad(t, d, Activity{ID: "a", Stock: 10, PerUserLimit: 2, Shards: c.shards})
-				r, err := d.Reserve(ctx, Request{Activity: "a", User: "u1", Qty: 1, RequestID: "r1"})
+				r, err := d.Reserve(ctx, Request{Activity: "a", User: "u1", Qty: 1, ReservationID: "r1"})
 				require.NoError(t, err)
 				require.Equal(t, Reserved, r.Status)
 
@@ -106,7 +106,7 @@ func TestPauseResume(t *testing.T) {
 				assert.False(t, st.Frozen)
 				before := readUnits(t, rdb, p, "a", c.shards)
 				for i := range 5 {
-					r, err := d.Reserve(ctx, Request{Activity: "a", User: uid(i + 10), Qty: 1, RequestID: "p" + uid(i)})
+					r, err := d.Reserve(ctx, Request{Activity: "a", User: uid(i + 10), Qty: 1, ReservationID: "p" + uid(i)})
 					require.NoError(t, err)
 					assert.Equal(t, Paused, r.Status)
 					assert.ErrorIs(t, r.Err(), ErrPaused)
@@ -116,7 +116,7 @@ func TestPauseResume(t *testing.T) {
 				assert.False(t, d.SoldOut("a"))
 
 				// A replay still answers from the ledger.
-				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u1", Qty: 1, RequestID: "r1"})
+				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u1", Qty: 1, ReservationID: "r1"})
 				require.NoError(t, err)
 				assert.Equal(t, Reserved, r.Status)
 				assert.True(t, r.Replayed)
@@ -124,12 +124,12 @@ func TestPauseResume(t *testing.T) {
 				// Freeze and pause are separate flags.
 				require.NoError(t, d.Freeze(ctx, "a"))
 				require.NoError(t, d.Resume(ctx, "a"))
-				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u2", Qty: 1, RequestID: "f1"})
+				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u2", Qty: 1, ReservationID: "f1"})
 				require.NoError(t, err)
 				assert.Equal(t, Frozen, r.Status, "Resume does not unfreeze")
 				require.NoError(t, d.Pause(ctx, "a"))
 				require.NoError(t, d.Unfreeze(ctx, "a"))
-				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u2", Qty: 1, RequestID: "f2"})
+				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u2", Qty: 1, ReservationID: "f2"})
 				require.NoError(t, err)
 				assert.Equal(t, Paused, r.Status, "Unfreeze does not resume")
 
@@ -143,7 +143,7 @@ func TestPauseResume(t *testing.T) {
 
 				require.NoError(t, d.Resume(ctx, "a"))
 				require.NoError(t, d.Resume(ctx, "a"), "idempotent")
-				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u2", Qty: 1, RequestID: "f3"})
+				r, err = d.Reserve(ctx, Request{Activity: "a", User: "u2", Qty: 1, ReservationID: "f3"})
 				require.NoError(t, err)
 				assert.Equal(t, Reserved, r.Status)
 				st, err = d.Stats(ctx, "a")
@@ -167,21 +167,21 @@ func TestPausedNotSoldOutCache(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix, WithRecheckInterval(time.Hour))
 		mustLoad(t, d, Activity{ID: "empty", Stock: 0})
 		require.NoError(t, d.Pause(ctx, "empty"))
-		r, err := d.Reserve(ctx, Request{Activity: "empty", User: "1", Qty: 1, RequestID: "x"})
+		r, err := d.Reserve(ctx, Request{Activity: "empty", User: "1", Qty: 1, ReservationID: "x"})
 		require.NoError(t, err)
 		assert.Equal(t, Paused, r.Status)
 		assert.False(t, d.SoldOut("empty"), "a Paused answer never sets the sold-out cache")
 
 		mustLoad(t, d, Activity{ID: "gone", Stock: 1})
-		r, err = d.Reserve(ctx, Request{Activity: "gone", User: "1", Qty: 1, RequestID: "x"})
+		r, err = d.Reserve(ctx, Request{Activity: "gone", User: "1", Qty: 1, ReservationID: "x"})
 		require.NoError(t, err)
 		require.Equal(t, Reserved, r.Status)
-		r, err = d.Reserve(ctx, Request{Activity: "gone", User: "2", Qty: 1, RequestID: "y"})
+		r, err = d.Reserve(ctx, Request{Activity: "gone", User: "2", Qty: 1, ReservationID: "y"})
 		require.NoError(t, err)
 		require.Equal(t, SoldOut, r.Status)
 		require.True(t, d.SoldOut("gone"))
 		require.NoError(t, d.Pause(ctx, "gone"))
-		r, err = d.Reserve(ctx, Request{Activity: "gone", User: "3", Qty: 1, RequestID: "z"})
+		r, err = d.Reserve(ctx, Request{Activity: "gone", User: "3", Qty: 1, ReservationID: "z"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, r.Status, "sold out still answers sold out")
 		assert.True(t, r.Local)
@@ -209,7 +209,7 @@ func TestPauseRace(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						r, err := d.Reserve(ctx, Request{Activity: "race", User: uuidOf(i), Qty: 1, RequestID: "q" + uid(i)})
+						r, err := d.Reserve(ctx, Request{Activity: "race", User: uuidOf(i), Qty: 1, ReservationID: "q" + uid(i)})
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -244,7 +244,7 @@ func TestPauseRace(t *testing.T) {
 					require.NoError(t, d.Pause(ctx, "race"))
 					toggles++
 					// Sent after Pause returned: never reserved.
-					r, err := d.Reserve(ctx, Request{Activity: "race", User: "probe", Qty: 1, RequestID: "probe" + uid(toggles)})
+					r, err := d.Reserve(ctx, Request{Activity: "race", User: "probe", Qty: 1, ReservationID: "probe" + uid(toggles)})
 					require.NoError(t, err)
 					assert.True(t, r.Status == Paused || r.Status == SoldOut && r.Local, "after Pause: %v", r.Status)
 				}
@@ -268,7 +268,7 @@ func TestAdjust(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix)
 		mustLoad(t, d, Activity{ID: "a", Stock: 10, PerUserLimit: 5})
 		k := activityKeys(prefix, "a")
-		r, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 3, RequestID: "r1"})
+		r, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 3, ReservationID: "r1"})
 		require.NoError(t, err)
 		require.Equal(t, Reserved, r.Status)
 		seq := hint(t, rdb, k.meta, "seq")
@@ -358,7 +358,7 @@ func TestAdjustRollbackDetected(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
 		mustLoad(t, d, Activity{ID: "a", Stock: 10})
 		k := activityKeys(prefix, "a")
-		_, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 1, RequestID: "r1"})
+		_, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 1, ReservationID: "r1"})
 		require.NoError(t, err)
 		seq := hint(t, rdb, k.meta, "seq")
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "a", ID: "t", Delta: 5})
@@ -366,7 +366,7 @@ func TestAdjustRollbackDetected(t *testing.T) {
 		// The rollback: the copy before the adjustment is back.
 		require.NoError(t, rdb.HSet(ctx, k.meta, "seq", seq, "stock", 9, "total", 10).Err())
 		// A replay writes nothing: its reply shows the seq Redis holds.
-		r, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 1, RequestID: "r1"})
+		r, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 1, ReservationID: "r1"})
 		require.NoError(t, err)
 		assert.Equal(t, Frozen, r.Status)
 		assert.Len(t, losses.get("a"), 1)
@@ -389,10 +389,10 @@ func TestAdjustSoldOutCache(t *testing.T) {
 		t.Cleanup(func() { cancel(); wg.Wait() })
 		waitSubscribed(t, rdb, releaseChannel(prefix))
 		mustLoad(t, d, Activity{ID: "a", Stock: 1})
-		_, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 1, RequestID: "r1"})
+		_, err := d.Reserve(ctx, Request{Activity: "a", User: "1", Qty: 1, ReservationID: "r1"})
 		require.NoError(t, err)
 		for _, x := range []*Deductor{d, other} {
-			r, err := x.Reserve(ctx, Request{Activity: "a", User: "2", Qty: 1, RequestID: "r2"})
+			r, err := x.Reserve(ctx, Request{Activity: "a", User: "2", Qty: 1, ReservationID: "r2"})
 			require.NoError(t, err)
 			require.Equal(t, SoldOut, r.Status)
 			require.True(t, x.SoldOut("a"))
@@ -407,7 +407,7 @@ func TestAdjustSoldOutCache(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the other process did not hear that stock came back")
 		}
-		r, err := other.Reserve(ctx, Request{Activity: "a", User: "2", Qty: 1, RequestID: "r2"})
+		r, err := other.Reserve(ctx, Request{Activity: "a", User: "2", Qty: 1, ReservationID: "r2"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, r.Status)
 	})
@@ -443,7 +443,7 @@ func TestAdjustSharded(t *testing.T) {
 		// Hold 3 units, then withdraw more than the rest: refused before
 		// anything is written.
 		for i := range 3 {
-			r, err := d.Reserve(ctx, Request{Activity: "s", User: uid(i), Qty: 1, RequestID: "r" + uid(i)})
+			r, err := d.Reserve(ctx, Request{Activity: "s", User: uid(i), Qty: 1, ReservationID: "r" + uid(i)})
 			require.NoError(t, err)
 			require.Equal(t, Reserved, r.Status)
 		}
@@ -497,7 +497,7 @@ func TestAdjustShardedPartial(t *testing.T) {
 		d.afterPeek = func() {
 			once.Do(func() {
 				for i := range 3 {
-					r, err := d.Reserve(ctx, Request{Activity: "s", User: uid(i), Qty: 1, RequestID: "r" + uid(i)})
+					r, err := d.Reserve(ctx, Request{Activity: "s", User: uid(i), Qty: 1, ReservationID: "r" + uid(i)})
 					require.NoError(t, err)
 					require.Equal(t, Reserved, r.Status)
 				}
@@ -534,7 +534,7 @@ func TestAdjustConcurrent(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						r, err := d.Reserve(ctx, Request{Activity: "c", User: uuidOf(i), Qty: 1, RequestID: "r" + uid(i)})
+						r, err := d.Reserve(ctx, Request{Activity: "c", User: uuidOf(i), Qty: 1, ReservationID: "r" + uid(i)})
 						if assert.NoError(t, err) && r.Status == Reserved {
 							reserved.Add(1)
 						}
@@ -587,13 +587,13 @@ func TestNoRebuy(t *testing.T) {
 					for _, v := range metaField(t, rdb, p, "n", c.shards, "norebuy") {
 						assert.Equal(t, map[bool]string{false: "0", true: "1"}[noRebuy], v)
 					}
-					r, err := d.Reserve(ctx, Request{Activity: "n", User: "buyer", Qty: 2, RequestID: "first"})
+					r, err := d.Reserve(ctx, Request{Activity: "n", User: "buyer", Qty: 2, ReservationID: "first"})
 					require.NoError(t, err)
 					require.Equal(t, Reserved, r.Status)
 					rel, err := d.Release(ctx, "n", "first")
 					require.NoError(t, err)
 					require.Equal(t, ReleaseDone, rel.Status)
-					r, err = d.Reserve(ctx, Request{Activity: "n", User: "buyer", Qty: 1, RequestID: "again"})
+					r, err = d.Reserve(ctx, Request{Activity: "n", User: "buyer", Qty: 1, ReservationID: "again"})
 					require.NoError(t, err)
 					var ever int64
 					for _, k := range ledgerKeys(p, "n", c.shards) {
@@ -609,7 +609,7 @@ func TestNoRebuy(t *testing.T) {
 						assert.EqualValues(t, 0, ever, "nothing written without NoRebuy")
 					}
 					// Another buyer is not affected.
-					r, err = d.Reserve(ctx, Request{Activity: "n", User: "other", Qty: 2, RequestID: "o"})
+					r, err = d.Reserve(ctx, Request{Activity: "n", User: "other", Qty: 2, ReservationID: "o"})
 					require.NoError(t, err)
 					assert.Equal(t, Reserved, r.Status)
 				})
@@ -646,14 +646,14 @@ func TestObserver(t *testing.T) {
 		var o obsLog
 		d := newTestDeductor(t, rdb, prefix, WithObserver(nil), WithObserver(&o), WithRecheckInterval(time.Hour))
 		mustLoad(t, d, Activity{ID: "o", Stock: 1})
-		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "1", Qty: 1, RequestID: "a"})
-		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "2", Qty: 1, RequestID: "b"})
-		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "3", Qty: 1, RequestID: "c"}) // local
-		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "", Qty: 1, RequestID: "d"})
+		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "1", Qty: 1, ReservationID: "a"})
+		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "2", Qty: 1, ReservationID: "b"})
+		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "3", Qty: 1, ReservationID: "c"}) // local
+		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "", Qty: 1, ReservationID: "d"})
 		_, _ = d.Release(ctx, "o", "a")
 		_, _ = d.Release(ctx, "o", "a")
 		_ = d.Pause(ctx, "o")
-		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "2", Qty: 1, RequestID: "b"})
+		_, _ = d.Reserve(ctx, Request{Activity: "o", User: "2", Qty: 1, ReservationID: "b"})
 		_ = d.Resume(ctx, "o")
 		_ = d.Pause(ctx, "none")
 		_, _ = d.Adjust(ctx, AdjustParams{Activity: "o", ID: "t", Delta: 1})

@@ -100,7 +100,7 @@ func BenchmarkReserve(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					u := next.Add(1)
-					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, ReservationID: strconv.FormatInt(u, 10)})
 					if err != nil || res.Status != want {
 						failed.Add(1)
 					}
@@ -184,7 +184,7 @@ func BenchmarkSoldOutLocal(b *testing.B) {
 			if _, err := d.Load(ctx, Activity{ID: "1", Stock: 0}); err != nil {
 				b.Fatal(err)
 			}
-			req := Request{Activity: "1", User: "1", Qty: 1, RequestID: "r"}
+			req := Request{Activity: "1", User: "1", Qty: 1, ReservationID: "r"}
 			if res, err := d.Reserve(ctx, req); err != nil || res.Status != SoldOut || !d.SoldOut("1") {
 				b.Fatalf("setup: %+v %v", res, err)
 			}
@@ -260,7 +260,7 @@ func BenchmarkMemoryPer10kBuyers(b *testing.B) {
 					}
 					// Realistic sizes: a snowflake-sized user ID and a 20-byte request ID.
 					user := 1_900_000_000_000_000_000 + n
-					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprintf("r-%018d", n)})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(user, 10), Qty: 1, ReservationID: fmt.Sprintf("r-%018d", n)})
 					if err != nil || res.Status != Reserved {
 						b.Errorf("reserve %d: %+v %v", n, res, err)
 						return
@@ -382,7 +382,7 @@ func BenchmarkReserveCoalescing(b *testing.B) {
 				for pb.Next() {
 					u := next.Add(1)
 					t0 := time.Now()
-					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, ReservationID: strconv.FormatInt(u, 10)})
 					mine = append(mine, time.Since(t0))
 					if err != nil || res.Status != Reserved {
 						failed.Add(1)
@@ -548,7 +548,7 @@ func BenchmarkReserveSharded(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						u := next.Add(1)
-						res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, RequestID: strconv.FormatInt(u, 10)})
+						res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(u, 10), Qty: 1, ReservationID: strconv.FormatInt(u, 10)})
 						if err != nil || res.Status != Reserved {
 							failed.Add(1)
 						}
@@ -605,7 +605,7 @@ func BenchmarkReserveClientPath(b *testing.B) {
 		var user int64 = 1_900_000_000_000_000_000
 		for b.Loop() {
 			user++
-			res, err := d.Reserve(ctx, Request{Activity: strconv.FormatInt(42, 10), User: strconv.FormatInt(user, 10), Qty: 1, RequestID: "r-1"})
+			res, err := d.Reserve(ctx, Request{Activity: strconv.FormatInt(42, 10), User: strconv.FormatInt(user, 10), Qty: 1, ReservationID: "r-1"})
 			if err != nil || res.Status != NotLoaded {
 				b.Fatal(res, err)
 			}
@@ -613,7 +613,7 @@ func BenchmarkReserveClientPath(b *testing.B) {
 	})
 	b.Run("uuid", func(b *testing.B) {
 		b.ReportAllocs()
-		req := Request{Activity: "3f2b8c1e-9d4a-4b7e-a1c2-5e6f7a8b9c0d", User: "8a1d0c2e-1111-4c3b-9e0f-0123456789ab", Qty: 1, RequestID: "r-1"}
+		req := Request{Activity: "3f2b8c1e-9d4a-4b7e-a1c2-5e6f7a8b9c0d", User: "8a1d0c2e-1111-4c3b-9e0f-0123456789ab", Qty: 1, ReservationID: "r-1"}
 		for b.Loop() {
 			res, err := d.Reserve(ctx, req)
 			if err != nil || res.Status != NotLoaded {

@@ -195,7 +195,7 @@ func (d *Deductor) reserveBatch(ctx context.Context, u unit, k []string, calls [
 	args := make([]any, 1+3*n)
 	args[0] = n
 	for i, cl := range calls {
-		args[1+i] = cl.req.RequestID
+		args[1+i] = cl.req.ReservationID
 		args[1+n+i] = cl.req.User
 		args[1+2*n+i] = cl.req.Qty
 	}

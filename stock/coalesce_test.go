@@ -142,7 +142,7 @@ func genSteps(seed uint64) []step {
 		var s step
 		for range rng.IntN(12) + 1 {
 			i := rng.IntN(ids)
-			r := Request{User: user[i], Qty: qty[i], RequestID: "r" + strconv.Itoa(i)}
+			r := Request{User: user[i], Qty: qty[i], ReservationID: "r" + strconv.Itoa(i)}
 			if rng.IntN(5) == 0 { // another user or qty: a conflict once the ID is known
 				r.User, r.Qty = userID(rng.Int64N(12)+1), rng.Int64N(3)+1
 			}
@@ -286,7 +286,7 @@ func TestCoalescedEqualsOneByOne(t *testing.T) {
 					mustLoad(t, one, a)
 				}
 			}
-			reqs := []Request{{User: "1", Qty: 1, RequestID: "x"}, {User: "2", Qty: 1, RequestID: "y"}, {User: "1", Qty: 1, RequestID: "x"}}
+			reqs := []Request{{User: "1", Qty: 1, ReservationID: "x"}, {User: "2", Qty: 1, ReservationID: "y"}, {User: "1", Qty: 1, ReservationID: "x"}}
 			var want []reply
 			for _, r := range reqs {
 				r.Activity = a1
@@ -353,7 +353,7 @@ func TestCoalescedTenThousandBuyers(t *testing.T) {
 					go func(i int) {
 						defer wg.Done()
 						<-start
-						req := Request{Activity: activity, User: c.user(int64(i)%c.users + 1), Qty: int64(i)%c.limit + 1, RequestID: "q" + strconv.Itoa(i)}
+						req := Request{Activity: activity, User: c.user(int64(i)%c.users + 1), Qty: int64(i)%c.limit + 1, ReservationID: "q" + strconv.Itoa(i)}
 						res, err := d.Reserve(ctx, req)
 						mu.Lock()
 						defer mu.Unlock()
@@ -363,7 +363,7 @@ func TestCoalescedTenThousandBuyers(t *testing.T) {
 						case res.Status == Reserved:
 							got[req.User] += req.Qty
 							total += req.Qty
-							ids[req.RequestID] = true
+							ids[req.ReservationID] = true
 						case res.Status == SoldOut:
 							if res.Local {
 								local++
@@ -495,7 +495,7 @@ func (g *holdRig) ledger(t *testing.T) map[string]string {
 }
 
 func req1(user int64, id string) Request {
-	return Request{Activity: "1", User: uid(user), Qty: 1, RequestID: id}
+	return Request{Activity: "1", User: uid(user), Qty: 1, ReservationID: id}
 }
 
 // parkedInWait reports whether some goroutine is blocked in batch.wait: a
@@ -785,12 +785,12 @@ func TestCoalescedFence(t *testing.T) {
 			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, MaxCoalesceBatch))
 			k := activityKeys(prefix, "2")
 			mustLoad(t, d, Activity{ID: "2", Stock: 10})
-			r := Request{Activity: "2", User: "1", Qty: 1, RequestID: "a"}
+			r := Request{Activity: "2", User: "1", Qty: 1, ReservationID: "a"}
 			require.Equal(t, Reserved, batchOf(t, d, r)[0].res.Status)
 			wipe(t, rdb, k)
 			r2, r3 := r, r
-			r2.User, r2.RequestID = "2", "b"
-			r3.User, r3.RequestID = "3", "c"
+			r2.User, r2.ReservationID = "2", "b"
+			r3.User, r3.ReservationID = "3", "c"
 			for _, o := range batchOf(t, d, r2, r3) {
 				require.NoError(t, o.err)
 				assert.Equal(t, Frozen, o.res.Status, "not loaded before its expiry is a loss")
@@ -818,7 +818,7 @@ func TestCoalescedHooksFallbackSoldOut(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil {
-			seen[r.RequestID] = res
+			seen[r.ReservationID] = res
 		}
 	}
 	fb := FallbackFunc(func(_ context.Context, r Request) (Result, error) {

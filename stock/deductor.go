@@ -96,7 +96,7 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 func (d *Deductor) keys(activity string) keys { return activityKeys(d.o.prefix, activity) }
 
 func (d *Deductor) validate(req Request) error {
-	if ValidID(req.Activity) && ValidID(req.User) && req.Qty > 0 && req.Qty <= MaxQuantity && req.RequestID != "" && len(req.RequestID) <= d.o.maxIDBytes {
+	if ValidID(req.Activity) && ValidID(req.User) && req.Qty > 0 && req.Qty <= MaxQuantity && req.ReservationID != "" && len(req.ReservationID) <= d.o.maxIDBytes {
 		return nil
 	}
 	if err := checkActivity(req.Activity); err != nil {
@@ -111,7 +111,7 @@ func (d *Deductor) validate(req Request) error {
 	case req.Qty > MaxQuantity:
 		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidRequest, req.Qty)
 	}
-	return d.validateID(req.RequestID)
+	return d.validateID(req.ReservationID)
 }
 
 func (d *Deductor) validateID(id string) error {
@@ -133,7 +133,7 @@ func (d *Deductor) validateID(id string) error {
 // input ([ErrInvalidRequest]), a request ID reused for another user or qty
 // ([ErrRequestConflict]), Redis failures ([ErrUnavailable]) and malformed
 // replies ([ErrBadReply]); in those cases nothing was written, except that
-// after a timeout the script may have run (retry with the same RequestID: it
+// after a timeout the script may have run (retry with the same ReservationID: it
 // returns the first outcome and never deducts twice).
 //
 // Idempotence covers deductions: a request ID that reserved answers Reserved
@@ -169,7 +169,7 @@ func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity, req.RequestID) {
+	if d.refuseLocal(req.Activity, req.ReservationID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -187,7 +187,7 @@ func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) 
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity, req.RequestID) {
+	if d.refuseLocal(req.Activity, req.ReservationID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -207,13 +207,13 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 			err = errors.Join(err, fmt.Errorf("stock: fallback: %w", ferr))
 		} else {
 			d.o.logger.WarnContext(ctx, "stock: redis unavailable, reserved through fallback",
-				"activity", req.Activity, "request", req.RequestID, "err", err)
+				"activity", req.Activity, "request", req.ReservationID, "err", err)
 			err = nil
 		}
 		res = fres
 	}
 	if err != nil {
-		d.o.logger.WarnContext(ctx, "stock: reserve failed", "activity", req.Activity, "request", req.RequestID, "err", err)
+		d.o.logger.WarnContext(ctx, "stock: reserve failed", "activity", req.Activity, "request", req.ReservationID, "err", err)
 	} else if !res.Fallback && !d.o.noCache && res.Status != Frozen && res.Status != Paused {
 		switch {
 		case res.Status == SoldOut && res.Remaining <= 0:
@@ -279,7 +279,7 @@ func (d *Deductor) reserveUnit(ctx context.Context, u unit, k []string, req Requ
 		return d.co.reserve(ctx, u, k, req)
 	}
 	st, sn := d.snapOf(u)
-	vals, err := reserveScript.Run(ctx, d.rdb, k, req.RequestID, req.User, req.Qty).Slice()
+	vals, err := reserveScript.Run(ctx, d.rdb, k, req.ReservationID, req.User, req.Qty).Slice()
 	if err != nil {
 		return unitReply{}, classify("reserve", err)
 	}
@@ -328,7 +328,7 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %s",
 			ErrInvalidRequest, req.Qty, n[5], req.Activity)
 	case -2:
-		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %s", ErrRequestConflict, req.RequestID, req.Activity)
+		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %s", ErrRequestConflict, req.ReservationID, req.Activity)
 	case 1, 2, 3, 4, 5, 7, 8:
 		res.Status = Status(code)
 	case 10:
@@ -591,7 +591,7 @@ func (d *Deductor) oldLayout(ctx context.Context, activity string, n int) (*layo
 // script call, after Redis lost or rolled back its data. a is the activity
 // with its total (initial) stock; live are the reservations that still hold
 // stock in the caller's database (orders created or paid, not cancelled or
-// expired), each with its RequestID, User, Qty and ReservedAt (zero means
+// expired), each with its ID, User, Qty and ReservedAt (zero means
 // now); State must be zero or [Held].
 //
 // It writes the meta hash (stock = a.Stock - the sum of live quantities,
@@ -658,7 +658,7 @@ func (d *Deductor) rebuildPlain(ctx context.Context, a Activity, live []Reservat
 	args = append(args, a.Stock, a.limit(), unixMilli(a.Start), unixMilli(a.End), a.ttl().Milliseconds(),
 		newEpoch(), expect, len(live), "0", a.noRebuyArg())
 	for _, r := range live {
-		args = append(args, r.RequestID, r.User, r.Qty, unixMilli(r.ReservedAt))
+		args = append(args, r.ID, r.User, r.Qty, unixMilli(r.ReservedAt))
 	}
 	vals, err := rebuildScript.Run(ctx, d.rdb, d.keys(a.ID).list(), args...).Slice()
 	if err != nil {
@@ -685,16 +685,16 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 	var sum int64
 	for i, r := range live {
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.RequestID,
+			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.ID,
 				fmt.Sprintf(format, args...))
 		}
 		switch {
-		case r.RequestID == "":
+		case r.ID == "":
 			return bad("empty request ID")
-		case len(r.RequestID) > d.o.maxIDBytes:
+		case len(r.ID) > d.o.maxIDBytes:
 			return bad("request ID longer than %d bytes", d.o.maxIDBytes)
 		case !ValidID(r.User):
-			return fmt.Errorf("activity %s: live reservation %d (%q): %w", a.ID, i, r.RequestID,
+			return fmt.Errorf("activity %s: live reservation %d (%q): %w", a.ID, i, r.ID,
 				idError(ErrInvalidActivity, "user ID", r.User))
 		case r.Qty <= 0 || r.Qty > MaxQuantity:
 			return bad("qty %d must be in [1, 2^53-1]", r.Qty)
@@ -703,10 +703,10 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 		case !r.ReservedAt.IsZero() && r.ReservedAt.UnixMilli() <= 0:
 			return bad("reserved at %v: must be after 1970", r.ReservedAt)
 		}
-		if _, dup := seen[r.RequestID]; dup {
+		if _, dup := seen[r.ID]; dup {
 			return bad("duplicate request ID")
 		}
-		seen[r.RequestID] = struct{}{}
+		seen[r.ID] = struct{}{}
 		if per[r.User] += r.Qty; per[r.User] > limit {
 			return bad("user %s would hold %d units, above the per-user limit %d", r.User, per[r.User], limit)
 		}
@@ -931,7 +931,7 @@ func parseRecord(id, rec string) (Reservation, error) {
 	if len(f) < 4 || len(f) > 5 {
 		return Reservation{}, badReply("ledger", "record %q", rec)
 	}
-	r := Reservation{RequestID: id}
+	r := Reservation{ID: id}
 	var err error
 	switch f[2] {
 	case "R":

@@ -77,7 +77,7 @@ func TestReserveTenThousandBuyers(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: activity, User: user, Qty: 1, RequestID: "r" + user})
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: user, Qty: 1, ReservationID: "r" + user})
 				if err != nil {
 					mu.Lock()
 					firstErrs = append(firstErrs, err)
@@ -122,7 +122,7 @@ func TestReserveTenThousandBuyers(t *testing.T) {
 		assert.EqualValues(t, stock, sum)
 		assert.Len(t, per, stock, "a user appears twice in the ledger")
 		for _, r := range l {
-			assert.Equal(t, winners[r.User], r.RequestID, "ledger entry without a matching Reserved result")
+			assert.Equal(t, winners[r.User], r.ID, "ledger entry without a matching Reserved result")
 			assert.EqualValues(t, 1, r.Qty)
 		}
 		st, err := d.Stats(ctx, activity)
@@ -156,7 +156,7 @@ func TestReserveMultiQty(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				req := Request{Activity: activity, User: uid(i%users + 1), Qty: int64(i%3 + 1), RequestID: fmt.Sprintf("q%d", i)}
+				req := Request{Activity: activity, User: uid(i%users + 1), Qty: int64(i%3 + 1), ReservationID: fmt.Sprintf("q%d", i)}
 				res, err := d.Reserve(ctx, req)
 				mu.Lock()
 				defer mu.Unlock()
@@ -218,7 +218,7 @@ func TestReserveRetriesOneRequestID(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: "5", User: "9", Qty: 2, RequestID: "same"})
+				res, err := d.Reserve(ctx, Request{Activity: "5", User: "9", Qty: 2, ReservationID: "same"})
 				switch {
 				case err != nil || res.Status != Reserved || res.Held != 2:
 					other.Add(1)
@@ -267,7 +267,7 @@ func TestReleaseRacesReserve(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: activity, User: uid(i + 1), Qty: 1, RequestID: id})
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: uid(i + 1), Qty: 1, ReservationID: id})
 				if err != nil {
 					failures.Add(1)
 					return
@@ -348,7 +348,7 @@ func TestReleaseSemantics(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix, WithOnRelease(func(context.Context, string, string, ReleaseResult, error) { hooked.Add(1) }))
 		mustLoad(t, d, Activity{ID: "1", Stock: 5, PerUserLimit: 3})
 
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, RequestID: "a"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, ReservationID: "a"})
 		require.NoError(t, err)
 		require.Equal(t, Reserved, res.Status)
 		assert.EqualValues(t, 2, res.Remaining)
@@ -365,7 +365,7 @@ func TestReleaseSemantics(t *testing.T) {
 		assert.EqualValues(t, 5, rr.Remaining)
 
 		// A retry of the released request does not deduct again.
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, RequestID: "a"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, ReservationID: "a"})
 		require.NoError(t, err)
 		assert.Equal(t, Released, res.Status)
 		assert.True(t, res.Replayed)
@@ -373,7 +373,7 @@ func TestReleaseSemantics(t *testing.T) {
 		assert.ErrorIs(t, res.Err(), ErrReleased)
 
 		// The buyer may buy again with a new request ID.
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, RequestID: "b"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, ReservationID: "b"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 
@@ -381,7 +381,7 @@ func TestReleaseSemantics(t *testing.T) {
 		rr, err = d.Release(ctx, "1", "late")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseUnknown, rr.Status)
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "11", Qty: 1, RequestID: "late"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "11", Qty: 1, ReservationID: "late"})
 		require.NoError(t, err)
 		assert.Equal(t, Released, res.Status)
 		rem, err := d.Remaining(ctx, "1")
@@ -406,43 +406,43 @@ func TestReserveOutcomes(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
 		mustLoad(t, d, Activity{ID: "1", Stock: 3, PerUserLimit: 2})
 
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 2, RequestID: "1"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 2, ReservationID: "1"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 		assert.True(t, res.OK())
 		assert.NoError(t, res.Err())
 		assert.EqualValues(t, 2, res.Limit)
 
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "2"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "2"})
 		require.NoError(t, err)
 		assert.Equal(t, LimitReached, res.Status)
 		assert.EqualValues(t, 2, res.Held)
 		assert.ErrorIs(t, res.Err(), ErrLimitReached)
 
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, RequestID: "3"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, ReservationID: "3"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status, "1 left, 2 asked")
 		assert.EqualValues(t, 1, res.Remaining)
 
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "4"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "4"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 		assert.Zero(t, res.Remaining)
 
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "5"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "5"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.ErrorIs(t, res.Err(), ErrSoldOut)
 
-		res, err = d.Reserve(ctx, Request{Activity: "2", User: "3", Qty: 1, RequestID: "6"})
+		res, err = d.Reserve(ctx, Request{Activity: "2", User: "3", Qty: 1, ReservationID: "6"})
 		require.NoError(t, err)
 		assert.Equal(t, NotLoaded, res.Status)
 		assert.ErrorIs(t, res.Err(), ErrNotLoaded)
 
 		// Same ID, other user or qty: conflict, nothing written.
-		_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, RequestID: "1"})
+		_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, ReservationID: "1"})
 		assert.ErrorIs(t, err, ErrRequestConflict)
-		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "1"})
+		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "1"})
 		assert.ErrorIs(t, err, ErrRequestConflict)
 		assert.Len(t, ledger(t, d, "1"), 2)
 	})
@@ -463,7 +463,7 @@ func TestWindowUsesRedisTime(t *testing.T) {
 	mustLoad(t, d, Activity{ID: "1", Stock: 10, Start: start, End: start.Add(time.Hour)})
 
 	req := func(id string) Result {
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: id})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: id})
 		require.NoError(t, err)
 		return res
 	}
@@ -492,7 +492,7 @@ func TestLoadSetIfAbsentAndReset(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix)
 		a := Activity{ID: "8", Stock: 10}
 		mustLoad(t, d, a)
-		res, err := d.Reserve(ctx, Request{Activity: "8", User: "1", Qty: 1, RequestID: "a"})
+		res, err := d.Reserve(ctx, Request{Activity: "8", User: "1", Qty: 1, ReservationID: "a"})
 		require.NoError(t, err)
 		require.Equal(t, Reserved, res.Status)
 
@@ -530,7 +530,7 @@ func TestLoadExpiry(t *testing.T) {
 	m.SetTime(now)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	mustLoad(t, d, Activity{ID: "1", Stock: 1, Start: now, End: now.Add(time.Hour), TTL: time.Hour})
-	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 	require.NoError(t, err)
 	k := activityKeys(testenv.Prefix(t), "1")
 	for _, key := range k.list()[:3] { // ever and adj are not written here
@@ -540,7 +540,7 @@ func TestLoadExpiry(t *testing.T) {
 	// leaves TIME where it was, which a real server never does).
 	m.SetTime(now.Add(2 * time.Hour))
 	m.FastForward(2 * time.Hour)
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, NotLoaded, res.Status, "expired as planned: not a data loss")
 	// An activity whose keys would expire at once is refused.
@@ -570,21 +570,21 @@ func TestBadInputChangesNothing(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix)
 	mustLoad(t, d, Activity{ID: "1", Stock: 10, PerUserLimit: 2})
-	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "ok"})
+	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "ok"})
 	require.NoError(t, err)
 	before := snapshot(t, rdb, prefix)
 
 	long := string(make([]byte, 129))
 	for name, req := range map[string]Request{
-		"empty activity":    {Activity: "", User: "1", Qty: 1, RequestID: "x"},
-		"activity with ':'": {Activity: "1:2", User: "1", Qty: 1, RequestID: "x"},
-		"empty user":        {Activity: "1", User: "", Qty: 1, RequestID: "x"},
-		"user with '}'":     {Activity: "1", User: "a}", Qty: 1, RequestID: "x"},
-		"empty request ID":  {Activity: "1", User: "1", Qty: 1, RequestID: ""},
-		"long request ID":   {Activity: "1", User: "1", Qty: 1, RequestID: long},
-		"zero qty":          {Activity: "1", User: "1", Qty: 0, RequestID: "x"},
-		"negative qty":      {Activity: "1", User: "1", Qty: -3, RequestID: "x"},
-		"qty above cap":     {Activity: "1", User: "2", Qty: 3, RequestID: "x"},
+		"empty activity":    {Activity: "", User: "1", Qty: 1, ReservationID: "x"},
+		"activity with ':'": {Activity: "1:2", User: "1", Qty: 1, ReservationID: "x"},
+		"empty user":        {Activity: "1", User: "", Qty: 1, ReservationID: "x"},
+		"user with '}'":     {Activity: "1", User: "a}", Qty: 1, ReservationID: "x"},
+		"empty request ID":  {Activity: "1", User: "1", Qty: 1, ReservationID: ""},
+		"long request ID":   {Activity: "1", User: "1", Qty: 1, ReservationID: long},
+		"zero qty":          {Activity: "1", User: "1", Qty: 0, ReservationID: "x"},
+		"negative qty":      {Activity: "1", User: "1", Qty: -3, ReservationID: "x"},
+		"qty above cap":     {Activity: "1", User: "2", Qty: 3, ReservationID: "x"},
 	} {
 		_, err := d.Reserve(ctx, req)
 		assert.ErrorIs(t, err, ErrInvalidRequest, name)
@@ -627,12 +627,12 @@ func TestRedisUnavailable(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	d := newTestDeductor(t, rdb, prefix)
 	mustLoad(t, d, Activity{ID: "1", Stock: 10})
-	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	_, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 	require.NoError(t, err)
 	before := snapshot(t, rdb, prefix)
 
 	check := func(name string) {
-		_, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+		_, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 		assert.ErrorIs(t, err, ErrUnavailable, name)
 		_, err = d.Release(ctx, "1", "a")
 		assert.ErrorIs(t, err, ErrUnavailable, name)
@@ -650,7 +650,7 @@ func TestRedisUnavailable(t *testing.T) {
 
 	// A script error that is not an outage is not reported as unavailable.
 	m.SetError("ERR Error running script: boom")
-	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	m.SetError("")
@@ -658,7 +658,7 @@ func TestRedisUnavailable(t *testing.T) {
 	// A timed-out context.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err = d.Reserve(cctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	_, err = d.Reserve(cctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorIs(t, err, context.Canceled)
 
@@ -667,7 +667,7 @@ func TestRedisUnavailable(t *testing.T) {
 	check("closed")
 	m.Restart()
 	assert.Equal(t, before, snapshot(t, rdb, prefix))
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 }
@@ -687,22 +687,22 @@ func TestFallback(t *testing.T) {
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithFallback(fb))
 	mustLoad(t, d, Activity{ID: "1", Stock: 10})
 
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 	require.NoError(t, err)
 	assert.False(t, res.Fallback)
 	assert.Zero(t, calls.Load(), "fallback is only for outages")
 
 	m.SetError("LOADING Redis is loading the dataset in memory")
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	require.NoError(t, err)
 	assert.True(t, res.Fallback)
 	assert.Equal(t, Reserved, res.Status)
-	_, err = d.Reserve(ctx, Request{Activity: "1", User: "66", Qty: 1, RequestID: "c"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "66", Qty: 1, ReservationID: "c"})
 	assert.ErrorIs(t, err, ErrUnavailable)
 	assert.ErrorContains(t, err, "db down too")
 	assert.EqualValues(t, 2, calls.Load())
 	// Bad input never reaches the fallback.
-	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 0, RequestID: "d"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 0, ReservationID: "d"})
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 	assert.EqualValues(t, 2, calls.Load())
 }
@@ -749,7 +749,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: "1", User: uuidOf(i + 1), Qty: 1, RequestID: strconv.Itoa(i)})
+				res, err := d.Reserve(ctx, Request{Activity: "1", User: uuidOf(i + 1), Qty: 1, ReservationID: strconv.Itoa(i)})
 				if err != nil {
 					errs.Add(1)
 					return
@@ -780,7 +780,7 @@ func TestReservationsPages(t *testing.T) {
 		d := newTestDeductor(t, rdb, prefix)
 		mustLoad(t, d, Activity{ID: "4", Stock: 1000})
 		for i := range 300 {
-			_, err := d.Reserve(ctx, Request{Activity: "4", User: uid(i + 1), Qty: 1, RequestID: fmt.Sprintf("p%d", i)})
+			_, err := d.Reserve(ctx, Request{Activity: "4", User: uid(i + 1), Qty: 1, ReservationID: fmt.Sprintf("p%d", i)})
 			require.NoError(t, err)
 		}
 		for i := range 10 {
@@ -826,7 +826,7 @@ func TestRing(t *testing.T) {
 		}
 		mustLoad(t, d, Activity{ID: a, Stock: 2})
 		for u := 1; u <= 3; u++ {
-			_, err := d.Reserve(ctx, Request{Activity: a, User: uid(u), Qty: 1, RequestID: fmt.Sprint(u)})
+			_, err := d.Reserve(ctx, Request{Activity: a, User: uid(u), Qty: 1, ReservationID: fmt.Sprint(u)})
 			require.NoError(t, err)
 		}
 		rr, err := d.Release(ctx, a, "1")
@@ -875,7 +875,7 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	} {
 		d, err := New(scripted{val: val})
 		require.NoError(t, err)
-		req := Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"}
+		req := Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"}
 		assert.NotPanics(t, func() {
 			_, err = d.Reserve(ctx, req)
 			assert.Error(t, err, name)
@@ -909,7 +909,7 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	d, err = New(scripted{val: []any{int64(42), int64(0), int64(0), int64(0), int64(0), int64(0)}})
 	require.NoError(t, err)
-	_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 	assert.ErrorIs(t, err, ErrBadReply)
 
 	// Directory answers: a shard count out of range, or a shard answering
@@ -928,7 +928,7 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 	} {
 		d, err = New(scripted{val: val})
 		require.NoError(t, err)
-		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 		assert.ErrorIs(t, err, ErrBadReply, name)
 	}
 	d, err = New(scripted{val: []any{int64(6), int64(3), int64(0), "", int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)}})
@@ -973,7 +973,7 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 	// The largest exact value works end to end, digit for digit.
 	k := activityKeys(prefix, "2")
 	mustLoad(t, d, Activity{ID: "2", Stock: MaxQuantity, PerUserLimit: MaxQuantity})
-	res, err := d.Reserve(ctx, Request{Activity: "2", User: "1", Qty: MaxQuantity - 1, RequestID: "big"})
+	res, err := d.Reserve(ctx, Request{Activity: "2", User: "1", Qty: MaxQuantity - 1, ReservationID: "big"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
 	assert.EqualValues(t, 1, res.Remaining)
@@ -984,7 +984,7 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 	// answer is still the input error, not ErrUnavailable.
 	before := snapshot(t, rdb, prefix)
 	m.SetError("LOADING should not be reached")
-	_, err = d.Reserve(ctx, Request{Activity: "2", User: "2", Qty: MaxQuantity + 1, RequestID: "huge"})
+	_, err = d.Reserve(ctx, Request{Activity: "2", User: "2", Qty: MaxQuantity + 1, ReservationID: "huge"})
 	assert.ErrorIs(t, err, ErrInvalidRequest)
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	m.SetError("")

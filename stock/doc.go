@@ -8,7 +8,7 @@
 //
 //	d, err := stock.New(rdb) // *redis.Client, *redis.ClusterClient, *redis.Ring, failover clients
 //	loaded, err := d.Load(ctx, stock.Activity{ID: "42", Stock: 100, Start: start, End: end})
-//	res, err := d.Reserve(ctx, stock.Request{Activity: "42", User: uid, Qty: 1, RequestID: rid})
+//	res, err := d.Reserve(ctx, stock.Request{Activity: "42", User: uid, Qty: 1, ReservationID: rid})
 //	rel, err := d.Release(ctx, "42", rid) // order cancelled or expired
 //
 // Activity and user IDs are strings of 1 to [MaxIDLen] (64) bytes of

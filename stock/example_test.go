@@ -25,13 +25,13 @@ func Example() {
 	_, _ = d.Load(ctx, stock.Activity{ID: "summer-sale", Stock: 1}) // set-if-absent
 
 	user := "3f2b8c1e-9d4a-4b7e-a1c2-5e6f7a8b9c0d"
-	res, _ := d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: user, Qty: 1, RequestID: "req-1"})
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: user, Qty: 1, ReservationID: "req-1"})
 	fmt.Println(res.Status, res.Remaining)
 
-	res, _ = d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: user, Qty: 1, RequestID: "req-1"}) // client retry
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: user, Qty: 1, ReservationID: "req-1"}) // client retry
 	fmt.Println(res.Status, res.Replayed)
 
-	res, _ = d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: "8a1d0c2e-1111-4c3b-9e0f-0123456789ab", Qty: 1, RequestID: "req-2"})
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "summer-sale", User: "8a1d0c2e-1111-4c3b-9e0f-0123456789ab", Qty: 1, ReservationID: "req-2"})
 	fmt.Println(res.Status)
 
 	rel, _ := d.Release(ctx, "summer-sale", "req-1") // order cancelled
@@ -53,19 +53,19 @@ func ExampleDeductor_Reserve() {
 	_, _ = d.Load(ctx, stock.Activity{ID: "1", Stock: 5, PerUserLimit: 2})
 
 	for _, req := range []stock.Request{
-		{Activity: "1", User: "1", Qty: 2, RequestID: "a"},
-		{Activity: "1", User: "1", Qty: 1, RequestID: "b"},
-		{Activity: "1", User: "2", Qty: 3, RequestID: "c"},
-		{Activity: "9", User: "2", Qty: 1, RequestID: "d"},
+		{Activity: "1", User: "1", Qty: 2, ReservationID: "a"},
+		{Activity: "1", User: "1", Qty: 1, ReservationID: "b"},
+		{Activity: "1", User: "2", Qty: 3, ReservationID: "c"},
+		{Activity: "9", User: "2", Qty: 1, ReservationID: "d"},
 	} {
 		res, err := d.Reserve(ctx, req)
 		switch {
 		case err != nil: // Redis down or bad input: answer "busy" or 400
 			fmt.Println("error:", err)
 		case res.OK():
-			fmt.Printf("%s: reserved, %d left\n", req.RequestID, res.Remaining)
+			fmt.Printf("%s: reserved, %d left\n", req.ReservationID, res.Remaining)
 		default: // a denial is a result, not an error
-			fmt.Printf("%s: %v\n", req.RequestID, res.Status)
+			fmt.Printf("%s: %v\n", req.ReservationID, res.Status)
 		}
 	}
 	// Output:
@@ -83,14 +83,14 @@ func ExampleDeductor_Release() {
 	ctx := context.Background()
 	d, _ := stock.New(rdb)
 	_, _ = d.Load(ctx, stock.Activity{ID: "1", Stock: 3})
-	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 
 	for _, id := range []string{"a", "a", "late"} {
 		rel, _ := d.Release(ctx, "1", id)
 		fmt.Println(id, rel.Status, rel.Remaining)
 	}
 	// The cancellation overtook the reserve: it deducts nothing.
-	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, RequestID: "late"})
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, ReservationID: "late"})
 	fmt.Println("late", res.Status)
 	// Output:
 	// a released 3
@@ -110,16 +110,16 @@ func ExampleDeductor_Rebuild() {
 	}))
 	a := stock.Activity{ID: "1", Stock: 10}
 	_, _ = d.Load(ctx, a)
-	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 1, RequestID: "order-1"})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 1, ReservationID: "order-1"})
 
 	mr.FlushAll() // Redis restarted without persistence
-	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "8", Qty: 1, RequestID: "order-2"})
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "8", Qty: 1, ReservationID: "order-2"})
 	fmt.Println(res.Status) // busy, retry later: not "sold out", not "not loaded"
 
 	// The database says order-1 still holds its unit: rebuild from it.
-	st, err := d.Rebuild(ctx, a, []stock.Reservation{{RequestID: "order-1", User: "7", Qty: 1}})
+	st, err := d.Rebuild(ctx, a, []stock.Reservation{{ID: "order-1", User: "7", Qty: 1}})
 	fmt.Println(st.Remaining, st.LedgerEntries, err)
-	res, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "8", Qty: 1, RequestID: "order-2"})
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "8", Qty: 1, ReservationID: "order-2"})
 	fmt.Println(res.Status, res.Remaining)
 	// Output:
 	// redis lost activity 1
@@ -142,7 +142,7 @@ func ExampleActivity_shards() {
 	_, _ = d.Load(ctx, stock.Activity{ID: "7", Stock: 3, Shards: 3}) // one unit per shard
 
 	for user := int64(1); user <= 4; user++ {
-		res, _ := d.Reserve(ctx, stock.Request{Activity: "7", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprint("r", user)})
+		res, _ := d.Reserve(ctx, stock.Request{Activity: "7", User: strconv.FormatInt(user, 10), Qty: 1, ReservationID: fmt.Sprint("r", user)})
 		fmt.Println(user, res.Status, res.Remaining)
 	}
 	st, _ := d.Stats(ctx, "7")
@@ -167,10 +167,10 @@ func ExampleDeductor_Pause() {
 	ctx := context.Background()
 	d, _ := stock.New(rdb)
 	_, _ = d.Load(ctx, stock.Activity{ID: "1", Stock: 1})
-	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	_, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 
 	_ = d.Pause(ctx, "1")
-	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	res, _ := d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	fmt.Println(res.Status, res.Err())
 
 	a, _ := d.Adjust(ctx, stock.AdjustParams{Activity: "1", ID: "topup-1", Delta: 10})
@@ -179,7 +179,7 @@ func ExampleDeductor_Pause() {
 	fmt.Println(a.Replayed, a.After)
 
 	_ = d.Resume(ctx, "1")
-	res, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+	res, _ = d.Reserve(ctx, stock.Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 	fmt.Println(res.Status, res.Remaining)
 	// Output:
 	// paused stock: activity paused, retry later

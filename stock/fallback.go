@@ -13,7 +13,7 @@ import "context"
 // error). The Redis ledger knows nothing of fallback reservations: Release
 // of such a request ID writes a harmless tombstone, and the fallback's owner
 // must give its units back itself. Because the Redis script may have run
-// before a timeout, the fallback must be idempotent by RequestID too, and the
+// before a timeout, the fallback must be idempotent by ReservationID too, and the
 // reconciler should compare both stores after an outage.
 type Fallback interface {
 	Reserve(ctx context.Context, req Request) (Result, error)

@@ -40,7 +40,7 @@ func (r *recoveryStub) set(live []Reservation, ready bool) {
 
 func reserveOK(t *testing.T, d *Deductor, activity, user string, qty int64, id string) Result {
 	t.Helper()
-	res, err := d.Reserve(context.Background(), Request{Activity: activity, User: user, Qty: qty, RequestID: id})
+	res, err := d.Reserve(context.Background(), Request{Activity: activity, User: user, Qty: qty, ReservationID: id})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status, "reserve %s", id)
 	return res
@@ -48,7 +48,7 @@ func reserveOK(t *testing.T, d *Deductor, activity, user string, qty int64, id s
 
 func reserveStatus(t *testing.T, d *Deductor, activity, user string, qty int64, id string) Status {
 	t.Helper()
-	res, err := d.Reserve(context.Background(), Request{Activity: activity, User: user, Qty: qty, RequestID: id})
+	res, err := d.Reserve(context.Background(), Request{Activity: activity, User: user, Qty: qty, ReservationID: id})
 	require.NoError(t, err)
 	return res.Status
 }
@@ -103,7 +103,7 @@ func TestDataLossWipe(t *testing.T) {
 			assert.Equal(t, "1", meta["origin"], "made by Load")
 
 			// The Deductor that saw the sale is not fooled.
-			res, err := d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "r3"})
+			res, err := d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "r3"})
 			require.NoError(t, err)
 			assert.Equal(t, Frozen, res.Status)
 			assert.ErrorIs(t, res.Err(), ErrFrozen)
@@ -178,8 +178,8 @@ func TestDataLossWipe(t *testing.T) {
 
 			// Ready: the database holds two live orders, r1 and r2.
 			live := []Reservation{
-				{RequestID: "r1", User: "1", Qty: 2, ReservedAt: r1.ReservedAt},
-				{RequestID: "r2", User: "2", Qty: 1, ReservedAt: r2.ReservedAt},
+				{ID: "r1", User: "1", Qty: 2, ReservedAt: r1.ReservedAt},
+				{ID: "r2", User: "2", Qty: 1, ReservedAt: r2.ReservedAt},
 			}
 			rec.set(live, true)
 			n, err = p.Tick(ctx)
@@ -321,7 +321,7 @@ func TestDataLossRollback(t *testing.T) {
 
 			restoreKeys(t, rdb, old)
 			require.EqualValues(t, 2, hint(t, rdb, k.meta, "seq"), "the older copy is back")
-			res, err := d.Reserve(ctx, Request{Activity: "1", User: "5", Qty: 1, RequestID: "e"})
+			res, err := d.Reserve(ctx, Request{Activity: "1", User: "5", Qty: 1, ReservationID: "e"})
 			require.NoError(t, err)
 			assert.Equal(t, Frozen, res.Status, "never Reserved on a rolled-back ledger")
 			require.Len(t, losses.get("1"), 1)
@@ -333,7 +333,7 @@ func TestDataLossRollback(t *testing.T) {
 
 			// A replay of an entry the older copy holds still answers from
 			// the ledger; a Release still works while frozen.
-			res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+			res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 			require.NoError(t, err)
 			assert.Equal(t, Reserved, res.Status)
 			assert.True(t, res.Replayed)
@@ -353,7 +353,7 @@ func TestDataLossRollback(t *testing.T) {
 			old := saveKeys(t, kind, rdb, k)
 			// A deliberate rebuild (another process's recovery) is adopted.
 			require.NoError(t, d.Freeze(ctx, "2"))
-			_, err := d.Rebuild(ctx, a, []Reservation{{RequestID: "a", User: "1", Qty: 1}})
+			_, err := d.Rebuild(ctx, a, []Reservation{{ID: "a", User: "1", Qty: 1}})
 			require.NoError(t, err)
 			reserveOK(t, d, "2", "2", 1, "b")
 			assert.Empty(t, losses.get("2"))
@@ -397,13 +397,13 @@ func TestFreezeUnfreeze(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, st.Frozen)
 
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "b"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "b"})
 		require.NoError(t, err)
 		assert.Equal(t, Frozen, res.Status)
 		assert.Equal(t, "frozen", res.Status.String())
 		assert.False(t, res.Local)
 		assert.False(t, d.SoldOut("1"), "stock 0 but frozen: not sold out")
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status, "a replay answers from the ledger")
 		assert.True(t, res.Replayed)
@@ -436,7 +436,7 @@ func TestRebuildRejectsBadInput(t *testing.T) {
 	require.NoError(t, d.Freeze(ctx, "1"))
 	before := snapshot(t, rdb, prefix)
 
-	r := func(id, user string, qty int64) Reservation { return Reservation{RequestID: id, User: user, Qty: qty} }
+	r := func(id, user string, qty int64) Reservation { return Reservation{ID: id, User: user, Qty: qty} }
 	for name, tc := range map[string]struct {
 		a    Activity
 		live []Reservation
@@ -452,8 +452,8 @@ func TestRebuildRejectsBadInput(t *testing.T) {
 		"user over 64 bytes":   {a, []Reservation{r("a", strings.Repeat("7", MaxIDLen+1), 1)}},
 		"empty ID":             {a, []Reservation{r("", "1", 1)}},
 		"long ID":              {a, []Reservation{r(string(make([]byte, 129)), "1", 1)}},
-		"freed entry":          {a, []Reservation{{RequestID: "a", User: "1", Qty: 1, State: Freed}}},
-		"reserved before 1970": {a, []Reservation{{RequestID: "a", User: "1", Qty: 1, ReservedAt: time.Unix(-5, 0)}}},
+		"freed entry":          {a, []Reservation{{ID: "a", User: "1", Qty: 1, State: Freed}}},
+		"reserved before 1970": {a, []Reservation{{ID: "a", User: "1", Qty: 1, ReservedAt: time.Unix(-5, 0)}}},
 		"bad activity":         {Activity{ID: "1", Stock: -1}, nil},
 		"stock above 2^53-1":   {Activity{ID: "1", Stock: MaxQuantity + 1}, nil},
 	} {
@@ -489,7 +489,7 @@ func TestRebuildTenThousand(t *testing.T) {
 		for i := range live {
 			u := uid(i%users + 1)
 			q := int64(i%2 + 1)
-			live[i] = Reservation{RequestID: fmt.Sprintf("order-%06d", i), User: u, Qty: q}
+			live[i] = Reservation{ID: fmt.Sprintf("order-%06d", i), User: u, Qty: q}
 			sum += q
 			per[u] += q
 		}
@@ -659,7 +659,7 @@ func TestNoFalseLossUnderConcurrency(t *testing.T) {
 						}
 						return
 					}
-					res, err := d.Reserve(ctx, Request{Activity: "1", User: uuidOf(i + 1), Qty: 1, RequestID: id})
+					res, err := d.Reserve(ctx, Request{Activity: "1", User: uuidOf(i + 1), Qty: 1, ReservationID: id})
 					switch {
 					case err != nil:
 						fails.Add(1)

@@ -38,7 +38,7 @@ func TestHeld(t *testing.T) {
 				return n
 			}
 			assert.Zero(t, held())
-			res, err := d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 2, RequestID: "a"})
+			res, err := d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 2, ReservationID: "a"})
 			require.NoError(t, err)
 			require.True(t, res.OK())
 			assert.EqualValues(t, 2, held())

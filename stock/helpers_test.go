@@ -110,7 +110,7 @@ func ledger(t testing.TB, d *Deductor, activity string) map[string]Reservation {
 		page, next, err := d.Reservations(context.Background(), activity, cursor, 500)
 		require.NoError(t, err)
 		for _, r := range page {
-			out[r.RequestID] = r
+			out[r.ID] = r
 		}
 		if next == 0 {
 			return out

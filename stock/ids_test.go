@@ -89,14 +89,14 @@ func TestHostileIDsRefusedBeforeRedis(t *testing.T) {
 	}
 	for _, id := range hostileIDs {
 		for _, a := range []string{"1", "2"} {
-			_, err := h.Reserve(ctx, Request{Activity: a, User: id, Qty: 1, RequestID: "r"})
+			_, err := h.Reserve(ctx, Request{Activity: a, User: id, Qty: 1, ReservationID: "r"})
 			check(id, "Reserve user", err, ErrInvalidRequest)
 			_, err = h.Held(ctx, a, id)
 			check(id, "Held user", err, ErrInvalidRequest)
-			_, err = h.Rebuild(ctx, Activity{ID: a, Stock: 10}, []Reservation{{RequestID: "r", User: id, Qty: 1}})
+			_, err = h.Rebuild(ctx, Activity{ID: a, Stock: 10}, []Reservation{{ID: "r", User: id, Qty: 1}})
 			check(id, "Rebuild user", err, ErrInvalidActivity)
 		}
-		_, err := h.Reserve(ctx, Request{Activity: id, User: "1", Qty: 1, RequestID: "r"})
+		_, err := h.Reserve(ctx, Request{Activity: id, User: "1", Qty: 1, ReservationID: "r"})
 		check(id, "Reserve", err, ErrInvalidRequest)
 		_, err = h.Release(ctx, id, "r")
 		check(id, "Release", err, ErrInvalidRequest)
@@ -156,7 +156,7 @@ func TestStringIDsEndToEnd(t *testing.T) {
 				mustLoad(t, d, Activity{ID: a, Stock: 100, PerUserLimit: 2, Shards: shards})
 				for i, u := range users {
 					id := "r-" + uid(i)
-					res, err := d.Reserve(ctx, Request{Activity: a, User: u, Qty: 2, RequestID: id})
+					res, err := d.Reserve(ctx, Request{Activity: a, User: u, Qty: 2, ReservationID: id})
 					require.NoError(t, err)
 					require.Equal(t, Reserved, res.Status, "%s %s", a, u)
 					held, err := d.Held(ctx, a, u)
@@ -194,7 +194,7 @@ func TestStringIDsEndToEnd(t *testing.T) {
 				assert.EqualValues(t, 100-2*len(users)+2, rem)
 
 				require.NoError(t, d.Freeze(ctx, a))
-				live := []Reservation{{RequestID: "x", User: users[3], Qty: 1}, {RequestID: "y", User: users[4], Qty: 2}}
+				live := []Reservation{{ID: "x", User: users[3], Qty: 1}, {ID: "y", User: users[4], Qty: 2}}
 				st, err := d.Rebuild(ctx, Activity{ID: a, Stock: 100, PerUserLimit: 2, Shards: shards}, live)
 				require.NoError(t, err)
 				assert.EqualValues(t, 97, st.Remaining)

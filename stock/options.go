@@ -117,8 +117,8 @@ func WithOnLoss(f func(activity, reason string)) Option {
 	return func(o *options) { o.onLoss = f }
 }
 
-// WithMaxRequestIDBytes sets the longest accepted request ID. Default 128.
-func WithMaxRequestIDBytes(n int) Option { return func(o *options) { o.maxIDBytes = n } }
+// WithMaxReservationIDBytes sets the longest accepted request ID. Default 128.
+func WithMaxReservationIDBytes(n int) Option { return func(o *options) { o.maxIDBytes = n } }
 
 // WithCoalescing gathers concurrent Reserve calls of one activity made
 // through this Deductor into batches decided by one Redis script call each

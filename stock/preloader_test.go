@@ -65,7 +65,7 @@ func TestPreloaderTick(t *testing.T) {
 	assert.False(t, st.Loaded, "30 minutes ahead is beyond the 10 minute lead time")
 
 	// A sale in progress is never reset by a later pass.
-	_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+	_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 	require.NoError(t, err)
 	clock.Add(25 * time.Minute)
 	n, _ = p.Tick(ctx)
@@ -80,7 +80,7 @@ func TestPreloaderTick(t *testing.T) {
 	// The Reserve above came before the sale opened and wrote nothing; now
 	// hold a real reservation and check that another pass keeps it.
 	m.SetTime(now.Add(5 * time.Minute))
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "live"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "live"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
 	n, err = p.Tick(ctx)
@@ -201,7 +201,7 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 			_, err := d.Rebuild(ctx, a, nil) // another preloader rebuilt…
 			require.NoError(t, err)
 			require.NoError(t, d.Freeze(ctx, a.ID)) // …and the activity was frozen again
-			return []Reservation{{RequestID: "x", User: "1", Qty: 1}}, true, nil
+			return []Reservation{{ID: "x", User: "1", Qty: 1}}, true, nil
 		})))
 	require.NoError(t, err)
 	n, err = p3.Tick(ctx)
@@ -211,7 +211,7 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 	assert.Equal(t, "5", hgetall(t, rdb, k.meta)["stock"])
 
 	// The next pass rebuilds from a fresh look.
-	rec2 := &recoveryStub{ready: true, live: []Reservation{{RequestID: "x", User: "1", Qty: 1}}}
+	rec2 := &recoveryStub{ready: true, live: []Reservation{{ID: "x", User: "1", Qty: 1}}}
 	p4, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(rec2))
 	require.NoError(t, err)
 	n, err = p4.Tick(ctx)

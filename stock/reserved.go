@@ -8,8 +8,8 @@ import (
 
 // ReleaseReservedParams names a reservation the caller knows was made.
 type ReleaseReservedParams struct {
-	Activity  string
-	RequestID string
+	Activity      string
+	ReservationID string
 	// ReservedBy is a time at or after the reservation (for example the
 	// creation time of the order it became); required. It is compared with
 	// the Redis time at which the activity's copy was created, so the
@@ -22,7 +22,7 @@ type ReleaseReservedParams struct {
 // was made (an order exists for it), so that a missing ledger entry is
 // evidence rather than a "release before reserve". A held entry is
 // released exactly as Release does (ReleaseDone, or ReleaseDuplicate when
-// released before). When the ledger has no entry for RequestID it writes
+// released before). When the ledger has no entry for ReservationID it writes
 // no tombstone and:
 //
 //   - when the activity's copy in Redis was created after ReservedBy (a
@@ -47,12 +47,12 @@ func (d *Deductor) ReleaseReserved(ctx context.Context, p ReleaseReservedParams)
 		d.observeRelease(ctx, start, p.Activity, res, err)
 	}
 	if err != nil {
-		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(p.Activity), "request", p.RequestID, "err", err)
+		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(p.Activity), "request", p.ReservationID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
 		d.clearSoldOut(p.Activity)
 	}
 	if d.o.onRelease != nil {
-		d.o.onRelease(ctx, p.Activity, p.RequestID, res, err)
+		d.o.onRelease(ctx, p.Activity, p.ReservationID, res, err)
 	}
 	return res, err
 }
@@ -61,19 +61,19 @@ func (d *Deductor) releaseReserved(ctx context.Context, p ReleaseReservedParams)
 	if err := checkActivity(p.Activity); err != nil {
 		return ReleaseResult{}, err
 	}
-	if err := d.validateID(p.RequestID); err != nil {
+	if err := d.validateID(p.ReservationID); err != nil {
 		return ReleaseResult{}, err
 	}
 	if p.ReservedBy.IsZero() {
-		return ReleaseResult{}, fmt.Errorf("%w: release of %q: ReservedBy is zero", ErrInvalidRequest, p.RequestID)
+		return ReleaseResult{}, fmt.Errorf("%w: release of %q: ReservedBy is zero", ErrInvalidRequest, p.ReservationID)
 	}
 	by := p.ReservedBy.UnixMilli()
 	return onLayout(d, p.Activity, func(l *layout) (ReleaseResult, *layout, error) {
 		if l != nil {
-			return d.releaseReservedSharded(ctx, l, p.RequestID, by)
+			return d.releaseReservedSharded(ctx, l, p.ReservationID, by)
 		}
 		u := plain(p.Activity)
-		r, err := d.releaseUnit(ctx, u, d.keyList(u), p.RequestID, true)
+		r, err := d.releaseUnit(ctx, u, d.keyList(u), p.ReservationID, true)
 		switch {
 		case err != nil:
 			return ReleaseResult{}, nil, err
@@ -83,7 +83,7 @@ func (d *Deductor) releaseReserved(ctx context.Context, p ReleaseReservedParams)
 		case r.res.Status != releaseAbsent:
 			return r.res, nil, nil
 		}
-		res, err := d.missing(ctx, u, p.RequestID, r, by)
+		res, err := d.missing(ctx, u, p.ReservationID, r, by)
 		return res, nil, err
 	})
 }

@@ -69,7 +69,7 @@ func TestReleaseReservedLost(t *testing.T) {
 
 				other := newTestDeductor(t, rdb, prefix) // a process that saw nothing
 
-				p := ReleaseReservedParams{Activity: a.ID, RequestID: "r1", ReservedBy: res.ReservedAt}
+				p := ReleaseReservedParams{Activity: a.ID, ReservationID: "r1", ReservedBy: res.ReservedAt}
 				out, err := d.ReleaseReserved(ctx, p)
 				require.ErrorIs(t, err, ErrLost)
 				assert.Zero(t, out.Status)
@@ -92,7 +92,7 @@ func TestReleaseReservedLost(t *testing.T) {
 				require.ErrorIs(t, err, ErrLost)
 
 				// The database's truth: r2 live, r1's order cancelled.
-				_, err = d.Rebuild(ctx, a, []Reservation{{RequestID: "r2", User: "2", Qty: 1, ReservedAt: res.ReservedAt}})
+				_, err = d.Rebuild(ctx, a, []Reservation{{ID: "r2", User: "2", Qty: 1, ReservedAt: res.ReservedAt}})
 				require.NoError(t, err)
 				born := hint(t, rdb, activityKeys(prefix, a.ID).meta, "born")
 				for k := 0; k < shards && shards > 1; k++ {
@@ -119,11 +119,11 @@ func TestReleaseReservedLost(t *testing.T) {
 
 				// A held entry is released exactly once.
 				r3 := reserveOK(t, d, a.ID, "3", 2, "r3")
-				out, err = d.ReleaseReserved(ctx, ReleaseReservedParams{Activity: a.ID, RequestID: "r3", ReservedBy: r3.ReservedAt})
+				out, err = d.ReleaseReserved(ctx, ReleaseReservedParams{Activity: a.ID, ReservationID: "r3", ReservedBy: r3.ReservedAt})
 				require.NoError(t, err)
 				assert.Equal(t, ReleaseDone, out.Status)
 				assert.EqualValues(t, 2, out.Qty)
-				out, err = d.ReleaseReserved(ctx, ReleaseReservedParams{Activity: a.ID, RequestID: "r3", ReservedBy: r3.ReservedAt})
+				out, err = d.ReleaseReserved(ctx, ReleaseReservedParams{Activity: a.ID, ReservationID: "r3", ReservedBy: r3.ReservedAt})
 				require.NoError(t, err)
 				assert.Equal(t, ReleaseDuplicate, out.Status)
 				st, err = d.Stats(ctx, a.ID)
@@ -150,9 +150,9 @@ func ledgers(prefix string, a Activity) []string {
 func TestReleaseReservedInvalid(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		d := newTestDeductor(t, rdb, prefix)
-		_, err := d.ReleaseReserved(context.Background(), ReleaseReservedParams{Activity: "1", RequestID: "r1"})
+		_, err := d.ReleaseReserved(context.Background(), ReleaseReservedParams{Activity: "1", ReservationID: "r1"})
 		assert.ErrorIs(t, err, ErrInvalidRequest)
-		_, err = d.ReleaseReserved(context.Background(), ReleaseReservedParams{Activity: "", RequestID: "r1", ReservedBy: time.Unix(1, 0)})
+		_, err = d.ReleaseReserved(context.Background(), ReleaseReservedParams{Activity: "", ReservationID: "r1", ReservedBy: time.Unix(1, 0)})
 		assert.ErrorIs(t, err, ErrInvalidRequest)
 	})
 }

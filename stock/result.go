@@ -5,14 +5,14 @@ import (
 	"time"
 )
 
-// Request asks for Qty units of Activity for User. RequestID identifies the
+// Request asks for Qty units of Activity for User. ReservationID identifies the
 // reservation: it is the idempotency key (a retry with the same ID never
 // deducts twice) and the ID later given to [Deductor.Release].
 type Request struct {
-	Activity  string // activity ID: 1..MaxIDLen bytes of [A-Za-z0-9._@+-] (see ValidID)
-	User      string // buyer ID, same rule as Activity
-	Qty       int64  // units, > 0 and <= the activity's per-user limit (<= MaxQuantity)
-	RequestID string // unique per reservation, 1..128 bytes
+	Activity      string // activity ID: 1..MaxIDLen bytes of [A-Za-z0-9._@+-] (see ValidID)
+	User          string // buyer ID, same rule as Activity
+	Qty           int64  // units, > 0 and <= the activity's per-user limit (<= MaxQuantity)
+	ReservationID string // unique per reservation, 1..128 bytes
 }
 
 // Status is the business outcome of a Reserve.
@@ -210,10 +210,10 @@ func (s State) String() string {
 
 // Reservation is one ledger entry, as read by [Deductor.Reservations] and
 // [Deductor.Lookup], and one live reservation given to [Deductor.Rebuild]
-// (RequestID, User, Qty, ReservedAt; State zero or Held). Times are Redis
+// (ID, User, Qty, ReservedAt; State zero or Held). Times are Redis
 // times.
 type Reservation struct {
-	RequestID  string
+	ID         string
 	User       string // "" for a tombstone
 	Qty        int64  // 0 for a tombstone
 	State      State

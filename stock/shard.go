@@ -754,7 +754,7 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 		args = append(args, alloc[k]+heldBy[k], a.limit(), unixMilli(a.Start), unixMilli(a.End), a.ttl().Milliseconds(),
 			newEpoch(), "", len(per[k]), "1", a.noRebuyArg())
 		for _, r := range per[k] {
-			args = append(args, r.RequestID, r.User, r.Qty, unixMilli(r.ReservedAt))
+			args = append(args, r.ID, r.User, r.Qty, unixMilli(r.ReservedAt))
 		}
 		vals, err := rebuildScript.Run(ctx, d.rdb, l.lists[k], args...).Slice()
 		if err != nil {

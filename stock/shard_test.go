@@ -120,7 +120,7 @@ func TestShardedReleaseLookupReservations(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDuplicate, rr.Status)
 		for k := range n {
-			res, err := d.Reserve(ctx, Request{Activity: "5", User: usersOn(n, k, 1, 5000)[0], Qty: 1, RequestID: "ghost"})
+			res, err := d.Reserve(ctx, Request{Activity: "5", User: usersOn(n, k, 1, 5000)[0], Qty: 1, ReservationID: "ghost"})
 			require.NoError(t, err)
 			assert.Equal(t, Released, res.Status, "late reserve on shard %d", k)
 		}
@@ -138,7 +138,7 @@ func TestShardedReleaseLookupReservations(t *testing.T) {
 			page, next, err := newTestDeductor(t, rdb, prefix).Reservations(ctx, "5", cursor, 2)
 			require.NoError(t, err)
 			for _, r := range page {
-				got[r.RequestID] = r.State
+				got[r.ID] = r.State
 			}
 			if next == 0 {
 				break
@@ -192,7 +192,7 @@ func TestShardedFreezeRebuild(t *testing.T) {
 			for _, u := range usersOn(3, k, 3, 10) {
 				id := fmt.Sprint("r", u)
 				res := reserveOK(t, d, "9", u, 2, id)
-				live = append(live, Reservation{RequestID: id, User: u, Qty: 2, ReservedAt: res.ReservedAt})
+				live = append(live, Reservation{ID: id, User: u, Qty: 2, ReservedAt: res.ReservedAt})
 			}
 		}
 		// Some units borrowed, so that transfer records exist too.
@@ -212,7 +212,7 @@ func TestShardedFreezeRebuild(t *testing.T) {
 		for k := range 3 {
 			assert.Equal(t, Frozen, reserveStatus(t, d, "9", usersOn(3, k, 1, 5000)[0], 1, fmt.Sprint("f", k)))
 		}
-		rr, err := d.Release(ctx, "9", live[0].RequestID)
+		rr, err := d.Release(ctx, "9", live[0].ID)
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseDone, rr.Status, "release works while frozen")
 		live = live[1:]
@@ -243,7 +243,7 @@ func TestShardedFreezeRebuild(t *testing.T) {
 			assert.Zero(t, c.pending)
 			assert.Len(t, c.entries, len(live))
 			for _, r := range live {
-				assert.Equal(t, shardOf(r.User, n), c.entries[r.RequestID], r.RequestID)
+				assert.Equal(t, shardOf(r.User, n), c.entries[r.ID], r.ID)
 			}
 			var shards []int64
 			for _, s := range c.stock {
@@ -261,7 +261,7 @@ func TestShardedFreezeRebuild(t *testing.T) {
 			assert.Empty(t, hgetall(t, rdb, l3.keys[k].xout))
 			assert.Empty(t, hgetall(t, rdb, l3.keys[k].xin))
 		}
-		res, err := d.Reserve(ctx, Request{Activity: "9", User: live[0].User, Qty: 2, RequestID: live[0].RequestID})
+		res, err := d.Reserve(ctx, Request{Activity: "9", User: live[0].User, Qty: 2, ReservationID: live[0].ID})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 		assert.True(t, res.Replayed, "a live reservation answers from the rebuilt ledger")
@@ -384,7 +384,7 @@ func TestShardLoss(t *testing.T) {
 		for k := range 3 {
 			u := usersOn(3, k, 1, 1)[0]
 			res := reserveOK(t, d, "3", u, 1, fmt.Sprint("r", u))
-			live = append(live, Reservation{RequestID: fmt.Sprint("r", u), User: u, Qty: 1, ReservedAt: res.ReservedAt})
+			live = append(live, Reservation{ID: fmt.Sprint("r", u), User: u, Qty: 1, ReservedAt: res.ReservedAt})
 		}
 		l := d.layoutOf("3")
 		require.NoError(t, rdb.Del(ctx, l.lists[1]...).Err())
@@ -397,7 +397,7 @@ func TestShardLoss(t *testing.T) {
 		for i, u := range on0[:2] {
 			assert.Equal(t, Reserved, reserveStatus(t, d, "3", u, 1, fmt.Sprint("y", i)))
 		}
-		res, err := d.Reserve(ctx, Request{Activity: "3", User: on0[2], Qty: 1, RequestID: "y2"})
+		res, err := d.Reserve(ctx, Request{Activity: "3", User: on0[2], Qty: 1, ReservationID: "y2"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status, "borrowed from shard 2")
 		assert.Len(t, losses.get("3"), 1, "reported once")
@@ -410,7 +410,7 @@ func TestShardLoss(t *testing.T) {
 		require.Positive(t, c.stock[2])
 		_, err = l2.freezeUnit(ctx, l.unit(2), l.keys[2].meta, true)
 		require.NoError(t, err)
-		res, err = d.Reserve(ctx, Request{Activity: "3", User: on0[3], Qty: 1, RequestID: "busy"})
+		res, err = d.Reserve(ctx, Request{Activity: "3", User: on0[3], Qty: 1, ReservationID: "busy"})
 		require.NoError(t, err)
 		assert.Equal(t, Frozen, res.Status)
 		assert.False(t, d.SoldOut("3"))
@@ -419,7 +419,7 @@ func TestShardLoss(t *testing.T) {
 		// Shard 1 is still missing: a buyer of shard 2 who finds it short
 		// after shard 2 is drained is not told sold out either.
 		for i, u := range usersOn(3, 2, 10, 100) {
-			res, err := d.Reserve(ctx, Request{Activity: "3", User: u, Qty: 1, RequestID: fmt.Sprint("s2-", i)})
+			res, err := d.Reserve(ctx, Request{Activity: "3", User: u, Qty: 1, ReservationID: fmt.Sprint("s2-", i)})
 			require.NoError(t, err)
 			if res.Status != Reserved {
 				assert.Equal(t, Frozen, res.Status)
@@ -441,8 +441,8 @@ func TestShardLoss(t *testing.T) {
 		assert.Equal(t, "0", hgetall(t, rdb, l.keys[1].meta)["stock"], "a frozen placeholder for the lost shard")
 		assert.Equal(t, Frozen, reserveStatus(t, d, "3", on0[3], 1, "z"))
 
-		live = append(live, Reservation{RequestID: "y0", User: on0[0], Qty: 1}, Reservation{RequestID: "y1", User: on0[1], Qty: 1},
-			Reservation{RequestID: "y2", User: on0[2], Qty: 1})
+		live = append(live, Reservation{ID: "y0", User: on0[0], Qty: 1}, Reservation{ID: "y1", User: on0[1], Qty: 1},
+			Reservation{ID: "y2", User: on0[2], Qty: 1})
 		rec.set(live, true)
 		n, err = p.Tick(ctx)
 		require.NoError(t, err)
@@ -455,7 +455,7 @@ func TestShardLoss(t *testing.T) {
 		}
 		assert.Equal(t, held, c.held)
 		for _, r := range live {
-			assert.Equal(t, shardOf(r.User, 3), c.entries[r.RequestID])
+			assert.Equal(t, shardOf(r.User, 3), c.entries[r.ID])
 		}
 		assert.Equal(t, Reserved, reserveStatus(t, d, "3", on1[2], 1, "after"))
 		assert.Len(t, losses.get("3"), 1, "the rebuild is not a loss")
@@ -480,7 +480,7 @@ func TestShardedScriptsTouchOneSlot(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = d.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, RequestID: u})
+			_, _ = d.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, ReservationID: u})
 		}()
 	}
 	wg.Wait()
@@ -615,7 +615,7 @@ func ledgerLive(t *testing.T, rdb redis.UniversalClient, l *layout, k int) []Res
 		r, err := parseRecord(id, rec)
 		require.NoError(t, err)
 		if r.State == Held && len(id) > 3 && id[:3] == "s2-" {
-			out = append(out, Reservation{RequestID: id, User: r.User, Qty: r.Qty})
+			out = append(out, Reservation{ID: id, User: r.User, Qty: r.Qty})
 		}
 	}
 	return out

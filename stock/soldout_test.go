@@ -37,11 +37,11 @@ func sellOut(t *testing.T, d *Deductor) {
 	t.Helper()
 	ctx := context.Background()
 	mustLoad(t, d, Activity{ID: "1", Stock: 1})
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "win"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "win"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
 	require.False(t, d.SoldOut("1"), "a Reserved answer does not set the flag")
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "lose"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "lose"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	require.False(t, res.Local)
@@ -60,11 +60,11 @@ func TestSoldOutRefusedInProcess(t *testing.T) {
 	sellOut(t, d)
 
 	m.SetError("LOADING down")
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "x"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "x"})
 	require.NoError(t, err)
 	assert.Equal(t, Result{Status: SoldOut, Local: true}, res)
 	// Other activities are unaffected: they go to Redis (and fail here).
-	_, err = d.Reserve(ctx, Request{Activity: "2", User: "3", Qty: 1, RequestID: "x"})
+	_, err = d.Reserve(ctx, Request{Activity: "2", User: "3", Qty: 1, ReservationID: "x"})
 	assert.ErrorIs(t, err, ErrUnavailable)
 	m.SetError("")
 
@@ -73,7 +73,7 @@ func TestSoldOutRefusedInProcess(t *testing.T) {
 	assert.True(t, d.SoldOut("1"))
 	clock.Add(time.Millisecond)
 	assert.False(t, d.SoldOut("1"))
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "x"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "x"})
 	require.NoError(t, err)
 	assert.False(t, res.Local, "after the interval Redis is asked again")
 	assert.Equal(t, SoldOut, res.Status)
@@ -84,7 +84,7 @@ func TestSoldOutRefusedInProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ReleaseDone, rr.Status)
 	assert.False(t, d.SoldOut("1"))
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "y"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "y"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 	assert.Equal(t, []bool{true, false, true, false}, ev.get())
@@ -98,11 +98,11 @@ func TestSoldOutWithQtyLeft(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	mustLoad(t, d, Activity{ID: "1", Stock: 1, PerUserLimit: 3})
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 3, RequestID: "a"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 3, ReservationID: "a"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	assert.False(t, d.SoldOut("1"))
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "b"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "b"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 }
@@ -114,7 +114,7 @@ func TestWithoutSoldOutCache(t *testing.T) {
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithoutSoldOutCache())
 	mustLoad(t, d, Activity{ID: "1", Stock: 0})
 	for range 3 {
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "a"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "a"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.False(t, res.Local)
@@ -159,7 +159,7 @@ func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ReleaseDone, rr.Status)
 		require.Eventually(t, func() bool { return !b.SoldOut("1") }, 10*time.Second, time.Millisecond)
-		res, err := b.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "again"})
+		res, err := b.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "again"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
 	})
@@ -198,7 +198,7 @@ func TestRunBackstop(t *testing.T) {
 
 func sellOutAgain(t *testing.T, d *Deductor) {
 	t.Helper()
-	res, err := d.Reserve(context.Background(), Request{Activity: "1", User: "9", Qty: 1, RequestID: "z"})
+	res, err := d.Reserve(context.Background(), Request{Activity: "1", User: "9", Qty: 1, ReservationID: "z"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	require.True(t, d.SoldOut("1"))
@@ -279,7 +279,7 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	sellOut(t, d) // "win" reserved the only unit, "lose" saw SoldOut
 	assert.Equal(t, 1, cc.count(idsScript), "the ledger is read when the flag is set")
 
-	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "win"})
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "win"})
 	require.NoError(t, err)
 	assert.Equal(t, Result{Status: Reserved, Replayed: true, Remaining: 0, Held: 1, Limit: 1, ReservedAt: res.ReservedAt}, res)
 	assert.False(t, res.ReservedAt.IsZero())
@@ -289,7 +289,7 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	// every Redis command fails and they do not notice.
 	m.SetError("LOADING down")
 	for _, id := range []string{"lose", "new"} {
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: id})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: id})
 		require.NoError(t, err)
 		assert.Equal(t, Result{Status: SoldOut, Local: true}, res, id)
 	}
@@ -298,7 +298,7 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	// The flag expires and is set again with nothing written since: the
 	// set is reused, no second scan.
 	clock.Add(DefaultRecheckInterval)
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "n1"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "n1"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	require.False(t, res.Local)
@@ -314,17 +314,17 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	// Once this process asks Redis again, it reads the ledger afresh and
 	// lets the retry of w2 through.
 	clock.Add(DefaultRecheckInterval)
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, RequestID: "n2"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "n2"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
 	require.True(t, d.SoldOut("1"))
 	assert.Equal(t, 2, cc.count(idsScript), "the ledger changed: scanned again")
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "7", Qty: 1, RequestID: "w2"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "7", Qty: 1, ReservationID: "w2"})
 	require.NoError(t, err)
 	assert.Equal(t, Reserved, res.Status)
 	assert.True(t, res.Replayed)
 	assert.False(t, res.Local)
-	res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, RequestID: "win"})
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "win"})
 	require.NoError(t, err)
 	assert.Equal(t, Released, res.Status, "a released ID is in the ledger too: Redis answers it")
 }
@@ -339,7 +339,7 @@ func TestSoldOutLedgerScanFailureRefusesNothing(t *testing.T) {
 	mustLoad(t, d, Activity{ID: "1", Stock: 1})
 	reserveOK(t, d, "1", "1", 1, "win")
 	for range 3 {
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, RequestID: "lose"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "lose"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.False(t, res.Local)

@@ -199,7 +199,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 				<-start
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				res, err := d.Reserve(ctx, Request{Activity: activity, User: u, Qty: qty, RequestID: id})
+				res, err := d.Reserve(ctx, Request{Activity: activity, User: u, Qty: qty, ReservationID: id})
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -276,7 +276,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 	// New buyers, all on the last shard, buy them again by borrowing.
 	var again int64
 	for _, u := range usersOnID(n, n-1, int(freed)+20, 1_000_000, user) {
-		res, err := d.Reserve(ctx, Request{Activity: activity, User: u, Qty: 1, RequestID: fmt.Sprint("again", u)})
+		res, err := d.Reserve(ctx, Request{Activity: activity, User: u, Qty: 1, ReservationID: fmt.Sprint("again", u)})
 		require.NoError(t, err)
 		if res.OK() {
 			again++
@@ -403,7 +403,7 @@ func TestTransferKilled(t *testing.T) {
 			sold := 0
 			for _, u := range usersOn(3, 2, 40, 1) {
 				for j := range 5 {
-					res, err := dz.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, RequestID: fmt.Sprint(u, "-", j)})
+					res, err := dz.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, ReservationID: fmt.Sprint(u, "-", j)})
 					require.NoError(t, err)
 					if res.OK() {
 						sold++
@@ -437,7 +437,7 @@ func TestStaleTransferByRedisTime(t *testing.T) {
 	require.EqualValues(t, 1, q)
 
 	buy := func(u string) Result {
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: u, Qty: 1, RequestID: fmt.Sprint(u)})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: u, Qty: 1, ReservationID: fmt.Sprint(u)})
 		require.NoError(t, err)
 		return res
 	}
@@ -473,21 +473,21 @@ func TestShardedSoldOutOnlyWhenAllEmpty(t *testing.T) {
 		mustLoad(t, d, Activity{ID: "1", Stock: 3, Shards: 3}) // 1 + 1 + 1
 		on0 := usersOn(3, 0, 5, 1)
 		for i, u := range on0[:3] {
-			res, err := d.Reserve(ctx, Request{Activity: "1", User: u, Qty: 1, RequestID: fmt.Sprint(u)})
+			res, err := d.Reserve(ctx, Request{Activity: "1", User: u, Qty: 1, ReservationID: fmt.Sprint(u)})
 			require.NoError(t, err)
 			require.Equal(t, Reserved, res.Status, "buyer %d", i)
 			assert.False(t, d.SoldOut("1"))
 		}
-		res, err := d.Reserve(ctx, Request{Activity: "1", User: on0[3], Qty: 1, RequestID: "late"})
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: on0[3], Qty: 1, ReservationID: "late"})
 		require.NoError(t, err)
 		assert.Equal(t, SoldOut, res.Status)
 		assert.Zero(t, res.Remaining)
 		assert.False(t, res.Local)
 		assert.True(t, d.SoldOut("1"))
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: usersOn(3, 2, 1, 1)[0], Qty: 1, RequestID: "other"})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: usersOn(3, 2, 1, 1)[0], Qty: 1, ReservationID: "other"})
 		require.NoError(t, err)
 		assert.True(t, res.Local, "refused in-process, whatever the shard")
-		res, err = d.Reserve(ctx, Request{Activity: "1", User: on0[0], Qty: 1, RequestID: fmt.Sprint(on0[0])})
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: on0[0], Qty: 1, ReservationID: fmt.Sprint(on0[0])})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status, "a winner's retry still gets its reservation")
 		assert.True(t, res.Replayed)

@@ -23,8 +23,8 @@ func redisHeld(t *testing.T, d *stock.Deductor, act string) (units int64, ids ma
 		page, next, err := d.Reservations(bg, act, cursor, 100)
 		require.NoError(t, err)
 		for _, r := range page {
-			if r.State == stock.Held && !ids[r.RequestID] {
-				ids[r.RequestID] = true
+			if r.State == stock.Held && !ids[r.ID] {
+				ids[r.ID] = true
 				units += r.Qty
 			}
 		}
@@ -206,7 +206,7 @@ func TestOverlap(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"both-1"}, keys(dup))
 	for _, r := range dup {
-		rr, err := e.s.Release(bg, act, r.RequestID)
+		rr, err := e.s.Release(bg, act, r.ID)
 		require.NoError(t, err)
 		assert.True(t, rr.Released())
 	}

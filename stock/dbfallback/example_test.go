@@ -60,7 +60,7 @@ func Example() {
 		panic(err)
 	}
 	for user := int64(1); user <= 3; user++ {
-		res, err := store.Reserve(ctx, stock.Request{Activity: "42", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprint("r-", user)})
+		res, err := store.Reserve(ctx, stock.Request{Activity: "42", User: strconv.FormatInt(user, 10), Qty: 1, ReservationID: fmt.Sprint("r-", user)})
 		if err != nil {
 			panic(err)
 		}
@@ -120,7 +120,7 @@ func Example_deductor() {
 	}
 
 	reserve := func(user int64) {
-		res, err := d.Reserve(ctx, stock.Request{Activity: "7", User: strconv.FormatInt(user, 10), Qty: 1, RequestID: fmt.Sprint("o-", user)})
+		res, err := d.Reserve(ctx, stock.Request{Activity: "7", User: strconv.FormatInt(user, 10), Qty: 1, ReservationID: fmt.Sprint("o-", user)})
 		fmt.Printf("user %d: %v (fallback %v, %d left there), err %v\n", user, res.Status, res.Fallback, res.Remaining, err)
 	}
 	reserve(1)

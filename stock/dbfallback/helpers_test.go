@@ -107,7 +107,7 @@ func (e env) conserved(t testing.TB, act string) {
 }
 
 func req(act, user string, qty int64, id string) stock.Request {
-	return stock.Request{Activity: act, User: user, Qty: qty, RequestID: id}
+	return stock.Request{Activity: act, User: user, Qty: qty, ReservationID: id}
 }
 
 func rid(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -87,7 +87,7 @@ func TestAutoMigrateFromBigintIDs(t *testing.T) {
 	r, ok, err := s.Lookup(bg, "7", "old-1")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, stock.Reservation{RequestID: "old-1", User: "5", Qty: 1, State: stock.Held, ReservedAt: r.ReservedAt}, r)
+	assert.Equal(t, stock.Reservation{ID: "old-1", User: "5", Qty: 1, State: stock.Held, ReservedAt: r.ReservedAt}, r)
 	r, ok, err = s.Lookup(bg, "7", "old-t")
 	require.NoError(t, err)
 	require.True(t, ok)

@@ -68,7 +68,7 @@ func (s *Store) Reservations(ctx context.Context, activity, cursor string, count
 	}
 	next := ""
 	if len(out) == count {
-		next = out[len(out)-1].RequestID
+		next = out[len(out)-1].ID
 	}
 	return out, next, nil
 }
@@ -99,7 +99,7 @@ func (s *Store) Overlap(ctx context.Context, ledger Ledger, activity string) ([]
 			return nil, err
 		}
 		for _, r := range page {
-			rr, ok, err := ledger.Lookup(ctx, activity, r.RequestID)
+			rr, ok, err := ledger.Lookup(ctx, activity, r.ID)
 			if err != nil {
 				return nil, fmt.Errorf("dbfallback: overlap: %w", err)
 			}
@@ -115,7 +115,7 @@ func (s *Store) Overlap(ctx context.Context, ledger Ledger, activity string) ([]
 }
 
 func (r row) reservation() stock.Reservation {
-	out := stock.Reservation{RequestID: r.id, User: r.user, Qty: r.qty, ReservedAt: fromMillis(r.createdMs)}
+	out := stock.Reservation{ID: r.id, User: r.user, Qty: r.qty, ReservedAt: fromMillis(r.createdMs)}
 	switch {
 	case r.state == stateHeld:
 		out.State = stock.Held

@@ -43,8 +43,8 @@ func TestReservationsPages(t *testing.T) {
 		pages++
 		require.LessOrEqual(t, len(page), 7)
 		for _, r := range page {
-			require.False(t, got[r.RequestID], "%s listed twice", r.RequestID)
-			got[r.RequestID] = true
+			require.False(t, got[r.ID], "%s listed twice", r.ID)
+			got[r.ID] = true
 			assert.Equal(t, stock.Held, r.State)
 			assert.Equal(t, int64(1), r.Qty)
 			assert.True(t, stock.ValidID(r.User), r.User)
@@ -82,9 +82,9 @@ func TestLookupStates(t *testing.T) {
 
 	ms := func(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 	for id, want := range map[string]stock.Reservation{
-		"held":  {RequestID: "held", User: "3", Qty: 2, State: stock.Held, ReservedAt: ms(t0)},
-		"freed": {RequestID: "freed", User: "4", Qty: 1, State: stock.Freed, ReservedAt: ms(t0), ReleasedAt: ms(t0.Add(time.Second))},
-		"tomb":  {RequestID: "tomb", State: stock.Tombstone, ReservedAt: ms(t0.Add(time.Second))},
+		"held":  {ID: "held", User: "3", Qty: 2, State: stock.Held, ReservedAt: ms(t0)},
+		"freed": {ID: "freed", User: "4", Qty: 1, State: stock.Freed, ReservedAt: ms(t0), ReleasedAt: ms(t0.Add(time.Second))},
+		"tomb":  {ID: "tomb", State: stock.Tombstone, ReservedAt: ms(t0.Add(time.Second))},
 	} {
 		got, ok, err := e.s.Lookup(bg, act, id)
 		require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestLookupStates(t *testing.T) {
 func keys(rs []stock.Reservation) []string {
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, r.RequestID)
+		out = append(out, r.ID)
 	}
 	sort.Strings(out)
 	return out

@@ -17,7 +17,7 @@ import (
 //
 //  1. lock the activity's pool row (every writer of the activity takes it
 //     first, so they are serialised and cannot deadlock among themselves);
-//  2. look req.RequestID up: a known ID replays its first outcome
+//  2. look req.ReservationID up: a known ID replays its first outcome
 //     (Reserved with Replayed set while held, Released once released or
 //     when a Release tombstone came first) and deducts nothing; an ID known
 //     with another user, quantity or activity fails with an error wrapping
@@ -56,7 +56,7 @@ func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, e
 		if errors.Is(err, stock.ErrInvalidRequest) || errors.Is(err, stock.ErrRequestConflict) {
 			return stock.Result{}, err
 		}
-		return stock.Result{}, fmt.Errorf("dbfallback: reserve %q in activity %s: %w", req.RequestID, req.Activity, err)
+		return stock.Result{}, fmt.Errorf("dbfallback: reserve %q in activity %s: %w", req.ReservationID, req.Activity, err)
 	}
 	return res, nil
 }
@@ -68,7 +68,7 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 	if err != nil {
 		return stock.Result{}, err
 	}
-	r, found, err := s.lookup(tx, req.RequestID)
+	r, found, err := s.lookup(tx, req.ReservationID)
 	if err != nil {
 		return stock.Result{}, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 		return deny, errRollback
 	}
 	err = tx.Exec("INSERT INTO "+s.resv+" (request_id, activity_id, user_id, qty, state, created_ms, released_ms)"+
-		" VALUES (?, ?, ?, ?, ?, ?, 0)", req.RequestID, req.Activity, req.User, req.Qty, stateHeld, nowMs).Error
+		" VALUES (?, ?, ?, ?, ?, ?, 0)", req.ReservationID, req.Activity, req.User, req.Qty, stateHeld, nowMs).Error
 	if err != nil {
 		return stock.Result{}, err // a duplicate key: inTx runs it again, as a replay
 	}
@@ -129,7 +129,7 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Result, error) {
 	if r.activity != req.Activity {
 		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %s, not %s",
-			stock.ErrRequestConflict, req.RequestID, r.activity, req.Activity)
+			stock.ErrRequestConflict, req.ReservationID, r.activity, req.Activity)
 	}
 	res := stock.Result{Status: stock.Released, Remaining: p.remaining, Limit: p.limit,
 		ReservedAt: fromMillis(r.createdMs), Replayed: true}
@@ -138,7 +138,7 @@ func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Res
 	}
 	if r.user != req.User || r.qty != req.Qty {
 		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q in activity %s is user %s, qty %d",
-			stock.ErrRequestConflict, req.RequestID, req.Activity, r.user, r.qty)
+			stock.ErrRequestConflict, req.ReservationID, req.Activity, r.user, r.qty)
 	}
 	held, err := s.held(tx, req.Activity, req.User)
 	if err != nil {
@@ -213,7 +213,7 @@ func validateRequest(req stock.Request) error {
 	case req.Qty <= 0 || req.Qty > maxQty:
 		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidRequest, req.Qty)
 	}
-	return validateID(req.RequestID)
+	return validateID(req.ReservationID)
 }
 
 func validateID(id string) error {

@@ -317,7 +317,7 @@ func TestReserveIDsAreBytes(t *testing.T) {
 	got, ok, err := e.s.Lookup(bg, "9", "\xff\x00bin")
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "\xff\x00bin", got.RequestID)
+	assert.Equal(t, "\xff\x00bin", got.ID)
 }
 
 // Buyers of several activities at once, with releases: each activity's

@@ -121,7 +121,7 @@ func (b *adminBackend) Stats(ctx context.Context, activity string) (admin.Stats,
 }
 
 func ledgerEntry(r stock.Reservation) *admin.Reservation {
-	return &admin.Reservation{ID: r.RequestID, User: r.User, Qty: r.Qty, State: r.State.String(), ReservedAt: r.ReservedAt, ReleasedAt: r.ReleasedAt}
+	return &admin.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, State: r.State.String(), ReservedAt: r.ReservedAt, ReleasedAt: r.ReleasedAt}
 }
 
 // Reservations pages through the activity's ledger for the buyer's

@@ -198,7 +198,7 @@ func (a *App) recoverStock(ctx context.Context, act stock.Activity) ([]stock.Res
 	out := make([]stock.Reservation, 0, len(live))
 	for _, r := range live {
 		if !inPool[r.ID] { // the DB pool's units are not Redis's
-			out = append(out, stock.Reservation{RequestID: r.ID, User: r.User, Qty: r.Qty, State: stock.Held, ReservedAt: r.At})
+			out = append(out, stock.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, State: stock.Held, ReservedAt: r.At})
 		}
 	}
 	return out, true, nil
@@ -546,7 +546,7 @@ func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, co
 	out := make([]order.Reservation, 0, len(page))
 	for _, r := range page {
 		if r.State == stock.Held {
-			out = append(out, order.Reservation{ID: r.RequestID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
+			out = append(out, order.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
 		}
 	}
 	return out, next, nil

@@ -373,7 +373,7 @@ func (a *App) stepReserve(ctx context.Context, b *buy) verdict {
 	if b.resv == "" {
 		b.resv = a.newReservationID()
 	}
-	req := stock.Request{Activity: a.sale.act.ID, User: b.user, Qty: 1, RequestID: b.resv}
+	req := stock.Request{Activity: a.sale.act.ID, User: b.user, Qty: 1, ReservationID: b.resv}
 	res, err := a.p.stock.Reserve(ctx, req)
 	if err == nil {
 		res, err = a.reserveFromPool(ctx, req, res)

@@ -33,7 +33,7 @@ func ConsumeToken(ctx context.Context, a *App, user, tok string) error {
 // ReserveAs reserves one unit for user under resv, as a request whose
 // Reserve ran in Redis but whose reply was lost.
 func ReserveAs(ctx context.Context, a *App, user, resv string) (stock.Result, error) {
-	return a.p.stock.Reserve(ctx, stock.Request{Activity: a.sale.act.ID, User: user, Qty: 1, RequestID: resv})
+	return a.p.stock.Reserve(ctx, stock.Request{Activity: a.sale.act.ID, User: user, Qty: 1, ReservationID: resv})
 }
 
 // ReleaseFenced releases resv through the fence, as the reconciler does.

@@ -128,7 +128,7 @@ func (r orderReleaser) ReleaseOrder(ctx context.Context, o order.Order) error {
 		}
 	}
 	_, err := a.p.stock.ReleaseReserved(ctx, stock.ReleaseReservedParams{
-		Activity: o.ActivityID, RequestID: o.ReservationID, ReservedBy: o.CreatedAt})
+		Activity: o.ActivityID, ReservationID: o.ReservationID, ReservedBy: o.CreatedAt})
 	return err
 }
 
@@ -140,7 +140,7 @@ func (a *App) poolHeld(ctx context.Context) (map[string]bool, error) {
 	}
 	held := make(map[string]bool, len(rs))
 	for _, r := range rs {
-		held[r.RequestID] = true
+		held[r.ID] = true
 	}
 	return held, nil
 }

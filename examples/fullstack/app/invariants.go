@@ -89,7 +89,7 @@ func (a *App) heldReservations(ctx context.Context, iv *Invariants) (map[string]
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 		for _, r := range page {
-			states[r.RequestID] = r.State
+			states[r.ID] = r.State
 		}
 		if cursor = next; cursor == 0 {
 			break
