@@ -124,6 +124,11 @@ type Config struct {
 	// AdminToken is the admin API's bearer token (≥ 16 bytes; from the
 	// environment only, never a flag: argv is visible to every user).
 	AdminToken string
+	// MetricsToken is the bearer token of /metrics and of /healthz's
+	// details (≥ 16 bytes; SECKILL_METRICS_TOKEN, environment only). Without
+	// it /metrics is served only in demo mode (the embedded quick start) and
+	// answers 404 otherwise, and /healthz says only ok or degraded.
+	MetricsToken string
 
 	// ClockSkew offsets this process's own clock (tests only: the fault
 	// battery runs two api processes skewed against each other). It moves
@@ -266,6 +271,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.LogLevel, "log-level", "SECKILL_LOG_LEVEL", "debug, info, warn or error")
 	str(&c.AdminAddr, "admin-addr", "SECKILL_ADMIN_LISTEN", "listen address of the admin API (needs SECKILL_ADMIN_TOKEN; off when empty)")
 	c.AdminToken = os.Getenv("SECKILL_ADMIN_TOKEN")
+	c.MetricsToken = os.Getenv("SECKILL_METRICS_TOKEN")
 }
 
 // Resolve settles settings given twice after fs was parsed: an explicit
@@ -307,6 +313,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("the secret has %d bytes, want at least %d (24 random bytes in base64)", len(c.Secret), MinSecretLen)
 	case c.Demo && !c.Embedded() && !c.DemoWithRealServers:
 		return fmt.Errorf("demo mode hands out captcha answers and lets anyone sign in as a seeded user: it runs only in the embedded quick start; with real servers pass -demo=false (or, for load and fault tests only, -demo-with-real-servers)")
+	case c.MetricsToken != "" && len(c.MetricsToken) < 16:
+		return fmt.Errorf("SECKILL_METRICS_TOKEN has %d bytes, want at least 16", len(c.MetricsToken))
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
 	case c.DBFallbackQuota < 0 || c.DBFallbackQuota > c.Stock:

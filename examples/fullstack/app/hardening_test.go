@@ -540,3 +540,57 @@ func TestSignInOutsideDemo(t *testing.T) {
 		t.Errorf("captcha for alice's session: %d %v", code, m)
 	}
 }
+
+// TestMetricsAndHealthNeedTheToken: /metrics and the health details are the
+// operator's. Outside demo mode without a metrics token /metrics does not
+// exist and /healthz says only ok or degraded; with one, a caller without it
+// gets 401 and the bare health, the operator everything. Before, both were
+// open to anyone.
+func TestMetricsAndHealthNeedTheToken(t *testing.T) {
+	cfg := embeddedConfig(10, 2)
+	cfg.Demo = false
+	_, base := startApp(t, cfg)
+	code, _, m := rawDo(t, "GET", base+"/metrics", nil, "")
+	if code != http.StatusNotFound {
+		t.Errorf("/metrics without a metrics token configured: %d, want 404", code)
+	}
+	wantErrShape(t, "/metrics", m)
+	code, _, m = rawDo(t, "GET", base+"/healthz", nil, "")
+	if code != http.StatusOK || len(m) != 1 || m["status"] != "ok" {
+		t.Errorf("/healthz for anyone: %d %v, want 200 {\"status\":\"ok\"} only", code, m)
+	}
+
+	cfg = embeddedConfig(10, 2)
+	cfg.Demo = false
+	cfg.MetricsToken = randHex(16)
+	_, base = startApp(t, cfg)
+	for _, hdr := range []map[string]string{nil, {"Authorization": "Bearer wrong-token-0123456789"}, {"Authorization": cfg.MetricsToken}} {
+		code, h, m := rawDo(t, "GET", base+"/metrics", hdr, "")
+		if code != http.StatusUnauthorized || h.Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("/metrics with %v: %d, want 401 with WWW-Authenticate", hdr, code)
+		}
+		wantErrShape(t, "/metrics", m)
+	}
+	op := map[string]string{"Authorization": "Bearer " + cfg.MetricsToken}
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", op["Authorization"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "seckill_reservations_in_flight") {
+		t.Errorf("/metrics for the operator: %d, %d bytes", resp.StatusCode, len(body))
+	}
+	if code, _, m := rawDo(t, "GET", base+"/healthz", nil, ""); code != http.StatusOK || len(m) != 1 {
+		t.Errorf("/healthz without the token: %d %v, want the status only", code, m)
+	}
+	if code, _, m := rawDo(t, "GET", base+"/healthz", op, ""); code != http.StatusOK || m["breaker_redis"] != "closed" || m["redis"] != "miniredis" {
+		t.Errorf("/healthz for the operator: %d %v, want the details", code, m)
+	}
+	cfg.MetricsToken = "short"
+	if err := cfg.Validate(); err == nil {
+		t.Error("a 5-byte metrics token was accepted")
+	}
+}

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"crypto/subtle"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -33,22 +35,60 @@ func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// handleHealth answers 200 {"status":"ok"} or 503 {"status":"degraded"}
+// for load balancers. The details — which servers, the breakers, which
+// ping failed — go only to an operator (operator: the metrics token, or
+// demo mode); the reasons go to the log, never to the caller.
 func (a *App) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	out := map[string]any{"redis": a.in.RedisKind, "db": a.in.DBKind, "kafka": a.in.KafkaKind,
-		"breaker_redis": a.p.brRedis.State().String(), "breaker_kafka": a.p.brKafka.State().String()}
+	out := map[string]any{}
 	code := http.StatusOK
 	if err := a.in.Redis.Ping(ctx).Err(); err != nil {
-		// The reason goes to the log, never to the caller.
 		a.logger(r.Context()).Warn("health: redis ping failed", "err", err)
 		out["redis_error"], code = "ping failed", http.StatusServiceUnavailable
 	}
 	if sqlDB, err := a.in.DB.DB(); err != nil || sqlDB.PingContext(ctx) != nil {
+		a.logger(r.Context()).Warn("health: database ping failed")
 		out["db_error"], code = "ping failed", http.StatusServiceUnavailable
 	}
-	out["status"] = map[bool]string{true: "ok", false: "degraded"}[code == http.StatusOK]
+	status := map[bool]string{true: "ok", false: "degraded"}[code == http.StatusOK]
+	if !a.operator(r) {
+		writeJSON(w, code, map[string]string{"status": status})
+		return
+	}
+	out["status"], out["redis"], out["db"], out["kafka"] = status, a.in.RedisKind, a.in.DBKind, a.in.KafkaKind
+	out["breaker_redis"], out["breaker_kafka"] = a.p.brRedis.State().String(), a.p.brKafka.State().String()
 	writeJSON(w, code, out)
+}
+
+// operator reports whether r may read the node's internals (/metrics,
+// /healthz's details): it carries the metrics token, or the node runs the
+// demo (the embedded quick start, where everything is on show).
+func (a *App) operator(r *http.Request) bool {
+	if a.cfg.MetricsToken == "" {
+		return a.cfg.Demo
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(a.cfg.MetricsToken)) == 1
+}
+
+// handleMetrics serves the Prometheus registry to an operator. Without a
+// metrics token outside demo mode it does not exist (404); with one, a
+// request without it is 401.
+func (a *App) handleMetrics() http.Handler {
+	prom := a.m.handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case a.operator(r):
+			prom.ServeHTTP(w, r)
+		case a.cfg.MetricsToken == "":
+			writeErr(w, http.StatusNotFound, "not_found", "not found")
+		default:
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "metrics need the metrics token")
+		}
+	})
 }
 
 func (a *App) handleInvariants(w http.ResponseWriter, r *http.Request) {

@@ -20,7 +20,7 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("GET /{$}", staticHandler())
 	mux.Handle("GET /static/", staticHandler())
 	mux.Handle("GET /healthz", a.route("healthz", a.handleHealth))
-	mux.Handle("GET /metrics", a.m.handler())
+	mux.Handle("GET /metrics", a.handleMetrics())
 	mux.Handle("POST /api/login", a.route("login", a.handleLogin))
 	mux.Handle("GET /api/activity", a.route("activity", a.handleActivity))
 	mux.Handle("GET /api/captcha", authed("captcha", a.handleCaptcha))

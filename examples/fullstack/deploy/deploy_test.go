@@ -514,6 +514,7 @@ type deployment struct {
 	state   string
 	db      string
 	prefix  string
+	metrics string // the instances' metrics token (SECKILL_METRICS_TOKEN)
 }
 
 // TestDeploy brings up broker, 2 workers, 2 api instances and nginx with
@@ -592,6 +593,10 @@ func TestDeploy(t *testing.T) {
 	d.edge = ex["SECKILL_EDGE_URL"]
 	d.apis = strings.Split(ex["SECKILL_DEPLOY_APIS"], ",")
 	d.brokers = strings.Split(ex["SECKILL_DEPLOY_BROKERS"], ",")
+	d.metrics = ex["SECKILL_METRICS_TOKEN"]
+	if len(d.metrics) < 16 {
+		t.Fatalf("up.sh exported no metrics token:\n%s", out)
+	}
 	if d.edge == "" || len(d.apis) != 2 || len(d.brokers) != 3 || ex["SECKILL_DEPLOY_DB"] != d.db || ex["SECKILL_DEPLOY_PREFIX"] != d.prefix {
 		t.Fatalf("up.sh printed:\n%s\nwant the edge URL, 2 api addresses, 3 brokers, the database and the prefix", out)
 	}
@@ -674,8 +679,8 @@ func TestDeploy(t *testing.T) {
 		for i, api := range d.apis {
 			// During the sale: buyers refused by this instance's own flag,
 			// without a Redis call.
-			local := metric(t, api, `seckill_reserve_total{status="sold_out_local"}`)
-			remote := metric(t, api, `seckill_reserve_total{status="sold out"}`)
+			local := metric(t, d.metrics, api, `seckill_reserve_total{status="sold_out_local"}`)
+			remote := metric(t, d.metrics, api, `seckill_reserve_total{status="sold out"}`)
 			t.Logf("%s: %v buyers refused in-process, %v sold-out answers from Redis", api, local, remote)
 			if local == 0 {
 				t.Errorf("%s refused no buyer in-process after the sell-out", api)
@@ -688,8 +693,8 @@ func TestDeploy(t *testing.T) {
 			if st, _ := a.status(); a.code != http.StatusConflict || st != "sold_out" {
 				t.Errorf("%s: a valid buy after the sell-out answered %d %s, want 409 sold_out", api, a.code, a.body)
 			}
-			local2 := metric(t, api, `seckill_reserve_total{status="sold_out_local"}`)
-			remote2 := metric(t, api, `seckill_reserve_total{status="sold out"}`)
+			local2 := metric(t, d.metrics, api, `seckill_reserve_total{status="sold_out_local"}`)
+			remote2 := metric(t, d.metrics, api, `seckill_reserve_total{status="sold out"}`)
 			if (local2-local)+(remote2-remote) != 1 {
 				t.Errorf("%s: sold-out refusals in-process %v → %v, from Redis %v → %v; want one more in all", api, local, local2, remote, remote2)
 			}
@@ -875,10 +880,14 @@ func groupAssigned(admin sarama.ClusterAdmin, workers int) (bool, string) {
 	return true, fmt.Sprintf("group %s stable, %d members: %s", name, len(g.Members), strings.Join(report, "; "))
 }
 
-// metric reads one sample of the instance's /metrics (0 when absent).
-func metric(t *testing.T, addr, series string) float64 {
+// metric reads one sample of the instance's /metrics (0 when absent) with
+// the metrics token; without it the instance must refuse.
+func metric(t *testing.T, token, addr, series string) float64 {
 	t.Helper()
-	a := do(t, http.DefaultClient, "GET", "http://"+addr+"/metrics", nil, nil)
+	if a := do(t, http.DefaultClient, "GET", "http://"+addr+"/metrics", nil, nil); a.code != 401 {
+		t.Fatalf("%s/metrics without the token: %d, want 401", addr, a.code)
+	}
+	a := do(t, http.DefaultClient, "GET", "http://"+addr+"/metrics", map[string]string{"Authorization": "Bearer " + token}, nil)
 	if a.code != 200 {
 		t.Fatalf("%s/metrics: %d", addr, a.code)
 	}

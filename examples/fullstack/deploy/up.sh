@@ -157,6 +157,10 @@ log "broker up on $brokers"
 # verifies on the others); in the environment, not on command lines.
 SECKILL_SECRET=$(rand_hex 32)
 export SECKILL_SECRET
+# The bearer token of every instance's /metrics and /healthz details (the
+# edge never proxies /metrics; Prometheus scrapes each instance with it).
+SECKILL_METRICS_TOKEN=$(rand_hex 16)
+export SECKILL_METRICS_TOKEN
 node_rate=$(((global_rate + apis - 1) / apis))
 node_burst=$(((global_burst + apis - 1) / apis))
 read -ra extra <<<"${DEPLOY_SERVICE_ARGS:-}"
@@ -218,6 +222,7 @@ log "edge up on $SECKILL_EDGE_URL (nginx, $apis api instances, $workers workers)
   echo "$edge_env"
   echo "export SECKILL_DEPLOY_APIS=$(sq "$(IFS=,; echo "${api_addrs[*]}")")"
   echo "export SECKILL_DEPLOY_BROKERS=$(sq "$brokers")"
+  echo "export SECKILL_METRICS_TOKEN=$(sq "$SECKILL_METRICS_TOKEN")"
 } >>"$STATE/env"
 ok=1
 cat "$STATE/env"

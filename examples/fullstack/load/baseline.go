@@ -58,6 +58,7 @@ func Baseline(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.SameProcess = true
 	}
 	c := newClient(cfg.Target, cfg.Concurrency)
+	c.metrics = cfg.MetricsToken
 	defer c.hc.CloseIdleConnections()
 	n := cfg.Users * cfg.Repeat
 	reqBody := []byte(`{"token":"` + strings.Repeat("t", 43) + `","captcha_id":"` + strings.Repeat("c", 20) + `","captcha":"ABCD"}`)

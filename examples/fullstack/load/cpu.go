@@ -18,6 +18,9 @@ func (c *client) serverCPU(ctx context.Context) (time.Duration, bool) {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(c.base + "/metrics")
+	if c.metrics != "" {
+		req.Header.Set("Authorization", "Bearer "+c.metrics)
+	}
 	if ctx.Err() != nil || c.hc.DoTimeout(req, resp, 10*time.Second) != nil || resp.StatusCode() != 200 {
 		return 0, false
 	}

@@ -54,15 +54,19 @@ import (
 
 // Config of one run.
 type Config struct {
-	Target      string           // base URL of the service, e.g. http://127.0.0.1:8080
-	Users       int              // demo users taking part (user1..userN); default 10,000
-	FirstUser   int              // number of the first user; default 1
-	Repeat      int              // buy requests per user (repeats are refused as limited/already bought); default 1
-	Concurrency int              // parallel HTTP connections; default 256
-	Drain       time.Duration    // how long to wait for the pipeline to settle; default 60s
-	SameProcess bool             // the server runs in this process (CPU is reported once)
-	Progress    io.Writer        // progress bars go here; nil = none
-	OnBuyPhase  func(start bool) // called when the buy phase starts and ends (profiling); may be nil
+	Target string // base URL of the service, e.g. http://127.0.0.1:8080
+	// MetricsToken is the service's metrics token (SECKILL_METRICS_TOKEN),
+	// sent as a bearer token to read its CPU from /metrics; empty: none
+	// (a demo server serves /metrics openly).
+	MetricsToken string
+	Users        int              // demo users taking part (user1..userN); default 10,000
+	FirstUser    int              // number of the first user; default 1
+	Repeat       int              // buy requests per user (repeats are refused as limited/already bought); default 1
+	Concurrency  int              // parallel HTTP connections; default 256
+	Drain        time.Duration    // how long to wait for the pipeline to settle; default 60s
+	SameProcess  bool             // the server runs in this process (CPU is reported once)
+	Progress     io.Writer        // progress bars go here; nil = none
+	OnBuyPhase   func(start bool) // called when the buy phase starts and ends (profiling); may be nil
 	// OnReport, when set, gets the report as soon as Run makes it, before
 	// the buy phase: a caller that acts on the service during the run (a
 	// pause, a stock top-up) calls Report.Mark from any goroutine so the
@@ -225,6 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("load: no target")
 	}
 	c := newClient(cfg.Target, cfg.Concurrency)
+	c.metrics = cfg.MetricsToken
 	defer c.hc.CloseIdleConnections()
 
 	act, err := c.activity(ctx)
@@ -570,6 +575,7 @@ type client struct {
 	base    string
 	hc      *fasthttp.Client
 	timeout time.Duration
+	metrics string // bearer token of /metrics
 }
 
 func newClient(base string, conns int) *client {

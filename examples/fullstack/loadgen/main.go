@@ -80,6 +80,7 @@ func run(args []string) (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	lc.MetricsToken = os.Getenv("SECKILL_METRICS_TOKEN") // the target's, to read its CPU
 	if lc.Target == "" {
 		a, err := app.New(ctx, cfg, app.NewLogger(os.Stderr, cfg.LogLevel))
 		if err != nil {
