@@ -100,7 +100,7 @@ type App struct {
 	outboxW  *outbox.Writer
 	relay    *outbox.Relay
 	producer sarama.SyncProducer
-	kadmin   sarama.ClusterAdmin // consumer lag (order.Lag)
+	kadmin   sarama.ClusterAdmin // consumer lag (orderkafka.Lag)
 	kclient  sarama.Client
 	parts    parts // packages wired in wire.go
 

@@ -12,7 +12,7 @@ import (
 // cancellerOptions builds the unpaid-order canceller (Redis delay queue + DB
 // scan backstop) and the reconciler, starts both, and returns the consumer
 // option that schedules each new order's cancellation.
-func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel order.Releaser) ([]order.Option, error) {
+func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel order.Releaser) ([]order.ConsumerOption, error) {
 	log := a.log
 	// The canceller knows each reservation it releases was made (its order
 	// exists): ReleaseOrder turns a ledger entry Redis lost into a freeze
@@ -79,7 +79,7 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 	}
 	a.recon = rec
 	if !a.cfg.works() {
-		return []order.Option{order.WithScheduler(canc)}, nil
+		return []order.ConsumerOption{order.WithScheduler(canc)}, nil
 	}
 	a.goWorker("reconciler", func(ctx context.Context) error {
 		t := time.NewTicker(a.cfg.ReconcileEvery)
@@ -102,5 +102,5 @@ func (a *App) cancellerOptions(ctx context.Context, proc *order.Processor, rel o
 			}
 		}
 	})
-	return []order.Option{order.WithScheduler(canc)}, nil
+	return []order.ConsumerOption{order.WithScheduler(canc)}, nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/orderkafka"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -196,7 +198,7 @@ func (a *App) wire(ctx context.Context) error {
 	if a.results, err = order.NewResults(rdb, db, order.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
 		return err
 	}
-	lease, err := order.AcquireMachineID(ctx, rdb, order.WithKeyPrefix(cfg.KeyPrefix))
+	lease, err := orderid.AcquireMachine(ctx, rdb, orderid.WithKeyPrefix(cfg.KeyPrefix))
 	if err != nil {
 		return fmt.Errorf("lease machine id: %w", err)
 	}
@@ -210,7 +212,7 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	scfg := order.SaramaConfig()
+	scfg := orderkafka.SaramaConfig()
 	scfg.ClientID = "seckill-fullstack-" + a.nodeTag
 	scfg.Producer.Timeout = 5 * time.Second
 	scfg.Net.DialTimeout = 3 * time.Second
@@ -222,7 +224,7 @@ func (a *App) wire(ctx context.Context) error {
 	}
 	a.producer = sp
 	a.closers = append(a.closers, sp.Close)
-	prod, err := order.NewProducer(sp, cfg.Topic, order.WithHeaders(cfg.Trace.Inject))
+	prod, err := orderkafka.NewProducer(sp, cfg.Topic, orderkafka.WithHeaders(cfg.Trace.Inject))
 	if err != nil {
 		return err
 	}
@@ -285,7 +287,7 @@ func (a *App) wire(ctx context.Context) error {
 	a.closers = append(a.closers, a.relay.Close)
 
 	// Consumer: Kafka → one DB transaction per batch → results → push.
-	dlq, err := order.NewDeadLetterTopic(sp, cfg.Topic+".dlq")
+	dlq, err := orderkafka.NewDeadLetterTopic(sp, cfg.Topic+".dlq")
 	if err != nil {
 		return err
 	}
@@ -298,7 +300,7 @@ func (a *App) wire(ctx context.Context) error {
 			a.hub.publish(r.ReservationID, settledView(r))
 		}
 	})
-	consumerOpts := []order.Option{order.WithResults(a.results), order.WithNotifier(notify), order.WithDeadLetter(dlq),
+	consumerOpts := []order.ConsumerOption{order.WithResults(a.results), order.WithNotifier(notify), order.WithDeadLetter(dlq),
 		order.WithObserver(a.obs), order.WithContextFrom(cfg.Trace.Extract),
 		order.WithLogger(log), order.WithOnError(func(ctx context.Context, err error) {
 			a.m.workerErrors.WithLabelValues("consumer").Inc()
@@ -313,6 +315,10 @@ func (a *App) wire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	consHandler, err := orderkafka.NewHandler(cons)
+	if err != nil {
+		return err
+	}
 	group, err := sarama.NewConsumerGroup(a.in.Brokers, consumerGroup, scfg)
 	if err != nil {
 		return fmt.Errorf("kafka consumer group: %w", err)
@@ -320,7 +326,7 @@ func (a *App) wire(ctx context.Context) error {
 	a.closers = append(a.closers, group.Close)
 	a.goWorker("consumer", func(ctx context.Context) error {
 		for ctx.Err() == nil {
-			if err := group.Consume(ctx, []string{cfg.Topic}, cons); err != nil && ctx.Err() == nil {
+			if err := group.Consume(ctx, []string{cfg.Topic}, consHandler); err != nil && ctx.Err() == nil {
 				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 					return nil
 				}
@@ -388,7 +394,7 @@ func (a *App) startWorkers() {
 				}
 				a.m.outboxBacklog.Set(float64(iv.OutboxPending))
 				a.m.inFlight.Set(float64(iv.InFlight))
-				if lag, _, err := order.Lag(ctx, a.kadmin, a.kclient, consumerGroup, a.cfg.Topic); err == nil {
+				if lag, _, err := orderkafka.Lag(ctx, a.kadmin, a.kclient, consumerGroup, a.cfg.Topic); err == nil {
 					a.m.consumerLag.Set(float64(lag))
 				}
 				for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {
@@ -426,7 +432,7 @@ func (a *App) stockRecovery() (stock.Recovery, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		lag, _, err := order.Lag(ctx, admin, client, consumerGroup, a.cfg.Topic)
+		lag, _, err := orderkafka.Lag(ctx, admin, client, consumerGroup, a.cfg.Topic)
 		if err != nil {
 			return nil, false, err
 		}
@@ -457,7 +463,7 @@ func (a *App) stockRecovery() (stock.Recovery, error) {
 const consumerGroup = "seckill-orders"
 
 func kafkaAdminConfig(node string) *sarama.Config {
-	c := order.SaramaConfig()
+	c := orderkafka.SaramaConfig()
 	c.ClientID = "seckill-fullstack-admin-" + node
 	c.Net.DialTimeout = 3 * time.Second
 	c.Metadata.Retry.Max = 3
