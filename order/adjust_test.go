@@ -170,9 +170,9 @@ func TestAdjustStockRacesConsumer(t *testing.T) {
 		const initial, buyers = 100, 60
 		addActivity(t, db, "1", initial, 1)
 		p := newProc(t, db)
-		c, err := NewConsumer(p, newLedger(), WithLinger(0), WithBatchSize(10))
+		c, err := NewConsumer(p, newLedger(), WithBatchSize(10))
 		require.NoError(t, err)
-		var kms []*saramaMsg
+		var kms []Record
 		for i := 0; i < buyers; i++ {
 			kms = append(kms, kmsg(t, int64(i), msg(i, "1", num(1000+i))))
 		}

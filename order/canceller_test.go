@@ -30,7 +30,7 @@ type cancelFixture struct {
 }
 
 // newCancelFixture writes n orders (users 100..) on activity 1 with stock.
-func newCancelFixture(t *testing.T, db *gorm.DB, stock int64, n int, opts ...Option) *cancelFixture {
+func newCancelFixture(t *testing.T, db *gorm.DB, stock int64, n int, opts ...CancellerOption) *cancelFixture {
 	t.Helper()
 	f := &cancelFixture{db: db, led: newLedger(), clock: newClock()}
 	addActivity(t, f.db, "1", stock, 1)
@@ -40,7 +40,7 @@ func newCancelFixture(t *testing.T, db *gorm.DB, stock int64, n int, opts ...Opt
 	f.rdb = testenv.Redis(t)
 	prefix := testenv.Prefix(t)
 	f.key = cancelQueueKey(prefix)
-	opts = append([]Option{WithClock(f.clock), WithKeyPrefix(prefix)}, opts...)
+	opts = append([]CancellerOption{WithClock(f.clock), WithKeyPrefix(prefix)}, opts...)
 	f.c, err = NewCanceller(f.db, f.rdb, f.led, opts...)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {
@@ -252,11 +252,11 @@ func TestConsumerSchedulesOnCanceller(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		f := newCancelFixture(t, db, 10, 0)
-		var kms []*saramaMsg
+		var kms []Record
 		for i := 0; i < 3; i++ {
 			kms = append(kms, kmsg(t, int64(i), msg(i, "1", num(200+i))))
 		}
-		c, err := NewConsumer(f.proc, f.led, WithLinger(0), WithScheduler(f.c))
+		c, err := NewConsumer(f.proc, f.led, WithScheduler(f.c))
 		require.NoError(t, err)
 		require.NoError(t, runClaim(t, c, &fakeSession{ctx: context.Background()}, kms))
 		f.clock.Add(31 * time.Minute)

@@ -6,29 +6,55 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
-
-	"github.com/IBM/sarama"
 )
 
-// Consumer turns order messages from Kafka into orders. It implements
-// sarama.ConsumerGroupHandler: pass it to sarama.ConsumerGroup.Consume with
-// a config from [SaramaConfig].
+// Record is one record of the order topic as the [Consumer] needs it,
+// without the types of a Kafka client: the value to decode, the headers
+// to make the message's context from ([WithContextFrom]), and where it
+// came from, for the [DeadLetter] sink and logs. The orderkafka package
+// makes Records from sarama messages.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   map[string]string // nil when the record has none
+}
+
+// DeadLetter takes a poison record out of the stream. It must be durable
+// when it returns nil: the record then counts as done and its offset is
+// marked right after. orderkafka.DeadLetterTopic is the Kafka one.
+type DeadLetter interface {
+	DeadLetter(ctx context.Context, rec Record, cause error) error
+}
+
+// DeadLetterFunc adapts a function to [DeadLetter].
+type DeadLetterFunc func(ctx context.Context, rec Record, cause error) error
+
+// DeadLetter calls f.
+func (f DeadLetterFunc) DeadLetter(ctx context.Context, rec Record, cause error) error {
+	return f(ctx, rec, cause)
+}
+
+// Consumer turns order records into orders; it is the processing core of a
+// Kafka consumer, with no Kafka client in it: orderkafka.Handler (a
+// sarama.ConsumerGroupHandler) collects a claim's records and hands them to
+// [Consumer.Consume], then marks the offset of the last record done.
 //
-// ConsumeClaim collects up to [WithBatchSize] messages (waiting at most
-// [WithLinger] for more), writes them with [Processor.Process] — one DB
-// transaction, one stock update per activity — and only after the commit
-// releases the reservations of FAILED outcomes, records results, schedules
-// cancellations, notifies, and marks the last offset of the batch. Marked
-// offsets are committed by sarama's auto-commit (see [SaramaConfig]); the
-// synchronous session.Commit is never called in the loop. A crash anywhere
-// before the mark redelivers the batch and the dedup rows answer it:
-// delivery is at least once, effects are exactly once.
+// Consume writes up to [WithBatchSize] messages with [Processor.Process] —
+// one DB transaction, one stock update per activity — and only after the
+// commit releases the reservations of FAILED outcomes, records results,
+// schedules cancellations and notifies; then the records count as done.
+// A crash anywhere before the caller marks them redelivers the batch and
+// the dedup rows answer it: delivery is at least once, effects are exactly
+// once.
 //
 // Failures:
 //   - undecodable or invalid message: a [PermanentError], sent to the
 //     [DeadLetter] at once;
 //   - the batch fails while the DB health check fails (DB down): back off
-//     and retry, forever, counting nothing, marking nothing;
+//     and retry, forever, counting nothing, settling nothing;
 //   - the batch fails while the DB is healthy: each message is retried on
 //     its own; one that fails [WithMaxAttempts] times is poison and goes to
 //     the dead-letter sink; its neighbours commit. A [TxHook] error is such
@@ -37,9 +63,7 @@ import (
 //   - business refusals (sold out in the DB, duplicate, unknown activity)
 //     are FAILED outcomes, not errors: the reservation is released.
 //
-// ConsumeClaim returns when the session ends (rebalance, Close) or when a
-// poison message has nowhere to go ([ErrNoDeadLetter]). A Consumer may
-// serve many claims at once.
+// A Consumer may serve many claims at once.
 type Consumer struct {
 	p   *Processor
 	rel Releaser
@@ -64,18 +88,19 @@ func (c *Consumer) Stats() Stats {
 		DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load(), ReleaseFailures: c.releaseFailures.Load()}
 }
 
-var _ sarama.ConsumerGroupHandler = (*Consumer)(nil)
-
 // NewConsumer returns a consumer writing through p and releasing FAILED
-// reservations through rel. Options: [WithBatchSize], [WithLinger],
-// [WithMaxAttempts], [WithBackoff], [WithDeadLetter], [WithResults],
-// [WithNotifier], [WithScheduler], [WithHealthCheck], [WithReleaseAttempts],
-// [WithOnError], [WithLogger], [WithObserver], [WithContextFrom].
-func NewConsumer(p *Processor, rel Releaser, opts ...Option) (*Consumer, error) {
+// reservations through rel. Options: [WithBatchSize], [WithMaxAttempts],
+// [WithBackoff], [WithDeadLetter], [WithResults], [WithNotifier],
+// [WithScheduler], [WithHealthCheck], [WithReleaseAttempts], [WithOnError],
+// [WithLogger], [WithObserver], [WithContextFrom], [WithClock].
+func NewConsumer(p *Processor, rel Releaser, opts ...ConsumerOption) (*Consumer, error) {
 	if p == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
+	if err != nil {
+		return nil, err
+	}
 	if o.batchSize < 1 || o.maxAttempts < 1 || o.backoffMin <= 0 || o.backoffMax < o.backoffMin || o.releaseTry < 1 {
 		return nil, fmt.Errorf("%w: invalid consumer options", ErrInvalidOption)
 	}
@@ -92,176 +117,144 @@ func NewConsumer(p *Processor, rel Releaser, opts ...Option) (*Consumer, error) 
 	return &Consumer{p: p, rel: rel, o: o}, nil
 }
 
-// Setup implements sarama.ConsumerGroupHandler.
-func (c *Consumer) Setup(sarama.ConsumerGroupSession) error { return nil }
+// BatchSize returns the most records one transaction writes
+// ([WithBatchSize]): how many a transport should collect before it calls
+// Consume.
+func (c *Consumer) BatchSize() int { return c.o.batchSize }
 
-// Cleanup implements sarama.ConsumerGroupHandler. Marked offsets are
-// committed by sarama when the session is released.
-func (c *Consumer) Cleanup(sarama.ConsumerGroupSession) error { return nil }
-
-// ConsumeClaim implements sarama.ConsumerGroupHandler.
-func (c *Consumer) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	ctx := sess.Context()
-	batch := make([]*sarama.ConsumerMessage, 0, c.o.batchSize)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return nil
-		case m, ok := <-claim.Messages():
-			if !ok {
-				return nil
-			}
-			batch = append(batch, m)
+// Consume writes recs, in their order, [WithBatchSize] records per
+// transaction, and returns how many of them, from the first, are done:
+// committed with their post-commit work run, or dead-lettered. The caller
+// marks (commits) the offset of recs[done-1], never beyond. Consume
+// returns an error only when it cannot go on: ctx ended (while the DB is
+// down it retries until then), or a poison record has nowhere to go
+// ([ErrNoDeadLetter]).
+func (c *Consumer) Consume(ctx context.Context, recs []Record) (done int, err error) {
+	for len(recs) > 0 {
+		n := min(len(recs), c.o.batchSize)
+		if err := c.consumeBatch(ctx, recs[:n]); err != nil {
+			return done, err
 		}
-		closed := false
-	fill:
-		for len(batch) < c.o.batchSize {
-			select {
-			case m, ok := <-claim.Messages():
-				if !ok {
-					closed = true
-					break fill
-				}
-				batch = append(batch, m)
-				continue
-			default:
-			}
-			if c.o.linger <= 0 {
-				break
-			}
-			timer.Reset(c.o.linger)
-			select {
-			case m, ok := <-claim.Messages():
-				timer.Stop()
-				if !ok {
-					closed = true
-					break fill
-				}
-				batch = append(batch, m)
-			case <-timer.C:
-				break fill
-			case <-ctx.Done():
-				timer.Stop()
-				break fill
-			}
-		}
-		if err := c.handle(ctx, sess, batch); err != nil {
-			if ctx.Err() != nil {
-				return nil // session over: the next owner gets the unmarked rest
-			}
-			return err
-		}
-		if closed {
-			return nil
-		}
+		done += n
+		recs = recs[n:]
 	}
+	return done, nil
 }
 
-func (c *Consumer) handle(ctx context.Context, sess sarama.ConsumerGroupSession, batch []*sarama.ConsumerMessage) error {
-	msgs := make([]Message, 0, len(batch))
-	src := make([]*sarama.ConsumerMessage, 0, len(batch))
-	for _, km := range batch {
-		m, err := Decode(km.Value)
+// consumeBatch decodes recs, dead-letters those that do not decode, and
+// writes the others.
+func (c *Consumer) consumeBatch(ctx context.Context, recs []Record) error {
+	msgs := make([]Message, 0, len(recs))
+	src := make([]Record, 0, len(recs))
+	for _, rec := range recs {
+		m, err := Decode(rec.Value)
 		if err != nil {
-			if err := c.deadLetter(ctx, km, err); err != nil {
+			if err := c.deadLetter(ctx, rec, err); err != nil {
 				return err
 			}
 			continue
 		}
-		if len(km.Headers) > 0 {
-			m.Headers = headersOf(km.Headers)
+		if len(rec.Headers) > 0 {
+			m.Headers = rec.Headers
 		}
 		msgs = append(msgs, m)
-		src = append(src, km)
+		src = append(src, rec)
 	}
-	if len(msgs) > 0 {
-		if err := c.write(ctx, msgs, src); err != nil {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return c.write(ctx, msgs, src)
+}
+
+// write writes msgs (decoded from src) in one transaction, or — when that
+// fails while the DB is healthy, or for a single message — one by one.
+func (c *Consumer) write(ctx context.Context, msgs []Message, src []Record) error {
+	if c.o.batchSize > 1 && len(msgs) > 1 {
+		written, err := c.writeBatch(ctx, msgs)
+		if err != nil || written {
 			return err
 		}
 	}
-	last := batch[len(batch)-1]
-	sess.MarkMessage(last, "")
+	for i, m := range msgs {
+		if err := c.writeOne(ctx, m, src[i]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func (c *Consumer) write(ctx context.Context, msgs []Message, src []*sarama.ConsumerMessage) error {
-	if c.o.batchSize > 1 && len(msgs) > 1 {
-		bctx := c.msgContext(ctx, msgs[0]) // the batch's context: its first message's
-		for attempt := 0; ; attempt++ {
-			start := c.observeStart()
-			outs, err := c.p.Process(bctx, msgs)
-			if err == nil {
-				c.batches.Add(1)
-				c.batchMsgs.Add(int64(len(msgs)))
-				c.after(bctx, outs)
-				if c.o.observer != nil {
-					c.observeOutcomes(bctx, start, outs)
-				}
-				return nil
-			}
-			c.retries.Add(1)
+// writeBatch writes msgs in one transaction, retrying with backoff while
+// the DB is down. written is false when the batch fails although the DB is
+// healthy: the caller isolates the culprit one message at a time.
+func (c *Consumer) writeBatch(ctx context.Context, msgs []Message) (written bool, err error) {
+	bctx := c.msgContext(ctx, msgs[0]) // the batch's context: its first message's
+	for attempt := 0; ; attempt++ {
+		start := c.observeStart()
+		outs, err := c.p.Process(bctx, msgs)
+		if err == nil {
+			c.batches.Add(1)
+			c.batchMsgs.Add(int64(len(msgs)))
+			c.after(bctx, outs)
 			if c.o.observer != nil {
-				c.o.observe(bctx, Event{Stage: StageConsume, Outcome: "error", Activity: batchActivity(msgs), Value: float64(len(msgs)), Err: err}, start)
+				c.observeOutcomes(bctx, start, outs)
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			c.report(ctx, err)
-			if c.o.health(ctx) == nil {
-				break // the DB is up but the batch fails: isolate the culprit
-			}
-			if err := c.sleep(ctx, attempt); err != nil {
-				return err
-			}
+			return true, nil
+		}
+		c.retries.Add(1)
+		if c.o.observer != nil {
+			c.o.observe(bctx, Event{Stage: StageConsume, Outcome: "error", Activity: batchActivity(msgs), Value: float64(len(msgs)), Err: err}, start)
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		c.report(ctx, err)
+		if c.o.health(ctx) == nil {
+			return false, nil // the DB is up but the batch fails: isolate the culprit
+		}
+		if err := c.sleep(ctx, attempt); err != nil {
+			return false, err
 		}
 	}
-	for i, m := range msgs {
-		counted := 0
-		mctx := c.msgContext(ctx, m)
-		for attempt := 0; ; attempt++ {
-			start := c.observeStart()
-			out, err := c.p.Handle(mctx, m)
-			if err == nil {
-				c.oneByOne.Add(1)
-				c.after(mctx, []Outcome{out})
-				if c.o.observer != nil {
-					c.observeOutcomes(mctx, start, []Outcome{out})
-				}
-				break
-			}
-			c.retries.Add(1)
+}
+
+// writeOne writes m in its own transaction, retrying with backoff; a
+// permanent failure, or [WithMaxAttempts] failures while the DB is healthy,
+// send its record to the dead-letter sink.
+func (c *Consumer) writeOne(ctx context.Context, m Message, rec Record) error {
+	counted := 0
+	mctx := c.msgContext(ctx, m)
+	for attempt := 0; ; attempt++ {
+		start := c.observeStart()
+		out, err := c.p.Handle(mctx, m)
+		if err == nil {
+			c.oneByOne.Add(1)
+			c.after(mctx, []Outcome{out})
 			if c.o.observer != nil {
-				c.o.observe(mctx, Event{Stage: StageConsume, Outcome: "error", Activity: m.ActivityID, Value: 1, Err: err}, start)
+				c.observeOutcomes(mctx, start, []Outcome{out})
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			c.report(ctx, err)
-			if IsPermanent(err) {
-				if err := c.deadLetter(ctx, src[i], err); err != nil {
-					return err
-				}
-				break
-			}
-			if c.o.health(ctx) == nil {
-				counted++
-				if counted >= c.o.maxAttempts {
-					if err := c.deadLetter(ctx, src[i], Permanent(fmt.Errorf("after %d attempts: %w", counted, err))); err != nil {
-						return err
-					}
-					break
-				}
-			}
-			if err := c.sleep(ctx, attempt); err != nil {
-				return err
+			return nil
+		}
+		c.retries.Add(1)
+		if c.o.observer != nil {
+			c.o.observe(mctx, Event{Stage: StageConsume, Outcome: "error", Activity: m.ActivityID, Value: 1, Err: err}, start)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.report(ctx, err)
+		if IsPermanent(err) {
+			return c.deadLetter(ctx, rec, err)
+		}
+		if c.o.health(ctx) == nil {
+			counted++
+			if counted >= c.o.maxAttempts {
+				return c.deadLetter(ctx, rec, Permanent(fmt.Errorf("after %d attempts: %w", counted, err)))
 			}
 		}
+		if err := c.sleep(ctx, attempt); err != nil {
+			return err
+		}
 	}
-	return nil
 }
 
 // after runs the post-commit effects of outcomes. None of them may undo the
@@ -333,7 +326,7 @@ type batchScheduler interface {
 	ScheduleMany(ctx context.Context, orders map[string]time.Time) error
 }
 
-func (c *Consumer) deadLetter(ctx context.Context, km *sarama.ConsumerMessage, cause error) error {
+func (c *Consumer) deadLetter(ctx context.Context, km Record, cause error) error {
 	if c.o.deadLetter == nil {
 		return fmt.Errorf("%w: %s/%d/%d: %v", ErrNoDeadLetter, km.Topic, km.Partition, km.Offset, cause)
 	}

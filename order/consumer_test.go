@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -18,11 +17,11 @@ import (
 
 type dlqSink struct {
 	mu   sync.Mutex
-	msgs []*sarama.ConsumerMessage
+	msgs []Record
 	errs []error
 }
 
-func (d *dlqSink) DeadLetter(_ context.Context, m *sarama.ConsumerMessage, cause error) error {
+func (d *dlqSink) DeadLetter(_ context.Context, m Record, cause error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.msgs = append(d.msgs, m)
@@ -43,18 +42,6 @@ func (n *notes) Notify(_ context.Context, r Result) {
 	n.mu.Unlock()
 }
 func (n *notes) count() int { n.mu.Lock(); defer n.mu.Unlock(); return len(n.got) }
-
-// runClaim feeds msgs to ConsumeClaim through a fake session and returns when
-// everything was marked or the claim returned.
-func runClaim(t *testing.T, c *Consumer, sess *fakeSession, msgs []*sarama.ConsumerMessage) error {
-	t.Helper()
-	ch := make(chan *sarama.ConsumerMessage, len(msgs))
-	for _, m := range msgs {
-		ch <- m
-	}
-	close(ch)
-	return c.ConsumeClaim(sess, &fakeClaim{ch: ch})
-}
 
 // downSwitch is the health check of a database that is down while on.
 type downSwitch struct {
@@ -96,7 +83,7 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		addActivity(t, db, "1", 5, 1)
 		led := newLedger()
-		var kms []*sarama.ConsumerMessage
+		var kms []Record
 		for i := 0; i < 8; i++ {
 			m := msg(i, "1", num(100+i))
 			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
@@ -108,7 +95,7 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 		n := &notes{}
 		results, err := NewResults(testenv.Redis(t), db, WithKeyPrefix(testenv.Prefix(t)))
 		require.NoError(t, err)
-		c, err := NewConsumer(newProc(t, db), led, WithBatchSize(4), WithLinger(0), WithNotifier(n), WithResults(results),
+		c, err := NewConsumer(newProc(t, db), led, WithBatchSize(4), WithNotifier(n), WithResults(results),
 			WithScheduler(SchedulerFunc(func(_ context.Context, no string, at time.Time) error {
 				smu.Lock()
 				sched[no] = at
@@ -153,7 +140,7 @@ func TestConsumeClaimPoison(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		addActivity(t, db, "1", 10, 1)
 		led := newLedger()
-		kms := []*sarama.ConsumerMessage{
+		kms := []Record{
 			kmsg(t, 0, msg(0, "1", "100")),
 			{Topic: "orders", Offset: 1, Value: []byte("{garbage")},
 			kmsg(t, 2, msg(2, "1", "102")),
@@ -161,7 +148,7 @@ func TestConsumeClaimPoison(t *testing.T) {
 
 		t.Run("dead-lettered", func(t *testing.T) {
 			dlq := &dlqSink{}
-			c, err := NewConsumer(newProc(t, db), led, WithLinger(0), WithDeadLetter(dlq))
+			c, err := NewConsumer(newProc(t, db), led, WithDeadLetter(dlq))
 			require.NoError(t, err)
 			sess := &fakeSession{ctx: context.Background()}
 			require.NoError(t, runClaim(t, c, sess, kms))
@@ -172,7 +159,7 @@ func TestConsumeClaimPoison(t *testing.T) {
 		})
 
 		t.Run("no sink stops the claim", func(t *testing.T) {
-			c, err := NewConsumer(newProc(t, db), led, WithLinger(0))
+			c, err := NewConsumer(newProc(t, db), led)
 			require.NoError(t, err)
 			sess := &fakeSession{ctx: context.Background()}
 			err = runClaim(t, c, sess, kms)
@@ -190,11 +177,11 @@ func TestConsumeClaimPoisonAfterAttempts(t *testing.T) {
 		poisonTrigger(t, db, "r-1")
 		dlq := &dlqSink{}
 		var errs atomic.Int64
-		c, err := NewConsumer(newProc(t, db), newLedger(), WithLinger(0), WithDeadLetter(dlq), WithMaxAttempts(3),
+		c, err := NewConsumer(newProc(t, db), newLedger(), WithDeadLetter(dlq), WithMaxAttempts(3),
 			WithBackoff(time.Millisecond, 2*time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
 		require.NoError(t, err)
 		sess := &fakeSession{ctx: context.Background()}
-		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, "1", "100")), kmsg(t, 1, msg(1, "1", "101")), kmsg(t, 2, msg(2, "1", "102"))}))
+		require.NoError(t, runClaim(t, c, sess, []Record{kmsg(t, 0, msg(0, "1", "100")), kmsg(t, 1, msg(1, "1", "101")), kmsg(t, 2, msg(2, "1", "102"))}))
 		require.Equal(t, 1, dlq.count())
 		assert.EqualValues(t, 1, dlq.msgs[0].Offset)
 		assert.True(t, IsPermanent(dlq.errs[0]))
@@ -215,14 +202,14 @@ func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 		require.NoError(t, db.Migrator().DropTable(&Order{}))
 		down.on.Store(true)
 		led := newLedger()
-		var kms []*sarama.ConsumerMessage
+		var kms []Record
 		for i := 0; i < 20; i++ {
 			m := msg(i, "1", num(100+i))
 			led.reserve("1", Reservation{ID: m.ReservationID})
 			kms = append(kms, kmsg(t, int64(i), m))
 		}
 		dlq := &dlqSink{}
-		c, err := NewConsumer(newProc(t, db), led, WithBatchSize(20), WithLinger(0), WithDeadLetter(dlq), WithMaxAttempts(2),
+		c, err := NewConsumer(newProc(t, db), led, WithBatchSize(20), WithDeadLetter(dlq), WithMaxAttempts(2),
 			WithBackoff(time.Millisecond, 5*time.Millisecond), WithHealthCheck(down.health),
 			WithOnError(func(context.Context, error) { down.fails.Add(1) }))
 		require.NoError(t, err)
@@ -249,25 +236,6 @@ func TestConsumeClaimDBDownMidBatch(t *testing.T) {
 	})
 }
 
-func TestConsumeClaimStopsWithSession(t *testing.T) {
-	t.Parallel()
-	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		c, err := NewConsumer(newProc(t, db), newLedger())
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		sess := &fakeSession{ctx: ctx}
-		done := make(chan error, 1)
-		go func() { done <- c.ConsumeClaim(sess, &fakeClaim{ch: make(chan *sarama.ConsumerMessage)}) }()
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("ConsumeClaim did not return when the session ended")
-		}
-	})
-}
-
 func TestConsumerReleaseFailureLeftToReconciler(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
@@ -276,11 +244,11 @@ func TestConsumerReleaseFailureLeftToReconciler(t *testing.T) {
 		led.reserve("1", Reservation{ID: "r-0"})
 		led.setFail(errors.New("redis down"))
 		var errs atomic.Int64
-		c, err := NewConsumer(newProc(t, db), led, WithLinger(0), WithReleaseAttempts(2),
+		c, err := NewConsumer(newProc(t, db), led, WithReleaseAttempts(2),
 			WithBackoff(time.Millisecond, time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
 		require.NoError(t, err)
 		sess := &fakeSession{ctx: context.Background()}
-		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, "1", "100"))}))
+		require.NoError(t, runClaim(t, c, sess, []Record{kmsg(t, 0, msg(0, "1", "100"))}))
 		assert.EqualValues(t, 0, sess.lastMarked())
 		assert.EqualValues(t, 1, errs.Load())
 		led.mu.Lock()
@@ -288,7 +256,7 @@ func TestConsumerReleaseFailureLeftToReconciler(t *testing.T) {
 		led.mu.Unlock()
 		// redelivery re-issues the release (the dedup row says FAILED)
 		led.setFail(nil)
-		require.NoError(t, runClaim(t, c, sess, []*sarama.ConsumerMessage{kmsg(t, 0, msg(0, "1", "100"))}))
+		require.NoError(t, runClaim(t, c, sess, []Record{kmsg(t, 0, msg(0, "1", "100"))}))
 		assert.Equal(t, 1, led.releases())
 	})
 }

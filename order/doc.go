@@ -4,9 +4,9 @@
 //
 // # The path of a reservation
 //
-//	stock.Reserve ok ─► Submitter.Submit ─► Producer.Publish (Kafka, key = user ID)
+//	stock.Reserve ok ─► Submitter.Submit ─► orderkafka.Producer.Publish (Kafka, key = user ID)
 //	                      └─ Kafka fails ─► Fallback.Store (outbox row) ─ fails too ─► Releaser.Release + ErrRetry
-//	Kafka ─► Consumer (sarama.ConsumerGroupHandler) ─► Processor: ONE DB transaction per batch =
+//	Kafka ─► orderkafka.Handler ─► Consumer.Consume ─► Processor: ONE DB transaction per batch =
 //	         dedup rows + orders + one "UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n" per activity
 //	      ─► after commit: Release FAILED reservations, Results (Redis), Scheduler, Notifier ─► mark offset
 //	Canceller: Pay (CAS CREATED→PAID) / Cancel (CAS CREATED→CANCELLED + DB stock restore, then Release)
@@ -24,9 +24,28 @@
 // UNIQUE(user_id, activity_id, live_slot) gives one live order per user
 // when the activity's cap is 1. A duplicate is a success, never an error.
 //
-// The Consumer marks an offset only after the transaction that wrote its
-// message committed, and never calls the synchronous session.Commit in its
-// loop; sarama's auto-commit (see [SaramaConfig]) commits what was marked.
+// The Kafka handler (orderkafka.Handler) marks an offset only after the
+// [Consumer] reported its record done — its transaction committed — and
+// never calls the synchronous session.Commit in its loop; sarama's
+// auto-commit (see orderkafka.SaramaConfig) commits what was marked.
+//
+// # Sub-packages
+//
+// The package itself depends on no Kafka client and issues no IDs:
+//
+//   - github.com/seckillkit/seckill/order/orderid: the snowflake ID
+//     generator (an [IDSource]) and the machine-ID lease in Redis;
+//   - github.com/seckillkit/seckill/order/orderkafka: the sarama edge —
+//     SaramaConfig, the Producer (a [Publisher]), the consumer-group
+//     Handler that drives a [Consumer] with [Record]s, the dead-letter
+//     topic (a [DeadLetter]), consumer lag.
+//
+// # Options
+//
+// Each constructor takes its own option type (see [ProcessorOption]), so
+// an option that does not apply to it does not compile. A nil option is
+// ignored; a nil collaborator (a nil db, releaser, processor, …) fails the
+// constructor with [ErrInvalidOption].
 //
 // # Failure semantics
 //
@@ -45,7 +64,7 @@
 // # Concurrency
 //
 // Every exported type is safe for concurrent use. Background work (the
-// Canceller's loops, the machine-ID lease renewal) runs only inside Run and
+// Canceller's loops; orderid's lease renewal) runs only inside Run and
 // stops with its context or Close. Hooks are called without internal locks
 // ([TxHook] inside the consumer's transaction, which holds row locks).
 //
@@ -117,8 +136,8 @@
 // [WithObserver] reports the [Consumer], [Submitter], [Reconciler] and
 // [Canceller] to the observer shape every seckill package shares
 // ([Event]; stages order.consume, order.submit, order.reconcile,
-// order.reconcile_drift, order.cancel; [ObserveLag] reports
-// order.consumer_lag). [WithHeaders] (producer) and [WithContextFrom]
+// order.reconcile_drift, order.cancel; orderkafka.ObserveLag reports
+// order.consumer_lag). orderkafka.WithHeaders (producer) and [WithContextFrom]
 // (consumer) carry a trace context through Kafka record headers into the
 // consumer's transaction: a batch's [TxHook] gets its first message's
 // context, and each order its own message's headers ([Order.Headers]).

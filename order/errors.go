@@ -62,22 +62,10 @@ var (
 	// ([WithOnPayCancelled]) has been called: the payment must be refunded.
 	ErrOrderCancelled = errors.New("order: order cancelled, payment must be refunded")
 
-	// ErrNoDeadLetter is returned from ConsumeClaim when a message is
+	// ErrNoDeadLetter is returned from [Consumer.Consume] when a message is
 	// permanent (poison) and no dead-letter sink was configured: the
 	// consumer stops rather than skipping the message silently.
 	ErrNoDeadLetter = errors.New("order: poison message and no dead-letter sink configured")
-
-	// ErrNoMachineID is returned by [AcquireMachineID] when every machine ID
-	// is leased by another instance.
-	ErrNoMachineID = errors.New("order: no free machine id")
-
-	// ErrLeaseLost is returned by [MachineLease.Run] when the lease expired
-	// or was taken by another instance: the ID generator must stop.
-	ErrLeaseLost = errors.New("order: machine id lease lost")
-
-	// ErrClockOverflow is returned by [IDGenerator.NextID] once the 41-bit
-	// millisecond field overflows (year 2093 with the default epoch).
-	ErrClockOverflow = errors.New("order: id generator time overflow")
 
 	// ErrBadReply reports a Redis reply of an unexpected shape.
 	ErrBadReply = errors.New("order: unexpected redis reply")

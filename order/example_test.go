@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderid"
 )
 
 // openDB opens an embedded SQLite database with the order tables and one
@@ -56,7 +57,7 @@ func ExampleProcessor_Process() {
 	db, done := openDB()
 	defer done()
 
-	ids, _ := order.NewIDGenerator(1) // machine ID unique per instance
+	ids, _ := orderid.New(1) // machine ID unique per instance
 	p, _ := order.NewProcessor(db, ids)
 
 	msgs := []order.Message{message(1, "7"), message(2, "4f9c2a1e-8d5b-4c1e-9a3f-2b7d6e0c1a95"), message(3, "ann@shop")}
@@ -83,7 +84,7 @@ func ExampleCanceller_Pay() {
 	ctx := context.Background()
 	db, done := openDB()
 	defer done()
-	ids, _ := order.NewIDGenerator(1)
+	ids, _ := orderid.New(1)
 	p, _ := order.NewProcessor(db, ids)
 	a, _ := p.Handle(ctx, message(1, "7"))
 	b, _ := p.Handle(ctx, message(2, "8"))
@@ -163,7 +164,7 @@ func ExampleWithTxHook() {
 	db.Table("shop_activity").Create(&order.Activity{ID: "42", ProductID: 7001, ProductName: "phone", ActivityPrice: 99900,
 		TotalStock: 5, Stock: 5, UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
 
-	ids, _ := order.NewIDGenerator(1)
+	ids, _ := orderid.New(1)
 	p, _ := order.NewProcessor(db, ids, tabs, order.WithTxHook(func(ctx context.Context, tx *gorm.DB, orders []order.Order) error {
 		for _, o := range orders {
 			if err := tx.Create(&ShopItem{OrderNo: o.OrderNo, Product: o.ProductName, Ext: string(o.Ext)}).Error; err != nil {

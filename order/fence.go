@@ -55,12 +55,21 @@ type Fence struct {
 
 // NewFence returns a fence over db that gives units back through rel (the
 // raw Redis release, stock.Deductor.Release). Options: [WithClock],
-// [WithResults] (a FAILED result is recorded after a release), [WithTables].
-func NewFence(db *gorm.DB, rel Releaser, opts ...Option) (*Fence, error) {
+// [WithResults] (a FAILED result is recorded after a release),
+// [WithTables], [WithLogger].
+func NewFence(db *gorm.DB, rel Releaser, opts ...FenceOption) (*Fence, error) {
 	if db == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewFence needs a db and a releaser", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, FenceOption.applyFence)
+	if err != nil {
+		return nil, err
+	}
+	return newFence(db, rel, o)
+}
+
+// newFence is NewFence with options already built (the [Reconciler]'s).
+func newFence(db *gorm.DB, rel Releaser, o options) (*Fence, error) {
 	if err := o.tables.validate(); err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order/orderid"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 )
@@ -93,7 +93,7 @@ type fixedClock = testenv.Clock
 func newClock() *fixedClock { return testenv.NewEpochClock(0) }
 
 // testIDEpoch is the ID epoch of every generator that runs on a test clock
-// (pass it with WithEpoch, and to DecomposeID): a day before the test epoch.
+// (newGenOn): a day before the test epoch.
 // The default ID epoch, 2024-01-01, is after the "past" test epoch (a
 // generator refuses a clock before its epoch) and more than 41 bits of
 // milliseconds before a late enough one (IDs overflow). Generators on the
@@ -186,21 +186,21 @@ func checkConservation(t testing.TB, db *gorm.DB, act string, initial int64) {
 	require.Equal(t, initial, dbStock(t, db, act)+liveOrders(t, db, act), "DB stock + live orders = initial")
 }
 
-// newGen returns an ID generator for machine. Without options it runs on the
-// real clock with the default ID epoch. On a test clock pass WithClock(clock)
-// and WithEpoch(testIDEpoch()) together. testIDEpoch on the real clock is
-// refused here, in every epoch mode: it moves with SECKILL_TEST_EPOCH, so
-// under "future" it lies decades after the real now and NewIDGenerator would
-// refuse it only in that run.
-func newGen(t testing.TB, machine int64, opts ...Option) *IDGenerator {
+// newGen returns an ID generator for machine on the real clock with the
+// default ID epoch.
+func newGen(t testing.TB, machine int64) *orderid.Generator {
 	t.Helper()
-	if o := buildOptions(opts); o.epoch.Equal(testIDEpoch()) {
-		if _, real := o.clock.(systemClock); real {
-			t.Fatal("newGen: WithEpoch(testIDEpoch()) needs the test clock it is relative to (WithClock); " +
-				"a generator on the real clock keeps the default ID epoch")
-		}
-	}
-	g, err := NewIDGenerator(machine, opts...)
+	g, err := orderid.New(machine)
+	require.NoError(t, err)
+	return g
+}
+
+// newGenOn returns an ID generator for machine on the test clock, with the
+// ID epoch testIDEpoch (which moves with SECKILL_TEST_EPOCH: on the real
+// clock it would lie decades after the real now under "future").
+func newGenOn(t testing.TB, machine int64, clock *fixedClock) *orderid.Generator {
+	t.Helper()
+	g, err := orderid.New(machine, orderid.WithClock(clock), orderid.WithEpoch(testIDEpoch()))
 	require.NoError(t, err)
 	return g
 }
@@ -211,27 +211,18 @@ func msg(i int, act, user string) Message {
 		ActivityID: act, UserID: user, Qty: 1, CreatedAt: testenv.Epoch()}
 }
 
-// fakeSession and fakeClaim drive ConsumeClaim without Kafka.
+// fakeSession drives Consume the way orderkafka's handler does, without
+// Kafka: it marks the offset of the last record done.
 type fakeSession struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	marked []int64
-	noMark bool
 }
 
-func (s *fakeSession) Claims() map[string][]int32               { return nil }
-func (s *fakeSession) MemberID() string                         { return "fake" }
-func (s *fakeSession) GenerationID() int32                      { return 1 }
-func (s *fakeSession) MarkOffset(string, int32, int64, string)  {}
-func (s *fakeSession) Commit()                                  {}
-func (s *fakeSession) ResetOffset(string, int32, int64, string) {}
-func (s *fakeSession) Context() context.Context                 { return s.ctx }
-func (s *fakeSession) MarkMessage(m *sarama.ConsumerMessage, _ string) {
+func (s *fakeSession) mark(off int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.noMark {
-		s.marked = append(s.marked, m.Offset)
-	}
+	s.marked = append(s.marked, off)
 }
 
 func (s *fakeSession) lastMarked() int64 {
@@ -243,21 +234,26 @@ func (s *fakeSession) lastMarked() int64 {
 	return s.marked[len(s.marked)-1]
 }
 
-type saramaMsg = sarama.ConsumerMessage
+// runClaim hands recs to c.Consume as one claim whose records are all
+// buffered (the handler collects them in batches of WithBatchSize), marks
+// the last record done, and returns nil when the session ended.
+func runClaim(t testing.TB, c *Consumer, sess *fakeSession, recs []Record) error {
+	t.Helper()
+	done, err := c.Consume(sess.ctx, recs)
+	if done > 0 {
+		sess.mark(recs[done-1].Offset)
+	}
+	if err != nil && sess.ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
 
-type fakeClaim struct{ ch chan *sarama.ConsumerMessage }
-
-func (c *fakeClaim) Topic() string                            { return "orders" }
-func (c *fakeClaim) Partition() int32                         { return 0 }
-func (c *fakeClaim) InitialOffset() int64                     { return 0 }
-func (c *fakeClaim) HighWaterMarkOffset() int64               { return 0 }
-func (c *fakeClaim) Messages() <-chan *sarama.ConsumerMessage { return c.ch }
-
-func kmsg(t testing.TB, off int64, m Message) *sarama.ConsumerMessage {
+func kmsg(t testing.TB, off int64, m Message) Record {
 	t.Helper()
 	b, err := m.Encode()
 	require.NoError(t, err)
-	return &sarama.ConsumerMessage{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
+	return Record{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
 }
 
 // eventually polls cond (Kafka delivery has no clock to move).
@@ -289,4 +285,21 @@ func productOf(id string) int64 {
 		return 9000
 	}
 	return 9000 + n
+}
+
+// memFallback is an outbox stand-in: rows stored in memory, relayed later.
+type memFallback struct {
+	mu   sync.Mutex
+	rows []Message
+	fail error
+}
+
+func (f *memFallback) Store(_ context.Context, m Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail != nil {
+		return f.fail
+	}
+	f.rows = append(f.rows, m)
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -196,14 +195,14 @@ func TestTxHookFailingForOneMessageInConsumer(t *testing.T) {
 					h.wrap = Permanent
 				}
 				led := newLedger()
-				var kms []*sarama.ConsumerMessage
+				var kms []Record
 				for i := 0; i < 3; i++ {
 					m := msg(i, "1", num(100+i))
 					led.reserve("1", Reservation{ID: m.ReservationID})
 					kms = append(kms, kmsg(t, int64(i), m))
 				}
 				dlq := &dlqSink{}
-				c, err := NewConsumer(newProc(t, db, WithTxHook(h.hook)), led, WithLinger(0), WithDeadLetter(dlq),
+				c, err := NewConsumer(newProc(t, db, WithTxHook(h.hook)), led, WithDeadLetter(dlq),
 					WithMaxAttempts(3), WithBackoff(time.Millisecond, 2*time.Millisecond))
 				require.NoError(t, err)
 				sess := &fakeSession{ctx: context.Background()}

@@ -30,7 +30,8 @@ func (f ReleaserFunc) Release(ctx context.Context, activity string, reservationI
 	return f(ctx, activity, reservationID)
 }
 
-// Publisher sends a message to Kafka; [Producer] is the implementation.
+// Publisher sends a message to Kafka; orderkafka.Producer is the
+// implementation.
 type Publisher interface {
 	Publish(ctx context.Context, m Message) error
 }
@@ -116,7 +117,10 @@ func (f PendingFunc) Pending(ctx context.Context, reservationID string) (bool, e
 	return f(ctx, reservationID)
 }
 
-// IDSource hands out unique int64 IDs; [IDGenerator] implements it.
+// IDSource hands out unique int64 IDs, each greater than the ones before:
+// the order and its number. orderid.Generator (package
+// github.com/seckillkit/seckill/order/orderid) implements it, with a
+// machine ID leased from Redis (orderid.AcquireMachine) or configured.
 type IDSource interface {
 	NextID() (int64, error)
 }

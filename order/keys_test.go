@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order/orderid"
 )
 
 var (
@@ -22,9 +23,7 @@ var (
 	_ QueueClient   = (*redis.Client)(nil)
 	_ QueueClient   = (*redis.ClusterClient)(nil)
 	_ QueueClient   = (*redis.Ring)(nil)
-	_ IDSource      = (*IDGenerator)(nil)
-	_ Publisher     = (*Producer)(nil)
-	_ DeadLetter    = (*DeadLetterTopic)(nil)
+	_ IDSource      = (*orderid.Generator)(nil)
 	_ Scheduler     = (*Canceller)(nil)
 	_ Ledger        = (*ledger)(nil)
 )
@@ -35,7 +34,6 @@ var tagRe = regexp.MustCompile(`\{[^}]*\}`)
 func TestScriptKeysShareTag(t *testing.T) {
 	t.Parallel()
 	for _, keys := range [][]string{
-		{machineKey("seckill:", 7), machineFloorKey("seckill:", 7)},
 		{resultKey("seckill:", "42", "7")},
 		{cancelQueueKey("seckill:")},
 	} {
@@ -46,33 +44,6 @@ func TestScriptKeysShareTag(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "seckill:{a:42}:result:7", resultKey("seckill:", "42", "7"))
-}
-
-func TestLeaseOnEveryRedis(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	for kind, rdb := range testenv.AllRedis(t) {
-		t.Run(string(kind), func(t *testing.T) {
-			prefix := testenv.Prefix(t) + string(kind) + ":"
-			a, err := AcquireMachineID(ctx, rdb, WithKeyPrefix(prefix), WithLeaseTTL(10*time.Second))
-			require.NoError(t, err)
-			b, err := AcquireMachineID(ctx, rdb, WithKeyPrefix(prefix), WithLeaseTTL(10*time.Second))
-			require.NoError(t, err)
-			assert.NotEqual(t, a.MachineID(), b.MachineID())
-			g, err := a.NewGenerator()
-			require.NoError(t, err)
-			_, err = g.NextID()
-			require.NoError(t, err)
-			require.NoError(t, a.Renew(ctx))
-			require.NoError(t, a.Close())
-			require.NoError(t, b.Close())
-			c, err := AcquireMachineID(ctx, rdb, WithKeyPrefix(prefix), WithLeaseTTL(10*time.Second))
-			require.NoError(t, err)
-			assert.Equal(t, a.MachineID(), c.MachineID())
-			assert.GreaterOrEqual(t, c.Floor(), g.LastMillis())
-			require.NoError(t, c.Close())
-		})
-	}
 }
 
 func TestPruneDedupAndPrice(t *testing.T) {

@@ -57,7 +57,7 @@ type Message struct {
 	// order's ext column (JSON null counts as absent). It needs Version ≥ 2.
 	Ext json.RawMessage `json:"ext,omitempty"`
 	// Headers are the Kafka record headers the message arrived with (the
-	// [Consumer] sets them; trace context from [WithHeaders]); not part of
+	// [Consumer] sets them; trace context from orderkafka.WithHeaders); not part of
 	// the JSON, never stored. The [Processor] copies them to the
 	// [Order.Headers] its [TxHook] sees.
 	Headers map[string]string `json:"-"`

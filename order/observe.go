@@ -39,7 +39,7 @@ type ObserverFunc = observe.Func
 //	order.reconcile_drift  gauge "ok", Value = [Report.Drift] in units,
 //	                       reported with every reconcile that succeeded
 //	order.consumer_lag     gauge "ok", Value = the group's Kafka lag in
-//	                       messages, Name = the group ([ObserveLag]); error
+//	                       messages, Name = the group (orderkafka.ObserveLag); error
 //	                       when it could not be read (not a gauge)
 //	order.cancel           ok | already_cancelled | already_paid |
 //	                       not_found | not_due | release_pending | error
@@ -65,9 +65,9 @@ const (
 // [Submitter], the [Reconciler] and the [Canceller] to o (see the
 // stages above). The observer is called synchronously, after the
 // operation, outside any lock or transaction. Default none (and no cost:
-// a nil observer is never called).
-func WithObserver(o Observer) Option {
-	return optionFunc(func(opts *options) {
+// a nil observer is never called); a nil o is ignored.
+func WithObserver(o Observer) ObserverOption {
+	return ObserverOption(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
@@ -163,25 +163,6 @@ func (r *Reconciler) observeReconcile(ctx context.Context, start time.Time, rep 
 		e.Outcome = observe.Error
 	}
 	r.o.observe(ctx, e, start)
-}
-
-// ObserveLag reads the consumer group's lag with [Lag] and reports it to
-// obs as the gauge order.consumer_lag (Value = total lag, Name = group);
-// a failure is reported as an "error" event. It returns what Lag returns.
-// Call it on a timer (every scrape, every few seconds): the consumer
-// itself does not know the high-water marks. A nil obs only reads.
-func ObserveLag(ctx context.Context, obs Observer, admin LagClient, client OffsetClient, group, topic string) (int64, []PartitionLag, error) {
-	start := time.Now()
-	total, parts, err := Lag(ctx, admin, client, group, topic)
-	if obs == nil {
-		return total, parts, err
-	}
-	if err != nil {
-		obs.Observe(ctx, Event{Stage: StageConsumerLag, Outcome: observe.Error, Name: group, Duration: time.Since(start), Err: err})
-	} else {
-		obs.Observe(ctx, Event{Stage: StageConsumerLag, Outcome: observe.OK, Name: group, Gauge: true, Value: float64(total)})
-	}
-	return total, parts, err
 }
 
 // batchActivity is the activity of msgs, or "" when they concern several.

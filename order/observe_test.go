@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -66,14 +65,14 @@ func TestObserveConsume(t *testing.T) {
 		rec := &recorder{}
 		p := newProc(t, db, WithTxHook(hook))
 		var dead atomic.Int64
-		c, err := NewConsumer(p, newLedger(), WithLinger(0), WithObserver(rec), WithBackoff(time.Millisecond, time.Millisecond),
-			WithDeadLetter(DeadLetterFunc(func(context.Context, *sarama.ConsumerMessage, error) error { dead.Add(1); return nil })))
+		c, err := NewConsumer(p, newLedger(), WithObserver(rec), WithBackoff(time.Millisecond, time.Millisecond),
+			WithDeadLetter(DeadLetterFunc(func(context.Context, Record, error) error { dead.Add(1); return nil })))
 		require.NoError(t, err)
-		var kms []*sarama.ConsumerMessage
+		var kms []Record
 		for i := 0; i < 5; i++ {
 			kms = append(kms, kmsg(t, int64(i), msg(i, "1", num(100+i))))
 		}
-		kms = append(kms, &sarama.ConsumerMessage{Topic: "orders", Offset: 5, Value: []byte("not json")})
+		kms = append(kms, Record{Topic: "orders", Offset: 5, Value: []byte("not json")})
 		require.NoError(t, runClaim(t, c, &fakeSession{ctx: ctx}, kms))
 
 		assert.EqualValues(t, 3, countOrders(t, db, ""), "3 units in the DB")
@@ -217,41 +216,4 @@ func TestObserveCancel(t *testing.T) {
 		assert.Equal(t, []string{"ok", "already_cancelled", "already_paid", "not_found"}, got)
 		assert.EqualValues(t, 9, dbStock(t, db, "1"), "one unit back")
 	})
-}
-
-// fakeLag answers Lag's two calls from fixed offsets.
-type fakeLag struct{ committed, high int64 }
-
-func (f fakeLag) ListConsumerGroupOffsets(group string, tp map[string][]int32) (*sarama.OffsetFetchResponse, error) {
-	r := &sarama.OffsetFetchResponse{}
-	for topic, ps := range tp {
-		for _, p := range ps {
-			r.AddBlock(topic, p, &sarama.OffsetFetchResponseBlock{Offset: f.committed})
-		}
-	}
-	return r, nil
-}
-func (f fakeLag) Partitions(string) ([]int32, error) { return []int32{0, 1}, nil }
-func (f fakeLag) GetOffset(string, int32, int64) (int64, error) {
-	if f.high < 0 {
-		return 0, errors.New("broker down")
-	}
-	return f.high, nil
-}
-
-func TestObserveLag(t *testing.T) {
-	t.Parallel()
-	rec := &recorder{}
-	total, _, err := ObserveLag(context.Background(), rec, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
-	require.NoError(t, err)
-	assert.EqualValues(t, 12, total)
-	assert.Equal(t, []Event{{Stage: StageConsumerLag, Outcome: "ok", Name: "g", Gauge: true, Value: 12}}, rec.of(StageConsumerLag))
-	_, _, err = ObserveLag(context.Background(), rec, fakeLag{high: -1}, fakeLag{high: -1}, "g", "orders")
-	require.Error(t, err)
-	evs := rec.of(StageConsumerLag)
-	require.Len(t, evs, 2)
-	assert.Equal(t, "error", evs[1].Outcome)
-	assert.False(t, evs[1].Gauge)
-	_, _, err = ObserveLag(context.Background(), nil, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
-	require.NoError(t, err, "a nil observer only reads")
 }

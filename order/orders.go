@@ -20,22 +20,28 @@ type Orders struct {
 
 // WithCanceller gives [NewOrders] the [Canceller] that [Orders.Pay] and
 // [Orders.Cancel] delegate to (its tables must be the same). Default none:
-// then Pay and Cancel fail with [ErrInvalidOption].
-func WithCanceller(c *Canceller) Option {
-	return optionFunc(func(o *options) {
-		if c != nil {
-			o.canceller = c
+// then Pay and Cancel fail with [ErrInvalidOption]; a nil c fails
+// [NewOrders] with it.
+func WithCanceller(c *Canceller) OrdersOption {
+	return ordersOpt(func(o *options) {
+		if c == nil {
+			o.fail("nil canceller")
+			return
 		}
+		o.canceller = c
 	})
 }
 
 // NewOrders returns an order reader over db. Options: [WithTables],
 // [WithCanceller].
-func NewOrders(db *gorm.DB, opts ...Option) (*Orders, error) {
+func NewOrders(db *gorm.DB, opts ...OrdersOption) (*Orders, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: NewOrders needs a db", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, OrdersOption.applyOrders)
+	if err != nil {
+		return nil, err
+	}
 	if err := o.tables.validate(); err != nil {
 		return nil, err
 	}

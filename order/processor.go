@@ -67,13 +67,16 @@ type Processor struct {
 }
 
 // NewProcessor returns a processor writing to db with IDs from ids (an
-// [IDGenerator] whose machine ID is unique among running processors).
+// orderid.Generator whose machine ID is unique among running processors).
 // Options: [WithClock], [WithPayTimeout], [WithTables], [WithTxHook].
-func NewProcessor(db *gorm.DB, ids IDSource, opts ...Option) (*Processor, error) {
+func NewProcessor(db *gorm.DB, ids IDSource, opts ...ProcessorOption) (*Processor, error) {
 	if db == nil || ids == nil {
 		return nil, fmt.Errorf("%w: NewProcessor needs a db and an id source", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, ProcessorOption.applyProcessor)
+	if err != nil {
+		return nil, err
+	}
 	if o.payTimeout <= 0 {
 		return nil, fmt.Errorf("%w: pay timeout must be positive", ErrInvalidOption)
 	}
@@ -209,49 +212,9 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 	now := p.o.clock.Now()
 	var ord Order
 	err = p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		d := dedupOf(m, StatusSuccess, strconv.FormatInt(id, 10), "", now)
-		if err := p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})); err != nil {
-			if isDuplicate(err) {
-				return errDuplicateMsg
-			}
-			return err
-		}
-		acts, err := p.loadActivities(tx, []string{m.ActivityID})
-		if err != nil {
-			return err
-		}
-		a, ok := acts[m.ActivityID]
-		if !ok {
-			return &businessError{ReasonUnknownActivity}
-		}
-		if a.UserLimit > 1 {
-			held, err := p.liveUnits(ctx, tx, m.ActivityID, []string{m.UserID})
-			if err != nil {
-				return err
-			}
-			if held[m.UserID]+m.Qty > a.UserLimit {
-				return &businessError{ReasonLimit}
-			}
-		}
-		ord = p.newOrder(m, a, id, now)
-		if err := p.insertRows(ctx, tx, tableOrder, orderArgs([]Order{ord})); err != nil {
-			if isDuplicate(err) {
-				return &businessError{ReasonDuplicate}
-			}
-			return err
-		}
-		if err := p.runHook(ctx, tx, []Order{ord}); err != nil {
-			return err
-		}
-		// The hot row last: its lock is held only until the commit.
-		res := tx.Exec(p.sql.takeStock, m.Qty, m.ActivityID, m.Qty)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return &businessError{ReasonSoldOut}
-		}
-		return nil
+		var err error
+		ord, err = p.handleTx(ctx, tx, m, id, now)
+		return err
 	}, p.txOpts...)
 	var biz *businessError
 	switch {
@@ -264,6 +227,56 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 	default:
 		return Outcome{}, fmt.Errorf("order: handle %s: %w", m.MsgID, err)
 	}
+}
+
+// handleTx is the transaction of [Processor.Handle]: the dedup row, the
+// buyer's cap, the order row, the [TxHook], then the activity's stock row.
+// A business refusal is a *businessError; a message already written is
+// errDuplicateMsg.
+func (p *Processor) handleTx(ctx context.Context, tx *gorm.DB, m Message, id int64, now time.Time) (Order, error) {
+	d := dedupOf(m, StatusSuccess, strconv.FormatInt(id, 10), "", now)
+	if err := p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})); err != nil {
+		if isDuplicate(err) {
+			return Order{}, errDuplicateMsg
+		}
+		return Order{}, err
+	}
+	acts, err := p.loadActivities(tx, []string{m.ActivityID})
+	if err != nil {
+		return Order{}, err
+	}
+	a, ok := acts[m.ActivityID]
+	if !ok {
+		return Order{}, &businessError{ReasonUnknownActivity}
+	}
+	if a.UserLimit > 1 {
+		held, err := p.liveUnits(ctx, tx, m.ActivityID, []string{m.UserID})
+		if err != nil {
+			return Order{}, err
+		}
+		if held[m.UserID]+m.Qty > a.UserLimit {
+			return Order{}, &businessError{ReasonLimit}
+		}
+	}
+	ord := p.newOrder(m, a, id, now)
+	if err := p.insertRows(ctx, tx, tableOrder, orderArgs([]Order{ord})); err != nil {
+		if isDuplicate(err) {
+			return Order{}, &businessError{ReasonDuplicate}
+		}
+		return Order{}, err
+	}
+	if err := p.runHook(ctx, tx, []Order{ord}); err != nil {
+		return Order{}, err
+	}
+	// The hot row last: its lock is held only until the commit.
+	res := tx.Exec(p.sql.takeStock, m.Qty, m.ActivityID, m.Qty)
+	if res.Error != nil {
+		return Order{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return Order{}, &businessError{ReasonSoldOut}
+	}
+	return ord, nil
 }
 
 // hookError is a [TxHook]'s error: never taken for a conflict or a
@@ -374,6 +387,20 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, err
 	return outs, nil
 }
 
+// batchTx is one batch transaction of [Processor.Process]: the unique
+// messages msgs[uniq[k]] get the order IDs ids[k] and their outcomes in
+// outs.
+type batchTx struct {
+	msgs []Message
+	uniq []int
+	outs []Outcome
+	ids  []int64
+	now  time.Time
+}
+
+// batch writes the unique messages of msgs in one transaction. It returns
+// errConflict when the batch cannot commit as a whole (the caller then
+// writes each message on its own).
 func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs []Outcome) error {
 	ids := make([]int64, len(uniq))
 	for k := range uniq {
@@ -384,105 +411,138 @@ func (p *Processor) batch(ctx context.Context, msgs []Message, uniq []int, outs 
 		ids[k] = id
 	}
 	p.stmts.prepare(ctx, chunkSize(p.db)) // before the transaction holds a connection
-	now := p.o.clock.Now()
-	msgIDs := make([]string, len(uniq))
-	for k, i := range uniq {
-		msgIDs[k] = msgs[i].MsgID
-	}
+	b := &batchTx{msgs: msgs, uniq: uniq, outs: outs, ids: ids, now: p.o.clock.Now()}
 	err := p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if p.sql.dialect == "postgres" {
-			// pgx prepares and caches every statement; after five runs
-			// PostgreSQL may switch a statement to a generic plan made
-			// for the table as it was then. Planned on an empty table,
-			// the 500-value IN lists below become sequential scans that
-			// stay until an ANALYZE: a batch then costs O(table). Plans
-			// made per execution follow the table's actual size.
-			if err := tx.Exec("SET LOCAL plan_cache_mode = force_custom_plan").Error; err != nil {
-				return err
-			}
-		}
-		var seen []Dedup
-		if err := tx.Table(p.o.tables.Dedup).Where("msg_id IN ?", msgIDs).Find(&seen).Error; err != nil {
-			return err
-		}
-		old := make(map[string]Dedup, len(seen))
-		for _, d := range seen {
-			old[d.MsgID] = d
-		}
-		totals := map[string]int64{}
-		for k, i := range uniq {
-			m := msgs[i]
-			if d, ok := old[m.MsgID]; ok {
-				outs[i] = outcomeOf(m, d)
-				continue
-			}
-			outs[i] = Outcome{Message: m, OrderID: ids[k]}
-			totals[m.ActivityID] += m.Qty
-		}
-		if len(totals) == 0 {
-			return nil
-		}
-		actIDs := make([]string, 0, len(totals))
-		for a := range totals {
-			actIDs = append(actIDs, a)
-		}
-		slices.Sort(actIDs) // one lock order for every consumer
-		acts, err := p.loadActivities(tx, actIDs)
-		if err != nil {
-			return err
-		}
-		for _, a := range actIDs {
-			if _, ok := acts[a]; !ok {
-				return errConflict
-			}
-		}
-		if err := p.checkCaps(ctx, tx, msgs, uniq, outs, acts); err != nil {
-			return err
-		}
-		dedups := make([]Dedup, 0, len(uniq))
-		orders := make([]Order, 0, len(uniq))
-		for _, i := range uniq {
-			if outs[i].Duplicate {
-				continue
-			}
-			m := msgs[i]
-			o := p.newOrder(m, acts[m.ActivityID], outs[i].OrderID, now)
-			orders = append(orders, o)
-			dedups = append(dedups, dedupOf(m, StatusSuccess, o.OrderNo, "", now))
-			outs[i].Status, outs[i].OrderNo, outs[i].ExpireTime = StatusSuccess, o.OrderNo, o.ExpireTime
-		}
-		if err := p.insertRows(ctx, tx, tableDedup, dedupArgs(dedups)); err != nil {
-			if isDuplicate(err) {
-				return errConflict
-			}
-			return err
-		}
-		if err := p.insertRows(ctx, tx, tableOrder, orderArgs(orders)); err != nil {
-			if isDuplicate(err) {
-				return errConflict
-			}
-			return err
-		}
-		if err := p.runHook(ctx, tx, orders); err != nil {
-			return err
-		}
-		// The hot rows last, in one order: their locks are held only until
-		// the commit, and consumers never deadlock on them.
-		for _, a := range actIDs {
-			res := tx.Exec(p.sql.takeStock, totals[a], a, totals[a])
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				return errConflict
-			}
-		}
-		return nil
+		return p.writeBatch(ctx, tx, b)
 	}, p.txOpts...)
 	if err != nil && !errors.Is(err, errConflict) {
 		return fmt.Errorf("order: batch of %d: %w", len(uniq), err)
 	}
 	return err
+}
+
+// writeBatch is the batch's transaction: the steps below, in this order.
+func (p *Processor) writeBatch(ctx context.Context, tx *gorm.DB, b *batchTx) error {
+	if err := p.planPerExecution(tx); err != nil {
+		return err
+	}
+	totals, err := p.answerSeen(tx, b)
+	if err != nil || len(totals) == 0 {
+		return err
+	}
+	actIDs := make([]string, 0, len(totals))
+	for a := range totals {
+		actIDs = append(actIDs, a)
+	}
+	slices.Sort(actIDs) // one lock order for every consumer
+	acts, err := p.loadActivities(tx, actIDs)
+	if err != nil {
+		return err
+	}
+	for _, a := range actIDs {
+		if _, ok := acts[a]; !ok {
+			return errConflict
+		}
+	}
+	if err := p.checkCaps(ctx, tx, b.msgs, b.uniq, b.outs, acts); err != nil {
+		return err
+	}
+	orders, err := p.insertBatch(ctx, tx, b, acts)
+	if err != nil {
+		return err
+	}
+	if err := p.runHook(ctx, tx, orders); err != nil {
+		return err
+	}
+	return p.takeStock(tx, actIDs, totals)
+}
+
+// planPerExecution makes PostgreSQL plan the batch's statements per
+// execution. pgx prepares and caches every statement; after five runs
+// PostgreSQL may switch a statement to a generic plan made for the table
+// as it was then. Planned on an empty table, the 500-value IN lists of a
+// batch become sequential scans that stay until an ANALYZE: a batch then
+// costs O(table). Plans made per execution follow the table's actual size.
+func (p *Processor) planPerExecution(tx *gorm.DB) error {
+	if p.sql.dialect != "postgres" {
+		return nil
+	}
+	return tx.Exec("SET LOCAL plan_cache_mode = force_custom_plan").Error
+}
+
+// answerSeen answers the messages already in message_dedup from there
+// (Duplicate outcomes) and returns the units the others take, per activity.
+func (p *Processor) answerSeen(tx *gorm.DB, b *batchTx) (map[string]int64, error) {
+	msgIDs := make([]string, len(b.uniq))
+	for k, i := range b.uniq {
+		msgIDs[k] = b.msgs[i].MsgID
+	}
+	var seen []Dedup
+	if err := tx.Table(p.o.tables.Dedup).Where("msg_id IN ?", msgIDs).Find(&seen).Error; err != nil {
+		return nil, err
+	}
+	old := make(map[string]Dedup, len(seen))
+	for _, d := range seen {
+		old[d.MsgID] = d
+	}
+	totals := map[string]int64{}
+	for k, i := range b.uniq {
+		m := b.msgs[i]
+		if d, ok := old[m.MsgID]; ok {
+			b.outs[i] = outcomeOf(m, d)
+			continue
+		}
+		b.outs[i] = Outcome{Message: m, OrderID: b.ids[k]}
+		totals[m.ActivityID] += m.Qty
+	}
+	return totals, nil
+}
+
+// insertBatch inserts the dedup and order rows of the batch's new
+// messages, marks their outcomes SUCCESS and returns the new orders. A
+// duplicate key (a reservation or buyer already ordered) is a conflict.
+func (p *Processor) insertBatch(ctx context.Context, tx *gorm.DB, b *batchTx, acts map[string]activityInfo) ([]Order, error) {
+	dedups := make([]Dedup, 0, len(b.uniq))
+	orders := make([]Order, 0, len(b.uniq))
+	for _, i := range b.uniq {
+		if b.outs[i].Duplicate {
+			continue
+		}
+		m := b.msgs[i]
+		o := p.newOrder(m, acts[m.ActivityID], b.outs[i].OrderID, b.now)
+		orders = append(orders, o)
+		dedups = append(dedups, dedupOf(m, StatusSuccess, o.OrderNo, "", b.now))
+		b.outs[i].Status, b.outs[i].OrderNo, b.outs[i].ExpireTime = StatusSuccess, o.OrderNo, o.ExpireTime
+	}
+	for _, rows := range []struct {
+		t    table
+		args []any
+	}{{tableDedup, dedupArgs(dedups)}, {tableOrder, orderArgs(orders)}} {
+		if err := p.insertRows(ctx, tx, rows.t, rows.args); err != nil {
+			if isDuplicate(err) {
+				return nil, errConflict
+			}
+			return nil, err
+		}
+	}
+	return orders, nil
+}
+
+// takeStock takes each activity's units from its stock row, the hot rows
+// last and in one order (actIDs sorted): their locks are held only until
+// the commit, and consumers never deadlock on them. An activity without
+// enough stock is a conflict.
+func (p *Processor) takeStock(tx *gorm.DB, actIDs []string, totals map[string]int64) error {
+	for _, a := range actIDs {
+		res := tx.Exec(p.sql.takeStock, totals[a], a, totals[a])
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errConflict
+		}
+	}
+	return nil
 }
 
 // liveUnits returns the units of the live (CREATED or PAID) orders of users

@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm"
 )
 
-func newProc(t testing.TB, db *gorm.DB, opts ...Option) *Processor {
+func newProc(t testing.TB, db *gorm.DB, opts ...ProcessorOption) *Processor {
 	t.Helper()
 	p, err := NewProcessor(db, newGen(t, 1), opts...)
 	require.NoError(t, err)

@@ -80,23 +80,30 @@ type Reconciler struct {
 }
 
 // NewReconciler returns a reconciler. Options: [WithGrace], [WithDryRun],
-// [WithPending], [WithClock], [WithTables], [WithObserver].
-func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...Option) (*Reconciler, error) {
+// [WithPending], [WithClock], [WithTables], [WithObserver], and
+// [WithResults] and [WithLogger] for the [Fence] it releases through.
+func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...ReconcilerOption) (*Reconciler, error) {
 	if db == nil || ledger == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewReconciler needs a db, a ledger and a releaser", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, ReconcilerOption.applyReconciler)
+	if err != nil {
+		return nil, err
+	}
 	if o.grace < 0 {
 		return nil, fmt.Errorf("%w: negative grace", ErrInvalidOption)
 	}
-	fence, err := NewFence(db, rel, opts...)
+	fence, err := newFence(db, rel, o)
 	if err != nil {
 		return nil, err
 	}
 	return &Reconciler{db: db, ledger: ledger, rel: rel, fence: fence, o: o}, nil
 }
 
-const ledgerPage = 500
+const (
+	ledgerPage     = 500       // reservations asked of the Ledger per page
+	maxLedgerPages = 1_000_000 // a cursor that has not ended by then never will
+)
 
 // Reconcile checks one activity. The error is non-nil when the ledger or
 // the DB could not be read, or when the activity has no row in the DB
@@ -112,39 +119,70 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report
 	if err := checkID("activity", activity); err != nil {
 		return rep, err
 	}
-	resv := map[string]Reservation{}
-	var cursor uint64
-	for pages := 0; ; pages++ {
-		page, next, err := r.ledger.Reservations(ctx, activity, cursor, ledgerPage)
-		if err != nil {
-			return rep, fmt.Errorf("order: reconcile %s: ledger: %w", activity, err)
-		}
-		for _, x := range page {
-			resv[x.ID] = x
-		}
-		if next == 0 {
-			break
-		}
-		if pages > 1_000_000 {
-			return rep, fmt.Errorf("order: reconcile %s: ledger cursor does not end", activity)
-		}
-		cursor = next
+	resv, err := r.readLedger(ctx, activity)
+	if err != nil {
+		return rep, err
 	}
 	for _, x := range resv {
 		rep.ReservedUnits += x.Qty
 	}
 	rep.Reservations = len(resv)
+	if err := r.readActivity(ctx, &rep); err != nil {
+		return rep, err
+	}
+	status, err := r.readOrders(ctx, &rep, resv)
+	if err != nil {
+		return rep, err
+	}
+	r.settle(ctx, &rep, resv, status)
+	slices.Sort(rep.Orphans)
+	return rep, nil
+}
 
+// readLedger reads every reservation the Redis ledger holds for activity,
+// by reservation ID.
+func (r *Reconciler) readLedger(ctx context.Context, activity string) (map[string]Reservation, error) {
+	resv := map[string]Reservation{}
+	var cursor uint64
+	for pages := 0; ; pages++ {
+		page, next, err := r.ledger.Reservations(ctx, activity, cursor, ledgerPage)
+		if err != nil {
+			return nil, fmt.Errorf("order: reconcile %s: ledger: %w", activity, err)
+		}
+		for _, x := range page {
+			resv[x.ID] = x
+		}
+		if next == 0 {
+			return resv, nil
+		}
+		if pages > maxLedgerPages {
+			return nil, fmt.Errorf("order: reconcile %s: ledger cursor does not end", activity)
+		}
+		cursor = next
+	}
+}
+
+// readActivity fills the report's DB stock fields from the activity row;
+// without the row it sets ActivityMissing and fails with
+// [ErrActivityNotFound].
+func (r *Reconciler) readActivity(ctx context.Context, rep *Report) error {
 	var acts []Activity
-	if err := r.db.WithContext(ctx).Table(r.o.tables.Activity).Select("id", "stock", "total_stock").Where("id = ?", activity).Limit(1).Find(&acts).Error; err != nil {
-		return rep, fmt.Errorf("order: reconcile %s: activity: %w", activity, err)
+	if err := r.db.WithContext(ctx).Table(r.o.tables.Activity).Select("id", "stock", "total_stock").
+		Where("id = ?", rep.Activity).Limit(1).Find(&acts).Error; err != nil {
+		return fmt.Errorf("order: reconcile %s: activity: %w", rep.Activity, err)
 	}
 	if len(acts) == 0 {
 		rep.ActivityMissing = true
-		return rep, fmt.Errorf("%w: reconcile %s: %d reservations in the ledger, none released", ErrActivityNotFound, activity, rep.Reservations)
+		return fmt.Errorf("%w: reconcile %s: %d reservations in the ledger, none released", ErrActivityNotFound, rep.Activity, rep.Reservations)
 	}
 	rep.DBStock, rep.TotalStock = acts[0].Stock, acts[0].TotalStock
+	return nil
+}
 
+// readOrders counts the activity's live orders into the report (sold
+// units, orphans, conservation, drift) and returns every order's status
+// by reservation ID.
+func (r *Reconciler) readOrders(ctx context.Context, rep *Report, resv map[string]Reservation) (map[string]string, error) {
 	type row struct {
 		OrderNo       string
 		ReservationID string
@@ -153,8 +191,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report
 	}
 	var rows []row
 	if err := r.db.WithContext(ctx).Table(r.o.tables.Order).Select("order_no", "reservation_id", "qty", "status").
-		Where("activity_id = ?", activity).Find(&rows).Error; err != nil {
-		return rep, fmt.Errorf("order: reconcile %s: orders: %w", activity, err)
+		Where("activity_id = ?", rep.Activity).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("order: reconcile %s: orders: %w", rep.Activity, err)
 	}
 	status := make(map[string]string, len(rows))
 	for _, o := range rows {
@@ -170,7 +208,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report
 	}
 	rep.Conserved = rep.DBStock+rep.SoldUnits == rep.TotalStock
 	rep.Drift = rep.TotalStock - rep.DBStock - rep.SoldUnits
+	return status, nil
+}
 
+// settle decides, reservation by reservation in ID order, what becomes of
+// each: matched by a live order, left in its grace period or with its
+// message pending, or released.
+func (r *Reconciler) settle(ctx context.Context, rep *Report, resv map[string]Reservation, status map[string]string) {
 	now := r.o.clock.Now()
 	ids := make([]string, 0, len(resv))
 	for id := range resv {
@@ -183,41 +227,59 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report
 		switch {
 		case hasOrder && st != OrderCancelled:
 			rep.Matched++
-			continue
 		case hasOrder: // cancelled, but still held in Redis
-		case now.Sub(x.At) < r.o.grace:
-			rep.InGrace = append(rep.InGrace, id)
-			continue
-		case r.o.pending != nil:
-			p, err := r.o.pending.Pending(ctx, id)
-			if err != nil {
-				rep.ReleaseErrors[id] = fmt.Errorf("order: pending %s: %w", id, err)
-				continue
-			}
-			if p {
-				rep.Pending = append(rep.Pending, id)
-				continue
-			}
+			r.release(ctx, rep, x, true)
+		case r.due(ctx, rep, x, now):
+			r.release(ctx, rep, x, false)
 		}
-		if r.o.dryRun {
-			rep.Released = append(rep.Released, id)
-			continue
-		}
-		var err error
-		if hasOrder { // cancelled: the order owns the reservation, the cancel's release was lost
-			err = r.rel.Release(context.WithoutCancel(ctx), activity, id)
-		} else { // no order: fence it in the DB first, so a late message deducts nothing
-			err = r.fence.ReleaseFor(ctx, ReleaseRequest{Activity: activity, User: x.User, ReservationID: id})
-		}
-		switch {
-		case errors.Is(err, ErrConsumed): // its message committed since the orders were read
-			rep.Matched++
-			continue
-		case err != nil:
-			rep.ReleaseErrors[id] = err
-		}
-		rep.Released = append(rep.Released, id)
 	}
-	slices.Sort(rep.Orphans)
-	return rep, nil
+}
+
+// due reports whether a reservation without an order may be released: it
+// is past the grace period and [Pending] does not report its message as
+// queued. It records the other cases in the report.
+func (r *Reconciler) due(ctx context.Context, rep *Report, x Reservation, now time.Time) bool {
+	if now.Sub(x.At) < r.o.grace {
+		rep.InGrace = append(rep.InGrace, x.ID)
+		return false
+	}
+	if r.o.pending == nil {
+		return true
+	}
+	p, err := r.o.pending.Pending(ctx, x.ID)
+	if err != nil {
+		rep.ReleaseErrors[x.ID] = fmt.Errorf("order: pending %s: %w", x.ID, err)
+		return false
+	}
+	if p {
+		rep.Pending = append(rep.Pending, x.ID)
+		return false
+	}
+	return true
+}
+
+// release gives a reservation back (or, in a dry run, only lists it). A
+// cancelled order owns its reservation (the cancel's release was lost): a
+// plain release. Without an order it is fenced in the DB first, so a late
+// message deducts nothing; a reservation whose message committed since the
+// orders were read counts as matched.
+func (r *Reconciler) release(ctx context.Context, rep *Report, x Reservation, cancelled bool) {
+	if r.o.dryRun {
+		rep.Released = append(rep.Released, x.ID)
+		return
+	}
+	var err error
+	if cancelled {
+		err = r.rel.Release(context.WithoutCancel(ctx), rep.Activity, x.ID)
+	} else {
+		err = r.fence.ReleaseFor(ctx, ReleaseRequest{Activity: rep.Activity, User: x.User, ReservationID: x.ID})
+	}
+	switch {
+	case errors.Is(err, ErrConsumed):
+		rep.Matched++
+		return
+	case err != nil:
+		rep.ReleaseErrors[x.ID] = err
+	}
+	rep.Released = append(rep.Released, x.ID)
 }

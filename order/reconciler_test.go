@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -22,12 +21,12 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 		led := newLedger()
 		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
 		require.NoError(t, err)
-		c, err := NewConsumer(p, led, WithLinger(0))
+		c, err := NewConsumer(p, led)
 		require.NoError(t, err)
 
 		// 6 reservations accepted; the message of r-5 is lost (never published).
 		accepted := 6
-		var kms []*sarama.ConsumerMessage
+		var kms []Record
 		for i := 0; i < accepted; i++ {
 			m := msg(i, "1", num(100+i))
 			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})

@@ -71,12 +71,16 @@ type ResultsClient interface {
 }
 
 // NewResults returns a result store. db may be nil (no fallback).
-// Options: [WithKeyPrefix], [WithResultTTL], [WithClock], [WithTables].
-func NewResults(rdb ResultsClient, db *gorm.DB, opts ...Option) (*Results, error) {
+// Options: [WithKeyPrefix], [WithResultTTL], [WithClock], [WithTables],
+// [WithLogger].
+func NewResults(rdb ResultsClient, db *gorm.DB, opts ...ResultsOption) (*Results, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
+	o, err := buildOptions(opts, ResultsOption.applyResults)
+	if err != nil {
+		return nil, err
+	}
 	if o.resultTTL <= 0 {
 		return nil, fmt.Errorf("%w: result TTL must be positive", ErrInvalidOption)
 	}

@@ -45,11 +45,15 @@ type Submitter struct {
 
 // NewSubmitter returns a submitter. Options: [WithResults] (record QUEUED),
 // [WithLogger], [WithClock], [WithObserver].
-func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...Option) (*Submitter, error) {
+func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...SubmitterOption) (*Submitter, error) {
 	if pub == nil || fb == nil || rel == nil {
-		return nil, fmt.Errorf("order: NewSubmitter needs a publisher, a fallback and a releaser")
+		return nil, fmt.Errorf("%w: NewSubmitter needs a publisher, a fallback and a releaser", ErrInvalidOption)
 	}
-	return &Submitter{pub: pub, fb: fb, rel: rel, o: buildOptions(opts)}, nil
+	o, err := buildOptions(opts, SubmitterOption.applySubmitter)
+	if err != nil {
+		return nil, err
+	}
+	return &Submitter{pub: pub, fb: fb, rel: rel, o: o}, nil
 }
 
 // Submit hands m on. A Version of 0, 1 or 2 becomes [MessageVersion] (the

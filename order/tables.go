@@ -43,12 +43,13 @@ func DefaultTables() Tables {
 	return Tables{Activity: DefaultActivityTable, Order: DefaultOrderTable, Dedup: DefaultDedupTable, Adjust: DefaultAdjustTable}
 }
 
-// TableOption names the tables: see [WithTables]. It is an [Option] of
-// every constructor that reads or writes them ([NewProcessor] — hence the
-// [Consumer] —, [NewCanceller], [NewReconciler], [NewFence],
-// [NewResults]) and the only option of the functions that take a database
-// or a dialect ([AutoMigrate], [Schema], [PruneDedup], [LiveReservations]).
-// A nil TableOption is ignored.
+// TableOption names the tables: see [WithTables]. It is an option of
+// every constructor that reads or writes them — a [ProcessorOption] (hence
+// the [Consumer]'s tables), [CancellerOption], [ReconcilerOption],
+// [FenceOption], [ResultsOption] and [OrdersOption] — and the only option
+// of the functions that take a database or a dialect ([AutoMigrate],
+// [Schema], [PruneDedup], [LiveReservations], [AdjustStock], …). A nil
+// TableOption is ignored.
 type TableOption func(*Tables)
 
 func (f TableOption) apply(o *options) {
@@ -56,6 +57,13 @@ func (f TableOption) apply(o *options) {
 		f(&o.tables)
 	}
 }
+
+func (f TableOption) applyProcessor(o *options)  { f.apply(o) }
+func (f TableOption) applyFence(o *options)      { f.apply(o) }
+func (f TableOption) applyResults(o *options)    { f.apply(o) }
+func (f TableOption) applyCanceller(o *options)  { f.apply(o) }
+func (f TableOption) applyReconciler(o *options) { f.apply(o) }
+func (f TableOption) applyOrders(o *options)     { f.apply(o) }
 
 // WithTables names the tables instead of the defaults, so that the order
 // tables of several services (or a shop's own naming scheme) live side by

@@ -63,9 +63,9 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 		addActivityIn(t, db, def, "1", 10, 1)
 		addActivityIn(t, db, other, "1", 20, 2)
 		clock := newClock()
-		pA, err := NewProcessor(db, newGen(t, 1, WithClock(clock), WithEpoch(testIDEpoch())), WithClock(clock))
+		pA, err := NewProcessor(db, newGenOn(t, 1, clock), WithClock(clock))
 		require.NoError(t, err)
-		pB, err := NewProcessor(db, newGen(t, 2, WithClock(clock), WithEpoch(testIDEpoch())), WithClock(clock), optB)
+		pB, err := NewProcessor(db, newGenOn(t, 2, clock), WithClock(clock), optB)
 		require.NoError(t, err)
 		assert.Equal(t, other, pB.Tables())
 
@@ -148,10 +148,10 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 
 		rdb := testenv.Redis(t)
 		for _, tc := range []struct {
-			opts []Option
+			opts []ResultsOption
 			want Status
-		}{{nil, StatusSuccess}, {[]Option{optB}, StatusFailed}} {
-			res, err := NewResults(rdb, db, append([]Option{WithKeyPrefix(testenv.Prefix(t))}, tc.opts...)...)
+		}{{nil, StatusSuccess}, {[]ResultsOption{optB}, StatusFailed}} {
+			res, err := NewResults(rdb, db, append([]ResultsOption{WithKeyPrefix(testenv.Prefix(t))}, tc.opts...)...)
 			require.NoError(t, err)
 			got, err := res.Get(ctx, "1", "101")
 			require.NoError(t, err)

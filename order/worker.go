@@ -7,7 +7,7 @@ import (
 )
 
 // worker is the Run/Close bookkeeping of the package's background loops
-// ([Canceller], [MachineLease]): one Run at a time, none after Close, and
+// ([Canceller]): one Run at a time, none after Close, and
 // Close waits for a running Run to return.
 type worker struct {
 	mu     sync.Mutex

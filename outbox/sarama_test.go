@@ -16,7 +16,7 @@ import (
 )
 
 // safeProducerConfig is the seckill producer configuration (the settings of
-// order.SaramaConfig: acks=all, idempotent, one open request), with short
+// orderkafka.SaramaConfig: acks=all, idempotent, one open request), with short
 // retries so a dead cluster fails fast in tests.
 func safeProducerConfig() *sarama.Config {
 	c := sarama.NewConfig()

@@ -25,6 +25,8 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/orderkafka"
 	"github.com/seckillkit/seckill/outbox"
 )
 
@@ -82,7 +84,7 @@ func runShop(t *testing.T, db *gorm.DB) {
 	sp, err := sarama.NewSyncProducer(brokers, saramaConfig())
 	must(t, err)
 	t.Cleanup(func() { _ = sp.Close() })
-	prod, err := order.NewProducer(sp, topic)
+	prod, err := orderkafka.NewProducer(sp, topic)
 	must(t, err)
 	var publishes atomic.Int64
 	flaky := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
@@ -109,21 +111,23 @@ func runShop(t *testing.T, db *gorm.DB) {
 	var delivered atomic.Int64
 	var dlqMu sync.Mutex
 	var dead []error
-	newConsumer := func(machine int64) *order.Consumer {
-		ids, err := order.NewIDGenerator(machine)
+	newConsumer := func(machine int64) *orderkafka.Handler {
+		ids, err := orderid.New(machine)
 		must(t, err)
 		p, err := order.NewProcessor(db, ids, order.WithTables(OrderTables), order.WithTxHook(WriteShopOrders))
 		must(t, err)
-		c, err := order.NewConsumer(p, stock, order.WithBatchSize(16), order.WithLinger(time.Millisecond),
+		c, err := order.NewConsumer(p, stock, order.WithBatchSize(16),
 			order.WithNotifier(order.NotifierFunc(func(context.Context, order.Result) { delivered.Add(1) })),
-			order.WithDeadLetter(order.DeadLetterFunc(func(_ context.Context, _ *sarama.ConsumerMessage, cause error) error {
+			order.WithDeadLetter(order.DeadLetterFunc(func(_ context.Context, _ order.Record, cause error) error {
 				dlqMu.Lock()
 				dead = append(dead, cause)
 				dlqMu.Unlock()
 				return nil
 			})))
 		must(t, err)
-		return c
+		h, err := orderkafka.NewHandler(c, orderkafka.WithLinger(time.Millisecond))
+		must(t, err)
+		return h
 	}
 
 	// The buyers: UUIDs. Every 5th buys the cap-1 sale twice, every 4th
@@ -310,7 +314,7 @@ func startKafka(t *testing.T) []string {
 }
 
 func saramaConfig() *sarama.Config {
-	c := order.SaramaConfig()
+	c := orderkafka.SaramaConfig()
 	c.ClientID = "shop-test"
 	c.Net.DialTimeout = 500 * time.Millisecond
 	c.Net.ReadTimeout = 3 * time.Second

@@ -17,6 +17,8 @@ import (
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/orderkafka"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -178,7 +180,7 @@ func (a *App) recoverStock(ctx context.Context, act stock.Activity) ([]stock.Res
 	if err != nil {
 		return nil, false, err
 	}
-	lag, _, err := order.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
 	if err != nil {
 		return nil, false, err
 	}
@@ -331,7 +333,7 @@ func (a *App) refreshGauges(ctx context.Context) {
 	}
 	a.m.outboxBacklog.Set(float64(iv.OutboxPending))
 	a.m.inFlight.Set(float64(iv.InFlight))
-	if lag, _, err := order.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
+	if lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
 		a.m.consumerLag.Set(float64(lag))
 	}
 	for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {
@@ -342,7 +344,7 @@ func (a *App) refreshGauges(ctx context.Context) {
 // leasedIDs is the processor's ID source: the generator of the machine ID
 // this node leases, set by the lease worker's start (build does no I/O).
 type leasedIDs struct {
-	g atomic.Pointer[order.IDGenerator]
+	g atomic.Pointer[orderid.Generator]
 }
 
 var errNoLease = errors.New("app: no machine ID leased yet")
@@ -394,10 +396,10 @@ func (a *App) buildOrders() (err error) {
 // ID when it starts) and returns the ID source that lease feeds.
 func (a *App) leaseIDs() *leasedIDs {
 	ids := &leasedIDs{}
-	var lease *order.MachineLease
+	var lease *orderid.Lease
 	a.run.add(worker{name: "machine_lease",
 		start: func(ctx context.Context) error {
-			l, err := order.AcquireMachineID(ctx, a.in.Redis, order.WithKeyPrefix(a.cfg.KeyPrefix))
+			l, err := orderid.AcquireMachine(ctx, a.in.Redis, orderid.WithKeyPrefix(a.cfg.KeyPrefix))
 			if err != nil {
 				return fmt.Errorf("lease machine id: %w", err)
 			}
@@ -422,7 +424,7 @@ func (a *App) leaseIDs() *leasedIDs {
 // the fence makes that message deduct nothing when it is consumed.
 func (a *App) buildHandOff(rel order.Releaser) error {
 	p, cfg, db, log := a.p, a.cfg, a.in.DB, a.log
-	prod, err := order.NewProducer(a.in.Producer, cfg.Topic, order.WithHeaders(cfg.Trace.Inject))
+	prod, err := orderkafka.NewProducer(a.in.Producer, cfg.Topic, orderkafka.WithHeaders(cfg.Trace.Inject))
 	if err != nil {
 		return err
 	}
@@ -504,7 +506,7 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingRef(ctx, a.in.DB, resv)
 	})
-	opts := []order.Option{order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(p.results), order.WithLogger(log)}
+	opts := []order.ReconcilerOption{order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(p.results), order.WithLogger(log)}
 	if p.recon, err = order.NewReconciler(a.in.DB, ledger, rel, opts...); err != nil {
 		return err
 	}
@@ -578,7 +580,7 @@ func (a *App) buildRelay() error {
 // The consumer group connects when the worker starts.
 func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *order.Canceller) error {
 	cfg, log := a.cfg, a.log
-	dlq, err := order.NewDeadLetterTopic(a.in.Producer, cfg.Topic+".dlq")
+	dlq, err := orderkafka.NewDeadLetterTopic(a.in.Producer, cfg.Topic+".dlq")
 	if err != nil {
 		return err
 	}
@@ -600,6 +602,10 @@ func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *ord
 	if err != nil {
 		return err
 	}
+	handler, err := orderkafka.NewHandler(cons)
+	if err != nil {
+		return err
+	}
 	var group sarama.ConsumerGroup
 	a.run.add(worker{name: "consumer",
 		start: func(ctx context.Context) (err error) {
@@ -608,7 +614,7 @@ func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *ord
 			}
 			return nil
 		},
-		run:  func(ctx context.Context) error { return consume(ctx, group, cfg.Topic, cons, a.log) },
+		run:  func(ctx context.Context) error { return consume(ctx, group, cfg.Topic, handler, a.log) },
 		stop: func() error { return group.Close() },
 	})
 	return nil

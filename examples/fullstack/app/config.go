@@ -356,7 +356,7 @@ type Tracing struct {
 	// returns the context carrying it and the function that ends it.
 	Start func(ctx context.Context, name string) (context.Context, func())
 	// Inject turns the trace in ctx into Kafka message headers (the
-	// producer's order.WithHeaders); Extract continues it from a message's
+	// producer's orderkafka.WithHeaders); Extract continues it from a message's
 	// headers (the consumer's order.WithContextFrom).
 	Inject  func(ctx context.Context) map[string]string
 	Extract func(ctx context.Context, headers map[string]string) context.Context

@@ -16,12 +16,11 @@ import (
 	"github.com/glebarez/sqlite"
 	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/order/orderkafka"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/seckillkit/seckill/order"
 )
 
 // Infra is the set of collaborators the service borrows: one Redis client,
@@ -344,7 +343,7 @@ func (md mappedDialer) Dial(network, addr string) (net.Conn, error) {
 // IDs): the producer, and the client and cluster admin that read the
 // consumer group's lag. Close closes them.
 func (in *Infra) ConnectKafka(node string) error {
-	c := order.SaramaConfig()
+	c := orderkafka.SaramaConfig()
 	c.ClientID = "seckill-fullstack-" + node
 	c.Producer.Timeout = 5 * time.Second
 	c.Net.DialTimeout = 3 * time.Second
@@ -355,7 +354,7 @@ func (in *Infra) ConnectKafka(node string) error {
 		return fmt.Errorf("kafka producer: %w", err)
 	}
 	in.Producer = sp
-	ac := order.SaramaConfig()
+	ac := orderkafka.SaramaConfig()
 	ac.ClientID = "seckill-fullstack-admin-" + node
 	ac.Net.DialTimeout = 3 * time.Second
 	ac.Metadata.Retry.Max = 3

@@ -39,6 +39,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderkafka"
 )
 
 // nginxRequestID is the shape of nginx's own $request_id (the service's
@@ -796,7 +797,7 @@ func (p *probe) buy(t *testing.T, edge, api string) answer {
 // one partition, no partition twice and every partition assigned.
 func checkConsumerGroup(t *testing.T, brokers []string, workers int) {
 	t.Helper()
-	cfg := order.SaramaConfig()
+	cfg := orderkafka.SaramaConfig()
 	cfg.ClientID = "deploy-test"
 	admin, err := sarama.NewClusterAdmin(brokers, cfg)
 	if err != nil {

@@ -1,11 +1,16 @@
-package order
+package orderkafka
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"time"
+
 	"github.com/IBM/sarama"
+
+	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/order"
 )
 
 // LagClient is what [Lag] needs from Kafka: sarama.ClusterAdmin satisfies
@@ -40,22 +45,22 @@ type PartitionLag struct {
 // partitions.
 func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic string) (total int64, parts []PartitionLag, err error) {
 	if admin == nil || client == nil || group == "" || topic == "" {
-		return 0, nil, errors.New("order: Lag needs an admin, a client, a group and a topic")
+		return 0, nil, fmt.Errorf("%w: Lag needs an admin, a client, a group and a topic", order.ErrInvalidOption)
 	}
 	ps, err := client.Partitions(topic)
 	if err != nil {
-		return 0, nil, fmt.Errorf("order: lag: partitions of %s: %w", topic, err)
+		return 0, nil, fmt.Errorf("orderkafka: lag: partitions of %s: %w", topic, err)
 	}
 	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
 	switch {
 	case errors.Is(err, sarama.ErrGroupIDNotFound):
 		resp = nil // a group that never committed: every retained message is lag
 	case err != nil:
-		return 0, nil, fmt.Errorf("order: lag: offsets of group %s: %w", group, err)
+		return 0, nil, fmt.Errorf("orderkafka: lag: offsets of group %s: %w", group, err)
 	case resp.Err == sarama.ErrGroupIDNotFound:
 		resp = nil
 	case resp.Err != sarama.ErrNoError:
-		return 0, nil, fmt.Errorf("order: lag: offsets of group %s: %w", group, resp.Err)
+		return 0, nil, fmt.Errorf("orderkafka: lag: offsets of group %s: %w", group, resp.Err)
 	}
 	for _, p := range ps {
 		if err := ctx.Err(); err != nil {
@@ -63,13 +68,13 @@ func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic
 		}
 		hw, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 		if err != nil {
-			return 0, nil, fmt.Errorf("order: lag: high-water mark of %s/%d: %w", topic, p, err)
+			return 0, nil, fmt.Errorf("orderkafka: lag: high-water mark of %s/%d: %w", topic, p, err)
 		}
 		pl := PartitionLag{Partition: p, HighWater: hw, Committed: -1}
 		if resp != nil {
 			if b := resp.GetBlock(topic, p); b != nil {
 				if b.Err != sarama.ErrNoError {
-					return 0, nil, fmt.Errorf("order: lag: offset of %s/%d: %w", topic, p, b.Err)
+					return 0, nil, fmt.Errorf("orderkafka: lag: offset of %s/%d: %w", topic, p, b.Err)
 				}
 				pl.Committed = b.Offset
 			}
@@ -77,7 +82,7 @@ func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic
 		if pl.Committed < 0 {
 			oldest, err := client.GetOffset(topic, p, sarama.OffsetOldest)
 			if err != nil {
-				return 0, nil, fmt.Errorf("order: lag: oldest offset of %s/%d: %w", topic, p, err)
+				return 0, nil, fmt.Errorf("orderkafka: lag: oldest offset of %s/%d: %w", topic, p, err)
 			}
 			pl.Lag = hw - oldest
 		} else {
@@ -87,4 +92,23 @@ func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic
 		parts = append(parts, pl)
 	}
 	return total, parts, nil
+}
+
+// ObserveLag reads the consumer group's lag with [Lag] and reports it to
+// obs as the gauge order.consumer_lag (Value = total lag, Name = group);
+// a failure is reported as an "error" event. It returns what Lag returns.
+// Call it on a timer (every scrape, every few seconds): the consumer
+// itself does not know the high-water marks. A nil obs only reads.
+func ObserveLag(ctx context.Context, obs order.Observer, admin LagClient, client OffsetClient, group, topic string) (int64, []PartitionLag, error) {
+	start := time.Now()
+	total, parts, err := Lag(ctx, admin, client, group, topic)
+	if obs == nil {
+		return total, parts, err
+	}
+	if err != nil {
+		obs.Observe(ctx, order.Event{Stage: order.StageConsumerLag, Outcome: observe.Error, Name: group, Duration: time.Since(start), Err: err})
+	} else {
+		obs.Observe(ctx, order.Event{Stage: order.StageConsumerLag, Outcome: observe.OK, Name: group, Gauge: true, Value: float64(total)})
+	}
+	return total, parts, err
 }

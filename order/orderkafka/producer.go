@@ -1,4 +1,4 @@
-package order
+package orderkafka
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/seckillkit/seckill/order"
 )
 
 // SaramaConfig returns the safe sarama configuration for order messages:
@@ -15,7 +17,7 @@ import (
 //     order across retries), Return.Successes and Return.Errors on (the
 //     SyncProducer needs them), hash partitioner on the key (the user ID);
 //   - consumer: Offsets.Initial = OffsetOldest, Return.Errors on, and
-//     auto-commit of MARKED offsets every second — the [Consumer] marks a
+//     auto-commit of MARKED offsets every second — the [Handler] marks a
 //     message only after its DB transaction committed, so auto-commit never
 //     commits unprocessed work, and never calls the synchronous
 //     session.Commit in the message loop (which stalls behind the fetch
@@ -41,7 +43,8 @@ func SaramaConfig() *sarama.Config {
 }
 
 // Producer publishes order messages through a borrowed sarama.SyncProducer
-// (build it with [SaramaConfig]); it never closes it. Safe for concurrent use.
+// (build it with [SaramaConfig]); it never closes it. It is an
+// order.Publisher. Safe for concurrent use.
 type Producer struct {
 	sp      sarama.SyncProducer
 	topic   string
@@ -49,22 +52,30 @@ type Producer struct {
 }
 
 // NewProducer returns a producer writing to topic. Options: [WithHeaders].
-func NewProducer(sp sarama.SyncProducer, topic string, opts ...Option) (*Producer, error) {
+// A nil sp or an empty topic fails with order.ErrInvalidOption.
+func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (*Producer, error) {
 	if sp == nil || topic == "" {
-		return nil, fmt.Errorf("order: NewProducer needs a producer and a topic")
+		return nil, fmt.Errorf("%w: NewProducer needs a producer and a topic", order.ErrInvalidOption)
 	}
-	return &Producer{sp: sp, topic: topic, headers: buildOptions(opts).headers}, nil
+	var o producerOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return &Producer{sp: sp, topic: topic, headers: o.headers}, nil
 }
 
 // Topic returns the topic messages go to.
 func (p *Producer) Topic() string { return p.topic }
 
 // Publish encodes m (a zero Version becomes 1, or 2 with an Ext) and sends it
-// keyed by user ID, with the headers of [WithHeaders] made from ctx, waiting for all in-sync replicas. SyncProducer cannot be
+// keyed by user ID, with the headers of [WithHeaders] made from ctx,
+// waiting for all in-sync replicas. SyncProducer cannot be
 // interrupted: ctx is checked before sending, and the send ends within
 // sarama's own timeouts and retries — so a failure returned here really is a
 // failure, not a message that may still go out later.
-func (p *Producer) Publish(ctx context.Context, m Message) error {
+func (p *Producer) Publish(ctx context.Context, m order.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -78,42 +89,30 @@ func (p *Producer) Publish(ctx context.Context, m Message) error {
 	}
 	_, _, err = p.sp.SendMessage(pm)
 	if err != nil {
-		return fmt.Errorf("order: publish %s: %w", m.MsgID, err)
+		return fmt.Errorf("orderkafka: publish %s: %w", m.MsgID, err)
 	}
 	return nil
 }
 
-// DeadLetter takes a poison message out of the stream. It must be durable
-// when it returns nil: the consumer marks the offset right after.
-type DeadLetter interface {
-	DeadLetter(ctx context.Context, msg *sarama.ConsumerMessage, cause error) error
-}
-
-// DeadLetterFunc adapts a function to [DeadLetter].
-type DeadLetterFunc func(ctx context.Context, msg *sarama.ConsumerMessage, cause error) error
-
-// DeadLetter calls f.
-func (f DeadLetterFunc) DeadLetter(ctx context.Context, msg *sarama.ConsumerMessage, cause error) error {
-	return f(ctx, msg, cause)
-}
-
-// DeadLetterTopic sends poison messages to a Kafka topic with the original
-// key and value and headers x-error, x-topic, x-partition, x-offset.
+// DeadLetterTopic is an order.DeadLetter: it sends poison records to a
+// Kafka topic with the original key and value and headers x-error,
+// x-topic, x-partition, x-offset.
 type DeadLetterTopic struct {
 	sp    sarama.SyncProducer
 	topic string
 }
 
-// NewDeadLetterTopic returns a dead-letter sink writing to topic through sp.
+// NewDeadLetterTopic returns a dead-letter sink writing to topic through
+// sp. A nil sp or an empty topic fails with order.ErrInvalidOption.
 func NewDeadLetterTopic(sp sarama.SyncProducer, topic string) (*DeadLetterTopic, error) {
 	if sp == nil || topic == "" {
-		return nil, fmt.Errorf("order: NewDeadLetterTopic needs a producer and a topic")
+		return nil, fmt.Errorf("%w: NewDeadLetterTopic needs a producer and a topic", order.ErrInvalidOption)
 	}
 	return &DeadLetterTopic{sp: sp, topic: topic}, nil
 }
 
-// DeadLetter implements [DeadLetter].
-func (d *DeadLetterTopic) DeadLetter(ctx context.Context, msg *sarama.ConsumerMessage, cause error) error {
+// DeadLetter implements order.DeadLetter.
+func (d *DeadLetterTopic) DeadLetter(ctx context.Context, msg order.Record, cause error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -131,7 +130,7 @@ func (d *DeadLetterTopic) DeadLetter(ctx context.Context, msg *sarama.ConsumerMe
 		pm.Key = sarama.ByteEncoder(msg.Key)
 	}
 	if _, _, err := d.sp.SendMessage(pm); err != nil {
-		return fmt.Errorf("order: dead-letter %s/%d/%d: %w", msg.Topic, msg.Partition, msg.Offset, err)
+		return fmt.Errorf("orderkafka: dead-letter %s/%d/%d: %w", msg.Topic, msg.Partition, msg.Offset, err)
 	}
 	return nil
 }

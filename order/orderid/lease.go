@@ -1,4 +1,4 @@
-package order
+package orderid
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// MachineLease is a machine ID leased from Redis (SET NX PX, renewed every
-// TTL/3 by [MachineLease.Run]), so two running instances never share one.
+// Lease is a machine ID leased from Redis (SET NX PX, renewed every
+// TTL/3 by [Lease.Run]), so two running instances never share one.
 // With the lease comes a floor: the highest millisecond any previous owner
 // of that ID reported, so a restarted instance whose clock is behind never
 // repeats an ID.
@@ -21,7 +21,7 @@ import (
 // If renewal fails for longer than the TTL the lease may pass to another
 // instance: Run then returns [ErrLeaseLost] and the generator must no longer
 // be used (the consumer using it should stop).
-type MachineLease struct {
+type Lease struct {
 	rdb    redis.Scripter
 	prefix string
 	id     int64
@@ -30,49 +30,49 @@ type MachineLease struct {
 	floor  int64
 
 	mu  sync.Mutex // guards gen
-	gen *IDGenerator
+	gen *Generator
 	w   worker
 }
 
-// AcquireMachineID leases the first free machine ID in 0..[MaxMachineID].
-// Options: [WithKeyPrefix], [WithLeaseTTL].
-func AcquireMachineID(ctx context.Context, rdb redis.Scripter, opts ...Option) (*MachineLease, error) {
+// AcquireMachine leases the first free machine ID in 0..[MaxMachine].
+// Options: [WithKeyPrefix], [WithTTL]. A nil rdb fails with
+// [ErrInvalidOption].
+func AcquireMachine(ctx context.Context, rdb redis.Scripter, opts ...LeaseOption) (*Lease, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("order: nil redis client")
+		return nil, fmt.Errorf("%w: AcquireMachine needs a redis client", ErrInvalidOption)
 	}
-	o := buildOptions(opts)
-	if o.leaseTTL < 3*time.Millisecond {
-		return nil, fmt.Errorf("order: lease TTL %s too short", o.leaseTTL)
+	o, err := buildLease(opts)
+	if err != nil {
+		return nil, err
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
-	for id := int64(0); id <= MaxMachineID; id++ {
+	for id := int64(0); id <= MaxMachine; id++ {
 		res, err := leaseAcquireScript.Run(ctx, rdb,
 			[]string{machineKey(o.prefix, id), machineFloorKey(o.prefix, id)},
-			token, o.leaseTTL.Milliseconds()).Int64()
+			token, o.ttl.Milliseconds()).Int64()
 		if err != nil {
-			return nil, fmt.Errorf("order: acquire machine id %d: %w", id, err)
+			return nil, fmt.Errorf("orderid: acquire machine id %d: %w", id, err)
 		}
 		if res >= 0 {
-			return &MachineLease{rdb: rdb, prefix: o.prefix, id: id, token: token, ttl: o.leaseTTL, floor: res}, nil
+			return &Lease{rdb: rdb, prefix: o.prefix, id: id, token: token, ttl: o.ttl, floor: res}, nil
 		}
 	}
 	return nil, ErrNoMachineID
 }
 
 // MachineID returns the leased machine ID.
-func (l *MachineLease) MachineID() int64 { return l.id }
+func (l *Lease) MachineID() int64 { return l.id }
 
 // Floor returns the millisecond above which this owner must issue IDs.
-func (l *MachineLease) Floor() int64 { return l.floor }
+func (l *Lease) Floor() int64 { return l.floor }
 
-// NewGenerator returns an [IDGenerator] for the leased machine ID that
+// NewGenerator returns a [Generator] for the leased machine ID that
 // starts above the floor; Run persists its high-water mark. Options as for
-// [NewIDGenerator]. Call it once per lease.
-func (l *MachineLease) NewGenerator(opts ...Option) (*IDGenerator, error) {
-	opts = append(opts, optionFunc(func(o *options) { o.floorMs = l.floor }))
-	g, err := NewIDGenerator(l.id, opts...)
+// [New]. Call it once per lease.
+func (l *Lease) NewGenerator(opts ...GeneratorOption) (*Generator, error) {
+	g, err := newGenerator(l.id, l.floor, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (l *MachineLease) NewGenerator(opts ...Option) (*IDGenerator, error) {
 	return g, nil
 }
 
-func (l *MachineLease) mark() int64 {
+func (l *Lease) mark() int64 {
 	l.mu.Lock()
 	g := l.gen
 	l.mu.Unlock()
@@ -96,11 +96,11 @@ func (l *MachineLease) mark() int64 {
 
 // Renew extends the lease once and persists the floor. It returns
 // [ErrLeaseLost] if the lease is no longer ours.
-func (l *MachineLease) Renew(ctx context.Context) error {
+func (l *Lease) Renew(ctx context.Context) error {
 	return l.renew(ctx, false)
 }
 
-func (l *MachineLease) renew(ctx context.Context, release bool) error {
+func (l *Lease) renew(ctx context.Context, release bool) error {
 	rel := "0"
 	if release {
 		rel = "1"
@@ -109,7 +109,7 @@ func (l *MachineLease) renew(ctx context.Context, release bool) error {
 		[]string{machineKey(l.prefix, l.id), machineFloorKey(l.prefix, l.id)},
 		l.token, l.ttl.Milliseconds(), l.mark(), rel).Int64()
 	if err != nil {
-		return fmt.Errorf("order: renew machine id %d: %w", l.id, err)
+		return fmt.Errorf("orderid: renew machine id %d: %w", l.id, err)
 	}
 	if res != 1 {
 		return ErrLeaseLost
@@ -120,7 +120,7 @@ func (l *MachineLease) renew(ctx context.Context, release bool) error {
 // Run renews the lease every TTL/3 until ctx ends or Close is called (then
 // it releases the lease and returns nil). It returns [ErrLeaseLost] when the
 // lease was lost; transient Redis errors are retried until the TTL runs out.
-func (l *MachineLease) Run(ctx context.Context) error {
+func (l *Lease) Run(ctx context.Context) error {
 	ctx, stop, err := l.w.begin(ctx, "lease")
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (l *MachineLease) Run(ctx context.Context) error {
 
 // Close stops Run (which releases the lease) and waits for it. Without a
 // running Run it releases the lease directly.
-func (l *MachineLease) Close() error {
+func (l *Lease) Close() error {
 	first, running := l.w.shutdown()
 	if !first || running {
 		return nil // Run released the lease on its way out

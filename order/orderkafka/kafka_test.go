@@ -1,4 +1,4 @@
-package order
+package orderkafka
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order"
 )
 
 // testSaramaConfig is SaramaConfig with short timeouts for loopback kfake.
@@ -92,9 +93,10 @@ func runGroup(t testing.TB, brokers []string, cfg *sarama.Config, group, topic s
 	return r
 }
 
-func dedupCount(t testing.TB, c *Consumer) int64 {
+func dedupCount(t testing.TB, db *gorm.DB) int64 {
+	t.Helper()
 	var n int64
-	require.NoError(t, c.p.db.Model(&Dedup{}).Count(&n).Error)
+	require.NoError(t, db.Model(&order.Dedup{}).Count(&n).Error)
 	return n
 }
 
@@ -116,23 +118,23 @@ func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 		publish := func(from, to int) {
 			for i := from; i < to; i++ {
 				m := msg(i, act, uuidUser(1000+i))
-				led.reserve(act, Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
+				led.reserve(act, order.Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
 				require.NoError(t, prod.Publish(ctx, m))
 				require.NoError(t, prod.Publish(ctx, m), "same message twice")
 				accepted++
 			}
 		}
-		newConsumer := func(machine int64) *Consumer {
-			p, err := NewProcessor(db, newGen(t, machine))
+		newConsumer := func(machine int64) *Handler {
+			p, err := order.NewProcessor(db, newGen(t, machine))
 			require.NoError(t, err)
-			c, err := NewConsumer(p, led, WithBatchSize(16), WithLinger(time.Millisecond))
+			c, err := order.NewConsumer(p, led, order.WithBatchSize(16))
 			require.NoError(t, err)
-			return c
+			return newHandler(t, c, WithLinger(time.Millisecond))
 		}
 		c1 := newConsumer(1)
 		publish(0, 40)
 		runGroup(t, brokers, nil, "g1", "orders", c1)
-		eventually(t, 20*time.Second, func() bool { return dedupCount(t, c1) == 40 }, "first 40")
+		eventually(t, 20*time.Second, func() bool { return dedupCount(t, db) == 40 }, "first 40")
 
 		// A second member joins: rebalance. Then old messages are delivered again
 		// (re-published) alongside new ones.
@@ -142,7 +144,7 @@ func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 		for i := 0; i < 40; i += 3 {
 			require.NoError(t, prod.Publish(ctx, msg(i, act, uuidUser(1000+i))), "redelivery after the rebalance")
 		}
-		eventually(t, 30*time.Second, func() bool { return dedupCount(t, c1) == 80 }, "all 80")
+		eventually(t, 30*time.Second, func() bool { return dedupCount(t, db) == 80 }, "all 80")
 		// let any in-flight duplicate settle, then count
 		time.Sleep(200 * time.Millisecond)
 		orders := countOrders(t, db, "")
@@ -182,33 +184,33 @@ func TestKafkaKilledBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		require.NoError(t, err)
 		for i := 0; i < 30; i++ {
 			m := msg(i, "1", num(1000+i))
-			led.reserve("1", Reservation{ID: m.ReservationID})
+			led.reserve("1", order.Reservation{ID: m.ReservationID})
 			require.NoError(t, prod.Publish(context.Background(), m))
 		}
-		newConsumer := func(machine int64, n Notifier) *Consumer {
-			p, err := NewProcessor(db, newGen(t, machine))
+		newConsumer := func(machine int64, n order.Notifier) *Handler {
+			p, err := order.NewProcessor(db, newGen(t, machine))
 			require.NoError(t, err)
-			c, err := NewConsumer(p, led, WithBatchSize(8), WithLinger(time.Millisecond), WithNotifier(n))
+			c, err := order.NewConsumer(p, led, order.WithBatchSize(8), order.WithNotifier(n))
 			require.NoError(t, err)
-			return c
+			return newHandler(t, c, WithLinger(time.Millisecond))
 		}
 
 		// First consumer: offsets are never committed (auto-commit off and no
 		// Commit call): it dies after its DB commits, before any offset commit.
 		cfg := testSaramaConfig()
 		cfg.Consumer.Offsets.AutoCommit.Enable = false
-		c1 := newConsumer(1, NotifierFunc(func(context.Context, Result) {}))
+		c1 := newConsumer(1, order.NotifierFunc(func(context.Context, order.Result) {}))
 		r1 := runGroup(t, brokers, cfg, "g-crash", "orders", c1)
 		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 30 }, "first run writes all")
 		r1.stop()
 
 		// Restart: everything is redelivered from the oldest offset.
 		var seen atomic.Int64
-		c2 := newConsumer(2, NotifierFunc(func(context.Context, Result) { seen.Add(1) }))
+		c2 := newConsumer(2, order.NotifierFunc(func(context.Context, order.Result) { seen.Add(1) }))
 		runGroup(t, brokers, nil, "g-crash", "orders", c2)
 		eventually(t, 20*time.Second, func() bool { return seen.Load() >= 30 }, "redelivery")
 		assert.EqualValues(t, 30, countOrders(t, db, ""), "no duplicate order")
-		assert.EqualValues(t, 30, dedupCount(t, c2))
+		assert.EqualValues(t, 30, dedupCount(t, db))
 		assert.EqualValues(t, 30-led.releases(), countOrders(t, db, ""))
 		checkConservation(t, db, "1", 1000)
 	})
@@ -230,11 +232,11 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 
 		dlq, err := NewDeadLetterTopic(sp, "orders.dlq")
 		require.NoError(t, err)
-		p, err := NewProcessor(db, newGen(t, 1))
+		p, err := order.NewProcessor(db, newGen(t, 1))
 		require.NoError(t, err)
-		c, err := NewConsumer(p, newLedger(), WithDeadLetter(dlq), WithLinger(time.Millisecond))
+		c, err := order.NewConsumer(p, newLedger(), order.WithDeadLetter(dlq))
 		require.NoError(t, err)
-		runGroup(t, brokers, nil, "g-dlq", "orders", c)
+		runGroup(t, brokers, nil, "g-dlq", "orders", newHandler(t, c, WithLinger(time.Millisecond)))
 		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 2 }, "neighbours")
 
 		cons, err := sarama.NewConsumer(brokers, testSaramaConfig())
@@ -262,23 +264,6 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 	})
 }
 
-// memFallback is an outbox stand-in: rows stored in memory, relayed later.
-type memFallback struct {
-	mu   sync.Mutex
-	rows []Message
-	fail error
-}
-
-func (f *memFallback) Store(_ context.Context, m Message) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return f.fail
-	}
-	f.rows = append(f.rows, m)
-	return nil
-}
-
 func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
@@ -291,13 +276,13 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		fb := &memFallback{}
 		prod1, err := NewProducer(syncProducer(t, k1.ListenAddrs()), "orders")
 		require.NoError(t, err)
-		sub, err := NewSubmitter(prod1, fb, led)
+		sub, err := order.NewSubmitter(prod1, fb, led)
 		require.NoError(t, err)
 		ctx := context.Background()
-		routes := map[Route]int{}
+		routes := map[order.Route]int{}
 		submit := func(i int) {
 			m := msg(i, "1", num(100+i))
-			led.reserve("1", Reservation{ID: m.ReservationID})
+			led.reserve("1", order.Reservation{ID: m.ReservationID})
 			r, err := sub.Submit(ctx, m)
 			require.NoError(t, err)
 			routes[r]++
@@ -309,7 +294,7 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		for i := 5; i < 10; i++ {
 			submit(i)
 		}
-		assert.Equal(t, map[Route]int{RouteKafka: 5, RouteFallback: 5}, routes)
+		assert.Equal(t, map[order.Route]int{order.RouteKafka: 5, order.RouteFallback: 5}, routes)
 		assert.Len(t, fb.rows, 5)
 		assert.Equal(t, 0, led.releases())
 
@@ -321,11 +306,11 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		for _, m := range fb.rows {
 			require.NoError(t, prod2.Publish(ctx, m))
 		}
-		p, err := NewProcessor(db, newGen(t, 1))
+		p, err := order.NewProcessor(db, newGen(t, 1))
 		require.NoError(t, err)
-		c, err := NewConsumer(p, led, WithLinger(time.Millisecond))
+		c, err := order.NewConsumer(p, led)
 		require.NoError(t, err)
-		runGroup(t, brokers2, nil, "g-fb", "orders", c)
+		runGroup(t, brokers2, nil, "g-fb", "orders", newHandler(t, c, WithLinger(time.Millisecond)))
 		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 5 }, "relayed orders")
 		for i := 5; i < 10; i++ {
 			assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", fmt.Sprintf("r-%d", i)))

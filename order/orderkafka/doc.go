@@ -1,0 +1,27 @@
+// Package orderkafka is the Kafka (IBM/sarama) edge of the order package:
+// everything that touches a sarama type lives here, so that order itself
+// depends on no Kafka client.
+//
+//   - [SaramaConfig]: the safe client configuration (acks=all, idempotent
+//     producer, one in-flight request, hash partitioner on the user ID;
+//     consumer auto-commit of marked offsets only);
+//   - [Producer]: an order.Publisher over a sarama.SyncProducer, with the
+//     trace headers of [WithHeaders];
+//   - [Handler]: the sarama.ConsumerGroupHandler that collects a claim's
+//     records in batches, hands them to an order.Consumer (the processing
+//     core: decode, one DB transaction per batch, release, dead-letter) and
+//     marks the offset of the last record the consumer reports done — only
+//     after its transaction committed;
+//   - [DeadLetterTopic]: an order.DeadLetter writing poison records to a
+//     topic;
+//   - [Lag] and [ObserveLag]: the consumer group's lag, as a number and as
+//     the observer gauge order.consumer_lag.
+//
+// Wiring:
+//
+//	cons, _ := order.NewConsumer(proc, releaser, order.WithDeadLetter(dlq))
+//	h, _ := orderkafka.NewHandler(cons)
+//	group.Consume(ctx, []string{"orders"}, h) // group built with orderkafka.SaramaConfig()
+//
+// Every exported type is safe for concurrent use.
+package orderkafka

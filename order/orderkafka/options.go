@@ -1,0 +1,67 @@
+package orderkafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seckillkit/seckill/order"
+)
+
+// Each constructor takes its own option type, so an option that does not
+// apply to it does not compile:
+//
+//	constructor  option type     options
+//	NewProducer  ProducerOption  WithHeaders
+//	NewHandler   HandlerOption   WithLinger
+//
+// The options of the processing core (batch size, retries, dead-letter
+// sink, trace context, …) are the order.Consumer's. A nil option is
+// ignored.
+type (
+	// ProducerOption configures [NewProducer].
+	ProducerOption func(*producerOptions)
+	// HandlerOption configures [NewHandler].
+	HandlerOption func(*handlerOptions)
+)
+
+type producerOptions struct {
+	headers func(ctx context.Context) map[string]string
+}
+
+type handlerOptions struct {
+	linger time.Duration
+	err    error
+}
+
+// WithHeaders makes the [Producer] add the headers f returns for the
+// publishing context to every record it sends (sarama RecordHeaders, in
+// key order): typically a propagator's injection of the trace context
+// ("traceparent", "tracestate", "baggage"). The order.Submitter passes its
+// Submit context to Publish, so the buyer's request trace goes with the
+// message; the consumer side makes each message's context from them with
+// order.WithContextFrom. A message stored by the fallback instead carries
+// no headers (the outbox keeps the message only). f runs on every publish
+// and must be fast; a nil or empty map adds nothing. A nil f is ignored.
+// Default none.
+func WithHeaders(f func(ctx context.Context) map[string]string) ProducerOption {
+	return func(o *producerOptions) {
+		if f != nil {
+			o.headers = f
+		}
+	}
+}
+
+// WithLinger sets how long the [Handler] waits for more records before
+// handing a batch that is not full (order.WithBatchSize) to the consumer.
+// 0 hands over whatever is already buffered. Default 5 ms; a negative
+// duration fails [NewHandler] with order.ErrInvalidOption.
+func WithLinger(d time.Duration) HandlerOption {
+	return func(o *handlerOptions) {
+		if d < 0 {
+			o.err = fmt.Errorf("%w: negative linger %s", order.ErrInvalidOption, d)
+			return
+		}
+		o.linger = d
+	}
+}
