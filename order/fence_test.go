@@ -303,7 +303,7 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 
 				m := msg(1, "1", "7")
 				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: m.ReservationID}))
-				got, err := r.Reservation(ctx, "1", "7", m.ReservationID)
+				got, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
 				require.NoError(t, err)
 				assert.Equal(t, StatusQueued, got.Status, "in flight: queued")
 
@@ -318,7 +318,7 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 				assert.Equal(t, string(StatusSuccess), raw, "the stale entry was repaired")
 
 				require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", OrderCancelled, o.OrderNo).Error)
-				got, err = r.Reservation(ctx, "1", "7", m.ReservationID)
+				got, err = r.Reservation(ctx, ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
 				require.NoError(t, err)
 				assert.Equal(t, StatusFailed, got.Status)
 				assert.Equal(t, ReasonCancelled, got.Reason)
@@ -335,11 +335,11 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 				assert.Equal(t, StatusFailed, got.Status)
 				assert.Equal(t, ReasonReleased, got.Reason)
 
-				unknown, err := r.Reservation(ctx, "1", "8", "r-nobody")
+				unknown, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "8", ReservationID: "r-nobody"})
 				require.NoError(t, err)
 				assert.Equal(t, StatusNone, unknown.Status)
 				// another buyer's reservation tells this one nothing
-				other, err := r.Reservation(ctx, "1", "8", m.ReservationID)
+				other, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "8", ReservationID: m.ReservationID})
 				require.NoError(t, err)
 				assert.Equal(t, StatusNone, other.Status)
 				assert.Empty(t, other.OrderNo)

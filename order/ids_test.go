@@ -114,7 +114,7 @@ func TestInvalidIDsRefused(t *testing.T) {
 		checks := map[string]error{}
 		_, checks["Results.Get activity"] = res.Get(ctx, bad, "7")
 		_, checks["Results.Get user"] = res.Get(ctx, "1", bad)
-		_, checks["Results.Reservation"] = res.Reservation(ctx, "1", bad, "r-1")
+		_, checks["Results.Reservation"] = res.Reservation(ctx, ResultQuery{Activity: "1", User: bad, ReservationID: "r-1"})
 		checks["Results.Set"] = res.Set(ctx, Result{Activity: bad, User: "7", Status: StatusQueued, ReservationID: "r-1"})
 		checks["Fence.Release"] = fence.Release(ctx, bad, "r-1")
 		checks["Fence.ReleaseFor user"] = fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: bad + "?", ReservationID: "r-1"})

@@ -168,13 +168,22 @@ func (r *Results) Get(ctx context.Context, activity, user string) (Result, error
 	return res, nil
 }
 
+// ResultQuery names one reservation of a buyer in an activity, for
+// [Results.Reservation].
+type ResultQuery struct {
+	Activity      string
+	User          string
+	ReservationID string
+}
+
 // Reservation returns the status of one reservation of (activity, user):
 // from the database when it has an order or an outcome for it, else QUEUED
 // when Redis records it as the buyer's queued reservation, else StatusNone
 // (unknown here: the caller may ask the stock ledger whether it is held).
 // Without a database only Redis answers. Invalid IDs fail as in
 // [Results.Get].
-func (r *Results) Reservation(ctx context.Context, activity, user string, reservationID string) (Result, error) {
+func (r *Results) Reservation(ctx context.Context, q ResultQuery) (Result, error) {
+	activity, user, reservationID := q.Activity, q.User, q.ReservationID
 	if err := checkPair(activity, user); err != nil {
 		return Result{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,61 @@ func TestOneNameForTheReservationID(t *testing.T) {
 						for _, nm := range fld.Names {
 							if banned[nm.Name] {
 								t.Errorf("%s: %s.%s: a reservation ID is called ReservationID (%s)", pkg, ts.Name.Name, nm.Name, fset.Position(nm.Pos()))
+							}
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+}
+
+// TestParamsStructForSameTypedArguments: no exported function, method,
+// function type or interface method of the library takes three or more
+// arguments of one type (context.Context aside); they take a params struct,
+// so swapping two of them does not compile silently
+// (token.ConsumeParams, captcha.VerifyParams, order.ResultQuery, …).
+func TestParamsStructForSameTypedArguments(t *testing.T) {
+	root := filepath.Join("..", "..")
+	check := func(pkg, name string, ft *ast.FuncType, pos token.Position) {
+		counts := map[string]int{}
+		for _, fld := range ft.Params.List {
+			typ := types.ExprString(fld.Type)
+			counts[typ] += max(1, len(fld.Names))
+		}
+		for typ, n := range counts {
+			if n >= 3 && typ != "context.Context" {
+				t.Errorf("%s.%s takes %d arguments of type %s: use a params struct (%s)", pkg, name, n, typ, pos)
+			}
+		}
+	}
+	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "order/orderid", "order/orderkafka", "limiter", "token", "captcha", "risk", "outbox", "breaker"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, filepath.Join(root, pkg), func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", pkg, err)
+		}
+		for _, p := range pkgs {
+			for _, f := range p.Files {
+				ast.Inspect(f, func(n ast.Node) bool {
+					switch d := n.(type) {
+					case *ast.FuncDecl:
+						if d.Name.IsExported() {
+							check(pkg, d.Name.Name, d.Type, fset.Position(d.Pos()))
+						}
+					case *ast.TypeSpec:
+						if !d.Name.IsExported() {
+							return true
+						}
+						switch x := d.Type.(type) {
+						case *ast.FuncType:
+							check(pkg, d.Name.Name, x, fset.Position(d.Pos()))
+						case *ast.InterfaceType:
+							for _, m := range x.Methods.List {
+								if mt, ok := m.Type.(*ast.FuncType); ok && len(m.Names) > 0 {
+									check(pkg, d.Name.Name+"."+m.Names[0].Name, mt, fset.Position(m.Pos()))
+								}
 							}
 						}
 					}

@@ -185,7 +185,7 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 		return s, err
 	}
 	if user != "" {
-		res, err := b.a.p.results.Reservation(ctx, activity, user, resv)
+		res, err := b.a.p.results.Reservation(ctx, order.ResultQuery{Activity: activity, User: user, ReservationID: resv})
 		if err != nil {
 			return s, err
 		}

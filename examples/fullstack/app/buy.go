@@ -306,7 +306,7 @@ func (a *App) stepResubmit(ctx context.Context, b *buy) verdict {
 	if !b.found {
 		return verdict{}
 	}
-	res, err := a.p.results.Reservation(ctx, a.sale.act.ID, b.user, b.resv)
+	res, err := a.p.results.Reservation(ctx, order.ResultQuery{Activity: a.sale.act.ID, User: b.user, ReservationID: b.resv})
 	if err != nil {
 		return failure(err)
 	}

@@ -37,7 +37,7 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 		}
 		return a.view(ctx, res), nil
 	}
-	res, err := a.p.results.Reservation(ctx, a.sale.act.ID, user, resv)
+	res, err := a.p.results.Reservation(ctx, order.ResultQuery{Activity: a.sale.act.ID, User: user, ReservationID: resv})
 	if err != nil {
 		return resultView{}, err
 	}
