@@ -35,5 +35,5 @@ chaos:
 # golang.org/x/perf/cmd/benchstat@latest). Redis-bound benchmarks need
 # SECKILL_REDIS_ADDR; see BENCHMARKS.md for the exact commands per row.
 bench:
-	go test -run '^$$' -bench . -benchmem -count 5 ./... ./examples/fullstack/... | tee bench.txt
+	(go test -run '^$$' -bench . -benchmem -count 5 ./... ./examples/fullstack/... && cd bench && go test -run '^$$' -bench . -benchmem -count 5 ./...) | tee bench.txt
 	benchstat bench.txt

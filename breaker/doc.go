@@ -85,8 +85,8 @@
 //
 // A [Breaker] is safe for concurrent use. In the Closed state a call takes no
 // lock: the state and generation, the consecutive-failure run and the window
-// buckets are atomics (a plain-mutex version is kept in bench_test.go to show
-// the difference). Reading the clock is the largest cost of a breaker on
+// buckets are atomics (a plain-mutex version is kept in the repository's
+// bench module, bench/breaker, to show the difference). Reading the clock is the largest cost of a breaker on
 // many machines (time.Now costs 40-400ns on a loaded VM), so successes and
 // refusals avoid it:
 //

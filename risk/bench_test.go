@@ -1,7 +1,13 @@
 package risk
 
+// The in-process benchmarks (ClientIP, ParseBearer, Checker, the middleware's
+// overhead) run side by side with their anchor, x/time/rate Allow, in the
+// repository's bench module, so that this module does not require the
+// anchor: cd bench && go test -run '^$' -bench . -benchmem ./risk/. The
+// Redis-bound ones below are measured against a plain go-redis GET of the
+// same run (BenchmarkAnchorRedisGet).
+
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,114 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/testenv"
-	"golang.org/x/time/rate"
 )
-
-// BenchmarkAnchorRateAllow is the in-process anchor (x/time/rate Allow,
-// ≈72 ns serial, ≈100 ns parallel on a quiet 2-vCPU machine), measured in
-// the same run.
-func BenchmarkAnchorRateAllow(b *testing.B) {
-	l := rate.NewLimiter(rate.Inf, 1)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			_ = l.Allow()
-		}
-	})
-}
-
-func BenchmarkClientIP(b *testing.B) {
-	ipr, err := NewIPResolver([]string{"10.0.0.0/8", "172.16.0.0/12", "2001:db8:ffff::/48"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cases := []struct {
-		name, remote, xff string
-	}{
-		{"untrusted-peer", "198.51.100.9:4000", "6.6.6.6"},
-		{"xff-1-hop", "10.0.0.2:4000", "203.0.113.7"},
-		{"xff-3-hops", "10.0.0.2:4000", "6.6.6.6, 203.0.113.7, 10.0.3.4, 172.16.0.9"},
-		{"ipv6", "[2001:db8:ffff::2]:443", "[2001:db8:1::7]:1234, 2001:db8:ffff::3"},
-	}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			r := httptest.NewRequest(http.MethodGet, "/", nil)
-			r.RemoteAddr = c.remote
-			r.Header.Set("X-Forwarded-For", c.xff)
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					_ = ipr.ClientIP(r)
-				}
-			})
-		})
-	}
-}
-
-func BenchmarkParseBearer(b *testing.B) {
-	h := "Bearer " + "dGhpcyBpcyBhIDI1Ni1iaXQgcmFuZG9tIHRva2VuIQ"
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			_, _ = ParseBearer(h)
-		}
-	})
-}
-
-// BenchmarkChecker measures the in-process part of a decision: composing
-// three in-memory rules (allow, flag, allow), hooks on.
-func BenchmarkChecker(b *testing.B) {
-	allow := NewRule("a", func(context.Context, Subject) (Decision, error) { return Decision{}, nil })
-	chal := NewRule("c", func(context.Context, Subject) (Decision, error) {
-		return Decision{Action: Challenge, Reason: ReasonSuspicious}, nil
-	})
-	var n atomic.Int64
-	hook := WithOnDecision(func(context.Context, Subject, Decision) { n.Add(1) })
-	s := Subject{UserID: "u1", IP: netipMust("203.0.113.7"), DeviceID: "d"}
-	for _, c := range []struct {
-		name  string
-		rules []Rule
-	}{
-		{"3-allow", []Rule{allow, allow, allow}},
-		{"challenge", []Rule{allow, chal, allow}},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			chk, err := NewChecker(c.rules, hook)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					_, _ = chk.Check(bg, s)
-				}
-			})
-		})
-	}
-}
-
-// BenchmarkMiddlewareInProcess is the HTTP overhead of Middleware + Auth
-// with in-memory rules and authenticator (no Redis).
-func BenchmarkMiddlewareInProcess(b *testing.B) {
-	allow := NewRule("a", func(context.Context, Subject) (Decision, error) { return Decision{}, nil })
-	chk, _ := NewChecker([]Rule{allow, allow, allow})
-	ipr, _ := NewIPResolver([]string{"10.0.0.0/8"})
-	mw, _ := NewMiddleware(chk, WithIPResolver(ipr))
-	auth, _ := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "u1", nil }))
-	h := auth.Handle(mw.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		r := httptest.NewRequest(http.MethodPost, "/buy", nil)
-		r.RemoteAddr = "10.0.0.2:1"
-		r.Header.Set("X-Forwarded-For", "203.0.113.7")
-		r.Header.Set("Authorization", "Bearer abc")
-		r.Header.Set("X-Device-ID", "d1")
-		w := discardWriter{h: http.Header{}}
-		for pb.Next() {
-			h.ServeHTTP(w, r)
-		}
-	})
-}
 
 type discardWriter struct{ h http.Header }
 

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/testenv"
-	"golang.org/x/time/rate"
 )
 
 // Redis-bound benchmarks need a real server (SECKILL_REDIS_ADDR); miniredis
@@ -23,6 +22,12 @@ import (
 // script in the same locked command: see testdata/bench.sh.
 //
 //	flock /tmp/seckill-bench.lock stock/testdata/bench.sh
+//
+// The in-process sold-out refusal is benchmarked next to its anchors
+// (x/time/rate Allow, time.Now) in the repository's bench module, so that
+// this module does not require the anchor:
+//
+//	cd bench && go test -run '^$' -bench 'SoldOutLocal|LocalAnchors' -benchmem ./stock/
 
 // benchClient returns a client of the real Redis with a pool large enough for
 // 50 callers, and a prefix cleaned at the end.
@@ -144,92 +149,6 @@ func BenchmarkReserve(b *testing.B) {
 			}
 		})
 		opsPerSec(b)
-	})
-}
-
-// BenchmarkSoldOutLocal: the in-process refusal once the process knows the
-// activity is sold out. No Redis call; target <= 50 ns/op, 0 allocs/op.
-//
-//   - run: Run is active, so the flag is plain (one atomic load).
-//   - clock: no Run, the flag carries a deadline checked on the Clock
-//     (system clock: one time.Now per refusal).
-func BenchmarkSoldOutLocal(b *testing.B) {
-	for _, withRun := range []bool{true, false} {
-		name := "clock"
-		if withRun {
-			name = "run"
-		}
-		b.Run(name, func(b *testing.B) {
-			rdb, _ := testenv.Miniredis(b)
-			d, err := New(rdb, WithKeyPrefix("b:"), WithRecheckInterval(time.Hour))
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			if withRun {
-				wg.Add(1)
-				go func() { defer wg.Done(); _ = d.Run(ctx) }()
-				for {
-					d.mu.Lock()
-					running := d.running
-					d.mu.Unlock()
-					if running {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
-			}
-			defer func() { cancel(); wg.Wait() }()
-			if _, err := d.Load(ctx, Activity{ID: "1", Stock: 0}); err != nil {
-				b.Fatal(err)
-			}
-			req := Request{Activity: "1", User: "1", Qty: 1, ReservationID: "r"}
-			if res, err := d.Reserve(ctx, req); err != nil || res.Status != SoldOut || !d.SoldOut("1") {
-				b.Fatalf("setup: %+v %v", res, err)
-			}
-			b.Run("serial", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					res, _ := d.Reserve(ctx, req)
-					if !res.Local {
-						b.Fatal("reached Redis")
-					}
-				}
-			})
-			b.Run("parallel", func(b *testing.B) {
-				b.ReportAllocs()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						res, _ := d.Reserve(ctx, req)
-						if !res.Local {
-							b.Error("reached Redis")
-							return
-						}
-					}
-				})
-			})
-		})
-	}
-}
-
-// BenchmarkLocalAnchors measures, in the same run, the anchors that
-// calibrate BenchmarkSoldOutLocal on a shared machine (see BENCHMARKS.md):
-// x/time/rate Allow (72 ns serial on a quiet 2-vCPU machine) and time.Now
-// (42 ns).
-func BenchmarkLocalAnchors(b *testing.B) {
-	b.Run("rate-allow", func(b *testing.B) {
-		l := rate.NewLimiter(1e9, 1e9)
-		b.ReportAllocs()
-		for b.Loop() {
-			l.Allow()
-		}
-	})
-	b.Run("time-now", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = time.Now()
-		}
 	})
 }
 

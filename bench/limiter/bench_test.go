@@ -1,3 +1,12 @@
+// Package limiter_test holds the benchmarks of
+// github.com/seckillkit/seckill/limiter that run an anchor side by side in
+// the same `go test -bench` run: BenchmarkTokenBucket against
+// golang.org/x/time/rate, BenchmarkSlidingWindow against
+// github.com/go-redis/redis_rate/v10 on the real Redis named by
+// SECKILL_REDIS_ADDR (skipped otherwise):
+//
+//	cd bench && flock /tmp/seckill-bench.lock go test -run '^$' -bench 'TokenBucket' -benchmem -count 5 ./limiter/
+//	cd bench && flock /tmp/seckill-bench.lock go test -run '^$' -bench 'SlidingWindow' -benchtime 3s -benchmem -count 5 ./limiter/
 package limiter_test
 
 import (
