@@ -167,7 +167,8 @@ func (d *Deductor) adjust(ctx context.Context, p AdjustParams) (Adjustment, erro
 
 // adjReply is one ledger's answer to adjust.lua.
 type adjReply struct {
-	code, delta   int64
+	code          adjustCode
+	delta         int64
 	before, after Level
 	replayed      bool
 	at            int64
@@ -177,19 +178,19 @@ type adjReply struct {
 // err is the error of a step's code (nil for applied and peek).
 func (r adjReply) err(p AdjustParams) error {
 	switch r.code {
-	case 1, 3:
+	case adjustApplied, adjustPeeked:
 		return nil
-	case 2:
+	case adjustShort:
 		return fmt.Errorf("stock: adjust activity %s: withdraw %d units: %w (%d remain)", p.Activity, -p.Delta,
 			ErrInsufficient, r.before.Remaining)
-	case 6:
+	case adjustNotLoaded:
 		return fmt.Errorf("stock: adjust activity %s: %w", p.Activity, ErrNotLoaded)
-	case 8:
+	case adjustFrozen:
 		return fmt.Errorf("stock: adjust activity %s: %w", p.Activity, ErrFrozen)
-	case -2:
+	case adjustConflict:
 		return fmt.Errorf("%w: adjustment ID %q of activity %s was applied with another delta", ErrRequestConflict,
 			p.ID, p.Activity)
-	case -3:
+	case adjustOverflow:
 		return fmt.Errorf("%w: adjustment of activity %s by %d would take its stock or total beyond 2^53-1",
 			ErrInvalidRequest, p.Activity, p.Delta)
 	}
@@ -207,22 +208,23 @@ func (d *Deductor) adjustUnit(ctx context.Context, u unit, k keys, id string, de
 	if err != nil {
 		return adjReply{}, err
 	}
-	switch n[0] {
-	case 9:
-		if u.n > 1 || n[1] < 2 || n[1] > MaxShards {
+	code := adjustCode(n[0])
+	switch code {
+	case adjustDirectory:
+		if u.n > 1 || !isShardCount(n[1]) {
 			return adjReply{}, badReply("adjust", "%s of activity %s answered as a directory of %d shards",
 				ledgerName(u), u.activity, n[1])
 		}
 		return adjReply{dir: n[1]}, nil
-	case 6:
-		return adjReply{code: 6}, nil
-	case 1, 2, 3, 8, -2, -3:
+	case adjustNotLoaded:
+		return adjReply{code: adjustNotLoaded}, nil
+	case adjustApplied, adjustShort, adjustPeeked, adjustFrozen, adjustConflict, adjustOverflow:
 		d.observeUnit(ctx, u, st, sn, fenceReply{epoch: n[8], seq: n[9], exp: n[10], born: n[11], origin: n[12]})
 	default:
 		return adjReply{}, badReply("adjust", "status code %d", n[0])
 	}
-	return adjReply{code: n[0], delta: n[1], before: Level{n[2], n[3]}, after: Level{n[4], n[5]},
-		replayed: n[6] == 1, at: n[7]}, nil
+	return adjReply{code: code, delta: n[1], before: Level{n[2], n[3]}, after: Level{n[4], n[5]},
+		replayed: n[6] == replyTrue, at: n[7]}, nil
 }
 
 // shardAdjID is the ID of shard k's step of adjustment id.
@@ -252,12 +254,20 @@ func (d *Deductor) adjustSharded(ctx context.Context, l *layout, p AdjustParams)
 	if p.Delta > 0 {
 		return sumAdjust(p, rs), l, nil
 	}
-	// A withdrawal: what earlier attempts with this ID took, and what the
-	// shards hold.
+	a, err := d.withdrawSharded(ctx, l, p, rs)
+	return a, l, err
+}
+
+// withdrawSharded is the second pass of a withdrawal from the shards of l,
+// given their first answers rs (peeks, or steps of an earlier attempt with
+// this ID): it takes what is still missing, shard by shard, in "upto"
+// mode.
+func (d *Deductor) withdrawSharded(ctx context.Context, l *layout, p AdjustParams, rs []adjReply) (Adjustment, error) {
+	// What earlier attempts with this ID took, and what the shards hold.
 	var done, avail int64
 	seen := false
 	for _, r := range rs {
-		if r.code == 1 {
+		if r.code == adjustApplied {
 			seen = true
 			done += r.delta
 		} else {
@@ -266,7 +276,7 @@ func (d *Deductor) adjustSharded(ctx context.Context, l *layout, p AdjustParams)
 	}
 	if !seen && avail < -p.Delta {
 		a := sumAdjust(p, rs)
-		return a, l, fmt.Errorf("stock: adjust activity %s: withdraw %d units: %w (%d remain in %d shards; nothing written)",
+		return a, fmt.Errorf("stock: adjust activity %s: withdraw %d units: %w (%d remain in %d shards; nothing written)",
 			p.Activity, -p.Delta, ErrInsufficient, avail, l.n)
 	}
 	if d.afterPeek != nil {
@@ -278,11 +288,11 @@ func (d *Deductor) adjustSharded(ctx context.Context, l *layout, p AdjustParams)
 		if need <= 0 {
 			break
 		}
-		if rs[k].code == 1 {
+		if rs[k].code == adjustApplied {
 			continue
 		}
 		r, err := d.adjustUnit(ctx, l.unit(k), l.keys[k], shardAdjID(p.ID, k), -need, p.Delta, "upto")
-		if err == nil && r.code != 1 {
+		if err == nil && r.code != adjustApplied {
 			err = r.err(p)
 		}
 		if err != nil {
@@ -295,13 +305,13 @@ func (d *Deductor) adjustSharded(ctx context.Context, l *layout, p AdjustParams)
 	a := sumAdjust(p, rs)
 	switch {
 	case need > 0 && len(stepErrs) > 0:
-		return a, l, fmt.Errorf("stock: adjust activity %s: withdrew %d of %d units: %w", p.Activity, -a.Applied, -p.Delta,
+		return a, fmt.Errorf("stock: adjust activity %s: withdrew %d of %d units: %w", p.Activity, -a.Applied, -p.Delta,
 			errors.Join(stepErrs...))
 	case need > 0:
-		return a, l, fmt.Errorf("stock: adjust activity %s: withdrew %d of %d units, the shards held no more: %w",
+		return a, fmt.Errorf("stock: adjust activity %s: withdrew %d of %d units, the shards held no more: %w",
 			p.Activity, -a.Applied, -p.Delta, ErrInsufficient)
 	}
-	return a, l, nil
+	return a, nil
 }
 
 // adjustCheck turns the shards' first answers into an error (or a new
@@ -311,8 +321,8 @@ func (d *Deductor) adjustCheck(ctx context.Context, l *layout, p AdjustParams, r
 	missing := false
 	for k, r := range rs {
 		err := errs[k]
-		if err == nil && r.code != 1 && r.code != 3 {
-			if r.code == 6 {
+		if err == nil && r.code != adjustApplied && r.code != adjustPeeked {
+			if r.code == adjustNotLoaded {
 				missing = true
 			}
 			err = r.err(p)
@@ -341,7 +351,7 @@ func sumAdjust(p AdjustParams, rs []adjReply) Adjustment {
 		a.Before.Total += r.before.Total
 		a.After.Remaining += r.after.Remaining
 		a.After.Total += r.after.Total
-		if r.code != 1 {
+		if r.code != adjustApplied {
 			continue
 		}
 		stepped = true
@@ -368,23 +378,23 @@ func (d *Deductor) Adjustments(ctx context.Context, activity string) ([]Adjustme
 			switch {
 			case err != nil:
 				return nil, nil, err
-			case kind == 2:
+			case kind == metaDirectory:
 				next, err := d.learn(activity, n)
 				return nil, next, err
-			case kind == 0:
+			case kind == metaAbsent:
 				return nil, nil, fmt.Errorf("stock: adjustments of activity %s: %w", activity, ErrNotLoaded)
 			}
 			recs, err := parseAdjLog(kv, false)
 			return recs, nil, err
 		}
 		kvs := make([][]any, l.n)
-		kinds := make([]int64, l.n)
+		kinds := make([]metaKind, l.n)
 		errs := make([]error, l.n)
 		fanOut(l.n, func(k int) { kinds[k], _, kvs[k], errs[k] = d.adjLog(ctx, l.keys[k]) })
 		if err := errors.Join(errs...); err != nil {
 			return nil, l, err
 		}
-		if !slices.Contains(kinds, 1) {
+		if !slices.Contains(kinds, metaLoaded) {
 			if next, err := d.refreshLayout(ctx, activity); err == nil && next != l {
 				return nil, next, nil
 			}
@@ -399,8 +409,9 @@ func (d *Deductor) Adjustments(ctx context.Context, activity string) ([]Adjustme
 	})
 }
 
-// adjLog runs adjlog.lua on one ledger.
-func (d *Deductor) adjLog(ctx context.Context, k keys) (int64, int64, []any, error) {
+// adjLog runs adjlog.lua on one ledger: the kind of its meta key, the
+// number of shards when that is a directory, and the log's HGETALL pairs.
+func (d *Deductor) adjLog(ctx context.Context, k keys) (metaKind, int64, []any, error) {
 	vals, err := adjlogScript.RunRO(ctx, d.rdb, []string{k.meta, k.adj}).Slice()
 	if err != nil {
 		return 0, 0, nil, classify("adjustments", err)
@@ -408,10 +419,12 @@ func (d *Deductor) adjLog(ctx context.Context, k keys) (int64, int64, []any, err
 	if len(vals) != 3 {
 		return 0, 0, nil, badReply("adjustments", "%d values, want 3", len(vals))
 	}
-	kind, ok1 := vals[0].(int64)
+	x, ok1 := vals[0].(int64)
 	n, ok2 := vals[1].(int64)
 	kv, ok3 := vals[2].([]any)
-	if !ok1 || !ok2 || !ok3 || len(kv)%2 != 0 || kind < 0 || kind > 2 || kind == 2 && (n < 2 || n > MaxShards || k.xout != "") {
+	kind := metaKind(x)
+	if !ok1 || !ok2 || !ok3 || len(kv)%2 != 0 || kind < metaAbsent || kind > metaDirectory ||
+		kind == metaDirectory && (!isShardCount(n) || k.xout != "") {
 		return 0, 0, nil, badReply("adjustments", "reply %v", vals)
 	}
 	return kind, n, kv, nil

@@ -298,9 +298,9 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 	if err != nil {
 		return unitReply{}, verdict{}, err
 	}
-	code := n[0]
-	if code == 9 {
-		if u.n > 1 || n[1] < 2 || n[1] > MaxShards {
+	code := reserveCode(n[0])
+	if code == reserveDirectory {
+		if u.n > 1 || !isShardCount(n[1]) {
 			return unitReply{}, verdict{}, badReply("reserve", "%s of activity %s answered as a directory of %d shards",
 				ledgerName(u), req.Activity, n[1])
 		}
@@ -309,9 +309,9 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 	r := unitReply{f: fenceReply{epoch: n[6], seq: n[7], exp: n[8], born: n[9], origin: n[10]}, sn: sn}
 	var v verdict
 	switch {
-	case code == 6 && u.n > 1:
+	case code == reserveNotLoaded && u.n > 1:
 		r.goneAt = max(n[3], 1)
-	case code == 6:
+	case code == reserveNotLoaded:
 		if *st != nil {
 			v = (*st).observeGone(sn, n[3])
 		}
@@ -322,21 +322,20 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 		v = (*st).observe(sn, r.f)
 	}
 
-	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == 1, Limit: n[5]}
-	switch code {
-	case -1:
+	res := Result{Remaining: n[1], Held: n[2], ReservedAt: fromMilli(n[3]), Replayed: n[4] == replyTrue, Limit: n[5]}
+	status, ok := code.status()
+	switch {
+	case code == reserveOverLimit:
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %s",
 			ErrInvalidRequest, req.Qty, n[5], req.Activity)
-	case -2:
+	case code == reserveConflict:
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %s", ErrRequestConflict, req.ReservationID, req.Activity)
-	case 1, 2, 3, 4, 5, 7, 8:
-		res.Status = Status(code)
-	case 10:
-		res.Status = Paused
-	case 6:
+	case !ok:
+		return unitReply{f: r.f}, v, badReply("reserve", "status code %d", code)
+	case status == NotLoaded:
 		res = Result{Status: NotLoaded}
 	default:
-		return unitReply{f: r.f}, v, badReply("reserve", "status code %d", code)
+		res.Status = status
 	}
 	if v.frozen {
 		// Never Reserved (or any other answer) from data Redis lost.
@@ -460,12 +459,12 @@ func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, requestI
 		return releaseReply{}, badReply("release", "user %q", u8)
 	}
 	res.User = u8
+	code := releaseCode(n[0])
+	status, ok := code.status(probe)
 	switch {
-	case n[0] >= 1 && n[0] <= 4:
-		res.Status = ReleaseStatus(n[0])
-	case n[0] == 5 && probe:
-		res.Status = releaseAbsent
-	case n[0] == 6 && u.n == 1 && n[1] >= 2 && n[1] <= MaxShards:
+	case ok:
+		res.Status = status
+	case code == releaseDirectory && u.n == 1 && isShardCount(n[1]):
 		return releaseReply{dir: n[1]}, nil
 	default:
 		return releaseReply{}, badReply("release", "status code %d", n[0])
@@ -551,8 +550,8 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	switch n[0] {
-	case 1:
+	switch writeCode(n[0]) {
+	case writeDone:
 		if old != nil {
 			d.dropLayout(ctx, old)
 		}
@@ -562,9 +561,9 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 		d.o.logger.InfoContext(ctx, "stock: activity loaded", "activity", a.ID, "stock", n[1],
 			"reset", mode == loadReset, "frozen", mode == loadPlaceholder)
 		return true, nil
-	case 0:
+	case writePresent:
 		return false, nil
-	case -1:
+	case writeExpired:
 		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 	}
 	return false, badReply("load", "status code %d", n[0])
@@ -577,7 +576,7 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 // layout is written.
 func (d *Deductor) oldLayout(ctx context.Context, activity string, n int) (*layout, error) {
 	kind, cur, err := d.readLayout(ctx, activity)
-	if err != nil || kind != layoutSharded || cur == int64(n) {
+	if err != nil || kind != metaDirectory || cur == int64(n) {
 		return nil, err
 	}
 	old := newLayout(d.o.prefix, activity, int(cur))
@@ -624,7 +623,8 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 	if err := d.validateLive(a, live); err != nil {
 		return Stats{}, err
 	}
-	var kind, cur int64
+	var kind metaKind
+	var cur int64
 	if a.shards() > 1 || expect == "" {
 		// The current layout may be another one: every ledger of it must
 		// be absent or frozen.
@@ -639,7 +639,7 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 		st, err = d.rebuildSharded(ctx, a, live, kind, cur)
 	} else {
 		st, err = d.rebuildPlain(ctx, a, live, expect)
-		if err == nil && kind == layoutSharded {
+		if err == nil && kind == metaDirectory {
 			d.dropLayout(ctx, newLayout(d.o.prefix, a.ID, int(cur)))
 		}
 	}
@@ -668,7 +668,7 @@ func (d *Deductor) rebuildPlain(ctx context.Context, a Activity, live []Reservat
 	if err != nil {
 		return Stats{}, err
 	}
-	if err := d.rebuildCode(a.ID, n[0]); err != nil {
+	if err := rebuildErr(a.ID, rebuildCode(n[0])); err != nil {
 		return Stats{}, err
 	}
 	if _, err := d.learn(a.ID, 1); err != nil {
@@ -738,10 +738,10 @@ func (d *Deductor) Remaining(ctx context.Context, activity string) (int64, error
 		switch {
 		case err != nil:
 			return 0, nil, err
-		case n[0] == 2:
+		case metaKind(n[0]) == metaDirectory:
 			next, err := d.learn(activity, n[1])
 			return 0, next, err
-		case n[0] != 1:
+		case metaKind(n[0]) != metaLoaded:
 			return 0, nil, fmt.Errorf("stock: activity %s: %w", activity, ErrNotLoaded)
 		}
 		return n[1], nil, nil
@@ -764,7 +764,7 @@ func (d *Deductor) Stats(ctx context.Context, activity string) (Stats, error) {
 		switch {
 		case err != nil:
 			return Stats{}, nil, err
-		case n[0] == 2:
+		case metaKind(n[0]) == metaDirectory:
 			root = &n
 			next, err := d.learn(activity, n[1])
 			return Stats{}, next, err
@@ -784,7 +784,7 @@ const (
 // rebuild.lua's reply: 12).
 func statsOf(n []int64) Stats {
 	s := Stats{
-		Loaded: n[0] == 1, Remaining: n[1], Total: n[2], Limit: n[3],
+		Loaded: metaKind(n[0]) == metaLoaded, Remaining: n[1], Total: n[2], Limit: n[3],
 		Start: fromMilli(n[4]), End: fromMilli(n[5]), ExpiresAt: fromMilli(n[6]),
 		Buyers: n[7], LedgerEntries: n[8], Frozen: n[9]&flagFrozen != 0, Paused: n[9]&flagPaused != 0,
 		NoRebuy: n[9]&flagNoRebuy != 0, Epoch: n[10], Seq: n[11],
@@ -816,22 +816,22 @@ func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Rese
 			return found{r, ok}, next, err
 		}
 		r, ok, shape, err := d.lookupKeys(ctx, d.keys(activity), requestID)
-		if err != nil || shape < 2 {
+		if err != nil || shape < minShards {
 			return found{r, ok}, nil, err
 		}
-		next, err := d.learn(activity, shape)
+		next, err := d.learn(activity, int64(shape))
 		return found{}, next, err
 	})
 	return f.r, f.ok, err
 }
 
 // lookupKeys runs lookup.lua on one ledger. shape is lookup.lua's answer
-// when the ID is not there: the directory's number of shards, -1 not
-// loaded, 0 loaded.
-func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Reservation, bool, int64, error) {
+// when the ID is not there: the directory's number of shards,
+// shapeNotLoaded, or shapeLoaded (also when the ID is there).
+func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Reservation, bool, ledgerShape, error) {
 	v, err := lookupScript.RunRO(ctx, d.rdb, []string{k.ledger, k.meta}, requestID).Result()
 	if errors.Is(err, redis.Nil) {
-		return Reservation{}, false, 0, nil
+		return Reservation{}, false, shapeLoaded, nil
 	}
 	if err != nil {
 		return Reservation{}, false, 0, classify("lookup", err)
@@ -839,10 +839,10 @@ func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Re
 	switch x := v.(type) {
 	case string:
 		r, err := parseRecord(requestID, x)
-		return r, err == nil, 0, err
+		return r, err == nil, shapeLoaded, err
 	case int64:
-		if x == -1 || x >= 2 && x <= MaxShards && k.xout == "" {
-			return Reservation{}, false, x, nil
+		if ledgerShape(x) == shapeNotLoaded || isShardCount(x) && k.xout == "" {
+			return Reservation{}, false, ledgerShape(x), nil
 		}
 		return Reservation{}, false, 0, badReply("lookup", "answer %d", x)
 	}
@@ -874,18 +874,18 @@ func (d *Deductor) Reservations(ctx context.Context, activity string, cursor uin
 			return page{rs, next}, nl, err
 		}
 		rs, next, shape, err := d.scanPage(ctx, d.keys(activity), cursor, count)
-		if err != nil || shape < 2 {
+		if err != nil || shape < minShards {
 			return page{rs, next}, nil, err
 		}
-		nl, err := d.learn(activity, shape)
+		nl, err := d.learn(activity, int64(shape))
 		return page{}, nl, err
 	})
 	return p.rs, p.next, err
 }
 
 // scanPage reads one HSCAN page of one ledger. shape is scan.lua's third
-// value: the directory's number of shards, -1 not loaded, 0.
-func (d *Deductor) scanPage(ctx context.Context, k keys, cursor uint64, count int64) ([]Reservation, uint64, int64, error) {
+// value: the directory's number of shards, shapeNotLoaded or shapeLoaded.
+func (d *Deductor) scanPage(ctx context.Context, k keys, cursor uint64, count int64) ([]Reservation, uint64, ledgerShape, error) {
 	vals, err := scanScript.RunRO(ctx, d.rdb, []string{k.ledger, k.meta}, strconv.FormatUint(cursor, 10), count).Slice()
 	if err != nil {
 		return nil, 0, 0, classify("reservations", err)
@@ -901,8 +901,9 @@ func (d *Deductor) scanPage(ctx context.Context, k keys, cursor uint64, count in
 	if err != nil {
 		return nil, 0, 0, badReply("reservations", "cursor %q", cs)
 	}
-	shape, ok := vals[2].(int64)
-	if !ok || shape >= 2 && (shape > MaxShards || k.xout != "") {
+	x, ok := vals[2].(int64)
+	shape := ledgerShape(x)
+	if !ok || shape >= minShards && (shape > MaxShards || k.xout != "") {
 		return nil, 0, 0, badReply("reservations", "layout %v", vals[2])
 	}
 	kv, ok := vals[1].([]any)

@@ -375,10 +375,10 @@ func (d *Deductor) setFlag(ctx context.Context, activity, field string, on bool)
 			switch {
 			case err != nil:
 				return struct{}{}, nil, err
-			case code == 2:
+			case code == metaDirectory:
 				next, err := d.refreshLayout(ctx, activity)
 				return struct{}{}, next, err
-			case code == 0:
+			case code == metaAbsent:
 				return struct{}{}, nil, fmt.Errorf("stock: %s activity %s: %w", op, activity, ErrNotLoaded)
 			}
 			return struct{}{}, nil, nil
@@ -400,7 +400,7 @@ func (d *Deductor) freezeLayout(ctx context.Context, l *layout, frozen bool) err
 // loaded is reported (ErrNotLoaded) after the others were set.
 func (d *Deductor) flagLayout(ctx context.Context, l *layout, field string, on bool) error {
 	op := flagOp(field, on)
-	codes := make([]int64, l.n)
+	codes := make([]metaKind, l.n)
 	errs := make([]error, l.n)
 	fanOut(l.n, func(k int) { codes[k], errs[k] = d.flagUnit(ctx, l.unit(k), l.keys[k].meta, field, on) })
 	if err := errors.Join(errs...); err != nil {
@@ -408,7 +408,7 @@ func (d *Deductor) flagLayout(ctx context.Context, l *layout, field string, on b
 	}
 	var missing []int
 	for k, c := range codes {
-		if c != 1 {
+		if c != metaLoaded {
 			missing = append(missing, k)
 		}
 	}
@@ -419,13 +419,14 @@ func (d *Deductor) flagLayout(ctx context.Context, l *layout, field string, on b
 }
 
 // freezeUnit runs freeze.lua on one meta key for the frozen flag.
-func (d *Deductor) freezeUnit(ctx context.Context, u unit, meta string, frozen bool) (int64, error) {
+func (d *Deductor) freezeUnit(ctx context.Context, u unit, meta string, frozen bool) (metaKind, error) {
 	return d.flagUnit(ctx, u, meta, "frozen", frozen)
 }
 
-// flagUnit runs freeze.lua on one meta key: 1 set, 0 not loaded, 2 the
-// key is a sharded activity's directory.
-func (d *Deductor) flagUnit(ctx context.Context, u unit, meta, field string, on bool) (int64, error) {
+// flagUnit runs freeze.lua on one meta key: metaLoaded (the flag is set),
+// metaAbsent (not loaded) or metaDirectory (the key is a sharded
+// activity's directory; nothing set).
+func (d *Deductor) flagUnit(ctx context.Context, u unit, meta, field string, on bool) (metaKind, error) {
 	op, arg := flagOp(field, on), "0"
 	if on {
 		arg = "1"
@@ -434,11 +435,12 @@ func (d *Deductor) flagUnit(ctx context.Context, u unit, meta, field string, on 
 	if err != nil {
 		return 0, classify(op, err)
 	}
-	n, ok := v.(int64)
+	x, ok := v.(int64)
+	n := metaKind(x)
 	switch {
 	case !ok:
 		return 0, badReply(op, "reply of type %T", v)
-	case n < 0 || n > 2 || n == 2 && u.n > 1:
+	case n < metaAbsent || n > metaDirectory || n == metaDirectory && u.n > 1:
 		return 0, badReply(op, "status code %d", n)
 	}
 	return n, nil

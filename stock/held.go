@@ -29,10 +29,10 @@ func (d *Deductor) Held(ctx context.Context, activity, user string) (int64, erro
 		switch {
 		case err != nil:
 			return 0, nil, err
-		case n[0] == 2:
+		case metaKind(n[0]) == metaDirectory:
 			next, err := d.learn(activity, n[1])
 			return 0, next, err
-		case n[0] != 1:
+		case metaKind(n[0]) != metaLoaded:
 			return 0, nil, fmt.Errorf("stock: activity %s: %w", activity, ErrNotLoaded)
 		}
 		return n[1], nil, nil
@@ -46,7 +46,7 @@ func (d *Deductor) heldKeys(ctx context.Context, k keys, user string) ([16]int64
 		return [16]int64{}, classify("held", err)
 	}
 	n, err := ints("held", vals, 2)
-	if err == nil && n[0] == 2 && (k.xout != "" || n[1] < 2 || n[1] > MaxShards) {
+	if err == nil && metaKind(n[0]) == metaDirectory && (k.xout != "" || !isShardCount(n[1])) {
 		err = badReply("held", "layout of %d shards", n[1])
 	}
 	return n, err

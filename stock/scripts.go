@@ -7,7 +7,7 @@ import (
 )
 
 // Each script is one .lua file next to this one; its header lists KEYS, ARGV
-// and the reply. They run through redis.Script.Run: EVALSHA, then EVAL when
+// and the reply, whose codes replycodes.go names for the Go side. They run through redis.Script.Run: EVALSHA, then EVAL when
 // the server answers NOSCRIPT (after SCRIPT FLUSH, a restart or a failover).
 
 var (

@@ -145,16 +145,9 @@ func (d *Deductor) learn(activity string, n int64) (*layout, error) {
 	return l, nil
 }
 
-// Layout kinds of layout.lua.
-const (
-	layoutAbsent  = 0
-	layoutPlain   = 1
-	layoutSharded = 2
-)
-
 // readLayout reads the activity's layout from its directory key (on the
-// master): the kind and the number of shards.
-func (d *Deductor) readLayout(ctx context.Context, activity string) (kind, n int64, err error) {
+// master): the kind (metaLoaded: un-sharded) and the number of shards.
+func (d *Deductor) readLayout(ctx context.Context, activity string) (kind metaKind, n int64, err error) {
 	vals, err := layoutScript.Run(ctx, d.rdb, []string{d.keys(activity).meta}).Slice()
 	if err != nil {
 		return 0, 0, classify("layout", err)
@@ -163,10 +156,11 @@ func (d *Deductor) readLayout(ctx context.Context, activity string) (kind, n int
 	if err != nil {
 		return 0, 0, err
 	}
-	if v[0] < layoutAbsent || v[0] > layoutSharded || v[0] == layoutSharded && (v[1] < 2 || v[1] > MaxShards) {
+	kind = metaKind(v[0])
+	if kind < metaAbsent || kind > metaDirectory || kind == metaDirectory && !isShardCount(v[1]) {
 		return 0, 0, badReply("layout", "kind %d, %d shards", v[0], v[1])
 	}
-	return v[0], v[1], nil
+	return kind, v[1], nil
 }
 
 // refreshLayout reads the layout again and records it; nil when the
@@ -176,7 +170,7 @@ func (d *Deductor) refreshLayout(ctx context.Context, activity string) (*layout,
 	if err != nil {
 		return d.layoutOf(activity), err
 	}
-	if kind != layoutSharded {
+	if kind != metaDirectory {
 		n = 1
 	}
 	return d.learn(activity, n)
@@ -393,7 +387,7 @@ func (d *Deductor) reservationsSharded(ctx context.Context, l *layout, cursor ui
 	if err != nil {
 		return nil, 0, l, err
 	}
-	if shape == -1 && cursor == 0 {
+	if shape == shapeNotLoaded && cursor == 0 {
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {
 			return nil, 0, nl, nil
 		}
@@ -415,7 +409,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 	type found struct {
 		r     Reservation
 		ok    bool
-		shape int64
+		shape ledgerShape
 		err   error
 	}
 	fs := make([]found, l.n)
@@ -431,7 +425,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 			errs = append(errs, f.err)
 		case f.ok && (best < 0 || fs[best].r.State == Tombstone):
 			best = k
-		case f.shape == -1:
+		case f.shape == shapeNotLoaded:
 			gone++
 		}
 	}
@@ -466,7 +460,7 @@ func (d *Deductor) remainingSharded(ctx context.Context, l *layout) (int64, *lay
 	}
 	var sum, in, out, loaded int64
 	for _, n := range ns {
-		if n[0] == 1 {
+		if metaKind(n[0]) == metaLoaded {
 			loaded++
 			sum += n[1]
 			in += n[2]
@@ -484,6 +478,34 @@ func (d *Deductor) remainingSharded(ctx context.Context, l *layout) (int64, *lay
 
 // statsSharded reads the directory and every shard of l.
 func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64) (Stats, *layout, error) {
+	top, ns, err := d.readShardStats(ctx, l, root)
+	if err != nil {
+		return Stats{}, l, err
+	}
+	loaded := 0
+	for _, n := range ns {
+		if metaKind(n[0]) == metaLoaded {
+			loaded++
+		}
+	}
+	switch kind := metaKind(top[0]); {
+	case kind == metaDirectory && top[1] != int64(l.n), kind == metaLoaded, kind == metaAbsent && loaded == 0:
+		// The layout changed (or the activity is gone): read it again.
+		n := int64(1)
+		if kind == metaDirectory {
+			n = top[1]
+		}
+		nl, err := d.learn(l.activity, n)
+		if err != nil || nl != l {
+			return Stats{}, nl, err
+		}
+	}
+	return sumShardStats(l.n, top, ns, loaded), l, nil
+}
+
+// readShardStats runs stats.lua on the directory of l (unless root, its
+// reply, is known) and on every shard, at once.
+func (d *Deductor) readShardStats(ctx context.Context, l *layout, root *[16]int64) ([16]int64, [][16]int64, error) {
 	ns := make([][16]int64, l.n)
 	errs := make([]error, l.n+1)
 	var top [16]int64
@@ -498,34 +520,20 @@ func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64)
 		}
 		ns[k], errs[k] = d.statsOf(ctx, l.lists[k])
 	})
-	if err := errors.Join(errs...); err != nil {
-		return Stats{}, l, err
-	}
-	loaded := 0
-	for _, n := range ns {
-		if n[0] == 1 {
-			loaded++
-		}
-	}
-	switch {
-	case top[0] == 2 && top[1] != int64(l.n), top[0] == 1, top[0] == 0 && loaded == 0:
-		// The layout changed (or the activity is gone): read it again.
-		n := int64(1)
-		if top[0] == 2 {
-			n = top[1]
-		}
-		nl, err := d.learn(l.activity, n)
-		if err != nil || nl != l {
-			return Stats{}, nl, err
-		}
-	}
+	return top, ns, errors.Join(errs...)
+}
+
+// sumShardStats folds the stats.lua replies of a directory (top) and of
+// its n shards (ns, loaded of them loaded) into one Stats.
+func sumShardStats(n int, top [16]int64, ns [][16]int64, loaded int) Stats {
+	dir := metaKind(top[0]) == metaDirectory
 	st := Stats{
-		Loaded: top[0] == 2 && loaded == l.n, Total: top[2], Limit: top[3], NoRebuy: top[9]&flagNoRebuy != 0,
+		Loaded: dir && loaded == n, Total: top[2], Limit: top[3], NoRebuy: top[9]&flagNoRebuy != 0,
 		Start: fromMilli(top[4]), End: fromMilli(top[5]), ExpiresAt: fromMilli(top[6]), Epoch: top[10],
-		Shards: make([]Stats, l.n),
+		Shards: make([]Stats, n),
 	}
-	for k, n := range ns {
-		s := statsOf(n[:15])
+	for k, v := range ns {
+		s := statsOf(v[:15])
 		st.Shards[k] = s
 		st.Remaining += s.Remaining
 		st.Buyers += s.Buyers
@@ -536,14 +544,14 @@ func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64)
 		st.TransfersIn += s.TransfersIn
 		st.TransfersOut += s.TransfersOut
 		st.PendingTransfers += s.PendingTransfers
-		if top[0] != 2 && s.Loaded {
+		if !dir && s.Loaded {
 			// No directory (a load cut short): the shards' own settings.
 			st.Limit, st.Start, st.End, st.ExpiresAt = s.Limit, s.Start, s.End, s.ExpiresAt
 			st.Total += s.Total
 		}
 	}
 	st.InTransfer = st.TransfersOut - st.TransfersIn
-	if loaded == l.n {
+	if loaded == n {
 		// The shards' totals move with Adjust; the directory keeps the
 		// loaded total.
 		st.Total = 0
@@ -551,7 +559,7 @@ func (d *Deductor) statsSharded(ctx context.Context, l *layout, root *[16]int64)
 			st.Total += s.Total
 		}
 	}
-	return st, l, nil
+	return st
 }
 
 // statsOf runs stats.lua on one ledger's keys (read-only).
@@ -570,7 +578,7 @@ func (d *Deductor) heldSharded(ctx context.Context, l *layout, user string) (int
 	if err != nil {
 		return 0, l, err
 	}
-	if n[0] != 1 {
+	if metaKind(n[0]) != metaLoaded {
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {
 			return 0, nl, nil
 		}
@@ -592,8 +600,8 @@ func (d *Deductor) loadSharded(ctx context.Context, a Activity, mode int) (bool,
 		return false, err
 	}
 	switch {
-	case mode == loadPlain && kind != layoutAbsent,
-		mode == loadPlaceholder && (kind == layoutPlain || kind == layoutSharded && cur != int64(n)):
+	case mode == loadPlain && kind != metaAbsent,
+		mode == loadPlaceholder && (kind == metaLoaded || kind == metaDirectory && cur != int64(n)):
 		// Loaded already (a placeholder only fills the missing shards of
 		// this very layout).
 		_, err := d.learn(a.ID, max(cur, 1))
@@ -610,27 +618,7 @@ func (d *Deductor) loadSharded(ctx context.Context, a Activity, mode int) (bool,
 	case loadPlaceholder:
 		origin, frozen = originPlaceholder, "1"
 	}
-	l := newLayout(d.o.prefix, a.ID, n)
-	alloc := split(a.Stock, n)
-	errs := make([]error, n)
-	fanOut(n, func(k int) {
-		vals, err := loadScript.Run(ctx, d.rdb, l.lists[k], alloc[k], a.limit(), unixMilli(a.Start), unixMilli(a.End),
-			a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen, a.noRebuyArg()).Slice()
-		if err != nil {
-			errs[k] = classify("load", err)
-			return
-		}
-		v, err := ints("load", vals, 2)
-		switch {
-		case err != nil:
-			errs[k] = err
-		case v[0] == -1:
-			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
-		case v[0] != 0 && v[0] != 1:
-			errs[k] = badReply("load", "status code %d", v[0])
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := d.loadShards(ctx, a, newLayout(d.o.prefix, a.ID, n), reset, origin, frozen); err != nil {
 		return false, err
 	}
 	written, n2, err := d.writeDirectory(ctx, a, n, mode == loadReset, origin)
@@ -650,6 +638,31 @@ func (d *Deductor) loadSharded(ctx context.Context, a Activity, mode int) (bool,
 	return written, nil
 }
 
+// loadShards runs load.lua on every shard of l, each with its even part of
+// a's stock (reset, origin and frozen: load.lua's ARGV[6], [8] and [9]).
+func (d *Deductor) loadShards(ctx context.Context, a Activity, l *layout, reset string, origin int, frozen string) error {
+	alloc := split(a.Stock, l.n)
+	errs := make([]error, l.n)
+	fanOut(l.n, func(k int) {
+		vals, err := loadScript.Run(ctx, d.rdb, l.lists[k], alloc[k], a.limit(), unixMilli(a.Start), unixMilli(a.End),
+			a.ttl().Milliseconds(), reset, newEpoch(), origin, frozen, a.noRebuyArg()).Slice()
+		if err != nil {
+			errs[k] = classify("load", err)
+			return
+		}
+		v, err := ints("load", vals, 2)
+		switch {
+		case err != nil:
+			errs[k] = err
+		case writeCode(v[0]) == writeExpired:
+			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		case writeCode(v[0]) != writePresent && writeCode(v[0]) != writeDone:
+			errs[k] = badReply("load", "status code %d", v[0])
+		}
+	})
+	return errors.Join(errs...)
+}
+
 // writeDirectory runs directory.lua: set-if-absent, or overwrite. It reports
 // whether it wrote, and the number of shards the activity now has (1: an
 // un-sharded activity was there).
@@ -667,12 +680,12 @@ func (d *Deductor) writeDirectory(ctx context.Context, a Activity, n int, overwr
 	if err != nil {
 		return false, 0, err
 	}
-	switch v[0] {
-	case 1:
+	switch writeCode(v[0]) {
+	case writeDone:
 		return true, int64(n), nil
-	case 0:
+	case writePresent:
 		return false, v[1], nil
-	case -1:
+	case writeExpired:
 		return false, 0, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
 	}
 	return false, 0, badReply("load", "directory status code %d", v[0])
@@ -692,16 +705,16 @@ func (d *Deductor) dropLayout(ctx context.Context, l *layout) {
 // checkRebuildable refuses (ErrLive) unless every ledger of the activity's
 // current layout is absent or frozen. It returns that layout's kind and
 // number of shards.
-func (d *Deductor) checkRebuildable(ctx context.Context, activity string) (int64, int64, error) {
+func (d *Deductor) checkRebuildable(ctx context.Context, activity string) (metaKind, int64, error) {
 	kind, cur, err := d.readLayout(ctx, activity)
 	if err != nil {
 		return 0, 0, err
 	}
 	var lists [][]string
 	switch kind {
-	case layoutPlain:
+	case metaLoaded:
 		lists = [][]string{d.keys(activity).list()}
-	case layoutSharded:
+	case metaDirectory:
 		lists = newLayout(d.o.prefix, activity, int(cur)).lists
 	}
 	ns := make([][16]int64, len(lists))
@@ -721,7 +734,7 @@ func (d *Deductor) checkRebuildable(ctx context.Context, activity string) (int64
 		return 0, 0, err
 	}
 	for k, n := range ns {
-		if n[0] == 1 && n[9]&flagFrozen == 0 {
+		if metaKind(n[0]) == metaLoaded && n[9]&flagFrozen == 0 {
 			return 0, 0, fmt.Errorf("stock: rebuild activity %s: %w (ledger %d of %d is not frozen: freeze it first)",
 				activity, ErrLive, k, len(ns))
 		}
@@ -734,7 +747,7 @@ func (d *Deductor) checkRebuildable(ctx context.Context, activity string) (int64
 // left frozen), then the directory, then every shard unfrozen; the shards
 // of an older layout are dropped last. A failure part way leaves the
 // rebuilt shards frozen: the next Rebuild starts again.
-func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reservation, kind, cur int64) (Stats, error) {
+func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reservation, kind metaKind, cur int64) (Stats, error) {
 	n := a.shards()
 	per := make([][]Reservation, n)
 	heldBy := make([]int64, n)
@@ -762,7 +775,7 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 			return
 		}
 		if ns[k], errs[k] = ints("rebuild", vals, 13); errs[k] == nil {
-			errs[k] = d.rebuildCode(a.ID, ns[k][0])
+			errs[k] = rebuildErr(a.ID, rebuildCode(ns[k][0]))
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -777,7 +790,7 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 	if err := d.freezeLayout(ctx, l, false); err != nil {
 		return Stats{}, fmt.Errorf("stock: rebuild activity %s: unfreeze the rebuilt shards: %w", a.ID, err)
 	}
-	if kind == layoutSharded && cur != int64(n) {
+	if kind == metaDirectory && cur != int64(n) {
 		d.dropLayout(ctx, newLayout(d.o.prefix, a.ID, int(cur)))
 	}
 	st := Stats{Loaded: true, Total: a.Stock, Limit: a.limit(), Start: a.Start, End: a.End, Shards: make([]Stats, n)}
@@ -793,18 +806,18 @@ func (d *Deductor) rebuildSharded(ctx context.Context, a Activity, live []Reserv
 	return st, nil
 }
 
-// rebuildCode maps a rebuild.lua status code to its error.
-func (d *Deductor) rebuildCode(activity string, code int64) error {
+// rebuildErr maps a rebuild.lua status code to its error.
+func rebuildErr(activity string, code rebuildCode) error {
 	switch code {
-	case 1:
+	case rebuildDone:
 		return nil
-	case -1:
+	case rebuildExpired:
 		return fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, activity)
-	case -2:
+	case rebuildLive:
 		return fmt.Errorf("stock: rebuild activity %s: %w (freeze it first)", activity, ErrLive)
-	case -3:
+	case rebuildChanged:
 		return fmt.Errorf("stock: rebuild activity %s: %w (it changed since it was checked)", activity, ErrLive)
-	case -4, -5, -6:
+	case rebuildOverTotal, rebuildOverLimit, rebuildDuplicate:
 		return fmt.Errorf("%w: activity %s: live reservations rejected by redis (code %d)", ErrInvalidActivity, activity, code)
 	}
 	return badReply("rebuild", "status code %d", code)

@@ -211,7 +211,7 @@ func (d *Deductor) ledgerIDs(ctx context.Context, activity string) (map[string]s
 // scanIDs adds the request IDs of one ledger to ids.
 func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]struct{}) error {
 	key := []string{ledger}
-	cursor := "0"
+	cursor := scanEnd
 	for {
 		vals, err := idsScript.Run(ctx, d.rdb, key, cursor, idsPage).Slice()
 		if err != nil {
@@ -232,7 +232,7 @@ func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]st
 			}
 			ids[id] = struct{}{}
 		}
-		if next == "0" {
+		if next == scanEnd {
 			return nil
 		}
 		cursor = next

@@ -135,8 +135,8 @@ func (d *Deductor) probeAll(ctx context.Context, l *layout) []probe {
 			p.err = err
 			return
 		}
-		p.loaded, p.stock, p.frozen, p.pending, p.stale = n[0] == 1, n[1], n[2] == 1, n[3], n[4]
-		p.epoch, p.seq, p.in, p.out, p.paused = n[5], n[6], n[7], n[8], n[9] == 1
+		p.loaded, p.stock, p.frozen, p.pending, p.stale = metaKind(n[0]) == metaLoaded, n[1], n[2] == replyTrue, n[3], n[4]
+		p.epoch, p.seq, p.in, p.out, p.paused = n[5], n[6], n[7], n[8], n[9] == replyTrue
 	})
 	return ps
 }
@@ -265,14 +265,15 @@ func (d *Deductor) give(ctx context.Context, l *layout, from, to int, id string,
 	if err != nil {
 		return 0, err
 	}
-	switch n[0] {
-	case 1, 2, 8, 10:
+	code := giveCode(n[0])
+	switch code {
+	case giveTaken, giveEmpty, giveFrozen, givePaused:
 		d.observeUnit(ctx, u, st, sn, fenceReply{epoch: n[3], seq: n[4], exp: n[5], born: n[6], origin: n[7]})
-	case 6:
+	case giveNotLoaded:
 	default:
 		return 0, badReply("transfer", "give status code %d", n[0])
 	}
-	if n[0] != 1 {
+	if code != giveTaken {
 		return 0, nil
 	}
 	if n[1] <= 0 || n[1] > MaxQuantity {
@@ -299,11 +300,11 @@ func (d *Deductor) credit(ctx context.Context, l *layout, to, from int, id strin
 	if err != nil {
 		return false, err
 	}
-	switch n[0] {
-	case 1, 2, 3:
+	switch code := creditCode(n[0]); code {
+	case creditApplied, creditBefore, creditVoid:
 		d.observeUnit(ctx, u, st, sn, fenceReply{epoch: n[2], seq: n[3], exp: n[4], born: n[5], origin: n[6]})
-		return n[0] != 3, nil
-	case 4:
+		return code != creditVoid, nil
+	case creditStale:
 		return false, nil
 	}
 	return false, badReply("transfer", "credit status code %d", n[0])
@@ -325,11 +326,11 @@ func (d *Deductor) settle(ctx context.Context, l *layout, from int, id string, a
 	if err != nil {
 		return err
 	}
-	switch n[0] {
-	case 0, 1, 2:
+	switch settleCode(n[0]) {
+	case settleGone, settleApplied, settleRefunded:
 		d.observeUnit(ctx, u, st, sn, fenceReply{epoch: n[2], seq: n[3], exp: n[4], born: n[5], origin: n[6]})
 		return nil
-	case 4:
+	case settleNotLoaded:
 		return nil
 	}
 	return badReply("transfer", "settle status code %d", n[0])
