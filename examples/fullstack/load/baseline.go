@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -98,8 +97,7 @@ func Baseline(ctx context.Context, cfg Config) (*Report, error) {
 		lat[i] = atts[i].latency
 		rep.Outcomes[atts[i].outcome]++
 	}
-	slices.Sort(lat)
-	rep.P50, rep.P99, rep.P999, rep.Max = Percentile(lat, 0.50), Percentile(lat, 0.99), Percentile(lat, 0.999), lat[n-1]
+	rep.setLatency(lat)
 	return rep, nil
 }
 

@@ -110,6 +110,8 @@ type stageRow struct {
 
 func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 
+// view is the page's data: the charts over the buy phase and every
+// answer, the events, the run's parameters and its summary figures.
 func (r *Report) view() (*reportView, error) {
 	span := r.BuyTime // the charts cover the buy phase and every answer
 	for _, s := range r.Samples {
@@ -130,6 +132,20 @@ func (r *Report) view() (*reportView, error) {
 		v.Generated = r.Started.UTC().Format(time.RFC3339)
 	}
 	outcomes := r.outcomeOrder()
+	colors := colorsOf(outcomes)
+	xmax := max(time.Duration(len(buckets))*width, (span+width-1)/width*width, width)
+	v.Throughput = throughputChart(buckets, outcomes, colors, xmax, r.Events)
+	v.Latency = latencyChart(buckets, xmax, r.Events)
+	v.Stages = stageChart(ByStage(r.Samples), len(r.Samples), colors)
+	v.Events = r.eventRows(xmax)
+	v.Params = r.params(v.Generated, v.Bucket)
+	v.Summary = r.summary()
+	return v, nil
+}
+
+// colorsOf gives each outcome its fixed colour, or else the next of the
+// fallback palette, in the order of outcomes.
+func colorsOf(outcomes []string) map[string]string {
 	colors := map[string]string{}
 	next := 0
 	for _, o := range outcomes {
@@ -140,30 +156,43 @@ func (r *Report) view() (*reportView, error) {
 			next++
 		}
 	}
-	xmax := max(time.Duration(len(buckets))*width, (span+width-1)/width*width, width)
-	v.Throughput = throughputChart(buckets, outcomes, colors, xmax, r.Events)
-	v.Latency = latencyChart(buckets, xmax, r.Events)
-	v.Stages = stageChart(ByStage(r.Samples), len(r.Samples), colors)
+	return colors
+}
+
+// eventRows lists the events for the table, noting those the charts (0 to
+// xmax) do not show.
+func (r *Report) eventRows(xmax time.Duration) []eventRow {
+	var rows []eventRow
 	for _, e := range r.Events {
 		row := eventRow{Name: e.Name, At: fmtOffset(e.At)}
 		if e.At < 0 || e.At > xmax {
 			row.Note = "outside the charts"
 		}
-		v.Events = append(v.Events, row)
+		rows = append(rows, row)
 	}
+	return rows
+}
+
+// params lists the run's parameters; started and bucket are the page's
+// formatted start of the buy phase and bucket width.
+func (r *Report) params(started, bucket string) [][2]string {
 	c := r.Config
-	v.Params = [][2]string{
+	return [][2]string{
 		{"target", orDash(c.Target)},
 		{"users", fmt.Sprintf("%d (user%d … user%d)", c.Users, c.FirstUser, c.FirstUser+c.Users-1)},
 		{"buy requests per user", strconv.Itoa(c.Repeat)},
 		{"concurrency", strconv.Itoa(c.Concurrency)},
 		{"drain bound", c.Drain.String()},
 		{"server in this process", strconv.FormatBool(r.SameProcess)},
-		{"buy phase started", orDash(v.Generated)},
-		{"bucket width", v.Bucket},
+		{"buy phase started", orDash(started)},
+		{"bucket width", bucket},
 	}
-	n := time.Duration(max(r.BuyRequests, 1))
-	v.Summary = [][2]string{
+}
+
+// summary lists the run's figures: times, throughput, latency, answers,
+// CPU (when measured) and the server's counts.
+func (r *Report) summary() [][2]string {
+	sum := [][2]string{
 		{"buy requests", strconv.Itoa(r.BuyRequests)},
 		{"prepare / buy / drain", fmt.Sprintf("%v / %v / %v", r.PrepTime.Round(time.Millisecond), r.BuyTime.Round(time.Millisecond), r.DrainTime.Round(time.Millisecond))},
 		{"throughput", fmt.Sprintf("%.0f buy requests/s", r.Throughput)},
@@ -172,23 +201,30 @@ func (r *Report) view() (*reportView, error) {
 		{"accepted → final", fmt.Sprintf("%d → %s", r.Accepted, fmtMap(r.Final))},
 	}
 	if len(r.PrepErrors) > 0 {
-		v.Summary = append(v.Summary, [2]string{"prepare refusals", fmtMap(r.PrepErrors)})
+		sum = append(sum, [2]string{"prepare refusals", fmtMap(r.PrepErrors)})
 	}
 	if r.GenCPU > 0 {
-		cpu := fmt.Sprintf("generator %v per buy", (r.GenCPU / n).Round(100*time.Nanosecond))
-		if r.SameProcess {
-			cpu = fmt.Sprintf("%v per buy (generator + embedded server, one process)", (r.GenCPU / n).Round(100*time.Nanosecond))
-		} else if r.ServerCPU > 0 {
-			cpu = fmt.Sprintf("server %v per buy, %s", (r.ServerCPU / n).Round(100*time.Nanosecond), cpu)
-		}
-		v.Summary = append(v.Summary, [2]string{"cpu", cpu})
+		sum = append(sum, [2]string{"cpu", r.cpuPerBuy()})
 	}
 	s := r.Server
-	v.Summary = append(v.Summary,
+	return append(sum,
 		[2]string{"server stock / sold", fmt.Sprintf("%d / %d (initial %d %+d adjusted; db stock %d, redis remaining %d)", s.Units(), s.Sold(), s.Initial, s.Adjusted, s.DBStock, s.RedisRemain)},
 		[2]string{"server orders", fmt.Sprintf("%s; distinct buyers %d, outbox pending %d, settled %t", fmtMap(s.Orders), s.DistinctUsers, s.OutboxPending, s.Settled)},
 	)
-	return v, nil
+}
+
+// cpuPerBuy is the summary's CPU per buy request: of the one process when
+// the server runs in it, else of the generator, and of the server when
+// its /metrics told.
+func (r *Report) cpuPerBuy() string {
+	n := time.Duration(max(r.BuyRequests, 1))
+	cpu := fmt.Sprintf("generator %v per buy", (r.GenCPU / n).Round(100*time.Nanosecond))
+	if r.SameProcess {
+		cpu = fmt.Sprintf("%v per buy (generator + embedded server, one process)", (r.GenCPU / n).Round(100*time.Nanosecond))
+	} else if r.ServerCPU > 0 {
+		cpu = fmt.Sprintf("server %v per buy, %s", (r.ServerCPU / n).Round(100*time.Nanosecond), cpu)
+	}
+	return cpu
 }
 
 // outcomeOrder lists the outcomes seen: queued first, then by count

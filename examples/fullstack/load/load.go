@@ -223,6 +223,12 @@ type attempt struct {
 // Run executes the load and returns the report. An error means the run
 // itself failed (server unreachable, bad config); invariant violations are
 // listed in Report.Violations.
+//
+// The run goes in phases: wait for the sale's buy path to open; prepare
+// (every user signs in, and each attempt gets its captcha, access token and
+// buy path); wait for the start line; the buy phase; drain (wait for the
+// order pipeline to settle and read the server's counts); the final result
+// of every accepted reservation; the invariant check.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.defaults()
 	if cfg.Target == "" {
@@ -232,29 +238,49 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	c.metrics = cfg.MetricsToken
 	defer c.hc.CloseIdleConnections()
 
-	act, err := c.activity(ctx)
+	act, err := c.openSale(ctx, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
-	if !act.Demo {
-		return nil, errors.New("load: the server does not run with -demo (needed for the captcha hook and invariant report)")
-	}
-	// Wait until the signed path is released.
-	if wait := time.Until(act.PathOpens()); wait > 0 {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "waiting %v for the sale's buy path to open\n", wait.Round(time.Millisecond))
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-
 	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}, Config: cfg}
 	if cfg.OnReport != nil {
 		cfg.OnReport(rep)
 	}
+	r := &runner{cfg: cfg, c: c, rep: rep, atts: attempts(cfg)}
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.waitStart(ctx); err != nil {
+		return nil, err
+	}
+	order, err := r.buy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.tally(order)
+	if err := r.drain(ctx); err != nil {
+		return nil, err
+	}
+	rep.resolveMarks()
+	if err := r.finals(ctx); err != nil {
+		return nil, err
+	}
+	rep.Violations = check(rep, act.TotalStock, cfg)
+	return rep, nil
+}
+
+// runner is one Run between its setup and its invariant check: each phase
+// is a method that fills its part of rep.
+type runner struct {
+	cfg  Config // defaults applied
+	c    *client
+	rep  *Report
+	atts []*attempt // cfg.Repeat per user, user by user
+}
+
+// attempts lists the buy attempts of a run: cfg.Repeat for each of the
+// users cfg.FirstUser … cfg.FirstUser+cfg.Users-1.
+func attempts(cfg Config) []*attempt {
 	atts := make([]*attempt, 0, cfg.Users*cfg.Repeat)
 	for i := 0; i < cfg.Users; i++ {
 		name := "user" + strconv.Itoa(cfg.FirstUser+i)
@@ -262,61 +288,113 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			atts = append(atts, &attempt{user: name})
 		}
 	}
+	return atts
+}
 
-	// Phase 1: every user signs in and gets captcha, access token and path.
+// sleep waits d (not at all when d <= 0) or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// openSale reads the activity, checks the server runs with -demo, and
+// waits until the signed buy path is released (saying so on progress, when
+// there is one).
+func (c *client) openSale(ctx context.Context, progress io.Writer) (Activity, error) {
+	act, err := c.activity(ctx)
+	if err != nil {
+		return act, err
+	}
+	if !act.Demo {
+		return act, errors.New("load: the server does not run with -demo (needed for the captcha hook and invariant report)")
+	}
+	wait := time.Until(act.PathOpens())
+	if wait > 0 && progress != nil {
+		fmt.Fprintf(progress, "waiting %v for the sale's buy path to open\n", wait.Round(time.Millisecond))
+	}
+	return act, sleep(ctx, wait)
+}
+
+// prepare is phase 1: every user signs in (once, however many attempts it
+// makes) and each attempt gets its captcha, access token and path. It
+// fills Report.PrepTime and counts the refusals in Report.PrepErrors.
+func (r *runner) prepare(ctx context.Context) error {
 	t0 := time.Now()
-	bearers := sync.Map{}
-	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "prepare"), func(i int) error {
-		a := atts[i]
-		b, ok := bearers.Load(a.user)
-		if !ok {
-			tok, err := c.login(ctx, a.user)
-			if err != nil {
-				return err
-			}
-			b, _ = bearers.LoadOrStore(a.user, tok)
+	var bearers sync.Map // user → bearer token
+	err := parallel(ctx, r.cfg.Concurrency, len(r.atts), bar(r.cfg.Progress, len(r.atts), "prepare"), func(i int) error {
+		a := r.atts[i]
+		b, err := r.c.signIn(ctx, &bearers, a.user)
+		if err != nil {
+			return err
 		}
-		a.bearer = b.(string)
-		return c.prepare(ctx, a)
+		a.bearer = b
+		return r.c.prepare(ctx, a)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rep.PrepTime = time.Since(t0)
-	for _, a := range atts {
+	r.rep.PrepTime = time.Since(t0)
+	for _, a := range r.atts {
 		if a.prepErr != "" {
-			rep.PrepErrors[a.prepErr]++
+			r.rep.PrepErrors[a.prepErr]++
 		}
 	}
+	return nil
+}
 
-	// Phase 2: the start line. Everyone fires.
-	if act2, err := c.activity(ctx); err == nil {
-		if wait := time.Until(act2.Start()); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+// signIn returns user's bearer token from bearers, logging the user in
+// the first time it is asked for.
+func (c *client) signIn(ctx context.Context, bearers *sync.Map, user string) (string, error) {
+	b, ok := bearers.Load(user)
+	if !ok {
+		tok, err := c.login(ctx, user)
+		if err != nil {
+			return "", err
 		}
+		b, _ = bearers.LoadOrStore(user, tok)
 	}
-	// Users arrive in random order, as in a real sale.
-	order := rand.Perm(len(atts))
+	return b.(string), nil
+}
+
+// waitStart waits for the start line: the sale's start as the service
+// reports it now. When the activity cannot be read, everyone fires at once.
+func (c *client) waitStart(ctx context.Context) error {
+	if act, err := c.activity(ctx); err == nil {
+		return sleep(ctx, time.Until(act.Start()))
+	}
+	return nil
+}
+
+// buy is phase 2: every attempt sends its buy request, users in random
+// order as in a real sale, with cfg.Steps run at their request numbers. It
+// fills the buy phase's time, CPU and "buy start"/"buy end" marks, and
+// returns the sending order (indexes into r.atts).
+func (r *runner) buy(ctx context.Context) ([]int, error) {
+	cfg, rep := r.cfg, r.rep
+	order := rand.Perm(len(r.atts))
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(true)
 	}
-	srv0, srvOK := c.serverCPU(ctx)
+	srv0, srvOK := r.c.serverCPU(ctx)
 	gen0, genOK := selfCPU()
 	t1 := time.Now()
 	rep.Started = t1
 	rep.MarkAt("buy start", t1)
 	g := newGate(cfg.Steps, rep)
-	err = parallel(ctx, cfg.Concurrency, len(atts), bar(cfg.Progress, len(atts), "buy"), func(i int) error {
+	err := parallel(ctx, cfg.Concurrency, len(r.atts), bar(cfg.Progress, len(r.atts), "buy"), func(i int) error {
 		if len(cfg.Steps) > 0 {
 			if err := g.before(ctx, i); err != nil {
 				return err
 			}
 		}
-		return c.buy(ctx, atts[order[i]])
+		return r.c.buy(ctx, r.atts[order[i]])
 	})
 	if err != nil {
 		return nil, err
@@ -326,18 +404,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if gen1, ok := selfCPU(); ok && genOK {
 		rep.GenCPU = gen1 - gen0
 	}
-	if srv1, ok := c.serverCPU(ctx); ok && srvOK {
+	if srv1, ok := r.c.serverCPU(ctx); ok && srvOK {
 		rep.ServerCPU = srv1 - srv0
 	}
 	rep.SameProcess = cfg.SameProcess
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(false)
 	}
-	rep.BuyRequests = len(atts)
-	rep.Throughput = float64(len(atts)) / rep.BuyTime.Seconds()
-	lat := make([]time.Duration, len(atts))
-	rep.Samples = make([]Sample, 0, len(atts))
-	for i, a := range atts {
+	return order, nil
+}
+
+// tally fills the buy phase's figures from the answers: the throughput,
+// the outcomes, the samples in sending order and the latency percentiles.
+func (r *runner) tally(order []int) {
+	rep := r.rep
+	rep.BuyRequests = len(r.atts)
+	rep.Throughput = float64(len(r.atts)) / rep.BuyTime.Seconds()
+	lat := make([]time.Duration, len(r.atts))
+	rep.Samples = make([]Sample, 0, len(r.atts))
+	for i, a := range r.atts {
 		lat[i] = a.latency
 		rep.Outcomes[a.outcome]++
 		if a.outcome == "queued" {
@@ -345,60 +430,66 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	for _, i := range order { // in the order they were sent
-		a := atts[i]
-		rep.Samples = append(rep.Samples, Sample{Start: a.start.Sub(t1), Latency: a.latency, Outcome: a.outcome, Stage: a.stage})
+		a := r.atts[i]
+		rep.Samples = append(rep.Samples, Sample{Start: a.start.Sub(rep.Started), Latency: a.latency, Outcome: a.outcome, Stage: a.stage})
 	}
-	slices.Sort(lat)
-	rep.P50, rep.P99, rep.P999, rep.Max = Percentile(lat, 0.50), Percentile(lat, 0.99), Percentile(lat, 0.999), lat[len(lat)-1]
+	rep.setLatency(lat)
+}
 
-	// Phase 3: wait for the consumer and relay to drain, then count.
+// setLatency sets the percentiles and the maximum of lat (not empty),
+// which it sorts.
+func (r *Report) setLatency(lat []time.Duration) {
+	slices.Sort(lat)
+	r.P50, r.P99, r.P999, r.Max = Percentile(lat, 0.50), Percentile(lat, 0.99), Percentile(lat, 0.999), lat[len(lat)-1]
+}
+
+// drain is phase 3: it reads the server's counts every 100 ms until they
+// are settled twice in a row or cfg.Drain has passed, and keeps the last
+// in Report.Server. While the service answers 503 (it cannot read its
+// stores, e.g. a Redis outage) it asks again, within the drain.
+func (r *runner) drain(ctx context.Context) error {
+	rep := r.rep
 	t2 := time.Now()
-	deadline := time.Now().Add(cfg.Drain)
+	deadline := time.Now().Add(r.cfg.Drain)
 	for {
-		iv, err := c.invariants(ctx)
+		iv, err := r.c.invariants(ctx)
 		if errors.Is(err, errUnavailable) && time.Now().Before(deadline) {
-			// The service cannot read its stores right now (a Redis
-			// outage): the counts come when it can, within the drain.
-			select {
-			case <-time.After(100 * time.Millisecond):
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return err
 			}
+			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if iv.Settled && rep.Server.Settled {
-			rep.Server = iv // settled twice in a row: counts are final
-			break
-		}
+		final := iv.Settled && rep.Server.Settled // settled twice in a row: counts are final
 		rep.Server = iv
-		if time.Now().After(deadline) {
+		if final || time.Now().After(deadline) {
 			break
 		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 	rep.DrainTime = time.Since(t2)
 	rep.MarkAt("drain end", t2.Add(rep.DrainTime))
-	rep.resolveMarks()
-	// Final result of every accepted reservation, as a user would see it.
-	for _, a := range atts {
+	return nil
+}
+
+// finals counts in Report.Final the final result of every accepted
+// reservation, as a user would see it.
+func (r *runner) finals(ctx context.Context) error {
+	for _, a := range r.atts {
 		if a.outcome != "queued" {
 			continue
 		}
-		st, err := c.result(ctx, a)
+		st, err := r.c.result(ctx, a)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rep.Final[st]++
+		r.rep.Final[st]++
 	}
-	rep.Violations = check(rep, act.TotalStock, cfg)
-	return rep, nil
+	return nil
 }
 
 // check lists every violated invariant (I1–I5 of docs/ARCHITECTURE.md),

@@ -47,28 +47,17 @@ func main() {
 	os.Exit(code)
 }
 
+// run is loadgen with its arguments: it reads the flags, starts the
+// embedded server (or names the target), measures the bare baseline when
+// asked, runs the load and prints the report. The code is 1 when an
+// invariant is violated.
 func run(args []string) (int, error) {
-	cfg := app.DefaultConfig()
-	cfg.Addr = "127.0.0.1:0"
-	cfg.StartIn = 0
-	cfg.LogLevel = "warn"
-	lc := load.Config{}
-	fs := flag.NewFlagSet("loadgen", flag.ExitOnError)
-	cfg.RegisterFlags(fs)
-	fs.StringVar(&lc.Target, "target", "", "URL of a running server started with -demo (default: start one in-process)")
-	fs.IntVar(&lc.Repeat, "repeat", 1, "buy requests per user")
-	fs.IntVar(&lc.Concurrency, "c", 256, "parallel connections")
-	fs.DurationVar(&lc.Drain, "drain", 60*time.Second, "how long to wait for the order pipeline to settle")
-	quiet := fs.Bool("q", false, "no progress bars")
-	bareServe := fs.String("bare-serve", "", "internal: serve the bare baseline server on this address and print its URL (used by -baseline with -target)")
-	baseline := fs.Bool("baseline", false, "first measure a bare net/http server in this process with the same generator, concurrency and request count (the machine's floor), then the service")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
-	report := fs.String("report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
-	_ = fs.Parse(args)
-	if *bareServe != "" {
-		return serveBare(*bareServe)
+	cl := parseFlags(args)
+	if cl.bareServe != "" {
+		return serveBare(cl.bareServe)
 	}
-	cfg.Resolve(fs)
+	cl.cfg.Resolve(cl.fs)
+	cfg, lc := cl.cfg, cl.lc
 	// The load generator reads captcha answers through the demo hook, so
 	// its in-process server always runs in demo mode, on real servers too:
 	// it is a test tool, never a deployment.
@@ -82,79 +71,152 @@ func run(args []string) (int, error) {
 
 	lc.MetricsToken = os.Getenv("SECKILL_METRICS_TOKEN") // the target's, to read its CPU
 	if lc.Target == "" {
-		a, err := app.New(ctx, cfg, app.NewLogger(os.Stderr, cfg.LogLevel))
+		shutdown, err := startEmbedded(ctx, cfg, &lc)
 		if err != nil {
 			return 0, err
 		}
-		url, err := a.Start()
-		if err != nil {
-			_ = a.Shutdown(context.Background())
-			return 0, err
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = a.Shutdown(sctx)
-		}()
-		lc.Target = url
-		lc.SameProcess = true
-		fmt.Printf("embedded server at %s (redis %s, db %s, kafka %s), %d users vs %d stock\n",
-			url, a.Infra().RedisKind, a.Infra().DBKind, a.Infra().KafkaKind, lc.Users, cfg.Stock)
+		defer shutdown()
 	} else {
 		fmt.Printf("target %s, %d users\n", lc.Target, lc.Users)
 	}
-	var w io.Writer = os.Stderr
-	if *quiet {
-		w = nil
+	if !cl.quiet {
+		lc.Progress = os.Stderr
 	}
-	lc.Progress = w
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+	if cl.cpuprofile != "" {
+		closeProfile, err := profileBuyPhase(cl.cpuprofile, &lc)
 		if err != nil {
 			return 0, err
 		}
-		defer f.Close()
-		lc.OnBuyPhase = func(start bool) {
-			if start {
-				_ = pprof.StartCPUProfile(f)
-			} else {
-				pprof.StopCPUProfile()
-			}
-		}
+		defer closeProfile()
 	}
 	var base *load.Report
-	if *baseline {
-		bc := lc
-		bc.Target = ""
-		if !lc.SameProcess {
-			// The service runs in another process: so does the bare server.
-			url, stopBare, err := startBare(ctx)
-			if err != nil {
-				return 0, err
-			}
-			defer stopBare()
-			bc.Target = url
-		}
-		b, err := load.Baseline(ctx, bc)
+	if cl.baseline {
+		b, stopBare, err := measureBaseline(ctx, lc)
 		if err != nil {
 			return 0, err
 		}
+		defer stopBare()
 		base = b
 	}
 	rep, err := load.Run(ctx, lc)
 	if err != nil {
 		return 0, err
 	}
+	return output(rep, base, cl.report)
+}
+
+// cmdline is loadgen's parsed command line: the embedded server's flags
+// (every service flag), the load's and loadgen's own.
+type cmdline struct {
+	fs         *flag.FlagSet
+	cfg        app.Config  // the embedded server
+	lc         load.Config // the load
+	quiet      bool        // -q
+	bareServe  string      // -bare-serve
+	baseline   bool        // -baseline
+	cpuprofile string      // -cpuprofile
+	report     string      // -report
+}
+
+// parseFlags registers and parses the flags; bad flags exit (status 2)
+// with the usage.
+func parseFlags(args []string) *cmdline {
+	cl := &cmdline{cfg: app.DefaultConfig(), fs: flag.NewFlagSet("loadgen", flag.ExitOnError)}
+	cl.cfg.Addr = "127.0.0.1:0"
+	cl.cfg.StartIn = 0
+	cl.cfg.LogLevel = "warn"
+	fs := cl.fs
+	cl.cfg.RegisterFlags(fs)
+	fs.StringVar(&cl.lc.Target, "target", "", "URL of a running server started with -demo (default: start one in-process)")
+	fs.IntVar(&cl.lc.Repeat, "repeat", 1, "buy requests per user")
+	fs.IntVar(&cl.lc.Concurrency, "c", 256, "parallel connections")
+	fs.DurationVar(&cl.lc.Drain, "drain", 60*time.Second, "how long to wait for the order pipeline to settle")
+	fs.BoolVar(&cl.quiet, "q", false, "no progress bars")
+	fs.StringVar(&cl.bareServe, "bare-serve", "", "internal: serve the bare baseline server on this address and print its URL (used by -baseline with -target)")
+	fs.BoolVar(&cl.baseline, "baseline", false, "first measure a bare net/http server in this process with the same generator, concurrency and request count (the machine's floor), then the service")
+	fs.StringVar(&cl.cpuprofile, "cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
+	fs.StringVar(&cl.report, "report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
+	_ = fs.Parse(args)
+	return cl
+}
+
+// startEmbedded starts the service in this process, makes it lc's target
+// and returns its shutdown.
+func startEmbedded(ctx context.Context, cfg app.Config, lc *load.Config) (func(), error) {
+	a, err := app.New(ctx, cfg, app.NewLogger(os.Stderr, cfg.LogLevel))
+	if err != nil {
+		return nil, err
+	}
+	url, err := a.Start()
+	if err != nil {
+		_ = a.Shutdown(context.Background())
+		return nil, err
+	}
+	lc.Target = url
+	lc.SameProcess = true
+	fmt.Printf("embedded server at %s (redis %s, db %s, kafka %s), %d users vs %d stock\n",
+		url, a.Infra().RedisKind, a.Infra().DBKind, a.Infra().KafkaKind, lc.Users, cfg.Stock)
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = a.Shutdown(sctx)
+	}, nil
+}
+
+// profileBuyPhase makes lc write a CPU profile of its buy phase to path
+// and returns the file's close.
+func profileBuyPhase(path string, lc *load.Config) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	lc.OnBuyPhase = func(start bool) {
+		if start {
+			_ = pprof.StartCPUProfile(f)
+		} else {
+			pprof.StopCPUProfile()
+		}
+	}
+	return func() { _ = f.Close() }, nil
+}
+
+// measureBaseline runs the bare baseline with lc's generator settings: in
+// this process when the service runs here, else against a bare server in
+// a child process, which the returned stop ends.
+func measureBaseline(ctx context.Context, lc load.Config) (*load.Report, func(), error) {
+	bc := lc
+	bc.Target = ""
+	stopBare := func() {}
+	if !lc.SameProcess {
+		// The service runs in another process: so does the bare server.
+		url, stop, err := startBare(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		bc.Target, stopBare = url, stop
+	}
+	b, err := load.Baseline(ctx, bc)
+	if err != nil {
+		stopBare()
+		return nil, nil, err
+	}
+	return b, stopBare, nil
+}
+
+// output prints the report (and the baseline's, with the ratio), writes
+// the HTML report when asked, and gives the exit code: 1 when an
+// invariant is violated.
+func output(rep, base *load.Report, report string) (int, error) {
 	fmt.Print(rep.String())
 	if base != nil {
 		fmt.Print(base.BaselineString())
 		fmt.Printf("ratio       the service's buy phase ran at %.0f%% of the bare server's rate\n", 100*rep.Throughput/base.Throughput)
 	}
-	if *report != "" {
-		if err := writeReport(*report, rep); err != nil {
+	if report != "" {
+		if err := writeReport(report, rep); err != nil {
 			return 0, err
 		}
-		fmt.Printf("report      %s\n", *report)
+		fmt.Printf("report      %s\n", report)
 	}
 	if len(rep.Violations) > 0 {
 		return 1, nil
