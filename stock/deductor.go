@@ -798,7 +798,10 @@ func statsOf(n []int64) Stats {
 // Lookup returns the ledger entry of requestID in activity, and false when
 // there is none. Use it after an uncertain Reserve outcome. For a sharded
 // activity every shard is asked (a held or freed entry wins over a
-// tombstone, which is written in every shard).
+// tombstone, which is written in every shard). While the activity (or a
+// shard) is frozen an entry that is not found may have been lost with the
+// rest of Redis's state, so absence is not an answer then: Lookup fails
+// with [ErrFrozen] until the rebuild (an entry that is found is returned).
 func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Reservation, bool, error) {
 	if err := checkActivity(activity); err != nil {
 		return Reservation{}, false, err
@@ -816,6 +819,9 @@ func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Rese
 			return found{r, ok}, next, err
 		}
 		r, ok, shape, err := d.lookupKeys(ctx, d.keys(activity), requestID)
+		if shape == shapeFrozen {
+			return found{}, nil, fmt.Errorf("%w: lookup of %q: its ledger may have lost the entry", ErrFrozen, requestID)
+		}
 		if err != nil || shape < minShards {
 			return found{r, ok}, nil, err
 		}
@@ -841,7 +847,7 @@ func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Re
 		r, err := parseRecord(requestID, x)
 		return r, err == nil, shapeLoaded, err
 	case int64:
-		if ledgerShape(x) == shapeNotLoaded || isShardCount(x) && k.xout == "" {
+		if ledgerShape(x) == shapeNotLoaded || ledgerShape(x) == shapeFrozen || isShardCount(x) && k.xout == "" {
 			return Reservation{}, false, ledgerShape(x), nil
 		}
 		return Reservation{}, false, 0, badReply("lookup", "answer %d", x)

@@ -6,14 +6,19 @@
 --
 -- Returns the record string when the ID is in the ledger. Otherwise: the
 -- number of shards (an integer >= 2) when KEYS[2] is the directory of a
--- sharded activity, -1 when KEYS[2] holds no stock (not loaded), nil.
+-- sharded activity, -1 when KEYS[2] holds no stock (not loaded), -2 when
+-- it is frozen (its ledger may have lost entries: an absent ID proves
+-- nothing until the rebuild), nil.
 
 local r = redis.call('HGET', KEYS[1], ARGV[1])
 if r then
   return r
 end
-local m = redis.call('HMGET', KEYS[2], 'stock', 'shards')
+local m = redis.call('HMGET', KEYS[2], 'stock', 'shards', 'frozen')
 if m[1] then
+  if m[3] == '1' then
+    return -2
+  end
   return false
 end
 if m[2] then

@@ -53,6 +53,9 @@ const (
 	// shapeLoaded: the meta key holds stock (scan.lua; lookup.lua answers
 	// nil instead).
 	shapeLoaded ledgerShape = 0
+	// shapeFrozen (lookup.lua only): the meta key holds stock but is
+	// frozen, so an ID missing from its ledger may have been lost.
+	shapeFrozen ledgerShape = -2
 )
 
 // reserveCode is the first value of a reply of reserve.lua, and of each

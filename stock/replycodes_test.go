@@ -48,7 +48,7 @@ var replySpecs = map[string]replySpec{
 	"adjlog.lua":       {src: adjlogLua, typ: "metaKind"},
 	"freeze.lua":       {src: freezeLua, typ: "metaKind"},
 	"probe.lua":        {src: probeLua, typ: "metaKind", skip: []string{"metaDirectory"}},
-	"scan.lua":         {src: scanLua, typ: "ledgerShape", pos: 2, others: []string{"tonumber(m[2])"}},
+	"scan.lua":         {src: scanLua, typ: "ledgerShape", pos: 2, skip: []string{"shapeFrozen"}, others: []string{"tonumber(m[2])"}},
 	"lookup.lua": {src: lookupLua, typ: "ledgerShape", skip: []string{"shapeLoaded"},
 		others: []string{"redis.call('HGET', KEYS[1], ARGV[1])", "false", "tonumber(m[2])"}},
 }

@@ -417,7 +417,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 		f := &fs[k]
 		f.r, f.ok, f.shape, f.err = d.lookupKeys(ctx, l.keys[k], requestID)
 	})
-	best, gone := -1, 0
+	best, gone, frozen := -1, 0, 0
 	var errs []error
 	for k, f := range fs {
 		switch {
@@ -427,6 +427,8 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 			best = k
 		case f.shape == shapeNotLoaded:
 			gone++
+		case f.shape == shapeFrozen:
+			frozen++
 		}
 	}
 	if best >= 0 {
@@ -434,6 +436,9 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 	}
 	if len(errs) > 0 {
 		return Reservation{}, false, l, errors.Join(errs...)
+	}
+	if frozen > 0 {
+		return Reservation{}, false, l, fmt.Errorf("%w: lookup of %q: %d of %d shards frozen, their ledgers may have lost the entry", ErrFrozen, requestID, frozen, l.n)
 	}
 	if gone == l.n {
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {

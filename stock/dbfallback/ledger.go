@@ -87,6 +87,9 @@ type Ledger interface {
 // share units), but the request holds twice what it asked for. After an
 // outage, the reconciler releases the copy in this Store for each one
 // ([Store.Release]; the order keeps the Redis reservation), then drains.
+// While the Redis activity is frozen its ledger may have lost entries, so
+// Overlap fails with [stock.ErrFrozen] (from the ledger's Lookup) until the
+// rebuild.
 func (s *Store) Overlap(ctx context.Context, ledger Ledger, activity string) ([]stock.Reservation, error) {
 	if ledger == nil {
 		return nil, fmt.Errorf("dbfallback: overlap: nil ledger")

@@ -52,7 +52,7 @@ func mapErr(err error) error {
 	case errors.Is(err, stock.ErrInvalidRequest), errors.Is(err, stock.ErrInvalidActivity), errors.Is(err, order.ErrInvalidID),
 		errors.Is(err, order.ErrInvalidAdjust), errors.Is(err, risk.ErrInvalidArgument), errors.Is(err, risk.ErrInvalidID):
 		return fmt.Errorf("%w: %w", admin.ErrInvalidArgument, err)
-	case errors.Is(err, stock.ErrUnavailable):
+	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, stock.ErrFrozen):
 		return fmt.Errorf("%w: %w", admin.ErrUnavailable, err)
 	}
 	return err

@@ -280,13 +280,19 @@ func (a *App) stepUserLimit(ctx context.Context, b *buy) verdict {
 // attempt spent). A reservation that was released answers failed, and the
 // access token is given back: the buyer holds nothing and may start a new
 // attempt. An unknown reservation (a first attempt, or one that never
-// reached Reserve) goes on down the chain.
+// reached Reserve) goes on down the chain — unless the ledger is frozen
+// for a rebuild, when absence proves nothing (503 busy).
 func (a *App) stepLookup(ctx context.Context, b *buy) verdict {
 	if b.resv == "" {
 		return verdict{}
 	}
 	rec, found, err := a.lookupReservation(ctx, b.resv)
 	switch {
+	case errors.Is(err, stock.ErrFrozen):
+		// Redis lost the sale's state and it is being rebuilt: this
+		// attempt's reservation may be in flight to an order, so no later
+		// step may refuse it for good. The buyer retries shortly.
+		return refusal(http.StatusServiceUnavailable, "busy", "the sale is paused for a moment, retry shortly")
 	case err != nil:
 		return failure(err)
 	case !found:

@@ -112,3 +112,38 @@ func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryWhileFrozenIsNotRefused: while Redis's copy of the sale is
+// frozen for a rebuild (it lost its state: a restart, a failover), the
+// ledger cannot tell whether a retried attempt reserved — its message may be
+// on its way to an order — so the retry answers 503 busy before any step
+// that could refuse it for good, here an access token the lost pool no
+// longer knows. Before, it answered 403 token, and the crash test saw that
+// attempt become an order ("1 refused attempts became orders"). After the
+// rebuild the same retry goes through.
+func TestRetryWhileFrozenIsNotRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, base := startApp(t, embeddedConfig(20, 10))
+	u := login(t, base, "user6")
+	cid, ans, tok, path := u.creds()
+	_, _, lost, _ := login(t, base, "user7").creds() // a well-formed token this buyer's pool entry does not hold
+	d := app.Stock(a)
+	act := "1"
+	if err := d.Freeze(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	code, m := u.do("POST", path, map[string]string{"token": lost, "captcha_id": cid, "captcha": ans, "request_id": "during-rebuild"})
+	if code != 503 || u.str(m, "status") != "busy" {
+		t.Fatalf("retry while frozen: %d %v, want 503 busy (not a final refusal)", code, m)
+	}
+	if err := d.Unfreeze(ctx, act); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing was spent: the same captcha and token buy after the rebuild.
+	code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "during-rebuild"})
+	if code != 202 || u.str(m, "status") != "queued" {
+		t.Fatalf("retry after the rebuild: %d %v, want 202 queued", code, m)
+	}
+	waitOrders(t, a, 6, 1)
+}
