@@ -48,7 +48,10 @@ var reqSeq atomic.Uint64
 // context for the logs. Cheap: a counter, no crypto random per request.
 func (a *App) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("X-Request-ID")
+		var id string
+		if v := r.Header["X-Request-Id"]; len(v) > 0 { // Header.Get's key, already canonical
+			id = v[0]
+		}
 		if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\t\"") {
 			id = a.p.nodeTag + "-" + strconv.FormatUint(reqSeq.Add(1), 36)
 		}
@@ -104,13 +107,17 @@ func (a *App) route(name string, h http.HandlerFunc) http.Handler {
 			r = r.WithContext(ctx)
 		}
 		sw := &statusWriter{ResponseWriter: w}
-		start := time.Now()
+		var start time.Time // read only for the debug log: a clock read per request otherwise
+		debug := a.log.Enabled(r.Context(), slog.LevelDebug)
+		if debug {
+			start = time.Now()
+		}
 		h(sw, r)
 		if sw.code == 0 {
 			sw.code = http.StatusOK
 		}
 		count(sw.code)
-		if a.log.Enabled(r.Context(), slog.LevelDebug) {
+		if debug && a.log.Enabled(r.Context(), slog.LevelDebug) {
 			a.logger(r.Context()).Debug("http", "route", name, "method", r.Method, "path", r.URL.Path, "code", sw.code, "dur", time.Since(start))
 		}
 	})
@@ -211,6 +218,11 @@ func cleanPath(p string) string {
 //     bodiless POST needs no Content-Type);
 //   - a path or method no route serves gets a JSON 404 or 405 (with
 //     Allow), not ServeMux's text.
+//
+// The mux matches each request once: its routes (marked by routed) answer
+// on the real ResponseWriter, and so does a redirect the mux chose for a
+// pattern; its fallbacks for no pattern (404, 405, redirect) answer into a
+// recorder whose code and headers guard turns into the answers above.
 func guard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
@@ -221,27 +233,60 @@ func guard(mux *http.ServeMux) http.Handler {
 			writeErr(w, http.StatusUnsupportedMediaType, "bad_request", "the body must be application/json")
 			return
 		}
-		h, pattern := mux.Handler(r)
-		if pattern == "" {
-			rec := &headerOnly{h: http.Header{}}
-			h.ServeHTTP(rec, r) // ServeMux's own 404/405/redirect: keep the code and Allow only
-			switch {
-			case rec.code == http.StatusMethodNotAllowed:
-				if allow := rec.h.Get("Allow"); allow != "" {
-					w.Header().Set("Allow", allow)
-				}
-				writeErr(w, http.StatusMethodNotAllowed, "bad_request", "method not allowed")
-			case rec.code >= 300 && rec.code < 400 && !strings.HasPrefix(r.URL.Path, "/api/"):
-				// "/static" → "/static/" for the page; API paths never redirect.
-				http.Redirect(w, r, rec.h.Get("Location"), rec.code)
-			default:
-				writeErr(w, http.StatusNotFound, "not_found", "no such path")
-			}
+		g := &guardWriter{w: w, r: r}
+		mux.ServeHTTP(g, r)
+		if g.routed || r.Pattern != "" {
 			return
 		}
-		mux.ServeHTTP(w, r)
+		rec := &g.rec // ServeMux's own 404/405/redirect: keep the code and Allow only
+		switch {
+		case rec.code == http.StatusMethodNotAllowed:
+			if allow := rec.Header().Get("Allow"); allow != "" {
+				w.Header().Set("Allow", allow)
+			}
+			writeErr(w, http.StatusMethodNotAllowed, "bad_request", "method not allowed")
+		case rec.code >= 300 && rec.code < 400 && !strings.HasPrefix(r.URL.Path, "/api/"):
+			// "/static" → "/static/" for the page; API paths never redirect.
+			http.Redirect(w, r, rec.Header().Get("Location"), rec.code)
+		default:
+			writeErr(w, http.StatusNotFound, "not_found", "no such path")
+		}
 	})
 }
+
+// routed marks h as a route's handler for guard: it runs on the real
+// ResponseWriter (its Flusher, Hijacker and Unwrap), not guard's.
+func routed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g, ok := w.(*guardWriter); ok {
+			g.routed = true
+			w = g.w
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// guardWriter is what guard passes to the mux. A route's handler unwraps
+// it (routed); any other handler the mux picked writes through to w when
+// the mux named a pattern (r.Pattern, set before the handler runs), and
+// into rec when it did not.
+type guardWriter struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	routed bool
+	rec    headerOnly
+}
+
+func (g *guardWriter) target() http.ResponseWriter {
+	if g.r.Pattern != "" {
+		return g.w
+	}
+	return &g.rec
+}
+
+func (g *guardWriter) Header() http.Header         { return g.target().Header() }
+func (g *guardWriter) WriteHeader(code int)        { g.target().WriteHeader(code) }
+func (g *guardWriter) Write(b []byte) (int, error) { return g.target().Write(b) }
 
 // headerOnly records the status and headers of ServeMux's fallback
 // handlers and drops their text body.
@@ -250,7 +295,12 @@ type headerOnly struct {
 	code int
 }
 
-func (h *headerOnly) Header() http.Header { return h.h }
+func (h *headerOnly) Header() http.Header {
+	if h.h == nil {
+		h.h = http.Header{}
+	}
+	return h.h
+}
 func (h *headerOnly) WriteHeader(code int) {
 	if h.code == 0 {
 		h.code = code

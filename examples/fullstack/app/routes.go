@@ -14,32 +14,35 @@ import (
 // Handler returns the service's HTTP handler.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
+	// guard runs the mux once per request and keeps answers of the mux's
+	// own (404, 405, redirects) apart from the routes' answers by this mark.
+	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, routed(h)) }
 	authed := func(name string, h http.HandlerFunc) http.Handler {
 		return a.route(name, a.authenticated(h))
 	}
-	mux.Handle("GET /{$}", staticHandler())
-	mux.Handle("GET /static/", staticHandler())
-	mux.Handle("GET /healthz", a.route("healthz", a.handleHealth))
-	mux.Handle("GET /metrics", a.handleMetrics())
-	mux.Handle("POST /api/login", a.route("login", a.handleLogin))
-	mux.Handle("GET /api/activity", a.route("activity", a.handleActivity))
-	mux.Handle("GET /api/captcha", authed("captcha", a.handleCaptcha))
-	mux.Handle("POST /api/activity/token", authed("token", a.handleToken))
-	mux.Handle("GET /api/activity/path", authed("path", a.handlePath))
-	mux.Handle("POST /api/buy/{activity}/{sig}", authed("buy", a.handleBuy))
-	mux.Handle("POST /api/buy/{rest...}", authed("buy", func(w http.ResponseWriter, r *http.Request) {
+	handle("GET /{$}", staticHandler())
+	handle("GET /static/", staticHandler())
+	handle("GET /healthz", a.route("healthz", a.handleHealth))
+	handle("GET /metrics", a.handleMetrics())
+	handle("POST /api/login", a.route("login", a.handleLogin))
+	handle("GET /api/activity", a.route("activity", a.handleActivity))
+	handle("GET /api/captcha", authed("captcha", a.handleCaptcha))
+	handle("POST /api/activity/token", authed("token", a.handleToken))
+	handle("GET /api/activity/path", authed("path", a.handlePath))
+	handle("POST /api/buy/{activity}/{sig}", authed("buy", a.handleBuy))
+	handle("POST /api/buy/{rest...}", authed("buy", func(w http.ResponseWriter, r *http.Request) {
 		a.refuse(w, r, "token", http.StatusForbidden, "token", "no valid buy path")
 	}))
-	mux.Handle("GET /api/result/{reservation}", authed("result", a.handleResult))
-	mux.Handle("POST /api/events/{reservation}/ticket", authed("ticket", a.handleTicket))
-	mux.Handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
-	mux.Handle("GET /api/ws/{reservation}", a.route("ws", a.handleWS))
-	mux.Handle("POST /api/pay", authed("pay", a.handlePay))
+	handle("GET /api/result/{reservation}", authed("result", a.handleResult))
+	handle("POST /api/events/{reservation}/ticket", authed("ticket", a.handleTicket))
+	handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
+	handle("GET /api/ws/{reservation}", a.route("ws", a.handleWS))
+	handle("POST /api/pay", authed("pay", a.handlePay))
 	if a.cfg.Demo {
 		// DEMO ONLY (-demo): lets scripts, the load generator and the
 		// browser test pass the captcha. Never enable in production.
-		mux.Handle("GET /api/demo/captcha/{id}", authed("demo_captcha", a.handleDemoCaptcha))
-		mux.Handle("GET /api/demo/invariants", a.route("demo_invariants", a.handleInvariants))
+		handle("GET /api/demo/captcha/{id}", authed("demo_captcha", a.handleDemoCaptcha))
+		handle("GET /api/demo/invariants", a.route("demo_invariants", a.handleInvariants))
 	}
 	return a.withRequestID(guard(mux))
 }
