@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/lifecycle"
 	"gorm.io/gorm"
 )
 
@@ -41,7 +42,7 @@ type Canceller struct {
 	rel Releaser
 	o   options
 	sql sqlText
-	w   worker
+	w   lifecycle.Worker
 }
 
 var _ Scheduler = (*Canceller)(nil)
@@ -379,7 +380,7 @@ func (c *Canceller) ScanExpired(ctx context.Context) (int, error) {
 // [WithScanInterval] until ctx ends or Close is called; it returns nil then.
 // Failures go to [WithOnError] and are retried on the next tick.
 func (c *Canceller) Run(ctx context.Context) error {
-	ctx, stop, err := c.w.begin(ctx, "canceller")
+	ctx, stop, err := c.w.Begin(ctx, "order: canceller")
 	if err != nil {
 		return err
 	}
@@ -410,6 +411,6 @@ func (c *Canceller) Run(ctx context.Context) error {
 
 // Close stops Run and waits for it to return. It is safe to call twice.
 func (c *Canceller) Close() error {
-	c.w.shutdown()
+	c.w.Shutdown()
 	return nil
 }

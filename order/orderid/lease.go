@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/lifecycle"
 )
 
 // Lease is a machine ID leased from Redis (SET NX PX, renewed every
@@ -31,7 +32,7 @@ type Lease struct {
 
 	mu  sync.Mutex // guards gen
 	gen *Generator
-	w   worker
+	w   lifecycle.Worker
 }
 
 // AcquireMachine leases the first free machine ID in 0..[MaxMachine].
@@ -121,7 +122,7 @@ func (l *Lease) renew(ctx context.Context, release bool) error {
 // it releases the lease and returns nil). It returns [ErrLeaseLost] when the
 // lease was lost; transient Redis errors are retried until the TTL runs out.
 func (l *Lease) Run(ctx context.Context) error {
-	ctx, stop, err := l.w.begin(ctx, "lease")
+	ctx, stop, err := l.w.Begin(ctx, "orderid: lease")
 	if err != nil {
 		return err
 	}
@@ -157,7 +158,7 @@ func (l *Lease) Run(ctx context.Context) error {
 // Close stops Run (which releases the lease) and waits for it. Without a
 // running Run it releases the lease directly.
 func (l *Lease) Close() error {
-	first, running := l.w.shutdown()
+	first, running := l.w.Shutdown()
 	if !first || running {
 		return nil // Run released the lease on its way out
 	}

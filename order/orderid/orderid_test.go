@@ -133,7 +133,7 @@ func TestMachineLease(t *testing.T) {
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	eventually(t, 5*time.Second, func() bool { b.w.mu.Lock(); defer b.w.mu.Unlock(); return b.w.done != nil }, "Run started")
+	eventually(t, 5*time.Second, b.w.Running, "Run started")
 	require.NoError(t, b.Renew(ctx))
 	require.NoError(t, b.Close())
 	require.NoError(t, <-done)
