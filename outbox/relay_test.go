@@ -377,9 +377,27 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 					WithOnSent(func(Message) { c.Add(1) }),
 				}
 			}
-			ra, err := NewRelay(dbA, rec, opts(&claimedA)...)
+			// Both relays take part whatever the machine's speed: A's first
+			// publish waits until B has published once (A holds its claimed
+			// batch meanwhile, so B claims other rows). Before, on a loaded
+			// machine A sometimes sent all the rows before B claimed any.
+			bPublished := make(chan struct{})
+			var bOnce sync.Once
+			pubA := PublisherFunc(func(ctx context.Context, m Message) error {
+				select {
+				case <-bPublished:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return rec.Publish(ctx, m)
+			})
+			pubB := PublisherFunc(func(ctx context.Context, m Message) error {
+				defer bOnce.Do(func() { close(bPublished) })
+				return rec.Publish(ctx, m)
+			})
+			ra, err := NewRelay(dbA, pubA, opts(&claimedA)...)
 			require.NoError(t, err)
-			rb, err := NewRelay(dbB, rec, opts(&claimedB)...)
+			rb, err := NewRelay(dbB, pubB, opts(&claimedB)...)
 			require.NoError(t, err)
 
 			ctx, cancel := context.WithCancel(context.Background())
