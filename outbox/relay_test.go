@@ -377,24 +377,16 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 					WithOnSent(func(Message) { c.Add(1) }),
 				}
 			}
-			// Both relays take part whatever the machine's speed: A's first
-			// publish waits until B has published once (A holds its claimed
-			// batch meanwhile, so B claims other rows). Before, on a loaded
-			// machine A sometimes sent all the rows before B claimed any.
-			bPublished := make(chan struct{})
-			var bOnce sync.Once
-			pubA := PublisherFunc(func(ctx context.Context, m Message) error {
-				select {
-				case <-bPublished:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				return rec.Publish(ctx, m)
-			})
-			pubB := PublisherFunc(func(ctx context.Context, m Message) error {
-				defer bOnce.Do(func() { close(bPublished) })
-				return rec.Publish(ctx, m)
-			})
+			// Both relays take part whatever the machine's speed: each
+			// relay's first publish waits until the other has claimed a
+			// batch and reached its own first publish (a relay holds its
+			// claimed batch meanwhile, so the other claims different rows).
+			// A one-sided gate was not enough: on a loaded machine relay B
+			// sent all the rows in 50 ms before relay A's goroutine claimed
+			// any, and A never reached the gate.
+			pubA := meetFirst(rec)
+			pubB := meetFirst(rec)
+			pubA.other, pubB.other = pubB.reached, pubA.reached
 			ra, err := NewRelay(dbA, pubA, opts(&claimedA)...)
 			require.NoError(t, err)
 			rb, err := NewRelay(dbB, pubB, opts(&claimedB)...)
@@ -426,6 +418,29 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 			assert.EqualValues(t, 0, countStatus(t, dbA, StatusPending))
 		})
 	}
+}
+
+// rendezvousPublisher publishes through rec, but its first Publish waits
+// until the other relay's publisher has been called once too.
+type rendezvousPublisher struct {
+	rec     *recorder
+	once    sync.Once
+	reached chan struct{} // closed at this publisher's first call
+	other   chan struct{} // the other publisher's reached
+}
+
+func meetFirst(rec *recorder) *rendezvousPublisher {
+	return &rendezvousPublisher{rec: rec, reached: make(chan struct{})}
+}
+
+func (p *rendezvousPublisher) Publish(ctx context.Context, m Message) error {
+	p.once.Do(func() { close(p.reached) })
+	select {
+	case <-p.other:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return p.rec.Publish(ctx, m)
 }
 
 func TestRelayStopMidBatchReleasesRows(t *testing.T) {
