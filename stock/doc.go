@@ -119,9 +119,12 @@
 // came back when it releases stock itself; from other processes through the
 // pub/sub channel "<prefix>stock:released", on which release.lua publishes
 // in the same atomic step, heard while [Deductor.Run] is active; and in any
-// case after the re-check interval (default 500ms, [WithRecheckInterval]),
-// after which one Reserve asks Redis again. [WithoutSoldOutCache] turns the
-// cache off.
+// case at the re-check interval (default 500ms, [WithRecheckInterval]): Run
+// then reads the activity's Stats and keeps the flag while Redis confirms it
+// (nothing left, no ledger write since the flag was set), so no buy has to
+// reach Reserve to keep an app's early SoldOut check up; without Run, or for
+// a sharded activity, the flag is dropped and one Reserve asks Redis again.
+// [WithoutSoldOutCache] turns the cache off.
 //
 // Retries of winners are not refused: before setting the flag, the process
 // reads the request IDs of the activity's ledger (ids.lua, HSCAN pages of

@@ -73,8 +73,10 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithRecheckInterval sets how long an in-process sold-out flag is trusted
-// before one Reserve is let through to Redis again, the backstop for a missed
-// release message. Default 500ms ([DefaultRecheckInterval]). Must be > 0.
+// before it is checked again, the backstop for a missed release message:
+// under [Deductor.Run] by one Stats call (the flag stays while Redis
+// confirms it), without Run by letting one Reserve through to Redis.
+// Default 500ms ([DefaultRecheckInterval]). Must be > 0.
 func WithRecheckInterval(d time.Duration) Option { return func(o *options) { o.recheck = d } }
 
 // WithoutSoldOutCache disables the in-process sold-out short-circuit: every

@@ -23,8 +23,12 @@ import (
 //     sees stock again;
 //   - while [Deductor.Run] is active: a release message arrives on the pub/sub
 //     channel "<prefix>stock:released" (published by release.lua in the same
-//     atomic step that gives the stock back), or the re-check interval passes
-//     (the backstop for a message lost during a reconnect);
+//     atomic step that gives the stock back), or, once per re-check interval,
+//     Redis no longer confirms the flag (the backstop for a message lost
+//     during a reconnect): Run reads the activity's Stats and keeps the flag
+//     only while nothing is left and the ledger's (epoch, seq) is still the
+//     one the ID set below was read at. A sharded activity's flag is not
+//     confirmed that way and is dropped once per interval;
 //   - without Run: the re-check interval passes, measured on the injected
 //     clock on each refusal (one extra clock read per refusal).
 //
@@ -262,8 +266,9 @@ func (d *Deductor) clearSoldOut(activity string) {
 // Run keeps the in-process sold-out cache fresh until ctx is done or Close is
 // called, and then returns nil. It subscribes to the release channel when the
 // client implements [Subscriber] (messages clear the flag at once; go-redis
-// resubscribes after a reconnect) and, every re-check interval, drops flags
-// older than the interval. Run is optional: without it flags expire after the
+// resubscribes after a reconnect) and, every re-check interval, re-checks
+// the flags older than the interval against Redis (one Stats call each),
+// dropping those Redis no longer confirms. Run is optional: without it flags expire after the
 // re-check interval, checked on the clock at each refusal. Run returns
 // [ErrClosed] if the Deductor is closed and [ErrRunning] if Run is already
 // active.
@@ -325,28 +330,71 @@ func (d *Deductor) Run(ctx context.Context) error {
 			d.mu.Unlock()
 			d.clearSoldOut(a)
 		case <-t.C:
-			d.expireMarks()
+			d.expireMarks(ctx)
 		}
 	}
 }
 
-// expireMarks drops the flags Run owns that are older than the interval.
-func (d *Deductor) expireMarks() {
+// expireMarks re-checks the flags Run owns that are older than the
+// interval. A flag of an un-sharded activity stays while Redis still says
+// so: Stats finds it loaded, neither frozen nor paused, nothing left, and
+// the (epoch, seq) of the ledger the flag's ID set was read from (no write
+// since, so no reservation the set lacks). Any other flag is dropped, and
+// the next Reserve asks Redis. Before, every flag was dropped on schedule:
+// a caller that checks SoldOut before steps of its own that may refuse (an
+// app's rate limits, captcha, access token) then sent buys through those
+// steps until one of them reached Reserve and set the flag again.
+func (d *Deductor) expireMarks(ctx context.Context) {
 	now := d.o.clock.Now()
-	var expired []string
+	var due []string
 	d.mu.Lock()
 	for a, at := range d.marked {
 		if now.Sub(at) >= d.o.recheck {
-			delete(d.marked, a)
-			expired = append(expired, a)
+			due = append(due, a)
 		}
 	}
 	d.mu.Unlock()
-	for _, a := range expired {
-		if f := d.flag(a); f != nil && f.until.CompareAndSwap(forever, 0) && d.o.onSoldOut != nil {
+	for _, a := range due {
+		f := d.flag(a)
+		if f == nil {
+			continue
+		}
+		clears := f.clears.Load()
+		if d.stillSoldOut(ctx, a, f) {
+			d.mu.Lock()
+			if _, ok := d.marked[a]; ok && f.clears.Load() == clears {
+				d.marked[a] = now // verified: trusted for another interval
+				d.mu.Unlock()
+				continue
+			}
+			d.mu.Unlock()
+		}
+		d.mu.Lock()
+		delete(d.marked, a)
+		d.mu.Unlock()
+		if f.until.CompareAndSwap(forever, 0) && d.o.onSoldOut != nil {
 			d.o.onSoldOut(a, false)
 		}
 	}
+}
+
+// stillSoldOut reports whether Redis confirms the flag f of activity: see
+// expireMarks. A sharded activity is never confirmed (its flag's ID set is
+// keyed by the borrow's fence, which Stats does not report), nor is one
+// whose Stats cannot be read.
+func (d *Deductor) stillSoldOut(ctx context.Context, activity string, f *soldFlag) bool {
+	set := f.ids.Load()
+	if set == nil || set.epoch == 0 || d.layoutOf(activity) != nil {
+		return false
+	}
+	st, err := d.Stats(ctx, activity)
+	if err != nil {
+		d.o.logger.WarnContext(ctx, "stock: sold-out re-check failed: asking redis again on the next reserve",
+			"activity", activity, "err", err)
+		return false
+	}
+	return st.Loaded && st.Shards == nil && !st.Frozen && !st.Paused && st.Remaining <= 0 &&
+		st.Epoch == set.epoch && st.Seq == set.seq
 }
 
 // Close stops [Deductor.Run] and makes later Run calls fail with ErrClosed.

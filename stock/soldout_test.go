@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,35 +166,143 @@ func TestRunLearnsReleaseFromOtherProcess(t *testing.T) {
 	})
 }
 
-// TestRunBackstop: without any message, Run drops a flag once it is older
-// than the re-check interval on the injected clock.
-func TestRunBackstop(t *testing.T) {
-	t.Parallel()
-	rdb, _ := testenv.Miniredis(t)
-	clock := testenv.NewEpochClock(0)
-	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithClock(clock), WithRecheckInterval(5*time.Millisecond))
+// statsCounting counts the stats.lua calls (the sold-out re-check's) and
+// hides the client's Subscribe, so the Deductor misses every release
+// message another process publishes.
+type statsCounting struct {
+	redis.Scripter
+	n atomic.Int64
+}
+
+func (c *statsCounting) EvalShaRO(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if sha == statsScript.Hash() {
+		c.n.Add(1)
+	}
+	return c.Scripter.EvalShaRO(ctx, sha, keys, args...)
+}
+
+func (c *statsCounting) EvalRO(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	if script == statsLua {
+		c.n.Add(1)
+	}
+	return c.Scripter.EvalRO(ctx, script, keys, args...)
+}
+
+// runBackstop starts d.Run and returns its stop, which checks Run's error.
+func runBackstop(t *testing.T, d *Deductor) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	waitSubscribed(t, rdb, releaseChannel(testenv.Prefix(t)))
+	require.Eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.running }, 10*time.Second, time.Millisecond)
+	return func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
+}
 
-	sellOut(t, d)
-	time.Sleep(50 * time.Millisecond) // several ticks pass, but the clock has not moved
-	assert.True(t, d.SoldOut("1"))
+// recheck moves the clock one interval and waits for Run's next re-check
+// of the activity (the n-th stats.lua call).
+func recheck(t *testing.T, clock *testenv.Clock, c *statsCounting, n int64) {
+	t.Helper()
 	clock.Add(5 * time.Millisecond)
-	require.Eventually(t, func() bool { return !d.SoldOut("1") }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.n.Load() >= n }, 10*time.Second, time.Millisecond)
+}
 
-	// Stopping Run hands a flag back to the clock-checked mode.
-	sellOutAgain(t, d)
-	cancel()
-	require.NoError(t, <-done)
-	assert.True(t, d.SoldOut("1"))
-	clock.Add(5 * time.Millisecond)
-	assert.False(t, d.SoldOut("1"))
+// TestRunBackstop: Run re-checks a flag once it is older than the re-check
+// interval on the injected clock, and keeps it while Redis confirms it
+// (nothing left, no ledger write since the flag's ID set was read). It
+// drops the flag when a release it missed gave stock back, and when the
+// ledger changed while the activity stayed sold out (a release and a new
+// reservation, whose retry the flag's ID set does not know). Before, every
+// flag was dropped on schedule, and a caller that checks SoldOut before
+// refusals of its own let buys through until one reached Reserve.
+func TestRunBackstop(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		clock := testenv.NewEpochClock(0)
+		c := &statsCounting{Scripter: rdb}
+		d := newTestDeductor(t, c, prefix, WithClock(clock), WithRecheckInterval(5*time.Millisecond))
+		other := newTestDeductor(t, rdb, prefix) // another process
+		stop := runBackstop(t, d)
 
-	require.NoError(t, d.Close())
-	assert.ErrorIs(t, d.Run(context.Background()), ErrClosed)
-	assert.ErrorIs(t, d.Run(context.Background()), lifecycle.ErrClosed, "the sentinel every package shares")
+		sellOut(t, d)
+		time.Sleep(50 * time.Millisecond) // several ticks pass, but the clock has not moved
+		assert.True(t, d.SoldOut("1"))
+		assert.Zero(t, c.n.Load(), "no re-check before the interval")
+
+		// Confirmed twice: the second re-check only happens if the first
+		// kept the flag (a dropped flag is no longer Run's).
+		recheck(t, clock, c, 1)
+		recheck(t, clock, c, 2)
+		assert.True(t, d.SoldOut("1"))
+		res, err := d.Reserve(ctx, Request{Activity: "1", User: "5", Qty: 1, ReservationID: "late"})
+		require.NoError(t, err)
+		assert.Equal(t, Result{Status: SoldOut, Local: true}, res, "still refused in-process")
+
+		// The ledger changed but nothing is left: another process released
+		// the winner and sold the unit again. The flag goes, so the new
+		// winner's retry is answered from the ledger, not refused.
+		_, err = other.Release(ctx, "1", "win")
+		require.NoError(t, err)
+		res, err = other.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "second"})
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		recheck(t, clock, c, 3)
+		require.Eventually(t, func() bool { return !d.SoldOut("1") }, 10*time.Second, time.Millisecond)
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "second"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+		assert.True(t, res.Replayed, "the new winner's retry got its reservation back")
+		sellOutAgain(t, d)
+
+		// A release this process missed gives stock back: the flag goes.
+		_, err = other.Release(ctx, "1", "second")
+		require.NoError(t, err)
+		recheck(t, clock, c, 4)
+		require.Eventually(t, func() bool { return !d.SoldOut("1") }, 10*time.Second, time.Millisecond)
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "4", Qty: 1, ReservationID: "third"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+
+		// Stopping Run hands a flag back to the clock-checked mode.
+		res, err = d.Reserve(ctx, Request{Activity: "1", User: "6", Qty: 1, ReservationID: "fourth"})
+		require.NoError(t, err)
+		require.Equal(t, SoldOut, res.Status)
+		require.True(t, d.SoldOut("1"))
+		stop()
+		assert.True(t, d.SoldOut("1"))
+		clock.Add(5 * time.Millisecond)
+		assert.False(t, d.SoldOut("1"))
+
+		require.NoError(t, d.Close())
+		assert.ErrorIs(t, d.Run(context.Background()), ErrClosed)
+		assert.ErrorIs(t, d.Run(context.Background()), lifecycle.ErrClosed, "the sentinel every package shares")
+	})
+}
+
+// TestRunBackstopSharded: a sharded activity's flag is not confirmed by the
+// re-check (its ID set is keyed by a borrow's fence, which Stats does not
+// report): Run drops it on schedule, as before.
+func TestRunBackstopSharded(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		clock := testenv.NewEpochClock(0)
+		c := &statsCounting{Scripter: rdb}
+		d := newTestDeductor(t, c, prefix, WithClock(clock), WithRecheckInterval(5*time.Millisecond))
+		stop := runBackstop(t, d)
+		defer stop()
+		mustLoad(t, d, Activity{ID: "s", Stock: 2, Shards: 2})
+		for i, want := range []Status{Reserved, Reserved, SoldOut} {
+			res, err := d.Reserve(ctx, Request{Activity: "s", User: uid(i), Qty: 1, ReservationID: "r" + uid(i)})
+			require.NoError(t, err)
+			require.Equal(t, want, res.Status, i)
+		}
+		require.True(t, d.SoldOut("s"))
+		clock.Add(5 * time.Millisecond)
+		require.Eventually(t, func() bool { return !d.SoldOut("s") }, 10*time.Second, time.Millisecond)
+		assert.Zero(t, c.n.Load(), "not re-checked: dropped")
+	})
 }
 
 func sellOutAgain(t *testing.T, d *Deductor) {
@@ -222,22 +331,6 @@ func TestCloseStopsRun(t *testing.T) {
 
 // scripterOnly hides the Subscribe method of a client.
 type scripterOnly struct{ redis.Scripter }
-
-func TestRunWithoutSubscriber(t *testing.T) {
-	t.Parallel()
-	rdb, _ := testenv.Miniredis(t)
-	clock := testenv.NewEpochClock(0)
-	d := newTestDeductor(t, scripterOnly{rdb}, testenv.Prefix(t), WithClock(clock), WithRecheckInterval(5*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	require.Eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.running }, 10*time.Second, time.Millisecond)
-	sellOut(t, d)
-	clock.Add(time.Second)
-	require.Eventually(t, func() bool { return !d.SoldOut("1") }, 10*time.Second, time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
-}
 
 // countingClient counts EVALSHA calls per script (Script.Run always tries
 // EVALSHA first).
