@@ -53,6 +53,7 @@ type buyStep struct {
 type buy struct {
 	w      http.ResponseWriter
 	r      *http.Request
+	at     time.Time // when the request reached the chain (one clock read for all steps)
 	user   string
 	req    buyRequest
 	parsed bool   // req was read by the sold-out step
@@ -117,7 +118,7 @@ func (a *App) buyChain() []buyStep {
 func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := r.Context()
-	b := &buy{w: w, r: r}
+	b := &buy{w: w, r: r, at: start}
 	b.user, _ = userOf(r)
 	v := verdict{}
 	var at int
@@ -185,8 +186,8 @@ func (a *App) stepActivity(_ context.Context, b *buy) verdict {
 	return verdict{}
 }
 
-func (a *App) stepWindow(_ context.Context, _ *buy) verdict {
-	now := a.now() // -clock-skew (tests)
+func (a *App) stepWindow(_ context.Context, b *buy) verdict {
+	now := b.at.Add(a.cfg.ClockSkew) // -clock-skew (tests), as a.now()
 	switch {
 	case now.Before(a.sale.act.StartTime):
 		return refusal(http.StatusTooEarly, "not_started", "the sale has not started")

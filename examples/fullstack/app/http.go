@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,15 +21,33 @@ var webFS embed.FS
 
 type ctxKey int
 
-const (
-	ctxRequestID ctxKey = iota
-	ctxUser
-)
+const ctxRequest ctxKey = iota
+
+// reqState is what the middleware learns about one request, in one
+// allocation: its ID, the signed-in user, and guard's and route's response
+// writers. withRequestID puts it into the request's context once; the later
+// layers fill it in place instead of copying the request and its context
+// again (each copy cost ≈ 0.3 µs of a buy).
+type reqState struct {
+	id     string
+	idHdr  [1]string // the X-Request-Id header's value slice
+	user   string    // set by authenticated
+	guard  guardWriter
+	status statusWriter
+}
+
+// stateOf returns ctx's request state (nil outside withRequestID).
+func stateOf(ctx context.Context) *reqState {
+	st, _ := ctx.Value(ctxRequest).(*reqState)
+	return st
+}
 
 // requestID returns the request ID of ctx ("" outside a request).
 func requestID(ctx context.Context) string {
-	s, _ := ctx.Value(ctxRequestID).(string)
-	return s
+	if st := stateOf(ctx); st != nil {
+		return st.id
+	}
+	return ""
 }
 
 // logger returns a's logger with the request ID of ctx attached.
@@ -44,19 +61,23 @@ func (a *App) logger(ctx context.Context) *slog.Logger {
 var reqSeq atomic.Uint64
 
 // withRequestID takes X-Request-ID from the client (or a trusted proxy) when
-// it is sane, or makes one, echoes it in the response and puts it into the
-// context for the logs. Cheap: a counter, no crypto random per request.
+// it is sane, or makes one, echoes it in the response and puts the request's
+// state, with the ID for the logs, into the context. Cheap: a counter, no
+// crypto random per request.
 func (a *App) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var id string
+		st := &reqState{}
 		if v := r.Header["X-Request-Id"]; len(v) > 0 { // Header.Get's key, already canonical
-			id = v[0]
+			st.id = v[0]
 		}
-		if id == "" || len(id) > 64 || strings.ContainsAny(id, " \r\n\t\"") {
-			id = a.p.nodeTag + "-" + strconv.FormatUint(reqSeq.Add(1), 36)
+		if st.id == "" || len(st.id) > 64 || strings.ContainsAny(st.id, " \r\n\t\"") {
+			var buf [48]byte
+			b := append(append(buf[:0], a.p.nodeTag...), '-')
+			st.id = string(strconv.AppendUint(b, reqSeq.Add(1), 36))
 		}
-		w.Header()["X-Request-Id"] = []string{id} // canonical key, no re-canonicalising
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+		st.idHdr[0] = st.id
+		w.Header()["X-Request-Id"] = st.idHdr[:] // canonical key, no re-canonicalising
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequest, st)))
 	})
 }
 
@@ -106,7 +127,13 @@ func (a *App) route(name string, h http.HandlerFunc) http.Handler {
 			defer end()
 			r = r.WithContext(ctx)
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		var sw *statusWriter
+		if st := stateOf(r.Context()); st != nil && st.status.ResponseWriter == nil {
+			sw = &st.status // the request's one allocation
+			sw.ResponseWriter = w
+		} else {
+			sw = &statusWriter{ResponseWriter: w}
+		}
 		var start time.Time // read only for the debug log: a clock read per request otherwise
 		debug := a.log.Enabled(r.Context(), slog.LevelDebug)
 		if debug {
@@ -200,13 +227,26 @@ func isJSON(ct string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
-// cleanPath is path.Clean that keeps a trailing slash, as ServeMux does.
-func cleanPath(p string) string {
-	c := path.Clean(p)
-	if strings.HasSuffix(p, "/") && c != "/" {
-		c += "/"
+// isCleanPath reports whether p, which starts with "/", is what ServeMux
+// would leave as it is: path.Clean's answer, with the trailing slash kept.
+// That is: no empty segment ("//") before the last one, and no "." or ".."
+// segment. It builds nothing (path.Clean allocated on every request); the
+// fuzz test compares it with path.Clean.
+func isCleanPath(p string) bool {
+	for i := 0; i < len(p); { // p[i] == '/'
+		end := len(p)
+		if j := strings.IndexByte(p[i+1:], '/'); j >= 0 {
+			end = i + 1 + j
+		}
+		switch seg := p[i+1 : end]; {
+		case seg == "." || seg == "..":
+			return false
+		case seg == "" && end < len(p):
+			return false
+		}
+		i = end
 	}
-	return c
+	return true
 }
 
 // guard sits in front of the mux and gives every refusal the one JSON error
@@ -225,7 +265,7 @@ func cleanPath(p string) string {
 // recorder whose code and headers guard turns into the answers above.
 func guard(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+		if p := r.URL.Path; p == "" || p[0] != '/' || !isCleanPath(p) {
 			writeErr(w, http.StatusBadRequest, "bad_request", "malformed path")
 			return
 		}
@@ -233,7 +273,13 @@ func guard(mux *http.ServeMux) http.Handler {
 			writeErr(w, http.StatusUnsupportedMediaType, "bad_request", "the body must be application/json")
 			return
 		}
-		g := &guardWriter{w: w, r: r}
+		var g *guardWriter
+		if st := stateOf(r.Context()); st != nil {
+			g = &st.guard // the request's one allocation
+		} else {
+			g = &guardWriter{}
+		}
+		g.w, g.r = w, r
 		mux.ServeHTTP(g, r)
 		if g.routed || r.Pattern != "" {
 			return

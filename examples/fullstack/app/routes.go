@@ -47,8 +47,8 @@ func (a *App) Handler() http.Handler {
 	return a.withRequestID(guard(mux))
 }
 
-// authenticated runs h for a signed-in caller (the session's user in ctx,
-// as risk.UserFrom reads it) and refuses anyone else in the API's one JSON
+// authenticated runs h for a signed-in caller (the session's user in the
+// request's state, which userOf reads) and refuses anyone else in the API's one JSON
 // error shape: 401 for a missing, malformed or unknown token, 503 when the
 // session store cannot answer (never its error text).
 func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
@@ -60,7 +60,12 @@ func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		}
 		switch {
 		case err == nil && user != "":
-			h(w, r.WithContext(risk.WithUser(r.Context(), user)))
+			if st := stateOf(r.Context()); st != nil {
+				st.user = user // in place: no copy of the request
+			} else {
+				r = r.WithContext(risk.WithUser(r.Context(), user))
+			}
+			h(w, r)
 		case err == nil, errors.Is(err, risk.ErrRefused):
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeErr(w, http.StatusUnauthorized, "unauthorized", "sign in first")
@@ -70,9 +75,13 @@ func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// userOf returns the authenticated user's ID (authenticated put it in ctx).
+// userOf returns the authenticated user's ID (authenticated put it in the
+// request's state, or, outside withRequestID, in ctx by risk.WithUser).
 // It is the string every library package takes (a demo user's decimal ID).
 func userOf(r *http.Request) (string, bool) {
+	if st := stateOf(r.Context()); st != nil && st.user != "" {
+		return st.user, true
+	}
 	return risk.UserFrom(r.Context())
 }
 

@@ -101,11 +101,15 @@ func Baseline(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// BaselineString formats a baseline report.
-func (r *Report) BaselineString() string {
+// BaselineString formats a baseline report; when names the measurement
+// ("right before the buy phase"), or is empty.
+func (r *Report) BaselineString(when string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "baseline    bare net/http, same generator: %d requests in %v, %.0f req/s, p50 %v p99 %v p999 %v",
-		r.BuyRequests, r.BuyTime.Round(time.Millisecond), r.Throughput, r.P50, r.P99, r.P999)
+	if when != "" {
+		when = " " + when
+	}
+	fmt.Fprintf(&b, "baseline    bare net/http%s, same generator: %d requests in %v, %.0f req/s, p50 %v p99 %v p999 %v",
+		when, r.BuyRequests, r.BuyTime.Round(time.Millisecond), r.Throughput, r.P50, r.P99, r.P999)
 	n := time.Duration(max(r.BuyRequests, 1))
 	switch {
 	case r.GenCPU > 0 && r.SameProcess:

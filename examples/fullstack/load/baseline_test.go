@@ -22,7 +22,7 @@ func TestBaselineInProcess(t *testing.T) {
 	assert.LessOrEqual(t, rep.P50, rep.P99)
 	assert.LessOrEqual(t, rep.P99, rep.P999)
 	assert.LessOrEqual(t, rep.P999, rep.Max)
-	assert.Contains(t, rep.BaselineString(), "300 requests")
+	assert.Contains(t, rep.BaselineString(""), "300 requests")
 }
 
 func TestBaselineOtherServer(t *testing.T) {

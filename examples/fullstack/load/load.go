@@ -67,6 +67,12 @@ type Config struct {
 	SameProcess  bool             // the server runs in this process (CPU is reported once)
 	Progress     io.Writer        // progress bars go here; nil = none
 	OnBuyPhase   func(start bool) // called when the buy phase starts and ends (profiling); may be nil
+	// Beside, when set, runs right before the buy phase (before = true)
+	// and right after it (false), outside its timing and CPU figures: a
+	// measurement that must share the buy phase's conditions on a noisy
+	// machine goes there (loadgen -baseline measures the bare server in
+	// two halves). An error aborts the run.
+	Beside func(ctx context.Context, before bool) error
 	// OnReport, when set, gets the report as soon as Run makes it, before
 	// the buy phase: a caller that acts on the service during the run (a
 	// pause, a stock top-up) calls Report.Mark from any goroutine so the
@@ -379,6 +385,11 @@ func (c *client) waitStart(ctx context.Context) error {
 func (r *runner) buy(ctx context.Context) ([]int, error) {
 	cfg, rep := r.cfg, r.rep
 	order := rand.Perm(len(r.atts))
+	if cfg.Beside != nil {
+		if err := cfg.Beside(ctx, true); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(true)
 	}
@@ -410,6 +421,11 @@ func (r *runner) buy(ctx context.Context) ([]int, error) {
 	rep.SameProcess = cfg.SameProcess
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(false)
+	}
+	if cfg.Beside != nil {
+		if err := cfg.Beside(ctx, false); err != nil {
+			return nil, err
+		}
 	}
 	return order, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -114,4 +115,32 @@ func TestWriteReportBadPath(t *testing.T) {
 	err := writeReport(filepath.Join(t.TempDir(), "no-such-dir", "r.html"), nil)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestBaselineBesideTheBuyPhase: -baseline measures the bare server in two
+// halves of the buy phase's request count, right before and right after
+// it, and prints the service's throughput and CPU ratios to both.
+func TestBaselineBesideTheBuyPhase(t *testing.T) {
+	embeddedOnly(t)
+	const users = 300
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stdout := os.Stdout
+	os.Stdout = w
+	defer func() { os.Stdout = stdout }()
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	code, err := run([]string{"-q", "-baseline", "-users", strconv.Itoa(users), "-repeat", "2", "-stock", "20", "-c", "16", "-drain", "2m"})
+	os.Stdout = stdout
+	require.NoError(t, w.Close())
+	printed := <-out
+	require.NoError(t, err, printed)
+	require.Equal(t, 0, code, printed)
+	assert.Contains(t, printed, "baseline    bare net/http right before the buy phase, same generator: 300 requests in ")
+	assert.Contains(t, printed, "baseline    bare net/http right after the buy phase, same generator: 300 requests in ")
+	assert.Regexp(t, `ratio       the service's buy phase ran at \d+% of the bare server's rate \(both halves\)`, printed)
+	assert.Regexp(t, `cpu ratio   \d+\.\d\d: \(bare server \+ generator CPU per request\) / \(service \+ generator CPU per buy\)`, printed)
 }
