@@ -3,6 +3,8 @@ package stock
 import (
 	"context"
 	"math"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -71,10 +73,27 @@ type soldFlag struct {
 }
 
 // idSet is a snapshot of a ledger's request IDs, taken after a SoldOut
-// reply with this epoch and seq.
+// reply with this epoch and seq: a set, and the same IDs sorted (for
+// SoldOutForPrefix).
 type idSet struct {
 	epoch, seq int64
 	ids        map[string]struct{}
+	sorted     []string
+}
+
+func newIDSet(epoch, seq int64, ids map[string]struct{}) *idSet {
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	slices.Sort(sorted)
+	return &idSet{epoch: epoch, seq: seq, ids: ids, sorted: sorted}
+}
+
+// hasPrefix reports whether an ID of the set starts with prefix.
+func (s *idSet) hasPrefix(prefix string) bool {
+	i, _ := slices.BinarySearch(s.sorted, prefix)
+	return i < len(s.sorted) && strings.HasPrefix(s.sorted[i], prefix)
 }
 
 func (d *Deductor) flag(activity string) *soldFlag {
@@ -88,26 +107,32 @@ func (d *Deductor) flag(activity string) *soldFlag {
 // refuseLocal reports whether the process knows the activity is sold out
 // and requestID was not in its ledger.
 func (d *Deductor) refuseLocal(activity, requestID string) bool {
+	set := d.soldOutSet(activity)
+	if set == nil {
+		return false
+	}
+	_, known := set.ids[requestID]
+	return !known
+}
+
+// soldOutSet returns the ledger's ID set when the process refuses activity
+// in-process, nil when it does not (dropping a flag that has expired).
+func (d *Deductor) soldOutSet(activity string) *idSet {
 	f := d.flag(activity)
 	if f == nil {
-		return false
+		return nil
 	}
 	u := f.until.Load()
 	switch {
 	case u == 0:
-		return false
+		return nil
 	case u == forever, d.o.clock.Now().UnixNano() < u:
-		set := f.ids.Load()
-		if set == nil {
-			return false
-		}
-		_, known := set.ids[requestID]
-		return !known
+		return f.ids.Load()
 	}
 	if f.until.CompareAndSwap(u, 0) && d.o.onSoldOut != nil {
 		d.o.onSoldOut(activity, false)
 	}
-	return false
+	return nil
 }
 
 // SoldOut reports whether this process currently refuses the activity
@@ -166,7 +191,7 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceRepl
 				"activity", activity, "err", err)
 			return
 		}
-		set = &idSet{epoch: r.epoch, seq: r.seq, ids: ids}
+		set = newIDSet(r.epoch, r.seq, ids)
 		f.ids.Store(set)
 	}
 	now := d.o.clock.Now()

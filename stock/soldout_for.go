@@ -9,3 +9,16 @@ package stock
 func (d *Deductor) SoldOutFor(activity, requestID string) bool {
 	return d.refuseLocal(activity, requestID)
 }
+
+// SoldOutForPrefix reports whether this process refuses, in-process, every
+// request ID of activity that starts with prefix: the activity is known
+// sold out and no ID in the ledger, when that was learnt, starts with
+// prefix. When it is true, SoldOutFor is true for each such ID. A caller
+// whose request IDs carry the buyer (e.g. "u<user>-<attempt>") can so
+// refuse a buyer who won nothing before reading the request's attempt ID
+// at all. One binary search over the ledger's sorted IDs; never calls
+// Redis.
+func (d *Deductor) SoldOutForPrefix(activity, prefix string) bool {
+	set := d.soldOutSet(activity)
+	return set != nil && !set.hasPrefix(prefix)
+}

@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -448,4 +449,54 @@ func (f failIDs) EvalSha(ctx context.Context, sha string, keys []string, args ..
 		return redis.NewCmdResult(nil, errors.New("boom"))
 	}
 	return f.UniversalClient.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestSoldOutForPrefix: once the activity is known sold out, every request
+// ID starting with a prefix no ledger ID starts with is refused in-process,
+// and SoldOutForPrefix says so; a prefix of a winner's ID is not. Checked
+// against SoldOutFor and against the ledger itself for every prefix of
+// every ID, on each Redis.
+func TestSoldOutForPrefix(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		assert.False(t, d.SoldOutForPrefix("p", "u2-"), "unknown activity")
+		mustLoad(t, d, Activity{ID: "p", Stock: 3})
+		winners := []string{"u1-a", "u12-b", "u3-c"}
+		for i, id := range winners {
+			res, err := d.Reserve(ctx, Request{Activity: "p", User: uid(i + 1), Qty: 1, ReservationID: id})
+			require.NoError(t, err)
+			require.Equal(t, Reserved, res.Status)
+		}
+		assert.False(t, d.SoldOutForPrefix("p", "u2-"), "not known sold out yet")
+		res, err := d.Reserve(ctx, Request{Activity: "p", User: "2", Qty: 1, ReservationID: "u2-x"})
+		require.NoError(t, err)
+		require.Equal(t, SoldOut, res.Status)
+		require.True(t, d.SoldOut("p"))
+
+		for p, want := range map[string]bool{"u2-": true, "u4-": true, "v": true, "u1-": false, "u12-": false,
+			"u1": false, "u": false, "": false, "u3-c": false, "u3-cc": true, "u12-b-": true} {
+			assert.Equal(t, want, d.SoldOutForPrefix("p", p), "prefix %q", p)
+		}
+		// For every prefix of every ID (winners and not): true exactly when
+		// no winner starts with it, and then SoldOutFor refuses each ID.
+		for _, id := range append([]string{"u2-x", "u4-y", "u13-z"}, winners...) {
+			for n := 0; n <= len(id); n++ {
+				p := id[:n]
+				won := false
+				for _, w := range winners {
+					won = won || strings.HasPrefix(w, p)
+				}
+				got := d.SoldOutForPrefix("p", p)
+				assert.Equal(t, !won, got, "prefix %q", p)
+				if got {
+					assert.True(t, d.SoldOutFor("p", id), "SoldOutForPrefix(%q) but not SoldOutFor(%q)", p, id)
+				}
+			}
+		}
+		// Stock back: nothing is refused in-process.
+		_, err = d.Release(ctx, "p", "u1-a")
+		require.NoError(t, err)
+		assert.False(t, d.SoldOutForPrefix("p", "u2-"))
+	})
 }

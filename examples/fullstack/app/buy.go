@@ -200,10 +200,18 @@ func (a *App) stepWindow(_ context.Context, b *buy) verdict {
 // stepSoldOut refuses in-process once the stock is gone, unless the request
 // is the retry of an attempt whose request ID won a unit before the sale
 // sold out: that one goes on and gets its reservation back
-// (stock.SoldOutFor knows the winners; no I/O either way).
+// (stock.SoldOutFor knows the winners; no I/O either way). A buyer none of
+// whose attempts is in the ledger (SoldOutForPrefix over the buyer's
+// reservation-ID prefix: nearly every buyer of a sold-out sale) is refused
+// before the body is read at all: reading it cost each refusal the parse
+// and net/http's background read of the connection.
 func (a *App) stepSoldOut(_ context.Context, b *buy) verdict {
 	if !a.p.stock.SoldOut(a.sale.act.ID) || !a.poolSoldOut() {
 		return verdict{}
+	}
+	if a.p.stock.SoldOutForPrefix(a.sale.act.ID, clientReservationPrefix(b.user)) {
+		a.m.reserve.WithLabelValues("sold_out_local").Inc()
+		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
 	err := readBuyRequest(b.r, &b.req)
 	if err != nil || !validRequestID(b.req.RequestID) ||
@@ -622,7 +630,10 @@ func validRequestID(id string) bool {
 // clientReservationID is the reservation ID of a client's attempt: the
 // user is part of it, so one user's key can never name another's
 // reservation, and it cannot collide with newReservationID's IDs.
-func clientReservationID(user, requestID string) string { return "u" + user + "-" + requestID }
+func clientReservationID(user, requestID string) string { return clientReservationPrefix(user) + requestID }
+
+// clientReservationPrefix starts every reservation ID of user's attempts.
+func clientReservationPrefix(user string) string { return "u" + user + "-" }
 
 var resvSeq atomic.Uint64
 
