@@ -630,7 +630,9 @@ func validRequestID(id string) bool {
 // clientReservationID is the reservation ID of a client's attempt: the
 // user is part of it, so one user's key can never name another's
 // reservation, and it cannot collide with newReservationID's IDs.
-func clientReservationID(user, requestID string) string { return clientReservationPrefix(user) + requestID }
+func clientReservationID(user, requestID string) string {
+	return clientReservationPrefix(user) + requestID
+}
 
 // clientReservationPrefix starts every reservation ID of user's attempts.
 func clientReservationPrefix(user string) string { return "u" + user + "-" }
