@@ -141,7 +141,7 @@ func (a *App) handleBuy(w http.ResponseWriter, r *http.Request) {
 			a.buy[b.took[i]].undo(context.WithoutCancel(ctx), b)
 		}
 	}
-	a.answerBuy(b, a.buy[at].name, v)
+	a.answerStep(b.w, b.r, a.buy[at].name, v)
 	a.m.buyOutcomes.WithLabelValues(v.outcome).Inc()
 	a.m.buyLatency.Observe(time.Since(start).Seconds())
 }
@@ -162,18 +162,19 @@ func (a *App) runStep(ctx context.Context, s *buyStep, b *buy) verdict {
 	return v
 }
 
-// answerBuy writes the chain's answer and counts a refusal by its stage.
-func (a *App) answerBuy(b *buy, stage string, v verdict) {
+// answerStep writes a chain's answer (the buy chain's, the token chain's)
+// and counts a refusal by its stage.
+func (a *App) answerStep(w http.ResponseWriter, r *http.Request, stage string, v verdict) {
 	if v.retryAfter != "" {
-		b.w.Header().Set("Retry-After", v.retryAfter)
+		w.Header().Set("Retry-After", v.retryAfter)
 	}
 	switch {
 	case v.err != nil:
-		a.fail(b.w, b.r, stage, v.err)
+		a.fail(w, r, stage, v.err)
 	case v.body != nil:
-		writeJSON(b.w, v.code, v.body)
+		writeJSON(w, v.code, v.body)
 	default:
-		a.refuse(b.w, b.r, stage, v.code, v.status, v.msg)
+		a.refuse(w, r, stage, v.code, v.status, v.msg)
 	}
 }
 

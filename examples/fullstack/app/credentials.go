@@ -124,6 +124,29 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"answer": ans})
 }
 
+// The access-token request, POST /api/activity/token, is a chain of its
+// own, run like the buy chain: one loop, each refusal counted by the stage
+// of the step that refused (seckill_refusals_total{stage}), cheapest first.
+
+// tokenReq is one access-token request travelling down tokenChain.
+type tokenReq struct {
+	r    *http.Request
+	user string
+	sig  string // the buy path's signature, made by the window step
+}
+
+// tokenChain lists the token request's steps in the order they run.
+var tokenChain = []struct {
+	stage string
+	run   func(a *App, ctx context.Context, t *tokenReq) verdict
+}{
+	{"token_window", (*App).tokenWindow},
+	{"soldout", (*App).tokenSoldOut},
+	{"token_risk", (*App).tokenRisk},
+	{"token_limit", (*App).tokenLimit},
+	{"token", (*App).tokenTake},
+}
+
 // handleToken hands the caller an access token of the sale. Tokens are
 // scarce (stock × k), so they are guarded like the buy itself: only inside
 // the sale's token window (from the release of the signed path, PathLead
@@ -132,63 +155,82 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 // one at any time, and scripted sessions emptied the pool an hour before the
 // sale (TestTokenHoarding).
 func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	user, _ := userOf(r)
-	userKey := user
-	// The window check is the signed path's own: it runs on the same clock.
-	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: userKey, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	t := &tokenReq{r: r}
+	t.user, _ = userOf(r)
+	for _, s := range tokenChain {
+		if v := s.run(a, r.Context(), t); v.done() {
+			a.answerStep(w, r, s.stage, v)
+			return
+		}
+	}
+}
+
+// tokenWindow signs the buy path: the window check is the signed path's
+// own, on the same clock.
+func (a *App) tokenWindow(_ context.Context, t *tokenReq) verdict {
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: t.user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
 	switch {
 	case errors.Is(err, token.ErrTooEarly):
 		a.m.refused.WithLabelValues("token_window").Inc()
-		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "access tokens are handed out shortly before the start", "opens_at": a.sale.pathOpen})
-		return
+		return answer("not_started", http.StatusTooEarly, map[string]any{"status": "not_started",
+			"message": "access tokens are handed out shortly before the start", "opens_at": a.sale.pathOpen})
 	case errors.Is(err, token.ErrExpired):
-		a.refuse(w, r, "token_window", http.StatusGone, "ended", "the sale has ended")
-		return
+		return refusal(http.StatusGone, "ended", "the sale has ended")
 	case err != nil:
-		a.fail(w, r, "token", err)
-		return
+		return failure(err)
 	}
+	t.sig = sig
+	return verdict{}
+}
+
+func (a *App) tokenSoldOut(_ context.Context, _ *tokenReq) verdict {
 	if a.p.stock.SoldOut(a.sale.act.ID) && a.poolSoldOut() {
-		a.refuse(w, r, "soldout", http.StatusConflict, "sold_out", "sold out")
-		return
+		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
-	subj := risk.Subject{UserID: userKey, IP: a.p.ips.ClientIP(r), DeviceID: r.Header.Get("X-Device-ID")}
+	return verdict{}
+}
+
+func (a *App) tokenRisk(ctx context.Context, t *tokenReq) verdict {
+	subj := risk.Subject{UserID: t.user, IP: a.p.ips.ClientIP(t.r), DeviceID: t.r.Header.Get("X-Device-ID")}
 	dec, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (risk.Decision, error) {
 		return a.p.checker.Check(ctx, subj)
 	})
-	if err != nil {
-		a.fail(w, r, "token_risk", err)
-		return
+	switch {
+	case err != nil:
+		return failure(err)
+	case dec.Action == risk.Deny:
+		return refusal(http.StatusForbidden, "denied", "refused by risk control")
 	}
-	if dec.Action == risk.Deny {
-		a.refuse(w, r, "token_risk", http.StatusForbidden, "denied", "refused by risk control")
-		return
-	}
-	if !a.allowUser(w, r, a.p.tokenLimit, "token_limit", userKey) {
-		return
-	}
+	return verdict{}
+}
+
+func (a *App) tokenLimit(ctx context.Context, t *tokenReq) verdict {
+	return a.userLimit(ctx, a.p.tokenLimit, "token_limit", t.user)
+}
+
+// tokenTake takes the user's token from the pool (again, for a user whose
+// spent token bought nothing: tokenBack) and answers.
+func (a *App) tokenTake(ctx context.Context, t *tokenReq) verdict {
 	g, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (token.Grant, error) {
-		return a.p.pool.Take(ctx, a.sale.key, userKey)
+		return a.p.pool.Take(ctx, a.sale.key, t.user)
 	})
 	if err != nil {
-		a.fail(w, r, "token", err)
-		return
+		return failure(err)
 	}
 	if g.Status == token.Used {
-		g = a.tokenBack(ctx, user, g)
+		g = a.tokenBack(ctx, t.user, g)
 	}
 	switch g.Status {
 	case token.Granted, token.Held:
 		// The signed path too (saves a round trip).
-		writeJSON(w, http.StatusOK, map[string]any{"token": g.Token, "expires_at": g.ExpiresAt, "path": "/api/buy/" + a.sale.key + "/" + sig})
+		return answer("granted", http.StatusOK, map[string]any{"token": g.Token, "expires_at": g.ExpiresAt,
+			"path": "/api/buy/" + a.sale.key + "/" + t.sig})
 	case token.Empty:
-		a.refuse(w, r, "token", http.StatusConflict, "sold_out", "no access tokens left")
+		return refusal(http.StatusConflict, "sold_out", "no access tokens left")
 	case token.Used:
-		a.refuse(w, r, "token", http.StatusConflict, "already_bought", "you already used your access token")
-	default:
-		a.refuse(w, r, "token", http.StatusTooEarly, "not_started", "the sale is not open yet")
+		return refusal(http.StatusConflict, "already_bought", "you already used your access token")
 	}
+	return refusal(http.StatusTooEarly, "not_started", "the sale is not open yet")
 }
 
 // allowUser applies a per-user window l and answers 429 with Retry-After
@@ -199,21 +241,30 @@ func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 // count the fallback's answers as successes and, once open, never let the
 // fallback run.
 func (a *App) allowUser(w http.ResponseWriter, r *http.Request, l limiter.Limiter, stage, userKey string) bool {
-	res, err := l.AllowN(r.Context(), userKey, 1)
-	if err != nil {
-		a.fail(w, r, stage, err)
+	v := a.userLimit(r.Context(), l, stage, userKey)
+	if v.done() {
+		a.answerStep(w, r, stage, v)
 		return false
+	}
+	return true
+}
+
+// userLimit is allowUser as a chain step's verdict.
+func (a *App) userLimit(ctx context.Context, l limiter.Limiter, stage, userKey string) verdict {
+	res, err := l.AllowN(ctx, userKey, 1)
+	if err != nil {
+		return failure(err)
 	}
 	if res.Degraded {
 		a.m.limited.WithLabelValues(stage + "_fallback").Inc()
 	}
 	if !res.Allowed {
 		a.m.limited.WithLabelValues(stage).Inc()
-		w.Header().Set("Retry-After", strconv.Itoa(int(res.RetryAfter.Seconds())+1))
-		a.refuse(w, r, stage, http.StatusTooManyRequests, "limited", "too many requests, slow down")
-		return false
+		v := refusal(http.StatusTooManyRequests, "limited", "too many requests, slow down")
+		v.retryAfter = strconv.Itoa(int(res.RetryAfter.Seconds()) + 1)
+		return v
 	}
-	return true
+	return verdict{}
 }
 
 func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
