@@ -14,7 +14,8 @@ func (d *Deductor) SoldOutFor(activity, requestID string) bool {
 // request ID of activity that starts with prefix: the activity is known
 // sold out and no ID in the ledger, when that was learnt, starts with
 // prefix. When it is true, SoldOutFor is true for each such ID. A caller
-// whose request IDs carry the buyer (e.g. "u<user>-<attempt>") can so
+// whose request IDs start with a prefix of the buyer's own that no other
+// buyer's IDs start with (e.g. "u<len(user)>.<user>-<attempt>") can so
 // refuse a buyer who won nothing before reading the request's attempt ID
 // at all. One binary search over the ledger's sorted IDs; never calls
 // Redis.

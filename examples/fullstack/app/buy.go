@@ -311,6 +311,12 @@ func (a *App) stepLookup(ctx context.Context, b *buy) verdict {
 		return failure(err)
 	case !found:
 		return verdict{}
+	case rec.User != "" && rec.User != b.user:
+		// Another buyer's reservation under this attempt's ID (IDs are one
+		// to one, so only a bug or a hand-made entry gets here): never
+		// this buyer's to replay or to order.
+		a.logger(ctx).Error("attempt ID names another buyer's reservation", "reservation", b.resv)
+		return refusal(http.StatusConflict, "bad_request", "request_id already used")
 	case rec.State != stock.Held:
 		a.restoreToken(ctx, b.user, b.req.Token)
 		return answer("failed", http.StatusConflict, map[string]string{"status": "failed", "reservation": b.resv, "reason": "released"})
@@ -628,15 +634,22 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// clientReservationID is the reservation ID of a client's attempt: the
-// user is part of it, so one user's key can never name another's
-// reservation, and it cannot collide with newReservationID's IDs.
+// clientReservationID is the reservation ID of a client's attempt,
+// "u<len(user)>.<user>-<request ID>": the user is part of it, so one user's
+// attempt can never name another's reservation, and it cannot collide with
+// newReservationID's IDs. The length makes it one-to-one: user IDs and
+// request IDs may both contain "-", and "u<user>-<request ID>" gave user
+// "1" with request ID "2-x" the reservation of user "1-2" with request ID
+// "x" (TestClientReservationIDsDoNotCollide).
 func clientReservationID(user, requestID string) string {
 	return clientReservationPrefix(user) + requestID
 }
 
-// clientReservationPrefix starts every reservation ID of user's attempts.
-func clientReservationPrefix(user string) string { return "u" + user + "-" }
+// clientReservationPrefix starts every reservation ID of user's attempts,
+// and no other user's.
+func clientReservationPrefix(user string) string {
+	return "u" + strconv.Itoa(len(user)) + "." + user + "-"
+}
 
 var resvSeq atomic.Uint64
 

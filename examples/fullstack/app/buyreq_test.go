@@ -257,3 +257,29 @@ func TestGuardMatchesTwoLookupGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestClientReservationIDsDoNotCollide: the attempt ID is one to one in
+// (user, request ID), and a buyer's prefix starts none of another buyer's
+// IDs, although user IDs and request IDs may both contain "-".
+func TestClientReservationIDsDoNotCollide(t *testing.T) {
+	users := []string{"1", "1-2", "12", "1-", "1-2-3", "a.b", "a", "1.1", "11", "u1", "2-x"}
+	rids := []string{"x", "2-x", "-x", "x-", "2", "1-2", "3-x", "_"}
+	seen := map[string][2]string{}
+	for _, u := range users {
+		for _, r := range rids {
+			id := clientReservationID(u, r)
+			if prev, ok := seen[id]; ok {
+				t.Errorf("%q: user %q request %q and user %q request %q", id, prev[0], prev[1], u, r)
+			}
+			seen[id] = [2]string{u, r}
+			if !strings.HasPrefix(id, clientReservationPrefix(u)) {
+				t.Errorf("%q does not start with its user's prefix", id)
+			}
+			for _, other := range users {
+				if other != u && strings.HasPrefix(id, clientReservationPrefix(other)) {
+					t.Errorf("user %q's prefix %q starts user %q's ID %q", other, clientReservationPrefix(other), u, id)
+				}
+			}
+		}
+	}
+}

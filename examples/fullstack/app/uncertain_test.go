@@ -147,3 +147,42 @@ func TestRetryWhileFrozenIsNotRefused(t *testing.T) {
 	}
 	waitOrders(t, a, 6, 1)
 }
+
+// TestAttemptIDOfAnotherBuyer: an attempt whose reservation ID is in the
+// ledger under another buyer is refused before any step that replays or
+// orders it, and costs its buyer nothing. Before, the retry path took the
+// other buyer's reservation as this buyer's own and handed an order
+// message for it on (what "u<user>-<request ID>" allowed for users "1"
+// with "2-x" and "1-2" with "x").
+func TestAttemptIDOfAnotherBuyer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, base := startApp(t, embeddedConfig(20, 10))
+	u := login(t, base, "user7")
+	cid, ans, tok, path := u.creds()
+	resv := app.ClientReservationID("7", "attempt-1")
+	if res, err := app.ReserveAs(ctx, a, "8", resv); err != nil || !res.OK() {
+		t.Fatalf("stage user 8's reservation under user 7's attempt ID: %v %v", res, err)
+	}
+	code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-1"})
+	if code != 409 || u.str(m, "status") != "bad_request" {
+		t.Fatalf("attempt naming user 8's reservation: %d %v (want 409 bad_request)", code, m)
+	}
+	if held, err := app.Held(ctx, a, "7"); err != nil || held != 0 {
+		t.Fatalf("user 7 holds %d, %v: want 0", held, err)
+	}
+	if held, err := app.Held(ctx, a, "8"); err != nil || held != 1 {
+		t.Fatalf("user 8 holds %d, %v: want 1 (untouched)", held, err)
+	}
+	// Nothing of user 7's was spent: a new attempt with the same token and
+	// captcha buys, and it is user 7's only order.
+	code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-2"})
+	if code != 202 || u.str(m, "reservation") != app.ClientReservationID("7", "attempt-2") {
+		t.Fatalf("new attempt: %d %v", code, m)
+	}
+	waitOrders(t, a, 7, 1)
+	var orders int64
+	if err := app.DB(a).Raw("SELECT COUNT(*) FROM seckill_order WHERE reservation_id = ?", resv).Scan(&orders).Error; err != nil || orders != 0 {
+		t.Fatalf("orders of user 8's reservation: %d %v (want 0: nobody submitted it)", orders, err)
+	}
+}

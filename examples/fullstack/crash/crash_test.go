@@ -382,7 +382,7 @@ func countFailed(st State) int {
 }
 
 // checkAttempts checks the attempts that were not accepted against st
-// (settled): an attempt's reservation ID is "u<user>-<request_id>"
+// (settled): an attempt's reservation ID is "u<len(user)>.<user>-<request_id>"
 // (examples/fullstack/app clientReservationID); a refused attempt must not
 // have become an order, or its buyer was told a refusal for a unit it
 // holds. A lost answer retried and refused as sold_out (a gap once) is
@@ -395,7 +395,8 @@ func (r *rig) checkAttempts(label string, st State) (replayed []string) {
 			if a.Accepted || len(a.Answers) == 0 {
 				continue
 			}
-			id := fmt.Sprintf("u%d-%s", b.User, a.RequestID)
+			user := strconv.FormatInt(b.User, 10)
+			id := fmt.Sprintf("u%d.%s-%s", len(user), user, a.RequestID)
 			o, ok := st.Orders[id]
 			if !ok {
 				continue
