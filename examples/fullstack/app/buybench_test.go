@@ -61,31 +61,40 @@ func benchBuyer(tb testing.TB, base, user, requestID string) (bearer, path strin
 	return bearer, path, body
 }
 
+// soldOutSale starts the embedded service with one unit and users demo
+// users, sells the unit to user1 (attempt "winner1") and lets user2 be
+// refused, which sets the sold-out flag. It returns the service, its base
+// URL and the winner's bearer, path and body; tb's cleanup shuts it down.
+func soldOutSale(tb testing.TB, users int) (a *app.App, base, bearer, path string, body []byte) {
+	tb.Helper()
+	cfg := app.DefaultConfig()
+	cfg.Addr, cfg.StartIn, cfg.DemoUsers, cfg.Stock, cfg.Demo, cfg.LogLevel = "127.0.0.1:0", 0, users, 1, true, "warn"
+	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if base, err = a.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = a.Shutdown(context.Background()) })
+	bearer, path, body = benchBuyer(tb, base, "user1", "winner1")
+	if code, m := benchCall(tb, base, "POST", path, bearer, json.RawMessage(body)); code != http.StatusAccepted {
+		tb.Fatalf("first buy: %d %v", code, m)
+	}
+	lb, lp, lbody := benchBuyer(tb, base, "user2", "loser2")
+	if code, m := benchCall(tb, base, "POST", lp, lb, json.RawMessage(lbody)); code != http.StatusConflict {
+		tb.Fatalf("second buy: %d %v, want 409", code, m)
+	}
+	return a, base, bearer, path, body
+}
+
 // BenchmarkBuySoldOut is the buy handler's CPU for the answer most buys of
 // a sale get: signed in, a valid path and body, refused by the in-process
 // sold-out flag (the embedded service, the handler called in-process: no
 // TCP, no generator).
 func BenchmarkBuySoldOut(b *testing.B) {
-	cfg := app.DefaultConfig()
-	cfg.Addr, cfg.StartIn, cfg.DemoUsers, cfg.Stock, cfg.Demo, cfg.LogLevel = "127.0.0.1:0", 0, 10, 1, true, "warn"
-	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	base, err := a.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = a.Shutdown(context.Background()) }()
-
-	bearer, path, body := benchBuyer(b, base, "user1", "winner1")
-	if code, m := benchCall(b, base, "POST", path, bearer, json.RawMessage(body)); code != http.StatusAccepted {
-		b.Fatalf("first buy: %d %v", code, m)
-	}
-	bearer, path, body = benchBuyer(b, base, "user2", "loser2")
-	if code, m := benchCall(b, base, "POST", path, bearer, json.RawMessage(body)); code != http.StatusConflict {
-		b.Fatalf("second buy: %d %v, want 409", code, m)
-	}
+	a, base, _, _, _ := soldOutSale(b, 10)
+	bearer, path, body := benchBuyer(b, base, "user3", "loser3")
 	h := a.Handler()
 	req := httptest.NewRequest("POST", path, nil)
 	req.Header.Set("Content-Type", "application/json")

@@ -5,10 +5,7 @@ package app_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -17,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 )
 
@@ -32,26 +28,7 @@ import (
 // machine.
 func BenchmarkBuySoldOutTCP(b *testing.B) {
 	const buyers = 256
-	cfg := app.DefaultConfig()
-	cfg.Addr, cfg.StartIn, cfg.DemoUsers, cfg.Stock, cfg.Demo, cfg.LogLevel = "127.0.0.1:0", 0, buyers+2, 1, true, "warn"
-	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	base, err := a.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = a.Shutdown(context.Background()) }()
-
-	bearer, path, body := benchBuyer(b, base, "user1", "winner1")
-	if code, m := benchCall(b, base, "POST", path, bearer, rawJSON(body)); code != http.StatusAccepted {
-		b.Fatalf("first buy: %d %v", code, m)
-	}
-	bearer, path, body = benchBuyer(b, base, "user2", "loser2") // sets the sold-out flag
-	if code, m := benchCall(b, base, "POST", path, bearer, rawJSON(body)); code != http.StatusConflict {
-		b.Fatalf("second buy: %d %v, want 409", code, m)
-	}
+	_, base, _, _, _ := soldOutSale(b, buyers+2)
 	reqs := make([][]byte, buyers)
 	for i := range reqs {
 		bearer, path, body := benchBuyer(b, base, "user"+strconv.Itoa(i+3), "loser"+strconv.Itoa(i+3))

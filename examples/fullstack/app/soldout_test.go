@@ -2,15 +2,12 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 )
@@ -30,24 +27,9 @@ func (c *readCounter) Close() error               { return nil }
 // net/http's background read of the connection). A winner's retry is still
 // answered with its reservation, and a winner's new attempt is refused.
 func TestSoldOutRefusalReadsNoBody(t *testing.T) {
-	cfg := app.DefaultConfig()
-	cfg.Addr, cfg.StartIn, cfg.DemoUsers, cfg.Stock, cfg.Demo, cfg.LogLevel = "127.0.0.1:0", 0, 10, 1, true, "warn"
-	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	require.NoError(t, err)
-	base, err := a.Start()
-	require.NoError(t, err)
-	defer func() { _ = a.Shutdown(context.Background()) }()
-
-	winBearer, winPath, winBody := benchBuyer(t, base, "user1", "won1")
-	code, m := benchCall(t, base, "POST", winPath, winBearer, rawJSON(winBody))
-	require.Equal(t, http.StatusAccepted, code, m)
-	resv := m["reservation"]
-	require.NotEmpty(t, resv)
-	bearer, path, body := benchBuyer(t, base, "user2", "lost2")
-	code, m = benchCall(t, base, "POST", path, bearer, rawJSON(body))
-	require.Equal(t, http.StatusConflict, code, m) // the sold-out flag is set
-
-	bearer, path, body = benchBuyer(t, base, "user3", "lost3")
+	a, base, winBearer, winPath, winBody := soldOutSale(t, 10)
+	resv := app.ClientReservationID("1", "winner1")
+	bearer, path, body := benchBuyer(t, base, "user3", "lost3")
 	rc := &readCounter{r: bytes.NewReader(body)}
 	req := httptest.NewRequest("POST", path, nil)
 	req.Header.Set("Content-Type", "application/json")
@@ -60,11 +42,11 @@ func TestSoldOutRefusalReadsNoBody(t *testing.T) {
 	assert.Zero(t, rc.reads, "the body of a buyer who won nothing was read")
 
 	// The winner's retry (same attempt) gets its reservation back.
-	code, m = benchCall(t, base, "POST", winPath, winBearer, rawJSON(winBody))
+	code, m := benchCall(t, base, "POST", winPath, winBearer, rawJSON(winBody))
 	assert.Equal(t, http.StatusAccepted, code, m)
 	assert.Equal(t, resv, m["reservation"])
 	// A new attempt of the winner is sold out.
-	_, _, newBody := benchBuyer(t, base, "user1", "won1-again")
+	_, _, newBody := benchBuyer(t, base, "user1", "winner1-again")
 	code, m = benchCall(t, base, "POST", winPath, winBearer, rawJSON(newBody))
 	assert.Equal(t, http.StatusConflict, code, m)
 	assert.Equal(t, "sold_out", m["status"])
