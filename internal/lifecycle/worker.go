@@ -31,7 +31,15 @@ func (w *Worker) Begin(ctx context.Context, what string) (context.Context, func(
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	w.cancel, w.done = cancel, done
-	return ctx, func() { cancel(); close(done) }, nil
+	return ctx, func() {
+		cancel()
+		w.mu.Lock()
+		if w.done == done { // the loop's end frees the worker for the next Run
+			w.cancel, w.done = nil, nil
+		}
+		w.mu.Unlock()
+		close(done)
+	}, nil
 }
 
 // Shutdown marks the worker closed and stops and waits for a running loop.

@@ -11,6 +11,16 @@ import (
 // running loop and waits for its end, and nothing begins after it.
 func TestWorker(t *testing.T) {
 	var w Worker
+	// A loop that ended frees the worker: the next Run begins. Before, a
+	// second Run after the first had returned was refused as running.
+	_, stop0, err := w.Begin(context.Background(), "test: loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop0()
+	if w.Running() {
+		t.Fatal("Running after the first loop ended")
+	}
 	ctx, stop, err := w.Begin(context.Background(), "test: loop")
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +46,8 @@ func TestWorker(t *testing.T) {
 	default:
 		t.Fatal("Shutdown returned before the loop ended")
 	}
-	if first, ran := w.Shutdown(); first || !ran {
-		t.Fatalf("second Shutdown: first %v ran %v", first, ran)
+	if first, ran := w.Shutdown(); first || ran {
+		t.Fatalf("second Shutdown: first %v ran %v (nothing runs any more)", first, ran)
 	}
 	if w.Running() {
 		t.Fatal("Running after the loop ended")
