@@ -11,11 +11,13 @@ import (
 // satisfied by *redis.Client, *redis.ClusterClient, *redis.Ring and
 // redis.UniversalClient, and by any wrapper or fake with these methods.
 //
-// The scripts (blacklist escalation, behaviour window, device binding) run
-// through [redis.Script.Run] (EVALSHA, falling back to EVAL); sessions use
-// plain GET / GETEX / SET NX / DEL; multi-subject blacklist checks use one
-// pipeline of GETs (keys of different subjects live in different Cluster
-// slots, so MGET is not possible).
+// The scripts (blacklist escalation, behaviour window, device binding,
+// session revocation) run through [redis.Script.Run] (EVALSHA, falling back
+// to EVAL); sessions otherwise use plain GET / GETEX / SET NX; multi-subject
+// blacklist checks use one pipeline of GETs (keys of different subjects
+// live in different Cluster slots, so MGET is not possible).
+// [AuthCache.Run] also needs the optional [Subscriber] method, which every
+// go-redis client has ([WithRevocations] checks for it).
 type Client interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd

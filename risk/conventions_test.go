@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -23,8 +24,8 @@ import (
 )
 
 // refusalSentinels and otherSentinels classify every exported error of the
-// package; TestEveryErrorClassified fails when errors.go gains one that is
-// in neither.
+// package; TestEveryErrorClassified fails when a file of the package gains
+// one that is in neither.
 var (
 	refusalSentinels = map[string]error{
 		"ErrNoToken": ErrNoToken, "ErrMalformedToken": ErrMalformedToken, "ErrInvalidToken": ErrInvalidToken,
@@ -32,20 +33,28 @@ var (
 	otherSentinels = map[string]error{
 		"ErrUnavailable": ErrUnavailable, "ErrBadReply": ErrBadReply,
 		"ErrInvalidArgument": ErrInvalidArgument, "ErrInvalidID": ErrInvalidID,
+		"ErrRunning": ErrRunning, "ErrClosed": ErrClosed,
 	}
 )
 
 func TestEveryErrorClassified(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	var declared []string
-	for _, d := range f.Decls {
-		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
-			for _, s := range g.Specs {
-				for _, n := range s.(*ast.ValueSpec).Names {
-					if n.IsExported() && strings.HasPrefix(n.Name, "Err") {
-						declared = append(declared, n.Name)
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
+				for _, s := range g.Specs {
+					for _, n := range s.(*ast.ValueSpec).Names {
+						if n.IsExported() && strings.HasPrefix(n.Name, "Err") {
+							declared = append(declared, n.Name)
+						}
 					}
 				}
 			}
@@ -148,6 +157,8 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	bl, err := NewBlacklist(rdb)
 	require.NoError(t, err)
+	ss, err := NewSessionStore(rdb)
+	require.NoError(t, err)
 	const (
 		session = 1 << iota
 		blacklist
@@ -167,7 +178,7 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 	}{
 		"WithKeyPrefix":        {WithKeyPrefix("p:"), session | blacklist | behaviour | device},
 		"WithClock":            {WithClock(newFakeClock()), blacklist | authCache},
-		"WithLogger":           {WithLogger(logger), behaviour | checker | middleware | auth},
+		"WithLogger":           {WithLogger(logger), behaviour | checker | middleware | auth | authCache},
 		"WithObserver":         {WithObserver(ObserverFunc(func(context.Context, Event) {})), checker | auth},
 		"WithSessionTTL":       {WithSessionTTL(time.Hour), session},
 		"WithSlidingTTL":       {WithSlidingTTL(true), session},
@@ -189,6 +200,7 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 		"WithCookie":           {WithCookie("sid"), auth},
 		"WithOnAuthFailure":    {WithOnAuthFailure(func(*http.Request, error) {}), auth},
 		"WithRealIP":           {WithRealIP(true), ipResolver},
+		"WithRevocations":      {WithRevocations(ss), authCache},
 	} {
 		got := 0
 		if o, ok := c.opt.(SessionOption); ok {
@@ -294,6 +306,15 @@ func TestSharedOptionsTakeEffect(t *testing.T) {
 	_, _ = ac.Authenticate(bg, "t")
 	assert.Equal(t, 2, calls, "expired on the injected clock")
 
+	// WithKeyPrefix and WithLogger: the AuthCache listens on the prefixed
+	// revocation channel and logs a malformed message.
+	acl, err := NewAuthCache(ss, time.Minute, 10, WithRevocations(ss), WithLogger(logger))
+	require.NoError(t, err)
+	runCache(t, acl)
+	require.NoError(t, rdb.Publish(bg, pre+"risk:session:revoked", "junk").Err())
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "malformed revocation message") },
+		waitFor, time.Millisecond, "WithLogger: AuthCache")
+
 	// WithLogger and WithObserver: Checker, Middleware and Auth.
 	var events []string
 	obs := WithObserver(ObserverFunc(func(_ context.Context, e Event) { events = append(events, e.Stage) }))
@@ -354,6 +375,7 @@ func TestNilOptionsAndCollaborators(t *testing.T) {
 	invalid(NewAuth(nil))
 	invalid(NewAuthCache(nil, time.Second, 1))
 	invalid(NewAuthCache(authn, time.Second, 1, WithClock(nil)))
+	invalid(NewAuthCache(authn, time.Second, 1, WithRevocations(nil)))
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.

@@ -9,8 +9,10 @@
 //     [Authenticator] ([AuthenticatorFunc]); [SessionStore] is a Redis-backed
 //     one (random 256-bit tokens, hashed at rest, TTL, optional sliding
 //     expiry, revoke) and [AuthCache] an optional in-process cache in front
-//     of any Authenticator. The user ID is put in the request context
-//     ([UserFrom], [WithUser]).
+//     of any Authenticator. With [WithRevocations] and [AuthCache.Run], a
+//     [SessionStore.Revoke] on any instance reaches every running cache at
+//     once (see "Session revocation" below). The user ID is put in the
+//     request context ([UserFrom], [WithUser]).
 //   - [IPResolver]: the client IP from trusted proxies' X-Forwarded-For
 //     (right-most untrusted hop) or, opt-in, X-Real-IP; headers from
 //     untrusted peers are ignored.
@@ -39,6 +41,25 @@
 // errors.Is(err, ErrRefused) tells "refused" (401) from "broken" (503) or
 // a programming error; a cancelled context is never a refusal.
 //
+// # Session revocation
+//
+// [SessionStore.Revoke] deletes the session and, in the same atomic step
+// (one script), publishes the token's hash (base64url SHA-256, as in the
+// session key; never the token) on the channel "<prefix>risk:session:revoked". An
+// [AuthCache] built with [WithRevocations] hears it in [AuthCache.Run]
+// (subscribed through the store's client, a [Subscriber]) and forgets the
+// token at once, so its ttl can be long: a flash sale's opening finds the
+// buyers' sessions in memory instead of costing one GET each. Such a cache
+// stores entries only while Run is subscribed; it is emptied when Run
+// starts, returns or resubscribes after a reconnect (messages published
+// meanwhile are lost), and a lookup racing the revocation of its token is
+// not cached. A hit never hashes the token (the hash → token index is
+// filled on a miss). A session that expires by its own Redis TTL is not
+// announced: a cache may accept it for up to its ttl past that expiry.
+// Run returns nil when its ctx ends, [ErrRunning] while another Run is
+// active and [ErrClosed] after [AuthCache.Close]: the sentinels every
+// seckill package shares.
+//
 // # Options
 //
 // Each constructor takes its own option type ([SessionOption],
@@ -49,8 +70,8 @@
 // [WithClock], [WithLogger], [WithObserver]) return a type that implements
 // the interface of each constructor they apply to; each option's doc
 // lists them. A nil option is ignored; a nil collaborator (client,
-// authenticator, checker, rule, clock, automatic blacklist) fails the
-// constructor with [ErrInvalidArgument].
+// authenticator, checker, rule, clock, automatic blacklist, revocation
+// store) fails the constructor with [ErrInvalidArgument].
 //
 // # IDs
 //
@@ -98,7 +119,9 @@
 // since Redis 5). Works with Cluster: each key
 // carries one hash tag per subject ("{bl:u:42}", "{u:42}", "{d:abc}") and
 // every script touches keys of one tag only; the multi-subject blacklist
-// check is a pipeline, which go-redis splits per node. Scripts are loaded
+// check is a pipeline, which go-redis splits per node. The revocation
+// message is published from a script, which Redis Cluster broadcasts to
+// every node, so a cache subscribed on any node hears it. Scripts are loaded
 // with EVALSHA and fall back to EVAL. The behaviour window uses Redis TIME
 // so all app servers agree; ban "until" values use the injected [Clock]
 // for reporting only (Redis TTLs enforce bans).

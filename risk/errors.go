@@ -3,6 +3,17 @@ package risk
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seckillkit/seckill/internal/lifecycle"
+)
+
+// ErrClosed is returned by [AuthCache.Run] after [AuthCache.Close];
+// ErrRunning by a Run while another Run is active. They are the sentinels
+// every seckill package shares for this (stock.ErrClosed, order.ErrClosed
+// … are the same value).
+var (
+	ErrClosed  = lifecycle.ErrClosed
+	ErrRunning = lifecycle.ErrRunning
 )
 
 // ErrRefused is the umbrella of the package's only denials that are

@@ -32,7 +32,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 //	                                     WithSubjectFunc, WithChallengeHandler
 //	NewAuth          AuthOption          WithLogger, WithObserver, WithCookie,
 //	                                     WithOnAuthFailure
-//	NewAuthCache     AuthCacheOption     WithClock
+//	NewAuthCache     AuthCacheOption     WithClock, WithLogger, WithRevocations
 //	NewIPResolver    IPResolverOption    WithRealIP
 //
 // The options of several constructors return a type that implements each
@@ -68,6 +68,7 @@ type (
 	checkerOpt      func(*options)
 	middlewareOpt   func(*options)
 	authOpt         func(*options)
+	authCacheOpt    func(*options)
 	ipResolverOpt   func(*options)
 )
 
@@ -78,6 +79,7 @@ func (f deviceBinderOpt) applyDeviceBinder(o *options) { f(o) }
 func (f checkerOpt) applyChecker(o *options)           { f(o) }
 func (f middlewareOpt) applyMiddleware(o *options)     { f(o) }
 func (f authOpt) applyAuth(o *options)                 { f(o) }
+func (f authCacheOpt) applyAuthCache(o *options)       { f(o) }
 func (f ipResolverOpt) applyIPResolver(o *options)     { f(o) }
 
 // KeyPrefixOption is returned by [WithKeyPrefix]: a [SessionOption],
@@ -109,7 +111,8 @@ func (f ClockOption) applyBlacklist(o *options) { f.apply(o) }
 func (f ClockOption) applyAuthCache(o *options) { f.apply(o) }
 
 // LoggerOption is returned by [WithLogger]: a [BehaviourOption],
-// [CheckerOption], [MiddlewareOption] and [AuthOption] (the types that log).
+// [CheckerOption], [MiddlewareOption], [AuthOption] and [AuthCacheOption]
+// (the types that log).
 type LoggerOption func(*options)
 
 func (f LoggerOption) apply(o *options) {
@@ -122,6 +125,7 @@ func (f LoggerOption) applyBehaviour(o *options)  { f.apply(o) }
 func (f LoggerOption) applyChecker(o *options)    { f.apply(o) }
 func (f LoggerOption) applyMiddleware(o *options) { f.apply(o) }
 func (f LoggerOption) applyAuth(o *options)       { f.apply(o) }
+func (f LoggerOption) applyAuthCache(o *options)  { f.apply(o) }
 
 // ObserverOption is returned by [WithObserver]: a [CheckerOption] and an
 // [AuthOption].
@@ -179,6 +183,10 @@ type options struct {
 	// IPResolver
 	realIP bool
 
+	// AuthCache
+	revSub     Subscriber
+	revChannel string
+
 	err error
 }
 
@@ -223,7 +231,8 @@ type argError struct{ msg string }
 func (e *argError) Error() string { return "risk: " + e.msg }
 func (e *argError) Unwrap() error { return ErrInvalidArgument }
 
-// WithKeyPrefix sets the prefix of every Redis key. Default "seckill:".
+// WithKeyPrefix sets the prefix of every Redis key (and of the session
+// revocation channel, "<prefix>risk:session:revoked"). Default "seckill:".
 // An option of [NewSessionStore], [NewBlacklist], [NewBehaviour] and
 // [NewDeviceBinder].
 func WithKeyPrefix(prefix string) KeyPrefixOption {
@@ -247,13 +256,42 @@ func WithClock(c Clock) ClockOption {
 // WithLogger sets a logger for dependency failures. Default: discard. A
 // nil logger keeps the default. An option of the constructors whose types
 // log: [NewBehaviour] (a failed automatic ban), [NewChecker] (a failed
-// rule), [NewMiddleware] (a failed check) and [NewAuth] (a failed
-// authenticator).
+// rule), [NewMiddleware] (a failed check), [NewAuth] (a failed
+// authenticator) and [NewAuthCache] (a malformed revocation message, a
+// closed subscription).
 func WithLogger(l *slog.Logger) LoggerOption {
 	return LoggerOption(func(o *options) {
 		if l != nil {
 			o.logger = l
 		}
+	})
+}
+
+// WithRevocations makes the [AuthCache] hear the revocations of store:
+// [SessionStore.Revoke] publishes the token's hash on the store's channel
+// ("<prefix>risk:session:revoked", the prefix of [WithKeyPrefix]) in the
+// same atomic step that deletes the session, and [AuthCache.Run], subscribed
+// through the store's client, forgets that token at once, on every
+// instance. A long cache ttl is then safe for revocation; a session that
+// expires by its own Redis TTL is still accepted by a cache until its entry
+// expires (ttl). With this option the cache stores entries only while Run
+// is subscribed: before Run, after it returns, and across a resubscription
+// (when messages may have been lost) it is emptied and every call asks the
+// wrapped Authenticator. store is usually the cache's Authenticator too.
+// A nil store, or one whose client does not implement [Subscriber], fails
+// [NewAuthCache] with [ErrInvalidArgument].
+func WithRevocations(store *SessionStore) AuthCacheOption {
+	return authCacheOpt(func(o *options) {
+		if store == nil {
+			o.fail("nil revocation session store")
+			return
+		}
+		sub, ok := store.rdb.(Subscriber)
+		if !ok {
+			o.fail("WithRevocations: the session store's client cannot Subscribe")
+			return
+		}
+		o.revSub, o.revChannel = sub, revokedChannel(store.o.prefix)
 	})
 }
 

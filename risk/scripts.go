@@ -13,8 +13,11 @@ var (
 	behaviourSrc string
 	//go:embed device_bind.lua
 	deviceBindSrc string
+	//go:embed revoke.lua
+	revokeSrc string
 
 	blacklistAddScript = redis.NewScript(blacklistAddSrc)
 	behaviourScript    = redis.NewScript(behaviourSrc)
 	deviceBindScript   = redis.NewScript(deviceBindSrc)
+	revokeScript       = redis.NewScript(revokeSrc)
 )

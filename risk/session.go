@@ -16,7 +16,9 @@ import (
 // bits, base64url) maps to a user ID with a TTL. Only the SHA-256 of the
 // token is used in the key, so a copy of the Redis data does not hand out
 // valid tokens. It is an [Authenticator]: one GET per request (one GETEX
-// with [WithSlidingTTL]).
+// with [WithSlidingTTL]). [SessionStore.Revoke] announces each revocation
+// on a pub/sub channel, which an [AuthCache] hears through
+// [WithRevocations].
 //
 // A SessionStore is safe for concurrent use.
 type SessionStore struct {
@@ -90,20 +92,46 @@ func (s *SessionStore) Authenticate(ctx context.Context, token string) (string, 
 	return user, nil
 }
 
-// Revoke ends the session of token (logout). Revoking an unknown token is
-// a no-op. Instances that cache sessions ([AuthCache]) may accept the token
-// until their cache entry expires.
+// Revoke ends the session of token (logout). In the same atomic step (one
+// script) it publishes the token's hash (never the token) on the store's
+// revocation channel, "<prefix>risk:session:revoked", so that every
+// [AuthCache] built with [WithRevocations] and running [AuthCache.Run]
+// forgets the token at once, on every instance. Revoking an unknown or
+// expired token deletes nothing (its hash is still published: a cache may
+// hold a session that expired in Redis); a string that is not a well-formed
+// token is a no-op.
 func (s *SessionStore) Revoke(ctx context.Context, token string) error {
 	if !validToken(token) {
 		return nil
 	}
-	if err := s.rdb.Del(ctx, sessionKey(s.o.prefix, hashToken(token))).Err(); err != nil {
+	h := hashToken(token)
+	err := revokeScript.Run(ctx, s.rdb, []string{sessionKey(s.o.prefix, h)}, revokedChannel(s.o.prefix), h).Err()
+	if err != nil {
 		return fmt.Errorf("risk: session revoke: %w", err)
 	}
 	return nil
 }
 
+// revokedChannel is the pub/sub channel of the session revocations of the
+// stores with this key prefix (revoke.lua publishes, [AuthCache.Run]
+// listens). Not a key: it is the same on every Cluster node.
+func revokedChannel(prefix string) string { return prefix + "risk:session:revoked" }
+
 func hashToken(tok string) string {
 	sum := sha256.Sum256([]byte(tok))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// tokenHashLen is the length of a [hashToken] result.
+const tokenHashLen = 43
+
+// validTokenHash reports whether h has the form of a [hashToken] result:
+// the canonical unpadded base64url encoding of 32 bytes.
+func validTokenHash(h string) bool {
+	if len(h) != tokenHashLen {
+		return false
+	}
+	var sum [sha256.Size]byte
+	n, err := base64.RawURLEncoding.Strict().Decode(sum[:], []byte(h))
+	return err == nil && n == sha256.Size
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -235,4 +236,43 @@ func TestAccessTokenRestoredOnRetryableFailure(t *testing.T) {
 	if code, m = u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != 409 {
 		t.Fatalf("third use of the token: %d %v", code, m)
 	}
+}
+
+// TestLogout: POST /api/logout ends the session at once: the store's key is
+// gone and the same bearer is refused 401 on this instance (its session
+// cache forgot it), while another session of the same user still works.
+// Before, there was no way to end a session (404).
+func TestLogout(t *testing.T) {
+	t.Parallel()
+	a, base := startApp(t, embeddedConfig(5, 5))
+	u, other := login(t, base, "user1"), login(t, base, "user1")
+	if code, m := u.do("GET", "/api/activity/path", nil); code != 200 {
+		t.Fatalf("path before logout: %d %v", code, m) // the session is cached now
+	}
+	keysBefore := sessionKeys(t, a)
+	if code, m := u.do("POST", "/api/logout", nil); code != http.StatusNoContent {
+		t.Fatalf("logout: %d %v", code, m)
+	}
+	if got := sessionKeys(t, a); got != keysBefore-1 {
+		t.Fatalf("session keys %d after logout, want %d", got, keysBefore-1)
+	}
+	if code, m := u.do("GET", "/api/activity/path", nil); code != http.StatusUnauthorized {
+		t.Fatalf("the logged-out bearer: %d %v, want 401", code, m)
+	}
+	if code, m := u.do("POST", "/api/logout", nil); code != http.StatusUnauthorized {
+		t.Fatalf("a second logout: %d %v, want 401", code, m)
+	}
+	if code, m := other.do("GET", "/api/activity/path", nil); code != 200 {
+		t.Fatalf("the user's other session: %d %v", code, m)
+	}
+}
+
+// sessionKeys counts a's session keys in Redis.
+func sessionKeys(t *testing.T, a *app.App) int {
+	t.Helper()
+	keys, err := app.RedisClient(a).Keys(context.Background(), "*risk:{s:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(keys)
 }

@@ -269,16 +269,27 @@ func (a *App) buildCredentials() (err error) {
 	return nil
 }
 
-// buildRisk: sessions (Redis) behind a short in-process cache, IP
+// sessionCacheTTL bounds how long this instance trusts a cached session
+// that nobody revoked (a session that expired in Redis meanwhile).
+const sessionCacheTTL = 10 * time.Minute
+
+// buildRisk: sessions (Redis) behind an in-process cache, IP
 // resolution, blacklist → behaviour → device binding.
 func (a *App) buildRisk() (err error) {
 	p, rdb, prefix := a.p, a.in.Redis, risk.WithKeyPrefix(a.cfg.KeyPrefix)
 	if p.sessions, err = risk.NewSessionStore(rdb, prefix); err != nil {
 		return err
 	}
-	if p.authn, err = risk.NewAuthCache(p.sessions, time.Minute, 200000); err != nil {
+	// Revocations (logout) reach every instance's cache at once through
+	// the store's pub/sub channel, so the cache can outlive a sale's
+	// run-up: buyers signed in minutes before the start are not all looked
+	// up in Redis again at the opening. A session's own expiry is not
+	// announced: it stays accepted here for up to sessionCacheTTL.
+	if p.authn, err = risk.NewAuthCache(p.sessions, sessionCacheTTL, 200000,
+		risk.WithRevocations(p.sessions), risk.WithLogger(a.log)); err != nil {
 		return err
 	}
+	a.run.add(worker{name: "session_revocations", run: p.authn.Run, stop: p.authn.Close})
 	if p.auth, err = risk.NewAuth(p.authn, risk.WithLogger(a.log)); err != nil {
 		return err
 	}

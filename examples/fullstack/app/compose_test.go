@@ -83,9 +83,9 @@ func TestBuildDoesNoIO(t *testing.T) {
 			require.Zero(t, queries.Load(), "SQL statements during build")
 			require.Zero(t, prod.calls.Load(), "Kafka sends during build")
 
-			want := []string{"stock_soldout", "preloader", "token_pool", "machine_lease", "canceller", "reconciler", "outbox_relay", "consumer", "metrics"}
+			want := []string{"stock_soldout", "preloader", "token_pool", "session_revocations", "machine_lease", "canceller", "reconciler", "outbox_relay", "consumer", "metrics"}
 			if role == RoleAPI {
-				want = []string{"stock_soldout", "preloader", "token_pool", "machine_lease", "canceller", "metrics"}
+				want = []string{"stock_soldout", "preloader", "token_pool", "session_revocations", "machine_lease", "canceller", "metrics"}
 			}
 			require.Equal(t, want, a.run.names())
 			require.Len(t, a.buy, 14)

@@ -67,6 +67,23 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": user, "username": req.Username})
 }
 
+// handleLogout ends the caller's session: the session store deletes it
+// and announces the revocation, so every instance's session cache drops it
+// at once, and this instance's cache forgets it before answering. 204.
+func (a *App) handleLogout(w http.ResponseWriter, r *http.Request) {
+	tok, err := a.p.auth.Token(r)
+	if err != nil { // authenticated checked it: cannot happen
+		a.fail(w, r, "logout", err)
+		return
+	}
+	if err := a.p.sessions.Revoke(r.Context(), tok); err != nil {
+		a.fail(w, r, "logout", err)
+		return
+	}
+	a.p.authn.Forget(tok)
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // demoUser maps the canonical name "user42" to 42 when it is a seeded demo
 // user. Only that one spelling signs in: "User42", " user42", "user042",
 // "user+42" and "42" are refused, so one account has one name.

@@ -25,6 +25,7 @@ func (a *App) Handler() http.Handler {
 	handle("GET /healthz", a.route("healthz", a.handleHealth))
 	handle("GET /metrics", a.handleMetrics())
 	handle("POST /api/login", a.route("login", a.handleLogin))
+	handle("POST /api/logout", authed("logout", a.handleLogout))
 	handle("GET /api/activity", a.route("activity", a.handleActivity))
 	handle("GET /api/captcha", authed("captcha", a.handleCaptcha))
 	handle("POST /api/activity/token", authed("token", a.handleToken))
