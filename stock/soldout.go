@@ -293,8 +293,9 @@ func (d *Deductor) clearSoldOut(activity string) {
 // client implements [Subscriber] (messages clear the flag at once; go-redis
 // resubscribes after a reconnect) and, every re-check interval, re-checks
 // the flags older than the interval against Redis (one Stats call each),
-// dropping those Redis no longer confirms. Run is optional: without it flags expire after the
-// re-check interval, checked on the clock at each refusal. Run returns
+// dropping those Redis no longer confirms. Run is optional: without it
+// flags expire after the re-check interval, checked on the clock at each
+// refusal. Run returns
 // [ErrClosed] if the Deductor is closed and [ErrRunning] if Run is already
 // active.
 func (d *Deductor) Run(ctx context.Context) error {

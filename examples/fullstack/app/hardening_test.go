@@ -150,8 +150,9 @@ func TestHardenedHTTP(t *testing.T) {
 }
 
 // TestTrickledBodyIsCutOff: a client that sends the headers of a POST and
-// then trickles its body must not hold the connection past the server's
-// ReadTimeout. The SSE stream, which outlives it, is exempt.
+// then trickles its body, or never ends its headers, must not hold the
+// connection past the server's ReadTimeout. The SSE stream, which outlives
+// it, is exempt.
 func TestTrickledBodyIsCutOff(t *testing.T) {
 	cfg := embeddedConfig(5, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), startBound)
@@ -196,6 +197,30 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 			t.Fatalf("the server still held the connection after %v with a body trickling (ReadTimeout %v)", time.Since(start), rt)
 		}
 		break // EOF or reset: the server closed it
+	}
+
+	// Headers trickled without an end are cut off by the same ReadTimeout
+	// (the server sets no separate ReadHeaderTimeout).
+	hconn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hconn.Close()
+	if _, err := io.WriteString(hconn, "POST /api/login HTTP/1.1\r\nHost: x\r\nX-Slow: a"); err != nil {
+		t.Fatal(err)
+	}
+	_ = hconn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound, not an expectation
+	hstart := time.Now()
+	for {
+		_, err := hconn.Read(buf)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the server still held the connection after %v with headers trickling (ReadTimeout %v)", time.Since(hstart), rt)
+		}
+		break
 	}
 
 	// The SSE stream outlives ReadTimeout (net/http clears the read

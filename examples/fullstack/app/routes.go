@@ -49,9 +49,9 @@ func (a *App) Handler() http.Handler {
 }
 
 // authenticated runs h for a signed-in caller (the session's user in the
-// request's state, which userOf reads) and refuses anyone else in the API's one JSON
-// error shape: 401 for a missing, malformed or unknown token, 503 when the
-// session store cannot answer (never its error text).
+// request's state, which userOf reads) and refuses anyone else in the API's
+// one JSON error shape: 401 for a missing, malformed or unknown token, 503
+// when the session store cannot answer (never its error text).
 func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, err := a.p.auth.Token(r)
