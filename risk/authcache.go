@@ -2,8 +2,11 @@ package risk
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -32,6 +35,20 @@ type Subscriber interface {
 // TTL is not announced: a cache accepts it until its entry expires, so
 // ttl still bounds that staleness.
 //
+// Liveness: a subscription can stop delivering without any error (a
+// half-open TCP connection, an expired NAT entry: go-redis' own health
+// check writes PING but never waits for the PONG), so Run proves the
+// channel by a round trip. Every probe interval ([WithRevocationProbe],
+// default 5s) it publishes a probe through the store's client on a
+// channel private to this cache, received on the same subscription
+// connection as the revocations; a probe not received by the next probe
+// tick empties the cache, stops it storing entries and resubscribes on a
+// new connection. The bound: a revocation reaches every cache within 2 ×
+// the probe interval (10s by default), or that cache has been emptied by
+// then and asks the wrapped Authenticator until it is subscribed again.
+// (On a Cluster the probe proves the subscriber's connection and node;
+// messages published on other nodes reach it over the cluster bus.)
+//
 // Without [WithRevocations] a revoked or expired session stays accepted by
 // this process for up to ttl (call [AuthCache.Forget] on the instance that
 // revokes; other instances wait for expiry): keep ttl short then.
@@ -53,6 +70,13 @@ type AuthCache struct {
 	logger  *slog.Logger
 	sub     Subscriber // nil without WithRevocations
 	channel string
+	// pub publishes the liveness probes (the store's client), on
+	// probeChannel (private to this cache) every probeEvery.
+	pub          redis.Scripter
+	probeChannel string
+	probeEvery   time.Duration
+	// ticker starts the probe ticks: a time.Ticker; tests inject ticks.
+	ticker func(d time.Duration) (<-chan time.Time, func())
 
 	mu sync.Mutex
 	m  map[string]cacheEntry
@@ -70,6 +94,8 @@ type AuthCache struct {
 	// lookup was in flight is not cached.
 	resets, revs uint64
 	recent       [64]string
+	// probes counts the liveness probes received back.
+	probes uint64
 
 	w lifecycle.Worker // Run's bookkeeping
 }
@@ -85,9 +111,10 @@ type cacheEntry struct {
 type cacheMark struct{ resets, revs uint64 }
 
 // NewAuthCache returns a caching Authenticator over next. Options (each an
-// [AuthCacheOption]): [WithClock], [WithLogger], [WithRevocations]; a nil
-// option is ignored. A nil next, a ttl <= 0, a max < 1, a nil clock or an
-// invalid [WithRevocations] fails with [ErrInvalidArgument].
+// [AuthCacheOption]): [WithClock], [WithLogger], [WithRevocations],
+// [WithRevocationProbe]; a nil option is ignored. A nil next, a ttl <= 0,
+// a max < 1, a nil clock, an invalid [WithRevocations] or probe interval
+// fails with [ErrInvalidArgument].
 func NewAuthCache(next Authenticator, ttl time.Duration, max int, opts ...AuthCacheOption) (*AuthCache, error) {
 	if next == nil || ttl <= 0 || max < 1 {
 		return nil, fmt.Errorf("risk: auth cache needs an authenticator, ttl > 0 and max >= 1: %w", ErrInvalidArgument)
@@ -97,9 +124,11 @@ func NewAuthCache(next Authenticator, ttl time.Duration, max int, opts ...AuthCa
 		return nil, err
 	}
 	c := &AuthCache{next: next, ttl: ttl, max: max, clock: o.clock, logger: o.logger,
-		sub: o.revSub, channel: o.revChannel, m: make(map[string]cacheEntry)}
+		sub: o.revSub, channel: o.revChannel, pub: o.revPub, probeEvery: o.revProbe,
+		ticker: realTicker, m: make(map[string]cacheEntry)}
 	if c.sub != nil {
 		c.byHash = make(map[string]string)
+		c.probeChannel = c.channel + ":probe:" + rand.Text()
 	}
 	return c, nil
 }
@@ -209,6 +238,15 @@ func (c *AuthCache) Len() int {
 // returns the cache is emptied and stores nothing until the next Run is
 // subscribed. A message that is not a token hash is logged and ignored.
 //
+// Every probe interval ([WithRevocationProbe], default 5s) Run publishes a
+// probe (a sequence number on "<channel>:probe:<random>", a channel of
+// this cache only) through the store's client. When the confirmation or
+// the last probe has not come back over the subscription by the next
+// tick, the subscription is presumed silently dead: Run logs it, empties
+// the cache (which stores nothing meanwhile) and subscribes again on a
+// new connection. So a revocation reaches this cache within 2 × the probe
+// interval, or the cache is empty by then.
+//
 // Run fails with [ErrInvalidArgument] when the cache was built without
 // [WithRevocations], [ErrRunning] while another Run is active, [ErrClosed]
 // after Close, and with an error when the subscription ends under it (the
@@ -223,9 +261,35 @@ func (c *AuthCache) Run(ctx context.Context) error {
 	}
 	defer stop()
 	defer c.reset(false) // before stop: once Run is over the cache stores nothing
-	ps := c.sub.Subscribe(ctx, c.channel)
+	var probes sync.WaitGroup
+	defer probes.Wait()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before probes.Wait: stops the probes in flight
+	for {
+		err := c.listen(ctx, pctx, &probes)
+		if !errors.Is(err, errSilent) {
+			return err
+		}
+	}
+}
+
+// errSilent: the subscription did not answer a probe in time (listen's
+// caller subscribes again).
+var errSilent = errors.New("risk: auth cache: revocation subscription silent")
+
+// listen runs one subscription until ctx is done (nil), the subscription
+// is closed under it (an error) or it misses a probe ([errSilent]; the
+// cache was emptied). Probes are published with pctx.
+func (c *AuthCache) listen(ctx, pctx context.Context, probes *sync.WaitGroup) error {
+	ps := c.sub.Subscribe(ctx, c.channel, c.probeChannel)
 	defer ps.Close()
 	msgs := ps.ChannelWithSubscriptions()
+	ticks, stopTicks := c.ticker(c.probeEvery)
+	defer stopTicks()
+	// answered: the confirmation, then each probe, came back. want is the
+	// payload of the probe in flight.
+	var seq uint64
+	answered, want := false, ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -242,14 +306,49 @@ func (c *AuthCache) Run(ctx context.Context) error {
 			case *redis.Subscription:
 				if m.Kind == "subscribe" && m.Channel == c.channel {
 					c.reset(true)
+					answered = true // a confirmation is a round trip too
 				}
 			case *redis.Message:
-				if m.Channel == c.channel {
+				switch m.Channel {
+				case c.channel:
 					c.revoked(m.Payload)
+				case c.probeChannel:
+					if !answered && want != "" && m.Payload == want {
+						answered = true
+						c.mu.Lock()
+						c.probes++
+						c.mu.Unlock()
+					}
 				}
 			}
+		case <-ticks:
+			if !answered {
+				c.reset(false)
+				c.logger.Warn("risk: auth cache: revocation subscription silent: no answer within the probe interval; cache emptied, resubscribing",
+					"channel", c.channel, "interval", c.probeEvery)
+				return errSilent
+			}
+			seq++
+			answered, want = false, strconv.FormatUint(seq, 10)
+			probes.Add(1)
+			go c.probe(pctx, want, probes)
 		}
 	}
+}
+
+// probe publishes one probe message, giving up after one probe interval.
+func (c *AuthCache) probe(runCtx context.Context, payload string, wg *sync.WaitGroup) {
+	defer wg.Done()
+	ctx, cancel := context.WithTimeout(runCtx, c.probeEvery)
+	defer cancel()
+	if err := probeScript.Run(ctx, c.pub, nil, c.probeChannel, payload).Err(); err != nil && runCtx.Err() == nil {
+		c.logger.Warn("risk: auth cache: revocation probe not published", "channel", c.probeChannel, "err", err)
+	}
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // reset empties the cache; live says whether entries may be stored from

@@ -56,9 +56,20 @@ type Ban struct {
 // Blacklist bans users, IPs and devices for a time, escalating with repeat
 // offences: the n-th offence within the offence memory bans for
 // base·factor^(n-1), capped at max ([WithEscalation], [WithOffenceMemory]).
+// By default the first ban lasts 1 minute, each further offence doubles
+// it (factor 2) and no ban from [Blacklist.Add] exceeds 24 hours: offences
+// 1 to 11 ban for 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 and 1024 minutes
+// (17h04m), the 12th and every later one for 24 hours. Offences are
+// remembered for 7 days after the latest one (a quiet week starts over at
+// 1 minute). [Blacklist.AddFor] bypasses the escalation.
 // Bans only grow: an offence while a longer ban is active keeps that ban,
 // and a ban key without a TTL (set by hand, or by an older version) is
 // permanent and stays permanent until [Blacklist.Remove].
+//
+// [Blacklist.List] lists the current bans of a kind from an index that
+// Add, AddFor, Remove and Reset maintain. A ban written by an older
+// version of this package, or by hand, has no index entry and is not
+// listed (it is still enforced; its next Add or AddFor lists it).
 //
 // As a [Rule] it denies a [Subject] whose user, IP or device is banned,
 // checking all three in one pipelined round trip. The IP part only ever
@@ -122,6 +133,12 @@ func subjectID(kind Kind, id string) (string, error) {
 // and the new one (atomically, in one script), so an existing longer ban
 // keeps its end and a permanent ban (a ban key without a TTL, set by hand)
 // stays permanent ([Ban.Permanent]).
+//
+// The ban is then entered in the kind's index ([Blacklist.List]), a second
+// round trip (the index lives in another Cluster slot). If that step
+// fails, Add returns the ban together with the error: the ban is in force
+// but not listed until the subject's next Add or AddFor (an Add is not
+// idempotent: a retry records another offence).
 func (b *Blacklist) Add(ctx context.Context, kind Kind, id, reason string) (Ban, error) {
 	return b.add(ctx, kind, id, reason, 0)
 }
@@ -157,21 +174,42 @@ func (b *Blacklist) add(ctx context.Context, kind Kind, id, reason string, fixed
 		return Ban{}, fmt.Errorf("risk: blacklist add: %w: %v", ErrBadReply, res)
 	}
 	ban := Ban{Kind: kind, ID: id, Reason: reason, Offence: res[0]}
+	end := "+inf"
 	if res[1] < 0 {
 		ban.Permanent = true
 	} else {
 		ban.Duration, ban.Until = time.Duration(res[1])*time.Millisecond, time.UnixMilli(res[2])
+		end = strconv.FormatInt(res[2], 10)
+	}
+	// After the ban, never before: a Remove deletes the index entry before
+	// the ban key, so whichever order they interleave in, a ban key that
+	// exists at the end has its entry (see List).
+	err = blacklistIndexScript.Run(ctx, b.rdb, banIndexKeys(b.o.prefix, kind),
+		"add", now.UnixMilli(), id, end).Err()
+	if err != nil {
+		return ban, fmt.Errorf("risk: blacklist add %s:%s: the ban is in force, its index entry failed: %w", kind, id, err)
 	}
 	return ban, nil
 }
 
-// Remove lifts the subject's ban. Its offence count is kept, so a new
-// offence escalates from where it was; use [Blacklist.Reset] to forget it
-// too. Removing an unbanned subject is a no-op.
+// unindex removes the subject from its kind's index; Remove and Reset call
+// it before they delete the ban key.
+func (b *Blacklist) unindex(ctx context.Context, kind Kind, id string) error {
+	return blacklistIndexScript.Run(ctx, b.rdb, banIndexKeys(b.o.prefix, kind),
+		"del", b.o.clock.Now().UnixMilli(), id).Err()
+}
+
+// Remove lifts the subject's ban and removes it from the index. Its offence
+// count is kept, so a new offence escalates from where it was; use
+// [Blacklist.Reset] to forget it too. Removing an unbanned subject is a
+// no-op.
 func (b *Blacklist) Remove(ctx context.Context, kind Kind, id string) error {
 	id, err := subjectID(kind, id)
 	if err != nil {
 		return err
+	}
+	if err := b.unindex(ctx, kind, id); err != nil {
+		return fmt.Errorf("risk: blacklist remove %s:%s: %w", kind, id, err)
 	}
 	if err := b.rdb.Del(ctx, banKey(b.o.prefix, kind, id)).Err(); err != nil {
 		return fmt.Errorf("risk: blacklist remove %s:%s: %w", kind, id, err)
@@ -179,11 +217,15 @@ func (b *Blacklist) Remove(ctx context.Context, kind Kind, id string) error {
 	return nil
 }
 
-// Reset lifts the subject's ban and forgets its offences.
+// Reset lifts the subject's ban, removes it from the index and forgets its
+// offences.
 func (b *Blacklist) Reset(ctx context.Context, kind Kind, id string) error {
 	id, err := subjectID(kind, id)
 	if err != nil {
 		return err
+	}
+	if err := b.unindex(ctx, kind, id); err != nil {
+		return fmt.Errorf("risk: blacklist reset %s:%s: %w", kind, id, err)
 	}
 	// Both keys share a hash tag: one DEL is fine on a Cluster.
 	if err := b.rdb.Del(ctx, banKey(b.o.prefix, kind, id), offenceKey(b.o.prefix, kind, id)).Err(); err != nil {
@@ -211,6 +253,87 @@ func (b *Blacklist) Banned(ctx context.Context, kind Kind, id string) (Ban, bool
 		return Ban{Kind: kind, ID: id}, true, nil
 	}
 	return ban, true, nil
+}
+
+// maxListLimit bounds one page of [Blacklist.List].
+const maxListLimit = 1000
+
+// List returns one page of the current bans of kind, in lexical order of
+// their IDs: up to limit (1..1000) bans with an ID after after ("" starts
+// at the beginning), and the cursor to pass as after for the next page,
+// "" when there is none. It costs one script on the kind's index (which
+// first prunes up to 128 ended entries) and one pipeline of GETs of the
+// page's ban keys. Each ban that exists through the whole paging is
+// returned exactly once; one added or lifted meanwhile may or may not be.
+// A page may hold fewer than limit bans even before the end (an entry
+// whose ban key is gone, e.g. expired, is skipped): page on until the
+// cursor is "". Ban.Duration is 0, as with [Blacklist.Banned].
+//
+// Only bans written by Add and AddFor of this version are listed: a ban
+// key written by an older version or by hand has no index entry (it is
+// enforced all the same; its next Add or AddFor enters it).
+//
+// The index is two sorted sets per kind under the hash tag {bl:<kind>}
+// (the ban keys have one tag per subject, so the index cannot share their
+// slot, and one script cannot write both on a Cluster). It stays sound
+// without that atomicity because the ban key is the truth and the order
+// of the steps is fixed: Add writes the ban, then the entry; Remove and
+// Reset delete the entry, then the ban. So a ban key that exists has an
+// entry (a Remove racing an Add can only leave an entry without a ban,
+// which List skips and pruning drops at its end), and List reads every
+// ban key it returns. Entries are pruned when their end (by the injected
+// clock, as [Ban.Until]) has passed, on every index write and read; hosts
+// whose clocks disagree by d may drop a ban from the list up to d before
+// Redis lifts it. The per-kind keys take only ban writes and listings,
+// never the per-request [Blacklist.Check], so one slot per kind is no hot
+// spot. An invalid kind, a limit out of range or an after longer than
+// [MaxIDLen] fails with [ErrInvalidArgument].
+func (b *Blacklist) List(ctx context.Context, kind Kind, after string, limit int) ([]Ban, string, error) {
+	if kind != KindUser && kind != KindIP && kind != KindDevice {
+		return nil, "", fmt.Errorf("risk: unknown kind %.16q: %w", kind, ErrInvalidArgument)
+	}
+	if limit < 1 || limit > maxListLimit {
+		return nil, "", fmt.Errorf("risk: blacklist list limit %d, want 1..%d: %w", limit, maxListLimit, ErrInvalidArgument)
+	}
+	if len(after) > MaxIDLen {
+		return nil, "", fmt.Errorf("risk: blacklist list cursor of %d bytes: %w", len(after), ErrInvalidArgument)
+	}
+	res, err := blacklistIndexScript.Run(ctx, b.rdb, banIndexKeys(b.o.prefix, kind),
+		"list", b.o.clock.Now().UnixMilli(), after, limit).StringSlice()
+	if err != nil {
+		return nil, "", fmt.Errorf("risk: blacklist list %s: %w", kind, err)
+	}
+	if len(res) < 1 || len(res) > limit+1 {
+		return nil, "", fmt.Errorf("risk: blacklist list: %w: %d items", ErrBadReply, len(res))
+	}
+	next, ids := res[0], res[1:]
+	if len(ids) == 0 {
+		return nil, next, nil
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.Get(ctx, banKey(b.o.prefix, kind, id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", fmt.Errorf("risk: blacklist list %s: %w", kind, err)
+	}
+	bans := make([]Ban, 0, len(ids))
+	for i, id := range ids {
+		v, err := cmds[i].Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			continue // lifted or expired since it was indexed
+		case err != nil:
+			return nil, "", fmt.Errorf("risk: blacklist list %s: %w", kind, err)
+		}
+		ban, err := parseBan(kind, id, v)
+		if err != nil {
+			ban = Ban{Kind: kind, ID: id} // banned all the same, as in Banned
+		}
+		bans = append(bans, ban)
+	}
+	return bans, next, nil
 }
 
 // Check denies s if its user, IP or device is banned (in that order of

@@ -201,6 +201,7 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 		"WithOnAuthFailure":    {WithOnAuthFailure(func(*http.Request, error) {}), auth},
 		"WithRealIP":           {WithRealIP(true), ipResolver},
 		"WithRevocations":      {WithRevocations(ss), authCache},
+		"WithRevocationProbe":  {WithRevocationProbe(time.Second), authCache},
 	} {
 		got := 0
 		if o, ok := c.opt.(SessionOption); ok {
@@ -376,6 +377,7 @@ func TestNilOptionsAndCollaborators(t *testing.T) {
 	invalid(NewAuthCache(nil, time.Second, 1))
 	invalid(NewAuthCache(authn, time.Second, 1, WithClock(nil)))
 	invalid(NewAuthCache(authn, time.Second, 1, WithRevocations(nil)))
+	invalid(NewAuthCache(authn, time.Second, 1, WithRevocationProbe(0)))
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.

@@ -8,6 +8,8 @@ package risk
 //	<prefix>risk:{s:<sha256(token)>}        session → user ID (STRING, TTL)
 //	<prefix>risk:{bl:<kind>:<id>}:ban       active ban (STRING "until|offence|reason", TTL = ban)
 //	<prefix>risk:{bl:<kind>:<id>}:n         offence counter (INT, TTL = offence memory)
+//	<prefix>risk:{bl:<kind>}:until          ban index of a kind (ZSET id → end ms, +inf permanent)
+//	<prefix>risk:{bl:<kind>}:ids            ban index of a kind (ZSET id → 0, lexical paging)
 //	<prefix>risk:{u:<user>}:beh             behaviour window (ZSET of events, TTL = window)
 //	<prefix>risk:{d:<device>}:owner         device binding (STRING user ID, TTL = binding TTL)
 
@@ -21,6 +23,13 @@ func banKey(prefix string, kind Kind, id string) string {
 
 func offenceKey(prefix string, kind Kind, id string) string {
 	return prefix + "risk:{bl:" + string(kind) + ":" + id + "}:n"
+}
+
+// banIndexKeys are the two keys of the ban index of kind (one hash tag per
+// kind: see blacklist_index.lua).
+func banIndexKeys(prefix string, kind Kind) []string {
+	tag := prefix + "risk:{bl:" + string(kind) + "}"
+	return []string{tag + ":until", tag + ":ids"}
 }
 
 func behaviourKey(prefix, user string) string {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Clock tells the time. Inject a fake one in tests with [WithClock].
@@ -32,7 +34,8 @@ func (systemClock) Now() time.Time { return time.Now() }
 //	                                     WithSubjectFunc, WithChallengeHandler
 //	NewAuth          AuthOption          WithLogger, WithObserver, WithCookie,
 //	                                     WithOnAuthFailure
-//	NewAuthCache     AuthCacheOption     WithClock, WithLogger, WithRevocations
+//	NewAuthCache     AuthCacheOption     WithClock, WithLogger, WithRevocations,
+//	                                     WithRevocationProbe
 //	NewIPResolver    IPResolverOption    WithRealIP
 //
 // The options of several constructors return a type that implements each
@@ -185,7 +188,9 @@ type options struct {
 
 	// AuthCache
 	revSub     Subscriber
+	revPub     redis.Scripter
 	revChannel string
+	revProbe   time.Duration
 
 	err error
 }
@@ -206,6 +211,7 @@ func defaultOptions() options {
 		refreshBinding: true,
 		failure:        FailClosed,
 		deviceHeader:   "X-Device-ID",
+		revProbe:       5 * time.Second,
 	}
 }
 
@@ -275,9 +281,13 @@ func WithLogger(l *slog.Logger) LoggerOption {
 // instance. A long cache ttl is then safe for revocation; a session that
 // expires by its own Redis TTL is still accepted by a cache until its entry
 // expires (ttl). With this option the cache stores entries only while Run
-// is subscribed: before Run, after it returns, and across a resubscription
-// (when messages may have been lost) it is emptied and every call asks the
-// wrapped Authenticator. store is usually the cache's Authenticator too.
+// is subscribed and its subscription answers the liveness probe
+// ([WithRevocationProbe]): before Run, after it returns, across a
+// resubscription (when messages may have been lost) and when a probe is
+// not answered in time it is emptied and every call asks the wrapped
+// Authenticator. A revocation thus reaches a running cache within 2 × the
+// probe interval (10s by default), or the cache serves nothing by then.
+// store is usually the cache's Authenticator too.
 // A nil store, or one whose client does not implement [Subscriber], fails
 // [NewAuthCache] with [ErrInvalidArgument].
 func WithRevocations(store *SessionStore) AuthCacheOption {
@@ -291,7 +301,27 @@ func WithRevocations(store *SessionStore) AuthCacheOption {
 			o.fail("WithRevocations: the session store's client cannot Subscribe")
 			return
 		}
-		o.revSub, o.revChannel = sub, revokedChannel(store.o.prefix)
+		o.revSub, o.revPub, o.revChannel = sub, store.rdb, revokedChannel(store.o.prefix)
+	})
+}
+
+// WithRevocationProbe sets how often [AuthCache.Run] proves that its
+// revocation subscription still delivers ([WithRevocations]): every
+// interval it publishes a probe through the store's client and expects it
+// back over the subscription before the next one. A probe not back in
+// time empties the cache (it stores nothing meanwhile) and Run
+// resubscribes on a new connection; so a revocation reaches the cache
+// within 2 × interval, or the cache serves nothing by then. Default 5s
+// (bound 10s). Each probe is one PUBLISH to a channel only this cache
+// listens on. Without [WithRevocations] it has no effect; an interval
+// below 1ms fails [NewAuthCache] with [ErrInvalidArgument].
+func WithRevocationProbe(interval time.Duration) AuthCacheOption {
+	return authCacheOpt(func(o *options) {
+		if interval < time.Millisecond {
+			o.fail("revocation probe interval must be >= 1ms")
+			return
+		}
+		o.revProbe = interval
 	})
 }
 

@@ -9,6 +9,8 @@ import (
 var (
 	//go:embed blacklist_add.lua
 	blacklistAddSrc string
+	//go:embed blacklist_index.lua
+	blacklistIndexSrc string
 	//go:embed behaviour.lua
 	behaviourSrc string
 	//go:embed device_bind.lua
@@ -16,8 +18,12 @@ var (
 	//go:embed revoke.lua
 	revokeSrc string
 
-	blacklistAddScript = redis.NewScript(blacklistAddSrc)
-	behaviourScript    = redis.NewScript(behaviourSrc)
-	deviceBindScript   = redis.NewScript(deviceBindSrc)
-	revokeScript       = redis.NewScript(revokeSrc)
+	blacklistAddScript   = redis.NewScript(blacklistAddSrc)
+	blacklistIndexScript = redis.NewScript(blacklistIndexSrc)
+	behaviourScript      = redis.NewScript(behaviourSrc)
+	deviceBindScript     = redis.NewScript(deviceBindSrc)
+	revokeScript         = redis.NewScript(revokeSrc)
+	// probeScript publishes AuthCache's liveness probe (ARGV[1] channel,
+	// ARGV[2] payload) through the Scripter that Client already has.
+	probeScript = redis.NewScript("return redis.call('PUBLISH', ARGV[1], ARGV[2])")
 )
