@@ -246,12 +246,9 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	level := slog.LevelInfo // a first load
-	if st.Loaded {
-		level = slog.LevelWarn // after a freeze
-	}
-	p.o.logger.Log(ctx, level, "stock: activity rebuilt from recovery", "activity", a.ID,
-		"live", len(live), "remaining", rst.Remaining, "total", rst.Total, "was_frozen", st.Loaded)
+	level, msg := rebuildMessage(st.Loaded, len(live))
+	p.o.logger.Log(ctx, level, msg, "activity", a.ID,
+		"live", len(live), "remaining", rst.Remaining, "total", rst.Total)
 	if p.o.onRecover != nil {
 		p.o.onRecover(a.ID, true)
 	}
@@ -291,16 +288,29 @@ func (p *Preloader) recoverSharded(ctx context.Context, a Activity, st Stats) (b
 	if err != nil {
 		return false, err
 	}
-	level := slog.LevelInfo // a first load
-	if st.Loaded || len(st.Shards) > 0 {
-		level = slog.LevelWarn // after a freeze or a loss
-	}
-	p.o.logger.Log(ctx, level, "stock: activity rebuilt from recovery", "activity", a.ID, "shards", a.shards(),
+	level, msg := rebuildMessage(st.Loaded || len(st.Shards) > 0, len(live))
+	p.o.logger.Log(ctx, level, msg, "activity", a.ID, "shards", a.shards(),
 		"live", len(live), "remaining", rst.Remaining, "total", rst.Total)
 	if p.o.onRecover != nil {
 		p.o.onRecover(a.ID, true)
 	}
 	return true, nil
+}
+
+// rebuildMessage names what a rebuild did, for the log. An activity that
+// was absent from Redis, with no live reservation in the Recovery, is a
+// first load (Info): every sale starts so. Absent with live reservations,
+// Redis lost a running sale; loaded, it was frozen (a loss the fence
+// noticed, or a load cut short): both are recoveries (Warn).
+func rebuildMessage(wasInRedis bool, live int) (slog.Level, string) {
+	switch {
+	case wasInRedis:
+		return slog.LevelWarn, "stock: frozen activity rebuilt from recovery"
+	case live > 0:
+		return slog.LevelWarn, "stock: activity missing from redis with live reservations; rebuilt from recovery"
+	default:
+		return slog.LevelInfo, "stock: activity loaded into redis"
+	}
 }
 
 // freezeAll freezes every loaded ledger of the activity's current layout
