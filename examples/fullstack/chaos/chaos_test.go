@@ -487,7 +487,7 @@ func runScenario(t *testing.T, dsn string, k knobs, sc scenario, seed uint64) *r
 	}
 	r.count("alerts", r.sys.serviceLogCount("ALERT"))
 	r.count("rebuilds", r.sys.serviceLogCount("rebuilt from recovery"))
-	r.note("checked: %d violations; service logs: %d ALERT lines, %d rebuilds from recovery (startup included)",
+	r.note("checked: %d violations; service logs: %d ALERT lines, %d rebuilds from recovery (a first load is logged as a load)",
 		len(r.viol), r.counts["alerts"], r.counts["rebuilds"])
 	return r
 }
