@@ -2,6 +2,8 @@ package order
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -88,9 +90,16 @@ func (f *Fence) Release(ctx context.Context, activity string, reservationID stri
 // again (Redis release is idempotent), so a retry after a failed Redis
 // release finishes the job. On a database error nothing was decided and
 // nothing is released: retry later.
+//
+// A reservation ID that is not [ValidReservationID] (longer than the
+// columns, or bytes they cannot compare — made under an earlier rule) can
+// never become an order, since no message with it passes
+// [Message.Validate]: it is released without a fence row (none could be
+// written), unless an order under that ID exists, which wins
+// ([ErrConsumed]). Only an empty ID is refused ([ErrInvalidMessage]).
 func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
-	if r.ReservationID == "" || len(r.ReservationID) > 64 {
-		return fmt.Errorf("%w: reservation ID must be 1-64 bytes", ErrInvalidMessage)
+	if r.ReservationID == "" {
+		return fmt.Errorf("%w: empty reservation ID", ErrInvalidMessage)
 	}
 	if err := checkID("activity", r.Activity); err != nil {
 		return err
@@ -103,7 +112,13 @@ func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	if r.Reason == "" {
 		r.Reason = ReasonReleased
 	}
-	out, err := f.fence(ctx, r)
+	var out Outcome
+	var err error
+	if ValidReservationID(r.ReservationID) {
+		out, err = f.fence(ctx, r)
+	} else {
+		out, err = f.refused(ctx, r)
+	}
 	if err != nil {
 		return err
 	}
@@ -122,14 +137,43 @@ func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	return nil
 }
 
+// refused decides a reservation whose ID order refuses (not
+// [ValidReservationID]: longer than the columns, or bytes they cannot
+// compare): no message with it passes [Message.Validate], so it can never
+// become an order and needs no fence row (none could be written). An order
+// under that ID made by an older release (whose rule differed) still wins:
+// it is looked up first.
+func (f *Fence) refused(ctx context.Context, r ReleaseRequest) (Outcome, error) {
+	var o []Order
+	if err := f.db.WithContext(ctx).Table(f.o.tables.Order).Select("order_no").Where("reservation_id = ?", r.ReservationID).
+		Limit(1).Find(&o).Error; err != nil {
+		return Outcome{}, fmt.Errorf("order: fence %s: %w", r.ReservationID, err)
+	}
+	if len(o) == 1 {
+		return Outcome{Status: StatusSuccess, OrderNo: o[0].OrderNo}, nil
+	}
+	return Outcome{Status: StatusFailed, Reason: r.Reason}, nil
+}
+
+// fenceMsgID is the msg_id of the fence row of reservationID: "fence:" and
+// the ID, or, when that exceeds the 64 bytes of msg_id, "fence:" and 58 hex
+// digits of the ID's SHA-256 (cutting the ID instead would give every
+// reservation sharing its first 58 bytes one row). The row is found by
+// reservation_id; msg_id only has to be unique.
+func fenceMsgID(reservationID string) string {
+	const maxMsgID = 64
+	if len(fenceMsgPrefix)+len(reservationID) <= maxMsgID {
+		return fenceMsgPrefix + reservationID
+	}
+	sum := sha256.Sum256([]byte(reservationID))
+	return (fenceMsgPrefix + hex.EncodeToString(sum[:]))[:maxMsgID]
+}
+
 // fence writes the FAILED dedup row of r, or reads the row that won.
 func (f *Fence) fence(ctx context.Context, r ReleaseRequest) (Outcome, error) {
 	now := f.o.clock.Now()
-	m := Message{MsgID: fenceMsgPrefix + r.ReservationID, ReservationID: r.ReservationID,
+	m := Message{MsgID: fenceMsgID(r.ReservationID), ReservationID: r.ReservationID,
 		ActivityID: r.Activity, UserID: r.User}
-	if len(m.MsgID) > 64 {
-		m.MsgID = m.MsgID[:64] // the row is found by reservation_id, not by msg_id
-	}
 	d := dedupOf(m, StatusFailed, "", r.Reason, now)
 	err := f.db.WithContext(ctx).Table(f.o.tables.Dedup).Create(&d).Error
 	if err == nil {

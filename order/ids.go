@@ -50,3 +50,32 @@ func describeID(id string) string {
 		return fmt.Sprintf("%q is not valid (%s)", id, want)
 	}
 }
+
+// MaxReservationIDLen is the longest reservation ID the package accepts, in
+// bytes: the VARCHAR(128) of the reservation_id columns. The stock package
+// has the same limit (stock.MaxReservationIDLen).
+const MaxReservationIDLen = 128
+
+// ValidReservationID reports whether s can be a reservation ID
+// ([Message.ReservationID], [ReleaseRequest.ReservationID]): 1 to
+// [MaxReservationIDLen] bytes of printable ASCII other than space
+// (0x21..0x7E). It is the rule stock.ValidReservationID applies before a
+// reservation is made, so every reservation stock accepts can become an
+// order. The columns compare IDs byte for byte (ascii_bin on MySQL/MariaDB).
+// A message with any other ID is refused ([ErrInvalidMessage]), so such a
+// reservation can never become an order: [Fence] releases it without a
+// fence row.
+func ValidReservationID(s string) bool {
+	if s == "" || len(s) > MaxReservationIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// reservationIDRule describes ValidReservationID in refusals.
+const reservationIDRule = "reservation_id must be 1..128 bytes of printable ASCII without space"

@@ -77,8 +77,8 @@ func (m Message) Validate() error {
 		return fmt.Errorf("%w: %d", ErrUnsupportedVersion, m.Version)
 	case m.MsgID == "" || len(m.MsgID) > 64:
 		return invalid("msg_id must be 1..64 bytes")
-	case m.ReservationID == "" || len(m.ReservationID) > 64:
-		return invalid("reservation_id must be 1..64 bytes")
+	case !ValidReservationID(m.ReservationID):
+		return invalid("%s (got %d bytes)", reservationIDRule, len(m.ReservationID))
 	case !ValidID(m.ActivityID):
 		return checkID("activity_id", m.ActivityID)
 	case !ValidID(m.UserID):

@@ -123,8 +123,9 @@ func (r *RawJSON) Scan(src any) error {
 // DB also enforces one live order per (user, activity).
 //
 // The ID columns (here and the user_id and activity_id of [Order] and
-// [Dedup]) are VARCHAR(64); on MySQL/MariaDB [AutoMigrate] and schema.sql
-// make them CHARACTER SET ascii COLLATE ascii_bin, so that they compare
+// [Dedup]) are VARCHAR(64), their reservation_id columns VARCHAR(128)
+// ([ValidReservationID]); on MySQL/MariaDB [AutoMigrate] and schema.sql
+// make them all CHARACTER SET ascii COLLATE ascii_bin, so that they compare
 // byte for byte as Redis does ("Alice" and "alice" are two buyers).
 type Activity struct {
 	ID            string         `gorm:"primaryKey;type:varchar(64);size:64"`
@@ -169,7 +170,7 @@ func (Activity) TableName() string { return DefaultActivityTable }
 type Order struct {
 	ID            int64  `gorm:"primaryKey;autoIncrement:false"`
 	OrderNo       string `gorm:"size:32;not null"`
-	ReservationID string `gorm:"size:64;not null"`
+	ReservationID string `gorm:"type:varchar(128);size:128;not null"` // ValidReservationID
 	UserID        string `gorm:"type:varchar(64);size:64;not null"`
 	ActivityID    string `gorm:"type:varchar(64);size:64;not null"`
 	LiveSlot      *int8
@@ -202,7 +203,7 @@ func (Order) TableName() string { return DefaultOrderTable }
 // [AutoMigrate], not from struct tags.
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`
-	ReservationID string    `gorm:"size:64;not null"`
+	ReservationID string    `gorm:"type:varchar(128);size:128;not null"` // ValidReservationID
 	ActivityID    string    `gorm:"type:varchar(64);size:64;not null"`
 	UserID        string    `gorm:"type:varchar(64);size:64;not null"` // '' when a Fence did not know the buyer
 	Outcome       string    `gorm:"size:16;not null"`

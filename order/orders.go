@@ -63,8 +63,8 @@ func (s *Orders) ByReservation(ctx context.Context, reservationID string) (Order
 }
 
 func (s *Orders) one(ctx context.Context, column, value string) (Order, error) {
-	if value == "" || len(value) > 64 {
-		return Order{}, fmt.Errorf("%w: %s must be 1..64 bytes", ErrOrderNotFound, column)
+	if value == "" || len(value) > MaxReservationIDLen {
+		return Order{}, fmt.Errorf("%w: %s must be 1..%d bytes", ErrOrderNotFound, column, MaxReservationIDLen)
 	}
 	var rows []Order
 	if err := s.db.WithContext(ctx).Table(s.o.tables.Order).Where(column+" = ?", value).Limit(1).Find(&rows).Error; err != nil {

@@ -73,7 +73,9 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 // indexes is missing and, on MySQL/MariaDB and PostgreSQL, the activity's
 // CHECK (stock >= 0) — SQLite cannot add a constraint to an existing table
 // and goes without it. The user and activity ID columns are VARCHAR(64),
-// on MySQL/MariaDB CHARACTER SET ascii COLLATE ascii_bin (see [Activity]);
+// the reservation_id columns VARCHAR(128) ([ValidReservationID]), on
+// MySQL/MariaDB CHARACTER SET ascii COLLATE ascii_bin (see [Activity]);
+// a VARCHAR(64) reservation_id of earlier releases is widened in place;
 // on MySQL/MariaDB and PostgreSQL, tables of releases with BIGINT IDs are
 // converted in place, numbers becoming their decimal strings (the
 // activity id loses its auto-increment).
@@ -177,27 +179,31 @@ const idColumnMySQL = "VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NUL
 // (the adjustment ID): compared byte for byte, as the other databases do.
 const keyColumnMySQL = "VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL"
 
-// binaryIDColumns gives the ID columns of sp's table, on MySQL/MariaDB,
-// the type of schema.sql (idColumnMySQL), which gorm's AutoMigrate cannot
-// spell per dialect: it creates them VARCHAR(64) in the table's default
-// collation. gorm does not compare collations, so a later AutoMigrate
-// keeps them.
+// binaryIDColumns gives the ID and key columns of sp's table, on
+// MySQL/MariaDB, the type of schema.sql (idColumnMySQL, keyColumnMySQL),
+// which gorm's AutoMigrate cannot spell per dialect: it creates them VARCHAR
+// in the table's default collation. A column in another collation, or
+// narrower than its type (the VARCHAR(64) reservation_id of releases
+// before reservation IDs of 128 bytes), is modified in place. gorm does not
+// compare collations, so a later AutoMigrate keeps them.
 func binaryIDColumns(d *gorm.DB, sp tableSpec) error {
 	var rows []struct {
 		ColumnName    string
 		CollationName *string
+		Width         *int64
 	}
-	if err := d.Raw("SELECT COLUMN_NAME AS column_name, COLLATION_NAME AS collation_name FROM information_schema.COLUMNS "+
-		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME IN ?", sp.name, append([]string{sp.keyColumn}, sp.idColumns...)).Scan(&rows).Error; err != nil {
+	if err := d.Raw("SELECT COLUMN_NAME AS column_name, COLLATION_NAME AS collation_name, CHARACTER_MAXIMUM_LENGTH AS width "+
+		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME IN ?",
+		sp.name, append(append([]string(nil), sp.keyColumns...), sp.idColumns...)).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("order: migrate %s: read id columns: %w", sp.name, err)
 	}
 	var mods []string
 	for _, r := range rows {
-		if r.CollationName == nil || *r.CollationName != "ascii_bin" {
-			typ := idColumnMySQL
-			if r.ColumnName == sp.keyColumn {
-				typ = keyColumnMySQL
-			}
+		typ, width := idColumnMySQL, int64(MaxIDLen)
+		if slices.Contains(sp.keyColumns, r.ColumnName) {
+			typ, width = keyColumnMySQL, MaxReservationIDLen
+		}
+		if r.CollationName == nil || *r.CollationName != "ascii_bin" || r.Width == nil || *r.Width < width {
 			mods = append(mods, "MODIFY "+quoteIdent(d, r.ColumnName)+" "+typ)
 		}
 	}
@@ -217,22 +223,32 @@ func binaryIDColumns(d *gorm.DB, sp tableSpec) error {
 // were strings, which gorm's AutoMigrate does not convert — to
 // VARCHAR(64), numbers becoming their decimal strings; the activity id
 // loses its sequence default (activity IDs are chosen by the application).
+// Key columns narrower than VARCHAR(128) (the VARCHAR(64) reservation_id of
+// releases before reservation IDs of 128 bytes) are widened in place.
 func varcharIDColumns(d *gorm.DB, sp tableSpec) error {
 	var rows []struct {
 		ColumnName    string
 		DataType      string
 		ColumnDefault *string
+		Width         *int64
 	}
-	if err := d.Raw("SELECT column_name, data_type, column_default FROM information_schema.columns "+
-		"WHERE table_schema = current_schema() AND table_name = ? AND column_name IN ?", sp.name, sp.idColumns).Scan(&rows).Error; err != nil {
+	if err := d.Raw("SELECT column_name, data_type, column_default, character_maximum_length AS width FROM information_schema.columns "+
+		"WHERE table_schema = current_schema() AND table_name = ? AND column_name IN ?",
+		sp.name, append(append([]string(nil), sp.keyColumns...), sp.idColumns...)).Scan(&rows).Error; err != nil {
 		return fmt.Errorf("order: migrate %s: read id columns: %w", sp.name, err)
 	}
 	var alters []string
 	for _, r := range rows {
+		col := quoteIdent(d, r.ColumnName)
+		if slices.Contains(sp.keyColumns, r.ColumnName) {
+			if r.DataType != "character varying" || r.Width == nil || *r.Width < MaxReservationIDLen {
+				alters = append(alters, "ALTER COLUMN "+col+" TYPE VARCHAR(128) USING "+col+"::VARCHAR(128)")
+			}
+			continue
+		}
 		if r.DataType == "character varying" {
 			continue
 		}
-		col := quoteIdent(d, r.ColumnName)
 		if r.ColumnDefault != nil {
 			alters = append(alters, "ALTER COLUMN "+col+" DROP DEFAULT")
 		}

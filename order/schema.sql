@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS `seckill_activity` (
 CREATE TABLE IF NOT EXISTS `seckill_order` (
   id             BIGINT        NOT NULL,             -- snowflake (order.IDGenerator)
   order_no       VARCHAR(32)   NOT NULL,
-  reservation_id VARCHAR(64)   NOT NULL,             -- one order per Redis reservation
+  reservation_id VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- one order per Redis reservation (order.ValidReservationID)
   user_id        VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- order.ValidID: compared byte for byte, as in Redis
   activity_id    VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   live_slot      TINYINT       NULL,                 -- 1 while live and user_limit = 1, else NULL
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS `seckill_order` (
 
 CREATE TABLE IF NOT EXISTS `message_dedup` (
   msg_id         VARCHAR(64)   NOT NULL,
-  reservation_id VARCHAR(64)   NOT NULL,
+  reservation_id VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   activity_id    VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   user_id        VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- '' when a Fence did not know the buyer
   outcome        VARCHAR(16)   NOT NULL,             -- SUCCESS / FAILED

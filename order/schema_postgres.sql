@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS "seckill_activity" (
 CREATE TABLE IF NOT EXISTS "seckill_order" (
   "id"             BIGINT         NOT NULL,            -- snowflake (order.IDGenerator)
   "order_no"       VARCHAR(32)    NOT NULL,
-  "reservation_id" VARCHAR(64)    NOT NULL,            -- one order per Redis reservation
+  "reservation_id" VARCHAR(128)   NOT NULL,            -- one order per Redis reservation (order.ValidReservationID)
   "user_id"        VARCHAR(64)    NOT NULL,            -- order.ValidID
   "activity_id"    VARCHAR(64)    NOT NULL,
   "live_slot"      SMALLINT       NULL,                -- 1 while live and user_limit = 1, else NULL
@@ -53,7 +53,7 @@ CREATE INDEX IF NOT EXISTS "idx_status_expire" ON "seckill_order" ("status", "ex
 
 CREATE TABLE IF NOT EXISTS "message_dedup" (
   "msg_id"         VARCHAR(64)    NOT NULL,
-  "reservation_id" VARCHAR(64)    NOT NULL,
+  "reservation_id" VARCHAR(128)   NOT NULL,
   "activity_id"    VARCHAR(64)    NOT NULL,
   "user_id"        VARCHAR(64)    NOT NULL,            -- '' when a Fence did not know the buyer
   "outcome"        VARCHAR(16)    NOT NULL,            -- SUCCESS / FAILED

@@ -181,21 +181,23 @@ var (
 
 // tableSpec is one table with its default name and derived objects.
 type tableSpec struct {
-	name, def string
-	model     any
-	indexes   []index
-	checks    []index
-	idColumns []string // the user and activity ID columns ([ValidID], VARCHAR(64))
-	keyColumn string   // an ASCII key column compared byte for byte, VARCHAR(128) (adjust_id)
+	name, def  string
+	model      any
+	indexes    []index
+	checks     []index
+	idColumns  []string // the user and activity ID columns ([ValidID], VARCHAR(64))
+	keyColumns []string // ASCII key columns compared byte for byte, VARCHAR(128) (adjust_id, reservation_id)
 }
 
 func (t Tables) specs() []tableSpec {
 	return []tableSpec{
 		{name: t.Activity, def: DefaultActivityTable, model: &Activity{}, checks: activityChecks, idColumns: []string{"id"}},
-		{name: t.Order, def: DefaultOrderTable, model: &Order{}, indexes: orderIndexes, idColumns: []string{"user_id", "activity_id"}},
-		{name: t.Dedup, def: DefaultDedupTable, model: &Dedup{}, indexes: dedupIndexes, idColumns: []string{"activity_id", "user_id"}},
+		{name: t.Order, def: DefaultOrderTable, model: &Order{}, indexes: orderIndexes, idColumns: []string{"user_id", "activity_id"},
+			keyColumns: []string{"reservation_id"}},
+		{name: t.Dedup, def: DefaultDedupTable, model: &Dedup{}, indexes: dedupIndexes, idColumns: []string{"activity_id", "user_id"},
+			keyColumns: []string{"reservation_id"}},
 		{name: t.Adjust, def: DefaultAdjustTable, model: &Adjustment{}, indexes: adjustIndexes, idColumns: []string{"activity_id"},
-			keyColumn: "adjust_id"},
+			keyColumns: []string{"adjust_id"}},
 	}
 }
 

@@ -77,8 +77,8 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 		return nil, fmt.Errorf("stock: recheck interval %v must be > 0", o.recheck)
 	case strings.ContainsAny(o.prefix, "{}"):
 		return nil, fmt.Errorf("stock: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", o.prefix)
-	case o.maxIDBytes <= 0:
-		return nil, fmt.Errorf("stock: max request ID bytes %d must be > 0", o.maxIDBytes)
+	case o.maxIDBytes <= 0 || o.maxIDBytes > MaxReservationIDLen:
+		return nil, fmt.Errorf("stock: max request ID bytes %d must be in [1, %d] (MaxReservationIDLen)", o.maxIDBytes, MaxReservationIDLen)
 	case o.grace < 0:
 		return nil, fmt.Errorf("stock: transfer grace %v must be >= 0", o.grace)
 	}
@@ -96,7 +96,7 @@ func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
 func (d *Deductor) keys(activity string) keys { return activityKeys(d.o.prefix, activity) }
 
 func (d *Deductor) validate(req Request) error {
-	if ValidID(req.Activity) && ValidID(req.User) && req.Qty > 0 && req.Qty <= MaxQuantity && req.ReservationID != "" && len(req.ReservationID) <= d.o.maxIDBytes {
+	if ValidID(req.Activity) && ValidID(req.User) && req.Qty > 0 && req.Qty <= MaxQuantity && len(req.ReservationID) <= d.o.maxIDBytes && ValidReservationID(req.ReservationID) {
 		return nil
 	}
 	if err := checkActivity(req.Activity); err != nil {
@@ -111,15 +111,30 @@ func (d *Deductor) validate(req Request) error {
 	case req.Qty > MaxQuantity:
 		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidRequest, req.Qty)
 	}
-	return d.validateID(req.ReservationID)
+	if err := d.validateID(req.ReservationID); err != nil {
+		return err
+	}
+	switch {
+	case len(req.ReservationID) > d.o.maxIDBytes:
+		return fmt.Errorf("%w: request ID longer than %d bytes", ErrInvalidRequest, d.o.maxIDBytes)
+	case !ValidReservationID(req.ReservationID):
+		return fmt.Errorf("%w: request ID %s: only printable ASCII without space is allowed (ValidReservationID)",
+			ErrInvalidRequest, strconv.Quote(req.ReservationID))
+	}
+	return nil
 }
 
+// validateID checks the request ID of a Release or a lookup: 1 to
+// [MaxReservationIDLen] bytes, whatever the bytes and the configured
+// maximum, so that every entry a ledger may hold (made under an older rule
+// or a longer WithMaxReservationIDBytes) can still be found and given back.
+// Reserve applies [ValidReservationID] on top (validate).
 func (d *Deductor) validateID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty request ID", ErrInvalidRequest)
 	}
-	if len(id) > d.o.maxIDBytes {
-		return fmt.Errorf("%w: request ID longer than %d bytes", ErrInvalidRequest, d.o.maxIDBytes)
+	if len(id) > MaxReservationIDLen {
+		return fmt.Errorf("%w: request ID of %d bytes, longer than %d", ErrInvalidRequest, len(id), MaxReservationIDLen)
 	}
 	return nil
 }
@@ -691,8 +706,8 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 		switch {
 		case r.ID == "":
 			return bad("empty request ID")
-		case len(r.ID) > d.o.maxIDBytes:
-			return bad("request ID longer than %d bytes", d.o.maxIDBytes)
+		case len(r.ID) > MaxReservationIDLen:
+			return bad("request ID longer than %d bytes", MaxReservationIDLen)
 		case !ValidID(r.User):
 			return fmt.Errorf("activity %s: live reservation %d (%q): %w", a.ID, i, r.ID,
 				idError(ErrInvalidActivity, "user ID", r.User))

@@ -107,3 +107,29 @@ func showID(id string) string {
 	}
 	return strconv.Quote(id)
 }
+
+// MaxReservationIDLen is the longest reservation ID, in bytes: the width of
+// the reservation_id columns of the order package (order.MaxReservationIDLen
+// is the same number).
+const MaxReservationIDLen = 128
+
+// ValidReservationID reports whether id can be a reservation ID
+// ([Request.ReservationID]): 1 to [MaxReservationIDLen] bytes of printable
+// ASCII other than space (0x21..0x7E). It is the one rule of the library:
+// order.ValidReservationID is the same function, so every reservation that
+// Reserve accepts can become an order, and the stores compare IDs byte for
+// byte (ascii_bin on MySQL/MariaDB, where a space at the end would not
+// count). Reserve refuses any other ID; Release and Lookup accept any ID
+// of 1 to MaxReservationIDLen bytes, so an entry made under an older rule
+// can still be given back.
+func ValidReservationID(id string) bool {
+	if len(id) == 0 || len(id) > MaxReservationIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

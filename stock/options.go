@@ -119,7 +119,11 @@ func WithOnLoss(f func(activity, reason string)) Option {
 	return func(o *options) { o.onLoss = f }
 }
 
-// WithMaxReservationIDBytes sets the longest accepted request ID. Default 128.
+// WithMaxReservationIDBytes lowers the longest request ID Reserve accepts,
+// in 1..[MaxReservationIDLen] bytes (NewDeductor refuses more: a longer ID
+// could never become an order). Default and maximum 128. Release and
+// Lookup accept any ID of up to MaxReservationIDLen bytes whatever the
+// setting.
 func WithMaxReservationIDBytes(n int) Option { return func(o *options) { o.maxIDBytes = n } }
 
 // WithCoalescing gathers concurrent Reserve calls of one activity made

@@ -213,6 +213,9 @@ func validateRequest(req stock.Request) error {
 	case req.Qty <= 0 || req.Qty > maxQty:
 		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidRequest, req.Qty)
 	}
+	// The Deductor applies stock.ValidReservationID before it calls the
+	// fallback; the store itself keeps any bytes (VARBINARY) up to the
+	// same length.
 	return validateID(req.ReservationID)
 }
 

@@ -31,8 +31,9 @@ var _ stock.Fallback = (*Store)(nil)
 // largest integer the stock package's Lua scripts hold exactly.
 const maxQty = 1<<53 - 1
 
-// maxIDBytes is the longest request ID, the width of request_id.
-const maxIDBytes = 128
+// maxIDBytes is the longest request ID, the width of request_id: the
+// library's rule, [stock.MaxReservationIDLen].
+const maxIDBytes = stock.MaxReservationIDLen
 
 // attempts bounds how often one call runs its transaction: it is run again
 // after a duplicate key (another transaction inserted the same request ID
