@@ -37,7 +37,8 @@ type Report struct {
 	// Released: reservations without a live order, older than the grace
 	// period and with no message pending — released (or, in a dry run,
 	// to be released). Includes reservations of cancelled orders whose
-	// release was lost.
+	// release was lost. Only releases that took effect are listed: a
+	// failed one is in ReleaseErrors instead.
 	Released []string
 	// InGrace: reservations without an order, younger than the grace
 	// period (their message may still be on its way); left alone.
@@ -48,7 +49,8 @@ type Report struct {
 	// ledger. Reported only: the DB is the truth and the order stands; a
 	// human (or stock's own repair) decides about the Redis side.
 	Orphans []string
-	// ReleaseErrors: reservations whose release failed (retry next run).
+	// ReleaseErrors: reservations whose release (or whose [Pending] check)
+	// failed, by ID; none of them is in Released. The next run retries.
 	ReleaseErrors map[string]error
 }
 
@@ -279,7 +281,8 @@ func (r *Reconciler) release(ctx context.Context, rep *Report, x Reservation, ca
 		rep.Matched++
 		return
 	case err != nil:
-		rep.ReleaseErrors[x.ID] = err
+		rep.ReleaseErrors[x.ID] = err // not released: not in Released
+		return
 	}
 	rep.Released = append(rep.Released, x.ID)
 }
