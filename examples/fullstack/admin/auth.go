@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -15,21 +16,41 @@ import (
 // calls it before reading anything else of the request.
 type Authenticator func(*http.Request) (operator string, err error)
 
-// MinTokenLen is the shortest secret [BearerToken] accepts.
-const MinTokenLen = 16
+// MinTokenLen is the shortest secret [BearerToken] accepts: 32 bytes, e.g.
+// 24 random bytes in base64 (head -c 24 /dev/urandom | base64).
+const MinTokenLen = 32
+
+// MinLabelKeyLen is the shortest label key [BearerToken] accepts.
+const MinLabelKeyLen = 32
 
 // BearerToken returns an Authenticator that accepts a request whose
 // Authorization header is "Bearer <secret>", comparing in constant time
-// (SHA-256 digests of both, so not even the length leaks). The operator it
-// reports is "token:" and the first 8 hex digits of the secret's SHA-256,
-// which tells tokens apart in the audit log without recording them. A
-// secret shorter than [MinTokenLen] bytes is refused with [ErrInvalidOption].
-func BearerToken(secret string) (Authenticator, error) {
+// (SHA-256 digests of both, so not even the length leaks).
+//
+// The operator it reports is "token:" and 16 hex digits of
+// HMAC-SHA256(labelKey, secret): it tells tokens apart in the audit log
+// without recording them, and, keyed by a server secret the audit log does
+// not hold, it is no oracle to test guesses of the token against offline
+// (an unsalted hash of the token would be). labelKey must be at least
+// [MinLabelKeyLen] bytes, derived from a server secret (not from the token);
+// keep it stable across restarts and replicas, or the same token gets a
+// new label, and an Idempotency-Key (unique per operator) no longer
+// replays across the change.
+//
+// A secret shorter than [MinTokenLen] bytes, or a short label key, is
+// refused with [ErrInvalidOption].
+func BearerToken(secret string, labelKey []byte) (Authenticator, error) {
 	if len(secret) < MinTokenLen {
-		return nil, fmt.Errorf("%w: bearer secret shorter than %d bytes", ErrInvalidOption, MinTokenLen)
+		return nil, fmt.Errorf("%w: bearer secret of %d bytes, want at least %d (24 random bytes in base64)", ErrInvalidOption, len(secret), MinTokenLen)
+	}
+	if len(labelKey) < MinLabelKeyLen {
+		return nil, fmt.Errorf("%w: label key of %d bytes, want at least %d", ErrInvalidOption, len(labelKey), MinLabelKeyLen)
 	}
 	want := sha256.Sum256([]byte(secret))
-	operator := "token:" + hex.EncodeToString(want[:4])
+	mac := hmac.New(sha256.New, labelKey)
+	mac.Write([]byte("seckill admin operator label v1\x00"))
+	mac.Write([]byte(secret))
+	operator := "token:" + hex.EncodeToString(mac.Sum(nil)[:8])
 	return func(r *http.Request) (string, error) {
 		h := r.Header.Get("Authorization")
 		const scheme = "bearer "

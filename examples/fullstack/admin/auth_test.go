@@ -9,11 +9,11 @@ import (
 )
 
 func TestBearerToken(t *testing.T) {
-	auth, err := admin.BearerToken(testToken)
+	auth, err := admin.BearerToken(testToken, testLabelKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := admin.BearerToken(testToken + "2")
+	other, _ := admin.BearerToken(testToken+"2", testLabelKey)
 	for _, tc := range []struct {
 		header string
 		ok     bool
@@ -44,12 +44,12 @@ func TestBearerToken(t *testing.T) {
 			r2 := httptest.NewRequest("GET", "/", nil)
 			r2.Header.Set("Authorization", "Bearer "+testToken+"2")
 			op2, err := other(r2)
-			if err != nil || op2 == op || len(op) != len("token:")+8 {
-				t.Errorf("operators %q and %q (%v): want distinct token:<8 hex>", op, op2, err)
+			if err != nil || op2 == op || len(op) != len("token:")+16 {
+				t.Errorf("operators %q and %q (%v): want distinct token:<16 hex>", op, op2, err)
 			}
 		}
 	}
-	if _, err := admin.BearerToken(""); !errors.Is(err, admin.ErrInvalidOption) {
+	if _, err := admin.BearerToken("", testLabelKey); !errors.Is(err, admin.ErrInvalidOption) {
 		t.Fatalf("empty secret: %v", err)
 	}
 }

@@ -39,9 +39,11 @@ type Backend interface {
 	// Withdraw takes n > 0 unsold units off sale, as a ledger entry; more
 	// than what remains is ErrConflict and withdraws nothing.
 	Withdraw(ctx context.Context, activity string, n int64) (Change, error)
-	// Reconcile compares the Redis ledger with the database and, unless
-	// dryRun, releases the reservations that have no order.
-	Reconcile(ctx context.Context, activity string, dryRun bool) (ReconcileReport, error)
+	// Reconcile compares the Redis ledger with the database. A dry run
+	// releases nothing and lists in Release what is due; an apply releases
+	// only the reservations of p.Plan (a dry run's Release) that are still
+	// due, and no other.
+	Reconcile(ctx context.Context, p ReconcileParams) (ReconcileReport, error)
 	// OutboxStats counts the outbox rows not yet delivered.
 	OutboxStats(ctx context.Context) (OutboxStats, error)
 	// OutboxRetry puts the given FAILED outbox rows back to PENDING; IDs
@@ -52,8 +54,12 @@ type Backend interface {
 	// Unban lifts a ban; lifting a ban that does not exist is no error
 	// (Before is nil).
 	Unban(ctx context.Context, kind BanKind, id string) (BanChange, error)
-	// Bans lists active bans of kind, or of every kind when kind is "".
-	Bans(ctx context.Context, kind BanKind) ([]Ban, error)
+	// Bans returns a page of the active bans of kind (user, ip or device),
+	// in lexical order of their IDs: up to limit (1..[MaxBansPage]) bans
+	// with an ID after after ("" starts at the beginning), and the cursor
+	// of the next page, "" at the end. A page may hold fewer than limit
+	// bans before the end.
+	Bans(ctx context.Context, kind BanKind, after string, limit int) ([]Ban, string, error)
 }
 
 // LoadParams is the input of [Backend.Load].
@@ -116,10 +122,14 @@ type DBStats struct {
 
 // Reservation is one entry of an activity's reservation ledger.
 type Reservation struct {
-	ID         string    `json:"id"`
-	User       string    `json:"user"`
-	Qty        int64     `json:"qty"`
-	State      string    `json:"state"` // e.g. "held", "consumed", "released"
+	ID   string `json:"id"`
+	User string `json:"user"`
+	Qty  int64  `json:"qty"`
+	// State is the ledger's state ("held", "freed", "tombstone" in the
+	// reference service). In a [Story] it is followed by what the order
+	// makes of it, e.g. "held (order PAID: consumed)": Redis keeps a sold
+	// unit held for good.
+	State      string    `json:"state"`
 	ReservedAt time.Time `json:"reserved_at,omitzero"`
 	ReleasedAt time.Time `json:"released_at,omitzero"`
 }
@@ -169,6 +179,19 @@ type Dedup struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
+// ReconcileParams is the input of [Backend.Reconcile].
+type ReconcileParams struct {
+	Activity string
+	// DryRun compares only: it releases nothing.
+	DryRun bool
+	// Plan, on an apply, is the reservations the operator's dry run listed
+	// for release: the backend releases those still due (no order, past
+	// the grace period, no message pending) and leaves the others (Skipped
+	// in the report). A reservation that became due after the dry run is
+	// not in the plan and is not released: the next dry run shows it.
+	Plan []string
+}
+
 // ReconcileReport is [Backend.Reconcile]'s answer.
 type ReconcileReport struct {
 	Activity      string `json:"activity"`
@@ -185,12 +208,20 @@ type ReconcileReport struct {
 	Drift     int64 `json:"drift"`
 	Conserved bool  `json:"conserved"` // DBStock + SoldUnits == TotalStock
 	// Release lists the reservations without an order that a dry run would
-	// release, or that this run released.
+	// release, or that this apply released (successfully: a failed release
+	// is in Failed).
 	Release []string `json:"release"`
 	InGrace []string `json:"in_grace"` // too young to judge; left alone
 	Pending []string `json:"pending"`  // message still queued; left alone
 	Orphans []string `json:"orphans"`  // live orders the ledger does not know
-	// ReleaseErrors counts releases that failed (retried next run).
+	// Skipped (apply only): reservations of the plan that were no longer
+	// due (an order arrived, a message is pending, or they are gone) and
+	// were left alone.
+	Skipped []string `json:"skipped"`
+	// Failed (apply only): reservations of the plan whose release failed;
+	// still held. A new dry run lists them again.
+	Failed []string `json:"failed"`
+	// ReleaseErrors counts releases that failed: len(Failed).
 	ReleaseErrors int64 `json:"release_errors"`
 }
 

@@ -4,7 +4,7 @@
 // reconcile, outbox retry, bans), with its own authentication hook and an
 // audit log in a gorm database. The seckillctl command is its client.
 //
-//	auth, err := admin.BearerToken(os.Getenv("SECKILL_ADMIN_TOKEN"))
+//	auth, err := admin.BearerToken(os.Getenv("SECKILL_ADMIN_TOKEN"), labelKey)
 //	h, err := admin.New(backend, db, auth, admin.WithPrefix("/admin/"))
 //	err = h.AutoMigrate(ctx)
 //	mux.Handle("/admin/", h)
@@ -19,7 +19,7 @@
 //	GET  activities/{activity}/reservations/{reservation}   the story
 //	POST activities/{activity}/load|pause|resume|topup|withdraw|reconcile
 //	GET  outbox/stats                POST outbox/retry
-//	GET  bans?kind=                  POST ban, POST unban
+//	GET  bans?kind=&after=&limit=    POST ban, POST unban
 //	GET  audit?activity=&limit=&before=
 //
 // # Requests and answers
@@ -60,9 +60,12 @@
 // # Reconcile
 //
 // A reconcile must be rehearsed: POST …/reconcile with {} runs a dry run
-// and returns a dry_run_id, good for one apply of the same activity within
-// [WithDryRunWindow] (default 5 min); {"apply":true,"dry_run_id":…}
-// without a valid one is 409 dry_run_required. Dry-run IDs live in the
+// and returns a dry_run_id and its plan digest, good for one apply of the
+// same activity within [WithDryRunWindow] (default 5 min);
+// {"apply":true,"dry_run_id":…} without a valid one is 409
+// dry_run_required, and with a "plan" that is not the dry run's, 409
+// plan_changed. The apply releases the dry run's planned reservations that
+// are still due and no other ([ReconcileParams.Plan]). Dry-run IDs live in the
 // handler's memory: behind several replicas, the apply must reach the
 // replica that ran the dry run.
 //

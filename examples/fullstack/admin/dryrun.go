@@ -2,7 +2,9 @@ package admin
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,8 +15,22 @@ const maxDryRuns = 1024
 
 type dryRun struct {
 	activity string
-	report   ReconcileReport
+	report   ReconcileReport // as answered: each list cut to MaxListed
+	plan     string          // planDigest of the activity and report.Release
 	expires  time.Time
+}
+
+// planDigest identifies a reconcile plan: the activity and the reservations
+// its dry run listed for release (in any order), as 64 hex digits.
+func planDigest(activity string, release []string) string {
+	ids := slices.Clone(release)
+	slices.Sort(ids)
+	h := sha256.New()
+	h.Write([]byte("seckill reconcile plan v1\x00" + activity))
+	for _, id := range ids {
+		h.Write([]byte("\x00" + id))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // dryRuns remembers the reconcile dry runs of this handler, each good for
@@ -31,7 +47,8 @@ func newDryRuns(ttl time.Duration) *dryRuns {
 	return &dryRuns{m: map[string]dryRun{}, ttl: ttl}
 }
 
-// issue records a dry run and returns its ID and expiry.
+// issue records a dry run (its report as answered: the plan is its Release
+// list) and returns its ID and expiry.
 func (d *dryRuns) issue(activity string, rep ReconcileReport, now time.Time) (string, time.Time) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -53,7 +70,7 @@ func (d *dryRuns) issue(activity string, rep ReconcileReport, now time.Time) (st
 		}
 		delete(d.m, oldest)
 	}
-	d.m[id] = dryRun{activity: activity, report: rep, expires: exp}
+	d.m[id] = dryRun{activity: activity, report: rep, plan: planDigest(activity, rep.Release), expires: exp}
 	return id, exp
 }
 

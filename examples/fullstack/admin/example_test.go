@@ -31,7 +31,9 @@ func Example() {
 	}
 
 	backend := admintest.NewMemory() // in a service: the Backend over stock, order, outbox, risk
-	auth, err := admin.BearerToken("example-secret-0123456789")
+	// The token: at least 32 bytes, from the environment. The label key
+	// (the audit log's operator label): derived from a server secret.
+	auth, err := admin.BearerToken("example-secret-0123456789abcdefghij", []byte("example-label-key-0123456789abcdef"))
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +51,7 @@ func Example() {
 
 	post := func(path, body string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/admin/"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer example-secret-0123456789")
+		req.Header.Set("Authorization", "Bearer example-secret-0123456789abcdefghij")
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := srv.Client().Do(req)
 		if err != nil {

@@ -123,7 +123,7 @@ func TestAuthRefusals(t *testing.T) {
 		name, token, path, method string
 	}{
 		{"no token, action", "-", "/admin/activities/a1/pause", http.MethodPost},
-		{"wrong token, action", "s3cret-admin-token-for-testZ", "/admin/activities/a1/pause", http.MethodPost},
+		{"wrong token, action", "s3cret-admin-token-for-tests-012345678Z", "/admin/activities/a1/pause", http.MethodPost},
 		{"wrong token, read", "nope", "/admin/activities/a1/stats", http.MethodGet},
 		{"no token, unknown route", "-", "/admin/nothing", http.MethodGet},
 		{"no token, audit", "-", "/admin/audit", http.MethodGet},
@@ -170,11 +170,11 @@ func TestAuthRefusals(t *testing.T) {
 func TestNewRefusesBadArguments(t *testing.T) {
 	db := testenv.SQLite(t)
 	mem := admintest.NewMemory()
-	auth, err := admin.BearerToken(testToken)
+	auth, err := admin.BearerToken(testToken, testLabelKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.BearerToken("short"); !errors.Is(err, admin.ErrInvalidOption) {
+	if _, err := admin.BearerToken("short", testLabelKey); !errors.Is(err, admin.ErrInvalidOption) {
 		t.Fatalf("short secret: %v", err)
 	}
 	for name, f := range map[string]func() error{
@@ -318,7 +318,7 @@ func TestBackendErrors(t *testing.T) {
 func TestActionRefusedWithoutAuditRow(t *testing.T) {
 	f := newFixture(t, nil)
 	f.load("a1", 10)
-	auth, _ := admin.BearerToken(testToken)
+	auth, _ := admin.BearerToken(testToken, testLabelKey)
 	h, err := admin.New(f.mem, f.db, auth, admin.WithTable("not_migrated"))
 	if err != nil {
 		t.Fatal(err)
@@ -541,7 +541,7 @@ func TestActionDetachedFromClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mem.Fail["pause"] = nil
 	blocking := &ctxCheck{Memory: f.mem, cancel: cancel}
-	auth, _ := admin.BearerToken(testToken)
+	auth, _ := admin.BearerToken(testToken, testLabelKey)
 	h, err := admin.New(blocking, f.db, auth)
 	if err != nil {
 		t.Fatal(err)
@@ -579,7 +579,7 @@ func TestAttemptRowPrecedesAction(t *testing.T) {
 		f := newFixture(t, db)
 		f.load("a1", 10)
 		probe := &duringPause{Memory: f.mem, f: f}
-		auth, _ := admin.BearerToken(testToken)
+		auth, _ := admin.BearerToken(testToken, testLabelKey)
 		h, err := admin.New(probe, db, auth, admin.WithPrefix("/admin/"))
 		if err != nil {
 			t.Fatal(err)

@@ -17,7 +17,10 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
-const testToken = "s3cret-admin-token-for-tests"
+const testToken = "s3cret-admin-token-for-tests-0123456789"
+
+// testLabelKey keys the operator labels (a server secret in the service).
+var testLabelKey = []byte("label-key-for-tests-0123456789abcdef")
 
 // fixture is a handler over an admintest.Memory backend with its audit log
 // on a real database.
@@ -54,7 +57,7 @@ func newFixture(t *testing.T, db *gorm.DB, opts ...admin.Option) *fixture {
 	clock := testenv.NewEpochClock(0)
 	mem := admintest.NewMemory()
 	mem.Clock = clock
-	auth, err := admin.BearerToken(testToken)
+	auth, err := admin.BearerToken(testToken, testLabelKey)
 	if err != nil {
 		t.Fatal(err)
 	}

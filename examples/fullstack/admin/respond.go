@@ -19,6 +19,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"     // 405
 	CodeConflict         = "conflict"               // 409: the backend refused the action in this state
 	CodeDryRunRequired   = "dry_run_required"       // 409: reconcile apply without a valid dry-run ID
+	CodePlanChanged      = "plan_changed"           // 409: reconcile apply whose plan digest is not its dry run's
 	CodeInProgress       = "in_progress"            // 409: the Idempotency-Key's first request has not finished
 	CodePayloadTooLarge  = "payload_too_large"      // 413
 	CodeUnsupportedMedia = "unsupported_media_type" // 415: POST without Content-Type: application/json

@@ -46,7 +46,7 @@ var routes = []route{
 	newRoute(http.MethodPost, "activities/{activity}/reconcile", nil, (*Handler).reconcile),
 	newRoute(http.MethodGet, "outbox/stats", nil, (*Handler).outboxStats),
 	newRoute(http.MethodPost, "outbox/retry", nil, (*Handler).outboxRetry),
-	newRoute(http.MethodGet, "bans", []string{"kind"}, (*Handler).bans),
+	newRoute(http.MethodGet, "bans", []string{"kind", "after", "limit"}, (*Handler).bans),
 	newRoute(http.MethodPost, "ban", nil, (*Handler).ban),
 	newRoute(http.MethodPost, "unban", nil, (*Handler).unban),
 	newRoute(http.MethodGet, "audit", []string{"activity", "before", "limit"}, (*Handler).auditList),
@@ -91,6 +91,9 @@ func urlQuery(r *http.Request) (url.Values, error) { return url.ParseQuery(r.URL
 // application/json, the body at most the handler's cap, one JSON object
 // without unknown fields. An empty body is {}.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, dst any) (apiError, bool) {
+	if r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+		return apiError{}, true // no body at all: as {} (pause, resume, a bare curl -X POST)
+	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return apiError{http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type must be application/json"}, false
@@ -255,17 +258,31 @@ func (h *Handler) change(w http.ResponseWriter, r *http.Request, c *call, action
 
 // ReconcileRequest is the body of POST …/reconcile: without Apply a dry
 // run; with Apply, DryRunID must be the ID a dry run of the same activity
-// returned within the dry-run window.
+// returned within the dry-run window, and Plan, when given, that dry run's
+// plan digest.
 type ReconcileRequest struct {
 	Apply    bool   `json:"apply"`
 	DryRunID string `json:"dry_run_id,omitempty"`
+	// Plan is the dry run's plan digest (optional): an apply whose Plan is
+	// not its dry run's is refused (409 plan_changed), so an operator who
+	// read one dry run cannot apply another by a mixed-up ID.
+	Plan string `json:"plan,omitempty"`
 }
 
 // ReconcileAnswer is the answer of POST …/reconcile. Each list of Report is
 // cut to MaxListed IDs (Truncated says so); the counters are exact.
+//
+// A dry run's plan is the reservations its Release lists (after the cut):
+// the apply of its DryRunID releases those still due and nothing else, so
+// an apply never releases a reservation the operator was not shown. When
+// Truncated, apply this plan and run another dry run for the rest.
 type ReconcileAnswer struct {
-	DryRunID  string          `json:"dry_run_id,omitempty"` // dry run: the ID to apply it with
-	ExpiresAt time.Time       `json:"expires_at,omitzero"`  // dry run: when the ID stops working
+	DryRunID  string    `json:"dry_run_id,omitempty"` // dry run: the ID to apply it with
+	ExpiresAt time.Time `json:"expires_at,omitzero"`  // dry run: when the ID stops working
+	// Plan is the plan digest (64 hex digits) of the activity and the
+	// reservations listed for release: of this dry run, or of the dry run
+	// an apply carried out.
+	Plan      string          `json:"plan,omitempty"`
 	Report    ReconcileReport `json:"report"`
 	Released  int64           `json:"released"` // len(Report.Release) before the cut
 	Truncated bool            `json:"truncated"`
@@ -273,7 +290,7 @@ type ReconcileAnswer struct {
 
 func cutReport(rep ReconcileReport) ReconcileAnswer {
 	a := ReconcileAnswer{Report: rep, Released: int64(len(rep.Release))}
-	for _, l := range []*[]string{&a.Report.Release, &a.Report.InGrace, &a.Report.Pending, &a.Report.Orphans} {
+	for _, l := range []*[]string{&a.Report.Release, &a.Report.InGrace, &a.Report.Pending, &a.Report.Orphans, &a.Report.Skipped, &a.Report.Failed} {
 		if *l == nil {
 			*l = []string{}
 		}
@@ -293,18 +310,19 @@ func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	activity := c.vars[0]
 	if !req.Apply {
-		if req.DryRunID != "" {
-			writeError(w, invalidArg("dry_run_id goes with apply: true"))
+		if req.DryRunID != "" || req.Plan != "" {
+			writeError(w, invalidArg("dry_run_id and plan go with apply: true"))
 			return
 		}
-		rep, err := h.b.Reconcile(r.Context(), activity, true)
+		rep, err := h.b.Reconcile(r.Context(), ReconcileParams{Activity: activity, DryRun: true})
 		if err != nil {
 			writeError(w, h.backendError(r.Context(), c, "reconcile dry run", err))
 			return
 		}
 		a := cutReport(rep)
-		a.DryRunID, a.ExpiresAt = h.dry.issue(activity, rep, h.now())
+		a.DryRunID, a.ExpiresAt = h.dry.issue(activity, a.Report, h.now())
 		a.ExpiresAt = a.ExpiresAt.UTC()
+		a.Plan = planDigest(activity, a.Report.Release)
 		writeJSON(w, http.StatusOK, marshal(a))
 		return
 	}
@@ -317,16 +335,23 @@ func (h *Handler) reconcile(w http.ResponseWriter, r *http.Request, c *call) {
 				return nil, &apiError{http.StatusConflict, CodeDryRunRequired,
 					"run a dry run of this activity first and apply it with its dry_run_id before it expires"}
 			}
+			if req.Plan != "" && req.Plan != d.plan {
+				undo()
+				return nil, &apiError{http.StatusConflict, CodePlanChanged,
+					"the plan is not the one this dry run showed; apply the dry run you read, or run a new one"}
+			}
 			dry = d
 			return undo, nil
 		},
 		run: func(ctx ctxT) (any, any, any, error) {
-			rep, err := h.b.Reconcile(ctx, activity, false)
+			before := cutReport(dry.report).Report
+			rep, err := h.b.Reconcile(ctx, ReconcileParams{Activity: activity, Plan: dry.report.Release})
 			if err != nil {
-				return cutReport(dry.report).Report, nil, nil, err
+				return before, nil, nil, err
 			}
 			a := cutReport(rep)
-			return cutReport(dry.report).Report, a.Report, a, nil
+			a.Plan = dry.plan
+			return before, a.Report, a, nil
 		},
 	})
 }
@@ -370,23 +395,83 @@ func (h *Handler) outboxRetry(w http.ResponseWriter, r *http.Request, c *call) {
 	})
 }
 
-// BansAnswer is the answer of GET bans.
+// BansAnswer is the answer of GET bans: a page of active bans, by kind
+// (user, ip, device) and ID. Next is the cursor of the next page (pass it
+// as after), "" at the end; a page may hold fewer than limit bans, even
+// none, before the end.
 type BansAnswer struct {
-	Bans []Ban `json:"bans"`
+	Bans []Ban  `json:"bans"`
+	Next string `json:"next,omitempty"`
+}
+
+// Page sizes of GET bans.
+const (
+	DefaultBansPage = 100
+	MaxBansPage     = 1000
+)
+
+// banKinds is the order GET bans without a kind lists the kinds in.
+var banKinds = []BanKind{BanUser, BanIP, BanDevice}
+
+// bansCursor is GET bans' cursor: "<kind>:<the backend's cursor>", where
+// an empty backend cursor starts that kind.
+func parseBansCursor(s string) (BanKind, string, bool) {
+	k, rest, ok := strings.Cut(s, ":")
+	if !ok || !slices.Contains(banKinds, BanKind(k)) || len(rest) > MaxIDLen {
+		return "", "", false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c <= 0x20 || c >= 0x7f {
+			return "", "", false
+		}
+	}
+	return BanKind(k), rest, true
 }
 
 func (h *Handler) bans(w http.ResponseWriter, r *http.Request, c *call) {
-	kind := BanKind(r.URL.Query().Get("kind"))
-	if kind != "" && kind != BanUser && kind != BanIP && kind != BanDevice {
+	q := r.URL.Query()
+	kind := BanKind(q.Get("kind"))
+	if kind != "" && !slices.Contains(banKinds, kind) {
 		writeError(w, invalidArg("kind: user, ip or device"))
 		return
 	}
-	h.read(w, r, c, "bans", func(ctx ctxT) (any, error) {
-		bs, err := h.b.Bans(ctx, kind)
-		if bs == nil {
-			bs = []Ban{}
+	limit := DefaultBansPage
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxBansPage {
+			writeError(w, invalidArg("limit: 1..1000"))
+			return
 		}
-		return BansAnswer{Bans: bs}, err
+		limit = n
+	}
+	at, after := kind, ""
+	if at == "" {
+		at = banKinds[0]
+	}
+	if s := q.Get("after"); s != "" {
+		k, rest, ok := parseBansCursor(s)
+		if !ok || (kind != "" && k != kind) {
+			writeError(w, invalidArg("after: the next cursor of a previous page of the same listing"))
+			return
+		}
+		at, after = k, rest
+	}
+	h.read(w, r, c, "bans", func(ctx ctxT) (any, error) {
+		bs, next, err := h.b.Bans(ctx, at, after, limit)
+		if err != nil {
+			return nil, err
+		}
+		a := BansAnswer{Bans: bs}
+		if a.Bans == nil {
+			a.Bans = []Ban{}
+		}
+		switch i := slices.Index(banKinds, at); {
+		case next != "":
+			a.Next = string(at) + ":" + next
+		case kind == "" && i+1 < len(banKinds):
+			a.Next = string(banKinds[i+1]) + ":" // the next kind, from its start
+		}
+		return a, nil
 	})
 }
 

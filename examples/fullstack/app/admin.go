@@ -2,9 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -184,6 +188,9 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 	} else if !errors.Is(err, gorm.ErrRecordNotFound) {
 		return s, err
 	}
+	if s.Ledger != nil {
+		s.Ledger.State = storyState(s.Ledger.State, s.Order)
+	}
 	if user != "" {
 		res, err := b.a.p.results.Reservation(ctx, order.ResultQuery{Activity: activity, User: user, ReservationID: resv})
 		if err != nil {
@@ -192,6 +199,37 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 		s.Result = &admin.Result{Status: string(res.Status), Reason: res.Reason, OrderNo: res.OrderNo, At: res.At}
 	}
 	return s, nil
+}
+
+// storyState names a ledger entry's state for the operator, with what the
+// order makes of it: Redis keeps a sold unit "held" for good (the order
+// consumed it), which read alone looks unsettled. The ledger state comes
+// first, unchanged:
+//
+//	held (order PAID: consumed)                     sold and paid
+//	held (order CREATED: consumed, awaiting payment) sold, not paid yet
+//	held (order CANCELLED: to be released)           the cancel's release is due (the reconciler does it)
+//	held (no order yet)                              in flight; past the grace period, the reconciler releases it
+//	freed (order CANCELLED: released)                given back after a cancel
+//	freed / tombstone                                given back (no order), or without a ledger of its own
+//
+// Any other pair is shown as "<ledger> (order <status>)".
+func storyState(ledger string, o *admin.Order) string {
+	switch {
+	case o == nil && ledger == stock.Held.String():
+		return ledger + " (no order yet)"
+	case o == nil:
+		return ledger
+	case ledger == stock.Held.String() && o.Status == order.OrderPaid:
+		return ledger + " (order PAID: consumed)"
+	case ledger == stock.Held.String() && o.Status == order.OrderCreated:
+		return ledger + " (order CREATED: consumed, awaiting payment)"
+	case ledger == stock.Held.String() && o.Status == order.OrderCancelled:
+		return ledger + " (order CANCELLED: to be released)"
+	case o.Status == order.OrderCancelled:
+		return ledger + " (order CANCELLED: released)"
+	}
+	return ledger + " (order " + o.Status + ")"
 }
 
 // Pause stops new reservations in Redis (a buyer reads "paused", not "sold
@@ -278,26 +316,79 @@ func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64)
 	return admin.Change{Before: before, After: after}, nil
 }
 
-// Reconcile compares the Redis ledger with the DB; a dry run releases
-// nothing.
-func (b *adminBackend) Reconcile(ctx context.Context, activity string, dryRun bool) (admin.ReconcileReport, error) {
-	rec := b.recon
-	if dryRun {
-		rec = b.dry
-	}
-	if rec == nil {
+// Reconcile compares the Redis ledger with the DB. A dry run releases
+// nothing. An apply releases the reservations of p.Plan (the operator's
+// dry run) that are still due, by the reconciler's own rules (no live
+// order, past the grace period, no message pending, fenced in the DB
+// first), and no other: it runs a reconciler over the ledger cut to the
+// plan. Its counters, in-grace, pending and orphan lists are those of a
+// dry run just before the releases.
+func (b *adminBackend) Reconcile(ctx context.Context, p admin.ReconcileParams) (admin.ReconcileReport, error) {
+	if b.dry == nil || (!p.DryRun && b.recon == nil) {
 		return admin.ReconcileReport{}, fmt.Errorf("%w: the reconciler is not wired", admin.ErrUnavailable)
 	}
-	rep, err := rec.Reconcile(ctx, activity)
+	found, err := b.dry.Reconcile(ctx, p.Activity)
 	if err != nil {
 		return admin.ReconcileReport{}, mapErr(err)
 	}
-	out := admin.ReconcileReport{Activity: activity, DryRun: rep.DryRun, Reservations: int64(rep.Reservations),
-		ReservedUnits: rep.ReservedUnits, LiveOrders: int64(rep.LiveOrders), SoldUnits: rep.SoldUnits,
-		DBStock: rep.DBStock, TotalStock: rep.TotalStock, Drift: rep.Drift, Conserved: rep.Conserved,
-		Release: rep.Released, InGrace: rep.InGrace, Pending: rep.Pending, Orphans: rep.Orphans,
-		ReleaseErrors: int64(len(rep.ReleaseErrors))}
+	out := admin.ReconcileReport{Activity: p.Activity, DryRun: p.DryRun, Reservations: int64(found.Reservations),
+		ReservedUnits: found.ReservedUnits, LiveOrders: int64(found.LiveOrders), SoldUnits: found.SoldUnits,
+		DBStock: found.DBStock, TotalStock: found.TotalStock, Drift: found.Drift, Conserved: found.Conserved,
+		Release: found.Released, InGrace: found.InGrace, Pending: found.Pending, Orphans: found.Orphans,
+		ReleaseErrors: int64(len(found.ReleaseErrors))}
+	if p.DryRun {
+		return out, nil
+	}
+	rec, err := b.planReconciler(p.Plan)
+	if err != nil {
+		return admin.ReconcileReport{}, err
+	}
+	applied, err := rec.Reconcile(ctx, p.Activity)
+	if err != nil {
+		return admin.ReconcileReport{}, mapErr(err)
+	}
+	out.Release = applied.Released
+	out.Failed = slices.Sorted(maps.Keys(applied.ReleaseErrors))
+	out.ReleaseErrors = int64(len(out.Failed))
+	for _, id := range p.Plan {
+		if !slices.Contains(out.Release, id) && applied.ReleaseErrors[id] == nil {
+			out.Skipped = append(out.Skipped, id)
+		}
+	}
+	slices.Sort(out.Skipped)
+	for id, err := range applied.ReleaseErrors {
+		b.a.log.Warn("admin reconcile: release failed", "activity", p.Activity, "reservation", id, "err", err)
+	}
 	return out, nil
+}
+
+// planReconciler is the service's reconciler (buildReconcilers: the same
+// grace, pending check, results and releaser) over the ledger cut to plan:
+// it can release a planned reservation and no other.
+func (b *adminBackend) planReconciler(plan []string) (*order.Reconciler, error) {
+	in := make(map[string]bool, len(plan))
+	for _, id := range plan {
+		in[id] = true
+	}
+	a := b.a
+	ledger := order.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+		page, next, err := a.ledgerPage(ctx, activity, cursor, count)
+		if err != nil {
+			return nil, 0, err
+		}
+		kept := make([]order.Reservation, 0, len(page))
+		for _, r := range page {
+			if in[r.ID] {
+				kept = append(kept, r)
+			}
+		}
+		return kept, next, nil
+	})
+	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+		return outbox.HasPendingRef(ctx, a.in.DB, resv)
+	})
+	return order.NewReconciler(a.in.DB, ledger, order.ReleaserFunc(a.releaseUnits),
+		order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(a.p.results), order.WithLogger(a.log))
 }
 
 func (b *adminBackend) outboxStats(ctx context.Context) (admin.OutboxStats, error) {
@@ -370,11 +461,36 @@ func (b *adminBackend) Unban(ctx context.Context, kind admin.BanKind, id string)
 	return admin.BanChange{Before: before}, nil
 }
 
-// Bans cannot list the blacklist: risk keeps one key per ban and no index
-// of them (a SCAN over a Cluster is not an operator's query). The
-// answer says so; ask about one subject with a story or a ban instead.
-func (b *adminBackend) Bans(ctx context.Context, kind admin.BanKind) ([]admin.Ban, error) {
-	return nil, fmt.Errorf("%w: the blacklist keeps no index of its bans", admin.ErrUnavailable)
+// Bans lists a page of the blacklist's bans of kind through its index
+// (risk.Blacklist.List): by ID, from after, up to limit. Bans written
+// before the index existed (or by hand) are enforced but not listed until
+// their next Add.
+func (b *adminBackend) Bans(ctx context.Context, kind admin.BanKind, after string, limit int) ([]admin.Ban, string, error) {
+	rk, ok := banKinds[kind]
+	if !ok {
+		return nil, "", fmt.Errorf("%w: ban kind %q", admin.ErrInvalidArgument, kind)
+	}
+	page, next, err := b.a.p.blacklist.List(ctx, rk, after, limit)
+	if err != nil {
+		return nil, "", mapErr(err)
+	}
+	out := make([]admin.Ban, len(page))
+	for i, x := range page {
+		out[i] = admin.Ban{Kind: kind, ID: x.ID, Reason: x.Reason, Until: x.Until, Permanent: x.Permanent}
+	}
+	return out, next, nil
+}
+
+// adminLabelKey keys the operator labels of the audit log
+// (admin.BearerToken): derived from the service secret through the stream
+// ticket key, never from the admin token alone. With SECKILL_SECRET set it
+// is the same on every instance and across restarts; without one it is
+// random per process (and so are the labels, and with them the operators'
+// Idempotency-Keys).
+func (a *App) adminLabelKey() []byte {
+	m := hmac.New(sha256.New, a.p.ticketKey)
+	m.Write([]byte("seckill admin audit labels v1"))
+	return m.Sum(nil)
 }
 
 // adminHandler builds the admin API over this service, or nil when no
@@ -383,9 +499,9 @@ func (a *App) adminHandler() (http.Handler, error) {
 	if a.cfg.AdminToken == "" {
 		return nil, nil
 	}
-	auth, err := admin.BearerToken(a.cfg.AdminToken)
+	auth, err := admin.BearerToken(a.cfg.AdminToken, a.adminLabelKey())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("SECKILL_ADMIN_TOKEN: %w", err)
 	}
 	b := &adminBackend{a: a, orders: a.p.orders, recon: a.p.recon, dry: a.p.reconDry}
 	h, err := admin.New(b, a.in.DB, auth, admin.WithPrefix("/admin/"), admin.WithLogger(a.log))

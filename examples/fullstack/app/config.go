@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -119,10 +120,14 @@ type Config struct {
 
 	// AdminAddr is where the admin API (pause, top-up, inspect, repair;
 	// examples/fullstack/admin) listens, never the public address; it is
-	// off unless AdminToken is set too.
+	// off unless AdminToken is set too. host:port, or the URL the service
+	// logs and seckillctl takes (http://host:port/admin/): one variable,
+	// SECKILL_ADMIN_ADDR, serves both (SECKILL_ADMIN_LISTEN is its
+	// deprecated old name).
 	AdminAddr string
-	// AdminToken is the admin API's bearer token (≥ 16 bytes; from the
-	// environment only, never a flag: argv is visible to every user).
+	// AdminToken is the admin API's bearer token (≥ AdminMinTokenLen = 32
+	// bytes; from the environment only, never a flag: argv is visible to
+	// every user).
 	AdminToken string
 	// MetricsToken is the bearer token of /metrics and of /healthz's
 	// details (≥ 16 bytes; SECKILL_METRICS_TOKEN, environment only). Without
@@ -139,6 +144,9 @@ type Config struct {
 	ClockSkew time.Duration
 
 	addrMapErr error // a bad SECKILL_KAFKA_ADDR_MAP, reported by Validate
+	// adminAddrOld: AdminAddr came from SECKILL_ADMIN_LISTEN, the
+	// deprecated name of SECKILL_ADMIN_ADDR (startAdmin warns).
+	adminAddrOld bool
 	// dbHook, set by tests only, is called with the database before any
 	// worker starts.
 	dbHook func(*gorm.DB) error
@@ -269,7 +277,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	boolv(&c.DemoWithRealServers, "demo-with-real-servers", "SECKILL_DEMO_WITH_REAL_SERVERS", "TESTS ONLY: allow -demo against real servers (load and fault tests); never in production")
 	dur(&c.ClockSkew, "clock-skew", "SECKILL_CLOCK_SKEW", "TESTS ONLY: offset this process's clock by this much (the buy handler's sale-window check, signed paths, the access-token window); Redis TIME is not moved")
 	str(&c.LogLevel, "log-level", "SECKILL_LOG_LEVEL", "debug, info, warn or error")
-	str(&c.AdminAddr, "admin-addr", "SECKILL_ADMIN_LISTEN", "listen address of the admin API (needs SECKILL_ADMIN_TOKEN; off when empty)")
+	if v := os.Getenv("SECKILL_ADMIN_LISTEN"); v != "" && os.Getenv("SECKILL_ADMIN_ADDR") == "" {
+		c.AdminAddr, c.adminAddrOld = v, true // the deprecated name
+	}
+	str(&c.AdminAddr, "admin-addr", "SECKILL_ADMIN_ADDR", "admin API address, host:port or the URL seckillctl takes (http://host:port/admin/); a private address; needs SECKILL_ADMIN_TOKEN; off when empty")
 	c.AdminToken = os.Getenv("SECKILL_ADMIN_TOKEN")
 	c.MetricsToken = os.Getenv("SECKILL_METRICS_TOKEN")
 }
@@ -313,6 +324,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("the secret has %d bytes, want at least %d (24 random bytes in base64)", len(c.Secret), MinSecretLen)
 	case c.Demo && !c.Embedded() && !c.DemoWithRealServers:
 		return fmt.Errorf("demo mode hands out captcha answers and lets anyone sign in as a seeded user: it runs only in the embedded quick start; with real servers pass -demo=false (or, for load and fault tests only, -demo-with-real-servers)")
+	case c.AdminToken != "" && len(c.AdminToken) < AdminMinTokenLen:
+		return fmt.Errorf("SECKILL_ADMIN_TOKEN has %d bytes, want at least %d (24 random bytes in base64: head -c 24 /dev/urandom | base64)", len(c.AdminToken), AdminMinTokenLen)
+	case c.AdminAddr != "" && adminListenErr(c.AdminAddr) != nil:
+		return fmt.Errorf("SECKILL_ADMIN_ADDR (-admin-addr): %w", adminListenErr(c.AdminAddr))
 	case c.MetricsToken != "" && len(c.MetricsToken) < 16:
 		return fmt.Errorf("SECKILL_METRICS_TOKEN has %d bytes, want at least 16", len(c.MetricsToken))
 	case c.Partitions < 1:
@@ -371,6 +386,36 @@ type SignInFunc func(ctx context.Context, username, password string) (userID str
 // wrong password (401); any other error is a failure of the identity
 // store (503).
 var ErrBadCredentials = errors.New("bad credentials")
+
+// AdminMinTokenLen is the shortest Config.AdminToken accepted
+// (admin.MinTokenLen).
+const AdminMinTokenLen = 32
+
+// AdminPath is the path the admin API is served under on its listener.
+const AdminPath = "/admin/"
+
+// adminListen returns the host:port to listen on of an AdminAddr: itself,
+// or the host of the URL form (http://host:port, with or without the
+// /admin/ path).
+func adminListen(addr string) (string, error) {
+	if !strings.Contains(addr, "://") {
+		return addr, nil
+	}
+	u, err := url.Parse(addr)
+	switch {
+	case err != nil:
+		return "", err
+	case u.Scheme != "http":
+		return "", fmt.Errorf("%q: the admin listener serves plain http on a private address (put TLS in front of it and give seckillctl the https URL with --addr)", addr)
+	case u.Host == "" || u.Port() == "":
+		return "", fmt.Errorf("%q: want host:port or http://host:port%s", addr, AdminPath)
+	case u.Path != "" && u.Path != "/" && u.Path != strings.TrimSuffix(AdminPath, "/") && u.Path != AdminPath:
+		return "", fmt.Errorf("%q: the admin API is served under %s", addr, AdminPath)
+	}
+	return u.Host, nil
+}
+
+func adminListenErr(addr string) error { _, err := adminListen(addr); return err }
 
 // MinSecretLen is the shortest Config.Secret accepted.
 const MinSecretLen = 32

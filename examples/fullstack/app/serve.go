@@ -71,26 +71,59 @@ func (a *App) Start() (string, error) {
 // Config.AdminAddr, when Config.AdminToken is set: never on the public
 // address, so the edge cannot expose it by mistake.
 func (a *App) startAdmin() error {
-	if a.cfg.AdminAddr == "" || a.cfg.AdminToken == "" {
+	if a.cfg.adminAddrOld {
+		a.log.Warn("SECKILL_ADMIN_LISTEN is deprecated: set SECKILL_ADMIN_ADDR (read by seckillctl too)")
+	}
+	if a.cfg.AdminAddr == "" {
 		return nil
+	}
+	if a.cfg.AdminToken == "" {
+		a.log.Warn("admin API off: SECKILL_ADMIN_ADDR is set but SECKILL_ADMIN_TOKEN is not")
+		return nil
+	}
+	if a.cfg.Secret == "" {
+		a.log.Warn("admin API without SECKILL_SECRET: the audit log's operator labels (and Idempotency-Key replays) change at each restart")
 	}
 	h, err := a.adminHandler()
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
-	ln, err := net.Listen("tcp", a.cfg.AdminAddr)
+	addr, err := adminListen(a.cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("admin API: SECKILL_ADMIN_ADDR: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("admin API: %w", err)
 	}
-	a.srv.adminURL = "http://" + ln.Addr().String()
+	a.srv.adminURL = "http://" + dialable(ln.Addr())
 	a.srv.admin = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: a.srv.readTimeout,
 		MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 	go func() { _ = a.srv.admin.Serve(ln) }()
-	a.log.Info("admin API listening", "url", a.srv.adminURL)
+	// The URL seckillctl takes as it is (--addr or SECKILL_ADMIN_ADDR).
+	a.log.Info("admin API listening", "url", a.srv.adminURL+AdminPath)
 	return nil
 }
 
-// AdminURL is the admin API's base URL ("" when it is off).
+// dialable is a listener's address as a client on this host dials it: an
+// unspecified address (0.0.0.0, ::) as loopback.
+func dialable(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// AdminURL is the admin API's scheme and host, http://host:port ("" when
+// it is off); its routes are under AdminPath. The log line "admin API
+// listening" gives the full base URL, AdminURL()+AdminPath.
 func (a *App) AdminURL() string { return a.srv.adminURL }
 
 // Done reports the server's exit.

@@ -30,7 +30,9 @@ type Memory struct {
 	calls      map[string]int
 	bad        []string
 	// Fail, when it has an entry for an operation ("pause", "topup", …),
-	// makes that operation return the error without acting.
+	// makes that operation return the error without acting; an entry
+	// "release:<reservation>" makes a reconcile apply fail that one
+	// release (reported in Failed).
 	Fail map[string]error
 	// Clock stamps reservations and bans; nil is the system clock.
 	Clock admin.Clock
@@ -319,27 +321,36 @@ func (m *Memory) Withdraw(ctx context.Context, id string, n int64) (admin.Change
 }
 
 // Reconcile implements admin.Backend: held reservations without an order
-// are the drift; unless dryRun they are released.
-func (m *Memory) Reconcile(ctx context.Context, id string, dryRun bool) (admin.ReconcileReport, error) {
+// are the drift and are due at once (Memory has no grace period); an apply
+// releases those of p.Plan that are still due, and no other.
+func (m *Memory) Reconcile(ctx context.Context, p admin.ReconcileParams) (admin.ReconcileReport, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	op := "reconcile_apply"
-	if dryRun {
+	if p.DryRun {
 		op = "reconcile_dry"
 	}
-	if err := m.enter(ctx, op, id); err != nil {
+	if err := m.enter(ctx, op, p.Activity); err != nil {
 		return admin.ReconcileReport{}, err
 	}
-	a, err := m.get(op, id)
+	if p.DryRun && p.Plan != nil {
+		m.bad = append(m.bad, "reconcile_dry: a plan")
+	}
+	a, err := m.get(op, p.Activity)
 	if err != nil {
 		return admin.ReconcileReport{}, err
 	}
-	rep := admin.ReconcileReport{Activity: id, DryRun: dryRun, TotalStock: a.total}
+	plan := map[string]bool{}
+	for _, id := range p.Plan {
+		plan[id] = true
+	}
+	rep := admin.ReconcileReport{Activity: p.Activity, DryRun: p.DryRun, TotalStock: a.total}
 	ids := make([]string, 0, len(a.reservations))
 	for rid := range a.reservations {
 		ids = append(ids, rid)
 	}
 	sort.Strings(ids)
+	due := map[string]bool{}
 	for _, rid := range ids {
 		r := a.reservations[rid]
 		if r.State == "released" {
@@ -353,13 +364,33 @@ func (m *Memory) Reconcile(ctx context.Context, id string, dryRun bool) (admin.R
 			continue
 		}
 		rep.Drift += r.Qty
+		if p.DryRun {
+			rep.Release = append(rep.Release, rid)
+			continue
+		}
+		if !plan[rid] {
+			continue // due since the dry run: the next one shows it
+		}
+		due[rid] = true
+		if err := m.Fail["release:"+rid]; err != nil {
+			rep.Failed = append(rep.Failed, rid)
+			continue
+		}
 		rep.Release = append(rep.Release, rid)
-		if !dryRun {
-			r.State = "released"
-			r.ReleasedAt = m.now()
-			a.remaining += r.Qty
+		r.State = "released"
+		r.ReleasedAt = m.now()
+		a.remaining += r.Qty
+		rep.Drift -= r.Qty
+		rep.Reservations--
+		rep.ReservedUnits -= r.Qty
+	}
+	for _, rid := range p.Plan {
+		if !due[rid] {
+			rep.Skipped = append(rep.Skipped, rid)
 		}
 	}
+	sort.Strings(rep.Skipped)
+	rep.ReleaseErrors = int64(len(rep.Failed))
 	rep.DBStock = a.total - rep.SoldUnits
 	rep.Conserved = rep.DBStock+rep.SoldUnits == rep.TotalStock
 	return rep, nil
@@ -473,25 +504,27 @@ func (m *Memory) Unban(ctx context.Context, kind admin.BanKind, id string) (admi
 	return ch, nil
 }
 
-// Bans implements admin.Backend.
-func (m *Memory) Bans(ctx context.Context, kind admin.BanKind) ([]admin.Ban, error) {
+// Bans implements admin.Backend: the bans of kind by ID, the cursor the
+// last ID of the page.
+func (m *Memory) Bans(ctx context.Context, kind admin.BanKind, after string, limit int) ([]admin.Ban, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.enter(ctx, "bans"); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if kind != "" && kind != admin.BanUser && kind != admin.BanIP && kind != admin.BanDevice {
-		m.bad = append(m.bad, fmt.Sprintf("bans: kind %q", kind))
-		return nil, admin.ErrInvalidArgument
+	if kind != admin.BanUser && kind != admin.BanIP && kind != admin.BanDevice || limit < 1 || limit > admin.MaxBansPage {
+		m.bad = append(m.bad, fmt.Sprintf("bans: kind %q limit %d", kind, limit))
+		return nil, "", admin.ErrInvalidArgument
 	}
 	var out []admin.Ban
 	for _, b := range m.bans {
-		if kind == "" || b.Kind == kind {
+		if b.Kind == kind && b.ID > after {
 			out = append(out, b)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Kind+admin.BanKind(out[i].ID) < out[j].Kind+admin.BanKind(out[j].ID)
-	})
-	return out, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	return out[:limit], out[limit-1].ID, nil
 }

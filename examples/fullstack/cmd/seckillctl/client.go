@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -49,16 +50,54 @@ var errUsage = errors.New("usage")
 
 func newClient(addr, token string, hc *http.Client) (*client, error) {
 	if token == "" {
-		return nil, fmt.Errorf("%w: no token: set SECKILL_ADMIN_TOKEN (or --token)", errUsage)
+		return nil, fmt.Errorf("%w: no token: set %s (or pass --token-file FILE, - for stdin)", errUsage, envToken)
 	}
-	u, err := url.Parse(addr)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: --addr %q: want http(s)://host[:port]/prefix/", errUsage, addr)
+	u, err := baseURL(addr)
+	if err != nil {
+		return nil, err
 	}
-	if !strings.HasSuffix(u.Path, "/") {
+	// No redirect is followed: net/http would send the Authorization
+	// header along to the same host, even from https down to http.
+	nr := *hc
+	nr.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &client{base: u, token: token, http: &nr}, nil
+}
+
+// defaultPath is the admin API's path on the service's admin listener.
+const defaultPath = "/admin/"
+
+// baseURL turns an --addr into the API's base URL. It takes the URL the
+// service logs ("admin API listening url=…") as it is, the same without
+// the /admin/ path, or a bare host:port (http). Plain http goes only to a
+// loopback address: elsewhere the token would cross the network in clear.
+func baseURL(addr string) (*url.URL, error) {
+	s := addr
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: --addr %q: want the URL the service logs, e.g. http://127.0.0.1:9090/admin/ (or host:port)", errUsage, addr)
+	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("%w: --addr %q: plain http only to a loopback address (127.0.0.0/8, ::1, localhost): the token would cross the network in clear; use https://", errUsage, addr)
+	}
+	switch {
+	case u.Path == "" || u.Path == "/":
+		u.Path = defaultPath
+	case !strings.HasSuffix(u.Path, "/"):
 		u.Path += "/"
 	}
-	return &client{base: u, token: token, http: hc}, nil
+	u.RawPath = ""
+	return u, nil
+}
+
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // get calls GET path?query.
@@ -99,6 +138,10 @@ func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte)
 		return nil, fmt.Errorf("%s %s: %w", method, u.Path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, fmt.Errorf("%s %s: the server answered a redirect (HTTP %d to %q); seckillctl follows none, the token would go along: pass the final URL as --addr",
+			method, u.Path, resp.StatusCode, resp.Header.Get("Location"))
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: read answer: %w", method, u.Path, err)

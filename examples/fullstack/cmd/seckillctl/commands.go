@@ -2,32 +2,41 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 )
 
-// Environment variables read by seckillctl.
+// Environment variables read by seckillctl. SECKILL_ADMIN_ADDR is the
+// variable the service reads for its admin listener too: set once, both
+// sides agree.
 const (
 	envToken = "SECKILL_ADMIN_TOKEN"
 	envAddr  = "SECKILL_ADMIN_ADDR"
 )
 
-const defaultAddr = "http://127.0.0.1:8080/admin/"
-
 // run runs the command line args and returns the exit status.
-func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	return runWith(args, stdout, stderr, getenv, http.DefaultClient)
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	return runIO(args, stdin, stdout, stderr, getenv, http.DefaultClient)
 }
 
+// runWith is runIO with an empty stdin.
 func runWith(args []string, stdout, stderr io.Writer, getenv func(string) string, hc *http.Client) int {
+	return runIO(args, strings.NewReader(""), stdout, stderr, getenv, hc)
+}
+
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string, hc *http.Client) int {
 	root, c := newRoot(stdout, getenv, hc)
+	c.stdin, c.stderr = stdin, stderr
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -52,15 +61,19 @@ func runWith(args []string, stdout, stderr io.Writer, getenv func(string) string
 
 // cli holds the global flags.
 type cli struct {
-	out     io.Writer
-	getenv  func(string) string
-	hc      *http.Client
-	addr    string
-	token   string
-	output  string
-	key     string
-	timeout time.Duration
-	running bool // a command's RunE started
+	out       io.Writer
+	stdin     io.Reader
+	stderr    io.Writer
+	getenv    func(string) string
+	hc        *http.Client
+	addr      string
+	token     string
+	tokenFile string
+	output    string
+	key       string
+	timeout   time.Duration
+	running   bool               // a command's RunE started
+	after     func([]byte) error // run after a table answer (ban: its end)
 }
 
 func newRoot(out io.Writer, getenv func(string) string, hc *http.Client) (*cobra.Command, *cli) {
@@ -72,8 +85,9 @@ func newRoot(out io.Writer, getenv func(string) string, hc *http.Client) (*cobra
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&c.addr, "addr", "", "admin API base URL, e.g. http://127.0.0.1:8080/admin/ (default $"+envAddr+", else "+defaultAddr+")")
-	pf.StringVar(&c.token, "token", "", "bearer token (default $"+envToken+"; prefer the variable: argv is visible to other users)")
+	pf.StringVar(&c.addr, "addr", "", "admin API base URL: the url the service logs (\"admin API listening url=…\"), e.g. http://127.0.0.1:9090/admin/; with or without /admin/; plain http only to loopback (default $"+envAddr+")")
+	pf.StringVar(&c.tokenFile, "token-file", "", "read the bearer token from this file (- for stdin) (default $"+envToken+")")
+	pf.StringVar(&c.token, "token", "", "DEPRECATED, insecure: the bearer token on argv, visible to other users (ps); use $"+envToken+" or --token-file")
 	pf.StringVarP(&c.output, "output", "o", "table", "output: table or json")
 	pf.DurationVar(&c.timeout, "timeout", 30*time.Second, "request timeout")
 
@@ -127,15 +141,16 @@ func (c *cli) client() (*client, error) {
 	if c.output != "table" && c.output != "json" {
 		return nil, fmt.Errorf("%w: -o %q: want table or json", errUsage, c.output)
 	}
-	addr, token := c.addr, c.token
+	addr := c.addr
 	if addr == "" {
 		addr = c.getenv(envAddr)
 	}
 	if addr == "" {
-		addr = defaultAddr
+		return nil, fmt.Errorf("%w: no admin API address: pass --addr or set %s to the url the service logs at startup (\"admin API listening url=http://127.0.0.1:PORT/admin/\"): the service's -admin-addr, never its public address", errUsage, envAddr)
 	}
-	if token == "" {
-		token = c.getenv(envToken)
+	token, err := c.readToken()
+	if err != nil {
+		return nil, err
 	}
 	cl, err := newClient(addr, token, c.hc)
 	if err != nil {
@@ -145,17 +160,52 @@ func (c *cli) client() (*client, error) {
 	return cl, nil
 }
 
+// readToken returns the token of --token-file, --token (with a warning) or
+// the environment, in that order.
+func (c *cli) readToken() (string, error) {
+	switch {
+	case c.tokenFile != "" && c.token != "":
+		return "", fmt.Errorf("%w: --token-file and --token: pass one", errUsage)
+	case c.tokenFile != "":
+		var b []byte
+		var err error
+		if c.tokenFile == "-" {
+			b, err = io.ReadAll(io.LimitReader(c.stdin, 4096))
+		} else {
+			b, err = os.ReadFile(c.tokenFile)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%w: --token-file: %v", errUsage, err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("%w: --token-file %s: empty", errUsage, c.tokenFile)
+		}
+		return tok, nil
+	case c.token != "":
+		fmt.Fprintf(c.stderr, "seckillctl: warning: --token puts the token on the command line, where other users of this machine can read it (ps); use %s or --token-file\n", envToken)
+		return c.token, nil
+	}
+	return c.getenv(envToken), nil
+}
+
 func (c *cli) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(cmd.Context(), c.timeout)
 }
 
-// print writes an answer as JSON or as a table.
+// print writes an answer as JSON or as a table (then c.after, if set).
 func (c *cli) print(data []byte) error {
 	if c.output == "json" {
 		_, err := c.out.Write(data)
 		return err
 	}
-	return renderTable(c.out, data)
+	if err := renderTable(c.out, data); err != nil {
+		return err
+	}
+	if c.after != nil {
+		return c.after(data)
+	}
+	return nil
 }
 
 func (c *cli) readCmd(use, short string, n int, target func([]string) (string, url.Values)) *cobra.Command {
@@ -240,12 +290,12 @@ func (c *cli) loadCmd(act func(*cobra.Command) *cobra.Command) *cobra.Command {
 
 func (c *cli) reconcileCmd() *cobra.Command {
 	var apply bool
-	var id string
-	cmd := c.actionCmd("reconcile ACTIVITY [--apply --dry-run-id ID]",
-		"Compare the Redis ledger with the database; without --apply a dry run that prints the ID to apply it with", 1,
+	var id, plan string
+	cmd := c.actionCmd("reconcile ACTIVITY [--apply --dry-run-id ID [--plan DIGEST]]",
+		"Compare the Redis ledger with the database; without --apply a dry run that prints the ID (and plan digest) to apply it with", 1,
 		func(a []string) (string, any, error) {
-			if !apply && id != "" {
-				return "", nil, fmt.Errorf("%w: --dry-run-id goes with --apply", errUsage)
+			if !apply && (id != "" || plan != "") {
+				return "", nil, fmt.Errorf("%w: --dry-run-id and --plan go with --apply", errUsage)
 			}
 			if apply && id == "" {
 				return "", nil, fmt.Errorf("%w: --apply needs --dry-run-id (run the dry run first)", errUsage)
@@ -254,10 +304,19 @@ func (c *cli) reconcileCmd() *cobra.Command {
 			if id != "" {
 				body["dry_run_id"] = id
 			}
+			if plan != "" {
+				body["plan"] = plan
+			}
 			return "activities/" + url.PathEscape(a[0]) + "/reconcile", body, nil
 		})
-	cmd.Flags().BoolVar(&apply, "apply", false, "release what the dry run found (needs --dry-run-id)")
+	cmd.Long = "Compare the Redis ledger with the database. Without --apply: a dry run; it lists the reservations it would release " +
+		"(report.release: its plan) and prints dry_run_id and plan. With --apply --dry-run-id ID: release the reservations of that " +
+		"plan that are still due, and no other (one that became due since waits for the next dry run); report.skipped lists the " +
+		"planned ones no longer due, report.failed those whose release failed. --plan DIGEST makes the server refuse (409 plan_changed) " +
+		"an ID whose plan is not the one you read."
+	cmd.Flags().BoolVar(&apply, "apply", false, "release what the dry run listed and is still due (needs --dry-run-id)")
 	cmd.Flags().StringVar(&id, "dry-run-id", "", "the dry_run_id a dry run of this activity printed")
+	cmd.Flags().StringVar(&plan, "plan", "", "the plan digest that dry run printed (optional check)")
 	return cmd
 }
 
@@ -297,30 +356,71 @@ func (c *cli) outboxCmd(act func(*cobra.Command) *cobra.Command) *cobra.Command 
 	return cmd
 }
 
+// banDefault is the length of a ban without --duration, as the reference
+// service configures it (risk.Blacklist's default escalation,
+// risk.WithEscalation and risk.WithOffenceMemory).
+const banDefault = "the server's escalation: in the reference service 1m for a first offence within 7 days, " +
+	"doubling with each further one (2m, 4m, 8m, …) up to 24h; offences include automatic bans, and a longer active ban is kept"
+
 func (c *cli) banCmd() *cobra.Command {
 	var reason, duration string
-	cmd := c.actionCmd("ban KIND ID --reason R", "Ban a user, IP or device (KIND: user, ip or device)", 2, func(a []string) (string, any, error) {
+	cmd := c.actionCmd("ban KIND ID --reason R", "Ban a user, IP or device (KIND: user, ip or device) and print when the ban ends", 2, func(a []string) (string, any, error) {
 		body := map[string]string{"kind": a[0], "id": a[1], "reason": reason}
 		if duration != "" {
 			body["duration"] = duration
 		}
 		return "ban", body, nil
 	})
+	cmd.Long = "Ban a user, IP or device (KIND: user, ip or device). Without --duration the ban lasts " + banDefault +
+		". The table ends with the line \"ban ends <RFC 3339 time>\" (or \"ban ends never (permanent)\")."
 	cmd.Flags().StringVar(&reason, "reason", "", "reason code (required)")
-	cmd.Flags().StringVar(&duration, "duration", "", "ban length, e.g. 90m or 24h (default: the server's escalation)")
+	cmd.Flags().StringVar(&duration, "duration", "", "ban length, e.g. 90m or 24h (default: "+banDefault+")")
 	_ = cmd.MarkFlagRequired("reason")
+	print := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c.after = c.printBanEnd
+		return print(cmd, args)
+	}
 	return cmd
 }
 
+// printBanEnd follows a ban's table with the line "ban ends …".
+func (c *cli) printBanEnd(data []byte) error {
+	var a struct {
+		After *struct {
+			Until     time.Time `json:"until"`
+			Permanent bool      `json:"permanent"`
+		} `json:"after"`
+	}
+	if json.Unmarshal(data, &a) != nil || a.After == nil {
+		return nil
+	}
+	if a.After.Permanent || a.After.Until.IsZero() {
+		_, err := fmt.Fprintln(c.out, "ban ends never (permanent)")
+		return err
+	}
+	_, err := fmt.Fprintf(c.out, "ban ends %s\n", a.After.Until.UTC().Format(time.RFC3339))
+	return err
+}
+
 func (c *cli) bansCmd() *cobra.Command {
-	var kind string
-	cmd := c.readCmd("bans", "List active bans", 0, func([]string) (string, url.Values) {
-		if kind == "" {
-			return "bans", nil
+	var kind, after string
+	var limit int
+	cmd := c.readCmd("bans", "List active bans, a page at a time (by kind and ID)", 0, func([]string) (string, url.Values) {
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		if kind != "" {
+			q.Set("kind", kind)
 		}
-		return "bans", url.Values{"kind": {kind}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		return "bans", q
 	})
+	cmd.Long = "List active bans: users, then IPs, then devices, each by ID (or one kind with --kind). " +
+		"When the answer has a \"next\" line, more follow: pass it as --after for the next page (a page may be short, even empty, before the end)."
 	cmd.Flags().StringVar(&kind, "kind", "", "only bans of this kind: user, ip or device")
+	cmd.Flags().StringVar(&after, "after", "", "the next cursor of the previous page")
+	cmd.Flags().IntVar(&limit, "limit", 100, "bans per page (1..1000)")
 	return cmd
 }
 

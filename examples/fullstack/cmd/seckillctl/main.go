@@ -4,16 +4,22 @@
 // reconcile it (dry run first), retry FAILED outbox rows, ban and unban,
 // and read the audit log.
 //
-//	export SECKILL_ADMIN_TOKEN=…        # never on the command line
-//	seckillctl --addr http://127.0.0.1:8080/admin/ stats 42
+//	export SECKILL_ADMIN_TOKEN=…        # never on the command line (or --token-file FILE, - for stdin)
+//	seckillctl --addr http://127.0.0.1:9090/admin/ stats 42
 //	seckillctl pause 42
 //	seckillctl topup 42 50 --idempotency-key topup-42-1
-//	seckillctl reconcile 42                          # dry run: prints a dry-run ID
-//	seckillctl reconcile 42 --apply --dry-run-id <id>
+//	seckillctl reconcile 42                          # dry run: prints a dry-run ID and its plan
+//	seckillctl reconcile 42 --apply --dry-run-id <id> # releases that plan's still-due reservations, no other
+//	seckillctl ban user 7 --reason bot               # prints "ban ends <time>"
+//	seckillctl bans --kind user                      # a page; --after <next> for the following one
 //	seckillctl audit --activity 42 -o json
 //
-// The address may also come from SECKILL_ADMIN_ADDR. Output is a table, or
-// the server's JSON with -o json. On an error answer
+// --addr (or SECKILL_ADMIN_ADDR, the variable the service's admin listener
+// reads too) is the URL the service logs ("admin API listening url=…"), as
+// it is, or without its /admin/ path, or host:port; there is no default.
+// Plain http goes only to a loopback address (else https), and no redirect
+// is followed. --token still works but warns: argv is visible to other
+// users. Output is a table, or the server's JSON with -o json. On an error answer
 // ({"status":"<code>","message":"<text>"}) the line
 // "seckillctl: <status>: <message> (HTTP <n>)" goes to stderr and the exit
 // status is 1 (2 for a usage error).
@@ -24,5 +30,5 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }

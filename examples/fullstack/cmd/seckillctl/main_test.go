@@ -16,7 +16,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
-const token = "cli-test-token-0123456789"
+const token = "cli-test-token-0123456789abcdefghijkl"
 
 // server is the admin handler over an admintest.Memory (a test double of
 // the library, fit only for the HTTP layer and the CLI) with its audit log
@@ -35,7 +35,7 @@ func newServer(t *testing.T) *server {
 	mem := admintest.NewMemory()
 	clock := testenv.NewEpochClock(0)
 	mem.Clock = clock
-	auth, err := admin.BearerToken(token)
+	auth, err := admin.BearerToken(token, []byte("cli-test-label-key-0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestCLIErrors(t *testing.T) {
 			"seckillctl: invalid_argument: activity: want 1..64 bytes of [A-Za-z0-9._@+-] (HTTP 400)\n"},
 		{"no dry run", nil, []string{"reconcile", "a1", "--apply", "--dry-run-id", "feedfeedfeedfeedfeedfeedfeedfeed"}, 1,
 			"seckillctl: dry_run_required: run a dry run of this activity first and apply it with its dry_run_id before it expires (HTTP 409)\n"},
-		{"wrong token", map[string]string{envToken: "wrong-token-wrong-token"}, []string{"stats", "a1"}, 1,
+		{"wrong token", map[string]string{envToken: "wrong-token-wrong-token-wrong-token"}, []string{"stats", "a1"}, 1,
 			"seckillctl: unauthorized: authentication required (HTTP 401)\n"},
 		{"no token", map[string]string{}, []string{"stats", "a1"}, 2, "SECKILL_ADMIN_TOKEN"},
 		{"apply without id", nil, []string{"reconcile", "a1", "--apply"}, 2, "--dry-run-id"},
