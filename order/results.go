@@ -23,7 +23,11 @@ const (
 	StatusQueued Status = "QUEUED"
 	// StatusSuccess: the order exists (OrderNo is set).
 	StatusSuccess Status = "SUCCESS"
-	// StatusFailed: no order; Reason says why and the reservation was released.
+	// StatusFailed: no live order; Reason says why and the reservation was
+	// released. An order that was cancelled (unpaid at expiry, or by
+	// request) is FAILED with Reason [ReasonCancelled] and keeps its
+	// OrderNo, so a caller can tell it from a buy that never became an
+	// order and show it as cancelled.
 	StatusFailed Status = "FAILED"
 )
 
@@ -43,7 +47,7 @@ type Result struct {
 	Activity      string // the activity ID ([ValidID])
 	User          string // the buyer's ID ([ValidID])
 	Status        Status
-	OrderNo       string // set when Status is SUCCESS
+	OrderNo       string // set when Status is SUCCESS, and for a cancelled order (FAILED, ReasonCancelled)
 	Reason        string // set when Status is FAILED
 	ReservationID string
 	At            time.Time
@@ -261,6 +265,8 @@ func resultByReservation(ctx context.Context, db *gorm.DB, t Tables, activity, u
 	return Result{}, false, nil
 }
 
+// orderResult is the result of an order row: SUCCESS, or for a cancelled
+// order FAILED with ReasonCancelled and its OrderNo (see [StatusFailed]).
 func orderResult(o Order) Result {
 	res := Result{Activity: o.ActivityID, User: o.UserID, Status: StatusSuccess, OrderNo: o.OrderNo,
 		ReservationID: o.ReservationID, At: o.CreatedAt}

@@ -96,3 +96,35 @@ func TestResultsTTLAndRedisDown(t *testing.T) {
 		assert.False(t, errors.Is(err, ErrOrderNotFound))
 	})
 }
+
+// TestResultsOfCancelledOrder pins how a cancelled order reads, by the
+// buyer (Get) and by its reservation (Reservation): FAILED with
+// ReasonCancelled and its OrderNo kept — what tells "the order was
+// cancelled" from "no order was made" (the fullstack service answers
+// "cancelled" from it).
+func TestResultsOfCancelledOrder(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		rdb, _ := testenv.Miniredis(t)
+		addActivity(t, db, "1", 10, 1)
+		r, err := NewResults(rdb, db, WithResultTTL(time.Minute))
+		require.NoError(t, err)
+		m := msg(1, "1", "7")
+		o, err := newProc(t, db).Handle(ctx, m)
+		require.NoError(t, err)
+		require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusSuccess, OrderNo: o.OrderNo, ReservationID: m.ReservationID}))
+		require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", OrderCancelled, o.OrderNo).Error)
+
+		byUser, err := r.Get(ctx, "1", "7")
+		require.NoError(t, err)
+		byResv, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
+		require.NoError(t, err)
+		for name, got := range map[string]Result{"Get": byUser, "Reservation": byResv} {
+			assert.Equal(t, StatusFailed, got.Status, name)
+			assert.Equal(t, ReasonCancelled, got.Reason, name)
+			assert.Equal(t, o.OrderNo, got.OrderNo, name+": the cancelled order keeps its number")
+			assert.Equal(t, m.ReservationID, got.ReservationID, name)
+		}
+	})
+}

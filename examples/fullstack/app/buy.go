@@ -215,8 +215,8 @@ func (a *App) stepSoldOut(_ context.Context, b *buy) verdict {
 		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
 	err := readBuyRequest(b.r, &b.req)
-	if err != nil || !validRequestID(b.req.RequestID) ||
-		a.p.stock.SoldOutFor(a.sale.act.ID, clientReservationID(b.user, b.req.RequestID)) {
+	resv, ok := checkedReservationID(b.user, b.req.RequestID)
+	if err != nil || !ok || a.p.stock.SoldOutFor(a.sale.act.ID, resv) {
 		a.m.reserve.WithLabelValues("sold_out_local").Inc()
 		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
@@ -238,7 +238,10 @@ func (a *App) stepGlobal(_ context.Context, _ *buy) verdict {
 func (a *App) stepBody(_ context.Context, b *buy) verdict {
 	if !b.parsed {
 		if err := readBuyRequest(b.r, &b.req); err != nil {
-			return refusal(http.StatusBadRequest, "bad_request", "bad body")
+			// What is wrong, with at most a short, escaped piece of the
+			// input (badBody); counted as the refusal would be.
+			a.m.refused.WithLabelValues("body").Inc()
+			return answer("bad_request", http.StatusBadRequest, badBody("bad body", err))
 		}
 	}
 	switch {
@@ -248,10 +251,12 @@ func (a *App) stepBody(_ context.Context, b *buy) verdict {
 		return refusal(http.StatusBadRequest, "captcha", "captcha missing")
 	case b.req.RequestID == "":
 		return verdict{}
-	case !validRequestID(b.req.RequestID):
-		return refusal(http.StatusBadRequest, "bad_request", "request_id: 1-40 of [A-Za-z0-9_-]")
 	}
-	b.resv = clientReservationID(b.user, b.req.RequestID)
+	resv, ok := checkedReservationID(b.user, b.req.RequestID)
+	if !ok {
+		return refusal(http.StatusBadRequest, "bad_request", requestIDRule)
+	}
+	b.resv = resv
 	return verdict{}
 }
 
@@ -383,10 +388,16 @@ func (a *App) stepToken(ctx context.Context, b *buy) verdict {
 		}
 		return verdict{}
 	case errors.Is(err, token.ErrRefused):
-		return refusal(http.StatusForbidden, "token", "invalid access token: "+err.Error())
+		// One fixed answer for every refusal (not found, another user's,
+		// expired, malformed): the reason goes to the log only.
+		a.logger(ctx).Debug("access token refused", "user", b.user, "err", err)
+		return refusal(http.StatusForbidden, "token", msgInvalidToken)
 	}
 	return failure(err)
 }
+
+// msgInvalidToken is the message of every refused access token at the buy.
+const msgInvalidToken = "invalid access token"
 
 // undoToken gives the access token back (restoreToken).
 func (a *App) undoToken(ctx context.Context, b *buy) { a.restoreToken(ctx, b.user, b.req.Token) }
@@ -620,9 +631,20 @@ func skipJSONSpace(s string, i int) int {
 	return i
 }
 
+// maxRequestIDLen bounds the client's request ID so that every attempt's
+// reservation ID keeps the library's rule (stock.ValidReservationID): with
+// a user ID of at most stock.MaxIDLen bytes, "u64." + user + "-" + request
+// ID is at most 4+64+1+40 = 109 of stock.MaxReservationIDLen (128) bytes
+// (TestClientReservationIDKeepsTheRule).
+const maxRequestIDLen = 40
+
+// requestIDRule is the refusal of a request ID checkedReservationID refuses.
+var requestIDRule = "request_id: 1-" + strconv.Itoa(maxRequestIDLen) + " of [A-Za-z0-9_-] (the reservation ID u<len>.<user>-<request_id> is at most " +
+	strconv.Itoa(stock.MaxReservationIDLen) + " bytes)"
+
 // validRequestID reports whether id is a usable client idempotency key.
 func validRequestID(id string) bool {
-	if len(id) == 0 || len(id) > 40 {
+	if len(id) == 0 || len(id) > maxRequestIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
@@ -643,6 +665,19 @@ func validRequestID(id string) bool {
 // "x" (TestClientReservationIDsDoNotCollide).
 func clientReservationID(user, requestID string) string {
 	return clientReservationPrefix(user) + requestID
+}
+
+// checkedReservationID is clientReservationID of a request ID the buy
+// accepts: false, before anything is reserved, when requestID is not a
+// usable idempotency key or the reservation ID would break the library's
+// rule (stock.ValidReservationID, which order applies too), so a buyer never
+// holds a reservation that cannot become an order.
+func checkedReservationID(user, requestID string) (string, bool) {
+	if !validRequestID(requestID) {
+		return "", false
+	}
+	resv := clientReservationID(user, requestID)
+	return resv, stock.ValidReservationID(resv)
 }
 
 // clientReservationPrefix starts every reservation ID of user's attempts,

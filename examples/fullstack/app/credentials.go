@@ -29,7 +29,7 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 		Password string `json:"password"`
 	}
 	if err := readJSON(r, &req); err != nil {
-		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"username\":…,\"password\":…}")
+		writeBadBody(w, "body must be {\"username\":…,\"password\":…}", err)
 		return
 	}
 	var user string
@@ -67,12 +67,19 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user_id": user, "username": req.Username})
 }
 
-// handleLogout ends the caller's session: the session store deletes it
-// and announces the revocation, so every instance's session cache drops it
-// at once, and this instance's cache forgets it before answering. 204.
+// handleLogout ends the caller's session: its stream tickets stop opening
+// streams and its open streams close (revokeStreams, first: a failure
+// there leaves the session live, so the client can retry the logout), then
+// the session store deletes it and announces the revocation, so every
+// instance's session cache drops it at once, and this instance's cache
+// forgets it before answering. 204.
 func (a *App) handleLogout(w http.ResponseWriter, r *http.Request) {
 	tok, err := a.p.auth.Token(r)
 	if err != nil { // authenticated checked it: cannot happen
+		a.fail(w, r, "logout", err)
+		return
+	}
+	if err := a.revokeStreams(r.Context(), a.sessionTag(tok)); err != nil {
 		a.fail(w, r, "logout", err)
 		return
 	}
@@ -170,7 +177,10 @@ var tokenChain = []struct {
 // before the start, until the end; 425 before, 410 after), behind the risk
 // checker and a per-user window of their own. Before, any session could take
 // one at any time, and scripted sessions emptied the pool an hour before the
-// sale (TestTokenHoarding).
+// sale (TestTokenHoarding). Inside the window a pool that Redis lost
+// answers 503 busy with Retry-After until it is issued again
+// (TestTokenPoolLostMidSaleIsBusy): "not started" is the window's answer
+// alone.
 func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	t := &tokenReq{r: r}
 	t.user, _ = userOf(r)
@@ -246,8 +256,17 @@ func (a *App) tokenTake(ctx context.Context, t *tokenReq) verdict {
 		return refusal(http.StatusConflict, "sold_out", "no access tokens left")
 	case token.Used:
 		return refusal(http.StatusConflict, "already_bought", "you already used your access token")
+	case token.NotIssued:
+		// The pool is issued when the service starts, long before the
+		// token window opens (tokenWindow has checked it is open): a pool
+		// missing now was lost with Redis's data, and afterRebuild issues
+		// it again once the stock is rebuilt. Not "not started": busy.
+		a.m.refused.WithLabelValues("token_pool_missing").Inc()
+		v := refusal(http.StatusServiceUnavailable, "busy", "the sale is paused for a moment, retry shortly")
+		v.retryAfter = "5"
+		return v
 	}
-	return refusal(http.StatusTooEarly, "not_started", "the sale is not open yet")
+	return failure(fmt.Errorf("access-token pool: unexpected status %v", g.Status))
 }
 
 // allowUser applies a per-user window l and answers 429 with Retry-After

@@ -10,50 +10,90 @@ import (
 	"github.com/coder/websocket"
 )
 
-// hub fans a reservation's final result out to the SSE streams waiting for it
-// on this node. The order consumer's Notifier calls publish after the DB
-// commit; with several nodes the consumer that settled the order may not be
-// the node holding the stream, so streams also re-read the result store
-// every second (the same fallback the page's polling uses).
+// hub fans a reservation's final result out to the streams (SSE and
+// WebSocket) of its owner waiting for it on this node. The order consumer's
+// Notifier calls publish after the DB commit; with several nodes the
+// consumer that settled the order may not be the node holding the stream,
+// so streams also re-read the result store every second (the same fallback
+// the page's polling uses).
+//
+// Subscriptions are keyed by (user, reservation): a view reaches only the
+// streams of the user it belongs to (resultView.owner), never another
+// user's stream opened on the same reservation ID. A view without an owner
+// reaches nobody. The hub also knows each stream's session, so a logout
+// closes that session's streams (closeSession).
 type hub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan resultView]struct{}
+	mu       sync.Mutex
+	subs     map[hubKey]map[chan resultView]struct{}
+	resvs    map[string]int                              // subscriptions by reservation, any user (waiting)
+	sessions map[string]map[*context.CancelFunc]struct{} // session tag → its streams' stops
 }
 
-func newHub() *hub { return &hub{subs: map[string]map[chan resultView]struct{}{}} }
+// hubKey is one user's reservation.
+type hubKey struct{ user, resv string }
 
-func (h *hub) subscribe(resv string) (chan resultView, func()) {
+func newHub() *hub {
+	return &hub{subs: map[hubKey]map[chan resultView]struct{}{}, resvs: map[string]int{},
+		sessions: map[string]map[*context.CancelFunc]struct{}{}}
+}
+
+// subscribe registers a stream of user, of the session tag, for resv; stop
+// ends the stream (closeSession calls it). The returned function
+// unsubscribes.
+func (h *hub) subscribe(user, resv, tag string, stop context.CancelFunc) (chan resultView, func()) {
 	ch := make(chan resultView, 1)
+	k := hubKey{user, resv}
+	sp := &stop
 	h.mu.Lock()
-	m := h.subs[resv]
+	m := h.subs[k]
 	if m == nil {
 		m = map[chan resultView]struct{}{}
-		h.subs[resv] = m
+		h.subs[k] = m
 	}
 	m[ch] = struct{}{}
+	h.resvs[resv]++
+	s := h.sessions[tag]
+	if s == nil {
+		s = map[*context.CancelFunc]struct{}{}
+		h.sessions[tag] = s
+	}
+	s[sp] = struct{}{}
 	h.mu.Unlock()
 	return ch, func() {
 		h.mu.Lock()
-		delete(h.subs[resv], ch)
-		if len(h.subs[resv]) == 0 {
-			delete(h.subs, resv)
+		delete(h.subs[k], ch)
+		if len(h.subs[k]) == 0 {
+			delete(h.subs, k)
+		}
+		if h.resvs[resv]--; h.resvs[resv] <= 0 {
+			delete(h.resvs, resv)
+		}
+		delete(h.sessions[tag], sp)
+		if len(h.sessions[tag]) == 0 {
+			delete(h.sessions, tag)
 		}
 		h.mu.Unlock()
 	}
 }
 
-// waiting reports whether a stream on this node waits for resv.
+// waiting reports whether a stream on this node waits for resv (of any
+// user: the notifier's cheap check before it builds a view).
 func (h *hub) waiting(resv string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.subs[resv]) > 0
+	return h.resvs[resv] > 0
 }
 
-// publish never blocks: a subscriber that already has a result pending keeps it.
+// publish hands v to the streams of v's owner waiting for resv. It never
+// blocks: a subscriber that already has a result pending keeps it.
 func (h *hub) publish(resv string, v resultView) {
+	if v.owner == "" {
+		return
+	}
+	k := hubKey{v.owner, resv}
 	h.mu.Lock()
-	chans := make([]chan resultView, 0, len(h.subs[resv]))
-	for ch := range h.subs[resv] {
+	chans := make([]chan resultView, 0, len(h.subs[k]))
+	for ch := range h.subs[k] {
 		chans = append(chans, ch)
 	}
 	h.mu.Unlock()
@@ -62,6 +102,19 @@ func (h *hub) publish(resv string, v resultView) {
 		case ch <- v:
 		default:
 		}
+	}
+}
+
+// closeSession ends the streams of the session tag on this node.
+func (h *hub) closeSession(tag string) {
+	h.mu.Lock()
+	stops := make([]context.CancelFunc, 0, len(h.sessions[tag]))
+	for sp := range h.sessions[tag] {
+		stops = append(stops, *sp)
+	}
+	h.mu.Unlock()
+	for _, stop := range stops {
+		stop()
 	}
 }
 
@@ -98,7 +151,8 @@ func (c *streamCap) release(user string) {
 // A user holds at most maxStreamsPerUser result streams (SSE and WebSocket
 // together) at once on one instance (each polls Redis while it waits): 429
 // past that.
-func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user, resv string) {
+func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, c streamClaim, resv string) {
+	user := c.user
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		writeErr(w, http.StatusInternalServerError, "retry", "streaming unsupported")
@@ -113,7 +167,7 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user, resv string
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	a.push(r.Context(), user, resv, "sse", func(v resultView) bool {
+	a.push(r.Context(), c, resv, "sse", func(v resultView) bool {
 		b, _ := json.Marshal(v)
 		_, err := w.Write(append(append([]byte("event: result\ndata: "), b...), '\n', '\n'))
 		fl.Flush()
@@ -127,7 +181,8 @@ func (a *App) serveSSE(w http.ResponseWriter, r *http.Request, user, resv string
 // The handshake refuses a cross-origin page (the library's default origin
 // check), so another site cannot read a buyer's result with a stolen ticket
 // through the buyer's browser.
-func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user, resv string) {
+func (a *App) serveWS(w http.ResponseWriter, r *http.Request, cl streamClaim, resv string) {
+	user := cl.user
 	if !a.p.streams.acquire(user) {
 		a.refuse(w, r, "ws_limit", http.StatusTooManyRequests, "limited", "too many open result streams")
 		return
@@ -139,7 +194,7 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user, resv string)
 	}
 	defer c.CloseNow()
 	ctx := c.CloseRead(r.Context()) // the client sends nothing; a close from it ends ctx
-	a.push(ctx, user, resv, "ws", func(v resultView) bool {
+	a.push(ctx, cl, resv, "ws", func(v resultView) bool {
 		b, _ := json.Marshal(v)
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := c.Write(wctx, websocket.MessageText, b)
@@ -149,13 +204,21 @@ func (a *App) serveWS(w http.ResponseWriter, r *http.Request, user, resv string)
 	_ = c.Close(websocket.StatusNormalClosure, "")
 }
 
-// push waits for resv's result and hands every view to send until send
-// reports the stream is done (a final status or a write error), or the
-// client leaves, the server stops or two minutes pass. The consumer's push
-// (hub) is the fast path; a poll of the result every second covers a
-// consumer on another node.
-func (a *App) push(ctx context.Context, user, resv, transport string, send func(resultView) bool) {
-	ch, cancel := a.hub.subscribe(resv)
+// streamMax bounds how long a result stream stays open.
+const streamMax = 2 * time.Minute
+
+// push waits for the result of c.user's reservation resv and hands every
+// view to send until send reports the stream is done (a final status or a
+// write error), or the client leaves, the server stops, streamMax passes or
+// c's session logs out (closeSession on this node; the revocation mark,
+// re-read every second, on another). The consumer's push (hub) is the fast
+// path; a poll of the result every second covers a consumer on another
+// node. Every view is the user's own (resultOf, and the hub's key).
+func (a *App) push(ctx context.Context, c streamClaim, resv, transport string, send func(resultView) bool) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	user := c.user
+	ch, cancel := a.hub.subscribe(user, resv, c.tag, stop)
 	defer cancel()
 	a.m.pushClients.Inc()
 	defer a.m.pushClients.Dec()
@@ -167,7 +230,7 @@ func (a *App) push(ctx context.Context, user, resv, transport string, send func(
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	timeout := time.NewTimer(2 * time.Minute)
+	timeout := time.NewTimer(streamMax)
 	defer timeout.Stop()
 	for {
 		select {
@@ -176,6 +239,11 @@ func (a *App) push(ctx context.Context, user, resv, transport string, send func(
 				return
 			}
 		case <-tick.C:
+			if revoked, err := a.sessionRevoked(ctx, c.tag); revoked || ctx.Err() != nil {
+				return // logged out on another node (a Redis error keeps the stream)
+			} else if err != nil {
+				a.logger(ctx).Debug("stream: revocation unknown", "err", err)
+			}
 			v, err := a.resultOf(ctx, user, resv)
 			if err == nil && out(v) {
 				return

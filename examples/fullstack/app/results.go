@@ -17,6 +17,9 @@ type resultView struct {
 	Reservation string `json:"reservation,omitempty"`
 	OrderNo     string `json:"order_no,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// owner is the buyer the view belongs to (never sent): the push hub
+	// hands a view only to its owner's streams.
+	owner string
 }
 
 func (v resultView) final() bool {
@@ -61,14 +64,19 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 
 // settledView is the push view of an outcome the consumer has just
 // committed. A new order is "created": it cannot be paid before it exists,
-// and a stream that opens later reads the database first (resultOf).
+// and a stream that opens later reads the database first (resultOf). An
+// order cancelled since (order reports it FAILED with ReasonCancelled and
+// its OrderNo) is "cancelled", as the API lists it, not "failed".
 func settledView(res order.Result) resultView {
-	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason}
+	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, owner: res.User}
 	switch res.Status {
 	case order.StatusQueued:
 		v.Status = "queued"
 	case order.StatusFailed:
 		v.Status = "failed"
+		if res.Reason == order.ReasonCancelled && res.OrderNo != "" {
+			v.Status, v.Reason = "cancelled", ""
+		}
 	case order.StatusSuccess:
 		v.Status = "created"
 	default:
@@ -104,8 +112,13 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		OrderNo string `json:"order_no"`
 	}
-	if err := readJSON(r, &req); err != nil || req.OrderNo == "" {
-		writeErr(w, http.StatusBadRequest, "bad_request", "body must be {\"order_no\":\"…\"}")
+	const shape = "body must be {\"order_no\":\"…\"}"
+	if err := readJSON(r, &req); err != nil {
+		writeBadBody(w, shape, err)
+		return
+	}
+	if req.OrderNo == "" {
+		writeErr(w, http.StatusBadRequest, "bad_request", shape)
 		return
 	}
 	o, err := a.p.orders.Get(r.Context(), req.OrderNo)
