@@ -1,11 +1,13 @@
 # Developer shortcuts. The two commands that matter need no make:
 #   go run ./examples/fullstack
-#   go test ./...
+#   go test ./...                     (the library)
+#   go test ./examples/fullstack/...  (the reference deployment)
 
 .PHONY: test test-real ci bench chaos
 
 test:
 	go test ./...
+	go test ./examples/fullstack/...
 
 # The real-server tier locally: starts Redis, a Redis Cluster and MariaDB on
 # loopback (ports from SECKILL_PORT_BASE, default 16000), runs the suite with
@@ -13,7 +15,7 @@ test:
 test-real:
 	@set -e; dir=$$(mktemp -d); trap 'bash .ci/services stop $$dir' EXIT; \
 	eval "$$(bash .ci/services start $$dir)"; \
-	SECKILL_MODULES_SEPARATE=1 go test -race -count=1 -timeout 40m ./... ./examples/fullstack/...
+	go test -race -count=1 -timeout 40m ./... ./examples/fullstack/...
 
 ci:
 	bash .ci/run
