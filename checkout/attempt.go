@@ -1,0 +1,174 @@
+package checkout
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/stock"
+)
+
+// Attempt is one buy attempt: what the buyer sent, as the handler read it.
+// The user is the authenticated buyer, never a value from the body.
+type Attempt struct {
+	Activity string // "" means the checkout's sale
+	User     string // the authenticated buyer ([stock.ValidID])
+	// RequestID is the client's idempotency key for one purchase attempt,
+	// reused on every retry of it: 1-[MaxRequestIDLen] of [A-Za-z0-9_-].
+	// The reservation ID is derived from it, so a retry after a lost
+	// answer gets the same reservation back. "" makes every request a new
+	// attempt.
+	RequestID string
+	Qty       int64 // units; 0 means 1
+
+	Token     string // the access token ([Config.Tokens])
+	CaptchaID string // the captcha ([Config.Captcha])
+	Captcha   string
+	Link      string     // the signed buy path's token ([Config.Link])
+	IP        netip.Addr // for [Config.Risk]
+	Device    string
+	At        time.Time // when it arrived; zero: now
+
+	reservation string
+	found       bool  // replay: the attempt's reservation exists, held
+	heldQty     int64 // what the replayed reservation holds
+	released    bool  // the hand-off released the reservation already
+}
+
+// Reservation is the attempt's reservation ID, once a step has set it.
+func (a *Attempt) Reservation() string { return a.reservation }
+
+// Kind is how an attempt ended.
+type Kind uint8
+
+const (
+	// Accepted: a unit is reserved and the order message handed on; the
+	// result follows (queued).
+	Accepted Kind = iota + 1
+	// Replayed: a retry of an attempt that reserved. Result says what became
+	// of it: settled (an order, or a failure), or still queued, its
+	// message handed on again.
+	Replayed
+	// Refused: a step said no. Reason says why; Final says whether the same
+	// attempt can ever succeed; RetryAfter, when set, when to try again.
+	Refused
+	// Busy: an infrastructure failure (Err). Nothing is held; retry.
+	Busy
+)
+
+// String is the kind's name.
+func (k Kind) String() string {
+	switch k {
+	case Accepted:
+		return "accepted"
+	case Replayed:
+		return "replayed"
+	case Refused:
+		return "refused"
+	case Busy:
+		return "busy"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Reason is why an attempt was refused: a machine status a client can act
+// on.
+type Reason string
+
+// The reasons the default steps give.
+const (
+	SoldOut       Reason = "sold_out"       // final
+	AlreadyBought Reason = "already_bought" // final: the buyer's cap is held (or the token spent while holding)
+	Limited       Reason = "limited"        // retryable: a rate limit; RetryAfter when known
+	BadCaptcha    Reason = "captcha"        // retryable with a new captcha
+	BadToken      Reason = "token"          // final for this token or link
+	Denied        Reason = "denied"         // final: risk control
+	NotStarted    Reason = "not_started"    // retryable
+	Ended         Reason = "ended"          // final
+	Paused        Reason = "paused"         // retryable: an operator paused the sale
+	TryAgain      Reason = "busy"           // retryable: the sale is being rebuilt, or Redis is out and the DB pool empty
+	HandoffFailed Reason = "retry"          // retryable: neither Kafka nor the outbox took the order; the reservation was released
+	Released      Reason = "released"       // final: this attempt's reservation was released; start a new attempt
+	BadRequest    Reason = "bad_request"    // final: a malformed attempt
+)
+
+// Outcome is how an attempt ended. The zero Outcome, returned by a step,
+// means "go on".
+type Outcome struct {
+	Kind        Kind
+	Step        string // the step that ended the attempt ("" when every step passed)
+	Reason      Reason // Refused
+	Message     string // a human sentence for Refused, never internal error text
+	Final       bool   // Refused: retrying this attempt cannot succeed
+	RetryAfter  time.Duration
+	Reservation string       // Accepted, Replayed
+	Result      order.Result // Replayed: StatusQueued when handed on again
+	Err         error        // Busy: the failure, for the log
+}
+
+// refuse is a refusal; final or not.
+func refuse(r Reason, final bool, msg string) Outcome {
+	return Outcome{Kind: Refused, Reason: r, Final: final, Message: msg}
+}
+
+// busy is an infrastructure failure.
+func busy(err error) Outcome {
+	return Outcome{Kind: Busy, Reason: TryAgain, Message: "busy, retry shortly", Err: err}
+}
+
+// MaxRequestIDLen is the longest [Attempt.RequestID]: with a user ID of at
+// most stock.MaxIDLen (64) bytes, a client attempt's reservation ID
+// "u<len>.<user>-<request ID>" is at most 4+64+1+40 = 109 bytes, within the
+// reservation-ID rule of every store that keeps it (stock and order:
+// 128; checked by [New]).
+const MaxRequestIDLen = 40
+
+// ReservationID is the reservation ID of user's attempt requestID,
+// "u<len(user)>.<user>-<request ID>": one to one (user and request IDs may
+// both contain "-"; the length makes the split unique), prefix-free across
+// users (no user's IDs start with another's prefix), never a server-made ID
+// ("r…"). It fails for an invalid user or request ID.
+func ReservationID(user, requestID string) (string, error) {
+	if !stock.ValidID(user) {
+		return "", fmt.Errorf("checkout: user %q: 1-%d of [A-Za-z0-9._@+-]", user, stock.MaxIDLen)
+	}
+	if !validRequestID(requestID) {
+		return "", fmt.Errorf("checkout: request_id: 1-%d of [A-Za-z0-9_-]", MaxRequestIDLen)
+	}
+	return reservationPrefix(user) + requestID, nil
+}
+
+// reservationPrefix starts every reservation ID of user's attempts, and no
+// other user's.
+func reservationPrefix(user string) string {
+	return "u" + strconv.Itoa(len(user)) + "." + user + "-"
+}
+
+func validRequestID(id string) bool {
+	if len(id) == 0 || len(id) > MaxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// longestReservationID is the longest ID a checkout makes: a client
+// attempt's with the longest user and request IDs (server-made ones are
+// shorter: "r" + 8 + "." + 9 + "." + 13).
+const longestReservationID = 1 + 2 + 1 + stock.MaxIDLen + 1 + MaxRequestIDLen
+
+// checkIDRule: every ID a checkout makes is one the stores take.
+func checkIDRule() error {
+	if longestReservationID > stock.MaxReservationIDLen || longestReservationID > order.MaxReservationIDLen {
+		return fmt.Errorf("%w: reservation IDs up to %d bytes, stock takes %d, order %d", ErrInvalidConfig,
+			longestReservationID, stock.MaxReservationIDLen, order.MaxReservationIDLen)
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/risk"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
+)
+
+// Step is one link of an attempt. Run returns the zero Outcome to go on,
+// or how the attempt ends. Undo, when set, gives back what Run took; the
+// loop calls it when a later step ends the attempt Busy or Refused and not
+// Final. Guarded steps run inside [Config.Breaker]: the failure they
+// return (Outcome.Err) counts against it, and an open breaker answers
+// Busy without running them.
+type Step struct {
+	Name    string
+	Guarded bool
+	Run     func(ctx context.Context, a *Attempt) Outcome
+	Undo    func(ctx context.Context, a *Attempt)
+}
+
+// The default steps' names, in the order they run. A step whose part is
+// not configured is left out.
+const (
+	StepShape     = "shape"        // no I/O: the attempt's fields; the reservation ID
+	StepWindow    = "window"       // no I/O: Start/End by this process's clock
+	StepSoldOut   = "soldout"      // no I/O: the in-process sold-out flag; a retry that won passes
+	StepGlobal    = "global"       // no I/O: Config.Global
+	StepRisk      = "risk"         // guarded: Config.Risk
+	StepUserLimit = "user_limit"   // Config.PerUser (its own failure policy: not guarded)
+	StepReplay    = "replay"       // guarded: a retried attempt's reservation, from the ledger
+	StepResubmit  = "resubmit"     // … answered from the DB, or its message handed on again
+	StepLink      = "link"         // Config.Link: the signed buy path (HMAC, no I/O by default)
+	StepCaptcha   = "captcha"      // guarded: Config.Captcha, verified once
+	StepToken     = "access_token" // guarded: Config.Tokens, consumed once; undone by a retryable refusal
+	StepReserve   = "reserve"      // guarded: Stock.Reserve; undone by a retryable refusal
+	StepSubmit    = "submit"       // Submitter: Kafka, else the outbox, else a release through the fence
+)
+
+func (c *Checkout) defaultSteps() []Step {
+	cfg := &c.cfg
+	steps := []Step{{Name: StepShape, Run: c.stepShape}}
+	if !cfg.Start.IsZero() || !cfg.End.IsZero() {
+		steps = append(steps, Step{Name: StepWindow, Run: c.stepWindow})
+	}
+	steps = append(steps, Step{Name: StepSoldOut, Run: c.stepSoldOut})
+	if cfg.Global != nil {
+		steps = append(steps, Step{Name: StepGlobal, Run: c.stepGlobal})
+	}
+	if cfg.Risk != nil {
+		steps = append(steps, Step{Name: StepRisk, Guarded: true, Run: c.stepRisk})
+	}
+	if cfg.PerUser != nil {
+		steps = append(steps, Step{Name: StepUserLimit, Run: c.stepUserLimit})
+	}
+	steps = append(steps,
+		Step{Name: StepReplay, Guarded: true, Run: c.stepReplay},
+		Step{Name: StepResubmit, Run: c.stepResubmit})
+	if cfg.Link != nil {
+		steps = append(steps, Step{Name: StepLink, Run: c.stepLink})
+	}
+	if cfg.Captcha != nil {
+		steps = append(steps, Step{Name: StepCaptcha, Guarded: true, Run: c.stepCaptcha})
+	}
+	if cfg.Tokens != nil {
+		steps = append(steps, Step{Name: StepToken, Guarded: true, Run: c.stepToken, Undo: c.undoToken})
+	}
+	return append(steps,
+		Step{Name: StepReserve, Guarded: true, Run: c.stepReserve, Undo: c.undoReserve},
+		Step{Name: StepSubmit, Run: c.stepSubmit})
+}
+
+// stepShape checks what can be checked with no I/O — the sale, the buyer,
+// the quantity, the credentials' shapes — and sets the reservation ID of a
+// client attempt. A malformed credential can never pass, so it costs no
+// Redis round trip.
+func (c *Checkout) stepShape(_ context.Context, a *Attempt) Outcome {
+	switch {
+	case a.Activity != c.cfg.Activity:
+		return refuse(BadRequest, true, "unknown sale")
+	case !stock.ValidID(a.User):
+		return refuse(BadRequest, true, "invalid buyer")
+	case a.Qty < 1 || a.Qty > stock.MaxQuantity:
+		return refuse(BadRequest, true, "invalid quantity")
+	case c.cfg.Tokens != nil && !token.ValidPoolToken(a.Token):
+		return refuse(BadToken, true, "no valid access token")
+	case c.cfg.Captcha != nil && (!captcha.ValidID(a.CaptchaID) || a.Captcha == ""):
+		return refuse(BadCaptcha, false, "captcha missing")
+	case a.RequestID == "":
+		return Outcome{}
+	}
+	id, err := ReservationID(a.User, a.RequestID)
+	if err != nil {
+		return refuse(BadRequest, true, "request_id: 1-40 of [A-Za-z0-9_-]")
+	}
+	a.reservation = id
+	return Outcome{}
+}
+
+func (c *Checkout) stepWindow(_ context.Context, a *Attempt) Outcome {
+	switch {
+	case !c.cfg.Start.IsZero() && a.At.Before(c.cfg.Start):
+		return refuse(NotStarted, false, "the sale has not started")
+	case !c.cfg.End.IsZero() && !a.At.Before(c.cfg.End):
+		return refuse(Ended, true, "the sale has ended")
+	}
+	return Outcome{}
+}
+
+// stepSoldOut refuses in-process once the stock is gone, unless the attempt
+// is the retry of one whose reservation won a unit: that one goes on and
+// gets its reservation back.
+func (c *Checkout) stepSoldOut(_ context.Context, a *Attempt) Outcome {
+	if !c.cfg.Stock.SoldOut(c.cfg.Activity) {
+		return Outcome{}
+	}
+	if a.reservation == "" || c.cfg.Stock.SoldOutFor(c.cfg.Activity, a.reservation) {
+		return refuse(SoldOut, true, "sold out")
+	}
+	return Outcome{}
+}
+
+func (c *Checkout) stepGlobal(_ context.Context, _ *Attempt) Outcome {
+	if !c.cfg.Global() {
+		return refuse(Limited, false, "too many requests, retry shortly")
+	}
+	return Outcome{}
+}
+
+// stepRisk: blacklist, behaviour, device. A Challenge decision is left to
+// the captcha step.
+func (c *Checkout) stepRisk(ctx context.Context, a *Attempt) Outcome {
+	dec, err := c.cfg.Risk(ctx, risk.Subject{UserID: a.User, IP: a.IP, DeviceID: a.Device})
+	switch {
+	case err != nil:
+		return busy(err)
+	case dec.Action != risk.Deny:
+		return Outcome{}
+	case dec.Throttled:
+		return refuse(Limited, false, "too many attempts")
+	}
+	return refuse(Denied, true, "refused by risk control")
+}
+
+func (c *Checkout) stepUserLimit(ctx context.Context, a *Attempt) Outcome {
+	lr, err := c.cfg.PerUser.AllowN(ctx, a.User, 1)
+	if err != nil {
+		return busy(err)
+	}
+	if !lr.Allowed {
+		o := refuse(Limited, false, "too many attempts, slow down")
+		o.RetryAfter = lr.RetryAfter
+		return o
+	}
+	return Outcome{}
+}
+
+// stepReplay: a retry of an attempt that reserved gets its reservation, not
+// a second one (before the one-time link, captcha and token, which the
+// attempt spent). A reservation that was released answers Released, and
+// the access token is given back: the buyer holds nothing and may start a
+// new attempt. An unknown reservation goes on — unless the ledger is
+// frozen for a rebuild, when absence proves nothing (retryable).
+func (c *Checkout) stepReplay(ctx context.Context, a *Attempt) Outcome {
+	if a.reservation == "" {
+		return Outcome{}
+	}
+	rec, found, err := c.cfg.Stock.Lookup(ctx, c.cfg.Activity, a.reservation)
+	switch {
+	case errors.Is(err, stock.ErrFrozen):
+		return refuse(TryAgain, false, "the sale is paused for a moment, retry shortly")
+	case err != nil:
+		return busy(err)
+	case !found:
+		return Outcome{}
+	case rec.User != "" && rec.User != a.User:
+		// Another buyer's reservation under this attempt's ID: IDs are one
+		// to one, so only a hand-made entry gets here. Never this buyer's.
+		return refuse(BadRequest, true, "request_id already used")
+	case rec.State != stock.Held:
+		c.restoreToken(ctx, a)
+		return refuse(Released, true, "this attempt's reservation was released; start a new attempt")
+	}
+	a.found, a.heldQty = true, rec.Qty
+	return Outcome{}
+}
+
+// stepResubmit answers a found reservation with its result when the
+// database has settled it, else hands its message on again (the consumer
+// settles duplicates by reservation ID) and answers queued.
+func (c *Checkout) stepResubmit(ctx context.Context, a *Attempt) Outcome {
+	if !a.found {
+		return Outcome{}
+	}
+	res, err := c.Result(ctx, a.User, a.reservation)
+	if err != nil {
+		return busy(err)
+	}
+	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
+		return Outcome{Kind: Replayed, Result: res}
+	}
+	if _, err := c.cfg.Submitter.Submit(ctx, c.message(a, a.heldQty)); err != nil {
+		return refuse(HandoffFailed, false, "could not place the order, please retry")
+	}
+	return Outcome{Kind: Replayed, Result: order.Result{Activity: c.cfg.Activity, User: a.User, Status: order.StatusQueued, ReservationID: a.reservation}}
+}
+
+func (c *Checkout) stepLink(ctx context.Context, a *Attempt) Outcome {
+	if _, err := c.cfg.Link(ctx, token.VerifyParams{Token: a.Link, Activity: c.cfg.Activity, User: a.User}); err != nil {
+		return refuse(BadToken, true, "invalid buy link")
+	}
+	return Outcome{}
+}
+
+func (c *Checkout) stepCaptcha(ctx context.Context, a *Attempt) Outcome {
+	err := c.cfg.Captcha(ctx, captcha.VerifyParams{ID: a.CaptchaID, Answer: a.Captcha, User: a.User})
+	switch {
+	case err == nil:
+		return Outcome{}
+	case errors.Is(err, captcha.ErrRefused):
+		return refuse(BadCaptcha, false, "wrong or expired captcha")
+	}
+	return busy(err)
+}
+
+// stepToken consumes the access token. One spent by an earlier attempt
+// passes when the buyer holds nothing (that attempt crashed or lost its
+// answer before Reserve, or its reservation was released): the per-user
+// cap in stock, not the token, stops a second unit.
+func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
+	err := c.cfg.Tokens.Consume(ctx, token.ConsumeParams{Activity: c.cfg.Activity, User: a.User, Token: a.Token})
+	switch {
+	case err == nil:
+		return Outcome{}
+	case errors.Is(err, token.ErrUsed):
+		held, err := c.cfg.Stock.Held(ctx, c.cfg.Activity, a.User)
+		switch {
+		case err != nil:
+			return busy(err)
+		case held > 0:
+			return refuse(AlreadyBought, true, "access token already used")
+		}
+		return Outcome{}
+	case errors.Is(err, token.ErrRefused):
+		return refuse(BadToken, true, "invalid access token")
+	}
+	return busy(err)
+}
+
+func (c *Checkout) undoToken(ctx context.Context, a *Attempt) { c.restoreToken(ctx, a) }
+
+func (c *Checkout) restoreToken(ctx context.Context, a *Attempt) {
+	if c.cfg.Tokens == nil || a.Token == "" {
+		return
+	}
+	err := c.cfg.Tokens.Restore(context.WithoutCancel(ctx), token.ConsumeParams{Activity: c.cfg.Activity, User: a.User, Token: a.Token})
+	if err != nil && c.cfg.OnUndoError != nil {
+		c.cfg.OnUndoError(ctx, StepToken, a, err)
+	}
+}
+
+// stepReserve is the one Lua call. A refusal that is not the buyer's final
+// answer (Redis's clock not yet open, a frozen or paused sale, an outage
+// with the DB pool empty) is retryable, so the loop gives the access token
+// back.
+func (c *Checkout) stepReserve(ctx context.Context, a *Attempt) Outcome {
+	if a.reservation == "" {
+		a.reservation = c.serverReservationID()
+	}
+	res, err := c.cfg.Stock.Reserve(ctx, stock.Request{Activity: c.cfg.Activity, User: a.User, Qty: a.Qty, ReservationID: a.reservation})
+	if err != nil {
+		return busy(err)
+	}
+	return reserveOutcome(res)
+}
+
+// reserveOutcome is the table from every stock.Status to a truthful
+// outcome.
+func reserveOutcome(res stock.Result) Outcome {
+	switch res.Status {
+	case stock.Reserved:
+		return Outcome{}
+	case stock.SoldOut:
+		if res.Fallback { // Redis is out and the DB pool is empty: Redis may have units left
+			return refuse(TryAgain, false, "the sale is paused for a moment, retry shortly")
+		}
+		return refuse(SoldOut, true, "sold out")
+	case stock.LimitReached:
+		return refuse(AlreadyBought, true, "the per-buyer limit is reached")
+	case stock.NotStarted, stock.NotLoaded: // Redis's clock says "not yet" where ours said "open"
+		return refuse(NotStarted, false, "the sale has not started")
+	case stock.Ended:
+		return refuse(Ended, true, "the sale has ended")
+	case stock.Frozen: // Redis lost the sale's state; it is being rebuilt from the DB
+		return refuse(TryAgain, false, "the sale is paused for a moment, retry shortly")
+	case stock.Paused:
+		o := refuse(Paused, false, "the sale is paused, retry shortly")
+		o.RetryAfter = 5 * time.Second
+		return o
+	}
+	return busy(errors.New("checkout: unknown stock status " + res.Status.String()))
+}
+
+// undoReserve releases a reservation whose hand-off, or a later step,
+// refused: it must not outlive the refusal. After order.ErrRetry the
+// submitter released it through the fence already.
+func (c *Checkout) undoReserve(ctx context.Context, a *Attempt) {
+	if a.released {
+		return
+	}
+	if _, err := c.cfg.Stock.Release(ctx, c.cfg.Activity, a.reservation); err != nil && c.cfg.OnUndoError != nil {
+		c.cfg.OnUndoError(ctx, StepReserve, a, err)
+	}
+}
+
+// stepSubmit hands the reservation to the order pipeline: Kafka, else the
+// outbox, else (order.ErrRetry) a release through the fence.
+func (c *Checkout) stepSubmit(ctx context.Context, a *Attempt) Outcome {
+	_, err := c.cfg.Submitter.Submit(ctx, c.message(a, a.Qty))
+	switch {
+	case err == nil:
+		return Outcome{}
+	case errors.Is(err, order.ErrRetry):
+		a.released = true
+		return refuse(HandoffFailed, false, "could not place the order, please retry")
+	}
+	// Refused before Kafka or the outbox saw it: the loop releases it.
+	return busy(err)
+}
+
+// message is the order message of a's reservation.
+func (c *Checkout) message(a *Attempt, qty int64) order.Message {
+	return order.Message{MsgID: order.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
+		Qty: qty, Price: c.cfg.Price, CreatedAt: c.cfg.Now().UTC()}
+}
