@@ -40,6 +40,13 @@ type Attempt struct {
 // Reservation is the attempt's reservation ID, once a step has set it.
 func (a *Attempt) Reservation() string { return a.reservation }
 
+// SetReservation sets the attempt's reservation ID, for a step that
+// replaces the shape step's rule ([ReservationID]). A rule of one's own must
+// keep what ReservationID guarantees — one to one with (user, request ID),
+// prefix-free across users, within every store's limit — or retries and
+// other buyers' attempts collide; package checkouttest checks it.
+func (a *Attempt) SetReservation(id string) { a.reservation = id }
+
 // Kind is how an attempt ended.
 type Kind uint8
 

@@ -115,12 +115,18 @@ func (c *Checkout) stepWindow(_ context.Context, a *Attempt) Outcome {
 
 // stepSoldOut refuses in-process once the stock is gone, unless the attempt
 // is the retry of one whose reservation won a unit: that one goes on and
-// gets its reservation back.
+// gets its reservation back. It does not rely on the shape step having run
+// (Config.Steps may move it later): an attempt whose request ID makes no
+// reservation ID cannot be a winner's retry.
 func (c *Checkout) stepSoldOut(_ context.Context, a *Attempt) Outcome {
 	if !c.cfg.Stock.SoldOut(c.cfg.Activity) {
 		return Outcome{}
 	}
-	if a.reservation == "" || c.cfg.Stock.SoldOutFor(c.cfg.Activity, a.reservation) {
+	id := a.reservation
+	if id == "" && a.RequestID != "" {
+		id, _ = ReservationID(a.User, a.RequestID)
+	}
+	if id == "" || c.cfg.Stock.SoldOutFor(c.cfg.Activity, id) {
 		return refuse(SoldOut, true, "sold out")
 	}
 	return Outcome{}
@@ -143,9 +149,18 @@ func (c *Checkout) stepRisk(ctx context.Context, a *Attempt) Outcome {
 	case dec.Action != risk.Deny:
 		return Outcome{}
 	case dec.Throttled:
-		return refuse(Limited, false, "too many attempts")
+		return refuse(Limited, false, "too many attempts"+riskCode(dec))
 	}
-	return refuse(Denied, true, "refused by risk control")
+	return refuse(Denied, true, "refused by risk control"+riskCode(dec))
+}
+
+// riskCode is the decision's reason code for the message, " (code)", as
+// risk's own middleware tells the client: a code, never internal text.
+func riskCode(dec risk.Decision) string {
+	if dec.Reason == "" {
+		return ""
+	}
+	return " (" + dec.Reason + ")"
 }
 
 func (c *Checkout) stepUserLimit(ctx context.Context, a *Attempt) Outcome {
@@ -243,6 +258,18 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 		switch {
 		case err != nil:
 			return busy(err)
+		case held > 0 && a.reservation != "":
+			// A resend of this very attempt may have reserved while this
+			// one ran (the same request ID, sent concurrently): then Reserve
+			// replays that reservation; anything else the buyer holds is
+			// another attempt's.
+			rec, found, err := c.cfg.Stock.Lookup(ctx, c.cfg.Activity, a.reservation)
+			switch {
+			case err != nil:
+				return busy(err)
+			case !found || rec.State != stock.Held || rec.User != a.User:
+				return refuse(AlreadyBought, true, "access token already used")
+			}
 		case held > 0:
 			return refuse(AlreadyBought, true, "access token already used")
 		}
@@ -277,6 +304,9 @@ func (c *Checkout) stepReserve(ctx context.Context, a *Attempt) Outcome {
 	if err != nil {
 		return busy(err)
 	}
+	if res.Status == stock.Released { // released since stepReplay looked: as stepReplay answers it
+		c.restoreToken(ctx, a)
+	}
 	return reserveOutcome(res)
 }
 
@@ -293,6 +323,8 @@ func reserveOutcome(res stock.Result) Outcome {
 		return refuse(SoldOut, true, "sold out")
 	case stock.LimitReached:
 		return refuse(AlreadyBought, true, "the per-buyer limit is reached")
+	case stock.Released: // this attempt's reservation was released (or tombstoned) after the replay step looked
+		return refuse(Released, true, "this attempt's reservation was released; start a new attempt")
 	case stock.NotStarted, stock.NotLoaded: // Redis's clock says "not yet" where ours said "open"
 		return refuse(NotStarted, false, "the sale has not started")
 	case stock.Ended:
