@@ -1,0 +1,359 @@
+package checkouttest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/captcha/captchatest"
+	"gorm.io/gorm"
+
+	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/outbox"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
+)
+
+const (
+	embeddedActivity = "kit-sale"
+	embeddedTopic    = "orders"
+	embeddedAnswer   = "42"
+	embeddedGrace    = time.Minute
+	drainRounds      = 20
+)
+
+var (
+	errKafkaDown  = errors.New("checkouttest: kafka down")
+	errOutboxDown = errors.New("checkouttest: database down (outbox)")
+)
+
+// Embedded is the reference composition, every part real and embedded:
+// miniredis (testenv.Miniredis) for the stock ledger (stock.Deductor), the
+// access-token pool (token.Pool), the captcha store (captcha.Store with a
+// fixed answer from captchatest) and the results (order.Results); SQLite
+// (testenv.SQLite) for the activity row, the orders (order.Processor behind
+// order.Consumer), the dedup fence (order.Fence), the outbox (outbox.Writer
+// and outbox.Relay) and the reconciler (order.Reconciler); token.Signer for
+// the buy link; the default checkout steps. The one stand-in is Kafka: an
+// in-process queue of encoded order messages, consumed by Drain.
+// Faults.KafkaDown fails its publisher, Faults.OutboxDown the outbox write,
+// Freeze and Pause call the Deductor. Every clock is one
+// testenv.NewEpochClock (miniredis time follows it); Drain moves it past
+// the reconciler's grace. Risk, limiters and the breaker are left out: they
+// keep no units.
+func Embedded(t testing.TB, c Config) *Sale {
+	t.Helper()
+	e := &embedded{t: t, clk: testenv.NewEpochClock(0)}
+	e.build(c)
+	return e.sale
+}
+
+type embedded struct {
+	t    testing.TB
+	clk  *testenv.Clock
+	sale *Sale
+	q    queue
+}
+
+// queue is the stand-in for Kafka: encoded order messages in the order
+// they were published.
+type queue struct {
+	mu         sync.Mutex
+	recs       []order.Record
+	offset     int64
+	kafkaDown  bool
+	outboxDown bool
+}
+
+func (q *queue) push(key string, value []byte) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.kafkaDown {
+		return errKafkaDown
+	}
+	q.recs = append(q.recs, order.Record{Topic: embeddedTopic, Offset: q.offset, Key: []byte(key), Value: value})
+	q.offset++
+	return nil
+}
+
+func (q *queue) take() []order.Record {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	recs := q.recs
+	q.recs = nil
+	return recs
+}
+
+func (q *queue) has(reservation string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range q.recs {
+		if m, err := order.Decode(r.Value); err == nil && m.ReservationID == reservation {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *queue) set(f func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f()
+}
+
+func (e *embedded) must(what string, err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatalf("checkouttest: embedded: %s: %v", what, err)
+	}
+}
+
+func (e *embedded) build(c Config) {
+	t, clk, q := e.t, e.clk, &e.q
+	t.Helper()
+	ctx := context.Background()
+	act := embeddedActivity
+	rdb, mr := testenv.Miniredis(t)
+	mr.SetTime(clk.Now())
+	db := testenv.SQLite(t)
+	e.must("migrate orders", order.AutoMigrate(ctx, db))
+	e.must("migrate outbox", outbox.AutoMigrate(ctx, db))
+	now := clk.Now()
+	e.must("activity row", db.Create(&order.Activity{ID: act, Name: "checkouttest", ActivityPrice: 990, OriginalPrice: 1990,
+		TotalStock: c.Stock, Stock: c.Stock, UserLimit: max(c.PerUserLimit, 1), Status: order.ActivityActive,
+		StartTime: now.Add(-time.Hour), EndTime: now.Add(24 * time.Hour)}).Error)
+
+	d, err := stock.New(rdb, stock.WithClock(clk))
+	e.must("stock", err)
+	_, err = d.Load(ctx, stock.Activity{ID: act, Stock: c.Stock, PerUserLimit: c.PerUserLimit})
+	e.must("load stock", err)
+	pool, err := token.NewPool(rdb, token.WithClock(clk), token.WithBindTTL(24*time.Hour))
+	e.must("token pool", err)
+	_, err = pool.Issue(ctx, act, c.Stock+16)
+	e.must("issue tokens", err)
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	signer, err := token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithClock(clk))
+	e.must("signer", err)
+	captchas, err := captcha.New(rdb, captchatest.Fixed("six times seven?", embeddedAnswer), captcha.WithClock(clk), captcha.WithTTL(24*time.Hour))
+	e.must("captcha", err)
+
+	results, err := order.NewResults(rdb, db, order.WithClock(clk))
+	e.must("results", err)
+	ids, err := orderid.New(1, orderid.WithClock(clk), orderid.WithEpoch(testenv.Epoch().Add(-24*time.Hour)))
+	e.must("order ids", err)
+	proc, err := order.NewProcessor(db, ids, order.WithClock(clk))
+	e.must("processor", err)
+	release := order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
+		_, err := d.Release(ctx, activity, id)
+		return err
+	})
+	fence, err := order.NewFence(db, release, order.WithResults(results), order.WithClock(clk))
+	e.must("fence", err)
+	consumer, err := order.NewConsumer(proc, release, order.WithResults(results), order.WithClock(clk))
+	e.must("consumer", err)
+	writer, err := outbox.NewWriter(outbox.WithClock(clk))
+	e.must("outbox writer", err)
+	fallback := order.FallbackFunc(func(ctx context.Context, m order.Message) error {
+		q.mu.Lock()
+		down := q.outboxDown
+		q.mu.Unlock()
+		if down {
+			return errOutboxDown
+		}
+		b, err := m.Encode()
+		if err != nil {
+			return err
+		}
+		return writer.Write(ctx, db.WithContext(ctx), outbox.Message{MsgID: m.MsgID, Topic: embeddedTopic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
+	})
+	publish := order.PublisherFunc(func(_ context.Context, m order.Message) error {
+		b, err := m.Encode()
+		if err != nil {
+			return err
+		}
+		return q.push(m.Key(), b)
+	})
+	submitter, err := order.NewSubmitter(publish, fallback, fence, order.WithResults(results), order.WithClock(clk))
+	e.must("submitter", err)
+	relay, err := outbox.NewRelay(db, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { return q.push(m.Key, m.Payload) }),
+		outbox.WithClock(clk), outbox.WithoutCleanup())
+	e.must("outbox relay", err)
+	ledger := order.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+		page, next, err := d.Reservations(ctx, activity, cursor, count)
+		if err != nil {
+			return nil, 0, err
+		}
+		out := make([]order.Reservation, 0, len(page))
+		for _, r := range page {
+			if r.State == stock.Held {
+				out = append(out, order.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
+			}
+		}
+		return out, next, nil
+	})
+	pending := order.PendingFunc(func(ctx context.Context, id string) (bool, error) {
+		if q.has(id) {
+			return true, nil
+		}
+		return outbox.HasPendingRef(ctx, db, id)
+	})
+	recon, err := order.NewReconciler(db, ledger, release, order.WithGrace(embeddedGrace), order.WithPending(pending),
+		order.WithResults(results), order.WithClock(clk))
+	e.must("reconciler", err)
+
+	co, err := checkout.New(checkout.Config{Activity: act, Stock: d, Submitter: submitter, Results: results.Reservation,
+		Tokens: pool, Link: signer.Verify, Captcha: captchas.Verify, Node: "kit", Now: clk.Now, Steps: c.Steps})
+	e.must("checkout", err)
+
+	e.sale = &Sale{
+		Checkout: co,
+		Attempt: func(ctx context.Context, user string) (checkout.Attempt, error) {
+			g, err := pool.Take(ctx, act, user)
+			if err != nil {
+				return checkout.Attempt{}, err
+			}
+			if g.Token == "" {
+				return checkout.Attempt{}, fmt.Errorf("checkouttest: no access token for %q: %s", user, g.Status)
+			}
+			ch, err := captchas.Generate(ctx, captcha.GenerateParams{User: user})
+			if err != nil {
+				return checkout.Attempt{}, err
+			}
+			now := clk.Now()
+			link, err := signer.Sign(token.SignParams{Activity: act, User: user, Start: now, Expiry: now.Add(time.Hour)})
+			if err != nil {
+				return checkout.Attempt{}, err
+			}
+			return checkout.Attempt{User: user, Token: g.Token, CaptchaID: ch.ID, Captcha: embeddedAnswer, Link: link}, nil
+		},
+		Drain: func(ctx context.Context) error {
+			for range drainRounds {
+				q.mu.Lock()
+				kafkaUp := !q.kafkaDown
+				q.mu.Unlock()
+				if kafkaUp {
+					for range 100 {
+						b, err := relay.RunOnce(ctx)
+						if err != nil {
+							return fmt.Errorf("outbox relay: %w", err)
+						}
+						if b.Claimed == 0 {
+							break
+						}
+					}
+				}
+				if recs := q.take(); len(recs) > 0 {
+					done, err := consumer.Consume(ctx, recs)
+					if err != nil || done != len(recs) {
+						return fmt.Errorf("consume: %d of %d done: %v", done, len(recs), err)
+					}
+					continue
+				}
+				backlog, err := outbox.Stats(ctx, db)
+				if err != nil {
+					return err
+				}
+				if backlog.Pending > 0 && !kafkaUp {
+					return errors.New("checkouttest: Drain with Kafka down and the outbox pending")
+				}
+				// Nothing queued: past the grace, the reconciler releases
+				// what has no order and no message on its way.
+				clk.Add(embeddedGrace + time.Second)
+				mr.SetTime(clk.Now())
+				if _, err := recon.Reconcile(ctx, act); err != nil {
+					return fmt.Errorf("reconcile: %w", err)
+				}
+				if backlog.Pending == 0 && len(q.take()) == 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("checkouttest: the pipeline did not drain in %d rounds", drainRounds)
+		},
+		Counts: func(ctx context.Context) (Counts, error) {
+			n, err := Count(ctx, d, db, act, c.Stock)
+			if err != nil {
+				return n, err
+			}
+			ps, err := pool.Stats(ctx, act)
+			if err != nil {
+				return n, err
+			}
+			n.TokensUsed = ps.Used
+			return n, nil
+		},
+		Faults: Faults{
+			KafkaDown:  func(down bool) { q.set(func() { q.kafkaDown = down }) },
+			OutboxDown: func(down bool) { q.set(func() { q.outboxDown = down }) },
+			Freeze: func(ctx context.Context, frozen bool) error {
+				if frozen {
+					return d.Freeze(ctx, act)
+				}
+				return d.Unfreeze(ctx, act)
+			},
+			Pause: func(ctx context.Context, paused bool) error {
+				if paused {
+					return d.Pause(ctx, act)
+				}
+				return d.Resume(ctx, act)
+			},
+		},
+	}
+}
+
+// Count reads a sale's Counts from the stock ledger d and the order tables
+// of db (their default names): what most compositions' Sale.Counts is.
+// TokensUsed is -1 (no token pool read).
+func Count(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string, initial int64) (Counts, error) {
+	n := Counts{Initial: initial, Held: map[string]Unit{}, Live: map[string]Unit{}, Rows: map[string]int{}, TokensUsed: -1}
+	st, err := d.Stats(ctx, activity)
+	if err != nil {
+		return n, err
+	}
+	n.RedisRemaining = st.Remaining
+	cursor := uint64(0)
+	for i := 0; ; i++ {
+		if i == 10000 {
+			return n, errors.New("checkouttest: ledger scan did not end")
+		}
+		page, next, err := d.Reservations(ctx, activity, cursor, 500)
+		if err != nil {
+			return n, err
+		}
+		for _, r := range page {
+			if r.State == stock.Held {
+				n.Held[r.ID] = Unit{User: r.User, Qty: r.Qty}
+			}
+		}
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	var a order.Activity
+	if err := db.WithContext(ctx).Where("id = ?", activity).First(&a).Error; err != nil {
+		return n, err
+	}
+	n.DBRemaining = a.Stock
+	var orders []order.Order
+	if err := db.WithContext(ctx).Where("activity_id = ?", activity).Find(&orders).Error; err != nil {
+		return n, err
+	}
+	for _, o := range orders {
+		n.Rows[o.ReservationID]++
+		if o.Status != order.OrderCancelled {
+			u := n.Live[o.ReservationID]
+			u.User, u.Qty = o.UserID, u.Qty+o.Qty
+			n.Live[o.ReservationID] = u
+		}
+	}
+	return n, nil
+}

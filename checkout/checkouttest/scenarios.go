@@ -1,0 +1,460 @@
+package checkouttest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/order"
+)
+
+// scenario is one seam of the protocol: a sale to build, the faults it
+// needs, what to send, what the answers must be. Every scenario ends with
+// settle, which checks the invariants after the drain.
+type scenario struct {
+	name  string
+	cfg   Config
+	needs func(s *Sale) string // a skip reason, or ""
+	run   func(k *kit)
+}
+
+var scenarios = []scenario{
+	{name: "same_request_id", cfg: Config{Stock: 5, PerUserLimit: 2}, run: sameRequestID},
+	{name: "uncertain_reserve", cfg: Config{Stock: 5, PerUserLimit: 3}, run: uncertainReserve},
+	{name: "crash_after_token", cfg: Config{Stock: 5, PerUserLimit: 3}, needs: needsToken, run: crashAfterToken},
+	{name: "lost_answer", cfg: Config{Stock: 5, PerUserLimit: 2}, run: lostAnswer},
+	{name: "kafka_down", cfg: Config{Stock: 5, PerUserLimit: 1}, needs: needsKafka, run: kafkaDown},
+	{name: "kafka_and_db_down", cfg: Config{Stock: 5, PerUserLimit: 1}, needs: needsHandoff, run: kafkaAndDBDown},
+	{name: "frozen", cfg: Config{Stock: 5, PerUserLimit: 1}, needs: needsFreeze, run: frozen},
+	{name: "paused", cfg: Config{Stock: 5, PerUserLimit: 1}, needs: needsPause, run: paused},
+	{name: "sold_out", cfg: Config{Stock: 3, PerUserLimit: 1}, run: soldOut},
+	{name: "other_buyer", cfg: Config{Stock: 5, PerUserLimit: 1}, run: otherBuyer},
+	{name: "id_limits", cfg: Config{Stock: 5, PerUserLimit: 1}, run: idLimits},
+	{name: "user_cap_1", cfg: Config{Stock: 10, PerUserLimit: 1}, run: userCap(6)},
+	{name: "user_cap_3", cfg: Config{Stock: 10, PerUserLimit: 3}, run: userCap(8)},
+	{name: "non_owner_result", cfg: Config{Stock: 5, PerUserLimit: 1}, run: nonOwnerResult},
+}
+
+func needsToken(s *Sale) string {
+	if !hasStep(s.Checkout, checkout.StepToken) {
+		return "no access_token step"
+	}
+	return ""
+}
+
+func needsKafka(s *Sale) string {
+	if s.Faults.KafkaDown == nil {
+		return "no Faults.KafkaDown"
+	}
+	return ""
+}
+
+func needsHandoff(s *Sale) string {
+	if s.Faults.KafkaDown == nil || s.Faults.OutboxDown == nil {
+		return "no Faults.KafkaDown and Faults.OutboxDown"
+	}
+	return ""
+}
+
+func needsFreeze(s *Sale) string {
+	if s.Faults.Freeze == nil {
+		return "no Faults.Freeze"
+	}
+	return ""
+}
+
+func needsPause(s *Sale) string {
+	if s.Faults.Pause == nil {
+		return "no Faults.Pause"
+	}
+	return ""
+}
+
+// expect fails unless o is of kind want (and, for a refusal, reason).
+func (k *kit) expect(what string, o checkout.Outcome, want checkout.Kind, reason checkout.Reason) bool {
+	k.t.Helper()
+	if o.Kind != want || reason != "" && o.Reason != reason {
+		k.t.Errorf("[expect] %s: want %s, got %s", what, strings.TrimSpace(want.String()+" "+string(reason)), describe(o))
+		return false
+	}
+	return true
+}
+
+func describe(o checkout.Outcome) string {
+	s := o.Kind.String()
+	if o.Reason != "" {
+		s += " " + string(o.Reason)
+	}
+	if o.Kind == checkout.Refused {
+		s += fmt.Sprintf(" (final %v)", o.Final)
+	}
+	if o.Step != "" {
+		s += " at " + o.Step
+	}
+	if o.Err != nil {
+		s += ": " + o.Err.Error()
+	}
+	if o.Reservation != "" {
+		s += " reservation " + o.Reservation
+	}
+	return s
+}
+
+// sameRequestID: one request ID sent by 8 goroutines at once, then again in
+// sequence (each send with fresh captcha and link, the same access token):
+// one unit, one order, every answer Accepted or Replayed with the same
+// reservation. The cap is 2, so a second unit would fit.
+func sameRequestID(k *kit) {
+	const n = 8
+	as := make([]checkout.Attempt, n)
+	for i := range as {
+		as[i] = k.attempt("alice", "same-1")
+	}
+	outs := k.concurrently(as)
+	res := ""
+	for i, o := range outs {
+		if o.Kind != checkout.Accepted && o.Kind != checkout.Replayed {
+			k.t.Errorf("[expect] concurrent send %d: want accepted or replayed, got %s", i, describe(o))
+			continue
+		}
+		if res == "" {
+			res = o.Reservation
+		} else if o.Reservation != res {
+			k.t.Errorf("[expect] concurrent send %d: reservation %q, another send got %q", i, o.Reservation, res)
+		}
+	}
+	for i := range 3 {
+		o := k.buy("alice", "same-1")
+		if k.expect(fmt.Sprintf("sequential resend %d", i), o, checkout.Replayed, "") && res != "" && o.Reservation != res {
+			k.t.Errorf("[expect] sequential resend %d: reservation %q, want %q", i, o.Reservation, res)
+		}
+	}
+	n2 := k.settle()
+	if h, l := units(n2.Held, "alice"), units(n2.Live, "alice"); h != 1 || l != 1 {
+		k.t.Errorf("[expect] one request ID: alice holds %d units in Redis and %d in live orders, want 1 and 1", h, l)
+	}
+	o := k.buy("alice", "same-1")
+	if k.expect("resend after the drain", o, checkout.Replayed, "") && o.Result.Status != order.StatusSuccess {
+		k.t.Errorf("[expect] resend after the drain: result %q, want SUCCESS", o.Result.Status)
+	}
+}
+
+// uncertainReserve: Reserve succeeded but the caller saw an error (the
+// reply was lost); the retry of the same request ID gets that reservation,
+// never a second unit (the cap is 3).
+func uncertainReserve(k *kit) {
+	k.faults.arm(k.faults.uncertain, "unsure-1")
+	first := k.send(k.attempt("bob", "unsure-1"), true)
+	if first.Kind != checkout.Busy || !strings.Contains(fmt.Sprint(first.Err), errUncertain.Error()) {
+		k.t.Errorf("[expect] the attempt whose reserve reply is lost: want busy from the kit's fault, got %s", describe(first))
+	}
+	o := k.buy("bob", "unsure-1")
+	if o.Kind != checkout.Accepted && o.Kind != checkout.Replayed {
+		k.t.Errorf("[expect] retry after a lost reserve reply: want accepted or replayed, got %s", describe(o))
+	} else if first.Reservation != "" && o.Reservation != first.Reservation {
+		k.t.Errorf("[expect] retry after a lost reserve reply: reservation %q, the lost one was %q", o.Reservation, first.Reservation)
+	}
+	n := k.settle()
+	if h, l := units(n.Held, "bob"), units(n.Live, "bob"); h != 1 || l != 1 {
+		k.t.Errorf("[expect] lost reserve reply: bob holds %d units in Redis and %d in live orders, want 1 and 1", h, l)
+	}
+}
+
+// crashAfterToken: the process dies between the access token and Reserve
+// (the token spent, nothing reserved, nothing undone); the retry with the
+// same token passes (the spent-token rule) and buys exactly one unit.
+func crashAfterToken(k *kit) {
+	k.faults.arm(k.faults.crash, "crash-1")
+	first := k.send(k.attempt("carol", "crash-1"), true)
+	if first.Kind != checkout.Refused || first.Reason != crashed {
+		k.t.Fatalf("[expect] the crashed attempt: want the kit's crash, got %s", describe(first))
+	}
+	if n := k.counts(); units(n.Held, "carol") != 0 {
+		k.t.Errorf("[expect] the crashed attempt holds %d units", units(n.Held, "carol"))
+	}
+	o := k.buy("carol", "crash-1")
+	k.expect("retry with the spent token after a crash", o, checkout.Accepted, "")
+	o = k.buy("carol", "crash-1")
+	k.expect("second retry after a crash", o, checkout.Replayed, "")
+	n := k.settle()
+	if h, l := units(n.Held, "carol"), units(n.Live, "carol"); h != 1 || l != 1 {
+		k.t.Errorf("[expect] crash after the token: carol holds %d units in Redis and %d in live orders, want 1 and 1", h, l)
+	}
+}
+
+// lostAnswer: the hand-off succeeded and the answer was lost; the retry is
+// Replayed with the same reservation, and there is one order.
+func lostAnswer(k *kit) {
+	first := k.buy("dave", "lost-1") // the buyer never sees this answer
+	k.expect("the attempt whose answer is lost", first, checkout.Accepted, "")
+	o := k.buy("dave", "lost-1")
+	if k.expect("retry after a lost answer", o, checkout.Replayed, "") && o.Reservation != first.Reservation {
+		k.t.Errorf("[expect] retry after a lost answer: reservation %q, want %q", o.Reservation, first.Reservation)
+	}
+	n := k.settle()
+	if l := units(n.Live, "dave"); l != 1 {
+		k.t.Errorf("[expect] lost answer: dave has %d units in live orders, want 1", l)
+	}
+	o = k.buy("dave", "lost-1")
+	if k.expect("retry after the drain", o, checkout.Replayed, "") && o.Result.Status != order.StatusSuccess {
+		k.t.Errorf("[expect] retry after the drain: result %q, want SUCCESS", o.Result.Status)
+	}
+}
+
+// kafkaDown: the publisher fails; the outbox takes the order, which is
+// created once Kafka is back.
+func kafkaDown(k *kit) {
+	k.sale.Faults.KafkaDown(true)
+	o := k.buy("erin", "kafka-1")
+	k.expect("an attempt while Kafka is down", o, checkout.Accepted, "")
+	k.sale.Faults.KafkaDown(false)
+	n := k.settle()
+	if l := units(n.Live, "erin"); l != 1 {
+		k.t.Errorf("[expect] Kafka down: erin has %d units in live orders, want 1", l)
+	}
+}
+
+// kafkaAndDBDown: the hand-off fails (order.ErrRetry): the attempt is
+// refused retryable, its reservation released, its access token given back,
+// its result FAILED for its owner; a later attempt buys.
+func kafkaAndDBDown(k *kit) {
+	k.sale.Faults.KafkaDown(true)
+	k.sale.Faults.OutboxDown(true)
+	o := k.buy("fay", "down-1")
+	k.expect("an attempt while Kafka and the DB are down", o, checkout.Refused, checkout.HandoffFailed)
+	if o.Final {
+		k.t.Errorf("[expect] hand-off failure: refused final, want retryable")
+	}
+	k.sale.Faults.KafkaDown(false)
+	k.sale.Faults.OutboxDown(false)
+	if n := k.counts(); units(n.Held, "fay") != 0 {
+		k.t.Errorf("[expect] hand-off failure: fay holds %d units", units(n.Held, "fay"))
+	}
+	again := k.buy("fay", "down-1")
+	if again.Kind == checkout.Accepted || again.Kind == checkout.Replayed {
+		k.t.Errorf("[expect] retry of the released attempt: want refused (released), got %s", describe(again))
+	}
+	later := k.buy("fay", "down-2")
+	k.expect("a later attempt", later, checkout.Accepted, "")
+	n := k.settle()
+	if l := units(n.Live, "fay"); l != 1 {
+		k.t.Errorf("[expect] Kafka and DB down: fay has %d units in live orders, want 1", l)
+	}
+	if o.Reservation != "" {
+		res, err := k.sale.Checkout.Result(k.ctx, "fay", o.Reservation)
+		if err != nil || res.Status != order.StatusFailed {
+			k.t.Errorf("[expect] the released reservation %q reads %q (%v) for its owner, want FAILED", o.Reservation, res.Status, err)
+		}
+	}
+}
+
+// frozen: Redis lost the sale's state and it is frozen for the rebuild: a
+// new attempt is refused retryable (busy), a winner's retry still gets its
+// reservation, and after the thaw the refused attempt buys.
+func frozen(k *kit) {
+	won := k.buy("gus", "frz-1")
+	k.expect("an attempt before the freeze", won, checkout.Accepted, "")
+	if err := k.sale.Faults.Freeze(k.ctx, true); err != nil {
+		k.t.Fatalf("checkouttest: Faults.Freeze(true): %v", err)
+	}
+	o := k.buy("hal", "frz-2")
+	k.expect("an attempt while frozen", o, checkout.Refused, checkout.TryAgain)
+	if o.Final {
+		k.t.Errorf("[expect] frozen: refused final, want retryable")
+	}
+	again := k.buy("gus", "frz-1")
+	k.expect("a winner's retry while frozen", again, checkout.Replayed, "")
+	if err := k.sale.Faults.Freeze(k.ctx, false); err != nil {
+		k.t.Fatalf("checkouttest: Faults.Freeze(false): %v", err)
+	}
+	o = k.buy("hal", "frz-2")
+	k.expect("the refused attempt after the thaw", o, checkout.Accepted, "")
+	n := k.settle()
+	if l := units(n.Live, "gus") + units(n.Live, "hal"); l != 2 {
+		k.t.Errorf("[expect] frozen: %d units in live orders of gus and hal, want 2", l)
+	}
+}
+
+// paused: a paused sale refuses Paused (retryable), never SoldOut; after
+// the resume the same attempt buys.
+func paused(k *kit) {
+	if err := k.sale.Faults.Pause(k.ctx, true); err != nil {
+		k.t.Fatalf("checkouttest: Faults.Pause(true): %v", err)
+	}
+	o := k.buy("ida", "pause-1")
+	k.expect("an attempt while paused", o, checkout.Refused, checkout.Paused)
+	if o.Final {
+		k.t.Errorf("[expect] paused: refused final, want retryable")
+	}
+	if err := k.sale.Faults.Pause(k.ctx, false); err != nil {
+		k.t.Fatalf("checkouttest: Faults.Pause(false): %v", err)
+	}
+	o = k.buy("ida", "pause-1")
+	k.expect("the paused attempt after the resume", o, checkout.Accepted, "")
+	n := k.settle()
+	if l := units(n.Live, "ida"); l != 1 {
+		k.t.Errorf("[expect] paused: ida has %d units in live orders, want 1", l)
+	}
+}
+
+// soldOut: 8 buyers race for 3 units: 3 win, 5 are refused SoldOut; each
+// winner's retry is Replayed with its reservation, each loser's new
+// attempt is SoldOut.
+func soldOut(k *kit) {
+	users := make([]string, 8)
+	as := make([]checkout.Attempt, len(users))
+	for i := range users {
+		users[i] = fmt.Sprintf("buyer%d", i)
+		as[i] = k.attempt(users[i], "so-1")
+	}
+	outs := k.concurrently(as)
+	won := 0
+	for i, o := range outs {
+		switch {
+		case o.Kind == checkout.Accepted:
+			won++
+		case o.Kind != checkout.Refused || o.Reason != checkout.SoldOut || !o.Final:
+			k.t.Errorf("[expect] %s racing for the stock: want accepted or sold_out, got %s", users[i], describe(o))
+		}
+	}
+	if won != int(k.cfg.Stock) {
+		k.t.Errorf("[expect] %d winners for %d units", won, k.cfg.Stock)
+	}
+	for i, o := range outs {
+		if o.Kind == checkout.Accepted {
+			r := k.buy(users[i], "so-1")
+			if k.expect(users[i]+"'s retry (a winner)", r, checkout.Replayed, "") && r.Reservation != o.Reservation {
+				k.t.Errorf("[expect] %s's retry: reservation %q, want %q", users[i], r.Reservation, o.Reservation)
+			}
+		} else {
+			k.expect(users[i]+"'s new attempt (a loser)", k.buy(users[i], "so-2"), checkout.Refused, checkout.SoldOut)
+		}
+	}
+	n := k.settle()
+	if n.RedisRemaining != 0 || len(n.Live) != int(k.cfg.Stock) {
+		k.t.Errorf("[expect] sold out: Redis remaining %d, %d live orders; want 0 and %d", n.RedisRemaining, len(n.Live), k.cfg.Stock)
+	}
+}
+
+// otherBuyer: IDs are per user. bob sending ann's request ID gets his own
+// reservation; "ann-x" sending "r1" (which a rule without the length
+// prefix would confuse with ann's "x-r1") gets its own; nobody reads
+// another buyer's reservation.
+func otherBuyer(k *kit) {
+	a := k.buy("ann", "x-r1")
+	k.expect("ann's attempt", a, checkout.Accepted, "")
+	b := k.buy("bob", "x-r1")
+	if k.expect("bob sending ann's request ID", b, checkout.Accepted, "") && b.Reservation == a.Reservation {
+		k.t.Errorf("[expect] bob sending ann's request ID got ann's reservation %q", a.Reservation)
+	}
+	c := k.buy("ann-x", "r1")
+	if k.expect(`"ann-x" sending "r1"`, c, checkout.Accepted, "") && (c.Reservation == a.Reservation || c.Reservation == b.Reservation) {
+		k.t.Errorf("[expect] \"ann-x\" sending \"r1\" got another buyer's reservation %q", c.Reservation)
+	}
+	k.notReadable(map[string]string{a.Reservation: "ann", b.Reservation: "bob", c.Reservation: "ann-x"})
+	n := k.settle()
+	for _, u := range []string{"ann", "bob", "ann-x"} {
+		if l := units(n.Live, u); l != 1 {
+			k.t.Errorf("[expect] other buyer: %s has %d units in live orders, want 1", u, l)
+		}
+	}
+	k.notReadable(map[string]string{a.Reservation: "ann", b.Reservation: "bob", c.Reservation: "ann-x"})
+}
+
+// notReadable checks that each reservation reads as unknown for everyone but
+// its owner.
+func (k *kit) notReadable(owners map[string]string) {
+	k.t.Helper()
+	readers := []string{"ann", "bob", "ann-x", "mallory"}
+	for r, owner := range owners {
+		if r == "" {
+			continue
+		}
+		for _, u := range readers {
+			if u == owner {
+				continue
+			}
+			res, err := k.sale.Checkout.Result(k.ctx, u, r)
+			if err != nil || res.Status != order.StatusNone {
+				k.t.Errorf("[expect] %s reading %s's reservation %q: got %q (%v), want nothing", u, owner, r, res.Status, err)
+			}
+		}
+	}
+}
+
+// idLimits: a 64-byte user ID with a 40-byte request ID is accepted and
+// ordered; a 41-byte request ID is refused BadRequest with nothing
+// reserved.
+func idLimits(k *kit) {
+	long := strings.Repeat("u", 60) + "-9.@"
+	other := strings.Repeat("v", 60) + "+1.x"
+	req40, req41 := strings.Repeat("R", 39)+"-", strings.Repeat("q", 41)
+	o := k.buy(long, req40)
+	k.expect("64-byte user, 40-byte request ID", o, checkout.Accepted, "")
+	bad := k.buy(other, req41)
+	k.expect("41-byte request ID", bad, checkout.Refused, checkout.BadRequest)
+	if bad.Reservation != "" {
+		k.t.Errorf("[expect] 41-byte request ID: reservation %q set", bad.Reservation)
+	}
+	n := k.settle()
+	if l := units(n.Live, long); l != 1 {
+		k.t.Errorf("[expect] 64-byte user: %d units in live orders, want 1", l)
+	}
+	if h := units(n.Held, other); h != 0 {
+		k.t.Errorf("[expect] 41-byte request ID: %d units held", h)
+	}
+}
+
+// userCap: one buyer's n concurrent attempts with distinct request IDs
+// never hold more than the cap, in Redis or in the DB.
+func userCap(n int) func(k *kit) {
+	return func(k *kit) {
+		as := make([]checkout.Attempt, n)
+		for i := range as {
+			as[i] = k.attempt("jo", fmt.Sprintf("cap-%d", i))
+		}
+		outs := k.concurrently(as)
+		won := 0
+		for i, o := range outs {
+			switch {
+			case o.Kind == checkout.Accepted:
+				won++
+			case o.Kind == checkout.Refused && o.Final && o.Reason == checkout.AlreadyBought:
+			default:
+				k.t.Errorf("[expect] concurrent attempt %d at cap %d: want accepted or already_bought, got %s", i, k.cfg.PerUserLimit, describe(o))
+			}
+		}
+		if won < 1 || int64(won) > k.cfg.PerUserLimit {
+			k.t.Errorf("[expect] %d attempts accepted at cap %d", won, k.cfg.PerUserLimit)
+		}
+		c := k.settle()
+		if h, l := units(c.Held, "jo"), units(c.Live, "jo"); h != int64(won) || l != int64(won) {
+			k.t.Errorf("[expect] cap %d: jo holds %d units in Redis and %d in live orders, %d accepted", k.cfg.PerUserLimit, h, l, won)
+		}
+	}
+}
+
+// nonOwnerResult: a buyer reads their own result, before and after the
+// drain; nobody else does.
+func nonOwnerResult(k *kit) {
+	o := k.buy("kim", "own-1")
+	k.expect("kim's attempt", o, checkout.Accepted, "")
+	// Before the drain the order may exist already (a composition whose
+	// consumer runs in the buy) or not yet.
+	check := func(when string, want ...order.Status) {
+		res, err := k.sale.Checkout.Result(k.ctx, "kim", o.Reservation)
+		if err != nil || !slices.Contains(want, res.Status) || res.User != "" && res.User != "kim" {
+			k.t.Errorf("[expect] kim reading her reservation %s: %q for %q (%v), want one of %q", when, res.Status, res.User, err, want)
+		}
+		for _, u := range []string{"lee", "kim2", "ki", ""} {
+			res, err := k.sale.Checkout.Result(k.ctx, u, o.Reservation)
+			if err != nil || res.Status != order.StatusNone {
+				k.t.Errorf("[expect] %q reading kim's reservation %s: %q (%v), want nothing", u, when, res.Status, err)
+			}
+		}
+	}
+	check("before the drain", order.StatusQueued, order.StatusSuccess)
+	k.settle()
+	check("after the drain", order.StatusSuccess)
+}
