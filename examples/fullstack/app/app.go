@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -29,7 +30,7 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 //
 //	connect  StartInfra, ConnectKafka: the servers, or embedded ones
 //	prepare  migrate and seed the database, open the DB fallback pool
-//	build    every library part, the buy chain and the worker list: no I/O
+//	build    every library part, the checkout and the worker list: no I/O
 //	start    each worker's start (its I/O: preload, lease, …), then its run
 //
 // and serves HTTP with Start. Every field below is one concern; the
@@ -37,14 +38,14 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 type App struct {
 	cfg  Config
 	log  *slog.Logger
-	in   *Infra    // connections: Redis, DB, Kafka (infra.go)
-	m    *metrics  // Prometheus registry of this node (metrics.go)
-	hub  *hub      // push subscribers (push.go)
-	sale *sale     // the activity as seeded (sale.go)
-	p    *parts    // the library parts (build.go)
-	buy  []buyStep // the buy chain, in order (buy.go)
-	run  *runner   // the background workers (workers.go)
-	srv  *servers  // the public and admin listeners (serve.go)
+	in   *Infra             // connections: Redis, DB, Kafka (infra.go)
+	m    *metrics           // Prometheus registry of this node (metrics.go)
+	hub  *hub               // push subscribers (push.go)
+	sale *sale              // the activity as seeded (sale.go)
+	p    *parts             // the library parts (build.go)
+	co   *checkout.Checkout // the buy (build.go's buildCheckout, buy.go)
+	run  *runner            // the background workers (workers.go)
+	srv  *servers           // the public and admin listeners (serve.go)
 }
 
 // New puts a node together: connect (StartInfra, ConnectKafka), prepare

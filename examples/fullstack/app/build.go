@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckillkit/seckill/breaker"
 	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/orderid"
@@ -36,11 +37,12 @@ type parts struct {
 	// Breakers: one around Redis, one around Kafka.
 	brRedis, brKafka *breaker.Breaker
 
-	// Stock: the deductor (Redis), its preloader, and the optional DB pool.
+	// Stock: the deductor (Redis), its preloader, the optional DB pool, and
+	// the two as the buy sees them (fallback.go).
 	stock     *stock.Deductor
 	preloader *stock.Preloader
 	fallback  *dbfallback.Store // nil unless -db-fallback-quota > 0
-	poolOut   atomic.Int64      // unix nanos until which the DB pool is known sold out
+	units     *saleStock
 
 	// Credentials: access tokens, the signed buy path, captchas, stream
 	// tickets.
@@ -65,27 +67,26 @@ type parts struct {
 	// Orders: results, the orders (read, pay), the hand-off, reconciliation.
 	results         *order.Results
 	orders          *order.Orders
-	submit          func(ctx context.Context, m order.Message) error
+	submit          submitFunc
 	recon, reconDry *order.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
 }
 
 // build puts every library part together over a's connections, lists the
-// node's workers and lays out the buy chain. It does no I/O (TestBuildDoesNoIO):
-// whatever needs a server runs in a worker's start.
+// node's workers and builds the sale's checkout. It does no I/O
+// (TestBuildDoesNoIO): whatever needs a server runs in a worker's start.
 func (a *App) build(node string, pool *dbfallback.Store) error {
 	p := &parts{nodeTag: node, fallback: pool, obs: multiObserver{a.m.obs}}
 	if a.cfg.Observer != nil {
 		p.obs = append(p.obs, a.cfg.Observer)
 	}
 	a.p = p
-	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildOrders} {
+	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildOrders, a.buildCheckout} {
 		if err := step(); err != nil {
 			return err
 		}
 	}
 	a.run.add(worker{name: "metrics", run: every(2*time.Second, a.refreshGauges)})
-	a.buy = a.buyChain()
 	p.built = true
 	return nil
 }
@@ -139,6 +140,7 @@ func (a *App) buildStock() (err error) {
 	if p.stock, err = stock.New(a.in.StockRedis, opts...); err != nil {
 		return err
 	}
+	p.units = &saleStock{d: p.stock, pool: p.fallback, counted: a.m.reserve}
 	src := stock.SourceFunc(func(ctx context.Context, from, to time.Time) ([]stock.Activity, error) {
 		var rows []order.Activity
 		if err := a.in.DB.WithContext(ctx).Where("start_time < ? AND end_time > ?", to, from).Find(&rows).Error; err != nil {
@@ -380,7 +382,7 @@ func (a *App) buildOrders() (err error) {
 	if err != nil {
 		return err
 	}
-	releaser := order.ReleaserFunc(a.releaseUnits)
+	releaser := order.ReleaserFunc(p.units.release)
 	if err := a.buildHandOff(releaser); err != nil {
 		return err
 	}
@@ -463,14 +465,113 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 	if err != nil {
 		return err
 	}
-	p.submit = func(ctx context.Context, m order.Message) error {
+	p.submit = func(ctx context.Context, m order.Message) (order.Route, error) {
 		route, err := sub.Submit(ctx, m)
-		if err == nil {
-			a.m.published.WithLabelValues(route.String()).Inc()
+		if err != nil {
+			a.logger(ctx).Warn("hand-off failed", "reservation", m.ReservationID, "released", errors.Is(err, order.ErrRetry), "err", err)
+			return route, err
 		}
-		return err
+		a.m.published.WithLabelValues(route.String()).Inc()
+		return route, nil
 	}
 	return nil
+}
+
+// submitFunc is the hand-off as checkout takes it (checkout.Submitter).
+type submitFunc func(ctx context.Context, m order.Message) (order.Route, error)
+
+// Submit hands m on.
+func (f submitFunc) Submit(ctx context.Context, m order.Message) (order.Route, error) {
+	return f(ctx, m)
+}
+
+// buildCheckout is the buy: one checkout.Checkout of the sale over the
+// parts above. Its steps, their order, the undo of a retryable end, the
+// spent-token rule and the reservation IDs are checkout's; handleBuy
+// (buy.go) reads a request into an attempt and answers its outcome.
+func (a *App) buildCheckout() (err error) {
+	p, act := a.p, a.sale.act
+	a.co, err = checkout.New(checkout.Config{
+		Activity: act.ID,
+		Price:    int64(act.ActivityPrice),
+		Start:    act.StartTime,
+		End:      act.EndTime,
+		Now:      a.now, // -clock-skew moves this node's window check (tests only)
+		Node:     p.nodeTag,
+
+		Stock:     p.units,
+		Submitter: p.submit,
+		Results:   p.results.Reservation,
+		Tokens:    p.pool,
+		Link:      p.signer.Verify,
+		Captcha:   p.captcha.check,
+		Risk:      p.checker.Check,
+		PerUser:   countedWindow{Limiter: p.perUser, m: a.m, name: "user"},
+		Global:    p.global.Allow,
+		Breaker:   p.brRedis.Execute,
+
+		Steps:       shapeAfterGlobal,
+		OnUndoError: a.undoFailed,
+	})
+	return err
+}
+
+// shapeAfterGlobal moves the shape step after the window, sold-out and
+// global steps, as the API has always answered: a buy of a sale not yet
+// open, sold out (a winner's new attempt too: it has no access token left)
+// or over this node's intake hears that before what is wrong with its
+// credentials.
+func shapeAfterGlobal(steps []checkout.Step) []checkout.Step {
+	out := make([]checkout.Step, 0, len(steps))
+	var shape []checkout.Step
+	at := 0
+	for _, s := range steps {
+		switch s.Name {
+		case checkout.StepShape:
+			shape = append(shape, s)
+			continue
+		case checkout.StepWindow, checkout.StepSoldOut, checkout.StepGlobal:
+			at = len(out) + 1
+		}
+		out = append(out, s)
+	}
+	return append(out[:at], append(shape, out[at:]...)...)
+}
+
+// undoFailed hears an undo of a retryable end that failed: an access token
+// not restored (the buyer needs a new one; nothing is lost) or a
+// reservation not released (the reconciler releases it).
+func (a *App) undoFailed(ctx context.Context, step string, at *checkout.Attempt, err error) {
+	if step == checkout.StepToken {
+		a.m.refused.WithLabelValues("token_restore_error").Inc()
+		a.logger(ctx).Warn("access token not restored", "user", at.User, "err", err)
+		return
+	}
+	a.logger(ctx).Warn("release after a refused hand-off failed; the reconciler will release it",
+		"step", step, "reservation", at.Reservation(), "err", err)
+}
+
+// countedWindow is a per-user window that counts its refusals
+// (seckill_limiter_refusals_total{limiter=name}) and the answers of its
+// local fallback (name_fallback), as userLimit does.
+type countedWindow struct {
+	limiter.Limiter
+	m    *metrics
+	name string
+}
+
+func (c countedWindow) AllowN(ctx context.Context, key string, n int) (limiter.Result, error) {
+	res, err := c.Limiter.AllowN(ctx, key, n)
+	if err != nil {
+		return res, err
+	}
+	if res.Degraded {
+		c.m.limited.WithLabelValues(c.name + "_fallback").Inc()
+	}
+	if !res.Allowed {
+		c.m.limited.WithLabelValues(c.name).Inc()
+	}
+	return res, nil
 }
 
 // buildCanceller: the unpaid-order canceller (Redis delay queue + DB scan

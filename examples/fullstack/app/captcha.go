@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,7 +12,7 @@ import (
 	"github.com/seckillkit/seckill/captcha"
 )
 
-// captchaGate adapts captcha.Store to the buy chain and adds the demo hook.
+// captchaGate adapts captcha.Store to the buy (check) and adds the demo hook.
 type captchaGate struct {
 	store  *captcha.Store
 	rdb    redis.UniversalClient
@@ -79,6 +80,19 @@ func (g *captchaGate) Verify(ctx context.Context, p captcha.VerifyParams) (bool,
 		return false, err
 	}
 }
+
+// check is Verify in checkout's shape (checkout.Config.Captcha): nil when
+// the answer solves the challenge, errWrongCaptcha (a captcha.ErrRefused)
+// when it does not, the Redis failure otherwise.
+func (g *captchaGate) check(ctx context.Context, p captcha.VerifyParams) error {
+	ok, err := g.Verify(ctx, p)
+	if err == nil && !ok {
+		return errWrongCaptcha
+	}
+	return err
+}
+
+var errWrongCaptcha = fmt.Errorf("%w: wrong or expired answer", captcha.ErrRefused)
 
 // Answer is the DEMO-ONLY hook: the answer of a challenge bound to user.
 func (g *captchaGate) Answer(ctx context.Context, id, user string) (string, bool) {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/redis/go-redis/v9"
@@ -73,12 +74,7 @@ func TestBuildDoesNoIO(t *testing.T) {
 		t.Run(role, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Role = role
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			a := &App{cfg: cfg, log: log, m: newMetrics(), hub: newHub(), srv: newServers(),
-				in:   &Infra{Redis: rdb, StockRedis: rdb, DB: db, Producer: prod, Brokers: []string{"127.0.0.1:1"}},
-				sale: &sale{key: "1", act: order.Activity{ID: "1", TotalStock: 10, Stock: 10, UserLimit: 1}}}
-			a.run = newRunner(context.Background(), log, func(string) {})
-			require.NoError(t, a.build("t1", nil))
+			a := offlineApp(t, cfg, rdb, db, prod)
 			require.Zero(t, dials.Load(), "Redis dials during build")
 			require.Zero(t, queries.Load(), "SQL statements during build")
 			require.Zero(t, prod.calls.Load(), "Kafka sends during build")
@@ -88,10 +84,27 @@ func TestBuildDoesNoIO(t *testing.T) {
 				want = []string{"stock_soldout", "preloader", "token_pool", "session_revocations", "machine_lease", "canceller", "metrics"}
 			}
 			require.Equal(t, want, a.run.names())
-			require.Len(t, a.buy, 14)
+			// The buy's 13 steps (checkout's; the path check and the
+			// sold-out refusal before the body are handleBuy's).
+			require.Len(t, a.co.Steps(), 13)
 			require.Zero(t, a.run.stop(), "nothing started, nothing to stop")
 		})
 	}
+}
+
+// offlineApp is an App of cfg built over connections build never uses (it
+// does no I/O), selling activity "1" for an hour from 2030-01-01.
+func offlineApp(t *testing.T, cfg Config, rdb redis.UniversalClient, db *gorm.DB, prod sarama.SyncProducer) *App {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &App{cfg: cfg, log: log, m: newMetrics(), hub: newHub(), srv: newServers(),
+		in: &Infra{Redis: rdb, StockRedis: rdb, DB: db, Producer: prod, Brokers: []string{"127.0.0.1:1"}},
+		sale: &sale{key: "1", act: order.Activity{ID: "1", TotalStock: 10, Stock: 10, UserLimit: 1,
+			StartTime: start, EndTime: start.Add(time.Hour)}}}
+	a.run = newRunner(context.Background(), log, func(string) {})
+	require.NoError(t, a.build("t1", nil))
+	return a
 }
 
 // TestRunnerContract: workers start in list order; a start that fails
@@ -146,11 +159,15 @@ func TestRunnerContract(t *testing.T) {
 }
 
 // TestFlowDiagramMatchesChain: the README's flow diagram of a buy is the
-// one flowDiagram renders from the chain that runs. Regenerate it with
+// one flowDiagram renders from the checkout that runs. Regenerate it with
 // SECKILL_UPDATE_FLOW=1 go test -run TestFlowDiagramMatchesChain.
 func TestFlowDiagramMatchesChain(t *testing.T) {
-	a := &App{}
-	want := flowDiagram(a.buyChain())
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	db, err := openSQLite(filepath.Join(t.TempDir(), "flow.db"))
+	require.NoError(t, err)
+	steps := offlineApp(t, DefaultConfig(), rdb, db, &countingProducer{}).co.Steps()
+	want := flowDiagram(steps)
 	const begin, end = "<!-- buy-chain:begin (generated from app/buy.go by TestFlowDiagramMatchesChain) -->\n```text\n", "```\n<!-- buy-chain:end -->"
 	path := filepath.Join("..", "README.md")
 	b, err := os.ReadFile(path)
@@ -166,12 +183,13 @@ func TestFlowDiagramMatchesChain(t *testing.T) {
 	require.Equal(t, want, readme[i+len(begin):j], "README.md's buy chain is stale: SECKILL_UPDATE_FLOW=1 go test -run TestFlowDiagramMatchesChain ./app/")
 	// Every step is named once, in the order the chain runs them.
 	lines := strings.Split(want, "\n")
-	for k, s := range a.buyChain() {
-		f := strings.Fields(strings.TrimPrefix(lines[k+1], "→"))
+	for k, s := range steps {
+		f := strings.Fields(strings.TrimPrefix(lines[k+2], "→")) // after auth and handleBuy's line
 		if f[1] == "⛨" {
 			f = append(f[:1], f[2:]...)
 		}
-		require.Equal(t, []string{fmt.Sprintf("%d.", k+1), s.name}, f[:2], "line %d", k+1)
+		require.Equal(t, []string{fmt.Sprintf("%d.", k+1), s.Name}, f[:2], "line %d", k+1)
+		require.Contains(t, stepDocs, s.Name, "a step the diagram does not describe")
 	}
 }
 

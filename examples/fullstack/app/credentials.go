@@ -149,8 +149,52 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 }
 
 // The access-token request, POST /api/activity/token, is a chain of its
-// own, run like the buy chain: one loop, each refusal counted by the stage
-// of the step that refused (seckill_refusals_total{stage}), cheapest first.
+// own: one loop, each refusal counted by the stage of the step that
+// refused (seckill_refusals_total{stage}), cheapest first. It stays in the
+// app rather than in checkout: it issues a credential (the right to try),
+// it is not a buy attempt — nothing is reserved, nothing is undone.
+
+// verdict is a token-chain step's answer; the zero verdict means "go on".
+type verdict struct {
+	outcome string // the request's outcome; "" = go on
+	code    int    // the HTTP status
+	status  string // a refusal: its machine status and message,
+	msg     string
+	body    any   // or a whole answer, written as JSON,
+	err     error // or an infrastructure failure: 503 busy, logged
+	// retryAfter, if set, is sent as the Retry-After header (seconds).
+	retryAfter string
+}
+
+func (v verdict) done() bool { return v.outcome != "" || v.err != nil }
+
+// refusal is a denial in the API's error shape; it is also the outcome.
+func refusal(code int, status, msg string) verdict {
+	return verdict{outcome: status, code: code, status: status, msg: msg}
+}
+
+// failure is an infrastructure failure.
+func failure(err error) verdict { return verdict{outcome: "busy", err: err} }
+
+// answer is a whole answer that ends the chain.
+func answer(outcome string, code int, body any) verdict {
+	return verdict{outcome: outcome, code: code, body: body}
+}
+
+// answerStep writes a chain's answer and counts a refusal by its stage.
+func (a *App) answerStep(w http.ResponseWriter, r *http.Request, stage string, v verdict) {
+	if v.retryAfter != "" {
+		w.Header().Set("Retry-After", v.retryAfter)
+	}
+	switch {
+	case v.err != nil:
+		a.fail(w, r, stage, v.err)
+	case v.body != nil:
+		writeJSON(w, v.code, v.body)
+	default:
+		a.refuse(w, r, stage, v.code, v.status, v.msg)
+	}
+}
 
 // tokenReq is one access-token request travelling down tokenChain.
 type tokenReq struct {
@@ -211,7 +255,7 @@ func (a *App) tokenWindow(_ context.Context, t *tokenReq) verdict {
 }
 
 func (a *App) tokenSoldOut(_ context.Context, _ *tokenReq) verdict {
-	if a.p.stock.SoldOut(a.sale.act.ID) && a.poolSoldOut() {
+	if a.p.units.SoldOut(a.sale.act.ID) {
 		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
 	return verdict{}
@@ -328,7 +372,7 @@ func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 // in stock is what stops a second unit, the token only rations attempts.
 func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) token.Grant {
 	held, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (int64, error) {
-		return a.held(ctx, user)
+		return a.p.units.Held(ctx, a.sale.act.ID, user)
 	})
 	if err != nil || held > 0 {
 		return g

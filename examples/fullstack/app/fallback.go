@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -61,20 +62,58 @@ func (a *App) poolQuota(activity string) int64 {
 	return a.cfg.DBFallbackQuota
 }
 
+// saleStock is the sale's stock as checkout takes it (checkout.Stock): the
+// Redis deductor, and the DB pool beside it when there is one. It counts
+// every Reserve's answer (seckill_reserve_total{status}).
+type saleStock struct {
+	d       *stock.Deductor
+	pool    *dbfallback.Store // nil unless -db-fallback-quota > 0
+	poolOut atomic.Int64      // unix nanos until which the DB pool is known sold out
+	counted *counterVec       // seckill_reserve_total
+}
+
+// SoldOut reports, with no I/O, that Redis's share is sold out and so is
+// the DB pool (poolSoldOut).
+func (s *saleStock) SoldOut(activity string) bool { return s.d.SoldOut(activity) && s.poolSoldOut() }
+
+// SoldOutFor and SoldOutForPrefix are the deductor's: with a pool, SoldOut
+// is true only while the pool is known sold out too.
+func (s *saleStock) SoldOutFor(activity, id string) bool { return s.d.SoldOutFor(activity, id) }
+
+func (s *saleStock) SoldOutForPrefix(activity, prefix string) bool {
+	return s.d.SoldOutForPrefix(activity, prefix)
+}
+
 // poolSoldOut reports whether the DB pool answered SoldOut within the last
 // second (its units come back only through releases, which are rare): the
 // in-process sold-out short-circuit then refuses without a DB query.
-func (a *App) poolSoldOut() bool {
-	return a.p.fallback == nil || time.Now().UnixNano() < a.p.poolOut.Load()
+func (s *saleStock) poolSoldOut() bool {
+	return s.pool == nil || time.Now().UnixNano() < s.poolOut.Load()
+}
+
+// Reserve is the one Lua call, then the DB pool for a unit Redis no longer
+// has (with an unreachable Redis the deductor asks the pool itself:
+// stock.WithFallback).
+func (s *saleStock) Reserve(ctx context.Context, req stock.Request) (stock.Result, error) {
+	res, err := s.d.Reserve(ctx, req)
+	if err == nil {
+		res, err = s.reserveFromPool(ctx, req, res)
+	}
+	if err != nil {
+		s.counted.WithLabelValues("error").Inc()
+		return res, err
+	}
+	s.counted.WithLabelValues(res.Status.String()).Inc()
+	return res, nil
 }
 
 // reserveFromPool asks the DB pool for the unit Redis no longer has. It
 // returns res unchanged unless the pool reserved.
-func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.Result) (stock.Result, error) {
-	if a.p.fallback == nil || res.Status != stock.SoldOut || res.Fallback || a.poolSoldOut() {
+func (s *saleStock) reserveFromPool(ctx context.Context, req stock.Request, res stock.Result) (stock.Result, error) {
+	if s.pool == nil || res.Status != stock.SoldOut || res.Fallback || s.poolSoldOut() {
 		return res, nil
 	}
-	pres, err := a.p.fallback.Reserve(ctx, req)
+	pres, err := s.pool.Reserve(ctx, req)
 	if err != nil {
 		return res, fmt.Errorf("db fallback pool: %w", err)
 	}
@@ -83,21 +122,54 @@ func (a *App) reserveFromPool(ctx context.Context, req stock.Request, res stock.
 		pres.Fallback = true
 		return pres, nil
 	case stock.SoldOut:
-		a.p.poolOut.Store(time.Now().Add(time.Second).UnixNano())
+		s.poolOut.Store(time.Now().Add(time.Second).UnixNano())
 	}
 	return res, nil
 }
 
-// releaseUnits gives a reservation's units back to whichever store holds
-// them: Redis and the DB pool (each is idempotent and leaves a tombstone
-// for an ID it does not hold).
-func (a *App) releaseUnits(ctx context.Context, activity, id string) error {
-	_, err := a.p.stock.Release(ctx, activity, id)
-	if a.p.fallback != nil {
-		_, ferr := a.p.fallback.Release(ctx, activity, id)
-		err = errors.Join(err, ferr)
+// Release gives a reservation's units back to whichever store holds them:
+// Redis and the DB pool (each is idempotent and leaves a tombstone for an
+// ID it does not hold). The result is the store's that gave units back.
+func (s *saleStock) Release(ctx context.Context, activity, id string) (stock.ReleaseResult, error) {
+	res, err := s.d.Release(ctx, activity, id)
+	if s.pool != nil {
+		pres, perr := s.pool.Release(ctx, activity, id)
+		if perr == nil && pres.Released() {
+			res = pres
+		}
+		err = errors.Join(err, perr)
 	}
+	return res, err
+}
+
+// release is Release as an order.Releaser.
+func (s *saleStock) release(ctx context.Context, activity, id string) error {
+	_, err := s.Release(ctx, activity, id)
 	return err
+}
+
+// Lookup finds id in the Redis ledger, else in the DB pool. With a pool, a
+// Redis that cannot be reached is asked nothing more: the pool answers
+// alone (a reservation Redis made before the outage and whose reply was
+// lost may then be reserved in the pool too; the order is one either way,
+// and dbfallback.Store.Overlap finds such doubles afterwards).
+func (s *saleStock) Lookup(ctx context.Context, activity, id string) (stock.Reservation, bool, error) {
+	r, ok, err := s.d.Lookup(ctx, activity, id)
+	if ok || s.pool == nil || (err != nil && !errors.Is(err, stock.ErrUnavailable)) {
+		return r, ok, err
+	}
+	return s.pool.Lookup(ctx, activity, id)
+}
+
+// Held is what user holds in the sale across both stores. Zero means no
+// reservation in flight and no live order of theirs.
+func (s *saleStock) Held(ctx context.Context, activity, user string) (int64, error) {
+	n, err := s.d.Held(ctx, activity, user)
+	if err != nil || s.pool == nil {
+		return n, err
+	}
+	p, err := s.pool.Held(ctx, activity, user)
+	return n + p, err
 }
 
 // orderReleaser is the releaser the Canceller gets: Release for the other
@@ -166,19 +238,6 @@ func (a *App) poolReservations(ctx context.Context) ([]stock.Reservation, error)
 	return nil, errors.New("db fallback pool: reservation cursor does not end")
 }
 
-// lookupReservation finds resv in the Redis ledger, else in the DB pool.
-// With a pool, a Redis that cannot be reached is asked nothing more: the
-// pool answers alone (a reservation Redis made before the outage and whose
-// reply was lost may then be reserved in the pool too; the order is one
-// either way, and dbfallback.Store.Overlap finds such doubles afterwards).
-func (a *App) lookupReservation(ctx context.Context, resv string) (stock.Reservation, bool, error) {
-	r, ok, err := a.p.stock.Lookup(ctx, a.sale.act.ID, resv)
-	if ok || a.p.fallback == nil || (err != nil && !errors.Is(err, stock.ErrUnavailable)) {
-		return r, ok, err
-	}
-	return a.p.fallback.Lookup(ctx, a.sale.act.ID, resv)
-}
-
 // poolRemaining is what the DB pool can still sell (0 without one).
 func (a *App) poolRemaining(ctx context.Context) int64 {
 	if a.p.fallback == nil {
@@ -189,15 +248,4 @@ func (a *App) poolRemaining(ctx context.Context) int64 {
 		return 0
 	}
 	return st.Remaining
-}
-
-// held is what user holds in the sale across both stores: Redis and the DB
-// pool. Zero means no reservation in flight and no live order of theirs.
-func (a *App) held(ctx context.Context, user string) (int64, error) {
-	n, err := a.p.stock.Held(ctx, a.sale.act.ID, user)
-	if err != nil || a.p.fallback == nil {
-		return n, err
-	}
-	p, err := a.p.fallback.Held(ctx, a.sale.act.ID, user)
-	return n + p, err
 }

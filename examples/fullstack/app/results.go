@@ -47,7 +47,7 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
 		return a.view(ctx, res), nil
 	}
-	r, ok, err := a.lookupReservation(ctx, resv)
+	r, ok, err := a.p.units.Lookup(ctx, a.sale.act.ID, resv)
 	switch {
 	case errors.Is(err, stock.ErrInvalidRequest):
 		return resultView{Status: "unknown", Reservation: resv}, nil

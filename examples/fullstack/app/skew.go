@@ -11,6 +11,6 @@ type skewClock time.Duration
 // Now is the wall clock plus the skew.
 func (c skewClock) Now() time.Time { return time.Now().Add(time.Duration(c)) }
 
-// now is this process's clock for its own time decisions (the handler's
-// sale-window check); see Config.ClockSkew.
+// now is this process's clock for its own time decisions (checkout's
+// sale-window check, Config.Now); see Config.ClockSkew.
 func (a *App) now() time.Time { return skewClock(a.cfg.ClockSkew).Now() }
