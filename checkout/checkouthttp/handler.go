@@ -233,7 +233,7 @@ func (h *Handler) Buy(w http.ResponseWriter, r *http.Request) {
 			code = http.StatusRequestEntityTooLarge
 		}
 		o := checkout.Outcome{Kind: checkout.Refused, Step: "body", Reason: checkout.BadRequest, Final: true,
-			Message: "bad body: " + bodyProblem(err)}
+			Message: "bad body: " + BodyProblem(err)}
 		writeErr(w, code, string(o.Reason), o.Message)
 		h.heard(r, code, o)
 		return

@@ -100,12 +100,14 @@ const maxBody = 4096
 // field's name), in bytes before escaping.
 const maxEchoedName = 32
 
-// bodyProblem says what is wrong with a body readBody refused: the unknown
+// BodyProblem says what is wrong with a JSON request body a decoder refused
+// (encoding/json with DisallowUnknownFields, behind an
+// http.MaxBytesReader of 4 KiB): the unknown
 // field by name, the field of the wrong type, a body that is too large,
 // empty or not JSON. It quotes at most maxEchoedName bytes of the input,
 // escaped to printable ASCII, and never the decoder's own text. (The
-// reference deployment's rules, examples/fullstack/app/http.go.)
-func bodyProblem(err error) string {
+// reference deployment answers its own bodies with it too.)
+func BodyProblem(err error) string {
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
 )
@@ -89,7 +90,7 @@ func (a *App) answerBuy(w http.ResponseWriter, r *http.Request, o checkout.Outco
 		writeJSON(w, http.StatusConflict, map[string]string{"status": "failed", "reservation": o.Reservation, "reason": "released"})
 		return "failed"
 	}
-	code, msg := refusalCode(o.Reason), o.Message
+	code, msg := checkouthttp.Status(o), o.Message // the one table, shared with checkouthttp
 	switch o.Step {
 	case checkout.StepShape:
 		if o.Reason == checkout.BadRequest { // the request ID: the sale, the buyer and the quantity are the app's own
@@ -111,6 +112,9 @@ func (a *App) answerBuy(w http.ResponseWriter, r *http.Request, o checkout.Outco
 	case checkout.StepReserve:
 		if o.Reason == checkout.AlreadyBought {
 			msg = "one per person"
+			if n := a.sale.act.UserLimit; n > 1 {
+				msg = fmt.Sprintf("at most %d per person", n)
+			}
 		}
 	case checkout.StepSubmit:
 		if o.Reason == checkout.HandoffFailed { // the submitter released it through the fence
@@ -122,25 +126,6 @@ func (a *App) answerBuy(w http.ResponseWriter, r *http.Request, o checkout.Outco
 	}
 	a.refuse(w, r, o.Step, code, string(o.Reason), msg)
 	return string(o.Reason)
-}
-
-// refusalCode is the HTTP status of a refusal.
-func refusalCode(r checkout.Reason) int {
-	switch r {
-	case checkout.SoldOut, checkout.AlreadyBought, checkout.Released:
-		return http.StatusConflict
-	case checkout.Limited:
-		return http.StatusTooManyRequests
-	case checkout.BadToken, checkout.Denied:
-		return http.StatusForbidden
-	case checkout.NotStarted:
-		return http.StatusTooEarly
-	case checkout.Ended:
-		return http.StatusGone
-	case checkout.Paused, checkout.TryAgain, checkout.HandoffFailed:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusBadRequest // checkout.BadRequest, checkout.BadCaptcha
 }
 
 // requestIDRule is the refusal of a request ID checkout refuses

@@ -4,8 +4,6 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -14,9 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckillkit/seckill/checkout/checkouthttp"
 )
 
 //go:embed web
@@ -223,74 +222,17 @@ func readJSON(r *http.Request, v any) error {
 	return dec.Decode(v)
 }
 
-// maxEchoedName caps the piece of a request body a refusal quotes (an
-// unknown field's name), in bytes before escaping.
-const maxEchoedName = 32
-
-// bodyProblem says what is wrong with a request body that readJSON (or
-// readBuyRequest) refused: the unknown field by name, the field of the
-// wrong type, a body that is too large, empty or not JSON. It quotes at most
-// maxEchoedName bytes of the input, escaped to printable ASCII, and never
-// the decoder's own text.
-func bodyProblem(err error) string {
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &tooBig):
-		return "body too large (at most " + strconv.Itoa(maxBody) + " bytes)"
-	case errors.Is(err, io.EOF):
-		return "empty body"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "not JSON (the body ends too soon)"
-	case errors.As(err, &syntaxErr):
-		return "not JSON (at byte " + strconv.FormatInt(syntaxErr.Offset, 10) + ")"
-	case errors.As(err, &typeErr):
-		got, _, _ := strings.Cut(typeErr.Value, " ") // "number", "string", "array", …: the kind, not the value
-		if typeErr.Field == "" {
-			return "the body must be a JSON object, not " + quoteInput(got)
-		}
-		want := "a JSON value of another kind"
-		if typeErr.Type != nil {
-			want = typeErr.Type.Kind().String()
-		}
-		return "wrong type for field " + quoteInput(typeErr.Field) + ": want a " + want + ", got " + quoteInput(got)
-	}
-	// encoding/json's unknown-field error is a plain one: "json: unknown
-	// field \"<name>\"".
-	if q, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if name, uerr := strconv.Unquote(q); uerr == nil {
-			return "unknown field " + quoteInput(name)
-		}
-		return "unknown field"
-	}
-	return "malformed body"
-}
-
-// quoteInput quotes a piece of a client's input for a message: at most
-// maxEchoedName bytes of it (cut on a character boundary, "..." marking
-// the cut), escaped to printable ASCII.
-func quoteInput(s string) string {
-	if len(s) <= maxEchoedName {
-		return strconv.QuoteToASCII(s)
-	}
-	cut := maxEchoedName
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.QuoteToASCII(s[:cut]) + "..."
-}
-
 // writeBadBody refuses a request body readJSON could not take: 400
 // bad_request, what the body must be (what) and what is wrong with it
-// (bodyProblem). Not through writeErr's cache: the message may quote input.
+// (checkouthttp.BodyProblem). Not through writeErr's cache: the message may
+// quote input.
 func writeBadBody(w http.ResponseWriter, what string, err error) {
 	writeJSON(w, http.StatusBadRequest, badBody(what, err))
 }
 
 // badBody is writeBadBody's answer.
 func badBody(what string, err error) apiError {
-	return apiError{Status: "bad_request", Message: what + ": " + bodyProblem(err)}
+	return apiError{Status: "bad_request", Message: what + ": " + checkouthttp.BodyProblem(err)} // the rules checkouthttp answers with too
 }
 
 // isJSON reports whether a Content-Type header names JSON
