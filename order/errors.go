@@ -68,7 +68,7 @@ var (
 	ErrNoDeadLetter = errors.New("order: poison message and no dead-letter sink configured")
 
 	// ErrBadReply reports a Redis reply of an unexpected shape.
-	ErrBadReply = errors.New("order: unexpected redis reply")
+	ErrBadReply = errors.New("order: unexpected reply from redis")
 
 	// ErrClosed is returned by Run after Close; ErrRunning (wrapped, with
 	// the loop's name) by a Run while another Run of the same part is

@@ -59,7 +59,7 @@ var (
 	ErrUnavailable = errors.New("risk: unavailable")
 
 	// ErrBadReply means Redis answered a script with an unexpected type.
-	ErrBadReply = errors.New("risk: unexpected redis reply")
+	ErrBadReply = errors.New("risk: unexpected reply from redis")
 
 	// ErrInvalidArgument is returned for bad durations, nil collaborators
 	// and other programming errors in arguments and options.

@@ -14,7 +14,7 @@
 -- ARGV[3] start, unix ms (0 = open from now)
 -- ARGV[4] end, unix ms (0 = no end)
 -- ARGV[5] TTL in ms, counted from end (or from now when end is 0)
--- ARGV[6] "1" = reset: delete all three keys first (admin only)
+-- ARGV[6] "1" = reset: delete every key above first (admin only)
 -- ARGV[7] epoch: a random integer in [1, 2^52) chosen by the caller
 -- ARGV[8] origin of the epoch: 1 Load, 2 Reset, 4 frozen placeholder
 -- ARGV[9] "1" = write a frozen placeholder: stock 0 (total ARGV[1]) and
