@@ -29,7 +29,7 @@ const (
 
 // startApp starts the service in-process on a free port and stops it (with
 // its drain) at cleanup.
-func startApp(t *testing.T, cfg app.Config) (*app.App, string) {
+func startApp(t testing.TB, cfg app.Config) (*app.App, string) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {

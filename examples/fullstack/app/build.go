@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -153,7 +154,7 @@ func (a *App) buildStock() (err error) {
 		}
 		return out, nil
 	})
-	if p.preloader, err = stock.NewPreloader(p.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(5*time.Second),
+	if p.preloader, err = stock.NewPreloader(p.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(cmp.Or(a.cfg.preloadEvery, 5*time.Second)),
 		stock.WithPreloadLogger(log), stock.WithRecovery(stock.RecoveryFunc(a.recoverStock)), stock.WithOnRecover(a.afterRebuild)); err != nil {
 		return err
 	}
@@ -510,10 +511,20 @@ func (a *App) buildCheckout() (err error) {
 		Global:    p.global.Allow,
 		Breaker:   p.brRedis.Execute,
 
-		Steps:       shapeAfterGlobal,
+		Steps:       a.steps,
 		OnUndoError: a.undoFailed,
 	})
 	return err
+}
+
+// steps is the app's edit of checkout's default steps (shapeAfterGlobal),
+// then a test's (Config.checkoutSteps), which is applied last.
+func (a *App) steps(defaults []checkout.Step) []checkout.Step {
+	steps := shapeAfterGlobal(defaults)
+	if a.cfg.checkoutSteps != nil {
+		steps = a.cfg.checkoutSteps(steps)
+	}
+	return steps
 }
 
 // shapeAfterGlobal moves the shape step after the window, sold-out and

@@ -13,8 +13,13 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/stock"
 )
+
+// maxPerUserLimit bounds Config.PerUserLimit (the admin API's largest
+// quantity, admin.MaxQuantity: exact in a JSON number).
+const maxPerUserLimit = 1<<53 - 1
 
 // Config is everything the service can be told. Each field has a flag and an
 // environment variable (the flag wins); RegisterFlags lists them.
@@ -69,6 +74,14 @@ type Config struct {
 	PathLead    time.Duration // signed path released this long before start
 	PayTimeout  time.Duration // unpaid orders are cancelled after this
 	DemoUsers   int           // demo users seeded (user IDs 1..N)
+	// PerUserLimit is how many units one buyer may buy in the sale: the
+	// activity row's user_limit when the sale is seeded (a restart or a
+	// second instance joins the row as it is), which the stock ledger, the
+	// DB pool and the consumer's transaction each enforce. At least 1. The
+	// access token is still one per buyer: a buyer who holds a unit is
+	// refused a new attempt with a spent token (already_bought), so more
+	// than one unit is reached only by attempts in flight at once.
+	PerUserLimit int64
 
 	ReconcileEvery time.Duration // reconciler period
 	ReconcileGrace time.Duration // a reservation without order older than this is released
@@ -150,6 +163,12 @@ type Config struct {
 	// dbHook, set by tests only, is called with the database before any
 	// worker starts.
 	dbHook func(*gorm.DB) error
+	// checkoutSteps, set by tests only, edits the checkout's steps after
+	// the app's own edit (shapeAfterGlobal): the conformance kit's faults.
+	checkoutSteps func([]checkout.Step) []checkout.Step
+	// preloadEvery, set by tests only, replaces the preloader's 5 s poll
+	// (the conformance kit's frozen scenario must not be rebuilt under it).
+	preloadEvery time.Duration
 
 	LogLevel string
 	Quiet    bool // only warnings and errors
@@ -175,6 +194,7 @@ func DefaultConfig() Config {
 		PathLead:       5 * time.Second,
 		PayTimeout:     15 * time.Minute,
 		DemoUsers:      10000,
+		PerUserLimit:   1,
 		ReconcileEvery: 30 * time.Second,
 		ReconcileGrace: 2 * time.Minute,
 		UserRate:       5,
@@ -253,6 +273,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	dur(&c.Duration, "duration", "SECKILL_DURATION", "sale length")
 	dur(&c.PathLead, "path-lead", "SECKILL_PATH_LEAD", "signed buy path released this long before the start")
 	dur(&c.PayTimeout, "pay-timeout", "SECKILL_PAY_TIMEOUT", "unpaid orders are cancelled after this")
+	i64(&c.PerUserLimit, "per-user-limit", "SECKILL_PER_USER_LIMIT", "units one buyer may buy in the sale (seeds the activity's per-user limit; >= 1)")
 	intv(&c.DemoUsers, "users", "SECKILL_USERS", "demo users seeded (IDs 1..N, names user1..userN)")
 	dur(&c.ReconcileEvery, "reconcile-every", "SECKILL_RECONCILE_EVERY", "how often the reconciler compares the Redis ledger with the DB")
 	dur(&c.ReconcileGrace, "reconcile-grace", "SECKILL_RECONCILE_GRACE", "age after which a reservation without order and without pending message is released")
@@ -306,6 +327,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Stock < 0:
 		return fmt.Errorf("stock must be >= 0, got %d", c.Stock)
+	case c.PerUserLimit < 1 || c.PerUserLimit > maxPerUserLimit:
+		return fmt.Errorf("per-user-limit must be between 1 and %d, got %d", maxPerUserLimit, c.PerUserLimit)
 	case c.ActivityID <= 0:
 		return fmt.Errorf("activity must be > 0, got %d", c.ActivityID)
 	case c.DemoUsers < 1:

@@ -33,6 +33,8 @@ func TestConfigValidateRolesAndFallback(t *testing.T) {
 		{"unknown role", func(c *app.Config) { c.Role = "both" }, "role must be"},
 		{"pool larger than the sale", func(c *app.Config) { c.DBFallbackQuota = c.Stock + 1 }, "db-fallback-quota"},
 		{"negative pool", func(c *app.Config) { c.DBFallbackQuota = -1 }, "db-fallback-quota"},
+		{"three per user", func(c *app.Config) { c.PerUserLimit = 3 }, ""},
+		{"no unit per user", func(c *app.Config) { c.PerUserLimit = 0 }, "per-user-limit"},
 	} {
 		c := app.DefaultConfig()
 		tc.edit(&c)
@@ -107,6 +109,18 @@ func TestConfigDemoAndSecret(t *testing.T) {
 	if c, err := parse(nil); err != nil || !c.Demo {
 		t.Errorf("embedded quick start: demo %v, %v; want demo on", c.Demo, err)
 	}
+	if c, err := parse(nil); err != nil || c.PerUserLimit != 1 {
+		t.Errorf("per-user limit by default: %d, %v; want 1", c.PerUserLimit, err)
+	}
+	if c, err := parse(map[string]string{"SECKILL_PER_USER_LIMIT": "2"}); err != nil || c.PerUserLimit != 2 {
+		t.Errorf("SECKILL_PER_USER_LIMIT=2: %d, %v", c.PerUserLimit, err)
+	}
+	if c, err := parse(nil, "-per-user-limit", "3"); err != nil || c.PerUserLimit != 3 {
+		t.Errorf("-per-user-limit 3: %d, %v", c.PerUserLimit, err)
+	}
+	if _, err := parse(nil, "-per-user-limit", "0"); err == nil || !strings.Contains(err.Error(), "per-user-limit") {
+		t.Errorf("-per-user-limit 0: %v, want refused", err)
+	}
 	if c, err := parse(nil, "-redis", "127.0.0.1:6379"); err != nil || c.Demo {
 		t.Errorf("real Redis, no -demo: demo %v, %v; want demo off", c.Demo, err)
 	}
@@ -136,7 +150,7 @@ func TestConfigDemoAndSecret(t *testing.T) {
 // these tests parse flags as a user's shell would.
 func cleanEnv(t *testing.T) {
 	for _, k := range []string{"SECKILL_REDIS_ADDR", "SECKILL_REDIS_CLUSTER_ADDRS", "SECKILL_STOCK_REDIS_ADDR", "SECKILL_MYSQL_DSN",
-		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW"} {
+		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW", "SECKILL_PER_USER_LIMIT"} {
 		t.Setenv(k, "")
 	}
 }

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -9,10 +11,14 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/examples/fullstack/admin"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderkafka"
+	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
 )
@@ -102,3 +108,128 @@ func AdminBackend(t interface{ Fatal(...any) }, a *App) admin.Backend {
 
 // Stock returns a's stock deductor.
 func Stock(a *App) *stock.Deductor { return a.p.stock }
+
+// The helpers below serve the checkout conformance kit
+// (conformance_test.go): the sale's checkout, fresh credentials, the
+// pipeline's state, and faults of Kafka and the outbox.
+
+// SetCheckoutSteps makes the checkout of an app built from cfg apply edit
+// to its steps last, after the app's own edit (shapeAfterGlobal).
+func SetCheckoutSteps(cfg *Config, edit func([]checkout.Step) []checkout.Step) {
+	cfg.checkoutSteps = edit
+}
+
+// SetPreloadEvery replaces the preloader's poll interval of an app built
+// from cfg (the first load still runs at start).
+func SetPreloadEvery(cfg *Config, d time.Duration) { cfg.preloadEvery = d }
+
+// Checkout returns a's checkout of the sale (what POST /api/buy runs).
+func Checkout(a *App) *checkout.Checkout { return a.co }
+
+// ActivityID is the sale's activity ID.
+func ActivityID(a *App) string { return a.sale.act.ID }
+
+// Credentials are fresh credentials of user for one attempt, taken from
+// a's own parts as the HTTP API hands them out: the user's access token
+// (the pool's Take: the same token while it is bound or spent), a new
+// captcha with its demo answer (demo mode only), and the signed buy path.
+func Credentials(ctx context.Context, a *App, user string) (checkout.Attempt, error) {
+	g, err := a.p.pool.Take(ctx, a.sale.key, user)
+	if err != nil {
+		return checkout.Attempt{}, err
+	}
+	if g.Token == "" {
+		return checkout.Attempt{}, fmt.Errorf("no access token for %q: %v", user, g.Status)
+	}
+	ch, err := a.p.captcha.New(ctx, user, false)
+	if err != nil {
+		return checkout.Attempt{}, err
+	}
+	answer, ok := a.p.captcha.Answer(ctx, ch.ID, user)
+	if !ok {
+		return checkout.Attempt{}, fmt.Errorf("no demo answer of captcha %s for %q (demo mode off?)", ch.ID, user)
+	}
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	if err != nil {
+		return checkout.Attempt{}, err
+	}
+	return checkout.Attempt{User: user, Token: g.Token, CaptchaID: ch.ID, Captcha: answer, Link: sig}, nil
+}
+
+// TokenStats reads the sale's access-token pool.
+func TokenStats(ctx context.Context, a *App) (token.Stats, error) {
+	return a.p.pool.Stats(ctx, a.sale.key)
+}
+
+// Backlog reads what is on its way to an order: the outbox rows not yet
+// relayed and the consumer group's lag on the order topic.
+func Backlog(ctx context.Context, a *App) (outboxPending, kafkaLag int64, err error) {
+	bl, err := outbox.Stats(ctx, a.in.DB)
+	if err != nil {
+		return 0, 0, err
+	}
+	lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	return bl.Pending, lag, err
+}
+
+// Reconcile runs a's reconciler once over the sale, as its worker does.
+func Reconcile(ctx context.Context, a *App) (order.Report, error) {
+	return a.p.recon.Reconcile(ctx, a.sale.act.ID)
+}
+
+// FailKafka returns a switch of the embedded Kafka (kfake): while down,
+// every produce request is answered TOPIC_AUTHORIZATION_FAILED, an error
+// the producer does not retry, so the order producer and the outbox relay
+// fail at once; fetches and the consumer group work on. It panics on real
+// brokers (tests only).
+func FailKafka(a *App) func(down bool) {
+	c := a.in.kafka
+	if c == nil {
+		panic("FailKafka: not on the embedded Kafka")
+	}
+	var down atomic.Bool
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !down.Load() {
+			return nil, nil, false // the cluster handles it
+		}
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, t := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = topicAuthorizationFailed
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	return down.Store
+}
+
+// topicAuthorizationFailed is Kafka's error code TOPIC_AUTHORIZATION_FAILED.
+const topicAuthorizationFailed = 29
+
+// errOutboxDown is the error of an outbox write while FailOutboxWrites's
+// switch is down.
+var errOutboxDown = errors.New("test: database down (outbox write)")
+
+// FailOutboxWrites makes an app built from cfg fail every insert into the
+// outbox table while the returned switch is down (the hand-off's
+// fallback; nothing else writes there). It uses cfg's dbHook (so not with
+// CountQueries).
+func FailOutboxWrites(cfg *Config) func(down bool) {
+	var down atomic.Bool
+	cfg.dbHook = func(db *gorm.DB) error {
+		return db.Callback().Create().Before("gorm:create").Register("test:outbox-down", func(db *gorm.DB) {
+			if down.Load() && db.Statement.Table == outbox.TableName {
+				_ = db.AddError(errOutboxDown)
+			}
+		})
+	}
+	return down.Store
+}

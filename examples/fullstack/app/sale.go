@@ -50,7 +50,7 @@ func prepareSale(ctx context.Context, gdb *gorm.DB, cfg Config, log *slog.Logger
 	act := order.Activity{
 		ID: key, Name: "Flash sale #" + key, ProductID: 1000 + cfg.ActivityID,
 		ProductName: cfg.ProductName, OriginalPrice: orig, ActivityPrice: price,
-		TotalStock: cfg.Stock, Stock: cfg.Stock, UserLimit: 1, Status: 1,
+		TotalStock: cfg.Stock, Stock: cfg.Stock, UserLimit: cfg.PerUserLimit, Status: 1,
 		StartTime: now.Add(cfg.StartIn), EndTime: now.Add(cfg.StartIn + cfg.Duration),
 	}
 	s := &sale{key: key}
