@@ -1,0 +1,172 @@
+package workspace
+
+import (
+	"bufio"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// surfaceBudgetFile holds each library package's budget of exported names:
+// "<package> <budget> <reason>" a line. A package over its budget fails
+// TestSurfaceBudget unless the same change raises the budget there, with a
+// one-line reason.
+const surfaceBudgetFile = "surface_budget.txt"
+
+// exportedNames counts a package's exported identifiers: top-level names
+// (types, functions, constants, variables) and the exported methods of
+// exported types, in non-test files.
+func exportedNames(dir string) (int, error) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Name.IsExported() && (d.Recv == nil || exportedRecv(d.Recv.List[0].Type)) {
+						n++
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() {
+								n++
+							}
+						case *ast.ValueSpec:
+							for _, id := range s.Names {
+								if id.IsExported() {
+									n++
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+func exportedRecv(t ast.Expr) bool {
+	for {
+		switch x := t.(type) {
+		case *ast.StarExpr:
+			t = x.X
+		case *ast.IndexExpr: // a generic type's receiver
+			t = x.X
+		case *ast.IndexListExpr:
+			t = x.X
+		case *ast.Ident:
+			return x.IsExported()
+		default:
+			return false
+		}
+	}
+}
+
+// libraryPackages lists the library's package directories (relative to
+// the root): everything with non-test Go files, outside internal/,
+// examples/, testdata/ and the other modules.
+func libraryPackages(root string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch {
+			case rel == ".":
+				return nil
+			case strings.HasPrefix(d.Name(), "."), rel == "internal", rel == "examples", rel == "testdata", rel == "bench", rel == "contrib", rel == "docs", rel == "deploy":
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			if dir := filepath.ToSlash(filepath.Dir(rel)); !slices.Contains(out, dir) {
+				out = append(out, dir)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TestSurfaceBudget prints each library package's exported-name count and
+// fails when one exceeds its budget in surface_budget.txt, or has none.
+// The packages of 955fadc (the start of the round that set the budget)
+// and those added since are summed apart.
+func TestSurfaceBudget(t *testing.T) {
+	root := filepath.Join("..", "..")
+	f, err := os.Open(surfaceBudgetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	budget := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		if len(fields) < 3 {
+			t.Fatalf("%s:%d: want \"<package> <budget> <reason>\"", surfaceBudgetFile, line)
+		}
+		n, err := strconv.Atoi(fields[1])
+		if err != nil || n < 0 {
+			t.Fatalf("%s:%d: budget %q", surfaceBudgetFile, line, fields[1])
+		}
+		budget[fields[0]] = n
+	}
+	pkgs, err := libraryPackages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(pkgs)
+	old := map[string]bool{"breaker": true, "captcha": true, "captcha/captchatest": true, "limiter": true, "order": true,
+		"order/orderid": true, "order/orderkafka": true, "outbox": true, "risk": true, "stock": true, "stock/dbfallback": true, "token": true}
+	var report strings.Builder
+	var sumOld, sumNew int
+	for _, p := range pkgs {
+		n, err := exportedNames(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old[p] {
+			sumOld += n
+		} else {
+			sumNew += n
+		}
+		b, ok := budget[p]
+		fmt.Fprintf(&report, "%-22s %4d / %4d\n", p, n, b)
+		switch {
+		case !ok:
+			t.Errorf("%s: %d exported names and no budget in %s: add one, with a reason", p, n, surfaceBudgetFile)
+		case n > b:
+			t.Errorf("%s: %d exported names, over its budget of %d: remove some, or raise the budget in %s with a one-line reason", p, n, b, surfaceBudgetFile)
+		}
+	}
+	fmt.Fprintf(&report, "packages of 955fadc: %d; added since: %d\n", sumOld, sumNew)
+	t.Logf("exported names (count / budget):\n%s", report.String())
+}
