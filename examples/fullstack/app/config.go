@@ -19,7 +19,7 @@ import (
 
 // maxPerUserLimit bounds Config.PerUserLimit (the admin API's largest
 // quantity, admin.MaxQuantity: exact in a JSON number).
-const maxPerUserLimit = 1<<53 - 1
+const maxPerUserLimit int64 = 1<<53 - 1
 
 // Config is everything the service can be told. Each field has a flag and an
 // environment variable (the flag wins); RegisterFlags lists them.
