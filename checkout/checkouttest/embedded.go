@@ -152,10 +152,7 @@ func (e *embedded) build(c Config) {
 	e.must("order ids", err)
 	proc, err := order.NewProcessor(db, ids, order.WithClock(clk))
 	e.must("processor", err)
-	release := order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
-		_, err := d.Release(ctx, activity, id)
-		return err
-	})
+	release := checkout.Releaser(d)
 	fence, err := order.NewFence(db, release, order.WithResults(results), order.WithClock(clk))
 	e.must("fence", err)
 	consumer, err := order.NewConsumer(proc, release, order.WithResults(results), order.WithClock(clk))
@@ -187,19 +184,7 @@ func (e *embedded) build(c Config) {
 	relay, err := outbox.NewRelay(db, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { return q.push(m.Key, m.Payload) }),
 		outbox.WithClock(clk), outbox.WithoutCleanup())
 	e.must("outbox relay", err)
-	ledger := order.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
-		page, next, err := d.Reservations(ctx, activity, cursor, count)
-		if err != nil {
-			return nil, 0, err
-		}
-		out := make([]order.Reservation, 0, len(page))
-		for _, r := range page {
-			if r.State == stock.Held {
-				out = append(out, order.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
-			}
-		}
-		return out, next, nil
-	})
+	ledger := checkout.Ledger(d)
 	pending := order.PendingFunc(func(ctx context.Context, id string) (bool, error) {
 		if q.has(id) {
 			return true, nil
