@@ -109,9 +109,10 @@ func TestKafkaDownOutboxThenRelayDelivers(t *testing.T) {
 		// A cluster that dies after the producer connected.
 		dead, err := testenv.StartKafka(1, topic)
 		require.NoError(t, err)
+		t.Cleanup(dead.Close)
 		downProd, err := sarama.NewSyncProducer(dead.ListenAddrs(), safeProducerConfig())
 		require.NoError(t, err)
-		dead.Close()
+		testenv.FailProduce(dead) // down, its ports kept (a closed cluster's may go to a parallel test's)
 		downPub, err := NewSaramaPublisher(downProd)
 		require.NoError(t, err)
 

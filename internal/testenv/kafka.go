@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Kafka returns broker addresses for the test: the brokers named by
@@ -42,3 +43,33 @@ func StartKafka(partitions int32, topics ...string) (*kfake.Cluster, error) {
 	}
 	return kfake.NewCluster(opts...)
 }
+
+// FailProduce takes c "down" for producers: from now on it answers every
+// produce request with TOPIC_AUTHORIZATION_FAILED, which producers do not
+// retry, so a publish fails at once. Use it instead of c.Close() in a test
+// that runs beside others: a closed cluster gives its ports up, a parallel
+// test's new cluster may take them, and a producer still pointed at c then
+// publishes into that test's cluster (a test saw 3 of 5 "down" publishes
+// succeed, and its neighbour 3 messages too many). Close c at cleanup.
+func FailProduce(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, t := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = topicAuthorizationFailed
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}
+
+// topicAuthorizationFailed is Kafka's error code TOPIC_AUTHORIZATION_FAILED.
+const topicAuthorizationFailed = 29

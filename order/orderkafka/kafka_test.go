@@ -271,6 +271,7 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		// relay delivers what the fallback stored.
 		k1, err := testenv.StartKafka(1, "orders")
 		require.NoError(t, err)
+		t.Cleanup(k1.Close)
 		addActivity(t, db, "1", 100, 1)
 		led := newLedger()
 		fb := &memFallback{}
@@ -290,7 +291,7 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			submit(i)
 		}
-		k1.Close() // Kafka down
+		testenv.FailProduce(k1) // Kafka down (its ports kept: a closed cluster's may go to a parallel test's)
 		for i := 5; i < 10; i++ {
 			submit(i)
 		}
