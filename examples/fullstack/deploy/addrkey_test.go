@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -68,10 +69,14 @@ http {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, nginx, "-p", dir, "-c", confPath)
 	cmd.Stderr = os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) } // never SIGKILL: its workers would stay
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { // SIGTERM: the master stops its workers (SIGKILL would leave them running)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
 
 	key := func(ip string) string {
 		t.Helper()
