@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -44,16 +45,22 @@ func StartKafka(partitions int32, topics ...string) (*kfake.Cluster, error) {
 	return kfake.NewCluster(opts...)
 }
 
-// FailProduce takes c "down" for producers: from now on it answers every
+// FailProduce takes c "down" for producers and returns the switch (down
+// at once; down(false) brings it back): while down, c answers every
 // produce request with TOPIC_AUTHORIZATION_FAILED, which producers do not
 // retry, so a publish fails at once. Use it instead of c.Close() in a test
 // that runs beside others: a closed cluster gives its ports up, a parallel
 // test's new cluster may take them, and a producer still pointed at c then
 // publishes into that test's cluster (a test saw 3 of 5 "down" publishes
 // succeed, and its neighbour 3 messages too many). Close c at cleanup.
-func FailProduce(c *kfake.Cluster) {
+func FailProduce(c *kfake.Cluster) (down func(bool)) {
+	var isDown atomic.Bool
+	isDown.Store(true)
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
+		if !isDown.Load() {
+			return nil, nil, false // the cluster handles it
+		}
 		pr := req.(*kmsg.ProduceRequest)
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 		for _, t := range pr.Topics {
@@ -69,6 +76,7 @@ func FailProduce(c *kfake.Cluster) {
 		}
 		return resp, nil, true
 	})
+	return isDown.Store
 }
 
 // topicAuthorizationFailed is Kafka's error code TOPIC_AUTHORIZATION_FAILED.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seckillkit/seckill/internal/testenv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/checkout"
@@ -187,32 +187,10 @@ func FailKafka(a *App) func(down bool) {
 	if c == nil {
 		panic("FailKafka: not on the embedded Kafka")
 	}
-	var down atomic.Bool
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !down.Load() {
-			return nil, nil, false // the cluster handles it
-		}
-		pr := req.(*kmsg.ProduceRequest)
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, t := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = topicAuthorizationFailed
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
-	return down.Store
+	down := testenv.FailProduce(c)
+	down(false)
+	return down
 }
-
-// topicAuthorizationFailed is Kafka's error code TOPIC_AUTHORIZATION_FAILED.
-const topicAuthorizationFailed = 29
 
 // errOutboxDown is the error of an outbox write while FailOutboxWrites's
 // switch is down.
