@@ -383,7 +383,7 @@ func countFailed(st State) int {
 
 // checkAttempts checks the attempts that were not accepted against st
 // (settled): an attempt's reservation ID is "u<len(user)>.<user>-<request_id>"
-// (examples/fullstack/app clientReservationID); a refused attempt must not
+// (checkout.ReservationID); a refused attempt must not
 // have become an order, or its buyer was told a refusal for a unit it
 // holds. A lost answer retried and refused as sold_out (a gap once) is
 // reported through gap and returned; an attempt given up while the service
