@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
@@ -209,7 +210,11 @@ func TestOperateLiveSale(t *testing.T) {
 // step is undone by an opposite ledger entry, so the two stores never stay
 // apart. Before, the DB kept the extra units (total_stock 20 above Redis's).
 func TestAdjustUndoesTheFirstStore(t *testing.T) {
-	a, _ := startApp(t, embeddedConfig(10, 40))
+	cfg := embeddedConfig(10, 40)
+	// The preloader rebuilds (unfreezes) a frozen sale on its 5 s poll; the
+	// freeze below must last until the top-up (CI: a tick came between).
+	app.SetPreloadEvery(&cfg, time.Hour)
+	a, _ := startApp(t, cfg)
 	ctx := admin.WithAction(context.Background(), admin.Action{ID: "audit-undo-test", Operator: "test"})
 	act := fmt.Sprint(a.Config().ActivityID)
 	if err := app.Stock(a).Freeze(ctx, act); err != nil {
