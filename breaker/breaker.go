@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Breaker is a circuit breaker. Create one with [New]; the zero value is not
@@ -54,8 +56,8 @@ type Breaker struct {
 	successes     uint64
 	classifier    func(error) Outcome
 	onStateChange func(name string, from, to State)
-	obs           Observer // nil: nothing is measured
-	clock         Clock    // nil: monotonic time.Since(base)
+	obs           observe.Observer // nil: nothing is measured
+	clock         Clock            // nil: monotonic time.Since(base)
 	base          time.Time
 
 	mu sync.Mutex

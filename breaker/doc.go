@@ -68,7 +68,7 @@
 // # Observing
 //
 // [WithObserver] reports to the observer shape shared by every seckill
-// package ([Event], [Observer]), synchronously after each call:
+// package ([observe.Event], [observe.Observer]), synchronously after each call:
 //
 //	stage          outcome                                   Name
 //	breaker.call   ok | failure | ignored | rejected         breaker name

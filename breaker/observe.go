@@ -4,17 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
-
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the breaker's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
 
 // Stages and outcomes reported to [WithObserver]. They are stable (metric
 // labels); a rename is a breaking change.
@@ -69,12 +60,12 @@ func callOutcome(o Outcome) string {
 // observeCall reports one call that started at start (b.now() reading).
 // Callers check b.obs != nil first.
 func (b *Breaker) observeCall(ctx context.Context, outcome string, start int64) {
-	b.obs.Observe(ctx, Event{Stage: StageCall, Outcome: outcome, Name: b.name,
+	b.obs.Observe(ctx, observe.Event{Stage: StageCall, Outcome: outcome, Name: b.name,
 		Duration: durationSince(b.now(), start)})
 }
 
 func (b *Breaker) observeState(to State) {
-	b.obs.Observe(context.Background(), Event{Stage: StageState, Outcome: stateOutcome(to),
+	b.obs.Observe(context.Background(), observe.Event{Stage: StageState, Outcome: stateOutcome(to),
 		Name: b.name, Gauge: true, Value: float64(to)})
 }
 

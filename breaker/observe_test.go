@@ -10,19 +10,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/breaker"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// recorder is an Observer that keeps every event and the value of ctxKey
+// recorder is an observe.Observer that keeps every event and the value of ctxKey
 // in the context it was given.
 type recorder struct {
 	mu     sync.Mutex
-	events []breaker.Event
+	events []observe.Event
 	ctxVal []any
 }
 
 type ctxKey struct{}
 
-func (r *recorder) Observe(ctx context.Context, e breaker.Event) {
+func (r *recorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -30,7 +31,7 @@ func (r *recorder) Observe(ctx context.Context, e breaker.Event) {
 }
 
 // take returns the events recorded since the last take.
-func (r *recorder) take() ([]breaker.Event, []any) {
+func (r *recorder) take() ([]observe.Event, []any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, v := r.events, r.ctxVal
@@ -38,12 +39,12 @@ func (r *recorder) take() ([]breaker.Event, []any) {
 	return e, v
 }
 
-func call(outcome string, d time.Duration) breaker.Event {
-	return breaker.Event{Stage: breaker.StageCall, Outcome: outcome, Name: "db", Duration: d}
+func call(outcome string, d time.Duration) observe.Event {
+	return observe.Event{Stage: breaker.StageCall, Outcome: outcome, Name: "db", Duration: d}
 }
 
-func state(outcome string, v float64) breaker.Event {
-	return breaker.Event{Stage: breaker.StageState, Outcome: outcome, Name: "db", Gauge: true, Value: v}
+func state(outcome string, v float64) observe.Event {
+	return observe.Event{Stage: breaker.StageState, Outcome: outcome, Name: "db", Gauge: true, Value: v}
 }
 
 func TestObserverEvents(t *testing.T) {
@@ -53,7 +54,7 @@ func TestObserverEvents(t *testing.T) {
 		breaker.WithConsecutiveFailures(2), breaker.WithOpenTimeout(time.Second))
 	require.NoError(t, err)
 	ev, _ := rec.take()
-	require.Equal(t, []breaker.Event{state("closed", 0)}, ev, "the state gauge starts at New")
+	require.Equal(t, []observe.Event{state("closed", 0)}, ev, "the state gauge starts at New")
 
 	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
 	work := func(d time.Duration, err error) func(context.Context) error {
@@ -63,7 +64,7 @@ func TestObserverEvents(t *testing.T) {
 	require.ErrorIs(t, b.Execute(ctx, work(3*time.Millisecond, errFail)), errFail)
 	require.ErrorIs(t, b.Execute(ctx, work(2*time.Millisecond, context.Canceled)), context.Canceled)
 	ev, vals := rec.take()
-	require.Equal(t, []breaker.Event{
+	require.Equal(t, []observe.Event{
 		call("ok", 5*time.Millisecond), call("failure", 3*time.Millisecond), call("ignored", 2*time.Millisecond),
 	}, ev)
 	assert.Equal(t, []any{"caller", "caller", "caller"}, vals, "calls report the caller's ctx")
@@ -73,7 +74,7 @@ func TestObserverEvents(t *testing.T) {
 	require.ErrorIs(t, b.Execute(ctx, work(time.Millisecond, errFail)), errFail)
 	require.ErrorIs(t, b.Execute(ctx, work(time.Millisecond, nil)), breaker.ErrOpen)
 	ev, vals = rec.take()
-	require.Equal(t, []breaker.Event{
+	require.Equal(t, []observe.Event{
 		state("open", 2), call("failure", time.Millisecond), call("rejected", 0),
 	}, ev)
 	assert.Equal(t, []any{nil, "caller", "caller"}, vals)
@@ -88,7 +89,7 @@ func TestObserverEvents(t *testing.T) {
 	done(nil)
 	done(errFail) // a second done counts (and reports) nothing
 	ev, _ = rec.take()
-	require.Equal(t, []breaker.Event{
+	require.Equal(t, []observe.Event{
 		state("half_open", 1), call("rejected", 0), state("closed", 0), call("ok", 7*time.Millisecond),
 	}, ev)
 	assert.Equal(t, breaker.Closed, b.State())
@@ -102,7 +103,7 @@ func TestObserverEvents(t *testing.T) {
 		_ = b.Execute(ctx, func(context.Context) error { clk.Advance(6 * time.Millisecond); panic("boom") })
 	}()
 	ev, _ = rec.take()
-	require.Equal(t, []breaker.Event{call("ok", 4*time.Millisecond), call("failure", 6*time.Millisecond)}, ev)
+	require.Equal(t, []observe.Event{call("ok", 4*time.Millisecond), call("failure", 6*time.Millisecond)}, ev)
 	c := b.Counts()
 	assert.Equal(t, uint32(1), c.ConsecutiveFailures, "the panic counted as a failure")
 	assert.Equal(t, uint64(2), c.Rejected)
@@ -156,7 +157,7 @@ func TestObserverWithHook(t *testing.T) {
 	clk.Advance(breaker.DefaultOpenTimeout)
 	require.Equal(t, breaker.HalfOpen, b.State())
 	ev, _ := rec.take()
-	require.Equal(t, []breaker.Event{state("closed", 0), state("open", 2), call("failure", 0), state("half_open", 1)}, ev)
+	require.Equal(t, []observe.Event{state("closed", 0), state("open", 2), call("failure", 0), state("half_open", 1)}, ev)
 	assert.Equal(t, []breaker.State{breaker.Open, breaker.HalfOpen}, hook)
 }
 
@@ -164,7 +165,7 @@ func TestObserverWithHook(t *testing.T) {
 // still allocate nothing.
 func TestObserverNoAllocs(t *testing.T) {
 	var n int
-	b, err := breaker.New("db", breaker.WithObserver(breaker.ObserverFunc(func(context.Context, breaker.Event) { n++ })))
+	b, err := breaker.New("db", breaker.WithObserver(observe.Func(func(context.Context, observe.Event) { n++ })))
 	require.NoError(t, err)
 	ctx := context.Background()
 	ok := func(context.Context) error { return nil }

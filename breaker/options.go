@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Clock is the source of "now". A breaker reads it to time the open state and,
@@ -43,7 +45,7 @@ type options struct {
 	classifier    func(error) Outcome
 	classifierSet bool
 	onStateChange func(name string, from, to State)
-	observer      Observer
+	observer      observe.Observer
 	clock         Clock
 	clockSet      bool
 }
@@ -145,7 +147,7 @@ func WithOnStateChange(f func(name string, from, to State)) Option {
 // ("breaker.state", a gauge) to o, synchronously; see [StageCall] for the
 // names. A nil o is ignored. Without an observer nothing is measured: the
 // closed-state hot path costs one more nil check. Default: none.
-func WithObserver(o Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return func(opts *options) {
 		if o != nil {
 			opts.observer = o

@@ -56,7 +56,7 @@
 // [WithObserver] reports [Store.Generate] as "captcha.create" (ok, error)
 // and [Store.Verify] as "captcha.verify" (ok, not_found, wrong_answer,
 // too_many_attempts, wrong_user, error) to the observer shape shared by
-// every seckill package ([Event], [Observer]), synchronously, with the
+// every seckill package ([observe.Event], [observe.Observer]), synchronously, with the
 // caller's ctx; "error" carries Err. See [StageCreate].
 //
 // # Redis

@@ -5,17 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
-
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the package's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
 
 // Stages reported to [WithObserver], one event per call. They are stable
 // (metric labels); a rename is a breaking change.
@@ -52,7 +43,7 @@ func outcomeOf(err error) string {
 }
 
 func (s *Store) report(ctx context.Context, stage string, start time.Time, err error) {
-	e := Event{Stage: stage, Outcome: outcomeOf(err), Duration: time.Since(start)}
+	e := observe.Event{Stage: stage, Outcome: outcomeOf(err), Duration: time.Since(start)}
 	if e.Outcome == observe.Error {
 		e.Err = err
 	}

@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// recorder is an Observer that keeps every event and checks it was given
+// recorder is an observe.Observer that keeps every event and checks it was given
 // the caller's context.
 type recorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []observe.Event
 	ctxOK  bool
 }
 
@@ -27,7 +28,7 @@ var callerCtx = context.WithValue(context.Background(), ctxKey{}, "caller")
 
 func newRecorder() *recorder { return &recorder{ctxOK: true} }
 
-func (r *recorder) Observe(ctx context.Context, e Event) {
+func (r *recorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -109,7 +110,7 @@ func TestObserverErrors(t *testing.T) {
 	require.Error(t, err)
 	require.Error(t, s2.Verify(callerCtx, VerifyParams{ID: newID(), Answer: "a", User: ""}))
 	rec.mu.Lock()
-	ev := append([]Event(nil), rec.events...)
+	ev := append([]observe.Event(nil), rec.events...)
 	rec.mu.Unlock()
 	assert.Equal(t, []string{"captcha.create error", "captcha.create error", "captcha.verify error"}, rec.outcomes(t))
 	assert.ErrorIs(t, ev[0].Err, ErrGenerator)

@@ -3,6 +3,8 @@ package captcha
 import (
 	"fmt"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Clock tells the time; it only computes [Challenge.ExpiresAt] (expiry
@@ -22,7 +24,7 @@ type options struct {
 	ttl         time.Duration
 	maxAttempts int
 	clock       Clock
-	observer    Observer
+	observer    observe.Observer
 }
 
 func defaultOptions() options {
@@ -60,7 +62,7 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 // [Store.Verify] ("captcha.verify") to o, synchronously, with the caller's
 // ctx; see [StageCreate] for the outcomes. A nil o is ignored. Without an
 // observer nothing is measured. Default: none.
-func WithObserver(o Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return func(opts *options) {
 		if o != nil {
 			opts.observer = o

@@ -13,6 +13,7 @@ import (
 	"github.com/seckillkit/seckill/internal/lifecycle"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // TestOptionsBelongToConstructor: an option implements the option
@@ -130,7 +131,7 @@ func TestFallbackIsReportedNotAnError(t *testing.T) {
 			require.NoError(t, err)
 			var mu sync.Mutex
 			var outcomes []string
-			obs := limiter.ObserverFunc(func(_ context.Context, e limiter.Event) {
+			obs := observe.Func(func(_ context.Context, e observe.Event) {
 				mu.Lock()
 				outcomes = append(outcomes, e.Outcome)
 				mu.Unlock()

@@ -51,7 +51,7 @@
 //
 // [WithObserver] (for [SlidingWindow] and [RedisBucket]) and
 // [WithMiddlewareObserver] (for [NewMiddleware]) report to the observer
-// shape shared by every seckill package ([Event], [Observer]),
+// shape shared by every seckill package ([observe.Event], [observe.Observer]),
 // synchronously, with the caller's ctx:
 //
 //	stage          outcome                                  Name

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // redisBase is what the Redis limiters share: the client, options, the
@@ -17,7 +18,7 @@ type redisBase struct {
 	o        options
 	fallback Limiter
 	limit    int
-	obs      Observer // nil: nothing is measured
+	obs      observe.Observer // nil: nothing is measured
 }
 
 // failed applies the failure policy to a failed store call.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // KeyFunc extracts the key to charge from a request (a user ID, a device
@@ -50,7 +52,7 @@ type mwOptions struct {
 	keyPolicy FailurePolicy
 	onError   func(r *http.Request, rule string, err error)
 	onDenied  func(r *http.Request, rule string, res Result)
-	observer  Observer
+	observer  observe.Observer
 }
 
 // WithKeyFailurePolicy says what the middleware does when a rule's key
@@ -77,7 +79,7 @@ func WithOnDenied(f func(r *http.Request, rule string, res Result)) MiddlewareOp
 // the refusing or failing rule), synchronously, with the request's
 // context, before the response is written or the next handler runs. A nil
 // o is ignored. Default: none.
-func WithMiddlewareObserver(o Observer) MiddlewareOption {
+func WithMiddlewareObserver(o observe.Observer) MiddlewareOption {
 	return func(opts *mwOptions) {
 		if o != nil {
 			opts.observer = o

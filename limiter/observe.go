@@ -4,20 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the limiter's events; see [WithObserver] and
-// [WithMiddlewareObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
-
-// Stages and outcomes reported to an [Observer]. They are stable (metric
+// Stages and outcomes reported to an [observe.Observer]. They are stable (metric
 // labels); a rename is a breaking change.
 //
 //	stage          outcome             when
@@ -56,7 +46,7 @@ const (
 // observeAllow reports one decision of a Redis limiter. Callers check
 // b.obs != nil first.
 func (b *redisBase) observeAllow(ctx context.Context, start time.Time, r Result, err error) {
-	e := Event{Stage: StageAllow, Name: b.o.name, Duration: time.Since(start)}
+	e := observe.Event{Stage: StageAllow, Name: b.o.name, Duration: time.Since(start)}
 	switch {
 	case err != nil:
 		e.Outcome, e.Err = OutcomeError, err
@@ -73,6 +63,6 @@ func (b *redisBase) observeAllow(ctx context.Context, start time.Time, r Result,
 }
 
 // observeHTTP reports one request of the middleware.
-func observeHTTP(ctx context.Context, o Observer, start time.Time, outcome, rule string, err error) {
-	o.Observe(ctx, Event{Stage: StageHTTP, Outcome: outcome, Name: rule, Duration: time.Since(start), Err: err})
+func observeHTTP(ctx context.Context, o observe.Observer, start time.Time, outcome, rule string, err error) {
+	o.Observe(ctx, observe.Event{Stage: StageHTTP, Outcome: outcome, Name: rule, Duration: time.Since(start), Err: err})
 }

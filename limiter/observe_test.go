@@ -14,26 +14,27 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// recorder is an Observer that keeps every event and the value of ctxKey
+// recorder is an observe.Observer that keeps every event and the value of ctxKey
 // in the context it was given.
 type recorder struct {
 	mu     sync.Mutex
-	events []limiter.Event
+	events []observe.Event
 	ctxVal []any
 }
 
 type ctxKey struct{}
 
-func (r *recorder) Observe(ctx context.Context, e limiter.Event) {
+func (r *recorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 	r.ctxVal = append(r.ctxVal, ctx.Value(ctxKey{}))
 }
 
-func (r *recorder) take() ([]limiter.Event, []any) {
+func (r *recorder) take() ([]observe.Event, []any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, v := r.events, r.ctxVal
@@ -45,7 +46,7 @@ func (r *recorder) take() ([]limiter.Event, []any) {
 // Duration (asserted positive) and the error (asserted by errors.Is).
 type shape struct{ stage, outcome, name string }
 
-func shapes(t *testing.T, ev []limiter.Event) []shape {
+func shapes(t *testing.T, ev []observe.Event) []shape {
 	t.Helper()
 	out := make([]shape, len(ev))
 	for i, e := range ev {

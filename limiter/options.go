@@ -3,6 +3,8 @@ package limiter
 import (
 	"fmt"
 	"log/slog"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Options belong to one constructor: each constructor takes its own option
@@ -76,7 +78,7 @@ type options struct {
 	fallback    Limiter
 	fallbackSet bool
 	onFailure   func(key string, err error)
-	observer    Observer
+	observer    observe.Observer
 	logger      *slog.Logger
 	maxKeys     int
 	shards      int
@@ -175,7 +177,7 @@ func WithOnFailure(f func(key string, err error)) RedisOption {
 // caller's ctx and Name set to [WithName] (see [StageAllow] for the
 // outcomes). A nil o is ignored. Without an observer nothing is measured.
 // Default: none.
-func WithObserver(o Observer) RedisOption {
+func WithObserver(o observe.Observer) RedisOption {
 	return func(opts *options) {
 		if o != nil {
 			opts.observer = o

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/lifecycle"
+	"github.com/seckillkit/seckill/observe"
 	"gorm.io/gorm"
 )
 
@@ -153,7 +154,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 	if c.o.observer != nil {
 		start := time.Now()
 		defer func() {
-			c.o.observe(ctx, Event{Stage: StageCancel, Outcome: cancelOutcome(cerr), Activity: o.ActivityID, Err: cerr}, start)
+			c.o.observe(ctx, observe.Event{Stage: StageCancel, Outcome: cancelOutcome(cerr), Activity: o.ActivityID, Err: cerr}, start)
 		}()
 	}
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

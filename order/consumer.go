@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Record is one record of the order topic as the [Consumer] needs it,
@@ -202,7 +204,7 @@ func (c *Consumer) writeBatch(ctx context.Context, msgs []Message) (written bool
 		}
 		c.retries.Add(1)
 		if c.o.observer != nil {
-			c.o.observe(bctx, Event{Stage: StageConsume, Outcome: "error", Activity: batchActivity(msgs), Value: float64(len(msgs)), Err: err}, start)
+			c.o.observe(bctx, observe.Event{Stage: StageConsume, Outcome: "error", Activity: batchActivity(msgs), Value: float64(len(msgs)), Err: err}, start)
 		}
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -236,7 +238,7 @@ func (c *Consumer) writeOne(ctx context.Context, m Message, rec Record) error {
 		}
 		c.retries.Add(1)
 		if c.o.observer != nil {
-			c.o.observe(mctx, Event{Stage: StageConsume, Outcome: "error", Activity: m.ActivityID, Value: 1, Err: err}, start)
+			c.o.observe(mctx, observe.Event{Stage: StageConsume, Outcome: "error", Activity: m.ActivityID, Value: 1, Err: err}, start)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -335,7 +337,7 @@ func (c *Consumer) deadLetter(ctx context.Context, km Record, cause error) error
 		if err == nil {
 			c.deadLettered.Add(1)
 			if c.o.observer != nil {
-				c.o.observer.Observe(ctx, Event{Stage: StageConsume, Outcome: "dead_letter", Value: 1})
+				c.o.observer.Observe(ctx, observe.Event{Stage: StageConsume, Outcome: "dead_letter", Value: 1})
 			}
 			c.o.logger.WarnContext(ctx, "order: message dead-lettered", "topic", km.Topic,
 				"partition", km.Partition, "offset", km.Offset, "cause", cause)

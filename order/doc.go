@@ -135,7 +135,7 @@
 //
 // [WithObserver] reports the [Consumer], [Submitter], [Reconciler] and
 // [Canceller] to the observer shape every seckill package shares
-// ([Event]; stages order.consume, order.submit, order.reconcile,
+// ([observe.Event]; stages order.consume, order.submit, order.reconcile,
 // order.reconcile_drift, order.cancel; orderkafka.ObserveLag reports
 // order.consumer_lag). orderkafka.WithHeaders (producer) and [WithContextFrom]
 // (consumer) carry a trace context through Kafka record headers into the

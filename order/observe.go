@@ -5,17 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
-
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the package's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
 
 // Stages and outcomes reported to [WithObserver]. They are stable (metric
 // labels); a rename is a breaking change. Activity is set where one
@@ -66,7 +57,7 @@ const (
 // stages above). The observer is called synchronously, after the
 // operation, outside any lock or transaction. Default none (and no cost:
 // a nil observer is never called); a nil o is ignored.
-func WithObserver(o Observer) ObserverOption {
+func WithObserver(o observe.Observer) ObserverOption {
 	return ObserverOption(func(opts *options) {
 		if o != nil {
 			opts.observer = o
@@ -74,7 +65,7 @@ func WithObserver(o Observer) ObserverOption {
 	})
 }
 
-func (o *options) observe(ctx context.Context, e Event, start time.Time) {
+func (o *options) observe(ctx context.Context, e observe.Event, start time.Time) {
 	if !e.Gauge {
 		e.Duration = time.Since(start)
 	}
@@ -110,16 +101,16 @@ func (c *Consumer) observeOutcomes(ctx context.Context, start time.Time, outs []
 	}
 	act := batchActivity(msgs)
 	if ok > 0 {
-		c.o.observe(ctx, Event{Stage: StageConsume, Outcome: observe.OK, Activity: act, Value: float64(ok)}, start)
+		c.o.observe(ctx, observe.Event{Stage: StageConsume, Outcome: observe.OK, Activity: act, Value: float64(ok)}, start)
 	}
 	if failed > 0 {
-		c.o.observe(ctx, Event{Stage: StageConsume, Outcome: "failed", Activity: act, Value: float64(failed)}, start)
+		c.o.observe(ctx, observe.Event{Stage: StageConsume, Outcome: "failed", Activity: act, Value: float64(failed)}, start)
 	}
 }
 
 // observeSubmit reports one Submit; callers check s.o.observer.
 func (s *Submitter) observeSubmit(ctx context.Context, start time.Time, m Message, route Route, released bool, err error) {
-	e := Event{Stage: StageSubmit, Outcome: observe.Error, Activity: m.ActivityID, Err: err}
+	e := observe.Event{Stage: StageSubmit, Outcome: observe.Error, Activity: m.ActivityID, Err: err}
 	switch {
 	case route == RouteKafka:
 		e.Outcome = "kafka"
@@ -155,10 +146,10 @@ func cancelOutcome(err error) string {
 // observeReconcile reports one Reconcile; callers check r.o.observer.
 func (r *Reconciler) observeReconcile(ctx context.Context, start time.Time, rep Report, err error) {
 	if err == nil {
-		r.o.observer.Observe(ctx, Event{Stage: StageReconcileDrift, Outcome: observe.OK, Activity: rep.Activity, Gauge: true,
+		r.o.observer.Observe(ctx, observe.Event{Stage: StageReconcileDrift, Outcome: observe.OK, Activity: rep.Activity, Gauge: true,
 			Value: float64(rep.Drift)})
 	}
-	e := Event{Stage: StageReconcile, Outcome: observe.OK, Activity: rep.Activity, Value: float64(len(rep.Released)), Err: err}
+	e := observe.Event{Stage: StageReconcile, Outcome: observe.OK, Activity: rep.Activity, Value: float64(len(rep.Released)), Err: err}
 	if err != nil {
 		e.Outcome = observe.Error
 	}

@@ -8,28 +8,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckillkit/seckill/observe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 )
 
-// recorder is an Observer that keeps every event.
+// recorder is an observe.Observer that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []observe.Event
 }
 
-func (r *recorder) Observe(_ context.Context, e Event) {
+func (r *recorder) Observe(_ context.Context, e observe.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
 // of returns the events of stage.
-func (r *recorder) of(stage string) []Event {
+func (r *recorder) of(stage string) []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Event
+	var out []observe.Event
 	for _, e := range r.events {
 		if e.Stage == stage {
 			out = append(out, e)
@@ -163,7 +164,7 @@ func TestReconcileAfterAdjustNoDrift(t *testing.T) {
 		assert.Empty(t, rep.Released)
 		assert.Equal(t, 4, rep.Matched)
 		assert.Equal(t, 0, led.releases())
-		assert.Equal(t, []Event{{Stage: StageReconcileDrift, Outcome: "ok", Activity: "1", Gauge: true, Value: 0}}, rec.of(StageReconcileDrift))
+		assert.Equal(t, []observe.Event{{Stage: StageReconcileDrift, Outcome: "ok", Activity: "1", Gauge: true, Value: 0}}, rec.of(StageReconcileDrift))
 		evs := rec.of(StageReconcile)
 		require.Len(t, evs, 1)
 		assert.Equal(t, "ok", evs[0].Outcome)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckillkit/seckill/observe"
 	"gorm.io/gorm"
 )
 
@@ -215,7 +216,7 @@ type options struct {
 	tables      Tables
 	txHook      TxHook
 	canceller   *Canceller                                                           // orders.go
-	observer    Observer                                                             // observe.go
+	observer    observe.Observer                                                     // observe.go
 	headers     func(ctx context.Context) map[string]string                          // trace.go
 	contextFrom func(ctx context.Context, headers map[string]string) context.Context // trace.go
 	err         error                                                                // the first invalid option

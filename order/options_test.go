@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Every constructor builds with every option it accepts — the table of
@@ -29,7 +30,7 @@ func TestEveryConstructorTakesItsOptions(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	clock := newClock()
 	log := slog.New(slog.DiscardHandler)
-	obs := ObserverFunc(func(context.Context, Event) {})
+	obs := observe.Func(func(context.Context, observe.Event) {})
 	onErr := func(context.Context, error) {}
 	tabs := WithTables(DefaultTables())
 	led := newLedger()

@@ -67,7 +67,7 @@
 // [Relay.Failed]) lists FAILED rows and [Relay.Requeue] puts them back.
 //
 // [WithObserver] reports to the observer shape shared by every seckill
-// package ([Event], [Observer]), synchronously, with the caller's ctx:
+// package ([observe.Event], [observe.Observer]), synchronously, with the caller's ctx:
 // "outbox.write" per [Writer.Write] (ok, invalid, duplicate, error; Value
 // the messages), "outbox.send" per [Writer.SendOrStore] (published,
 // stored, undelivered, invalid, error), "outbox.publish" per relay batch

@@ -5,17 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
-
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the package's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
 
 // Stages reported to [WithObserver]. They are stable (metric labels); a
 // rename is a breaking change. Activity and Name are empty (an outbox row
@@ -78,7 +69,7 @@ func sendOutcome(res SendResult, err error) string {
 	return observe.Error
 }
 
-func (o *options) report(ctx context.Context, e Event, start time.Time) {
+func (o *options) report(ctx context.Context, e observe.Event, start time.Time) {
 	e.Duration = time.Since(start)
 	if e.Outcome != observe.Error {
 		e.Err = nil
@@ -95,7 +86,7 @@ func (r *Relay) observeBatch(ctx context.Context, start time.Time, b Batch, err 
 		return
 	}
 	if err != nil {
-		r.o.report(ctx, Event{Stage: StagePublish, Outcome: observe.Error, Value: float64(b.Claimed), Err: err}, start)
+		r.o.report(ctx, observe.Event{Stage: StagePublish, Outcome: observe.Error, Value: float64(b.Claimed), Err: err}, start)
 		return
 	}
 	for _, c := range [...]struct {
@@ -103,7 +94,7 @@ func (r *Relay) observeBatch(ctx context.Context, start time.Time, b Batch, err 
 		n       int
 	}{{"sent", b.Sent}, {"retry", b.Retried}, {"failed", b.Failed}, {"released", b.Released}, {"lease_lost", b.LeaseLost}} {
 		if c.n > 0 {
-			r.o.report(ctx, Event{Stage: StagePublish, Outcome: c.outcome, Value: float64(c.n)}, start)
+			r.o.report(ctx, observe.Event{Stage: StagePublish, Outcome: c.outcome, Value: float64(c.n)}, start)
 		}
 	}
 }
@@ -115,7 +106,7 @@ func (r *Relay) observeBacklog(ctx context.Context, b Backlog, now time.Time) {
 		age = max(now.Sub(b.OldestPending).Seconds(), 0)
 	}
 	o := r.o.observer
-	o.Observe(ctx, Event{Stage: StagePending, Outcome: observe.OK, Gauge: true, Value: float64(b.Pending)})
-	o.Observe(ctx, Event{Stage: StageOldestPending, Outcome: observe.OK, Gauge: true, Value: age})
-	o.Observe(ctx, Event{Stage: StageFailed, Outcome: observe.OK, Gauge: true, Value: float64(b.Failed)})
+	o.Observe(ctx, observe.Event{Stage: StagePending, Outcome: observe.OK, Gauge: true, Value: float64(b.Pending)})
+	o.Observe(ctx, observe.Event{Stage: StageOldestPending, Outcome: observe.OK, Gauge: true, Value: age})
+	o.Observe(ctx, observe.Event{Stage: StageFailed, Outcome: observe.OK, Gauge: true, Value: float64(b.Failed)})
 }

@@ -12,16 +12,17 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// obsRecorder is an Observer that keeps every event and checks it was
+// obsRecorder is an observe.Observer that keeps every event and checks it was
 // given the caller's context; gauges also go to the gauges channel when
 // it is set.
 type obsRecorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []observe.Event
 	ctxOK  bool
-	gauges chan Event
+	gauges chan observe.Event
 }
 
 type obsCtxKey struct{}
@@ -30,7 +31,7 @@ var callerCtx = context.WithValue(context.Background(), obsCtxKey{}, "caller")
 
 func newObsRecorder() *obsRecorder { return &obsRecorder{ctxOK: true} }
 
-func (r *obsRecorder) Observe(ctx context.Context, e Event) {
+func (r *obsRecorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.ctxOK = r.ctxOK && ctx.Value(obsCtxKey{}) == "caller"
@@ -47,7 +48,7 @@ type obs struct {
 	value          float64
 }
 
-func (r *obsRecorder) take(t *testing.T) ([]obs, []Event) {
+func (r *obsRecorder) take(t *testing.T) ([]obs, []observe.Event) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -211,7 +212,7 @@ func TestObserverRunReportsBacklog(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.Write(callerCtx, db, Message{Topic: "t"}, Message{Topic: "t"}))
 		rec := newObsRecorder()
-		rec.gauges = make(chan Event, 100)
+		rec.gauges = make(chan observe.Event, 100)
 		down := PublisherFunc(func(context.Context, Message) error { return errors.New("broker down") })
 		r, err := NewRelay(db, down, WithClock(clk), WithObserver(rec), WithPollInterval(time.Millisecond),
 			WithBackoff(time.Hour, time.Hour), WithBacklogInterval(10*time.Second), WithoutCleanup())

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Clock supplies the current time. All timestamps the package stores and
@@ -191,7 +193,7 @@ type options struct {
 	onError      func(error)
 	storeTimeout time.Duration
 	cleanupLimit int
-	observer     Observer
+	observer     observe.Observer
 	backlogEvery time.Duration
 }
 
@@ -365,7 +367,7 @@ func WithOnError(f func(err error)) RelayOnlyOption { return func(o *options) { 
 // and the backlog gauges (Relay); see [StageWrite] for the names. A nil o
 // is ignored. Without an observer nothing is measured and Run reads no
 // backlog. Writer and Relay. Default none.
-func WithObserver(o Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return optionFunc(func(opts *options) {
 		if o != nil {
 			opts.observer = o

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/seckillkit/seckill/observe"
 	"gorm.io/gorm"
 )
 
@@ -50,7 +51,7 @@ func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error 
 	start := time.Now()
 	err := w.write(ctx, tx, msgs)
 	if len(msgs) > 0 || err != nil {
-		w.o.report(ctx, Event{Stage: StageWrite, Outcome: writeOutcome(err), Value: float64(len(msgs)), Err: err}, start)
+		w.o.report(ctx, observe.Event{Stage: StageWrite, Outcome: writeOutcome(err), Value: float64(len(msgs)), Err: err}, start)
 	}
 	return err
 }
@@ -205,7 +206,7 @@ func (w *Writer) SendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, ms
 	}
 	start := time.Now()
 	res, err := w.sendOrStore(ctx, db, pub, msg)
-	w.o.report(ctx, Event{Stage: StageSend, Outcome: sendOutcome(res, err), Err: err}, start)
+	w.o.report(ctx, observe.Event{Stage: StageSend, Outcome: sendOutcome(res, err), Err: err}, start)
 	return res, err
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // refusalSentinels and otherSentinels classify every exported error of the
@@ -179,7 +180,7 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 		"WithKeyPrefix":        {WithKeyPrefix("p:"), session | blacklist | behaviour | device},
 		"WithClock":            {WithClock(newFakeClock()), blacklist | authCache},
 		"WithLogger":           {WithLogger(logger), behaviour | checker | middleware | auth | authCache},
-		"WithObserver":         {WithObserver(ObserverFunc(func(context.Context, Event) {})), checker | auth},
+		"WithObserver":         {WithObserver(observe.Func(func(context.Context, observe.Event) {})), checker | auth},
 		"WithSessionTTL":       {WithSessionTTL(time.Hour), session},
 		"WithSlidingTTL":       {WithSlidingTTL(true), session},
 		"WithEscalation":       {WithEscalation(time.Second, time.Hour, 2), blacklist},
@@ -318,7 +319,7 @@ func TestSharedOptionsTakeEffect(t *testing.T) {
 
 	// WithLogger and WithObserver: Checker, Middleware and Auth.
 	var events []string
-	obs := WithObserver(ObserverFunc(func(_ context.Context, e Event) { events = append(events, e.Stage) }))
+	obs := WithObserver(observe.Func(func(_ context.Context, e observe.Event) { events = append(events, e.Stage) }))
 	down := NewRule("down", func(context.Context, Subject) (Decision, error) { return Decision{}, errors.New("down") })
 	ch, err := NewChecker([]Rule{down}, WithLogger(logger), obs)
 	require.NoError(t, err)

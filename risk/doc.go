@@ -97,7 +97,7 @@
 // # Observing
 //
 // [WithObserver] (read by [NewChecker] and [NewAuth]) reports to the
-// observer shape shared by every seckill package ([Event], [Observer]),
+// observer shape shared by every seckill package ([observe.Event], [observe.Observer]),
 // synchronously, with the caller's ctx: "risk.check" per [Checker.Check]
 // (outcome allow, challenge, deny, or error with Err; Name the deciding
 // rule; in dry-run mode the would-be action) and "risk.auth" per request

@@ -5,17 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
-
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the package's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
 
 // Stages reported to [WithObserver], one event per call. They are stable
 // (metric labels); a rename is a breaking change.
@@ -41,7 +32,7 @@ const (
 
 // observeCheck reports one Check; callers check c.o.observer != nil first.
 func (c *Checker) observeCheck(ctx context.Context, start time.Time, d Decision, err error) {
-	e := Event{Stage: StageCheck, Name: d.Rule, Duration: time.Since(start)}
+	e := observe.Event{Stage: StageCheck, Name: d.Rule, Duration: time.Since(start)}
 	switch {
 	case err != nil:
 		e.Outcome, e.Err, e.Name = observe.Error, err, ""
@@ -69,7 +60,7 @@ func authOutcome(err error) string {
 }
 
 func (a *Auth) observe(ctx context.Context, start time.Time, err error) {
-	e := Event{Stage: StageAuth, Outcome: authOutcome(err), Duration: time.Since(start)}
+	e := observe.Event{Stage: StageAuth, Outcome: authOutcome(err), Duration: time.Since(start)}
 	if e.Outcome == observe.Error {
 		e.Err = err
 	}

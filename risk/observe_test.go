@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// recorder is an Observer that keeps every event and checks it was given
+// recorder is an observe.Observer that keeps every event and checks it was given
 // the caller's context.
 type recorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []observe.Event
 	ctxOK  bool
 }
 
@@ -25,7 +26,7 @@ type obsCtxKey struct{}
 
 func newRecorder() *recorder { return &recorder{ctxOK: true} }
 
-func (r *recorder) Observe(ctx context.Context, e Event) {
+func (r *recorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)

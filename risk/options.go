@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Clock tells the time. Inject a fake one in tests with [WithClock].
@@ -171,7 +172,7 @@ type options struct {
 	dryRun     bool
 	onDecision func(ctx context.Context, s Subject, d Decision)
 	onFailure  func(ctx context.Context, rule string, err error)
-	observer   Observer // Checker and Auth
+	observer   observe.Observer // Checker and Auth
 
 	// Middleware
 	ipResolver   *IPResolver
@@ -467,7 +468,7 @@ func WithOnFailure(fn func(ctx context.Context, rule string, err error)) Checker
 // caller's ctx; see [StageCheck] for the outcomes. An option of
 // [NewChecker] and [NewAuth]. A nil o is ignored. Without an observer nothing is
 // measured. Default none.
-func WithObserver(o Observer) ObserverOption {
+func WithObserver(o observe.Observer) ObserverOption {
 	return ObserverOption(func(opts *options) {
 		if o != nil {
 			opts.observer = o

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -621,10 +622,10 @@ func TestNoRebuy(t *testing.T) {
 // obsLog records observer events.
 type obsLog struct {
 	mu sync.Mutex
-	ev []Event
+	ev []observe.Event
 }
 
-func (o *obsLog) Observe(_ context.Context, e Event) {
+func (o *obsLog) Observe(_ context.Context, e observe.Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ev = append(o.ev, e)

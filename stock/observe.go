@@ -5,19 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the Deductor's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
-
-// Stages and outcomes reported to an [Observer]. They are stable (metric
+// Stages and outcomes reported to an [observe.Observer]. They are stable (metric
 // labels); a rename is a breaking change. Activity is set on every event.
 //
 //	stage          outcome             when
@@ -74,7 +65,7 @@ const (
 // WithObserver reports every Reserve, Release, Adjust, Pause and Resume to
 // o (see the stage table at [StageReserve]). A nil o is ignored. Default:
 // none.
-func WithObserver(o Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return func(opt *options) {
 		if o != nil {
 			opt.obs = o
@@ -86,7 +77,7 @@ func WithObserver(o Observer) Option {
 func (d *Deductor) reserveObserved(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
 	res, err := d.reserveNow(ctx, req)
-	e := Event{Stage: StageReserve, Activity: req.Activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
+	e := observe.Event{Stage: StageReserve, Activity: req.Activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
 	if err == nil && int(res.Status) < len(statusOutcomes) {
 		e.Outcome = statusOutcomes[res.Status]
 	}
@@ -98,7 +89,7 @@ var releaseOutcomes = [...]string{OutcomeError, OutcomeReleased, OutcomeDuplicat
 
 // observeRelease reports one Release.
 func (d *Deductor) observeRelease(ctx context.Context, start time.Time, activity string, res ReleaseResult, err error) {
-	e := Event{Stage: StageRelease, Activity: activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
+	e := observe.Event{Stage: StageRelease, Activity: activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
 	if err == nil && int(res.Status) < len(releaseOutcomes) {
 		e.Outcome = releaseOutcomes[res.Status]
 	}
@@ -112,7 +103,7 @@ func (d *Deductor) observeFlag(ctx context.Context, stage, activity, field strin
 	}
 	start := time.Now()
 	err := d.setFlag(ctx, activity, field, on)
-	e := Event{Stage: stage, Activity: activity, Duration: time.Since(start), Outcome: OutcomeOK, Err: err}
+	e := observe.Event{Stage: stage, Activity: activity, Duration: time.Since(start), Outcome: OutcomeOK, Err: err}
 	switch {
 	case errors.Is(err, ErrNotLoaded):
 		e.Outcome = OutcomeNotLoaded
@@ -125,7 +116,7 @@ func (d *Deductor) observeFlag(ctx context.Context, stage, activity, field strin
 
 // observeAdjust reports one Adjust.
 func (d *Deductor) observeAdjust(ctx context.Context, start time.Time, activity string, a Adjustment, err error) {
-	e := Event{Stage: StageAdjust, Activity: activity, Duration: time.Since(start), Value: float64(a.Applied), Err: err}
+	e := observe.Event{Stage: StageAdjust, Activity: activity, Duration: time.Since(start), Value: float64(a.Applied), Err: err}
 	switch {
 	case errors.Is(err, ErrInsufficient):
 		e.Outcome = OutcomeInsufficient

@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Clock supplies the current time. It drives the in-process sold-out cache
@@ -44,7 +46,7 @@ type options struct {
 	coWindow   time.Duration
 	coMax      int
 	grace      time.Duration
-	obs        Observer
+	obs        observe.Observer
 }
 
 func defaultOptions() options {

@@ -99,7 +99,7 @@
 //
 // [WithObserver] reports [Pool.Take], [Pool.Consume], [Pool.Restore] and
 // [Signer.Verify] to the observer shape shared by every seckill package
-// ([Event], [Observer]): stages "token.take", "token.consume",
+// ([observe.Event], [observe.Observer]): stages "token.take", "token.consume",
 // "token.restore" and "token.verify", one event per call, synchronously,
 // with the caller's ctx and the call's activity. The outcome is "ok" (for
 // Take the [Status]: "granted", "held", "empty", "used", "not_issued"),

@@ -5,17 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
-
-// Event is the observer event shared by every seckill package.
-type Event = observe.Event
-
-// Observer receives the package's events; see [WithObserver].
-type Observer = observe.Observer
-
-// ObserverFunc adapts a function to [Observer].
-type ObserverFunc = observe.Func
 
 // Stages reported to [WithObserver], one event per call, with Activity set
 // to the call's activity. They are stable (metric labels); a rename is a
@@ -80,8 +71,8 @@ func outcomeOf(err error) string {
 }
 
 // report sends one event; callers check o != nil first.
-func report(ctx context.Context, o Observer, stage, outcome, activity string, start time.Time, err error) {
-	e := Event{Stage: stage, Outcome: outcome, Activity: activity, Duration: time.Since(start)}
+func report(ctx context.Context, o observe.Observer, stage, outcome, activity string, start time.Time, err error) {
+	e := observe.Event{Stage: stage, Outcome: outcome, Activity: activity, Duration: time.Since(start)}
 	if outcome == observe.Error {
 		e.Err = err
 	}

@@ -10,26 +10,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 )
 
-// recorder is an Observer that keeps every event and the value of ctxKey
+// recorder is an observe.Observer that keeps every event and the value of ctxKey
 // in the context it was given.
 type recorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []observe.Event
 	ctxVal []any
 }
 
 type ctxKey struct{}
 
-func (r *recorder) Observe(ctx context.Context, e Event) {
+func (r *recorder) Observe(ctx context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 	r.ctxVal = append(r.ctxVal, ctx.Value(ctxKey{}))
 }
 
-func (r *recorder) take() []Event {
+func (r *recorder) take() []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.events
@@ -47,7 +48,7 @@ func (r *recorder) take() []Event {
 // and its Err (set exactly for "error").
 type shape struct{ stage, outcome, activity string }
 
-func shapes(t *testing.T, ev []Event) []shape {
+func shapes(t *testing.T, ev []observe.Event) []shape {
 	t.Helper()
 	out := make([]shape, len(ev))
 	for i, e := range ev {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // PoolOption configures [NewPool]. The options that apply only to a Pool
@@ -64,7 +65,7 @@ type options struct {
 	// nilNonces: WithReplayGuard(nil), a nil collaborator.
 	nilNonces bool
 
-	observer Observer
+	observer observe.Observer
 }
 
 func defaultOptions() options {
@@ -202,7 +203,7 @@ func WithMaxNodeSkew(d time.Duration) SignerOption {
 // and [Signer.Verify] to o, synchronously, with the caller's ctx and the
 // call's activity; see [StageTake] for the names. An option of [NewPool]
 // and [NewSigner]. A nil o is ignored. Without an observer nothing is measured. Default: none.
-func WithObserver(o Observer) Option {
+func WithObserver(o observe.Observer) Option {
 	return func(opts *options) {
 		if o != nil {
 			opts.observer = o

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	seckillotel "github.com/seckillkit/seckill/contrib/otel"
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
 func benchObserve(b *testing.B, opts ...seckillotel.Option) {

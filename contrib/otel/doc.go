@@ -1,7 +1,7 @@
 // Package seckillotel is the OpenTelemetry adapter of the seckill observer:
 // one [Observer] that every seckill package can report to (they all accept
-// the same observer shape, github.com/seckillkit/seckill/internal/observe,
-// under their own alias such as stock.Observer). It records metrics through
+// the one observer shape, [observe.Observer] from
+// github.com/seckillkit/seckill/observe). It records metrics through
 // a MeterProvider and a span per operation through a TracerProvider, and
 // carries a trace across Kafka in message headers ([Observer.Inject],
 // [Observer.Extract]).

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	seckillotel "github.com/seckillkit/seckill/contrib/otel"
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // The buy handler's trace crosses Kafka: the producer puts it into the

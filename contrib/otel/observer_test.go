@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	seckillotel "github.com/seckillkit/seckill/contrib/otel"
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // rig is an Observer wired to an in-memory span recorder and a manual

@@ -1,7 +1,7 @@
 // Package seckillprom is the Prometheus adapter of the seckill observer: one
 // [Observer] that every seckill package can report to (they all accept the
-// same observer shape, github.com/seckillkit/seckill/internal/observe, under
-// their own alias such as stock.Observer), turning events into
+// one observer shape, [observe.Observer] from
+// github.com/seckillkit/seckill/observe), turning events into
 // client_golang metrics.
 //
 // It lives in its own module so the core library does not depend on

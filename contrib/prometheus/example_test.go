@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	seckillprom "github.com/seckillkit/seckill/contrib/prometheus"
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
 func ExampleNew() {

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	seckillprom "github.com/seckillkit/seckill/contrib/prometheus"
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
 func newObserver(t *testing.T, opts ...seckillprom.Option) (*seckillprom.Observer, *prometheus.Registry) {

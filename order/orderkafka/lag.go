@@ -9,7 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -99,16 +99,16 @@ func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic
 // a failure is reported as an "error" event. It returns what Lag returns.
 // Call it on a timer (every scrape, every few seconds): the consumer
 // itself does not know the high-water marks. A nil obs only reads.
-func ObserveLag(ctx context.Context, obs order.Observer, admin LagClient, client OffsetClient, group, topic string) (int64, []PartitionLag, error) {
+func ObserveLag(ctx context.Context, obs observe.Observer, admin LagClient, client OffsetClient, group, topic string) (int64, []PartitionLag, error) {
 	start := time.Now()
 	total, parts, err := Lag(ctx, admin, client, group, topic)
 	if obs == nil {
 		return total, parts, err
 	}
 	if err != nil {
-		obs.Observe(ctx, order.Event{Stage: order.StageConsumerLag, Outcome: observe.Error, Name: group, Duration: time.Since(start), Err: err})
+		obs.Observe(ctx, observe.Event{Stage: order.StageConsumerLag, Outcome: observe.Error, Name: group, Duration: time.Since(start), Err: err})
 	} else {
-		obs.Observe(ctx, order.Event{Stage: order.StageConsumerLag, Outcome: observe.OK, Name: group, Gauge: true, Value: float64(total)})
+		obs.Observe(ctx, observe.Event{Stage: order.StageConsumerLag, Outcome: observe.OK, Name: group, Gauge: true, Value: float64(total)})
 	}
 	return total, parts, err
 }

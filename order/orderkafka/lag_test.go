@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -92,7 +93,7 @@ func TestObserveLag(t *testing.T) {
 	total, _, err := ObserveLag(context.Background(), rec, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
 	require.NoError(t, err)
 	assert.EqualValues(t, 12, total)
-	assert.Equal(t, []order.Event{{Stage: order.StageConsumerLag, Outcome: "ok", Name: "g", Gauge: true, Value: 12}}, rec.of(order.StageConsumerLag))
+	assert.Equal(t, []observe.Event{{Stage: order.StageConsumerLag, Outcome: "ok", Name: "g", Gauge: true, Value: 12}}, rec.of(order.StageConsumerLag))
 	_, _, err = ObserveLag(context.Background(), rec, fakeLag{high: -1}, fakeLag{high: -1}, "g", "orders")
 	require.Error(t, err)
 	evs := rec.of(order.StageConsumerLag)
@@ -103,23 +104,23 @@ func TestObserveLag(t *testing.T) {
 	require.NoError(t, err, "a nil observer only reads")
 }
 
-// recorder is an Observer that keeps every event.
+// recorder is an observe.Observer that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
-	events []order.Event
+	events []observe.Event
 }
 
-func (r *recorder) Observe(_ context.Context, e order.Event) {
+func (r *recorder) Observe(_ context.Context, e observe.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
 // of returns the events of stage.
-func (r *recorder) of(stage string) []order.Event {
+func (r *recorder) of(stage string) []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []order.Event
+	var out []observe.Event
 	for _, e := range r.events {
 		if e.Stage == stage {
 			out = append(out, e)

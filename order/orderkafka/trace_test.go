@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -56,7 +57,7 @@ func TestTraceHeadersThroughKafka(t *testing.T) {
 			}
 			return nil
 		}
-		obs := order.ObserverFunc(func(ctx context.Context, e order.Event) {
+		obs := observe.Func(func(ctx context.Context, e observe.Event) {
 			if e.Stage == order.StageConsume {
 				id, _ := ctx.Value(traceKey{}).(string)
 				mu.Lock()

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 
 	"github.com/seckillkit/seckill/checkout"
-	"github.com/seckillkit/seckill/stock"
 )
 
 // NewLogger returns a text slog logger at level ("debug", "info", "warn",
@@ -114,14 +113,3 @@ func (a *App) Infra() *Infra { return a.in }
 
 // Config returns the configuration the app runs with.
 func (a *App) Config() Config { return a.cfg }
-
-// multiObserver tells every observer of the list about each event.
-type multiObserver []stock.Observer
-
-// Observe implements the one observer interface (stock.Observer is
-// limiter.Observer, order.Observer, …).
-func (m multiObserver) Observe(ctx context.Context, e stock.Event) {
-	for _, o := range m {
-		o.Observe(ctx, e)
-	}
-}

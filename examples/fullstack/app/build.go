@@ -18,6 +18,7 @@ import (
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/orderid"
 	"github.com/seckillkit/seckill/order/orderkafka"
@@ -32,7 +33,7 @@ import (
 // connections of Infra. The handlers call them; nothing else holds them.
 type parts struct {
 	nodeTag string        // this node's random tag (newNodeTag)
-	obs     multiObserver // every part reports here: Prometheus + Config.Observer
+	obs     observe.Multi // every part reports here: Prometheus + Config.Observer
 	built   bool          // build finished (Shutdown drains only then)
 
 	// Breakers: one around Redis, one around Kafka.
@@ -77,7 +78,7 @@ type parts struct {
 // node's workers and builds the sale's checkout. It does no I/O
 // (TestBuildDoesNoIO): whatever needs a server runs in a worker's start.
 func (a *App) build(node string, pool *dbfallback.Store) error {
-	p := &parts{nodeTag: node, fallback: pool, obs: multiObserver{a.m.obs}}
+	p := &parts{nodeTag: node, fallback: pool, obs: observe.Multi{a.m.obs}}
 	if a.cfg.Observer != nil {
 		p.obs = append(p.obs, a.cfg.Observer)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // captchaGate adapts captcha.Store to the buy (check) and adds the demo hook.
@@ -28,7 +29,7 @@ type noImageKey struct{}
 // to Redis under a demo key, readable by /api/demo/captcha/{id} on any
 // instance; and a request marked "no image" gets a text-less, image-less
 // puzzle, so the load generator doesn't spend the CPU on rendering.
-func newCaptchaGate(rdb redis.UniversalClient, cfg Config, obs captcha.Observer) (*captchaGate, error) {
+func newCaptchaGate(rdb redis.UniversalClient, cfg Config, obs observe.Observer) (*captchaGate, error) {
 	letters, err := captcha.Letters(5, captcha.Style{Width: 240, Height: 80, Noise: 2, Lines: true})
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/checkout"
-	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // maxPerUserLimit bounds Config.PerUserLimit (the admin API's largest
@@ -111,11 +111,11 @@ type Config struct {
 	SignIn SignInFunc
 
 	// Observer, when set, is told about every operation of every library
-	// part (the one observer interface: stock.Observer is the same type as
-	// limiter.Observer, order.Observer, …), in addition to the service's
+	// part (every package takes the one observer interface,
+	// observe.Observer), in addition to the service's
 	// own Prometheus observer (contrib/prometheus, on /metrics). Code, not
 	// a flag: e.g. contrib/otel's observer for metrics and spans.
-	Observer stock.Observer
+	Observer observe.Observer
 	// Trace carries a trace through the service: a span per HTTP request
 	// and the trace context through Kafka into the consumer's transaction
 	// (code, not flags; contrib/otel provides Inject and Extract). Each

@@ -43,7 +43,7 @@ const (
 	rulesTestFile = "alerts_test.yml"
 	dashboardFile = "dashboard.json"
 	modulePath    = "github.com/seckillkit/seckill"
-	observePath   = modulePath + "/internal/observe"
+	observePath   = modulePath + "/observe"
 )
 
 // ---- the files ----
@@ -458,7 +458,7 @@ func promMetrics(t *testing.T, e exported, dir, where string) int {
 // stageScan is what the repository's Go sources say about stages.
 type stageScan struct {
 	stages    map[string]string // stage literal → file
-	reporters map[string]bool   // top-level package → imports internal/observe
+	reporters map[string]bool   // top-level package → imports observe
 	packages  map[string]bool   // top-level package directories
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/observe"
 )
 
 type key struct{}

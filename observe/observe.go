@@ -1,8 +1,8 @@
 // Package observe defines the one observer shape every seckill package
-// reports to. Each package re-exports these types as aliases (stock.Event,
-// limiter.Event, ... are all this Event), so one implementation of
-// [Observer] serves every package, and an adapter (Prometheus,
-// OpenTelemetry) is written once.
+// reports to: every package's WithObserver takes an [Observer] and reports
+// an [Event], so one implementation serves every package, [Multi] fans out
+// to several, and an adapter (contrib/prometheus, contrib/otel) is written
+// once.
 //
 // Contract for packages that report:
 //   - Stage is "<package>.<operation>" in lower case ("stock.reserve",
