@@ -55,7 +55,7 @@ type Breaker struct {
 	probeLimit    int
 	successes     uint64
 	classifier    func(error) Outcome
-	onStateChange func(name string, from, to State)
+	onStateChange func(ctx context.Context, name string, from, to State)
 	obs           observe.Observer // nil: nothing is measured
 	clock         Clock            // nil: monotonic time.Since(base)
 	base          time.Time
@@ -70,7 +70,13 @@ type Breaker struct {
 	delivering bool
 }
 
-type transition struct{ from, to State }
+// transition is a state change waiting to be delivered to the hook and the
+// observer, with the context of the call that caused it (held only until
+// it is delivered).
+type transition struct {
+	ctx      context.Context
+	from, to State
+}
 
 // New returns a Closed breaker named name (the name is only passed to the
 // state-change hook). It returns an error wrapping [ErrInvalidConfig] for any
@@ -79,7 +85,7 @@ func New(name string, opts ...Option) (*Breaker, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil { // a nil option is ignored
-			opt(&o)
+			opt.apply(&o)
 		}
 	}
 	if err := o.validate(); err != nil {
@@ -111,7 +117,7 @@ func New(name string, opts ...Option) (*Breaker, error) {
 	}
 	b.epochStale.Store(true)
 	if b.obs != nil {
-		b.observeState(Closed)
+		b.observeState(context.Background(), Closed)
 	}
 	return b, nil
 }
@@ -164,14 +170,14 @@ func (b *Breaker) classify(err error) Outcome {
 // admit decides whether a call may run and returns the state word it runs
 // under. Closed costs one atomic load (Execute and Do inline that case);
 // Open a few more (see openExpired); HalfOpen takes the mutex.
-func (b *Breaker) admit() (uint64, error) {
+func (b *Breaker) admit(ctx context.Context) (uint64, error) {
 	if w := b.word.Load(); stateOf(w) == Closed {
 		return w, nil
 	}
-	return b.admitSlow()
+	return b.admitSlow(ctx)
 }
 
-func (b *Breaker) admitSlow() (uint64, error) {
+func (b *Breaker) admitSlow(ctx context.Context) (uint64, error) {
 	w := b.word.Load()
 	switch stateOf(w) {
 	case Closed:
@@ -194,7 +200,7 @@ func (b *Breaker) admitSlow() (uint64, error) {
 			b.rejected.Add(1)
 			return 0, ErrOpen
 		}
-		w = b.setStateLocked(w, HalfOpen)
+		w = b.setStateLocked(ctx, w, HalfOpen)
 	}
 	var err error
 	if b.probes >= b.probeLimit {
@@ -212,13 +218,13 @@ func (b *Breaker) admitSlow() (uint64, error) {
 
 // finish records the outcome of a call admitted under word w. It must be
 // called exactly once per admitted call.
-func (b *Breaker) finish(w uint64, o Outcome) {
+func (b *Breaker) finish(ctx context.Context, w uint64, o Outcome) {
 	if o == Success {
-		b.succeed(w)
+		b.succeed(ctx, w)
 		return
 	}
 	if stateOf(w) == HalfOpen {
-		b.finishProbe(w, o)
+		b.finishProbe(ctx, w, o)
 		return
 	}
 	// Closed. A result from an older generation (the breaker tripped, or
@@ -253,22 +259,22 @@ func (b *Breaker) finish(w uint64, o Outcome) {
 		}
 	}
 	if b.maxConsec != 0 && run >= b.maxConsec {
-		b.trip(w)
+		b.trip(ctx, w)
 		return
 	}
 	if b.minRequests != 0 {
 		s, f, _ := b.win.sum(e)
 		if n := s + f; n >= b.minRequests && float64(f) >= b.ratio*float64(n) {
-			b.trip(w)
+			b.trip(ctx, w)
 		}
 	}
 }
 
 // succeed records a success: the hot path of a closed breaker. It is kept
 // small (no lock, one atomic add, no clock without a window).
-func (b *Breaker) succeed(w uint64) {
+func (b *Breaker) succeed(ctx context.Context, w uint64) {
 	if stateOf(w) != Closed {
-		b.finishProbe(w, Success)
+		b.finishProbe(ctx, w, Success)
 		return
 	}
 	if b.word.Load() != w {
@@ -349,15 +355,15 @@ func (b *Breaker) bucketNow() (int64, *bucket) {
 }
 
 // trip opens a breaker that is still in the closed generation w.
-func (b *Breaker) trip(w uint64) {
+func (b *Breaker) trip(ctx context.Context, w uint64) {
 	b.mu.Lock()
 	if b.word.Load() == w {
-		b.setStateLocked(w, Open)
+		b.setStateLocked(ctx, w, Open)
 	}
 	b.unlockAndDeliver()
 }
 
-func (b *Breaker) finishProbe(w uint64, o Outcome) {
+func (b *Breaker) finishProbe(ctx context.Context, w uint64, o Outcome) {
 	b.mu.Lock()
 	b.probes-- // the slot is given back whatever happened meanwhile
 	if b.word.Load() == w {
@@ -365,11 +371,11 @@ func (b *Breaker) finishProbe(w uint64, o Outcome) {
 		case Success:
 			b.hoSucc++
 			if b.hoSucc >= b.successes {
-				b.setStateLocked(w, Closed)
+				b.setStateLocked(ctx, w, Closed)
 			}
 		case Failure:
 			b.hoFail++
-			b.setStateLocked(w, Open)
+			b.setStateLocked(ctx, w, Open)
 		default:
 			b.hoIgnored++
 		}
@@ -381,7 +387,7 @@ func (b *Breaker) finishProbe(w uint64, o Outcome) {
 // generation, and queues the hook. Counters of the new state are reset before
 // the new word is published, so a lock-free reader that sees the new word
 // sees them reset. Returns the new word.
-func (b *Breaker) setStateLocked(w uint64, to State) uint64 {
+func (b *Breaker) setStateLocked(ctx context.Context, w uint64, to State) uint64 {
 	from := stateOf(w)
 	gen := genOf(w) + 1
 	nw := gen<<2 | uint64(to)
@@ -406,7 +412,7 @@ func (b *Breaker) setStateLocked(w uint64, to State) uint64 {
 	}
 	b.word.Store(nw)
 	if b.onStateChange != nil || b.obs != nil {
-		b.events = append(b.events, transition{from, to})
+		b.events = append(b.events, transition{ctx, from, to})
 	}
 	return nw
 }
@@ -436,10 +442,10 @@ func (b *Breaker) unlockAndDeliver() {
 		b.mu.Unlock()
 		for _, ev := range evs {
 			if b.onStateChange != nil {
-				b.onStateChange(b.name, ev.from, ev.to)
+				b.onStateChange(ev.ctx, b.name, ev.from, ev.to)
 			}
 			if b.obs != nil {
-				b.observeState(ev.to)
+				b.observeState(ev.ctx, ev.to)
 			}
 		}
 		b.mu.Lock()
@@ -459,7 +465,7 @@ func (b *Breaker) State() State {
 	b.mu.Lock()
 	w = b.word.Load()
 	if stateOf(w) == Open && b.openExpired(w) {
-		w = b.setStateLocked(w, HalfOpen)
+		w = b.setStateLocked(context.Background(), w, HalfOpen)
 	}
 	b.unlockAndDeliver()
 	return stateOf(w)
@@ -491,6 +497,7 @@ func (b *Breaker) Counts() Counts {
 
 // Execute runs fn(ctx) if the breaker admits the call and returns fn's error;
 // otherwise it returns [ErrOpen] or [ErrTooManyProbes] without calling fn.
+// A nil fn is an error wrapping [ErrInvalidArgument].
 // The error is classified (see [WithClassifier]) and counted. If fn panics,
 // the call counts as a failure, a half-open probe slot is given back, and the
 // panic continues up the stack unchanged (it is not recovered, so the
@@ -499,7 +506,7 @@ func (b *Breaker) Counts() Counts {
 // ctx is only passed to fn; Execute itself never blocks.
 func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) error {
 	if fn == nil {
-		return ErrNilFunc
+		return errNilFunc
 	}
 	if b.obs != nil {
 		return b.executeObserved(ctx, fn)
@@ -507,22 +514,22 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 	w := b.word.Load()
 	if stateOf(w) != Closed {
 		var err error
-		if w, err = b.admitSlow(); err != nil {
+		if w, err = b.admitSlow(ctx); err != nil {
 			return err
 		}
 	}
 	finished := false
 	defer func() {
 		if !finished {
-			b.finish(w, Failure)
+			b.finish(ctx, w, Failure)
 		}
 	}()
 	err := fn(ctx)
 	finished = true
 	if err == nil {
-		b.succeed(w)
+		b.succeed(ctx, w)
 	} else {
-		b.finish(w, b.classify(err))
+		b.finish(ctx, w, b.classify(err))
 	}
 	return err
 }
@@ -531,22 +538,22 @@ func (b *Breaker) Execute(ctx context.Context, fn func(context.Context) error) e
 // reported (kept apart so that the unobserved path stays as it was).
 func (b *Breaker) executeObserved(ctx context.Context, fn func(context.Context) error) error {
 	start := b.now()
-	w, err := b.admit()
+	w, err := b.admit(ctx)
 	if err != nil {
-		b.observeCall(ctx, OutcomeRejected, start)
+		b.observeCall(ctx, outcomeRejected, start)
 		return err
 	}
 	finished := false
 	defer func() {
 		if !finished {
-			b.finish(w, Failure)
-			b.observeCall(ctx, OutcomeFailure, start)
+			b.finish(ctx, w, Failure)
+			b.observeCall(ctx, outcomeFailure, start)
 		}
 	}()
 	err = fn(ctx)
 	finished = true
 	o := b.classify(err)
-	b.finish(w, o)
+	b.finish(ctx, w, o)
 	b.observeCall(ctx, callOutcome(o), start)
 	return err
 }
@@ -556,7 +563,7 @@ func (b *Breaker) executeObserved(ctx context.Context, fn func(context.Context) 
 func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	if fn == nil {
 		var zero T
-		return zero, ErrNilFunc
+		return zero, errNilFunc
 	}
 	if b.obs != nil {
 		return doObserved(ctx, b, fn)
@@ -564,7 +571,7 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 	w := b.word.Load()
 	if stateOf(w) != Closed {
 		var err error
-		if w, err = b.admitSlow(); err != nil {
+		if w, err = b.admitSlow(ctx); err != nil {
 			var zero T
 			return zero, err
 		}
@@ -572,15 +579,15 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 	finished := false
 	defer func() {
 		if !finished {
-			b.finish(w, Failure)
+			b.finish(ctx, w, Failure)
 		}
 	}()
 	v, err := fn(ctx)
 	finished = true
 	if err == nil {
-		b.succeed(w)
+		b.succeed(ctx, w)
 	} else {
-		b.finish(w, b.classify(err))
+		b.finish(ctx, w, b.classify(err))
 	}
 	return v, err
 }
@@ -588,23 +595,23 @@ func Do[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, err
 // doObserved is Do with an observer (see executeObserved).
 func doObserved[T any](ctx context.Context, b *Breaker, fn func(context.Context) (T, error)) (T, error) {
 	start := b.now()
-	w, err := b.admit()
+	w, err := b.admit(ctx)
 	if err != nil {
-		b.observeCall(ctx, OutcomeRejected, start)
+		b.observeCall(ctx, outcomeRejected, start)
 		var zero T
 		return zero, err
 	}
 	finished := false
 	defer func() {
 		if !finished {
-			b.finish(w, Failure)
-			b.observeCall(ctx, OutcomeFailure, start)
+			b.finish(ctx, w, Failure)
+			b.observeCall(ctx, outcomeFailure, start)
 		}
 	}()
 	v, err := fn(ctx)
 	finished = true
 	o := b.classify(err)
-	b.finish(w, o)
+	b.finish(ctx, w, o)
 	b.observeCall(ctx, callOutcome(o), start)
 	return v, err
 }
@@ -627,10 +634,10 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	if b.obs != nil {
 		start = b.now()
 	}
-	w, err := b.admit()
+	w, err := b.admit(context.Background())
 	if err != nil {
 		if b.obs != nil {
-			b.observeCall(context.Background(), OutcomeRejected, start)
+			b.observeCall(context.Background(), outcomeRejected, start)
 		}
 		return noop, err
 	}
@@ -671,11 +678,11 @@ func (p *permit) record(err error) (Outcome, bool) {
 	o := p.b.classify(err)
 	if p.slot != nil {
 		if p.slot.released.CompareAndSwap(false, true) {
-			p.b.finish(p.w, o)
+			p.b.finish(context.Background(), p.w, o)
 		}
 		return o, true
 	}
-	p.b.finish(p.w, o)
+	p.b.finish(context.Background(), p.w, o)
 	return o, true
 }
 
@@ -702,6 +709,6 @@ type probeSlot struct {
 
 func (s *probeSlot) abandon() {
 	if s.released.CompareAndSwap(false, true) {
-		s.b.finish(s.w, Ignore)
+		s.b.finish(context.Background(), s.w, Ignore)
 	}
 }

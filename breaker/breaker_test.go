@@ -386,9 +386,9 @@ func TestNilFunc(t *testing.T) {
 	t.Parallel()
 	b, err := breaker.New("t")
 	require.NoError(t, err)
-	require.ErrorIs(t, b.Execute(context.Background(), nil), breaker.ErrNilFunc)
+	require.ErrorIs(t, b.Execute(context.Background(), nil), breaker.ErrInvalidArgument)
 	_, err = breaker.Do[int](context.Background(), b, nil)
-	require.ErrorIs(t, err, breaker.ErrNilFunc)
+	require.ErrorIs(t, err, breaker.ErrInvalidArgument)
 	assert.Equal(t, breaker.Counts{State: breaker.Closed}, b.Counts())
 }
 

@@ -141,7 +141,7 @@ func TestHookRunsOutsideTheLock(t *testing.T) {
 	var b *breaker.Breaker
 	type tr struct{ from, to breaker.State }
 	var got []tr
-	hook := func(name string, from, to breaker.State) {
+	hook := func(_ context.Context, name string, from, to breaker.State) {
 		assert.Equal(t, "db", name)
 		got = append(got, tr{from, to})
 		// Calling back into the breaker must not deadlock.
@@ -176,7 +176,7 @@ func TestPanickingHookDoesNotWedgeDelivery(t *testing.T) {
 	clk := newFakeClock()
 	var calls atomic.Int32
 	b, err := breaker.New("t", breaker.WithClock(clk), breaker.WithConsecutiveFailures(1), breaker.WithOpenTimeout(time.Second),
-		breaker.WithOnStateChange(func(string, breaker.State, breaker.State) {
+		breaker.WithOnStateChange(func(context.Context, string, breaker.State, breaker.State) {
 			if calls.Add(1) == 1 {
 				panic("hook")
 			}
@@ -195,7 +195,7 @@ func TestHookOrderUnderConcurrency(t *testing.T) {
 	var mu sync.Mutex
 	var seq []breaker.State
 	b, err := breaker.New("t", breaker.WithClock(clk), breaker.WithConsecutiveFailures(1), breaker.WithOpenTimeout(time.Second),
-		breaker.WithProbeLimit(4), breaker.WithOnStateChange(func(_ string, from, to breaker.State) {
+		breaker.WithProbeLimit(4), breaker.WithOnStateChange(func(_ context.Context, _ string, from, to breaker.State) {
 			mu.Lock()
 			if len(seq) == 0 {
 				seq = append(seq, from)
@@ -477,7 +477,7 @@ func TestTripsExactlyOnceUnderConcurrency(t *testing.T) {
 		clk := newFakeClock()
 		var trips atomic.Int32
 		opts := []breaker.Option{breaker.WithClock(clk), breaker.WithConsecutiveFailures(10), breaker.WithOpenTimeout(time.Hour),
-			breaker.WithOnStateChange(func(_ string, from, to breaker.State) {
+			breaker.WithOnStateChange(func(_ context.Context, _ string, from, to breaker.State) {
 				if to == breaker.Open {
 					trips.Add(1)
 				}

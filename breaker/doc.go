@@ -61,9 +61,12 @@
 // # Hooks
 //
 // [WithOnStateChange] is called after the breaker's lock is released, one
-// hook at a time, in transition order. A hook may call any method of the
-// breaker, including one that causes another transition; that transition's
-// hook runs after the current one returns.
+// hook at a time, in transition order, with the ctx of the call that caused
+// the transition ([Breaker.Execute], [Do]; context.Background() for
+// [Breaker.Allow], [Breaker.State] and [Breaker.Counts], which take none).
+// A hook may call any method of the breaker, including one that causes
+// another transition; that transition's hook runs after the current one
+// returns.
 //
 // # Observing
 //
@@ -78,8 +81,9 @@
 //
 // A call's Duration is measured on the breaker's clock from Execute, Do or
 // Allow to the end of the call (done for Allow); calls pass the caller's
-// ctx (Allow, which has none, and state changes pass
-// context.Background()). With no observer nothing is timed.
+// ctx (Allow, which has none, passes context.Background()); a state change
+// passes the ctx the state-change hook gets. With no observer nothing is
+// timed.
 //
 // # Concurrency and cost
 //

@@ -1,6 +1,9 @@
 package breaker
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrRefused is the umbrella of the breaker's refusals: [ErrOpen] and
 // [ErrTooManyProbes] both match it, so one errors.Is(err, ErrRefused) tells
@@ -24,10 +27,14 @@ type refusal struct{ msg string }
 func (e *refusal) Error() string { return e.msg }
 func (e *refusal) Unwrap() error { return ErrRefused }
 
-// ErrNilFunc is returned by [Breaker.Execute] and [Do] when fn is nil. Nothing
-// is counted.
-var ErrNilFunc = errors.New("breaker: nil function")
+// ErrInvalidArgument is wrapped by the error of a call given a bad argument:
+// [Breaker.Execute] and [Do] with a nil fn. Nothing is counted. It never
+// matches [ErrRefused].
+var ErrInvalidArgument = errors.New("breaker: invalid argument")
 
 // ErrInvalidConfig is wrapped by every error [New] returns, so a caller can
 // tell bad configuration apart with errors.Is.
-var ErrInvalidConfig = errors.New("breaker: invalid config")
+var ErrInvalidConfig = errors.New("breaker: invalid configuration")
+
+// errNilFunc is the error of Execute and Do for a nil fn.
+var errNilFunc = fmt.Errorf("%w: nil function", ErrInvalidArgument)

@@ -23,7 +23,7 @@ func ExampleNew() {
 		breaker.WithConsecutiveFailures(3),
 		breaker.WithOpenTimeout(2*time.Second),
 		breaker.WithClock(clk),
-		breaker.WithOnStateChange(func(name string, from, to breaker.State) {
+		breaker.WithOnStateChange(func(_ context.Context, name string, from, to breaker.State) {
 			fmt.Printf("%s: %s -> %s\n", name, from, to)
 		}),
 	)

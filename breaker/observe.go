@@ -20,18 +20,21 @@ import (
 // A call's Duration runs from Execute (or Allow) to the end of the
 // protected function (to done for Allow), on the breaker's clock; a
 // rejected call's Duration is the time the refusal took. Calls report the
-// caller's ctx (Allow, which takes none, and the state gauge, which may be
-// delivered on another caller's goroutine, report context.Background()).
+// caller's ctx (Allow, which takes none, reports context.Background()); the
+// state gauge reports the ctx [WithOnStateChange] gets for the transition.
 // Err is never set: a failure is the protected function's business, and
 // the breaker's refusals are the outcome "rejected".
 const (
 	StageCall  = "breaker.call"
 	StageState = "breaker.state"
+)
 
-	OutcomeOK       = observe.OK
-	OutcomeFailure  = "failure"
-	OutcomeIgnored  = "ignored"
-	OutcomeRejected = "rejected"
+// The outcomes of [StageCall], as in the table above.
+const (
+	outcomeOK       = observe.OK
+	outcomeFailure  = "failure"
+	outcomeIgnored  = "ignored"
+	outcomeRejected = "rejected"
 )
 
 // stateOutcome is the snake-case label of a state for the state gauge.
@@ -50,11 +53,11 @@ func stateOutcome(s State) string {
 func callOutcome(o Outcome) string {
 	switch o {
 	case Success:
-		return OutcomeOK
+		return outcomeOK
 	case Ignore:
-		return OutcomeIgnored
+		return outcomeIgnored
 	}
-	return OutcomeFailure
+	return outcomeFailure
 }
 
 // observeCall reports one call that started at start (b.now() reading).
@@ -64,8 +67,8 @@ func (b *Breaker) observeCall(ctx context.Context, outcome string, start int64) 
 		Duration: durationSince(b.now(), start)})
 }
 
-func (b *Breaker) observeState(to State) {
-	b.obs.Observe(context.Background(), observe.Event{Stage: StageState, Outcome: stateOutcome(to),
+func (b *Breaker) observeState(ctx context.Context, to State) {
+	b.obs.Observe(ctx, observe.Event{Stage: StageState, Outcome: stateOutcome(to),
 		Name: b.name, Gauge: true, Value: float64(to)})
 }
 

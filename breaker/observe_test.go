@@ -77,7 +77,7 @@ func TestObserverEvents(t *testing.T) {
 	require.Equal(t, []observe.Event{
 		state("open", 2), call("failure", time.Millisecond), call("rejected", 0),
 	}, ev)
-	assert.Equal(t, []any{nil, "caller", "caller"}, vals)
+	assert.Equal(t, []any{"caller", "caller", "caller"}, vals, "the gauge gets the ctx of the call that tripped")
 
 	// Half-open through the two-step Allow, a probe success closes.
 	clk.Advance(time.Second)
@@ -151,10 +151,10 @@ func TestObserverWithHook(t *testing.T) {
 	rec := &recorder{}
 	var hook []breaker.State
 	b, err := breaker.New("db", breaker.WithClock(clk), breaker.WithObserver(rec), breaker.WithConsecutiveFailures(1),
-		breaker.WithOnStateChange(func(_ string, _, to breaker.State) { hook = append(hook, to) }))
+		breaker.WithOnStateChange(func(_ context.Context, _ string, _, to breaker.State) { hook = append(hook, to) }))
 	require.NoError(t, err)
 	_ = b.Execute(context.Background(), func(context.Context) error { return errFail })
-	clk.Advance(breaker.DefaultOpenTimeout)
+	clk.Advance(5 * time.Second) // the default open timeout
 	require.Equal(t, breaker.HalfOpen, b.State())
 	ev, _ := rec.take()
 	require.Equal(t, []observe.Event{state("closed", 0), state("open", 2), call("failure", 0), state("half_open", 1)}, ev)

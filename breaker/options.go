@@ -16,17 +16,24 @@ import (
 type Clock interface{ Now() time.Time }
 
 // Option configures a [Breaker]; pass options to [New], the package's one
-// constructor. A nil Option is ignored.
-type Option func(*options)
+// constructor. Options are built only by this package's With… functions
+// (the interface has an unexported method). A nil Option is ignored.
+type Option interface{ apply(*options) }
 
-// Defaults used by [New] when the corresponding option is not given.
+// optionFunc is the one implementation of [Option].
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// Defaults used by [New] when the corresponding option is not given; each
+// With… doc states its value.
 const (
-	DefaultConsecutiveFailures = 5
-	DefaultOpenTimeout         = 5 * time.Second
-	DefaultProbeLimit          = 1
-	DefaultSuccessesToClose    = 1
-	DefaultWindow              = 10 * time.Second
-	DefaultWindowBuckets       = 10
+	defaultConsecutiveFailures = 5
+	defaultOpenTimeout         = 5 * time.Second
+	defaultProbeLimit          = 1
+	defaultSuccessesToClose    = 1
+	defaultWindow              = 10 * time.Second
+	defaultWindowBuckets       = 10
 )
 
 const maxBuckets = 1024
@@ -44,7 +51,7 @@ type options struct {
 	successes     int
 	classifier    func(error) Outcome
 	classifierSet bool
-	onStateChange func(name string, from, to State)
+	onStateChange func(ctx context.Context, name string, from, to State)
 	observer      observe.Observer
 	clock         Clock
 	clockSet      bool
@@ -52,12 +59,12 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		consecutive: DefaultConsecutiveFailures,
-		window:      DefaultWindow,
-		buckets:     DefaultWindowBuckets,
-		openTimeout: DefaultOpenTimeout,
-		probeLimit:  DefaultProbeLimit,
-		successes:   DefaultSuccessesToClose,
+		consecutive: defaultConsecutiveFailures,
+		window:      defaultWindow,
+		buckets:     defaultWindowBuckets,
+		openTimeout: defaultOpenTimeout,
+		probeLimit:  defaultProbeLimit,
+		successes:   defaultSuccessesToClose,
 		classifier:  DefaultClassifier,
 	}
 }
@@ -66,9 +73,9 @@ func defaultOptions() options {
 // Closed state. The count is exact under concurrency: it is the number of
 // failures since the last success in the order the results were recorded.
 // n = 0 disables this condition (then [WithFailureRatio] must be given).
-// Default: [DefaultConsecutiveFailures] (5).
+// Default: 5.
 func WithConsecutiveFailures(n int) Option {
-	return func(o *options) { o.consecutive = n }
+	return optionFunc(func(o *options) { o.consecutive = n })
 }
 
 // WithFailureRatio trips the breaker when, over the rolling window (see
@@ -78,40 +85,39 @@ func WithConsecutiveFailures(n int) Option {
 // every failure in the Closed state, in addition to the consecutive-failure
 // condition. Default: disabled.
 func WithFailureRatio(ratio float64, minRequests int) Option {
-	return func(o *options) { o.ratio, o.minRequests, o.ratioSet = ratio, minRequests, true }
+	return optionFunc(func(o *options) { o.ratio, o.minRequests, o.ratioSet = ratio, minRequests, true })
 }
 
 // WithWindow sets the rolling window used by [WithFailureRatio] and reported
 // by [Breaker.Counts]: d split into buckets buckets of d/buckets each (so the
 // window slides by one bucket at a time; the effective length is
 // buckets*(d/buckets)). d must be positive, buckets in [1, 1024] and d/buckets
-// at least 1ns. Default: [DefaultWindow] (10s) in [DefaultWindowBuckets] (10)
-// buckets, used only when [WithFailureRatio] is given. Without either option
-// no window is kept: the closed state never reads the clock, and Counts
+// at least 1ns. Default: 10s in 10 buckets, used only when
+// [WithFailureRatio] is given. Without either option no window is kept: the closed state never reads the clock, and Counts
 // reports the totals since the breaker last closed.
 func WithWindow(d time.Duration, buckets int) Option {
-	return func(o *options) { o.window, o.buckets, o.windowSet = d, buckets, true }
+	return optionFunc(func(o *options) { o.window, o.buckets, o.windowSet = d, buckets, true })
 }
 
 // WithOpenTimeout sets how long the breaker stays Open before letting probes
-// through (HalfOpen). d must be positive. Default: [DefaultOpenTimeout] (5s).
+// through (HalfOpen). d must be positive. Default: 5s.
 func WithOpenTimeout(d time.Duration) Option {
-	return func(o *options) { o.openTimeout = d }
+	return optionFunc(func(o *options) { o.openTimeout = d })
 }
 
 // WithProbeLimit sets how many calls may be in flight at once while
 // HalfOpen; further calls get [ErrTooManyProbes]. A slot is always given back
 // when its call returns, including when the call panics or its result is
-// ignored. n must be >= 1. Default: [DefaultProbeLimit] (1).
+// ignored. n must be >= 1. Default: 1.
 func WithProbeLimit(n int) Option {
-	return func(o *options) { o.probeLimit = n }
+	return optionFunc(func(o *options) { o.probeLimit = n })
 }
 
 // WithSuccessesToClose sets how many probe successes close a half-open
 // breaker (it may exceed the probe limit: slots are reused as probes
-// finish). n must be >= 1. Default: [DefaultSuccessesToClose] (1).
+// finish). n must be >= 1. Default: 1.
 func WithSuccessesToClose(n int) Option {
-	return func(o *options) { o.successes = n }
+	return optionFunc(func(o *options) { o.successes = n })
 }
 
 // WithClassifier sets how a non-nil error returned by a call counts. A nil
@@ -119,7 +125,7 @@ func WithSuccessesToClose(n int) Option {
 // classifier is not consulted for either. An out-of-range Outcome counts as
 // Failure. c must not be nil. Default: [DefaultClassifier].
 func WithClassifier(c func(err error) Outcome) Option {
-	return func(o *options) { o.classifier, o.classifierSet = c, true }
+	return optionFunc(func(o *options) { o.classifier, o.classifierSet = c, true })
 }
 
 // DefaultClassifier ignores context.Canceled (the caller gave up; that says
@@ -132,15 +138,20 @@ func DefaultClassifier(err error) Outcome {
 	return Failure
 }
 
-// WithOnStateChange registers a hook called on every state change with the
-// breaker's name and the two states. It is never called while the breaker
-// holds a lock, so it may call back into the breaker (even cause another
-// transition). Hooks are delivered one at a time and in transition order, on
+// WithOnStateChange registers a hook called on every state change with a
+// context, the breaker's name and the two states. ctx is the context of the
+// [Breaker.Execute] or [Do] call whose admission or result caused the
+// transition (as the caller passed it, values and cancellation included);
+// transitions caused by a call that takes no context — [Breaker.Allow] and
+// its done, [Breaker.State], [Breaker.Counts], or a half-open permit given
+// back when it is garbage collected — get [context.Background]. It is
+// never called while the breaker holds a lock, so it may call back into the
+// breaker (even cause another transition). Hooks are delivered one at a time and in transition order, on
 // the goroutine of a caller; a caller's Execute may return before the hook
 // for the transition it caused has run if another goroutine is delivering.
 // A nil f means no hook. Default: none.
-func WithOnStateChange(f func(name string, from, to State)) Option {
-	return func(o *options) { o.onStateChange = f }
+func WithOnStateChange(f func(ctx context.Context, name string, from, to State)) Option {
+	return optionFunc(func(o *options) { o.onStateChange = f })
 }
 
 // WithObserver reports every call ("breaker.call") and every state change
@@ -148,11 +159,11 @@ func WithOnStateChange(f func(name string, from, to State)) Option {
 // names. A nil o is ignored. Without an observer nothing is measured: the
 // closed-state hot path costs one more nil check. Default: none.
 func WithObserver(o observe.Observer) Option {
-	return func(opts *options) {
+	return optionFunc(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
-	}
+	})
 }
 
 // WithClock sets the source of "now" (for tests, a fake clock). c must not be
@@ -164,7 +175,7 @@ func WithObserver(o observe.Observer) Option {
 // first call or [Breaker.State] at or after the deadline, and every result
 // lands in the bucket of its instant.
 func WithClock(c Clock) Option {
-	return func(o *options) { o.clock, o.clockSet = c, true }
+	return optionFunc(func(o *options) { o.clock, o.clockSet = c, true })
 }
 
 func invalid(format string, args ...any) error {

@@ -1,6 +1,7 @@
 package breaker_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strconv"
@@ -57,7 +58,7 @@ func TestNewValidation(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, b)
 			assert.True(t, errors.Is(err, breaker.ErrInvalidConfig), "%v", err)
-			assert.Contains(t, err.Error(), "breaker: invalid config: ")
+			assert.Contains(t, err.Error(), "breaker: invalid configuration: ")
 		})
 	}
 
@@ -75,7 +76,7 @@ func TestNewValidation(t *testing.T) {
 			breaker.WithConsecutiveFailures(math.MaxInt32), breaker.WithFailureRatio(0.25, 100),
 			breaker.WithWindow(time.Minute, 60), breaker.WithOpenTimeout(time.Second), breaker.WithProbeLimit(10),
 			breaker.WithSuccessesToClose(20), breaker.WithClassifier(breaker.DefaultClassifier),
-			breaker.WithClock(newFakeClock()), breaker.WithOnStateChange(func(string, breaker.State, breaker.State) {}),
+			breaker.WithClock(newFakeClock()), breaker.WithOnStateChange(func(context.Context, string, breaker.State, breaker.State) {}),
 		}},
 	}
 	for _, tc := range good {

@@ -25,7 +25,7 @@ func TestOpenTimeoutWithProcessClock(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	var hooks atomic.Int32
 	b, err := breaker.New("t", breaker.WithConsecutiveFailures(1), breaker.WithOpenTimeout(timeout),
-		breaker.WithOnStateChange(func(string, breaker.State, breaker.State) { hooks.Add(1) }))
+		breaker.WithOnStateChange(func(context.Context, string, breaker.State, breaker.State) { hooks.Add(1) }))
 	require.NoError(t, err)
 	start := time.Now()
 	_ = b.Execute(context.Background(), func(context.Context) error { return errFail })

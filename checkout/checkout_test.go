@@ -292,7 +292,7 @@ func TestStepEdits(t *testing.T) {
 	full.Link = func(context.Context, token.VerifyParams) (token.Claims, error) { return token.Claims{}, nil }
 	full.Captcha = func(context.Context, captcha.VerifyParams) error { return nil }
 	full.Risk = func(context.Context, risk.Subject) (risk.Decision, error) { return risk.Decision{}, nil }
-	full.PerUser = limiter.LimiterFunc(func(context.Context, string, int) (limiter.Result, error) { return limiter.Result{Allowed: true}, nil })
+	full.PerUser = allowAll{}
 	full.Global = func() bool { return true }
 	var handed []string
 	full.Steps = func(d []Step) []Step {
@@ -516,4 +516,11 @@ func TestConcurrentResend(t *testing.T) {
 	if e, ok := st.lookup(first.Reservation); !ok || e.Qty != 1 {
 		t.Errorf("ledger entry %+v", e)
 	}
+}
+
+// allowAll is a limiter.Limiter that allows everything.
+type allowAll struct{}
+
+func (allowAll) AllowN(context.Context, string, int) (limiter.Result, error) {
+	return limiter.Result{Allowed: true}, nil
 }

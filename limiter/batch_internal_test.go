@@ -99,7 +99,7 @@ func newBatchRig(t *testing.T) *batchRig {
 func (g *batchRig) allow(ctx context.Context, key string) <-chan outcome {
 	ch := make(chan outcome, 1)
 	go func() {
-		r, err := g.sw.Allow(ctx, key)
+		r, err := g.sw.AllowN(ctx, key, 1)
 		ch <- outcome{r, err}
 	}()
 	return ch

@@ -44,7 +44,7 @@ func Chain(ctx context.Context, n int, steps ...Step) (Result, int, error) {
 	for i, s := range steps {
 		if s.Limiter == nil {
 			refund(ctx, steps, spent, n)
-			return Result{}, i, fmt.Errorf("%w: chain step %d has a nil limiter", ErrInvalidConfig, i)
+			return Result{}, i, fmt.Errorf("%w: chain step %d has a nil limiter", ErrInvalidArgument, i)
 		}
 		r, err := s.Limiter.AllowN(ctx, s.Key, s.cost(n))
 		if err != nil || !r.Allowed {

@@ -81,7 +81,7 @@ func TestChainFailureRefundsAndReportsStep(t *testing.T) {
 	t.Parallel()
 	user := keyed(t, 1)
 	boom := errors.New("boom")
-	broken := limiter.LimiterFunc(func(context.Context, string, int) (limiter.Result, error) {
+	broken := limiterFunc(func(context.Context, string, int) (limiter.Result, error) {
 		return limiter.Result{}, boom
 	})
 	_, idx, err := limiter.Chain(context.Background(), 1, limiter.Step{Limiter: user, Key: "u"}, limiter.Step{Limiter: broken})
@@ -89,7 +89,7 @@ func TestChainFailureRefundsAndReportsStep(t *testing.T) {
 	assert.Equal(t, 1, idx)
 	assert.True(t, user.Allow("u"), "user refunded after the failure")
 	_, idx, err = limiter.Chain(context.Background(), 1, limiter.Step{Limiter: nil})
-	require.ErrorIs(t, err, limiter.ErrInvalidConfig)
+	require.ErrorIs(t, err, limiter.ErrInvalidArgument, "a nil step is a bad argument to Chain")
 	assert.Equal(t, 0, idx)
 }
 
@@ -120,7 +120,7 @@ func TestDryRun(t *testing.T) {
 	t.Parallel()
 	inner := keyed(t, 2)
 	var reported []string
-	d, err := limiter.NewDryRun(inner, func(key string, r limiter.Result, err error) {
+	d, err := limiter.NewDryRun(inner, func(_ context.Context, key string, r limiter.Result, err error) {
 		reported = append(reported, key)
 		assert.False(t, r.Allowed)
 	})
@@ -135,9 +135,9 @@ func TestDryRun(t *testing.T) {
 	assert.Equal(t, limiter.DryRunStats{Checked: 5, WouldRefuse: 3}, d.Stats())
 	assert.Equal(t, []string{"u", "u", "u"}, reported)
 	_, err = d.AllowN(ctx, "u", 3)
-	require.ErrorIs(t, err, limiter.ErrInvalidN, "programming errors still surface")
+	require.ErrorIs(t, err, limiter.ErrInvalidArgument, "programming errors still surface")
 
-	failing, err := limiter.NewDryRun(limiter.LimiterFunc(func(context.Context, string, int) (limiter.Result, error) {
+	failing, err := limiter.NewDryRun(limiterFunc(func(context.Context, string, int) (limiter.Result, error) {
 		return limiter.Result{}, limiter.ErrUnavailable
 	}), nil)
 	require.NoError(t, err)

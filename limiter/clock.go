@@ -13,12 +13,6 @@ type Clock interface {
 	Now() time.Time
 }
 
-// ClockFunc adapts a function to [Clock].
-type ClockFunc func() time.Time
-
-// Now returns f().
-func (f ClockFunc) Now() time.Time { return f() }
-
 // afterClock is optionally implemented by a Clock whose timers follow it
 // (a fake clock in tests). [TokenBucket.Wait] sleeps through After when the
 // injected clock has it and through a real timer otherwise.

@@ -125,7 +125,7 @@ func TestConformanceInvalidN(t *testing.T) {
 		ctx := context.Background()
 		for _, n := range []int{0, -1, 4} {
 			r, err := l.AllowN(ctx, "k", n)
-			require.ErrorIs(t, err, limiter.ErrInvalidN, "n=%d", n)
+			require.ErrorIs(t, err, limiter.ErrInvalidArgument, "n=%d", n)
 			assert.False(t, r.Allowed)
 		}
 		r, err := l.AllowN(ctx, "k", 3)

@@ -2,6 +2,9 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -21,16 +24,17 @@ import (
 // another one does not compile.
 func TestOptionsBelongToConstructor(t *testing.T) {
 	t.Parallel()
-	type applies struct{ tb, keyed, sw, rb bool }
+	type applies struct{ tb, keyed, sw, rb, mw bool }
 	check := func(name string, opt any, want applies) {
 		t.Helper()
 		_, tb := opt.(limiter.TokenBucketOption)
 		_, keyed := opt.(limiter.KeyedOption)
 		_, sw := opt.(limiter.SlidingWindowOption)
 		_, rb := opt.(limiter.RedisBucketOption)
-		assert.Equal(t, want, applies{tb, keyed, sw, rb}, name)
+		_, mw := opt.(limiter.MiddlewareOption)
+		assert.Equal(t, want, applies{tb, keyed, sw, rb, mw}, name)
 	}
-	all := applies{true, true, true, true}
+	all := applies{true, true, true, true, false}
 	redisOnly := applies{sw: true, rb: true}
 	check("WithClock", limiter.WithClock(nil), all)
 	check("WithMaxKeys", limiter.WithMaxKeys(1), applies{keyed: true})
@@ -44,6 +48,26 @@ func TestOptionsBelongToConstructor(t *testing.T) {
 	} {
 		check(name, o, redisOnly)
 	}
+	for name, o := range map[string]any{
+		"WithKeyFailurePolicy": limiter.WithKeyFailurePolicy(limiter.FailOpen),
+		"WithOnError":          limiter.WithOnError(nil), "WithOnDenied": limiter.WithOnDenied(nil),
+		"WithMiddlewareObserver": limiter.WithMiddlewareObserver(nil),
+	} {
+		check(name, o, applies{mw: true})
+	}
+	// Every option type is an interface whose methods are all unexported,
+	// so options come from the With… functions only.
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[limiter.TokenBucketOption](), reflect.TypeFor[limiter.KeyedOption](),
+		reflect.TypeFor[limiter.SlidingWindowOption](), reflect.TypeFor[limiter.RedisBucketOption](),
+		reflect.TypeFor[limiter.MiddlewareOption](), reflect.TypeFor[limiter.ClockOption](),
+		reflect.TypeFor[limiter.RedisOption](),
+	} {
+		require.Equal(t, reflect.Interface, typ.Kind(), typ.Name())
+		for i := range typ.NumMethod() {
+			assert.False(t, typ.Method(i).IsExported(), "%s.%s", typ.Name(), typ.Method(i).Name)
+		}
+	}
 }
 
 // TestNilOptionIgnored: a nil option, untyped or typed, changes nothing.
@@ -52,7 +76,7 @@ func TestNilOptionIgnored(t *testing.T) {
 	c, _ := testenv.Miniredis(t)
 	_, err := limiter.NewTokenBucket(1, 1, nil, limiter.ClockOption(nil))
 	require.NoError(t, err)
-	k, err := limiter.NewKeyed(1, 1, nil, limiter.KeyedOnlyOption(nil), limiter.ClockOption(nil))
+	k, err := limiter.NewKeyed(1, 1, nil, limiter.KeyedOption(nil), limiter.ClockOption(nil))
 	require.NoError(t, err)
 	r, err := k.AllowN(context.Background(), "k", 1)
 	require.NoError(t, err)
@@ -60,12 +84,12 @@ func TestNilOptionIgnored(t *testing.T) {
 	sw, err := limiter.NewSlidingWindow(c, 1, time.Hour, nil, limiter.RedisOption(nil),
 		limiter.WithKeyPrefix(testenv.Prefix(t)))
 	require.NoError(t, err)
-	r, err = sw.Allow(context.Background(), "k")
+	r, err = sw.AllowN(context.Background(), "k", 1)
 	require.NoError(t, err)
 	assert.True(t, r.Allowed)
 	_, err = limiter.NewRedisBucket(c, 1, 1, nil, limiter.RedisOption(nil))
 	require.NoError(t, err)
-	mw, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: k}}, nil)
+	mw, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: k}}, nil, limiter.MiddlewareOption(nil))
 	require.NoError(t, err)
 	assert.NotNil(t, mw)
 }
@@ -110,6 +134,16 @@ func TestNilCollaborators(t *testing.T) {
 		"DryRun typed nil limiter": func() error { _, err := limiter.NewDryRun(nilKeyed, nil); return err },
 		"Middleware typed nil limiter": func() error {
 			_, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: nilKeyed}})
+			return err
+		},
+		"SlidingWindow nil logger": func() error {
+			_, err := limiter.NewSlidingWindow(c, 1, time.Second, limiter.WithLogger(nil))
+			return err
+		},
+		"RedisBucket nil logger": func() error { _, err := limiter.NewRedisBucket(c, 1, 1, limiter.WithLogger(nil)); return err },
+		"Middleware unknown key failure policy": func() error {
+			_, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: nilKeyedOK(t)}},
+				limiter.WithKeyFailurePolicy(limiter.FailurePolicy(9)))
 			return err
 		},
 	} {
@@ -164,7 +198,7 @@ func TestFallbackIsReportedNotAnError(t *testing.T) {
 			assert.False(t, fr.Allowed)
 			mu.Lock()
 			defer mu.Unlock()
-			assert.Equal(t, []string{limiter.OutcomeFallback, limiter.OutcomeFallback, limiter.OutcomeFallbackLimited}, outcomes)
+			assert.Equal(t, []string{"fallback", "fallback", "fallback_limited"}, outcomes)
 		})
 	}
 }
@@ -187,4 +221,109 @@ func TestCoarseClockLifecycleSentinels(t *testing.T) {
 	err := c.Run(context.Background())
 	require.ErrorIs(t, err, lifecycle.ErrClosed)
 	require.ErrorIs(t, err, limiter.ErrClosed)
+}
+
+func nilKeyedOK(t *testing.T) *limiter.Keyed {
+	k, err := limiter.NewKeyed(1, 1)
+	require.NoError(t, err)
+	return k
+}
+
+// TestCallbacksGetCallersCtx: WithOnFailure (AllowN, RefundN, and a Chain's
+// refund) and the DryRun hook receive the ctx of the call that triggered
+// them.
+func TestCallbacksGetCallersCtx(t *testing.T) {
+	t.Parallel()
+	down := fakeScripter{err: errors.New("redis down")}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	var seen []any
+	hook := limiter.WithOnFailure(func(ctx context.Context, key string, err error) {
+		assert.ErrorIs(t, err, limiter.ErrUnavailable)
+		seen = append(seen, ctx.Value(ctxKey{}))
+	})
+	sw, err := limiter.NewSlidingWindow(down, 5, time.Second, hook, limiter.WithBatching(0),
+		limiter.WithFailurePolicy(limiter.FailOpen), limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	rb, err := limiter.NewRedisBucket(down, 5, 5, hook, limiter.WithBatching(0),
+		limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+
+	r, err := sw.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, r.Degraded)
+	_, err = rb.AllowN(ctx, "k", 1)
+	require.ErrorIs(t, err, limiter.ErrUnavailable)
+	require.ErrorIs(t, sw.RefundN(ctx, "k", 1), limiter.ErrUnavailable)
+	require.ErrorIs(t, rb.RefundN(ctx, "k", 1), limiter.ErrUnavailable)
+	// The fail-open window allows (and "spends"), the refusing step after
+	// it makes Chain refund it: that refund fails and reports the Chain ctx.
+	cctx, cancel := context.WithCancel(ctx)
+	_, idx, _ := limiter.Chain(cctx, 1, limiter.Step{Limiter: sw, Key: "k"},
+		limiter.Step{Limiter: limiterFunc(func(context.Context, string, int) (limiter.Result, error) {
+			cancel()
+			return limiter.Result{}, nil
+		}), Key: "k"})
+	require.Equal(t, 1, idx)
+	assert.Equal(t, []any{"caller", "caller", "caller", "caller", "caller", "caller"}, seen,
+		"AllowN x2, RefundN x2, the chain's AllowN and its refund")
+
+	var dry []any
+	d, err := limiter.NewDryRun(limiterFunc(func(context.Context, string, int) (limiter.Result, error) {
+		return limiter.Result{}, nil
+	}), func(ctx context.Context, _ string, _ limiter.Result, _ error) { dry = append(dry, ctx.Value(ctxKey{})) })
+	require.NoError(t, err)
+	_, err = d.AllowN(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, []any{"caller"}, dry)
+}
+
+// TestOnlyRefusalsAreRefused: every refusal that is an error matches
+// ErrRefused (a quota that cannot cover n, a wait past the deadline);
+// invalid input, store failures and cancelled contexts never do.
+func TestOnlyRefusalsAreRefused(t *testing.T) {
+	t.Parallel()
+	quota, err := limiter.NewTokenBucket(0, 1)
+	require.NoError(t, err)
+	require.True(t, quota.Allow())
+	err = quota.Wait(context.Background())
+	assert.ErrorIs(t, err, limiter.ErrRefused, "quota exhausted")
+
+	clk := newWallFakeClock()
+	slow, err := limiter.NewTokenBucket(limiter.Every(time.Hour), 1, limiter.WithClock(clk))
+	require.NoError(t, err)
+	require.True(t, slow.Allow())
+	dctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Minute))
+	defer cancel()
+	err = slow.Wait(dctx)
+	assert.ErrorIs(t, err, limiter.ErrWouldExceedDeadline)
+	assert.ErrorIs(t, err, limiter.ErrRefused, "a wait past the deadline is a refusal")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	notRefused := map[string]error{}
+	notRefused["bad n"] = slow.WaitN(context.Background(), 2)
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	notRefused["cancelled ctx"] = slow.Wait(cctx)
+	k, err := limiter.NewKeyed(1, 1)
+	require.NoError(t, err)
+	_, notRefused["keyed bad n"] = k.AllowN(context.Background(), "k", 0)
+	_, notRefused["chain nil step"] = func() (limiter.Result, error) {
+		r, _, err := limiter.Chain(context.Background(), 1, limiter.Step{})
+		return r, err
+	}()
+	rb, err := limiter.NewRedisBucket(fakeScripter{err: errors.New("redis down")}, 1, 1, limiter.WithBatching(0),
+		limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	_, notRefused["redis down"] = rb.AllowN(context.Background(), "k", 1)
+	_, notRefused["redis caller cancelled"] = rb.AllowN(cctx, "k", 1)
+	_, notRefused["bad config"] = limiter.NewTokenBucket(-1, 1)
+	for name, err := range notRefused {
+		require.Error(t, err, name)
+		assert.NotErrorIs(t, err, limiter.ErrRefused, name)
+	}
+	assert.ErrorIs(t, notRefused["bad n"], limiter.ErrInvalidArgument)
+	assert.ErrorIs(t, notRefused["keyed bad n"], limiter.ErrInvalidArgument)
+	assert.ErrorIs(t, notRefused["chain nil step"], limiter.ErrInvalidArgument)
+	assert.ErrorIs(t, notRefused["redis down"], limiter.ErrUnavailable)
+	assert.ErrorIs(t, notRefused["cancelled ctx"], context.Canceled)
 }

@@ -94,18 +94,40 @@
 //
 // A caller that wants to know the fallback decided reads Result.Degraded
 // (true for every decision made by [FailOpen] or [FallbackLocal] because
-// Redis failed), or watches the observer's outcomes [OutcomeFallback] and
-// [OutcomeFallbackLimited], or counts [WithOnFailure] calls.
+// Redis failed), or watches the observer's outcomes "fallback" and
+// "fallback_limited", or counts [WithOnFailure] calls.
+//
+// # Errors
+//
+// A refusal is a Result with Allowed false and a nil error. Where a
+// refusal has to be an error ([TokenBucket.WaitN]: a quota that cannot
+// cover n, or [ErrWouldExceedDeadline]) it matches [ErrRefused]; store
+// failures ([ErrUnavailable]), bad arguments ([ErrInvalidArgument]: a cost
+// out of range, a nil [Chain] step, a request the middleware cannot key),
+// bad configuration ([ErrInvalidConfig]) and the caller's context errors
+// never do.
 //
 // # Options
 //
 // Each constructor takes its own option interface ([TokenBucketOption],
 // [KeyedOption], [SlidingWindowOption], [RedisBucketOption],
-// [MiddlewareOption]): an option that means nothing to a constructor does
-// not compile there. A nil option is ignored; a nil collaborator (a nil
-// Redis client, a nil [WithClock] clock or [WithFallback] limiter, a nil
-// limiter given to [NewDryRun] or a middleware [Rule]) is an error wrapping
+// [MiddlewareOption]), an interface with an unexported method, so options
+// come from the With… functions only; an option that means nothing to a
+// constructor does not compile there. An option shared by several
+// constructors returns a type implementing each of their interfaces
+// ([ClockOption], [RedisOption]). A nil option is ignored; a nil
+// collaborator (a nil Redis client, a nil [WithClock] clock,
+// [WithFallback] limiter or [WithLogger] logger, a nil limiter given to
+// [NewDryRun] or a middleware [Rule]) is an error wrapping
 // [ErrInvalidConfig].
+//
+// # Callbacks
+//
+// Callbacks take the context of the call that triggered them first:
+// [WithOnFailure] gets the ctx of AllowN or RefundN ([Chain]'s refunds pass
+// the Chain ctx without its cancellation), the [NewDryRun] hook that of
+// AllowN. The HTTP hooks ([WithOnDenied], [WithOnError]) take the
+// *http.Request, whose Context() is that context.
 //
 // # Redis
 //
@@ -116,6 +138,6 @@
 // coalesced into pipelines by default ([WithBatching]). Keys live under a
 // prefix ([WithKeyPrefix], default "seckill:") and expire when idle.
 // Script numbers are Lua doubles: a rate, burst or cost above 2^53-1 is
-// refused in Go ([ErrInvalidConfig], [ErrInvalidN]) rather than rounded.
+// refused in Go ([ErrInvalidConfig], [ErrInvalidArgument]) rather than rounded.
 // The client is borrowed, never closed.
 package limiter

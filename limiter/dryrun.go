@@ -18,7 +18,7 @@ import (
 // concurrent use and implements [Limiter] and [Refunder].
 type DryRun struct {
 	l        Limiter
-	onRefuse func(key string, r Result, err error)
+	onRefuse func(ctx context.Context, key string, r Result, err error)
 
 	checked, refused, failed atomic.Uint64
 }
@@ -31,9 +31,9 @@ type DryRunStats struct {
 }
 
 // NewDryRun wraps l. onRefuse, if not nil, is called synchronously for each
-// would-be refusal with the wrapped limiter's Result and error (nil for a
-// plain refusal).
-func NewDryRun(l Limiter, onRefuse func(key string, r Result, err error)) (*DryRun, error) {
+// would-be refusal with the ctx given to AllowN, the key, and the wrapped
+// limiter's Result and error (nil for a plain refusal).
+func NewDryRun(l Limiter, onRefuse func(ctx context.Context, key string, r Result, err error)) (*DryRun, error) {
 	if isNil(l) {
 		return nil, fmt.Errorf("%w: dry run of a nil limiter", ErrInvalidConfig)
 	}
@@ -48,7 +48,7 @@ func (d *DryRun) AllowN(ctx context.Context, key string, n int) (Result, error) 
 	if err == nil && r.Allowed {
 		return r, nil
 	}
-	if isInvalidN(err) {
+	if isInvalidArgument(err) {
 		return r, err
 	}
 	d.refused.Add(1)
@@ -56,7 +56,7 @@ func (d *DryRun) AllowN(ctx context.Context, key string, n int) (Result, error) 
 		d.failed.Add(1)
 	}
 	if d.onRefuse != nil {
-		d.onRefuse(key, r, err)
+		d.onRefuse(ctx, key, r, err)
 	}
 	r.Allowed, r.DryRunRefused, r.RetryAfter = true, true, 0
 	return r, nil

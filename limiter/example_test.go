@@ -46,7 +46,7 @@ func ExampleNewSlidingWindow() {
 	}
 	ctx := context.Background()
 	for range 3 {
-		r, err := perUser.Allow(ctx, "user:42")
+		r, err := perUser.AllowN(ctx, "user:42", 1)
 		if err != nil {
 			panic(err) // Redis down and FailClosed (the default)
 		}
@@ -85,7 +85,7 @@ func ExampleChain() {
 	}
 	// The user's second request was refused by step 0 and never reached the
 	// global bucket, which spent exactly one token.
-	r, _ := global.Allow(ctx, "all")
+	r, _ := global.AllowN(ctx, "all", 1)
 	fmt.Println("global remaining:", r.Remaining)
 	// Output:
 	// allowed: true refused by step: -1
@@ -118,7 +118,7 @@ func ExampleNewMiddleware() {
 
 func ExampleNewDryRun() {
 	strict, _ := limiter.NewKeyed(limiter.Every(time.Minute), 1)
-	shadow, _ := limiter.NewDryRun(strict, func(key string, _ limiter.Result, _ error) {
+	shadow, _ := limiter.NewDryRun(strict, func(_ context.Context, key string, _ limiter.Result, _ error) {
 		fmt.Println("would refuse", key)
 	})
 	ctx := context.Background()
@@ -154,7 +154,7 @@ func Example_failurePolicy() {
 	}
 	m.SetError("LOADING Redis is loading the dataset in memory") // Redis fails every call
 	for range 3 {
-		r, err := perUser.Allow(context.Background(), "user:42")
+		r, err := perUser.AllowN(context.Background(), "user:42", 1)
 		if err != nil {
 			panic(err) // never under FallbackLocal: the fallback decided
 		}

@@ -29,7 +29,7 @@ func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) 
 	}
 	err := fmt.Errorf("%w: %s %q: %w", ErrUnavailable, b.o.name, key, cause)
 	if b.o.onFailure != nil {
-		b.o.onFailure(key, err)
+		b.o.onFailure(ctx, key, err)
 	}
 	b.o.logger.Warn("limiter: redis failed", "limiter", b.o.name, "key", key,
 		"policy", b.o.policy.String(), "err", err)
@@ -87,7 +87,7 @@ const whyMaxScriptInt = "Redis scripts compute in doubles, exact only up to 2^53
 // checkScriptN refuses a cost the scripts cannot hold exactly.
 func checkScriptN(n int) error {
 	if int64(n) > maxScriptInt {
-		return fmt.Errorf("%w: %d is above %d: %s", ErrInvalidN, n, int64(maxScriptInt), whyMaxScriptInt)
+		return fmt.Errorf("%w: %d is above %d: %s", ErrInvalidArgument, n, int64(maxScriptInt), whyMaxScriptInt)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -82,4 +83,11 @@ func asOptions[O any](in []limiter.RedisOption) []O {
 		out[i] = any(o).(O)
 	}
 	return out
+}
+
+// limiterFunc adapts a function to limiter.Limiter (a stub for tests).
+type limiterFunc func(ctx context.Context, key string, n int) (limiter.Result, error)
+
+func (f limiterFunc) AllowN(ctx context.Context, key string, n int) (limiter.Result, error) {
+	return f(ctx, key, n)
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Keyed is an in-process token bucket per key (user, device, IP) on one
@@ -107,19 +106,14 @@ func (k *Keyed) Allow(key string) bool {
 }
 
 // AllowN implements [Limiter]. The error is non-nil only for a bad n
-// ([ErrInvalidN]); ctx is unused (no I/O).
+// ([ErrInvalidArgument]); ctx is unused (no I/O).
 func (k *Keyed) AllowN(_ context.Context, key string, n int) (Result, error) {
 	return k.decide(k.clock.nanotime()<<tickShift, key, n)
 }
 
-// AllowAt is AllowN at time t.
-func (k *Keyed) AllowAt(t time.Time, key string, n int) (Result, error) {
-	return k.decide(int64(t.Sub(k.clock.origin()))<<tickShift, key, n)
-}
-
 func (k *Keyed) decide(now int64, key string, n int) (Result, error) {
 	if n < 1 || (!k.unlimited && n > k.burst) {
-		return Result{Limit: k.burst}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidN, n, k.burst)
+		return Result{Limit: k.burst}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidArgument, n, k.burst)
 	}
 	if k.unlimited {
 		return Result{Allowed: true, Limit: k.burst, Remaining: math.MaxInt32}, nil

@@ -78,16 +78,17 @@ func TestKeyedCap(t *testing.T) {
 	assert.False(t, k.Allow("hot"))
 }
 
-func TestKeyedAllowAtAndResult(t *testing.T) {
+func TestKeyedResultOnClock(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	k, err := limiter.NewKeyed(2, 2, limiter.WithClock(clk))
 	require.NoError(t, err)
-	now := clk.Now()
-	r, err := k.AllowAt(now, "u", 2)
+	ctx := context.Background()
+	r, err := k.AllowN(ctx, "u", 2)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: time.Second}, r)
-	r, err = k.AllowAt(now.Add(100*time.Millisecond), "u", 1)
+	clk.Advance(100 * time.Millisecond)
+	r, err = k.AllowN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.Result{Allowed: false, Limit: 2, Remaining: 0, RetryAfter: 400 * time.Millisecond, ResetAfter: 900 * time.Millisecond}, r)
 }

@@ -45,9 +45,6 @@ type Rule struct {
 	Cost int
 }
 
-// MiddlewareOption configures [NewMiddleware].
-type MiddlewareOption func(*mwOptions)
-
 type mwOptions struct {
 	keyPolicy FailurePolicy
 	onError   func(r *http.Request, rule string, err error)
@@ -58,20 +55,25 @@ type mwOptions struct {
 // WithKeyFailurePolicy says what the middleware does when a rule's key
 // function fails: [FailClosed] (default) answers 500 with a JSON error and
 // spends nothing; [FailOpen] (or [FallbackLocal], treated alike) skips that
-// rule for the request and applies the others.
+// rule for the request and applies the others. Another value is an error
+// wrapping [ErrInvalidConfig].
 func WithKeyFailurePolicy(p FailurePolicy) MiddlewareOption {
-	return func(o *mwOptions) { o.keyPolicy = p }
+	return mwOpt(func(o *mwOptions) { o.keyPolicy = p })
 }
 
-// WithOnError sets a hook for key-function and store errors (the error
-// wraps [ErrKey] or [ErrUnavailable]). Default: none.
+// WithOnError sets a hook for key-function and store errors: the error
+// wraps [ErrInvalidArgument] (the key function failed) or [ErrUnavailable]
+// (the rule's store failed). The HTTP hooks take the request, whose
+// Context() is the context of the call. Default: none.
 func WithOnError(f func(r *http.Request, rule string, err error)) MiddlewareOption {
-	return func(o *mwOptions) { o.onError = f }
+	return mwOpt(func(o *mwOptions) { o.onError = f })
 }
 
-// WithOnDenied sets a hook called for each 429. Default: none.
+// WithOnDenied sets a hook called for each 429, with the request (its
+// Context() is the context of the call), the refusing rule and its Result.
+// Default: none.
 func WithOnDenied(f func(r *http.Request, rule string, res Result)) MiddlewareOption {
-	return func(o *mwOptions) { o.onDenied = f }
+	return mwOpt(func(o *mwOptions) { o.onDenied = f })
 }
 
 // WithMiddlewareObserver reports every request's limiting decision to o
@@ -80,19 +82,19 @@ func WithOnDenied(f func(r *http.Request, rule string, res Result)) MiddlewareOp
 // context, before the response is written or the next handler runs. A nil
 // o is ignored. Default: none.
 func WithMiddlewareObserver(o observe.Observer) MiddlewareOption {
-	return func(opts *mwOptions) {
+	return mwOpt(func(opts *mwOptions) {
 		if o != nil {
 			opts.observer = o
 		}
-	}
+	})
 }
 
-// Response header names.
+// The response headers the middleware sets (see [NewMiddleware]).
 const (
-	HeaderRetryAfter = "Retry-After"
-	HeaderLimit      = "RateLimit-Limit"
-	HeaderRemaining  = "RateLimit-Remaining"
-	HeaderReset      = "RateLimit-Reset"
+	headerRetryAfter = "Retry-After"
+	headerLimit      = "RateLimit-Limit"
+	headerRemaining  = "RateLimit-Remaining"
+	headerReset      = "RateLimit-Reset"
 )
 
 // ErrorBody is the JSON body of the middleware's 429 and 5xx answers.
@@ -116,14 +118,22 @@ type ErrorBody struct {
 //     decide locally and do not reach here): 503 with an [ErrorBody]
 //     JSON, nothing spent in the other rules.
 //
-// It returns an error for an empty rule list or a rule without a limiter or
-// with a negative cost.
+// It returns an error wrapping [ErrInvalidConfig] for an empty rule list,
+// a rule without a limiter or with a negative cost, or an unknown key
+// failure policy. The middleware shape, a constructor returning
+// (func(http.Handler) http.Handler, error), is the library's one (see
+// docs/ARCHITECTURE.md, "Constructors and options").
 func NewMiddleware(rules []Rule, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	var o mwOptions
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyMiddleware(&o)
 		}
+	}
+	switch o.keyPolicy {
+	case FailClosed, FailOpen, FallbackLocal:
+	default:
+		return nil, fmt.Errorf("%w: unknown key failure policy %d", ErrInvalidConfig, int(o.keyPolicy))
 	}
 	rs, err := normalizeRules(rules)
 	if err != nil {
@@ -179,7 +189,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		return
 	}
 	if len(steps) == 0 { // every key failed open
-		m.observe(req, start, OutcomeOK, "", nil)
+		m.observe(req, start, outcomeOK, "", nil)
 		next.ServeHTTP(w, req)
 		return
 	}
@@ -192,7 +202,7 @@ func (m *middleware) serve(w http.ResponseWriter, req *http.Request, next http.H
 		m.denied(w, req, start, names[idx], res)
 	default:
 		setRateHeaders(w.Header(), res)
-		m.observe(req, start, OutcomeOK, "", nil)
+		m.observe(req, start, outcomeOK, "", nil)
 		next.ServeHTTP(w, req)
 	}
 }
@@ -206,12 +216,12 @@ func (m *middleware) keySteps(w http.ResponseWriter, req *http.Request, start ti
 	for _, r := range m.rules {
 		key, err := r.Key(req)
 		if err != nil {
-			err = fmt.Errorf("%w: rule %s: %w", ErrKey, r.Name, err)
+			err = fmt.Errorf("%w: rule %s: key function: %w", ErrInvalidArgument, r.Name, err)
 			if m.o.onError != nil {
 				m.o.onError(req, r.Name, err)
 			}
 			if m.o.keyPolicy == FailClosed {
-				m.observe(req, start, OutcomeKeyError, r.Name, err)
+				m.observe(req, start, outcomeKeyError, r.Name, err)
 				writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: "limiter_key_error", Rule: r.Name})
 				return nil, nil, false
 			}
@@ -228,7 +238,7 @@ func (m *middleware) unavailable(w http.ResponseWriter, req *http.Request, start
 	if m.o.onError != nil {
 		m.o.onError(req, rule, err)
 	}
-	m.observe(req, start, OutcomeError, rule, err)
+	m.observe(req, start, outcomeError, rule, err)
 	writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: "limiter_unavailable", Rule: rule})
 }
 
@@ -237,8 +247,8 @@ func (m *middleware) denied(w http.ResponseWriter, req *http.Request, start time
 	if m.o.onDenied != nil {
 		m.o.onDenied(req, rule, res)
 	}
-	m.observe(req, start, OutcomeLimited, rule, nil)
-	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter, 1), 10))
+	m.observe(req, start, outcomeLimited, rule, nil)
+	w.Header().Set(headerRetryAfter, strconv.FormatInt(ceilSeconds(res.RetryAfter, 1), 10))
 	writeJSON(w, http.StatusTooManyRequests, ErrorBody{
 		Error: "rate_limited", Rule: rule, RetryAfterMS: max(res.RetryAfter.Milliseconds(), 1),
 	})
@@ -252,9 +262,9 @@ func (m *middleware) observe(req *http.Request, start time.Time, outcome, rule s
 }
 
 func setRateHeaders(h http.Header, r Result) {
-	h.Set(HeaderLimit, strconv.Itoa(r.Limit))
-	h.Set(HeaderRemaining, strconv.Itoa(r.Remaining))
-	h.Set(HeaderReset, strconv.FormatInt(ceilSeconds(r.ResetAfter, 0), 10))
+	h.Set(headerLimit, strconv.Itoa(r.Limit))
+	h.Set(headerRemaining, strconv.Itoa(r.Remaining))
+	h.Set(headerReset, strconv.FormatInt(ceilSeconds(r.ResetAfter, 0), 10))
 }
 
 func ceilSeconds(d time.Duration, floor int64) int64 {

@@ -85,7 +85,7 @@ func TestMiddlewareKeyErrorSpendsNothing(t *testing.T) {
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
 	assert.Equal(t, "limiter_key_error", body.Error)
 	require.Len(t, hooked, 1)
-	assert.ErrorIs(t, hooked[0], limiter.ErrKey)
+	assert.ErrorIs(t, hooked[0], limiter.ErrInvalidArgument)
 	assert.True(t, global.Allow("g") && global.Allow("g") && global.Allow("g") && global.Allow("g") && global.Allow("g"),
 		"global budget untouched by the key failure")
 

@@ -34,13 +34,16 @@ import (
 const (
 	StageAllow = "limiter.allow"
 	StageHTTP  = "limiter.http"
+)
 
-	OutcomeOK              = observe.OK
-	OutcomeLimited         = "limited"
-	OutcomeFallback        = "fallback"
-	OutcomeFallbackLimited = "fallback_limited"
-	OutcomeError           = observe.Error
-	OutcomeKeyError        = "key_error"
+// The outcomes of the table above.
+const (
+	outcomeOK              = observe.OK
+	outcomeLimited         = "limited"
+	outcomeFallback        = "fallback"
+	outcomeFallbackLimited = "fallback_limited"
+	outcomeError           = observe.Error
+	outcomeKeyError        = "key_error"
 )
 
 // observeAllow reports one decision of a Redis limiter. Callers check
@@ -49,15 +52,15 @@ func (b *redisBase) observeAllow(ctx context.Context, start time.Time, r Result,
 	e := observe.Event{Stage: StageAllow, Name: b.o.name, Duration: time.Since(start)}
 	switch {
 	case err != nil:
-		e.Outcome, e.Err = OutcomeError, err
+		e.Outcome, e.Err = outcomeError, err
 	case r.Degraded && r.Allowed:
-		e.Outcome = OutcomeFallback
+		e.Outcome = outcomeFallback
 	case r.Degraded:
-		e.Outcome = OutcomeFallbackLimited
+		e.Outcome = outcomeFallbackLimited
 	case r.Allowed:
-		e.Outcome = OutcomeOK
+		e.Outcome = outcomeOK
 	default:
-		e.Outcome = OutcomeLimited
+		e.Outcome = outcomeLimited
 	}
 	b.obs.Observe(ctx, e)
 }

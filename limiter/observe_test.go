@@ -53,7 +53,7 @@ func shapes(t *testing.T, ev []observe.Event) []shape {
 		assert.Positive(t, e.Duration, "event %d %+v", i, e)
 		assert.False(t, e.Gauge)
 		assert.Empty(t, e.Activity)
-		if e.Outcome == limiter.OutcomeError || e.Outcome == limiter.OutcomeKeyError {
+		if e.Outcome == "error" || e.Outcome == "key_error" {
 			assert.Error(t, e.Err, "event %d", i)
 		} else {
 			assert.NoError(t, e.Err, "event %d", i)
@@ -95,13 +95,13 @@ func TestObserverAllow(t *testing.T) {
 				}
 				require.Equal(t, []bool{true, true, false}, allowed, "a limit of 2 per hour")
 				_, err := l.AllowN(ctx, "u1", 3)
-				require.ErrorIs(t, err, limiter.ErrInvalidN)
+				require.ErrorIs(t, err, limiter.ErrInvalidArgument)
 				ev, vals := rec.take()
 				assert.Equal(t, []shape{
 					{"limiter.allow", "ok", "buy"}, {"limiter.allow", "ok", "buy"},
 					{"limiter.allow", "limited", "buy"}, {"limiter.allow", "error", "buy"},
 				}, shapes(t, ev))
-				assert.ErrorIs(t, ev[3].Err, limiter.ErrInvalidN)
+				assert.ErrorIs(t, ev[3].Err, limiter.ErrInvalidArgument)
 				assert.Equal(t, []any{"caller", "caller", "caller", "caller"}, vals)
 			})
 		}
@@ -218,7 +218,7 @@ func TestObserverMiddleware(t *testing.T) {
 		{"limiter.http", "ok", ""}, {"limiter.http", "limited", "user"},
 		{"limiter.http", "key_error", "user"}, {"limiter.http", "error", "global"}, {"limiter.http", "ok", ""},
 	}, shapes(t, ev))
-	assert.ErrorIs(t, ev[5].Err, limiter.ErrKey)
+	assert.ErrorIs(t, ev[5].Err, limiter.ErrInvalidArgument)
 	assert.ErrorIs(t, ev[6].Err, limiter.ErrUnavailable)
 	assert.Equal(t, []int{1, 2, 4, 8}, inNext, "each ok was reported before next ran")
 }

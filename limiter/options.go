@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -8,20 +9,24 @@ import (
 )
 
 // Options belong to one constructor: each constructor takes its own option
-// interface, and an option that means nothing to it does not compile there
-// (WithMaxKeys is a [KeyedOption] only, so it cannot be handed to
-// [NewSlidingWindow]). An option that applies to several constructors
-// returns a type that implements each of their interfaces:
+// interface, whose one method is unexported (so options come from the
+// With… functions only), and an option that means nothing to a constructor
+// does not compile there (WithMaxKeys is a [KeyedOption] only, so it cannot
+// be handed to [NewSlidingWindow]). An option that applies to several
+// constructors returns a type that implements each of their interfaces:
 //
-//	option                               TokenBucket  Keyed  SlidingWindow  RedisBucket
-//	WithClock                            ✓            ✓      ✓ (fallback)   ✓ (fallback)
+//	option                               TokenBucket  Keyed  SlidingWindow  RedisBucket  Middleware
+//	WithClock (ClockOption)              ✓            ✓      ✓ (fallback)   ✓ (fallback)
 //	WithMaxKeys, WithShards                           ✓
 //	WithKeyPrefix, WithName,                                 ✓              ✓
 //	WithFailurePolicy, WithFallback,
 //	WithOnFailure, WithObserver,
 //	WithLogger, WithBatching
+//	(RedisOption)
+//	WithKeyFailurePolicy, WithOnDenied,                                                  ✓
+//	WithOnError, WithMiddlewareObserver
 //
-// A nil option is ignored. [NewMiddleware] has its own [MiddlewareOption].
+// A nil option is ignored.
 type (
 	// TokenBucketOption configures [NewTokenBucket].
 	TokenBucketOption interface{ applyTokenBucket(*options) }
@@ -31,43 +36,43 @@ type (
 	SlidingWindowOption interface{ applySlidingWindow(*options) }
 	// RedisBucketOption configures [NewRedisBucket].
 	RedisBucketOption interface{ applyRedisBucket(*options) }
+	// MiddlewareOption configures [NewMiddleware].
+	MiddlewareOption interface{ applyMiddleware(*mwOptions) }
 )
 
 // ClockOption is returned by [WithClock]; it applies to every limiter
 // constructor.
-type ClockOption func(*options)
-
-func (f ClockOption) applyTokenBucket(o *options)   { f.apply(o) }
-func (f ClockOption) applyKeyed(o *options)         { f.apply(o) }
-func (f ClockOption) applySlidingWindow(o *options) { f.apply(o) }
-func (f ClockOption) applyRedisBucket(o *options)   { f.apply(o) }
-func (f ClockOption) apply(o *options) {
-	if f != nil {
-		f(o)
-	}
-}
-
-// KeyedOnlyOption is returned by the options only a [Keyed] limiter reads
-// ([WithMaxKeys], [WithShards]).
-type KeyedOnlyOption func(*options)
-
-func (f KeyedOnlyOption) applyKeyed(o *options) {
-	if f != nil {
-		f(o)
-	}
+type ClockOption interface {
+	TokenBucketOption
+	KeyedOption
+	SlidingWindowOption
+	RedisBucketOption
 }
 
 // RedisOption is returned by the options of the Redis limiters
 // ([SlidingWindow], [RedisBucket]).
-type RedisOption func(*options)
-
-func (f RedisOption) applySlidingWindow(o *options) { f.apply(o) }
-func (f RedisOption) applyRedisBucket(o *options)   { f.apply(o) }
-func (f RedisOption) apply(o *options) {
-	if f != nil {
-		f(o)
-	}
+type RedisOption interface {
+	SlidingWindowOption
+	RedisBucketOption
 }
+
+// clockOpt, redisOpt, keyedOpt and mwOpt implement the option interfaces:
+// each only those of the constructors its options apply to.
+type (
+	clockOpt func(*options)
+	redisOpt func(*options)
+	keyedOpt func(*options)
+	mwOpt    func(*mwOptions)
+)
+
+func (f clockOpt) applyTokenBucket(o *options)   { f(o) }
+func (f clockOpt) applyKeyed(o *options)         { f(o) }
+func (f clockOpt) applySlidingWindow(o *options) { f(o) }
+func (f clockOpt) applyRedisBucket(o *options)   { f(o) }
+func (f redisOpt) applySlidingWindow(o *options) { f(o) }
+func (f redisOpt) applyRedisBucket(o *options)   { f(o) }
+func (f keyedOpt) applyKeyed(o *options)         { f(o) }
+func (f mwOpt) applyMiddleware(o *mwOptions)     { f(o) }
 
 type options struct {
 	clock       Clock
@@ -77,9 +82,10 @@ type options struct {
 	policy      FailurePolicy
 	fallback    Limiter
 	fallbackSet bool
-	onFailure   func(key string, err error)
+	onFailure   func(ctx context.Context, key string, err error)
 	observer    observe.Observer
 	logger      *slog.Logger
+	loggerSet   bool
 	maxKeys     int
 	shards      int
 	batch       int
@@ -106,8 +112,8 @@ func buildOptions[O comparable](opts []O, apply func(O, *options)) options {
 			apply(opt, &o)
 		}
 	}
-	if o.logger == nil {
-		o.logger = slog.New(slog.DiscardHandler)
+	if !o.loggerSet {
+		o.logger = slog.Default()
 	}
 	return o
 }
@@ -119,7 +125,9 @@ func buildOptions[O comparable](opts []O, apply func(O, *options)) options {
 // without [WithFallback]).
 // A nil c is a nil collaborator: the constructor returns an error wrapping
 // [ErrInvalidConfig].
-func WithClock(c Clock) ClockOption { return func(o *options) { o.clock, o.clockSet = c, true } }
+func WithClock(c Clock) ClockOption {
+	return clockOpt(func(o *options) { o.clock, o.clockSet = c, true })
+}
 
 // checkCollaborators refuses a nil collaborator handed to an option.
 func (o *options) checkCollaborators() error {
@@ -128,6 +136,9 @@ func (o *options) checkCollaborators() error {
 	}
 	if o.fallbackSet && isNil(o.fallback) {
 		return fmt.Errorf("%w: nil fallback limiter", ErrInvalidConfig)
+	}
+	if o.loggerSet && o.logger == nil {
+		return fmt.Errorf("%w: nil logger", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -143,18 +154,20 @@ func (o *options) localOptions() []KeyedOption {
 
 // WithKeyPrefix sets the prefix of every Redis key ([SlidingWindow],
 // [RedisBucket]). Default "seckill:".
-func WithKeyPrefix(p string) RedisOption { return func(o *options) { o.prefix = p } }
+func WithKeyPrefix(p string) RedisOption { return redisOpt(func(o *options) { o.prefix = p }) }
 
 // WithName names the limiter; the name is part of its Redis keys so that
 // two limiters sharing a prefix never share state ([SlidingWindow],
 // [RedisBucket]). Default "default".
-func WithName(n string) RedisOption { return func(o *options) { o.name = n } }
+func WithName(n string) RedisOption { return redisOpt(func(o *options) { o.name = n }) }
 
 // WithFailurePolicy chooses what a Redis limiter answers when Redis fails
 // ([SlidingWindow], [RedisBucket]). Default [FailClosed]. A limiter whose
 // policy is not FailClosed decides Redis failures itself: do not wrap it in
 // a circuit breaker (see the package doc, "One failure policy per call").
-func WithFailurePolicy(p FailurePolicy) RedisOption { return func(o *options) { o.policy = p } }
+func WithFailurePolicy(p FailurePolicy) RedisOption {
+	return redisOpt(func(o *options) { o.policy = p })
+}
 
 // WithFallback sets the limiter consulted under [FallbackLocal]. Default: a
 // [Keyed] token bucket per key with the same limit and period as the Redis
@@ -162,14 +175,16 @@ func WithFailurePolicy(p FailurePolicy) RedisOption { return func(o *options) { 
 // times the limit while Redis is down. A nil l is a nil collaborator: the
 // constructor returns an error wrapping [ErrInvalidConfig].
 func WithFallback(l Limiter) RedisOption {
-	return func(o *options) { o.fallback, o.fallbackSet = l, true }
+	return redisOpt(func(o *options) { o.fallback, o.fallbackSet = l, true })
 }
 
 // WithOnFailure sets a hook called once for every Redis failure, whatever
-// the policy, with the key and the error (which wraps [ErrUnavailable]). It
-// is called synchronously, outside any lock. Default: none.
-func WithOnFailure(f func(key string, err error)) RedisOption {
-	return func(o *options) { o.onFailure = f }
+// the policy, with the caller's ctx (that of AllowN or RefundN; a refund
+// made by [Chain] passes the Chain ctx without its cancellation), the key
+// and the error (which wraps [ErrUnavailable]). It is called synchronously,
+// outside any lock. Default: none.
+func WithOnFailure(f func(ctx context.Context, key string, err error)) RedisOption {
+	return redisOpt(func(o *options) { o.onFailure = f })
 }
 
 // WithObserver reports every decision of a Redis limiter ([SlidingWindow],
@@ -178,24 +193,28 @@ func WithOnFailure(f func(key string, err error)) RedisOption {
 // outcomes). A nil o is ignored. Without an observer nothing is measured.
 // Default: none.
 func WithObserver(o observe.Observer) RedisOption {
-	return func(opts *options) {
+	return redisOpt(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
-	}
+	})
 }
 
 // WithLogger sets a logger for Redis failures (logged at Warn) of a Redis
-// limiter ([SlidingWindow], [RedisBucket]). Default: discard.
-func WithLogger(l *slog.Logger) RedisOption { return func(o *options) { o.logger = l } }
+// limiter ([SlidingWindow], [RedisBucket]). A nil l is an error wrapping
+// [ErrInvalidConfig]; to silence the limiter pass
+// slog.New(slog.DiscardHandler). Default: [slog.Default].
+func WithLogger(l *slog.Logger) RedisOption {
+	return redisOpt(func(o *options) { o.logger, o.loggerSet = l, true })
+}
 
 // WithMaxKeys caps the number of keys a [Keyed] limiter holds. Default
 // 1<<20 (about 64 MiB at worst). See [Keyed] for what happens at the cap.
-func WithMaxKeys(n int) KeyedOnlyOption { return func(o *options) { o.maxKeys = n } }
+func WithMaxKeys(n int) KeyedOption { return keyedOpt(func(o *options) { o.maxKeys = n }) }
 
 // WithShards sets the number of lock shards of a [Keyed] limiter (rounded
 // up to a power of two). Default 64.
-func WithShards(n int) KeyedOnlyOption { return func(o *options) { o.shards = n } }
+func WithShards(n int) KeyedOption { return keyedOpt(func(o *options) { o.shards = n }) }
 
 // WithBatching sets how many pipelines a Redis limiter ([SlidingWindow],
 // [RedisBucket]) keeps in flight before it coalesces further concurrent
@@ -213,4 +232,4 @@ func WithShards(n int) KeyedOnlyOption { return func(o *options) { o.shards = n 
 // spent. Once taken, the decision completes within the client's read/write
 // timeouts whatever the caller's ctx, and the caller gets its reply, never
 // ctx.Err().
-func WithBatching(n int) RedisOption { return func(o *options) { o.batch = n } }
+func WithBatching(n int) RedisOption { return redisOpt(func(o *options) { o.batch = n }) }

@@ -83,11 +83,6 @@ func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...RedisBuck
 	return b, nil
 }
 
-// Allow is AllowN(ctx, key, 1).
-func (b *RedisBucket) Allow(ctx context.Context, key string) (Result, error) {
-	return b.AllowN(ctx, key, 1)
-}
-
 // AllowN implements [Limiter]: it takes n tokens from key's bucket if they
 // are there, else refuses and takes nothing.
 func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, error) {
@@ -102,7 +97,7 @@ func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, er
 
 func (b *RedisBucket) allowN(ctx context.Context, key string, n int) (Result, error) {
 	if n < 1 || n > b.limit {
-		return Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", ErrInvalidN, n, b.limit)
+		return Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", ErrInvalidArgument, n, b.limit)
 	}
 	argN := argOne
 	if n != 1 {
@@ -117,8 +112,8 @@ func (b *RedisBucket) allowN(ctx context.Context, key string, n int) (Result, er
 }
 
 // RefundN implements [Refunder]: it puts n tokens back (never beyond
-// full). n above 2^53-1 is refused with [ErrInvalidN] and gives nothing
-// back. A failure is reported to [WithOnFailure] and returned, wrapping
+// full). n above 2^53-1 is an error wrapping [ErrInvalidArgument] and gives
+// nothing back. A failure is reported to [WithOnFailure] and returned, wrapping
 // [ErrUnavailable].
 func (b *RedisBucket) RefundN(ctx context.Context, key string, n int) error {
 	if n < 1 {
@@ -132,7 +127,7 @@ func (b *RedisBucket) RefundN(ctx context.Context, key string, n int) error {
 	if err != nil {
 		err = fmt.Errorf("%w: refund %s %q: %w", ErrUnavailable, b.o.name, key, err)
 		if b.o.onFailure != nil {
-			b.o.onFailure(key, err)
+			b.o.onFailure(ctx, key, err)
 		}
 		return err
 	}

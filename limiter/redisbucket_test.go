@@ -69,7 +69,7 @@ func TestRedisBucketGlobalAcrossInstances(t *testing.T) {
 			for g := range 12 {
 				wg.Go(func() {
 					for range 10 {
-						r, err := instances[g%3].Allow(context.Background(), "all")
+						r, err := instances[g%3].AllowN(context.Background(), "all", 1)
 						if !assert.NoError(t, err) {
 							return
 						}
@@ -126,7 +126,7 @@ func TestRedisLimitersRejectInexactNumbers(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, r.Allowed)
 		err = l.RefundN(ctx, "k", big)
-		require.ErrorIs(t, err, limiter.ErrInvalidN)
+		require.ErrorIs(t, err, limiter.ErrInvalidArgument)
 		assert.ErrorContains(t, err, "2^53-1")
 		r, err = l.AllowN(ctx, "k", 1)
 		require.NoError(t, err)

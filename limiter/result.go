@@ -7,13 +7,13 @@ import (
 
 // Limiter is the contract shared by the keyed limiters of this package
 // ([Keyed], [SlidingWindow], [RedisBucket], [DryRun]) and consumed by
-// [Chain] and [Middleware]. Implement it to plug in another store.
+// [Chain] and [NewMiddleware]. Implement it to plug in another store.
 //
 // AllowN reports whether n events for key may happen now and, if so,
 // spends them. A refusal is a Result with Allowed false and a nil error; a
 // non-nil error means the decision could not be made (see [FailurePolicy]).
 // n must be in [1, Limit]; otherwise AllowN returns an error wrapping
-// [ErrInvalidN] and spends nothing.
+// [ErrInvalidArgument] and spends nothing.
 type Limiter interface {
 	AllowN(ctx context.Context, key string, n int) (Result, error)
 }
@@ -24,14 +24,6 @@ type Limiter interface {
 // limit. All limiters of this package implement it.
 type Refunder interface {
 	RefundN(ctx context.Context, key string, n int) error
-}
-
-// LimiterFunc adapts a function to [Limiter].
-type LimiterFunc func(ctx context.Context, key string, n int) (Result, error)
-
-// AllowN calls f.
-func (f LimiterFunc) AllowN(ctx context.Context, key string, n int) (Result, error) {
-	return f(ctx, key, n)
 }
 
 // Result is the outcome of one decision.

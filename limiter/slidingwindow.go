@@ -76,17 +76,6 @@ func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts 
 	return s, nil
 }
 
-// Limit returns the number of events allowed per window.
-func (s *SlidingWindow) Limit() int { return s.limit }
-
-// Window returns the window length.
-func (s *SlidingWindow) Window() time.Duration { return s.window }
-
-// Allow is AllowN(ctx, key, 1).
-func (s *SlidingWindow) Allow(ctx context.Context, key string) (Result, error) {
-	return s.AllowN(ctx, key, 1)
-}
-
 var argOne any = "1"
 
 // AllowN implements [Limiter]: it records n events for key if the window
@@ -103,7 +92,7 @@ func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (Result, 
 
 func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (Result, error) {
 	if n < 1 || n > s.limit {
-		return Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidN, n, s.limit)
+		return Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidArgument, n, s.limit)
 	}
 	argN := argOne
 	if n != 1 {
@@ -119,7 +108,7 @@ func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (Result, 
 
 // RefundN implements [Refunder]: it removes the n newest events of key's
 // log (any n recent events count the same for later decisions). n above
-// 2^53-1 is refused with [ErrInvalidN] and removes nothing. It never
+// 2^53-1 is an error wrapping [ErrInvalidArgument] and removes nothing. It never
 // applies the failure policy: a failure is reported to [WithOnFailure] and
 // returned, wrapping [ErrUnavailable].
 func (s *SlidingWindow) RefundN(ctx context.Context, key string, n int) error {
@@ -133,7 +122,7 @@ func (s *SlidingWindow) RefundN(ctx context.Context, key string, n int) error {
 	if err != nil {
 		err = fmt.Errorf("%w: refund %s %q: %w", ErrUnavailable, s.o.name, key, err)
 		if s.o.onFailure != nil {
-			s.o.onFailure(key, err)
+			s.o.onFailure(ctx, key, err)
 		}
 		return err
 	}

@@ -138,28 +138,26 @@ func TestSlidingWindowResultFields(t *testing.T) {
 	l, _, set := newWindow(t, 3, 10*time.Second)
 	ctx := context.Background()
 	set(t0)
-	r, err := l.Allow(ctx, "u")
+	r, err := l.AllowN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: 10 * time.Second}, r)
 	set(t0.Add(2 * time.Second))
 	_, err = l.AllowN(ctx, "u", 2)
 	require.NoError(t, err)
 	set(t0.Add(3 * time.Second))
-	r, err = l.Allow(ctx, "u")
+	r, err = l.AllowN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.Result{Allowed: false, Limit: 3, Remaining: 0, RetryAfter: 7 * time.Second, ResetAfter: 9 * time.Second}, r)
 	// needing 2 means waiting for the two oldest to leave (t0+2s + 10s)
 	r, err = l.AllowN(ctx, "u", 2)
 	require.NoError(t, err)
 	assert.Equal(t, 9*time.Second, r.RetryAfter)
-	assert.Equal(t, 3, l.Limit())
-	assert.Equal(t, 10*time.Second, l.Window())
 }
 
 func TestSlidingWindowKeysShareOneTagAndExpire(t *testing.T) {
 	t.Parallel()
 	l, m, _ := newWindow(t, 3, time.Second, limiter.WithName("user"))
-	_, err := l.Allow(context.Background(), "42")
+	_, err := l.AllowN(context.Background(), "42", 1)
 	require.NoError(t, err)
 	keys := m.Keys()
 	require.Len(t, keys, 1)
@@ -246,7 +244,7 @@ func TestRedisFailurePolicies(t *testing.T) {
 					var hooked atomic.Int64
 					var lastErr error
 					var mu sync.Mutex
-					l, err := newL(c, limiter.WithFailurePolicy(tc.policy), limiter.WithOnFailure(func(key string, err error) {
+					l, err := newL(c, limiter.WithFailurePolicy(tc.policy), limiter.WithOnFailure(func(_ context.Context, key string, err error) {
 						hooked.Add(1)
 						mu.Lock()
 						lastErr = err
@@ -302,15 +300,15 @@ func TestRedisFailureCustomFallbackAndSetError(t *testing.T) {
 	l, err := limiter.NewSlidingWindow(c, 5, time.Second, limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithFallback(fb))
 	require.NoError(t, err)
 	m.SetError("LOADING Redis is loading the dataset in memory")
-	r, err := l.Allow(context.Background(), "k")
+	r, err := l.AllowN(context.Background(), "k", 1)
 	require.NoError(t, err)
 	assert.True(t, r.Allowed && r.Degraded)
 	assert.Equal(t, 1, r.Limit, "custom fallback decided")
-	r, err = l.Allow(context.Background(), "k")
+	r, err = l.AllowN(context.Background(), "k", 1)
 	require.NoError(t, err)
 	assert.False(t, r.Allowed)
 	m.SetError("")
-	r, err = l.Allow(context.Background(), "k")
+	r, err = l.AllowN(context.Background(), "k", 1)
 	require.NoError(t, err)
 	assert.True(t, r.Allowed)
 	assert.False(t, r.Degraded, "back on Redis")
@@ -321,11 +319,11 @@ func TestRedisCallerCancelIsNotAStoreFailure(t *testing.T) {
 	c, _ := testenv.Miniredis(t)
 	var hooked atomic.Int64
 	l, err := limiter.NewSlidingWindow(c, 5, time.Second, limiter.WithFailurePolicy(limiter.FailOpen),
-		limiter.WithOnFailure(func(string, error) { hooked.Add(1) }))
+		limiter.WithOnFailure(func(context.Context, string, error) { hooked.Add(1) }))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r, err := l.Allow(ctx, "k")
+	r, err := l.AllowN(ctx, "k", 1)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.False(t, errors.Is(err, limiter.ErrUnavailable))
 	assert.False(t, r.Allowed, "no fail-open for a caller that gave up")
@@ -352,7 +350,7 @@ func TestBatchingConcurrentAndScriptFlush(t *testing.T) {
 				for g := range 20 {
 					wg.Go(func() {
 						for i := range 5 {
-							r, err := l.Allow(context.Background(), string(rune('a'+(g+i)%5)))
+							r, err := l.AllowN(context.Background(), string(rune('a'+(g+i)%5)), 1)
 							if !assert.NoError(t, err) {
 								return
 							}
@@ -380,10 +378,10 @@ func TestBatchingAbandonedCallerSpendsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 50 {
-		_, err := l.Allow(ctx, "k")
+		_, err := l.AllowN(ctx, "k", 1)
 		require.ErrorIs(t, err, context.Canceled)
 	}
-	r, err := l.Allow(context.Background(), "k")
+	r, err := l.AllowN(context.Background(), "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, 999, r.Remaining)
 }
@@ -401,12 +399,12 @@ func TestSlidingWindowRefundThenAllowSameInstant(t *testing.T) {
 	require.True(t, r.Allowed)
 	require.NoError(t, l.RefundN(ctx, "u", 1))
 	for i := range 3 {
-		r, err = l.Allow(ctx, "u")
+		r, err = l.AllowN(ctx, "u", 1)
 		require.NoError(t, err)
 		assert.True(t, r.Allowed, "event %d", i)
 		assert.Equal(t, 12-(9+i+1), r.Remaining, "event %d", i)
 	}
-	r, err = l.Allow(ctx, "u")
+	r, err = l.AllowN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.False(t, r.Allowed, "the 13th event in the window is refused")
 }

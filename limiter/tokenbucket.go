@@ -70,7 +70,7 @@ const (
 //
 // The default clock reads only the runtime's monotonic clock. [WithClock]
 // injects another (a fake in tests, or a [CoarseClock] to make Allow
-// cheaper still); the …At methods take the time explicitly.
+// cheaper still).
 type TokenBucket struct {
 	tat atomic.Int64 // theoretical arrival time in ticks (modeRate) or events used (modeQuota)
 	_   [56]byte     // keep the hot word on its own cache line
@@ -141,19 +141,12 @@ func (b *TokenBucket) Limit() Limit { return b.limit }
 // Burst returns the bucket size.
 func (b *TokenBucket) Burst() int { return b.burst }
 
-func (b *TokenBucket) ticks(t time.Time) int64 {
-	return int64(t.Sub(b.clock.origin())) << tickShift
-}
-
 // Allow reports whether one event may happen now, and spends it if so.
 func (b *TokenBucket) Allow() bool { return b.allowN(b.clock.nanotime()<<tickShift, 1) }
 
 // AllowN reports whether n events may happen now, and spends them if so.
 // It is false when n > burst (never possible) or n < 1.
 func (b *TokenBucket) AllowN(n int) bool { return b.allowN(b.clock.nanotime()<<tickShift, n) }
-
-// AllowAt is AllowN at time t instead of the clock's now.
-func (b *TokenBucket) AllowAt(t time.Time, n int) bool { return b.allowN(b.ticks(t), n) }
 
 func (b *TokenBucket) allowN(now int64, n int) bool {
 	switch b.mode {
@@ -183,17 +176,14 @@ func (b *TokenBucket) takeQuota(n int) bool {
 }
 
 // Tokens returns the number of tokens available now (may be fractional).
-func (b *TokenBucket) Tokens() float64 { return b.TokensAt(b.wallNow()) }
-
-// TokensAt returns the number of tokens available at time t.
-func (b *TokenBucket) TokensAt(t time.Time) float64 {
+func (b *TokenBucket) Tokens() float64 {
 	switch b.mode {
 	case modeUnlimited:
 		return math.Inf(1)
 	case modeQuota:
 		return float64(int64(b.burst) - b.tat.Load())
 	}
-	now := b.ticks(t)
+	now := b.clock.nanotime() << tickShift
 	tat := max(b.tat.Load(), now)
 	return float64(b.g.tau-(tat-now)) / float64(b.g.interval)
 }
@@ -259,11 +249,6 @@ func (b *TokenBucket) ReserveN(n int) Reservation {
 	return b.reserve(b.clock.nanotime()<<tickShift, n, math.MaxInt64)
 }
 
-// ReserveAt is ReserveN at time t.
-func (b *TokenBucket) ReserveAt(t time.Time, n int) Reservation {
-	return b.reserve(b.ticks(t), n, math.MaxInt64)
-}
-
 func (b *TokenBucket) reserve(now int64, n int, maxWait int64) Reservation {
 	if n < 1 {
 		return Reservation{}
@@ -301,8 +286,8 @@ func (b *TokenBucket) Wait(ctx context.Context) error { return b.WaitN(ctx, 1) }
 // WaitN blocks until n tokens are available and spends them, or fails
 // without spending anything:
 //   - ctx already done: ctx.Err();
-//   - n < 1 or n > burst (never satisfiable): [ErrInvalidN];
-//   - quota mode (rate 0) without enough quota left: [ErrLimited];
+//   - n < 1 or n > burst (never satisfiable): [ErrInvalidArgument];
+//   - quota mode (rate 0) without enough quota left: [ErrRefused];
 //   - the wait would end after ctx's deadline: [ErrWouldExceedDeadline]
 //     (also matching [context.DeadlineExceeded]), returned at once.
 //
@@ -314,7 +299,7 @@ func (b *TokenBucket) WaitN(ctx context.Context, n int) error {
 		return err
 	}
 	if n < 1 || (b.mode == modeRate && n > b.burst) {
-		return fmt.Errorf("%w: %d (burst %d)", ErrInvalidN, n, b.burst)
+		return fmt.Errorf("%w: %d (burst %d)", ErrInvalidArgument, n, b.burst)
 	}
 	now := b.clock.nanotime() << tickShift
 	maxWait := int64(math.MaxInt64)
@@ -331,7 +316,7 @@ func (b *TokenBucket) WaitN(ctx context.Context, n int) error {
 	r := b.reserve(now, n, maxWait)
 	if !r.ok {
 		if b.mode == modeQuota {
-			return fmt.Errorf("%w: quota exhausted (rate 0, burst %d)", ErrLimited, b.burst)
+			return fmt.Errorf("%w: quota exhausted (rate 0, burst %d)", ErrRefused, b.burst)
 		}
 		return fmt.Errorf("%w (needs %v): %w", ErrWouldExceedDeadline, ticksToDuration(r.actAt-r.made), context.DeadlineExceeded)
 	}

@@ -79,17 +79,20 @@ func TestTokenBucketTimeTable(t *testing.T) {
 	}
 }
 
-func TestTokenBucketAllowAtMatchesClock(t *testing.T) {
+func TestTokenBucketFollowsClock(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	b, err := limiter.NewTokenBucket(2, 2, limiter.WithClock(clk))
 	require.NoError(t, err)
-	t0 := clk.Now()
-	assert.True(t, b.AllowAt(t0, 2))
-	assert.False(t, b.AllowAt(t0.Add(499*time.Millisecond), 1))
-	assert.True(t, b.AllowAt(t0.Add(500*time.Millisecond), 1))
-	assert.InDelta(t, 2.0, b.TokensAt(t0.Add(10*time.Second)), 1e-9)
-	assert.InDelta(t, 0.5, b.TokensAt(t0.Add(750*time.Millisecond)), 1e-6)
+	assert.True(t, b.AllowN(2))
+	clk.Advance(499 * time.Millisecond)
+	assert.False(t, b.AllowN(1))
+	clk.Advance(time.Millisecond)
+	assert.True(t, b.AllowN(1))
+	clk.Advance(250 * time.Millisecond)
+	assert.InDelta(t, 0.5, b.Tokens(), 1e-6)
+	clk.Advance(10 * time.Second)
+	assert.InDelta(t, 2.0, b.Tokens(), 1e-9)
 }
 
 func TestTokenBucketSpecialRates(t *testing.T) {
@@ -113,7 +116,7 @@ func TestTokenBucketSpecialRates(t *testing.T) {
 		clk.Advance(24 * time.Hour)
 		assert.False(t, b.Allow(), "rate 0 never refills")
 		err = b.Wait(context.Background())
-		assert.ErrorIs(t, err, limiter.ErrLimited, "Wait must not hang on rate 0")
+		assert.ErrorIs(t, err, limiter.ErrRefused, "Wait must not hang on rate 0")
 		b.RefundN(1)
 		assert.True(t, b.Allow(), "refund restores quota")
 	})
@@ -122,16 +125,18 @@ func TestTokenBucketSpecialRates(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, b.Allow())
 		assert.False(t, b.ReserveN(1).OK())
-		assert.ErrorIs(t, b.Wait(context.Background()), limiter.ErrLimited)
+		assert.ErrorIs(t, b.Wait(context.Background()), limiter.ErrRefused)
 	})
 	t.Run("high rate is not rounded to whole ns", func(t *testing.T) {
 		clk := newFakeClock()
 		b, err := limiter.NewTokenBucket(3e6, 10, limiter.WithClock(clk))
 		require.NoError(t, err)
-		t0 := clk.Now()
 		allowed := 0
 		for i := range 1_000_000 { // 1 ms simulated, one attempt per ns
-			if b.AllowAt(t0.Add(time.Duration(i)), 1) {
+			if i > 0 {
+				clk.Advance(time.Nanosecond)
+			}
+			if b.AllowN(1) {
 				allowed++
 			}
 		}
@@ -222,8 +227,8 @@ func TestTokenBucketWait(t *testing.T) {
 		t.Parallel()
 		b, err := limiter.NewTokenBucket(1, 1)
 		require.NoError(t, err)
-		require.ErrorIs(t, b.WaitN(context.Background(), 2), limiter.ErrInvalidN)
-		require.ErrorIs(t, b.WaitN(context.Background(), 0), limiter.ErrInvalidN)
+		require.ErrorIs(t, b.WaitN(context.Background(), 2), limiter.ErrInvalidArgument)
+		require.ErrorIs(t, b.WaitN(context.Background(), 0), limiter.ErrInvalidArgument)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		require.ErrorIs(t, b.Wait(ctx), context.Canceled)

@@ -168,7 +168,7 @@ func BenchmarkSlidingWindow(b *testing.B) {
 			b.Fatal(err)
 		}
 		run(b, func(ctx context.Context, key string) error {
-			_, err := l.Allow(ctx, key)
+			_, err := l.AllowN(ctx, key, 1)
 			return err
 		})
 	})
@@ -179,7 +179,7 @@ func BenchmarkSlidingWindow(b *testing.B) {
 			b.Fatal(err)
 		}
 		run(b, func(ctx context.Context, key string) error {
-			_, err := l.Allow(ctx, key)
+			_, err := l.AllowN(ctx, key, 1)
 			return err
 		})
 	})
@@ -189,7 +189,7 @@ func BenchmarkSlidingWindow(b *testing.B) {
 			b.Fatal(err)
 		}
 		run(b, func(ctx context.Context, key string) error {
-			_, err := l.Allow(ctx, key)
+			_, err := l.AllowN(ctx, key, 1)
 			return err
 		})
 	})

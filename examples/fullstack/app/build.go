@@ -98,8 +98,8 @@ func (a *App) build(node string, pool *dbfallback.Store) error {
 // 10 s): at tens of thousands of calls a second, five failures in a row are
 // a blip (a failover, a slow fork), not an outage worth 2 s of 503s.
 func (a *App) buildBreakers() (err error) {
-	stateHook := func(name string, from, to breaker.State) {
-		a.log.Warn("breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+	stateHook := func(ctx context.Context, name string, from, to breaker.State) {
+		a.log.WarnContext(ctx, "breaker state change", "breaker", name, "from", from.String(), "to", to.String())
 	}
 	if a.p.brRedis, err = breaker.New("redis", breaker.WithConsecutiveFailures(0), breaker.WithFailureRatio(0.5, 50), breaker.WithWindow(10*time.Second, 10),
 		breaker.WithOpenTimeout(2*time.Second), breaker.WithOnStateChange(stateHook), breaker.WithClassifier(classify), breaker.WithObserver(a.p.obs)); err != nil {
