@@ -204,7 +204,7 @@ func FailOutboxWrites(cfg *Config) func(down bool) {
 	var down atomic.Bool
 	cfg.dbHook = func(db *gorm.DB) error {
 		return db.Callback().Create().Before("gorm:create").Register("test:outbox-down", func(db *gorm.DB) {
-			if down.Load() && db.Statement.Table == outbox.TableName {
+			if down.Load() && db.Statement.Table == (outbox.Message{}).TableName() {
 				_ = db.AddError(errOutboxDown)
 			}
 		})
