@@ -184,7 +184,7 @@ func (a *App) recoverStock(ctx context.Context, act stock.Activity) ([]stock.Res
 	if err != nil {
 		return nil, false, err
 	}
-	lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	lag, _, err := orderkafka.ObserveLag(ctx, nil, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
 	if err != nil {
 		return nil, false, err
 	}
@@ -348,7 +348,7 @@ func (a *App) refreshGauges(ctx context.Context) {
 	}
 	a.m.outboxBacklog.Set(float64(iv.OutboxPending))
 	a.m.inFlight.Set(float64(iv.InFlight))
-	if lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
+	if lag, _, err := orderkafka.ObserveLag(ctx, nil, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
 		a.m.consumerLag.Set(float64(lag))
 	}
 	for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {

@@ -168,7 +168,7 @@ func Backlog(ctx context.Context, a *App) (outboxPending, kafkaLag int64, err er
 	if err != nil {
 		return 0, 0, err
 	}
-	lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	lag, _, err := orderkafka.ObserveLag(ctx, nil, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
 	return bl.Pending, lag, err
 }
 
