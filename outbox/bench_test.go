@@ -172,7 +172,7 @@ func BenchmarkRelay(b *testing.B) {
 			for done := 0; done < b.N; done += batch {
 				n := min(batch, b.N-done)
 				for i := range n {
-					pms[i] = ProducerMessage(Message{Topic: topic, Key: fmt.Sprint((done + i) % 1000), MsgID: "0123456789abcdef0123456789abcdef", Payload: benchPayload})
+					pms[i] = producerMessage(Message{Topic: topic, Key: fmt.Sprint((done + i) % 1000), MsgID: "0123456789abcdef0123456789abcdef", Payload: benchPayload})
 				}
 				var err error
 				if n == 1 {

@@ -31,7 +31,7 @@ func resolveClaimMode(m ClaimMode, dialect string) (ClaimMode, error) {
 	case "sqlite", "sqlite3":
 		return ClaimAtomicUpdate, nil
 	}
-	return 0, fmt.Errorf("%w: %q (choose one with WithClaimMode)", ErrUnsupportedDialect, dialect)
+	return 0, fmt.Errorf("%w: no claim strategy for database dialect %q (choose one with WithClaimMode)", ErrInvalidConfig, dialect)
 }
 
 // claim leases due rows to token and returns them (Attempts already
@@ -75,7 +75,7 @@ func (r *Relay) claimLocked(ctx context.Context, now, until time.Time, token str
 		return nil
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return nil, fmt.Errorf("outbox: claim (%v): %w", r.mode, err)
+		return nil, fmt.Errorf("outbox: claim (%s): %w", r.mode.name(), err)
 	}
 	return rows, nil
 }
@@ -84,7 +84,7 @@ func (r *Relay) claimAtomic(ctx context.Context, now, until time.Time, token str
 	d := r.db.WithContext(ctx)
 	res := d.Exec(r.sql.leaseAtomic, token, until, now, StatusPending, now, r.o.batchSize)
 	if res.Error != nil {
-		return nil, fmt.Errorf("outbox: claim (%v): %w", r.mode, res.Error)
+		return nil, fmt.Errorf("outbox: claim (%s): %w", r.mode.name(), res.Error)
 	}
 	if res.RowsAffected == 0 {
 		return nil, nil

@@ -49,26 +49,31 @@ func TestOptionsBelongToConstructor(t *testing.T) {
 func TestNilOptionsAndCollaborators(t *testing.T) {
 	t.Parallel()
 	db := migratedDB(t, testenv.KindSQLite)
-	w, err := NewWriter(nil, Option(nil), WriterOnlyOption(nil), TableOption(nil))
+	w, err := NewWriter(nil, Option(nil), WriterOption(nil), TableOption(nil))
 	require.NoError(t, err)
-	r, err := NewRelay(db, newRecorder(), nil, Option(nil), RelayOnlyOption(nil), TableOption(nil))
+	r, err := NewRelay(db, newRecorder(), nil, Option(nil), RelayOption(nil), TableOption(nil))
 	require.NoError(t, err)
-	assert.Equal(t, TableName, r.table, "a nil TableOption leaves the default")
+	assert.Equal(t, defaultTable, r.table, "a nil TableOption leaves the default")
 
 	var nilRec *recorder
 	_, err = NewRelay(nil, newRecorder())
-	require.ErrorIs(t, err, ErrNilDB)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = NewRelay(db, nil)
-	require.ErrorIs(t, err, ErrNilPublisher)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = NewRelay(db, nilRec)
-	require.ErrorIs(t, err, ErrNilPublisher, "a typed nil publisher is a nil collaborator")
+	require.ErrorIs(t, err, ErrInvalidConfig, "a typed nil publisher is a nil collaborator")
 	_, err = NewSaramaPublisher(nil)
-	require.ErrorIs(t, err, ErrNilPublisher)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 
+	// At a call, a nil collaborator is a bad argument.
 	msg := Message{Topic: "orders", Key: "u1", Payload: []byte("{}")}
 	_, err = w.SendOrStore(context.Background(), db, nilRec, msg)
-	require.ErrorIs(t, err, ErrNilPublisher)
+	require.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = w.SendOrStore(context.Background(), nil, newRecorder(), msg)
-	require.ErrorIs(t, err, ErrNilDB)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, w.Write(context.Background(), nil, msg), ErrInvalidArgument)
+	for _, err := range []error{ErrInvalidConfig, ErrInvalidArgument} {
+		assert.NotErrorIs(t, err, ErrDuplicateMsgID)
+	}
 	assert.Empty(t, allRows(t, db), "nothing stored for a refused call")
 }

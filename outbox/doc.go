@@ -62,9 +62,9 @@
 //
 // # Metrics and reconciliation
 //
-// [Stats] (or [Relay.Backlog]) reports pending and failed counts and the
-// oldest pending row, for a backlog gauge and alerts; [Failed] (or
-// [Relay.Failed]) lists FAILED rows and [Relay.Requeue] puts them back.
+// [Stats] reports pending and failed counts and the oldest pending row,
+// for a backlog gauge and alerts; [Failed] lists FAILED rows and
+// [Relay.Requeue] puts them back.
 //
 // [WithObserver] reports to the observer shape shared by every seckill
 // package ([observe.Event], [observe.Observer]), synchronously, with the caller's ctx:
@@ -73,23 +73,22 @@
 // stored, undelivered, invalid, error), "outbox.publish" per relay batch
 // (one event per outcome the batch had: sent, retry, failed, released,
 // lease_lost, Value the rows; or error) and the gauges "outbox.pending",
-// "outbox.oldest_pending_seconds" and "outbox.failed" whenever
-// [Relay.Backlog] reads them, which [Relay.Run] does every
-// [WithBacklogInterval] (default 10 s). See [StageWrite].
+// "outbox.oldest_pending_seconds" and "outbox.failed", which [Relay.Run]
+// reads every [WithBacklogInterval] (default 10 s). See [StageWrite].
 //
-// [HasPending],
-// [HasPendingRef] and [Lookup] let a reconciler ask whether a reservation
-// still has a message on its way before releasing it.
+// [HasPendingReservation] (by [Message.ReservationID]), [HasPending] (by
+// topic and key) and [Lookup] (by MsgID) let a reconciler ask whether a
+// reservation still has a message on its way before releasing it.
 //
 // # Schema and table name
 //
 // One table, outbox_message by default: [AutoMigrate], or the DDL of
-// [Schema] (schema.sql, [SchemaMySQL]; schema_postgres.sql,
-// [SchemaPostgres]); timestamps are stored in UTC with microseconds.
+// [Schema] (schema.sql, schema_postgres.sql); timestamps are stored in UTC
+// with microseconds. [Message.ReservationID] is stored in the column ref.
 // [WithTable] names another table, so that several outboxes share a
 // database: give the same [TableOption] to [NewWriter], [NewRelay],
-// [AutoMigrate] and the queries ([Stats], [Pending], [HasPending],
-// [HasPendingRef], [Lookup]). The name must be a plain lower-case
+// [AutoMigrate] and the queries ([Stats], [Failed], [HasPending],
+// [HasPendingReservation], [Lookup]). The name must be a plain lower-case
 // identifier; the indexes are named after it (uk_<table>_msg_id,
 // idx_<table>_poll, …), since PostgreSQL and SQLite name indexes per
 // schema, not per table. A MsgID written twice into one table fails with
@@ -97,9 +96,13 @@
 //
 // Options belong to one constructor: [NewWriter] takes [WriterOption]s and
 // [NewRelay] [RelayOption]s, so an option that means nothing to one of them
-// does not compile there; a nil option is ignored, a nil collaborator is
-// [ErrNilDB] or [ErrNilPublisher]. [ErrRunning] and [ErrClosed] are the
-// sentinels every seckill package shares.
+// does not compile there; a nil option is ignored. Bad configuration (a
+// nil collaborator given to a constructor, an option out of range, a nil
+// logger) wraps [ErrInvalidConfig]; a bad argument to a call (a nil tx,
+// an invalid message) wraps [ErrInvalidArgument]. Hooks take the context
+// first: the batch's for the row hooks, Run's for [WithOnError].
+// [ErrRunning] and [ErrClosed] are the sentinels every seckill package
+// shares.
 //
 // # Databases
 //

@@ -10,20 +10,22 @@ import (
 // Sentinel errors. Wrapped errors keep these in their chain; match them with
 // [errors.Is].
 var (
-	// ErrNilTx is returned by [Writer.Write] when the transaction is nil.
-	// The outbox never opens a transaction of its own there: the caller's
-	// business rows and the outbox rows must commit together.
-	ErrNilTx = errors.New("outbox: nil transaction")
+	// ErrInvalidConfig is wrapped by every error for bad configuration: a
+	// nil collaborator given to a constructor ([NewRelay]'s db or
+	// publisher, [NewSaramaPublisher]'s producer), an option value out of
+	// range or nil ([WithLogger](nil), a table name [WithTable] rejects), a
+	// database dialect [NewRelay] has no claim strategy for (choose one
+	// with [WithClaimMode]).
+	ErrInvalidConfig = errors.New("outbox: invalid configuration")
 
-	// ErrNilDB is returned when a *gorm.DB argument is nil.
-	ErrNilDB = errors.New("outbox: nil database")
-
-	// ErrNilPublisher is returned when a Publisher argument is nil.
-	ErrNilPublisher = errors.New("outbox: nil publisher")
-
-	// ErrInvalidMessage is returned for a message that cannot be stored or
-	// published: empty topic, topic, key or msg ID too long.
-	ErrInvalidMessage = errors.New("outbox: invalid message")
+	// ErrInvalidArgument is wrapped by every error for a bad argument to a
+	// call: a nil transaction or database ([Writer.Write] never opens a
+	// transaction of its own: the caller's business rows and the outbox
+	// rows must commit together), a nil publisher, a message that cannot
+	// be stored or published (empty topic; topic, key, reservation ID or
+	// msg ID too long), an empty reservation ID, a limit below 1, a
+	// dialect [Schema] has no DDL for.
+	ErrInvalidArgument = errors.New("outbox: invalid argument")
 
 	// ErrDuplicateMsgID is returned (wrapped, with the database's error) by
 	// [Writer.Write], and so by [Writer.SendOrStore]'s store, when a
@@ -35,20 +37,11 @@ var (
 	// the database translates errors.
 	ErrDuplicateMsgID = errors.New("outbox: duplicate msg ID")
 
-	// ErrInvalidOption is returned by the constructors for an option value
-	// out of range, and by [Failed] for a limit below 1.
-	ErrInvalidOption = errors.New("outbox: invalid option")
-
 	// ErrUndelivered is returned by [Writer.SendOrStore] when the message
 	// was neither published nor stored: the publish error and the store
 	// error are joined to it. The caller must compensate (release the
 	// reservation) and ask its client to retry.
 	ErrUndelivered = errors.New("outbox: message neither published nor stored")
-
-	// ErrUnsupportedDialect is returned by [NewRelay] when the database
-	// dialect has no known claim strategy and none was chosen with
-	// [WithClaimMode].
-	ErrUnsupportedDialect = errors.New("outbox: unsupported database dialect")
 
 	// ErrRunning is returned by [Relay.Run] when the relay is already
 	// running. It is the sentinel every seckill package re-exports

@@ -72,14 +72,14 @@ func ExampleWriter_SendOrStore() {
 	})
 
 	res, err := w.SendOrStore(ctx, db, kafkaDown, outbox.Message{
-		MsgID: "resv-7", Topic: "orders", Key: "42", Ref: "resv-7", Payload: []byte(`{"resv":"resv-7"}`),
+		MsgID: "resv-7", Topic: "orders", Key: "42", ReservationID: "resv-7", Payload: []byte(`{"resv":"resv-7"}`),
 	})
 	if errors.Is(err, outbox.ErrUndelivered) {
 		fmt.Println("release the reservation and ask the user to retry")
 		return
 	}
 	fmt.Println(res.Delivery)
-	pending, _ := outbox.HasPendingRef(ctx, db, "resv-7")
+	pending, _ := outbox.HasPendingReservation(ctx, db, "resv-7")
 	fmt.Println("pending for resv-7:", pending)
 	// Output:
 	// stored
@@ -104,17 +104,17 @@ func ExampleRelay_RunOnce() {
 	relay, _ := outbox.NewRelay(db, broken,
 		outbox.WithClock(clock), outbox.WithMaxAttempts(3),
 		outbox.WithBackoff(time.Second, time.Minute), outbox.WithJitter(0),
-		outbox.WithOnRetry(func(m outbox.Message, err error, next time.Time) {
+		outbox.WithOnRetry(func(_ context.Context, m outbox.Message, err error, next time.Time) {
 			fmt.Printf("attempt %d failed (%v), retry in %v\n", m.Attempts, err, next.Sub(clock.t))
 		}),
-		outbox.WithOnFailed(func(m outbox.Message, err error) {
+		outbox.WithOnFailed(func(_ context.Context, m outbox.Message, err error) {
 			fmt.Printf("ALERT: %s failed after %d attempts\n", m.MsgID, m.Attempts)
 		}))
 	for range 3 {
 		_, _ = relay.RunOnce(ctx)
 		clock.t = clock.t.Add(time.Hour)
 	}
-	bl, _ := relay.Backlog(ctx)
+	bl, _ := outbox.Stats(ctx, db)
 	fmt.Printf("pending %d, failed %d\n", bl.Pending, bl.Failed)
 	// Output:
 	// attempt 1 failed (timeout), retry in 1s

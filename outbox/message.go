@@ -7,18 +7,19 @@ import (
 	"time"
 )
 
-// TableName is the default name of the outbox table, the one in schema.sql
-// and schema_postgres.sql. [WithTable] names another; [AutoMigrate],
-// [Schema] and every query follow it.
-const TableName = "outbox_message"
+// defaultTable is the default name of the outbox table, the one in
+// schema.sql and schema_postgres.sql ([Message.TableName]). [WithTable]
+// names another; [AutoMigrate], [Schema] and every query follow it.
+const defaultTable = "outbox_message"
 
-// Column limits enforced before a row reaches the database.
+// Limits enforced before a row reaches the database (the field docs of
+// [Message] state them).
 const (
-	MaxTopicLen = 255 // bytes in Message.Topic
-	MaxKeyLen   = 255 // bytes in Message.Key
-	MaxRefLen   = 255 // bytes in Message.Ref
-	MaxMsgIDLen = 64  // bytes in Message.MsgID
-	maxErrLen   = 1000
+	maxTopicLen         = 255 // bytes in Message.Topic (its column)
+	maxKeyLen           = 255 // bytes in Message.Key (its column)
+	maxReservationIDLen = 128 // bytes in Message.ReservationID: the reservation ID's limit in stock and order
+	maxMsgIDLen         = 64  // bytes in Message.MsgID (its column)
+	maxErrLen           = 1000
 )
 
 // Status is the delivery state of an outbox row.
@@ -35,7 +36,8 @@ const (
 
 // Message is one outbox row and the unit handed to a [Publisher].
 //
-// Callers fill Topic (required), Key, Ref, Payload, Headers and optionally MsgID;
+// Callers fill Topic (required), Key, ReservationID, Payload, Headers and
+// optionally MsgID;
 // the package fills the rest. MsgID is the deduplication ID consumers must
 // use: it is generated when empty (32 hex characters), kept across every
 // redelivery of the row and shared by [Writer.SendOrStore]'s direct publish
@@ -50,18 +52,21 @@ const (
 type Message struct {
 	// ID is the row's auto-increment primary key (0 before it is stored).
 	ID int64 `gorm:"column:id;primaryKey;autoIncrement"`
-	// MsgID is the stable deduplication ID (see the type doc).
+	// MsgID is the stable deduplication ID (see the type doc), at most 64
+	// bytes.
 	MsgID string `gorm:"column:msg_id;type:varchar(64);not null"`
-	// Topic is the destination topic; required.
+	// Topic is the destination topic; required, at most 255 bytes.
 	Topic string `gorm:"column:topic;type:varchar(255);not null"`
-	// Key is the partitioning key (free-form; for seckill orders the user
-	// ID, or the reservation ID when a reconciler must find it).
+	// Key is the partitioning key (free-form, at most 255 bytes; for
+	// seckill orders the user ID).
 	Key string `gorm:"column:msg_key;type:varchar(255);not null;default:''"`
-	// Ref is an optional application reference kept with the row but not
-	// sent to the broker, indexed for [HasPendingRef] (seckill: the
-	// reservation ID, so a reconciler can ask whether a reservation still
-	// has a message on its way).
-	Ref string `gorm:"column:ref;type:varchar(255);not null;default:''"`
+	// ReservationID is the reservation the message announces, optional,
+	// at most 128 bytes (the reservation ID's limit in stock and order).
+	// It is kept with the row but not sent to the broker, and indexed for
+	// [HasPendingReservation], so a reconciler can ask whether a
+	// reservation still has a message on its way. Its column is named ref
+	// (VARCHAR(255)), as in every earlier release.
+	ReservationID string `gorm:"column:ref;type:varchar(255);not null;default:''"`
 	// Payload is the message body, opaque to the outbox.
 	Payload []byte `gorm:"column:payload"`
 	// Headers are optional message headers, stored as JSON.
@@ -89,23 +94,24 @@ type Message struct {
 	SentAt *time.Time `gorm:"column:sent_at;precision:6"`
 }
 
-// TableName tells gorm the default table name, the [TableName] constant;
-// the package itself names the table explicitly in every statement.
-func (Message) TableName() string { return TableName }
+// TableName tells gorm the default table name, "outbox_message" (the one
+// in schema.sql and schema_postgres.sql); the package itself names the
+// table explicitly in every statement, [WithTable]'s name or this one.
+func (Message) TableName() string { return defaultTable }
 
 // validate checks the caller-supplied fields.
 func (m *Message) validate() error {
 	switch {
 	case m.Topic == "":
-		return fmt.Errorf("%w: empty topic", ErrInvalidMessage)
-	case len(m.Topic) > MaxTopicLen:
-		return fmt.Errorf("%w: topic longer than %d bytes", ErrInvalidMessage, MaxTopicLen)
-	case len(m.Key) > MaxKeyLen:
-		return fmt.Errorf("%w: key longer than %d bytes", ErrInvalidMessage, MaxKeyLen)
-	case len(m.Ref) > MaxRefLen:
-		return fmt.Errorf("%w: ref longer than %d bytes", ErrInvalidMessage, MaxRefLen)
-	case len(m.MsgID) > MaxMsgIDLen:
-		return fmt.Errorf("%w: msg ID longer than %d bytes", ErrInvalidMessage, MaxMsgIDLen)
+		return fmt.Errorf("%w: empty topic", ErrInvalidArgument)
+	case len(m.Topic) > maxTopicLen:
+		return fmt.Errorf("%w: topic longer than %d bytes", ErrInvalidArgument, maxTopicLen)
+	case len(m.Key) > maxKeyLen:
+		return fmt.Errorf("%w: key longer than %d bytes", ErrInvalidArgument, maxKeyLen)
+	case len(m.ReservationID) > maxReservationIDLen:
+		return fmt.Errorf("%w: reservation ID longer than %d bytes", ErrInvalidArgument, maxReservationIDLen)
+	case len(m.MsgID) > maxMsgIDLen:
+		return fmt.Errorf("%w: msg ID longer than %d bytes", ErrInvalidArgument, maxMsgIDLen)
 	}
 	return nil
 }

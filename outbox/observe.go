@@ -31,8 +31,10 @@ import (
 //
 // Operations carry their Duration (a batch: claim, publish and settle;
 // each of a batch's events carries the whole batch's Duration, so count
-// batches by one outcome, rows by Value). The three gauges are reported
-// together whenever [Relay.Backlog] reads them and, while [Relay.Run]
+// batches by one outcome, rows by Value). "invalid" is a call refused for
+// a bad argument ([ErrInvalidArgument]: a message, a nil tx, database or
+// publisher). The three gauges are reported
+// together whenever the relay reads them: while [Relay.Run]
 // runs, every [WithBacklogInterval]. "error" carries Err.
 const (
 	StageWrite         = "outbox.write"
@@ -47,7 +49,7 @@ func writeOutcome(err error) string {
 	switch {
 	case err == nil:
 		return observe.OK
-	case errors.Is(err, ErrInvalidMessage):
+	case errors.Is(err, ErrInvalidArgument):
 		return "invalid"
 	case errors.Is(err, ErrDuplicateMsgID):
 		return "duplicate"
@@ -63,7 +65,7 @@ func sendOutcome(res SendResult, err error) string {
 		return "stored"
 	case errors.Is(err, ErrUndelivered):
 		return "undelivered"
-	case errors.Is(err, ErrInvalidMessage):
+	case errors.Is(err, ErrInvalidArgument):
 		return "invalid"
 	}
 	return observe.Error

@@ -78,9 +78,9 @@ func TestObserverWriter(t *testing.T) {
 		w, err := NewWriter(WithObserver(rec))
 		require.NoError(t, err)
 		require.NoError(t, w.Write(ctx, db, Message{Topic: "t", MsgID: "a"}, Message{Topic: "t", MsgID: "b"}))
-		require.ErrorIs(t, w.Write(ctx, db, Message{Topic: ""}), ErrInvalidMessage)
+		require.ErrorIs(t, w.Write(ctx, db, Message{Topic: ""}), ErrInvalidArgument)
 		require.ErrorIs(t, w.Write(ctx, db, Message{Topic: "t", MsgID: "a"}), ErrDuplicateMsgID)
-		require.ErrorIs(t, w.Write(ctx, nil, Message{Topic: "t"}), ErrNilTx)
+		require.ErrorIs(t, w.Write(ctx, nil, Message{Topic: "t"}), ErrInvalidArgument)
 		require.NoError(t, w.Write(ctx, db)) // nothing to write: nothing reported
 
 		ok := PublisherFunc(func(context.Context, Message) error { return nil })
@@ -92,7 +92,7 @@ func TestObserverWriter(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, Stored, res.Delivery)
 		_, err = w.SendOrStore(ctx, db, down, Message{Topic: ""})
-		require.ErrorIs(t, err, ErrInvalidMessage)
+		require.ErrorIs(t, err, ErrInvalidArgument)
 		missing, err := NewWriter(WithObserver(rec), WithTable("no_such_table"))
 		require.NoError(t, err)
 		_, err = missing.SendOrStore(ctx, db, down, Message{Topic: "t"})
@@ -100,11 +100,12 @@ func TestObserverWriter(t *testing.T) {
 
 		got, ev := rec.take(t)
 		assert.Equal(t, []obs{
-			{StageWrite, "ok", 2}, {StageWrite, "invalid", 1}, {StageWrite, "duplicate", 1}, {StageWrite, "error", 1},
+			{StageWrite, "ok", 2}, {StageWrite, "invalid", 1}, {StageWrite, "duplicate", 1}, {StageWrite, "invalid", 1},
 			{StageSend, "published", 0}, {StageWrite, "ok", 1}, {StageSend, "stored", 0}, {StageSend, "invalid", 0},
 			{StageWrite, "error", 1}, {StageSend, "undelivered", 0},
 		}, got)
-		assert.ErrorIs(t, ev[3].Err, ErrNilTx)
+		assert.NoError(t, ev[3].Err, "a nil tx is bad input (invalid), not a store error")
+		assert.Error(t, ev[8].Err, "the failed store carries its error")
 		assert.EqualValues(t, 3, countStatus(t, db, StatusPending), "a, b and the stored c")
 	})
 }
@@ -142,7 +143,7 @@ func TestObserverRelayAndFailedRows(t *testing.T) {
 		b, err = r.RunOnce(ctx)
 		require.NoError(t, err)
 		require.Zero(t, b.Claimed)
-		bl, err := r.Backlog(ctx)
+		bl, err := r.backlog(ctx)
 		require.NoError(t, err)
 		require.Equal(t, Backlog{Failed: 2}, bl)
 		got, _ := rec.take(t)
@@ -152,9 +153,9 @@ func TestObserverRelayAndFailedRows(t *testing.T) {
 		}, got, "an empty poll reports nothing")
 
 		// List, then requeue one FAILED row: only FAILED rows move, once.
-		_, err = r.Failed(ctx, 0)
-		require.ErrorIs(t, err, ErrInvalidOption)
-		one, err := r.Failed(ctx, 1)
+		_, err = Failed(ctx, db, 0)
+		require.ErrorIs(t, err, ErrInvalidArgument)
+		one, err := Failed(ctx, db, 1)
 		require.NoError(t, err)
 		require.Len(t, one, 1)
 		assert.Equal(t, "bad1", one[0].MsgID, "oldest first")
@@ -179,14 +180,14 @@ func TestObserverRelayAndFailedRows(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, StatusPending, back.Status)
 		assert.Zero(t, back.Attempts, "a fresh attempt budget")
-		left, err := r.Failed(ctx, 10)
+		left, err := Failed(ctx, db, 10)
 		require.NoError(t, err)
 		require.Len(t, left, 1)
 		assert.Equal(t, "bad2", left[0].MsgID)
 		assert.EqualValues(t, 1, countStatus(t, db, StatusSent))
 
 		// The requeued row is pending since t0, read one second later.
-		_, err = r.Backlog(ctx)
+		_, err = r.backlog(ctx)
 		require.NoError(t, err)
 		got, _ = rec.take(t)
 		assert.Equal(t, []obs{{StagePending, "ok", 1}, {StageOldestPending, "ok", clk.Now().Sub(t0).Seconds()}, {StageFailed, "ok", 1}}, got)
@@ -256,13 +257,13 @@ func TestObserverOptions(t *testing.T) {
 	t.Parallel()
 	db := testenv.SQLite(t)
 	_, err := NewRelay(db, PublisherFunc(func(context.Context, Message) error { return nil }), WithBacklogInterval(0))
-	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 	w, err := NewWriter(WithObserver(nil))
 	require.NoError(t, err)
 	require.NoError(t, AutoMigrate(context.Background(), db))
 	require.NoError(t, w.Write(context.Background(), db, Message{Topic: "t"}))
 	_, err = Failed(context.Background(), nil, 1)
-	require.ErrorIs(t, err, ErrNilDB)
+	require.ErrorIs(t, err, ErrInvalidArgument)
 }
 
 // A RunOnce whose context has ended (as Close ends Run's) reports no

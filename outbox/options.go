@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -44,8 +45,8 @@ const (
 	ClaimAtomicUpdate
 )
 
-// String names the mode.
-func (m ClaimMode) String() string {
+// name names the mode in logs and errors.
+func (m ClaimMode) name() string {
 	switch m {
 	case ClaimAuto:
 		return "auto"
@@ -61,11 +62,14 @@ func (m ClaimMode) String() string {
 
 // Options belong to one constructor: [NewWriter] takes [WriterOption]s and
 // [NewRelay] takes [RelayOption]s, so an option that means nothing to a
-// constructor does not compile there ([WithBatchSize] is a
-// [RelayOnlyOption] and cannot be given to NewWriter). An option that
-// applies to both ([WithClock], [WithLogger], [WithObserver], [WithTable])
-// is an [Option], which implements both interfaces. A nil option is
-// ignored.
+// constructor does not compile there ([WithBatchSize] is a [RelayOption]
+// and cannot be given to NewWriter). An option that applies to both
+// ([WithClock], [WithLogger], [WithObserver]) is an [Option], which is
+// both; [WithTable] is a [TableOption], which is an Option and the only
+// option of the functions that take a database ([AutoMigrate], [Schema],
+// [Stats], [HasPending], [HasPendingReservation], [Lookup], [Failed]).
+// Every option type is an interface, so options are built with the With…
+// functions only. A nil option is ignored.
 type (
 	// WriterOption configures [NewWriter].
 	WriterOption interface{ applyWriter(*options) }
@@ -76,75 +80,60 @@ type (
 		WriterOption
 		RelayOption
 	}
+	// TableOption names the outbox table ([WithTable]): an [Option] of
+	// [NewWriter] and [NewRelay], and the option of the functions that
+	// take a database.
+	TableOption interface {
+		Option
+		applyTable(*tableOptions)
+	}
 )
 
 // optionFunc is an [Option] made of a function.
 type optionFunc func(*options)
 
-func (f optionFunc) applyWriter(o *options) { f.apply(o) }
-func (f optionFunc) applyRelay(o *options)  { f.apply(o) }
-func (f optionFunc) apply(o *options) {
-	if f != nil {
-		f(o)
-	}
-}
+func (f optionFunc) applyWriter(o *options) { f(o) }
+func (f optionFunc) applyRelay(o *options)  { f(o) }
 
-// WriterOnlyOption is an option only [NewWriter] reads
-// ([WithStoreTimeout]).
-type WriterOnlyOption func(*options)
+// writerOption is a [WriterOption] only [NewWriter] reads.
+type writerOption func(*options)
 
-func (f WriterOnlyOption) applyWriter(o *options) {
-	if f != nil {
-		f(o)
-	}
-}
+func (f writerOption) applyWriter(o *options) { f(o) }
 
-// RelayOnlyOption is an option only [NewRelay] reads.
-type RelayOnlyOption func(*options)
+// relayOption is a [RelayOption] only [NewRelay] reads.
+type relayOption func(*options)
 
-func (f RelayOnlyOption) applyRelay(o *options) {
-	if f != nil {
-		f(o)
-	}
-}
+func (f relayOption) applyRelay(o *options) { f(o) }
 
-// TableOption names the outbox table: see [WithTable]. It is an [Option]
-// of [NewWriter] and [NewRelay], and the only option of the functions that
-// take a database ([AutoMigrate], [Schema], [Stats], [Pending],
-// [HasPending], [HasPendingRef], [Lookup], [Failed]). A nil TableOption is
-// ignored.
-type TableOption func(*tableOptions)
+// tableOption is the [TableOption] of [WithTable].
+type tableOption string
+
+func (t tableOption) applyWriter(o *options)     { o.table.name = string(t) }
+func (t tableOption) applyRelay(o *options)      { o.table.name = string(t) }
+func (t tableOption) applyTable(o *tableOptions) { o.name = string(t) }
 
 type tableOptions struct{ name string }
 
-func (f TableOption) applyWriter(o *options) { f.apply(o) }
-func (f TableOption) applyRelay(o *options)  { f.apply(o) }
-func (f TableOption) apply(o *options) {
-	if f != nil {
-		f(&o.table)
-	}
-}
+// WithTable names the outbox table instead of the default
+// "outbox_message" ([Message.TableName]), so that several outboxes (say,
+// one per service sharing a database) live side by side. The name must be
+// a plain lower-case SQL identifier: a letter or underscore, then letters,
+// digits or underscores, at most 49 bytes (so that the index names
+// derived from it, such as idx_<name>_topic_key, fit PostgreSQL's 63-byte
+// limit). Anything else makes the constructor or function fail with
+// [ErrInvalidConfig]. Writer, relays, queries and [AutoMigrate] must all
+// be given the same name. Default "outbox_message".
+func WithTable(name string) TableOption { return tableOption(name) }
 
-// WithTable names the outbox table instead of [TableName], so that several
-// outboxes (say, one per service sharing a database) live side by side.
-// The name must be a plain lower-case SQL identifier: a letter or
-// underscore, then letters, digits or underscores, at most [MaxTableLen]
-// bytes (so that the index names derived from it, such as
-// idx_<name>_topic_key, fit PostgreSQL's 63-byte limit). Anything else
-// makes the constructor or function fail with [ErrInvalidOption]. Writer,
-// relays, queries and [AutoMigrate] must all be given the same name.
-// Default [TableName].
-func WithTable(name string) TableOption { return func(t *tableOptions) { t.name = name } }
-
-// MaxTableLen is the longest table name [WithTable] accepts.
-const MaxTableLen = 49
+// maxTableLen is the longest table name [WithTable] accepts.
+const maxTableLen = 49
 
 // tableName applies opts and returns the validated table name.
 func tableName(opts []TableOption) (string, error) {
-	t := tableOptions{name: TableName}
+	t := tableOptions{name: defaultTable}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&t)
+			opt.applyTable(&t)
 		}
 	}
 	return t.name, validTableName(t.name)
@@ -154,15 +143,15 @@ func tableName(opts []TableOption) (string, error) {
 // same on MySQL, PostgreSQL (no case folding) and SQLite.
 func validTableName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty table name", ErrInvalidOption)
+		return fmt.Errorf("%w: empty table name", ErrInvalidConfig)
 	}
-	if len(name) > MaxTableLen {
-		return fmt.Errorf("%w: table name %q longer than %d bytes", ErrInvalidOption, name, MaxTableLen)
+	if len(name) > maxTableLen {
+		return fmt.Errorf("%w: table name %q longer than %d bytes", ErrInvalidConfig, name, maxTableLen)
 	}
 	for i, c := range []byte(name) {
 		ok := c == '_' || 'a' <= c && c <= 'z' || i > 0 && '0' <= c && c <= '9'
 		if !ok {
-			return fmt.Errorf("%w: table name %q is not a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", ErrInvalidOption, name)
+			return fmt.Errorf("%w: table name %q is not a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", ErrInvalidConfig, name)
 		}
 	}
 	return nil
@@ -187,10 +176,10 @@ type options struct {
 	cleanup      bool
 	concurrency  int
 	claimMode    ClaimMode
-	onSent       func(Message)
-	onRetry      func(Message, error, time.Time)
-	onFailed     func(Message, error)
-	onError      func(error)
+	onSent       func(context.Context, Message)
+	onRetry      func(context.Context, Message, error, time.Time)
+	onFailed     func(context.Context, Message, error)
+	onError      func(context.Context, error)
 	storeTimeout time.Duration
 	cleanupLimit int
 	observer     observe.Observer
@@ -200,7 +189,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		clock:        systemClock{},
-		table:        tableOptions{name: TableName},
+		table:        tableOptions{name: defaultTable},
 		logger:       slog.New(slog.DiscardHandler),
 		batchSize:    100,
 		pollInterval: 100 * time.Millisecond,
@@ -235,60 +224,62 @@ func buildOptions[O comparable](opts []O, apply func(O, *options)) (options, err
 	}
 	switch {
 	case o.clock == nil:
-		return o, fmt.Errorf("%w: nil clock", ErrInvalidOption)
+		return o, fmt.Errorf("%w: nil clock", ErrInvalidConfig)
 	case o.logger == nil:
-		return o, fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		return o, fmt.Errorf("%w: nil logger", ErrInvalidConfig)
 	case o.batchSize <= 0:
-		return o, fmt.Errorf("%w: batch size %d <= 0", ErrInvalidOption, o.batchSize)
+		return o, fmt.Errorf("%w: batch size %d <= 0", ErrInvalidConfig, o.batchSize)
 	case o.pollInterval <= 0:
-		return o, fmt.Errorf("%w: poll interval %v <= 0", ErrInvalidOption, o.pollInterval)
+		return o, fmt.Errorf("%w: poll interval %v <= 0", ErrInvalidConfig, o.pollInterval)
 	case o.lease <= 0:
-		return o, fmt.Errorf("%w: lease %v <= 0", ErrInvalidOption, o.lease)
+		return o, fmt.Errorf("%w: lease %v <= 0", ErrInvalidConfig, o.lease)
 	case o.maxAttempts <= 0:
-		return o, fmt.Errorf("%w: max attempts %d <= 0", ErrInvalidOption, o.maxAttempts)
+		return o, fmt.Errorf("%w: max attempts %d <= 0", ErrInvalidConfig, o.maxAttempts)
 	case o.backoffBase <= 0 || o.backoffMax < o.backoffBase:
-		return o, fmt.Errorf("%w: backoff base %v, max %v", ErrInvalidOption, o.backoffBase, o.backoffMax)
+		return o, fmt.Errorf("%w: backoff base %v, max %v", ErrInvalidConfig, o.backoffBase, o.backoffMax)
 	case o.jitter < 0 || o.jitter > 1:
-		return o, fmt.Errorf("%w: jitter %v not in [0,1]", ErrInvalidOption, o.jitter)
+		return o, fmt.Errorf("%w: jitter %v not in [0,1]", ErrInvalidConfig, o.jitter)
 	case o.markTimeout <= 0:
-		return o, fmt.Errorf("%w: mark timeout %v <= 0", ErrInvalidOption, o.markTimeout)
+		return o, fmt.Errorf("%w: mark timeout %v <= 0", ErrInvalidConfig, o.markTimeout)
 	case o.storeTimeout <= 0:
-		return o, fmt.Errorf("%w: store timeout %v <= 0", ErrInvalidOption, o.storeTimeout)
+		return o, fmt.Errorf("%w: store timeout %v <= 0", ErrInvalidConfig, o.storeTimeout)
 	case o.cleanup && (o.retention <= 0 || o.cleanupEvery <= 0):
-		return o, fmt.Errorf("%w: retention %v, cleanup every %v", ErrInvalidOption, o.retention, o.cleanupEvery)
+		return o, fmt.Errorf("%w: retention %v, cleanup every %v", ErrInvalidConfig, o.retention, o.cleanupEvery)
 	case o.backlogEvery <= 0:
-		return o, fmt.Errorf("%w: backlog interval %v <= 0", ErrInvalidOption, o.backlogEvery)
+		return o, fmt.Errorf("%w: backlog interval %v <= 0", ErrInvalidConfig, o.backlogEvery)
 	case o.concurrency <= 0:
-		return o, fmt.Errorf("%w: publish concurrency %d <= 0", ErrInvalidOption, o.concurrency)
+		return o, fmt.Errorf("%w: publish concurrency %d <= 0", ErrInvalidConfig, o.concurrency)
 	case o.claimMode < ClaimAuto || o.claimMode > ClaimAtomicUpdate:
-		return o, fmt.Errorf("%w: claim mode %v", ErrInvalidOption, o.claimMode)
+		return o, fmt.Errorf("%w: claim mode %v", ErrInvalidConfig, o.claimMode)
 	}
 	return o, nil
 }
 
 // WithClock sets the clock for every stored or compared timestamp.
-// Default: the system clock.
+// Default: the system clock. A nil c is an [ErrInvalidConfig] error.
 func WithClock(c Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
 
-// WithLogger sets the logger. Default: a logger that discards everything.
+// WithLogger sets the logger. A nil l is an [ErrInvalidConfig] error (to
+// silence the outbox, pass slog.New(slog.DiscardHandler)). Default: a
+// logger that discards everything.
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithStoreTimeout bounds the outbox insert that [Writer.SendOrStore] runs
 // after a failed publish, on a context that ignores the caller's
 // cancellation (the store is the compensation). Writer only. Default 5s.
-func WithStoreTimeout(d time.Duration) WriterOnlyOption {
-	return func(o *options) { o.storeTimeout = d }
+func WithStoreTimeout(d time.Duration) WriterOption {
+	return writerOption(func(o *options) { o.storeTimeout = d })
 }
 
 // WithBatchSize sets how many rows a relay claims per poll. Relay only.
 // Default 100.
-func WithBatchSize(n int) RelayOnlyOption { return func(o *options) { o.batchSize = n } }
+func WithBatchSize(n int) RelayOption { return relayOption(func(o *options) { o.batchSize = n }) }
 
 // WithPollInterval sets how long an idle relay waits before polling again
 // (a relay that claimed a full batch polls again at once). Relay only.
 // Default 100ms.
-func WithPollInterval(d time.Duration) RelayOnlyOption {
-	return func(o *options) { o.pollInterval = d }
+func WithPollInterval(d time.Duration) RelayOption {
+	return relayOption(func(o *options) { o.pollInterval = d })
 }
 
 // WithLease sets how long a claimed row stays invisible to other relays.
@@ -297,70 +288,79 @@ func WithPollInterval(d time.Duration) RelayOnlyOption {
 // (a duplicate, never a loss). Publishing a batch gets a context deadline
 // of 80 % of the lease. A relay that crashes leaves its rows to be
 // reclaimed when the lease ends. Relay only. Default 30s.
-func WithLease(d time.Duration) RelayOnlyOption { return func(o *options) { o.lease = d } }
+func WithLease(d time.Duration) RelayOption { return relayOption(func(o *options) { o.lease = d }) }
 
 // WithMaxAttempts sets the publish attempts after which a row becomes
 // FAILED and the OnFailed hook runs. Relay only. Default 10.
-func WithMaxAttempts(n int) RelayOnlyOption { return func(o *options) { o.maxAttempts = n } }
+func WithMaxAttempts(n int) RelayOption { return relayOption(func(o *options) { o.maxAttempts = n }) }
 
 // WithBackoff sets the retry delay after the k-th failed attempt to
 // min(base·2^(k-1), max), before jitter. Relay only. Default 1s, 5m.
-func WithBackoff(base, max time.Duration) RelayOnlyOption {
-	return func(o *options) { o.backoffBase, o.backoffMax = base, max }
+func WithBackoff(base, max time.Duration) RelayOption {
+	return relayOption(func(o *options) { o.backoffBase, o.backoffMax = base, max })
 }
 
 // WithJitter sets the random fraction f in [0,1] taken off each backoff:
 // the delay d becomes a uniform value in [d·(1-f), d]. 0 disables jitter.
 // Relay only. Default 0.2.
-func WithJitter(f float64) RelayOnlyOption { return func(o *options) { o.jitter = f } }
+func WithJitter(f float64) RelayOption { return relayOption(func(o *options) { o.jitter = f }) }
 
 // WithMarkTimeout bounds the database writes that settle a published
 // batch (SENT, retry, FAILED). They run on context.WithoutCancel so that a
 // relay stopped mid-batch still records what it published. Relay only.
 // Default 5s.
-func WithMarkTimeout(d time.Duration) RelayOnlyOption {
-	return func(o *options) { o.markTimeout = d }
+func WithMarkTimeout(d time.Duration) RelayOption {
+	return relayOption(func(o *options) { o.markTimeout = d })
 }
 
 // WithRetention makes [Relay.Run] delete SENT rows whose sent_at is older
 // than retention, checking every `every` of clock time. Relay only.
 // Default 24h, every 1m.
-func WithRetention(retention, every time.Duration) RelayOnlyOption {
-	return func(o *options) { o.retention, o.cleanupEvery, o.cleanup = retention, every, true }
+func WithRetention(retention, every time.Duration) RelayOption {
+	return relayOption(func(o *options) { o.retention, o.cleanupEvery, o.cleanup = retention, every, true })
 }
 
 // WithoutCleanup stops [Relay.Run] from deleting SENT rows (call
 // [Relay.Cleanup] yourself, or keep them). Relay only.
-func WithoutCleanup() RelayOnlyOption { return func(o *options) { o.cleanup = false } }
+func WithoutCleanup() RelayOption { return relayOption(func(o *options) { o.cleanup = false }) }
 
 // WithPublishConcurrency publishes a batch on n goroutines, rows with the
 // same key always on the same goroutine in table order. Ignored when the
 // publisher is a [BatchPublisher]. Relay only. Default 1.
-func WithPublishConcurrency(n int) RelayOnlyOption { return func(o *options) { o.concurrency = n } }
+func WithPublishConcurrency(n int) RelayOption {
+	return relayOption(func(o *options) { o.concurrency = n })
+}
 
 // WithClaimMode forces a claim strategy. Relay only. Default [ClaimAuto].
-func WithClaimMode(m ClaimMode) RelayOnlyOption { return func(o *options) { o.claimMode = m } }
+func WithClaimMode(m ClaimMode) RelayOption { return relayOption(func(o *options) { o.claimMode = m }) }
 
 // WithOnSent sets a hook called for each row marked SENT, after the mark
-// committed, outside any lock. Relay only. Default none.
-func WithOnSent(f func(m Message)) RelayOnlyOption { return func(o *options) { o.onSent = f } }
+// committed, outside any lock, with the context of the [Relay.RunOnce]
+// (under [Relay.Run], of Run) that published it. Relay only. Default none.
+func WithOnSent(f func(ctx context.Context, m Message)) RelayOption {
+	return relayOption(func(o *options) { o.onSent = f })
+}
 
 // WithOnRetry sets a hook called for each failed publish that will be
-// retried at next, after the retry was recorded. Relay only. Default none.
-func WithOnRetry(f func(m Message, err error, next time.Time)) RelayOnlyOption {
-	return func(o *options) { o.onRetry = f }
+// retried at next, after the retry was recorded, with the context of the
+// batch (as [WithOnSent]). Relay only. Default none.
+func WithOnRetry(f func(ctx context.Context, m Message, err error, next time.Time)) RelayOption {
+	return relayOption(func(o *options) { o.onRetry = f })
 }
 
 // WithOnFailed sets the alert hook called for each row that became FAILED
-// (attempt budget spent), after that was recorded. Relay only. Default none.
-func WithOnFailed(f func(m Message, err error)) RelayOnlyOption {
-	return func(o *options) { o.onFailed = f }
+// (attempt budget spent), after that was recorded, with the context of
+// the batch (as [WithOnSent]). Relay only. Default none.
+func WithOnFailed(f func(ctx context.Context, m Message, err error)) RelayOption {
+	return relayOption(func(o *options) { o.onFailed = f })
 }
 
-// WithOnError sets a hook called by [Relay.Run] for each poll or clean-up
-// that failed on the database (Run logs and keeps going). Relay only.
-// Default none.
-func WithOnError(f func(err error)) RelayOnlyOption { return func(o *options) { o.onError = f } }
+// WithOnError sets a hook called by [Relay.Run], with Run's context, for
+// each poll or clean-up that failed on the database (Run logs and keeps
+// going). Relay only. Default none.
+func WithOnError(f func(ctx context.Context, err error)) RelayOption {
+	return relayOption(func(o *options) { o.onError = f })
+}
 
 // WithObserver reports to o, synchronously and with the caller's ctx:
 // every [Writer.Write] and [Writer.SendOrStore] (Writer), every relay batch
@@ -376,11 +376,11 @@ func WithObserver(o observe.Observer) Option {
 }
 
 // WithBacklogInterval sets how often [Relay.Run] reads the backlog
-// ([Relay.Backlog]: three COUNT-style queries) to report the gauges
+// (three COUNT-style queries, as [Stats]) to report the gauges
 // "outbox.pending", "outbox.oldest_pending_seconds" and "outbox.failed" to
 // the observer, measured on the relay's clock like [WithRetention]: Run
 // reads it at its first poll, then at the first poll at least d later.
 // Only with [WithObserver]. d must be positive. Relay only. Default 10s.
-func WithBacklogInterval(d time.Duration) RelayOnlyOption {
-	return func(o *options) { o.backlogEvery = d }
+func WithBacklogInterval(d time.Duration) RelayOption {
+	return relayOption(func(o *options) { o.backlogEvery = d })
 }

@@ -50,13 +50,16 @@ type Relay struct {
 // NewRelay returns a relay over db publishing through pub. It does not
 // start anything: call [Relay.Run], or [Relay.RunOnce] from your own loop.
 // The table must exist ([AutoMigrate], schema.sql or schema_postgres.sql);
-// it is [TableName] unless [WithTable] names another.
+// it is "outbox_message" unless [WithTable] names another. A nil db or
+// pub, a bad option, or a dialect with no claim strategy (without
+// [WithClaimMode]) fails with [ErrInvalidConfig]. The claim strategy in
+// use is logged when [Relay.Run] starts.
 func NewRelay(db *gorm.DB, pub Publisher, opts ...RelayOption) (*Relay, error) {
 	if db == nil {
-		return nil, ErrNilDB
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidConfig)
 	}
 	if isNil(pub) {
-		return nil, ErrNilPublisher
+		return nil, fmt.Errorf("%w: nil publisher", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, RelayOption.applyRelay)
 	if err != nil {
@@ -77,9 +80,6 @@ func NewRelay(db *gorm.DB, pub Publisher, opts ...RelayOption) (*Relay, error) {
 		stop: make(chan struct{}),
 	}, nil
 }
-
-// ClaimMode reports the claim strategy in use (never ClaimAuto).
-func (r *Relay) ClaimMode() ClaimMode { return r.mode }
 
 // Run polls until ctx is cancelled or [Relay.Close] is called: it runs
 // [Relay.RunOnce] at once again after a full batch, otherwise after the poll
@@ -122,7 +122,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}()
 
 	r.o.logger.LogAttrs(ctx, slog.LevelInfo, "outbox: relay started",
-		slog.String("relay", r.id), slog.String("claim", r.mode.String()))
+		slog.String("relay", r.id), slog.String("claim", r.mode.name()))
 	var lastCleanup, lastBacklog time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -166,7 +166,7 @@ func (r *Relay) housekeep(ctx, runCtx context.Context, lastCleanup, lastBacklog 
 	if r.o.observer != nil && runCtx.Err() == nil {
 		if now := r.o.clock.Now(); lastBacklog.IsZero() || now.Sub(*lastBacklog) >= r.o.backlogEvery {
 			*lastBacklog = now
-			if _, err := r.Backlog(runCtx); err != nil && runCtx.Err() == nil {
+			if _, err := r.backlog(runCtx); err != nil && runCtx.Err() == nil {
 				r.reportErr(ctx, err)
 			}
 		}
@@ -176,7 +176,7 @@ func (r *Relay) housekeep(ctx, runCtx context.Context, lastCleanup, lastBacklog 
 func (r *Relay) reportErr(ctx context.Context, err error) {
 	r.o.logger.LogAttrs(ctx, slog.LevelError, "outbox: relay", slog.String("relay", r.id), slog.Any("error", err))
 	if r.o.onError != nil {
-		r.o.onError(err)
+		r.o.onError(ctx, err)
 	}
 }
 
@@ -477,7 +477,7 @@ func (r *Relay) runHooks(ctx context.Context, b *Batch, ev event) {
 	case outcomeSent:
 		b.Sent++
 		if r.o.onSent != nil {
-			r.o.onSent(ev.m)
+			r.o.onSent(ctx, ev.m)
 		}
 	case outcomeRetry:
 		b.Retried++
@@ -485,7 +485,7 @@ func (r *Relay) runHooks(ctx context.Context, b *Batch, ev event) {
 			slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
 			slog.Time("next_attempt_at", ev.m.NextAttemptAt), slog.Any("error", ev.err))
 		if r.o.onRetry != nil {
-			r.o.onRetry(ev.m, ev.err, ev.m.NextAttemptAt)
+			r.o.onRetry(ctx, ev.m, ev.err, ev.m.NextAttemptAt)
 		}
 	case outcomeFailed:
 		b.Failed++
@@ -493,7 +493,7 @@ func (r *Relay) runHooks(ctx context.Context, b *Batch, ev event) {
 			slog.Int64("id", ev.m.ID), slog.String("msg_id", ev.m.MsgID), slog.Int("attempts", ev.m.Attempts),
 			slog.Any("error", ev.err))
 		if r.o.onFailed != nil {
-			r.o.onFailed(ev.m, ev.err)
+			r.o.onFailed(ctx, ev.m, ev.err)
 		}
 	}
 }
@@ -544,7 +544,7 @@ func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
 }
 
 // Requeue moves the FAILED rows among ids (row IDs, [Message.ID], as
-// listed by [Relay.Failed]) back to PENDING with a fresh attempt budget
+// listed by [Failed]) back to PENDING with a fresh attempt budget
 // (attempts 0), due at once, and returns how many it moved. Rows not
 // FAILED, and unknown ids, are left alone, so a repeated Requeue moves
 // nothing more. Beware: a reconciler treats a FAILED message as not pending
@@ -562,21 +562,14 @@ func (r *Relay) Requeue(ctx context.Context, ids ...int64) (int64, error) {
 	return res.RowsAffected, nil
 }
 
-// Backlog returns the outbox backlog in the relay's table; see [Stats].
-// With [WithObserver] it also reports the gauges "outbox.pending",
+// backlog reads the backlog of the relay's table ([Stats]) and, with
+// [WithObserver], reports the gauges "outbox.pending",
 // "outbox.oldest_pending_seconds" (on the relay's clock) and
-// "outbox.failed".
-func (r *Relay) Backlog(ctx context.Context) (Backlog, error) {
+// "outbox.failed"; [Relay.Run] calls it every [WithBacklogInterval].
+func (r *Relay) backlog(ctx context.Context) (Backlog, error) {
 	b, err := Stats(ctx, r.db, WithTable(r.table))
 	if err == nil && r.o.observer != nil {
 		r.observeBacklog(ctx, b, r.o.clock.Now())
 	}
 	return b, err
-}
-
-// Failed returns up to limit FAILED rows of the relay's table, oldest
-// first; see the package function [Failed]. Put them back with
-// [Relay.Requeue].
-func (r *Relay) Failed(ctx context.Context, limit int) ([]Message, error) {
-	return Failed(ctx, r.db, limit, WithTable(r.table))
 }

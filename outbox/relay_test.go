@@ -108,7 +108,7 @@ func TestRelayDeliversAll(t *testing.T) {
 				rec := newRecorder()
 				var sentHook atomic.Int64
 				r, err := NewRelay(db, rec, WithClock(clk), WithBatchSize(40), WithPublishConcurrency(conc),
-					WithOnSent(func(m Message) {
+					WithOnSent(func(_ context.Context, m Message) {
 						sentHook.Add(1)
 						assert.Equal(t, StatusSent, m.Status)
 					}))
@@ -136,7 +136,7 @@ func TestRelayDeliversAll(t *testing.T) {
 					assert.True(t, row.SentAt.Equal(clk.Now()))
 					assert.True(t, strings.HasPrefix(row.LeaseOwner, r.id+"-"), "token of the marking batch: %q", row.LeaseOwner)
 				}
-				bl, err := r.Backlog(context.Background())
+				bl, err := r.backlog(context.Background())
 				require.NoError(t, err)
 				assert.Equal(t, Backlog{}, bl)
 			})
@@ -162,11 +162,11 @@ func TestRelayBackoffThenFailed(t *testing.T) {
 		var failed []Message
 		r, err := NewRelay(db, rec, WithClock(clk), WithJitter(0), WithBackoff(time.Second, 5*time.Second),
 			WithMaxAttempts(5),
-			WithOnRetry(func(m Message, err error, next time.Time) {
+			WithOnRetry(func(_ context.Context, m Message, err error, next time.Time) {
 				assert.EqualError(t, err, "broker down")
 				retries = append(retries, retry{m.Attempts, next})
 			}),
-			WithOnFailed(func(m Message, err error) { failed = append(failed, m) }))
+			WithOnFailed(func(_ context.Context, m Message, err error) { failed = append(failed, m) }))
 		require.NoError(t, err)
 
 		// Expected delays after attempts 1..4: 1s, 2s, 4s, 5s (capped).
@@ -295,8 +295,8 @@ func TestRelayLeaseExpiryHandsOver(t *testing.T) {
 		// and it must not count (or report) B's marks as its own.
 		errs := []error{errors.New("late failure"), nil, nil}
 		var retried, sent atomic.Int64
-		a.o.onRetry = func(Message, error, time.Time) { retried.Add(1) }
-		a.o.onSent = func(Message) { sent.Add(1) }
+		a.o.onRetry = func(context.Context, Message, error, time.Time) { retried.Add(1) }
+		a.o.onSent = func(context.Context, Message) { sent.Add(1) }
 		res, err = a.settle(ctx, msgs, errs, tokenA)
 		require.NoError(t, err)
 		assert.Equal(t, Batch{Claimed: 3, LeaseLost: 3}, res)
@@ -374,7 +374,7 @@ func TestTwoRelaysSometimesFailingPublisher(t *testing.T) {
 				return []RelayOption{
 					WithBatchSize(10), WithPollInterval(2 * time.Millisecond),
 					WithBackoff(time.Millisecond, 4*time.Millisecond), WithMaxAttempts(1000),
-					WithOnSent(func(Message) { c.Add(1) }),
+					WithOnSent(func(context.Context, Message) { c.Add(1) }),
 				}
 			}
 			// Both relays take part whatever the machine's speed: each
@@ -695,7 +695,7 @@ func TestRunReportsDBErrorsAndKeepsGoing(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
 		var errs atomic.Int64
-		r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithOnError(func(error) { errs.Add(1) }))
+		r, err := NewRelay(db, newRecorder(), WithPollInterval(time.Millisecond), WithOnError(func(context.Context, error) { errs.Add(1) }))
 		require.NoError(t, err)
 		require.NoError(t, db.Migrator().DropTable(&Message{}))
 		done := make(chan error, 1)
@@ -716,9 +716,9 @@ func TestNewRelayValidates(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
 		_, err := NewRelay(nil, newRecorder())
-		require.ErrorIs(t, err, ErrNilDB)
+		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = NewRelay(db, nil)
-		require.ErrorIs(t, err, ErrNilPublisher)
+		require.ErrorIs(t, err, ErrInvalidConfig)
 		for name, opt := range map[string]RelayOption{
 			"batch":     WithBatchSize(0),
 			"poll":      WithPollInterval(0),
@@ -733,7 +733,7 @@ func TestNewRelayValidates(t *testing.T) {
 			"logger":    WithLogger(nil),
 		} {
 			_, err := NewRelay(db, newRecorder(), opt)
-			assert.ErrorIs(t, err, ErrInvalidOption, name)
+			assert.ErrorIs(t, err, ErrInvalidConfig, name)
 		}
 		_, err = NewRelay(db, newRecorder(), WithoutCleanup(), WithRetention(0, 0), WithoutCleanup())
 		require.NoError(t, err)
@@ -741,12 +741,12 @@ func TestNewRelayValidates(t *testing.T) {
 		r, err := NewRelay(db, newRecorder())
 		require.NoError(t, err)
 		if kind == testenv.KindSQLite {
-			assert.Equal(t, ClaimAtomicUpdate, r.ClaimMode())
+			assert.Equal(t, ClaimAtomicUpdate, r.mode)
 		} else { // MariaDB and PostgreSQL
-			assert.Equal(t, ClaimSkipLocked, r.ClaimMode())
+			assert.Equal(t, ClaimSkipLocked, r.mode)
 		}
 		m, err := resolveClaimMode(ClaimAuto, "sqlserver")
-		require.ErrorIs(t, err, ErrUnsupportedDialect)
+		require.ErrorIs(t, err, ErrInvalidConfig)
 		assert.Zero(t, m)
 		m, err = resolveClaimMode(ClaimForUpdate, "sqlserver")
 		require.NoError(t, err)
@@ -801,7 +801,7 @@ func TestClaimSQLPerDialect(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 3, b.Sent)
 		all := fmt.Sprint(stmts)
-		q := quoteTable(db, TableName)
+		q := quoteTable(db, defaultTable)
 		if kind == testenv.KindSQLite {
 			assert.Contains(t, all, "WHERE id IN (SELECT id FROM "+q+" WHERE status = ? AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?)")
 			assert.NotContains(t, all, "FOR UPDATE")
@@ -827,13 +827,13 @@ func TestClaimSkipsLockedRows(t *testing.T) {
 		ids := writeN(t, db, w, 5, "t")
 		r, err := NewRelay(db, newRecorder())
 		require.NoError(t, err)
-		require.Equal(t, ClaimSkipLocked, r.ClaimMode())
+		require.Equal(t, ClaimSkipLocked, r.mode)
 
 		locker := db.Begin()
 		require.NoError(t, locker.Error)
 		defer locker.Rollback()
 		var locked []int64
-		require.NoError(t, locker.Raw("SELECT id FROM "+quoteTable(db, TableName)+
+		require.NoError(t, locker.Raw("SELECT id FROM "+quoteTable(db, defaultTable)+
 			" WHERE msg_id IN ? ORDER BY id FOR UPDATE", ids[:2]).Scan(&locked).Error)
 		require.Len(t, locked, 2)
 
@@ -849,7 +849,7 @@ func TestClaimSkipsLockedRows(t *testing.T) {
 		}
 		assert.Equal(t, ids[2:], claimed, "the unlocked rows, at once")
 		var leased []string
-		require.NoError(t, db.Raw("SELECT msg_id FROM "+quoteTable(db, TableName)+
+		require.NoError(t, db.Raw("SELECT msg_id FROM "+quoteTable(db, defaultTable)+
 			" WHERE lease_owner = ? ORDER BY id", "tok").Scan(&leased).Error)
 		assert.Equal(t, ids[2:], leased, "the lease is in the rows")
 
@@ -913,7 +913,7 @@ func TestRelayLeaseLostMidPublishCountsOnlyOwnMarks(t *testing.T) {
 				var mu sync.Mutex
 				sentBy := map[string][]string{} // relay -> msg IDs reported to OnSent
 				onSent := func(relay string) RelayOption {
-					return WithOnSent(func(m Message) {
+					return WithOnSent(func(_ context.Context, m Message) {
 						mu.Lock()
 						sentBy[relay] = append(sentBy[relay], m.MsgID)
 						mu.Unlock()
@@ -992,4 +992,63 @@ func TestRelayLeaseLostMidPublishCountsOnlyOwnMarks(t *testing.T) {
 			})
 		})
 	}
+}
+
+type ctxKey struct{}
+
+// Every hook receives the context of the call that triggered it: the
+// RunOnce ctx for the row hooks, Run's ctx for OnError.
+func TestHooksReceiveTheCallersContext(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t, testenv.KindSQLite)
+	clk := newFakeClock()
+	w, err := NewWriter(WithClock(clk))
+	require.NoError(t, err)
+	require.NoError(t, w.Write(context.Background(), db,
+		Message{Topic: "t", MsgID: "ok"}, Message{Topic: "t", MsgID: "retry"}, Message{Topic: "t", MsgID: "fail"}))
+	rec := newRecorder()
+	rec.fail = func(m Message) (bool, error) {
+		if m.MsgID == "ok" {
+			return false, nil
+		}
+		return false, errors.New("down")
+	}
+	got := map[string]any{}
+	r, err := NewRelay(db, rec, WithClock(clk), WithMaxAttempts(2),
+		WithOnSent(func(ctx context.Context, m Message) { got["sent"] = ctx.Value(ctxKey{}) }),
+		WithOnRetry(func(ctx context.Context, m Message, _ error, _ time.Time) {
+			got["retry/"+m.MsgID] = ctx.Value(ctxKey{})
+		}),
+		WithOnFailed(func(ctx context.Context, m Message, _ error) { got["failed/"+m.MsgID] = ctx.Value(ctxKey{}) }))
+	require.NoError(t, err)
+
+	ctx := context.WithValue(context.Background(), ctxKey{}, "batch-1")
+	_, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	clk.Advance(time.Hour)
+	// "retry" fails for good this time; "fail" too.
+	ctx = context.WithValue(context.Background(), ctxKey{}, "batch-2")
+	_, err = r.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{
+		"sent": "batch-1", "retry/retry": "batch-1", "retry/fail": "batch-1",
+		"failed/retry": "batch-2", "failed/fail": "batch-2",
+	}, got)
+
+	// OnError gets Run's context.
+	errCtx := make(chan any, 1)
+	r, err = NewRelay(db, rec, WithPollInterval(time.Millisecond), WithoutCleanup(),
+		WithOnError(func(ctx context.Context, err error) {
+			select {
+			case errCtx <- ctx.Value(ctxKey{}):
+			default:
+			}
+		}))
+	require.NoError(t, err)
+	require.NoError(t, db.Migrator().DropTable(&Message{}))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.WithValue(context.Background(), ctxKey{}, "run")) }()
+	assert.Equal(t, "run", <-errCtx)
+	require.NoError(t, r.Close())
+	require.NoError(t, <-done)
 }

@@ -25,18 +25,18 @@ type SaramaPublisher struct {
 	p sarama.SyncProducer
 }
 
-// NewSaramaPublisher wraps p; it fails on a nil producer.
+// NewSaramaPublisher wraps p; a nil producer fails with [ErrInvalidConfig].
 func NewSaramaPublisher(p sarama.SyncProducer) (*SaramaPublisher, error) {
 	if isNil(p) {
-		return nil, fmt.Errorf("%w: nil sarama producer", ErrNilPublisher)
+		return nil, fmt.Errorf("%w: nil sarama producer", ErrInvalidConfig)
 	}
 	return &SaramaPublisher{p: p}, nil
 }
 
 var _ BatchPublisher = (*SaramaPublisher)(nil)
 
-// ProducerMessage converts m to the record SaramaPublisher sends.
-func ProducerMessage(m Message) *sarama.ProducerMessage {
+// producerMessage converts m to the record SaramaPublisher sends.
+func producerMessage(m Message) *sarama.ProducerMessage {
 	pm := &sarama.ProducerMessage{Topic: m.Topic, Value: sarama.ByteEncoder(m.Payload)}
 	if m.Key != "" {
 		pm.Key = sarama.StringEncoder(m.Key)
@@ -61,7 +61,7 @@ func (s *SaramaPublisher) Publish(ctx context.Context, m Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, _, err := s.p.SendMessage(ProducerMessage(m)); err != nil {
+	if _, _, err := s.p.SendMessage(producerMessage(m)); err != nil {
 		return fmt.Errorf("outbox: kafka send %s: %w", m.Topic, err)
 	}
 	return nil
@@ -74,7 +74,7 @@ func (s *SaramaPublisher) PublishBatch(ctx context.Context, msgs []Message) []er
 	}
 	pms := make([]*sarama.ProducerMessage, len(msgs))
 	for i, m := range msgs {
-		pms[i] = ProducerMessage(m)
+		pms[i] = producerMessage(m)
 		pms[i].Metadata = i
 	}
 	err := s.p.SendMessages(pms)

@@ -118,7 +118,7 @@ func TestKafkaDownOutboxThenRelayDelivers(t *testing.T) {
 
 		want := map[string]Message{}
 		for i := range 4 {
-			m := Message{Topic: topic, Key: fmt.Sprintf("user-%d", i), Ref: fmt.Sprintf("resv-%d", i),
+			m := Message{Topic: topic, Key: fmt.Sprintf("user-%d", i), ReservationID: fmt.Sprintf("resv-%d", i),
 				Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), Headers: map[string]string{"v": "1"}}
 			res, err := w.SendOrStore(ctx, db, downPub, m)
 			require.NoError(t, err)
@@ -126,7 +126,7 @@ func TestKafkaDownOutboxThenRelayDelivers(t *testing.T) {
 			require.Error(t, res.PublishErr)
 			m.MsgID = res.MsgID
 			want[m.MsgID] = m
-			pending, err := HasPendingRef(ctx, db, m.Ref)
+			pending, err := HasPendingReservation(ctx, db, m.ReservationID)
 			require.NoError(t, err)
 			assert.True(t, pending)
 		}
@@ -149,7 +149,7 @@ func TestKafkaDownOutboxThenRelayDelivers(t *testing.T) {
 		want[live.MsgID] = live
 
 		var sent []string
-		r, err := NewRelay(db, pub, WithOnSent(func(m Message) { sent = append(sent, m.MsgID) }))
+		r, err := NewRelay(db, pub, WithOnSent(func(_ context.Context, m Message) { sent = append(sent, m.MsgID) }))
 		require.NoError(t, err)
 		b, err := r.RunOnce(ctx)
 		require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestSaramaPublisher(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, err := NewSaramaPublisher(nil)
-	require.ErrorIs(t, err, ErrNilPublisher)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 
 	topic := "outbox-" + NewMsgID()[:8]
 	brokers := testenv.Kafka(t, 1, topic)
@@ -218,7 +218,7 @@ func TestSaramaPublisher(t *testing.T) {
 	sort.Strings(vals)
 	assert.Equal(t, []string{"one", "three", "two"}, vals)
 
-	pm := ProducerMessage(Message{Topic: "t", MsgID: "id", Headers: map[string]string{"b": "2", "a": "1", HeaderMsgID: "spoof"}})
+	pm := producerMessage(Message{Topic: "t", MsgID: "id", Headers: map[string]string{"b": "2", "a": "1", HeaderMsgID: "spoof"}})
 	assert.Nil(t, pm.Key, "empty key: broker picks the partition")
 	require.Len(t, pm.Headers, 3)
 	assert.Equal(t, "id", string(pm.Headers[0].Value))

@@ -11,23 +11,23 @@ import (
 	"gorm.io/gorm"
 )
 
-// SchemaMySQL is the MySQL/MariaDB DDL of the default outbox table
-// (schema.sql). [Schema] gives it for another table name.
+// schemaMySQL is the MySQL/MariaDB DDL of the default outbox table.
 //
 //go:embed schema.sql
-var SchemaMySQL string
+var schemaMySQL string
 
-// SchemaPostgres is the PostgreSQL DDL of the default outbox table
-// (schema_postgres.sql). [Schema] gives it for another table name.
+// schemaPostgres is the PostgreSQL DDL of the default outbox table.
 //
 //go:embed schema_postgres.sql
-var SchemaPostgres string
+var schemaPostgres string
 
 // Schema returns the DDL of the outbox table for a gorm dialect name
 // ("mysql" for MySQL and MariaDB, "postgres"), for the table named by
-// [WithTable] (default [TableName]): [SchemaMySQL] or [SchemaPostgres] with
-// the table's name, and its index names, in place of outbox_message. Other
-// dialects (SQLite: use [AutoMigrate]) fail with [ErrUnsupportedDialect].
+// [WithTable] (default "outbox_message"): schema.sql or
+// schema_postgres.sql, as embedded in the package, with the table's name,
+// and its index names, in place of outbox_message (without WithTable, the
+// files' text unchanged). Other dialects (SQLite: use [AutoMigrate]) fail
+// with [ErrInvalidArgument].
 func Schema(dialect string, opts ...TableOption) (string, error) {
 	table, err := tableName(opts)
 	if err != nil {
@@ -36,17 +36,17 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 	var ddl string
 	switch dialect {
 	case "mysql":
-		ddl = SchemaMySQL
+		ddl = schemaMySQL
 	case "postgres":
-		ddl = SchemaPostgres
+		ddl = schemaPostgres
 	default:
-		return "", fmt.Errorf("%w: no schema for %q (use AutoMigrate)", ErrUnsupportedDialect, dialect)
+		return "", fmt.Errorf("%w: no schema for database dialect %q (use AutoMigrate)", ErrInvalidArgument, dialect)
 	}
-	return strings.ReplaceAll(ddl, TableName, table), nil
+	return strings.ReplaceAll(ddl, defaultTable, table), nil
 }
 
 // AutoMigrate creates or updates the outbox table (named by [WithTable],
-// default [TableName]) with gorm's AutoMigrate, then creates whichever of
+// default "outbox_message") with gorm's AutoMigrate, then creates whichever of
 // its indexes is missing, named after the table (uk_<table>_msg_id,
 // idx_<table>_poll, …). On MySQL the table is InnoDB, utf8mb4_bin, so
 // topics and keys compare byte for byte as on SQLite and PostgreSQL. DBAs
@@ -54,7 +54,7 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 // schema_postgres.sql) instead; both give the same table.
 func AutoMigrate(ctx context.Context, db *gorm.DB, opts ...TableOption) error {
 	if db == nil {
-		return ErrNilDB
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	table, err := tableName(opts)
 	if err != nil {
@@ -94,10 +94,10 @@ type Backlog struct {
 }
 
 // Stats returns the outbox backlog in db's outbox table (named by
-// [WithTable], default [TableName]).
+// [WithTable], default "outbox_message").
 func Stats(ctx context.Context, db *gorm.DB, opts ...TableOption) (Backlog, error) {
 	if db == nil {
-		return Backlog{}, ErrNilDB
+		return Backlog{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	table, err := tableName(opts)
 	if err != nil {
@@ -135,15 +135,16 @@ func Stats(ctx context.Context, db *gorm.DB, opts ...TableOption) (Backlog, erro
 }
 
 // Failed returns up to limit FAILED rows of db's outbox table (named by
-// [WithTable], default [TableName]), oldest first (by id), for an operator
-// to inspect ([Message.LastError], Attempts) before putting them back with
-// [Relay.Requeue]. A limit below 1 fails with [ErrInvalidOption].
+// [WithTable], default "outbox_message"), oldest first (by id), for an
+// operator to inspect ([Message.LastError], Attempts) before putting them
+// back with [Relay.Requeue]. A limit below 1 fails with
+// [ErrInvalidArgument].
 func Failed(ctx context.Context, db *gorm.DB, limit int, opts ...TableOption) ([]Message, error) {
 	if db == nil {
-		return nil, ErrNilDB
+		return nil, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	if limit < 1 {
-		return nil, fmt.Errorf("%w: failed rows limit %d < 1", ErrInvalidOption, limit)
+		return nil, fmt.Errorf("%w: failed rows limit %d < 1", ErrInvalidArgument, limit)
 	}
 	table, err := tableName(opts)
 	if err != nil {
@@ -157,36 +158,18 @@ func Failed(ctx context.Context, db *gorm.DB, limit int, opts ...TableOption) ([
 	return rows, nil
 }
 
-// Pending counts PENDING rows with exactly this topic and key (the key is
-// free-form: whatever the writer put in [Message.Key]). The only option is
-// [WithTable], as for every function here.
-func Pending(ctx context.Context, db *gorm.DB, topic, key string, opts ...TableOption) (int64, error) {
-	if db == nil {
-		return 0, ErrNilDB
-	}
-	table, err := tableName(opts)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = db.WithContext(ctx).Table(table).
-		Where("topic = ? AND msg_key = ? AND status = ?", topic, key, StatusPending).Count(&n).Error
-	if err != nil {
-		return 0, fmt.Errorf("outbox: count pending %s/%s: %w", topic, key, err)
-	}
-	return n, nil
-}
-
 // HasPending reports whether a PENDING row with this topic and key exists,
 // i.e. a relay will still deliver it. A reconciler asks this before
 // releasing a reservation that has no order yet: true means "wait, the
 // message is on its way". FAILED rows are not pending (no relay will touch
 // them until someone calls [Relay.Requeue]); look them up with [Lookup].
-// The key is free-form. To ask by something that is not the partition
-// key (a reservation ID), store it in [Message.Ref] and use [HasPendingRef].
+// The key is free-form (whatever the writer put in [Message.Key]); to ask
+// by reservation, fill [Message.ReservationID] and use
+// [HasPendingReservation]. The only option is [WithTable], as for every
+// function here.
 func HasPending(ctx context.Context, db *gorm.DB, topic, key string, opts ...TableOption) (bool, error) {
 	if db == nil {
-		return false, ErrNilDB
+		return false, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	table, err := tableName(opts)
 	if err != nil {
@@ -202,15 +185,17 @@ func HasPending(ctx context.Context, db *gorm.DB, topic, key string, opts ...Tab
 	return len(ids) > 0, nil
 }
 
-// HasPendingRef reports whether a PENDING row whose [Message.Ref] is ref
-// exists, whatever its topic. Same contract as [HasPending]. An empty ref
-// is an error (it would match every row written without one).
-func HasPendingRef(ctx context.Context, db *gorm.DB, ref string, opts ...TableOption) (bool, error) {
+// HasPendingReservation reports whether a PENDING row whose
+// [Message.ReservationID] is reservationID exists, whatever its topic.
+// Same contract as [HasPending]. An empty reservationID is an
+// [ErrInvalidArgument] error (it would match every row written without
+// one).
+func HasPendingReservation(ctx context.Context, db *gorm.DB, reservationID string, opts ...TableOption) (bool, error) {
 	if db == nil {
-		return false, ErrNilDB
+		return false, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
-	if ref == "" {
-		return false, fmt.Errorf("%w: empty ref", ErrInvalidMessage)
+	if reservationID == "" {
+		return false, fmt.Errorf("%w: empty reservation ID", ErrInvalidArgument)
 	}
 	table, err := tableName(opts)
 	if err != nil {
@@ -218,9 +203,9 @@ func HasPendingRef(ctx context.Context, db *gorm.DB, ref string, opts ...TableOp
 	}
 	var ids []int64
 	err = db.WithContext(ctx).Table(table).
-		Where("ref = ? AND status = ?", ref, StatusPending).Limit(1).Pluck("id", &ids).Error
+		Where("ref = ? AND status = ?", reservationID, StatusPending).Limit(1).Pluck("id", &ids).Error
 	if err != nil {
-		return false, fmt.Errorf("outbox: has pending ref %s: %w", ref, err)
+		return false, fmt.Errorf("outbox: has pending reservation %s: %w", reservationID, err)
 	}
 	return len(ids) > 0, nil
 }
@@ -229,7 +214,7 @@ func HasPendingRef(ctx context.Context, db *gorm.DB, ref string, opts ...TableOp
 // Status says whether it is still pending, sent, or failed.
 func Lookup(ctx context.Context, db *gorm.DB, msgID string, opts ...TableOption) (m Message, found bool, err error) {
 	if db == nil {
-		return Message{}, false, ErrNilDB
+		return Message{}, false, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	table, err := tableName(opts)
 	if err != nil {

@@ -23,19 +23,18 @@ func TestQueries(t *testing.T) {
 		w, _ := NewWriter(WithClock(clk))
 
 		require.NoError(t, w.Write(ctx, db,
-			Message{Topic: "orders", Key: "u1", Ref: "resv-1", MsgID: "a"},
-			Message{Topic: "orders", Key: "u1", Ref: "resv-2", MsgID: "b"},
-			Message{Topic: "orders", Key: "U1", Ref: "resv-3", MsgID: "c"},
+			Message{Topic: "orders", Key: "u1", ReservationID: "resv-1", MsgID: "a"},
+			Message{Topic: "orders", Key: "u1", ReservationID: "resv-2", MsgID: "b"},
+			Message{Topic: "orders", Key: "U1", ReservationID: "resv-3", MsgID: "c"},
 			Message{Topic: "other", Key: "u1", MsgID: "d"}))
 		clk.Advance(time.Minute)
-		require.NoError(t, w.Write(ctx, db, Message{Topic: "orders", Key: "u2", Ref: "resv-4", MsgID: "e"}))
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "orders", Key: "u2", ReservationID: "resv-4", MsgID: "e"}))
 
-		n, err := Pending(ctx, db, "orders", "u1")
-		require.NoError(t, err)
-		assert.EqualValues(t, 2, n)
-		n, err = Pending(ctx, db, "orders", "U1") // byte-exact on both dialects
-		require.NoError(t, err)
-		assert.EqualValues(t, 1, n)
+		for key, want := range map[string]bool{"u1": true, "U1": true, "U2": false} { // byte-exact: only u2 was written
+			got, err := HasPending(ctx, db, "orders", key)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, key)
+		}
 
 		bl, err := Stats(ctx, db)
 		require.NoError(t, err)
@@ -68,19 +67,19 @@ func TestQueries(t *testing.T) {
 			assert.Equal(t, c.want, got, "%s/%s", c.topic, c.key)
 		}
 		for ref, want := range map[string]bool{"resv-1": false, "resv-3": false, "resv-4": true, "resv-9": false} {
-			got, err := HasPendingRef(ctx, db, ref)
+			got, err := HasPendingReservation(ctx, db, ref)
 			require.NoError(t, err)
 			assert.Equal(t, want, got, ref)
 		}
-		_, err = HasPendingRef(ctx, db, "")
-		require.ErrorIs(t, err, ErrInvalidMessage)
+		_, err = HasPendingReservation(ctx, db, "")
+		require.ErrorIs(t, err, ErrInvalidArgument)
 
 		m, found, err := Lookup(ctx, db, "c")
 		require.NoError(t, err)
 		require.True(t, found)
 		assert.Equal(t, StatusFailed, m.Status)
 		assert.Equal(t, "poison", m.LastError)
-		assert.Equal(t, "resv-3", m.Ref)
+		assert.Equal(t, "resv-3", m.ReservationID)
 		m, found, err = Lookup(ctx, db, "a")
 		require.NoError(t, err)
 		require.True(t, found)
@@ -89,22 +88,20 @@ func TestQueries(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, found)
 
-		bl, err = r.Backlog(ctx)
+		bl, err = r.backlog(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, Backlog{Pending: 2, Failed: 1, OldestPending: clk.Now().Add(-time.Minute)}, bl)
 
-		// nil DB everywhere
-		_, err = Pending(ctx, nil, "", "")
-		assert.ErrorIs(t, err, ErrNilDB)
+		// nil DB everywhere: a bad argument
 		_, err = HasPending(ctx, nil, "", "")
-		assert.ErrorIs(t, err, ErrNilDB)
-		_, err = HasPendingRef(ctx, nil, "x")
-		assert.ErrorIs(t, err, ErrNilDB)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
+		_, err = HasPendingReservation(ctx, nil, "x")
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 		_, _, err = Lookup(ctx, nil, "x")
-		assert.ErrorIs(t, err, ErrNilDB)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 		_, err = Stats(ctx, nil)
-		assert.ErrorIs(t, err, ErrNilDB)
-		assert.ErrorIs(t, AutoMigrate(ctx, nil), ErrNilDB)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
+		assert.ErrorIs(t, AutoMigrate(ctx, nil), ErrInvalidArgument)
 	})
 }
 
@@ -114,7 +111,7 @@ func TestQueries(t *testing.T) {
 func TestSchemaMatchesAutoMigrate(t *testing.T) {
 	t.Parallel()
 	for _, kind := range dbKinds() {
-		for _, table := range []string{TableName, "billing_outbox"} {
+		for _, table := range []string{defaultTable, "billing_outbox"} {
 			t.Run(string(kind)+"/"+table, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
@@ -124,8 +121,8 @@ func TestSchemaMatchesAutoMigrate(t *testing.T) {
 					db := openDB(t, kind)
 					require.NoError(t, AutoMigrate(ctx, db, opt))
 					for _, col := range columnsOf(t, db, table) {
-						assert.Contains(t, SchemaMySQL, "`"+col+"`", "schema.sql lacks column %s", col)
-						assert.Contains(t, SchemaPostgres, `"`+col+`"`, "schema_postgres.sql lacks column %s", col)
+						assert.Contains(t, schemaMySQL, "`"+col+"`", "schema.sql lacks column %s", col)
+						assert.Contains(t, schemaPostgres, `"`+col+`"`, "schema_postgres.sql lacks column %s", col)
 					}
 					return
 				}
@@ -163,41 +160,39 @@ func TestSchemaAndTableOptionErrors(t *testing.T) {
 	ctx := context.Background()
 	ddl, err := Schema("mysql")
 	require.NoError(t, err)
-	assert.Equal(t, SchemaMySQL, ddl)
+	assert.Equal(t, schemaMySQL, ddl)
 	ddl, err = Schema("postgres", WithTable("svc_a_outbox"), nil)
 	require.NoError(t, err)
-	assert.NotContains(t, ddl, TableName)
+	assert.NotContains(t, ddl, defaultTable)
 	assert.Contains(t, ddl, `CREATE TABLE IF NOT EXISTS "svc_a_outbox"`)
 	assert.Contains(t, ddl, `"idx_svc_a_outbox_poll" ON "svc_a_outbox" ("status", "next_attempt_at")`)
 	_, err = Schema("sqlite")
-	require.ErrorIs(t, err, ErrUnsupportedDialect)
+	require.ErrorIs(t, err, ErrInvalidArgument)
 
 	db := testenv.SQLite(t)
 	for _, bad := range []string{"", "Outbox", "1outbox", "outbox-message", "outbox message", "s.outbox",
-		`outbox"; DROP TABLE x; --`, "outbox_é", strings.Repeat("a", MaxTableLen+1)} {
+		`outbox"; DROP TABLE x; --`, "outbox_é", strings.Repeat("a", maxTableLen+1)} {
 		opt := WithTable(bad)
 		_, err := Schema("mysql", opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
-		assert.ErrorIs(t, AutoMigrate(ctx, db, opt), ErrInvalidOption, "%q", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
+		assert.ErrorIs(t, AutoMigrate(ctx, db, opt), ErrInvalidConfig, "%q", bad)
 		_, err = NewWriter(opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 		_, err = NewRelay(db, newRecorder(), opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 		_, err = Stats(ctx, db, opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
-		_, err = Pending(ctx, db, "t", "k", opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 		_, err = HasPending(ctx, db, "t", "k", opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
-		_, err = HasPendingRef(ctx, db, "r", opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
+		_, err = HasPendingReservation(ctx, db, "r", opt)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 		_, _, err = Lookup(ctx, db, "m", opt)
-		assert.ErrorIs(t, err, ErrInvalidOption, "%q", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 	}
 	var n int64
 	require.NoError(t, db.Raw("SELECT COUNT(*) FROM sqlite_master").Scan(&n).Error)
 	assert.Zero(t, n, "nothing was created under a bad name")
-	for _, good := range []string{"_x", "order", "outbox2", strings.Repeat("a", MaxTableLen)} {
+	for _, good := range []string{"_x", "order", "outbox2", strings.Repeat("a", maxTableLen)} {
 		require.NoError(t, AutoMigrate(ctx, db, WithTable(good)), good) // "order" is reserved: quoted everywhere
 		w, err := NewWriter(WithTable(good))
 		require.NoError(t, err)

@@ -26,8 +26,8 @@ var indexes = []index{
 	{"uk", "msg_id", true, []string{"msg_id"}},                    // dedup ID, unique
 	{"idx", "poll", false, []string{"status", "next_attempt_at"}}, // relay poll + SKIP LOCKED, Stats
 	{"idx", "sent", false, []string{"sent_at"}},                   // retention clean-up
-	{"idx", "topic_key", false, []string{"topic", "msg_key"}},     // HasPending / Pending
-	{"idx", "ref", false, []string{"ref"}},                        // HasPendingRef
+	{"idx", "topic_key", false, []string{"topic", "msg_key"}},     // HasPending
+	{"idx", "ref", false, []string{"ref"}},                        // HasPendingReservation
 }
 
 func (ix index) name(table string) string { return ix.prefix + "_" + table + "_" + ix.suffix }

@@ -51,11 +51,11 @@ func TestTwoTablesSideBySide(t *testing.T) {
 		idsA := writeN(t, db, wa, 3, "a")
 		idsB := writeN(t, db, wb, 5, "b") // m-00000… again: unique per table
 		assert.Equal(t, idsA, idsB[:3])
-		require.NoError(t, wa.Write(ctx, db, Message{Topic: "a", Key: "k", Ref: "resv-a", MsgID: "only-a"}))
+		require.NoError(t, wa.Write(ctx, db, Message{Topic: "a", Key: "k", ReservationID: "resv-a", MsgID: "only-a"}))
 
 		assert.Equal(t, map[Status]int64{StatusPending: 4}, statusCounts(t, db, ta))
 		assert.Equal(t, map[Status]int64{StatusPending: 5}, statusCounts(t, db, tb))
-		assert.Empty(t, statusCounts(t, db, TableName), "the default table is untouched")
+		assert.Empty(t, statusCounts(t, db, defaultTable), "the default table is untouched")
 
 		// The unique msg_id is per table.
 		err = wa.Write(ctx, db, Message{Topic: "a", MsgID: idsA[0]})
@@ -72,14 +72,8 @@ func TestTwoTablesSideBySide(t *testing.T) {
 		bl, err = Stats(ctx, db)
 		require.NoError(t, err)
 		assert.Equal(t, Backlog{}, bl)
-		n, err := Pending(ctx, db, "a", "k", optA)
-		require.NoError(t, err)
-		assert.EqualValues(t, 1, n)
-		n, err = Pending(ctx, db, "a", "k", optB)
-		require.NoError(t, err)
-		assert.Zero(t, n)
 		for opt, want := range map[string]bool{ta: true, tb: false} {
-			got, err := HasPendingRef(ctx, db, "resv-a", WithTable(opt))
+			got, err := HasPendingReservation(ctx, db, "resv-a", WithTable(opt))
 			require.NoError(t, err)
 			assert.Equal(t, want, got, opt)
 			got, err = HasPending(ctx, db, "a", "k", WithTable(opt))
@@ -111,7 +105,7 @@ func TestTwoTablesSideBySide(t *testing.T) {
 		}
 		assert.Equal(t, Batch{Claimed: 6, Sent: 5, Failed: 1}, drain(t, rb))
 		assert.Equal(t, map[Status]int64{StatusSent: 5, StatusFailed: 1}, statusCounts(t, db, tb))
-		bl, err = rb.Backlog(ctx)
+		bl, err = rb.backlog(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, Backlog{Failed: 1}, bl)
 
@@ -166,10 +160,10 @@ func TestWriteDuplicateMsgID(t *testing.T) {
 				require.ErrorIs(t, err, ErrDuplicateMsgID)
 			})
 		}
-		assert.Equal(t, map[Status]int64{StatusPending: 1}, statusCounts(t, db, TableName), "nothing else written")
+		assert.Equal(t, map[Status]int64{StatusPending: 1}, statusCounts(t, db, defaultTable), "nothing else written")
 
 		// Other failures are not duplicates.
-		require.NoError(t, db.Exec("DROP TABLE "+quoteTable(db, TableName)).Error)
+		require.NoError(t, db.Exec("DROP TABLE "+quoteTable(db, defaultTable)).Error)
 		err := w.Write(ctx, db, Message{Topic: "t", MsgID: "dup"})
 		require.Error(t, err)
 		assert.NotErrorIs(t, err, ErrDuplicateMsgID)

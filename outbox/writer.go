@@ -43,7 +43,8 @@ func NewWriter(opts ...WriterOption) (*Writer, error) {
 // is written; a MsgID is generated where empty. Writing no messages is a
 // no-op. The rows are claimable at once (next_attempt_at = now). A MsgID
 // already in the table fails the Write with an error wrapping
-// [ErrDuplicateMsgID] (and the database's own error).
+// [ErrDuplicateMsgID] (and the database's own error); a nil tx or an
+// invalid message, with one wrapping [ErrInvalidArgument].
 func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error {
 	if w.o.observer == nil {
 		return w.write(ctx, tx, msgs)
@@ -58,7 +59,7 @@ func (w *Writer) Write(ctx context.Context, tx *gorm.DB, msgs ...Message) error 
 
 func (w *Writer) write(ctx context.Context, tx *gorm.DB, msgs []Message) error {
 	if tx == nil {
-		return ErrNilTx
+		return fmt.Errorf("%w: nil transaction", ErrInvalidArgument)
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -135,7 +136,7 @@ func (w *Writer) rows(msgs []Message) ([]Message, error) {
 			MsgID:         m.MsgID,
 			Topic:         m.Topic,
 			Key:           m.Key,
-			Ref:           m.Ref,
+			ReservationID: m.ReservationID,
 			Payload:       m.Payload,
 			Headers:       m.Headers,
 			Status:        StatusPending,
@@ -212,10 +213,10 @@ func (w *Writer) SendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, ms
 
 func (w *Writer) sendOrStore(ctx context.Context, db *gorm.DB, pub Publisher, msg Message) (SendResult, error) {
 	if db == nil {
-		return SendResult{}, ErrNilDB
+		return SendResult{}, fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	if isNil(pub) {
-		return SendResult{}, ErrNilPublisher
+		return SendResult{}, fmt.Errorf("%w: nil publisher", ErrInvalidArgument)
 	}
 	if err := msg.validate(); err != nil {
 		return SendResult{}, fmt.Errorf("outbox: send: %w", err)

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -86,27 +85,36 @@ func TestWriteRejectsBadInput(t *testing.T) {
 		w, err := NewWriter()
 		require.NoError(t, err)
 
-		require.ErrorIs(t, w.Write(ctx, nil, Message{Topic: "t"}), ErrNilTx)
+		require.ErrorIs(t, w.Write(ctx, nil, Message{Topic: "t"}), ErrInvalidArgument)
 		require.NoError(t, w.Write(ctx, db)) // nothing to write
 		cases := map[string]Message{
 			"empty topic": {Key: "k"},
-			"long topic":  {Topic: strings.Repeat("t", MaxTopicLen+1)},
-			"long key":    {Topic: "t", Key: strings.Repeat("k", MaxKeyLen+1)},
-			"long msg id": {Topic: "t", MsgID: strings.Repeat("m", MaxMsgIDLen+1)},
+			"long topic":  {Topic: strings.Repeat("t", maxTopicLen+1)},
+			"long key":    {Topic: "t", Key: strings.Repeat("k", maxKeyLen+1)},
+			"long msg id": {Topic: "t", MsgID: strings.Repeat("m", maxMsgIDLen+1)},
+			// the reservation ID's limit (128 bytes, as in stock and
+			// order), not its column's 255
+			"long reservation id": {Topic: "t", ReservationID: strings.Repeat("r", 129)},
 		}
 		for name, m := range cases {
 			t.Run(name, func(t *testing.T) {
 				// a valid message first: the batch is validated before any insert
 				err := w.Write(ctx, db, Message{Topic: "ok"}, m)
-				require.ErrorIs(t, err, ErrInvalidMessage)
+				require.ErrorIs(t, err, ErrInvalidArgument)
 			})
 		}
 		assert.Empty(t, allRows(t, db))
+		require.NoError(t, w.Write(ctx, db, Message{Topic: "t", ReservationID: strings.Repeat("r", 128)}))
+		rows := allRows(t, db)
+		require.Len(t, rows, 1)
+		assert.Equal(t, strings.Repeat("r", 128), rows[0].ReservationID, "stored in the ref column")
 
 		_, err = NewWriter(WithClock(nil))
-		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = NewWriter(WithStoreTimeout(0))
-		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorIs(t, err, ErrInvalidConfig)
+		_, err = NewWriter(WithLogger(nil))
+		require.ErrorIs(t, err, ErrInvalidConfig, "a nil logger is bad configuration")
 	})
 }
 
@@ -152,7 +160,7 @@ func TestSendOrStore(t *testing.T) {
 		assert.Len(t, allRows(t, db), 2)
 
 		// Both fail: ErrUndelivered joined with both causes.
-		require.NoError(t, db.Exec("DROP TABLE "+TableName).Error)
+		require.NoError(t, db.Exec("DROP TABLE "+defaultTable).Error)
 		res, err = w.SendOrStore(ctx, db, down, Message{Topic: "orders", Key: "u4"})
 		require.ErrorIs(t, err, ErrUndelivered)
 		assert.Equal(t, Undelivered, res.Delivery)
@@ -161,11 +169,11 @@ func TestSendOrStore(t *testing.T) {
 
 		// Bad input.
 		_, err = w.SendOrStore(ctx, nil, ok, Message{Topic: "t"})
-		require.ErrorIs(t, err, ErrNilDB)
+		require.ErrorIs(t, err, ErrInvalidArgument)
 		_, err = w.SendOrStore(ctx, db, nil, Message{Topic: "t"})
-		require.ErrorIs(t, err, ErrNilPublisher)
+		require.ErrorIs(t, err, ErrInvalidArgument)
 		_, err = w.SendOrStore(ctx, db, ok, Message{})
-		require.ErrorIs(t, err, ErrInvalidMessage)
+		require.ErrorIs(t, err, ErrInvalidArgument)
 	})
 }
 
@@ -174,8 +182,8 @@ func TestDeliveryString(t *testing.T) {
 	for d, s := range map[Delivery]string{Published: "published", Stored: "stored", Undelivered: "undelivered"} {
 		assert.Equal(t, s, d.String())
 	}
-	assert.Equal(t, "skip-locked", ClaimSkipLocked.String())
-	assert.Equal(t, fmt.Sprint(ClaimMode(9)), "ClaimMode(9)")
+	assert.Equal(t, "skip-locked", ClaimSkipLocked.name())
+	assert.Equal(t, "ClaimMode(9)", ClaimMode(9).name())
 }
 
 func TestTruncErr(t *testing.T) {

@@ -170,7 +170,7 @@ func (e *embedded) build(c Config) {
 		if err != nil {
 			return err
 		}
-		return writer.Write(ctx, db.WithContext(ctx), outbox.Message{MsgID: m.MsgID, Topic: embeddedTopic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
+		return writer.Write(ctx, db.WithContext(ctx), outbox.Message{MsgID: m.MsgID, Topic: embeddedTopic, Key: m.Key(), ReservationID: m.ReservationID, Payload: b})
 	})
 	publish := order.PublisherFunc(func(_ context.Context, m order.Message) error {
 		b, err := m.Encode()
@@ -189,7 +189,7 @@ func (e *embedded) build(c Config) {
 		if q.has(id) {
 			return true, nil
 		}
-		return outbox.HasPendingRef(ctx, db, id)
+		return outbox.HasPendingReservation(ctx, db, id)
 	})
 	recon, err := order.NewReconciler(db, ledger, release, order.WithGrace(embeddedGrace), order.WithPending(pending),
 		order.WithResults(results), order.WithClock(clk))

@@ -14,6 +14,12 @@
 // Without Redis, give each instance its machine ID from configuration
 // with [New]. [Decompose] splits an ID into its fields.
 //
+// Options are interfaces, one per constructor ([GeneratorOption],
+// [LeaseOption]); bad configuration wraps [ErrInvalidConfig].
+// [WithObserver] reports every lease renewal as the stage
+// "orderid.lease" (ok, lost, error) to the observer shape every seckill
+// package shares.
+//
 // # Redis keys and scripts
 //
 //	<prefix>{idgen:<n>}:lease  string: owner token, PX = lease TTL

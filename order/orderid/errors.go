@@ -22,10 +22,11 @@ var (
 	// millisecond field overflows (year 2093 with the default epoch).
 	ErrClockOverflow = errors.New("orderid: id generator time overflow")
 
-	// ErrInvalidOption is returned by the constructors given an invalid
-	// argument or option, or a nil collaborator (a machine ID out of
-	// range, an epoch in the future, a nil Redis client, a TTL under 3 ms).
-	ErrInvalidOption = errors.New("orderid: invalid option")
+	// ErrInvalidConfig is wrapped by the constructors' errors for bad
+	// configuration: an invalid argument or option, or a nil collaborator
+	// (a machine ID out of range, an epoch in the future, a nil clock or
+	// Redis client, a TTL under 3 ms).
+	ErrInvalidConfig = errors.New("orderid: invalid configuration")
 
 	// ErrClosed is returned by [Lease.Run] after [Lease.Close];
 	// ErrRunning (wrapped) by a second Run. They are the sentinels every

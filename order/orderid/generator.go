@@ -51,7 +51,7 @@ func New(machine int64, opts ...GeneratorOption) (*Generator, error) {
 // newGenerator is New with a floor: the generator issues IDs above floorMs.
 func newGenerator(machine, floorMs int64, opts []GeneratorOption) (*Generator, error) {
 	if machine < 0 || machine > MaxMachine {
-		return nil, fmt.Errorf("%w: machine id %d out of range 0..%d", ErrInvalidOption, machine, MaxMachine)
+		return nil, fmt.Errorf("%w: machine id %d out of range 0..%d", ErrInvalidConfig, machine, MaxMachine)
 	}
 	o, err := buildGenerator(opts)
 	if err != nil {
@@ -59,19 +59,16 @@ func newGenerator(machine, floorMs int64, opts []GeneratorOption) (*Generator, e
 	}
 	g := &Generator{clock: o.clock, epochMs: o.epoch.UnixMilli(), machine: machine, last: floorMs}
 	if g.nowMs() < 0 {
-		return nil, fmt.Errorf("%w: epoch %s is in the future", ErrInvalidOption, o.epoch)
+		return nil, fmt.Errorf("%w: epoch %s is in the future", ErrInvalidConfig, o.epoch)
 	}
 	return g, nil
 }
 
 func (g *Generator) nowMs() int64 { return g.clock.Now().UnixMilli() - g.epochMs }
 
-// MachineID returns the generator's machine ID.
-func (g *Generator) MachineID() int64 { return g.machine }
-
-// LastMillis returns the time field of the last ID issued, in milliseconds
+// lastMillis returns the time field of the last ID issued, in milliseconds
 // since the epoch (the high-water mark a lease persists).
-func (g *Generator) LastMillis() int64 {
+func (g *Generator) lastMillis() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.last
@@ -102,8 +99,8 @@ func (g *Generator) NextID() (int64, error) {
 }
 
 // Decompose splits an ID into its time (relative to epoch: the
-// generator's, [DefaultEpoch] unless [WithEpoch] set another), machine
-// and sequence fields.
+// generator's, 2024-01-01 00:00 UTC unless [WithEpoch] set another),
+// machine and sequence fields.
 func Decompose(id int64, epoch time.Time) (at time.Time, machine, seq int64) {
 	ms := id >> (machineBits + sequenceBits)
 	return epoch.Add(time.Duration(ms) * time.Millisecond), (id >> sequenceBits) & MaxMachine, id & maxSequence

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/lifecycle"
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Lease is a machine ID leased from Redis (SET NX PX, renewed every
@@ -28,7 +30,8 @@ type Lease struct {
 	id     int64
 	token  string
 	ttl    time.Duration
-	floor  int64
+	floor  int64 // the millisecond above which this owner must issue IDs
+	obs    observe.Observer
 
 	mu  sync.Mutex // guards gen
 	gen *Generator
@@ -37,10 +40,10 @@ type Lease struct {
 
 // AcquireMachine leases the first free machine ID in 0..[MaxMachine].
 // Options: [WithKeyPrefix], [WithTTL]. A nil rdb fails with
-// [ErrInvalidOption].
+// [ErrInvalidConfig].
 func AcquireMachine(ctx context.Context, rdb redis.Scripter, opts ...LeaseOption) (*Lease, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("%w: AcquireMachine needs a redis client", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: AcquireMachine needs a redis client", ErrInvalidConfig)
 	}
 	o, err := buildLease(opts)
 	if err != nil {
@@ -57,7 +60,7 @@ func AcquireMachine(ctx context.Context, rdb redis.Scripter, opts ...LeaseOption
 			return nil, fmt.Errorf("orderid: acquire machine id %d: %w", id, err)
 		}
 		if res >= 0 {
-			return &Lease{rdb: rdb, prefix: o.prefix, id: id, token: token, ttl: o.ttl, floor: res}, nil
+			return &Lease{rdb: rdb, prefix: o.prefix, id: id, token: token, ttl: o.ttl, floor: res, obs: o.observer}, nil
 		}
 	}
 	return nil, ErrNoMachineID
@@ -65,9 +68,6 @@ func AcquireMachine(ctx context.Context, rdb redis.Scripter, opts ...LeaseOption
 
 // MachineID returns the leased machine ID.
 func (l *Lease) MachineID() int64 { return l.id }
-
-// Floor returns the millisecond above which this owner must issue IDs.
-func (l *Lease) Floor() int64 { return l.floor }
 
 // NewGenerator returns a [Generator] for the leased machine ID that
 // starts above the floor; Run persists its high-water mark. Options as for
@@ -92,13 +92,32 @@ func (l *Lease) mark() int64 {
 	}
 	// Margin: what the generator may issue before the next renewal, at most
 	// one ms of borrowed time per 4,096 IDs; a TTL's worth covers a restart.
-	return g.LastMillis() + l.ttl.Milliseconds()
+	return g.lastMillis() + l.ttl.Milliseconds()
 }
 
 // Renew extends the lease once and persists the floor. It returns
-// [ErrLeaseLost] if the lease is no longer ours.
+// [ErrLeaseLost] if the lease is no longer ours. With [WithObserver] it
+// reports the renewal.
 func (l *Lease) Renew(ctx context.Context) error {
-	return l.renew(ctx, false)
+	start := time.Now()
+	err := l.renew(ctx, false)
+	l.report(ctx, start, err)
+	return err
+}
+
+// report sends one "orderid.lease" event to the observer, if any.
+func (l *Lease) report(ctx context.Context, start time.Time, err error) {
+	if l.obs == nil {
+		return
+	}
+	e := observe.Event{Stage: "orderid.lease", Outcome: observe.OK, Name: strconv.FormatInt(l.id, 10), Duration: time.Since(start)}
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		e.Outcome = "lost"
+	case err != nil:
+		e.Outcome, e.Err = observe.Error, err
+	}
+	l.obs.Observe(ctx, e)
 }
 
 func (l *Lease) renew(ctx context.Context, release bool) error {
@@ -149,7 +168,9 @@ func (l *Lease) Run(ctx context.Context) error {
 			case errors.Is(err, ErrLeaseLost):
 				return err
 			case time.Since(lastOK) >= l.ttl:
-				return fmt.Errorf("%w: %v", ErrLeaseLost, err)
+				err = fmt.Errorf("%w: %v", ErrLeaseLost, err)
+				l.report(ctx, time.Now(), err)
+				return err
 			}
 		}
 	}

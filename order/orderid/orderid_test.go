@@ -3,6 +3,7 @@ package orderid
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 )
 
 func TestIDGeneratorMonotonicAndUnique(t *testing.T) {
@@ -115,7 +117,7 @@ func TestMachineLease(t *testing.T) {
 	c, err := AcquireMachine(ctx, rdb, WithKeyPrefix(prefix), WithTTL(3*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, a.MachineID(), c.MachineID())
-	assert.GreaterOrEqual(t, c.Floor(), ga.LastMillis())
+	assert.GreaterOrEqual(t, c.floor, ga.lastMillis())
 	behind := newClock()
 	behind.Add(-time.Hour)
 	gc, err := c.NewGenerator(WithClock(behind), WithEpoch(testIDEpoch())) // the floor is relative to the ID epoch: the same one
@@ -163,7 +165,7 @@ func TestLeaseOnEveryRedis(t *testing.T) {
 			c, err := AcquireMachine(ctx, rdb, WithKeyPrefix(prefix), WithTTL(10*time.Second))
 			require.NoError(t, err)
 			assert.Equal(t, a.MachineID(), c.MachineID())
-			assert.GreaterOrEqual(t, c.Floor(), g.LastMillis())
+			assert.GreaterOrEqual(t, c.floor, g.lastMillis())
 			require.NoError(t, c.Close())
 		})
 	}
@@ -180,7 +182,7 @@ func TestLeaseKeysShareTag(t *testing.T) {
 	assert.Equal(t, "seckill:{idgen:7}:lease", lease)
 }
 
-// Bad arguments, options and collaborators fail with ErrInvalidOption; a
+// Bad arguments, options and collaborators fail with ErrInvalidConfig; a
 // nil option is ignored.
 func TestInvalidOptions(t *testing.T) {
 	t.Parallel()
@@ -195,26 +197,27 @@ func TestInvalidOptions(t *testing.T) {
 		"ttl too short": second(AcquireMachine(ctx, rdb, WithTTL(2*time.Millisecond))),
 		"negative ttl":  second(AcquireMachine(ctx, rdb, WithTTL(-time.Second))),
 	} {
-		assert.ErrorIs(t, err, ErrInvalidOption, name)
+		assert.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
-	g, err := New(3, nil, WithClock(newClock()), nil, WithEpoch(testIDEpoch()))
+	g, err := New(3, nil, WithClock(newClock()), GeneratorOption(nil), WithEpoch(testIDEpoch()))
 	require.NoError(t, err, "a nil option is ignored")
-	assert.EqualValues(t, 3, g.MachineID())
-	l, err := AcquireMachine(ctx, rdb, nil, WithKeyPrefix(testenv.Prefix(t)))
+	assert.EqualValues(t, 3, g.machine)
+	l, err := AcquireMachine(ctx, rdb, nil, LeaseOption(nil), WithKeyPrefix(testenv.Prefix(t)), WithObserver(nil))
 	require.NoError(t, err, "a nil option is ignored")
 	require.NoError(t, l.Close())
 }
 
 func second[T any](_ T, err error) error { return err }
 
-// The default epoch is the one IDs are decomposed against by default.
+// The default epoch, 2024-01-01 UTC as WithEpoch's doc says, is the one
+// IDs are made against by default.
 func TestDefaultEpoch(t *testing.T) {
 	t.Parallel()
 	g, err := New(9)
 	require.NoError(t, err)
 	id, err := g.NextID()
 	require.NoError(t, err)
-	at, machine, _ := Decompose(id, DefaultEpoch())
+	at, machine, _ := Decompose(id, time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	assert.EqualValues(t, 9, machine)
 	assert.WithinDuration(t, time.Now(), at, time.Minute)
 }
@@ -246,4 +249,49 @@ func eventually(t testing.TB, d time.Duration, cond func() bool, msg string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+type ctxKey struct{}
+
+// The lease reports each renewal to the observer as "orderid.lease", with
+// the renewing call's context: ok while it holds, lost once another
+// instance may have it.
+func TestLeaseObserver(t *testing.T) {
+	t.Parallel()
+	rdb, mr := testenv.Miniredis(t)
+	prefix := testenv.Prefix(t)
+	var events []observe.Event
+	var ctxs []any
+	obs := observe.Func(func(ctx context.Context, e observe.Event) {
+		events = append(events, e)
+		ctxs = append(ctxs, ctx.Value(ctxKey{}))
+	})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
+	l, err := AcquireMachine(ctx, rdb, WithKeyPrefix(prefix), WithTTL(3*time.Second), WithObserver(obs))
+	require.NoError(t, err)
+	require.NoError(t, l.Renew(ctx))
+	mr.FastForward(4 * time.Second) // the lease expires
+	require.ErrorIs(t, l.Renew(ctx), ErrLeaseLost)
+
+	require.Len(t, events, 2)
+	for i, want := range []string{observe.OK, "lost"} {
+		e := events[i]
+		assert.Equal(t, "orderid.lease", e.Stage)
+		assert.True(t, observe.ValidStage(e.Stage) && observe.ValidWord(e.Outcome))
+		assert.Equal(t, want, e.Outcome)
+		assert.Equal(t, strconv.FormatInt(l.MachineID(), 10), e.Name)
+		assert.Nil(t, e.Err)
+		assert.Equal(t, "caller", ctxs[i], "the observer gets the caller's ctx")
+	}
+
+	// A Redis failure is an "error" carrying it.
+	events = nil
+	l2, err := AcquireMachine(ctx, rdb, WithKeyPrefix(prefix+"b:"), WithObserver(obs))
+	require.NoError(t, err)
+	mr.SetError("boom")
+	require.Error(t, l2.Renew(ctx))
+	mr.SetError("")
+	require.Len(t, events, 1)
+	assert.Equal(t, observe.Error, events[0].Outcome)
+	assert.Error(t, events[0].Err)
 }

@@ -14,8 +14,11 @@
 //     after its transaction committed;
 //   - [DeadLetterTopic]: an order.DeadLetter writing poison records to a
 //     topic;
-//   - [Lag] and [ObserveLag]: the consumer group's lag, as a number and as
-//     the observer gauge order.consumer_lag.
+//   - [ObserveLag]: the consumer group's lag, as a number and, given an
+//     observer, as the gauge order.consumer_lag.
+//
+// Options are interfaces, one per constructor ([ProducerOption],
+// [HandlerOption]); bad configuration wraps [ErrInvalidConfig].
 //
 // Wiring:
 //

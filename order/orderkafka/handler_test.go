@@ -122,20 +122,30 @@ func TestConsumeClaimStopsWithSession(t *testing.T) {
 func TestConstructorsValidate(t *testing.T) {
 	t.Parallel()
 	_, err := NewHandler(nil)
-	assert.ErrorIs(t, err, order.ErrInvalidOption)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = NewProducer(nil, "orders")
-	assert.ErrorIs(t, err, order.ErrInvalidOption)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	_, err = NewProducer(fakeProducer{}, "")
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = NewDeadLetterTopic(nil, "orders.dlq")
-	assert.ErrorIs(t, err, order.ErrInvalidOption)
-	_, _, err = Lag(context.Background(), nil, nil, "g", "orders")
-	assert.ErrorIs(t, err, order.ErrInvalidOption)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	_, _, err = ObserveLag(context.Background(), nil, nil, nil, "g", "orders")
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	_, _, err = ObserveLag(context.Background(), nil, fakeAdmin{}, fakeClient{}, "", "orders")
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	p, err := NewProducer(fakeProducer{}, "orders", nil, ProducerOption(nil), WithHeaders(nil))
+	require.NoError(t, err, "a nil option is ignored")
+	assert.Nil(t, p.headers)
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		c, err := order.NewConsumer(newProc(t, db), newLedger())
 		require.NoError(t, err)
 		_, err = NewHandler(c, WithLinger(-time.Millisecond))
-		assert.ErrorIs(t, err, order.ErrInvalidOption)
-		h, err := NewHandler(c, nil, WithLinger(time.Millisecond), nil)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+		h, err := NewHandler(c, nil, WithLinger(time.Millisecond), HandlerOption(nil))
 		require.NoError(t, err, "a nil option is ignored")
 		assert.Equal(t, time.Millisecond, h.linger)
 	})
 }
+
+// fakeProducer is a sarama.SyncProducer whose methods are never called.
+type fakeProducer struct{ sarama.SyncProducer }

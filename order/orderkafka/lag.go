@@ -13,19 +13,6 @@ import (
 	"github.com/seckillkit/seckill/order"
 )
 
-// LagClient is what [Lag] needs from Kafka: sarama.ClusterAdmin satisfies
-// it (ListConsumerGroupOffsets), and the newest offsets come from a
-// sarama.Client.
-type LagClient interface {
-	ListConsumerGroupOffsets(group string, topicPartitions map[string][]int32) (*sarama.OffsetFetchResponse, error)
-}
-
-// OffsetClient is the part of sarama.Client that [Lag] needs.
-type OffsetClient interface {
-	Partitions(topic string) ([]int32, error)
-	GetOffset(topic string, partition int32, time int64) (int64, error)
-}
-
 // PartitionLag is the lag of one partition: messages written that the
 // group has not committed yet.
 type PartitionLag struct {
@@ -35,17 +22,10 @@ type PartitionLag struct {
 	Lag       int64 // HighWater − Committed (HighWater when nothing is committed)
 }
 
-// Lag returns the consumer group's lag on topic, partition by partition,
-// and its total: the high-water mark minus the committed offset. This is
-// Kafka lag, not in-process work: a message counts until the consumer
-// committed its offset, which it does only after the message's DB
-// transaction committed. A partition on which the group never committed
-// counts every message from the oldest retained offset. ctx bounds nothing
-// inside sarama (its calls have their own timeouts) but is checked between
-// partitions.
-func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic string) (total int64, parts []PartitionLag, err error) {
+// lag reads the consumer group's lag (see [ObserveLag]).
+func lag(ctx context.Context, admin sarama.ClusterAdmin, client sarama.Client, group, topic string) (total int64, parts []PartitionLag, err error) {
 	if admin == nil || client == nil || group == "" || topic == "" {
-		return 0, nil, fmt.Errorf("%w: Lag needs an admin, a client, a group and a topic", order.ErrInvalidOption)
+		return 0, nil, fmt.Errorf("%w: ObserveLag needs an admin, a client, a group and a topic", ErrInvalidConfig)
 	}
 	ps, err := client.Partitions(topic)
 	if err != nil {
@@ -94,14 +74,25 @@ func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic
 	return total, parts, nil
 }
 
-// ObserveLag reads the consumer group's lag with [Lag] and reports it to
-// obs as the gauge order.consumer_lag (Value = total lag, Name = group);
-// a failure is reported as an "error" event. It returns what Lag returns.
-// Call it on a timer (every scrape, every few seconds): the consumer
-// itself does not know the high-water marks. A nil obs only reads.
-func ObserveLag(ctx context.Context, obs observe.Observer, admin LagClient, client OffsetClient, group, topic string) (int64, []PartitionLag, error) {
+// ObserveLag returns the consumer group's lag on topic, partition by
+// partition, and its total: the high-water mark minus the committed
+// offset, read with admin (ListConsumerGroupOffsets) and client (the
+// partitions and their newest offsets). This is Kafka lag, not in-process
+// work: a message counts until the consumer committed its offset, which
+// it does only after the message's DB transaction committed. A partition
+// on which the group never committed counts every message from the oldest
+// retained offset. ctx bounds nothing inside sarama (its calls have their
+// own timeouts) but is checked between partitions. A nil admin or client,
+// an empty group or topic, is an [ErrInvalidConfig] error.
+//
+// With a non-nil obs it also reports the lag as the gauge
+// order.consumer_lag (Value = total lag, Name = group), or a failure as an
+// "error" event, with ctx. A nil obs only reads. Call it on a timer (every
+// scrape, every few seconds): the consumer itself does not know the
+// high-water marks.
+func ObserveLag(ctx context.Context, obs observe.Observer, admin sarama.ClusterAdmin, client sarama.Client, group, topic string) (int64, []PartitionLag, error) {
 	start := time.Now()
-	total, parts, err := Lag(ctx, admin, client, group, topic)
+	total, parts, err := lag(ctx, admin, client, group, topic)
 	if obs == nil {
 		return total, parts, err
 	}

@@ -40,7 +40,7 @@ func TestLagIsHighWaterMinusCommitted(t *testing.T) {
 			require.NoError(t, prod.Publish(ctx, msg(i, "1", num(100+i))))
 		}
 		require.NoError(t, client.RefreshMetadata("orders"))
-		total, parts, err := Lag(ctx, admin, client, "g-lag", "orders")
+		total, parts, err := ObserveLag(ctx, nil, admin, client, "g-lag", "orders")
 		require.NoError(t, err)
 		assert.EqualValues(t, n, total, "nothing committed: every message is lag")
 		require.Len(t, parts, 3)
@@ -57,20 +57,29 @@ func TestLagIsHighWaterMinusCommitted(t *testing.T) {
 		require.NoError(t, err)
 		runGroup(t, brokers, nil, "g-lag", "orders", newHandler(t, c, WithLinger(time.Millisecond)))
 		eventually(t, 30*time.Second, func() bool {
-			total, _, err := Lag(ctx, admin, client, "g-lag", "orders")
+			total, _, err := ObserveLag(ctx, nil, admin, client, "g-lag", "orders")
 			return err == nil && total == 0
 		}, "lag 0 once every offset is committed")
 		assert.EqualValues(t, n, countOrders(t, db, ""), "lag 0 means every message is in the DB")
 
-		_, _, err = Lag(ctx, nil, client, "g", "orders")
+		_, _, err = ObserveLag(ctx, nil, nil, client, "g", "orders")
 		require.Error(t, err)
 	})
 }
 
-// fakeLag answers Lag's two calls from fixed offsets.
-type fakeLag struct{ committed, high int64 }
+// fakeAdmin and fakeClient answer ObserveLag's calls from fixed offsets;
+// the other methods of the sarama interfaces they embed are never called.
+type fakeAdmin struct {
+	sarama.ClusterAdmin
+	committed int64
+}
 
-func (f fakeLag) ListConsumerGroupOffsets(group string, tp map[string][]int32) (*sarama.OffsetFetchResponse, error) {
+type fakeClient struct {
+	sarama.Client
+	high int64
+}
+
+func (f fakeAdmin) ListConsumerGroupOffsets(group string, tp map[string][]int32) (*sarama.OffsetFetchResponse, error) {
 	r := &sarama.OffsetFetchResponse{}
 	for topic, ps := range tp {
 		for _, p := range ps {
@@ -79,8 +88,8 @@ func (f fakeLag) ListConsumerGroupOffsets(group string, tp map[string][]int32) (
 	}
 	return r, nil
 }
-func (f fakeLag) Partitions(string) ([]int32, error) { return []int32{0, 1}, nil }
-func (f fakeLag) GetOffset(string, int32, int64) (int64, error) {
+func (f fakeClient) Partitions(string) ([]int32, error) { return []int32{0, 1}, nil }
+func (f fakeClient) GetOffset(string, int32, int64) (int64, error) {
 	if f.high < 0 {
 		return 0, errors.New("broker down")
 	}
@@ -90,17 +99,17 @@ func (f fakeLag) GetOffset(string, int32, int64) (int64, error) {
 func TestObserveLag(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	total, _, err := ObserveLag(context.Background(), rec, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
+	total, _, err := ObserveLag(context.Background(), rec, fakeAdmin{committed: 4}, fakeClient{high: 10}, "g", "orders")
 	require.NoError(t, err)
 	assert.EqualValues(t, 12, total)
 	assert.Equal(t, []observe.Event{{Stage: order.StageConsumerLag, Outcome: "ok", Name: "g", Gauge: true, Value: 12}}, rec.of(order.StageConsumerLag))
-	_, _, err = ObserveLag(context.Background(), rec, fakeLag{high: -1}, fakeLag{high: -1}, "g", "orders")
+	_, _, err = ObserveLag(context.Background(), rec, fakeAdmin{}, fakeClient{high: -1}, "g", "orders")
 	require.Error(t, err)
 	evs := rec.of(order.StageConsumerLag)
 	require.Len(t, evs, 2)
 	assert.Equal(t, "error", evs[1].Outcome)
 	assert.False(t, evs[1].Gauge)
-	_, _, err = ObserveLag(context.Background(), nil, fakeLag{committed: 4, high: 10}, fakeLag{committed: 4, high: 10}, "g", "orders")
+	_, _, err = ObserveLag(context.Background(), nil, fakeAdmin{committed: 4}, fakeClient{high: 10}, "g", "orders")
 	require.NoError(t, err, "a nil observer only reads")
 }
 

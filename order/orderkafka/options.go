@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/seckillkit/seckill/order"
 )
 
 // Each constructor takes its own option type, so an option that does not
@@ -16,14 +14,22 @@ import (
 //	NewHandler   HandlerOption   WithLinger
 //
 // The options of the processing core (batch size, retries, dead-letter
-// sink, trace context, …) are the order.Consumer's. A nil option is
-// ignored.
+// sink, trace context, …) are the order.Consumer's. Both option types are
+// interfaces, built only by the With… functions. A nil option is ignored.
 type (
 	// ProducerOption configures [NewProducer].
-	ProducerOption func(*producerOptions)
+	ProducerOption interface{ applyProducer(*producerOptions) }
 	// HandlerOption configures [NewHandler].
-	HandlerOption func(*handlerOptions)
+	HandlerOption interface{ applyHandler(*handlerOptions) }
 )
+
+type producerOption func(*producerOptions)
+
+func (f producerOption) applyProducer(o *producerOptions) { f(o) }
+
+type handlerOption func(*handlerOptions)
+
+func (f handlerOption) applyHandler(o *handlerOptions) { f(o) }
 
 type producerOptions struct {
 	headers func(ctx context.Context) map[string]string
@@ -45,23 +51,23 @@ type handlerOptions struct {
 // and must be fast; a nil or empty map adds nothing. A nil f is ignored.
 // Default none.
 func WithHeaders(f func(ctx context.Context) map[string]string) ProducerOption {
-	return func(o *producerOptions) {
+	return producerOption(func(o *producerOptions) {
 		if f != nil {
 			o.headers = f
 		}
-	}
+	})
 }
 
 // WithLinger sets how long the [Handler] waits for more records before
 // handing a batch that is not full (order.WithBatchSize) to the consumer.
 // 0 hands over whatever is already buffered. Default 5 ms; a negative
-// duration fails [NewHandler] with order.ErrInvalidOption.
+// duration fails [NewHandler] with [ErrInvalidConfig].
 func WithLinger(d time.Duration) HandlerOption {
-	return func(o *handlerOptions) {
+	return handlerOption(func(o *handlerOptions) {
 		if d < 0 {
-			o.err = fmt.Errorf("%w: negative linger %s", order.ErrInvalidOption, d)
+			o.err = fmt.Errorf("%w: negative linger %s", ErrInvalidConfig, d)
 			return
 		}
 		o.linger = d
-	}
+	})
 }

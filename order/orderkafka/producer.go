@@ -52,22 +52,19 @@ type Producer struct {
 }
 
 // NewProducer returns a producer writing to topic. Options: [WithHeaders].
-// A nil sp or an empty topic fails with order.ErrInvalidOption.
+// A nil sp or an empty topic fails with [ErrInvalidConfig].
 func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (*Producer, error) {
 	if sp == nil || topic == "" {
-		return nil, fmt.Errorf("%w: NewProducer needs a producer and a topic", order.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewProducer needs a producer and a topic", ErrInvalidConfig)
 	}
 	var o producerOptions
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyProducer(&o)
 		}
 	}
 	return &Producer{sp: sp, topic: topic, headers: o.headers}, nil
 }
-
-// Topic returns the topic messages go to.
-func (p *Producer) Topic() string { return p.topic }
 
 // Publish encodes m (a zero Version becomes 1, or 2 with an Ext) and sends it
 // keyed by user ID, with the headers of [WithHeaders] made from ctx,
@@ -103,10 +100,10 @@ type DeadLetterTopic struct {
 }
 
 // NewDeadLetterTopic returns a dead-letter sink writing to topic through
-// sp. A nil sp or an empty topic fails with order.ErrInvalidOption.
+// sp. A nil sp or an empty topic fails with [ErrInvalidConfig].
 func NewDeadLetterTopic(sp sarama.SyncProducer, topic string) (*DeadLetterTopic, error) {
 	if sp == nil || topic == "" {
-		return nil, fmt.Errorf("%w: NewDeadLetterTopic needs a producer and a topic", order.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewDeadLetterTopic needs a producer and a topic", ErrInvalidConfig)
 	}
 	return &DeadLetterTopic{sp: sp, topic: topic}, nil
 }

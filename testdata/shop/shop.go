@@ -114,6 +114,6 @@ func (f OutboxFallback) Store(ctx context.Context, m order.Message) error {
 		return err
 	}
 	return f.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return f.Writer.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: f.Topic, Key: m.Key(), Ref: m.ReservationID, Payload: body})
+		return f.Writer.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: f.Topic, Key: m.Key(), ReservationID: m.ReservationID, Payload: body})
 	})
 }

@@ -385,7 +385,7 @@ func (b *adminBackend) planReconciler(plan []string) (*order.Reconciler, error) 
 		return kept, next, nil
 	})
 	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
-		return outbox.HasPendingRef(ctx, a.in.DB, resv)
+		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
 	return order.NewReconciler(a.in.DB, ledger, order.ReleaserFunc(a.p.units.release),
 		order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(a.p.results), order.WithLogger(a.log))

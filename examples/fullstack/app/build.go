@@ -184,7 +184,7 @@ func (a *App) recoverStock(ctx context.Context, act stock.Activity) ([]stock.Res
 	if err != nil {
 		return nil, false, err
 	}
-	lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	lag, _, err := orderkafka.ObserveLag(ctx, nil, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
 	if err != nil {
 		return nil, false, err
 	}
@@ -348,7 +348,7 @@ func (a *App) refreshGauges(ctx context.Context) {
 	}
 	a.m.outboxBacklog.Set(float64(iv.OutboxPending))
 	a.m.inFlight.Set(float64(iv.InFlight))
-	if lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
+	if lag, _, err := orderkafka.ObserveLag(ctx, nil, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic); err == nil {
 		a.m.consumerLag.Set(float64(lag))
 	}
 	for _, s := range []string{order.OrderCreated, order.OrderPaid, order.OrderCancelled} {
@@ -456,7 +456,7 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 			return err
 		}
 		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			return ow.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), Ref: m.ReservationID, Payload: b})
+			return ow.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), ReservationID: m.ReservationID, Payload: b})
 		})
 	})
 	fence, err := order.NewFence(db, rel, order.WithResults(p.results), order.WithLogger(log))
@@ -628,7 +628,7 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 	p, log := a.p, a.log
 	ledger := order.LedgerFunc(a.ledgerPage)
 	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
-		return outbox.HasPendingRef(ctx, a.in.DB, resv)
+		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
 	opts := []order.ReconcilerOption{order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(p.results), order.WithLogger(log)}
 	if p.recon, err = order.NewReconciler(a.in.DB, ledger, rel, opts...); err != nil {
@@ -689,8 +689,8 @@ func (a *App) buildRelay() error {
 		return a.p.brKafka.Execute(ctx, func(ctx context.Context) error { return spub.Publish(ctx, m) })
 	})
 	relay, err := outbox.NewRelay(a.in.DB, relayPub, outbox.WithLogger(a.log), outbox.WithObserver(a.p.obs), outbox.WithPollInterval(200*time.Millisecond),
-		outbox.WithOnFailed(func(m outbox.Message, err error) {
-			a.log.Error("ALERT: outbox message failed for good", "msg_id", m.MsgID, "err", err)
+		outbox.WithOnFailed(func(ctx context.Context, m outbox.Message, err error) {
+			a.log.ErrorContext(ctx, "ALERT: outbox message failed for good", "msg_id", m.MsgID, "err", err)
 		}))
 	if err != nil {
 		return err

@@ -168,7 +168,7 @@ func Backlog(ctx context.Context, a *App) (outboxPending, kafkaLag int64, err er
 	if err != nil {
 		return 0, 0, err
 	}
-	lag, _, err := orderkafka.Lag(ctx, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
+	lag, _, err := orderkafka.ObserveLag(ctx, nil, a.in.KafkaAdmin, a.in.KafkaClient, consumerGroup, a.cfg.Topic)
 	return bl.Pending, lag, err
 }
 
@@ -204,7 +204,7 @@ func FailOutboxWrites(cfg *Config) func(down bool) {
 	var down atomic.Bool
 	cfg.dbHook = func(db *gorm.DB) error {
 		return db.Callback().Create().Before("gorm:create").Register("test:outbox-down", func(db *gorm.DB) {
-			if down.Load() && db.Statement.Table == outbox.TableName {
+			if down.Load() && db.Statement.Table == (outbox.Message{}).TableName() {
 				_ = db.AddError(errOutboxDown)
 			}
 		})

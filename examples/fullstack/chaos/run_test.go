@@ -453,7 +453,7 @@ func (r *run) check(st crash.State) {
 		r.violation("reservation %s has %d orders", d.ReservationID, d.N)
 	}
 	var outboxRows int64
-	if err := r.sys.store.DB.WithContext(r.ctx).Table(outbox.TableName).Count(&outboxRows).Error; err != nil {
+	if err := r.sys.store.DB.WithContext(r.ctx).Table(outbox.Message{}.TableName()).Count(&outboxRows).Error; err != nil {
 		r.violation("outbox count: %v", err)
 	}
 	r.count("outbox rows", int(outboxRows))
