@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/order"
@@ -73,6 +74,15 @@ func TestOutcomeTable(t *testing.T) {
 			require.Equal(t, "no-store", w.Header().Get("Cache-Control"))
 			require.Equal(t, c.retry, w.Header().Get("Retry-After"))
 			require.NotContains(t, w.Body.String(), "10.0.0.1")
+			if c.code >= 400 && c.o.Reason != checkout.Released {
+				// Every refusal decodes as the one error type of the
+				// library's HTTP APIs, nothing left over.
+				var e admin.ErrorAnswer
+				dec := json.NewDecoder(strings.NewReader(w.Body.String()))
+				dec.DisallowUnknownFields()
+				require.NoError(t, dec.Decode(&e))
+				require.JSONEq(t, c.body, mustJSON(t, e))
+			}
 			require.Equal(t, c.code, checkouthttp.Status(c.o))
 			h := e.lastHeard()
 			require.Equal(t, c.code, h.code)
@@ -413,4 +423,12 @@ func TestNew(t *testing.T) {
 	var v map[string]string
 	require.NoError(t, json.Unmarshal(e.get("/result/x", "").Body.Bytes(), &v))
 	require.Equal(t, "unauthorized", v["status"])
+}
+
+// mustJSON encodes v.
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
 }

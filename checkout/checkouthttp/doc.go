@@ -58,7 +58,9 @@
 // stream never says anything else. A buyer holds at most 4 streams at once
 // per Handler ([WithMaxStreams]); 429 limited beyond.
 //
-// Every refusal has the JSON shape {"status","message"}; every JSON answer
+// Every refusal has the JSON shape {"status","message"}, the type
+// admin.ErrorAnswer (the one error body of the library's HTTP APIs: the
+// admin API answers in it too, so one type decodes both); every JSON answer
 // carries Cache-Control: no-store.
 //
 // # Concurrency

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -63,15 +64,11 @@ func isOrderStatus(s string) bool {
 	return false
 }
 
-// apiError is the body of every refusal: a machine status and a human
-// message, never internal error text.
-type apiError struct {
-	Status  string `json:"status"`
-	Message string `json:"message"`
-}
-
+// writeErr answers a refusal in the one error shape of the library's HTTP
+// APIs, [admin.ErrorAnswer]: a machine status and a human message, never
+// internal error text.
 func writeErr(w http.ResponseWriter, code int, status, msg string) {
-	writeJSON(w, code, apiError{Status: status, Message: msg})
+	writeJSON(w, code, admin.ErrorAnswer{Status: status, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -13,7 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 )
 

@@ -132,7 +132,7 @@ type Config struct {
 	Secret string
 
 	// AdminAddr is where the admin API (pause, top-up, inspect, repair;
-	// examples/fullstack/admin) listens, never the public address; it is
+	// package admin of the library) listens, never the public address; it is
 	// off unless AdminToken is set too. host:port, or the URL the service
 	// logs and seckillctl takes (http://host:port/admin/): one variable,
 	// SECKILL_ADMIN_ADDR, serves both (SECKILL_ADMIN_LISTEN is its

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckillkit/seckill/breaker"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -153,6 +152,16 @@ func (a *App) handleDemoCaptcha(w http.ResponseWriter, r *http.Request) {
 // refused (seckill_refusals_total{stage}), cheapest first. It stays in the
 // app rather than in checkout: it issues a credential (the right to try),
 // it is not a buy attempt — nothing is reserved, nothing is undone.
+//
+// It has the buy chain's shape and its breaker rule (checkout.Step): a
+// list of named steps, each marked guarded or not, run by one loop
+// (runTokenStep, checkout's run); a guarded step runs whole inside the
+// Redis breaker (one admission per step, however many Redis calls it
+// makes), the failure it returns counts against the breaker and a refusal
+// does not, and an open breaker answers 503 busy without running it. The
+// steps that do Redis I/O are guarded, except the per-user window, which
+// has its own failure policy (allowUser). TestTokenChainGuardsAsTheBuyChain
+// holds the two chains to this.
 
 // verdict is a token-chain step's answer; the zero verdict means "go on".
 type verdict struct {
@@ -203,16 +212,22 @@ type tokenReq struct {
 	sig  string // the buy path's signature, made by the window step
 }
 
+// tokenStep is one link of the token request: its stage (the refusal's
+// label), whether it runs inside the Redis breaker (checkout.Step.Guarded),
+// and its run.
+type tokenStep struct {
+	stage   string
+	guarded bool
+	run     func(a *App, ctx context.Context, t *tokenReq) verdict
+}
+
 // tokenChain lists the token request's steps in the order they run.
-var tokenChain = []struct {
-	stage string
-	run   func(a *App, ctx context.Context, t *tokenReq) verdict
-}{
-	{"token_window", (*App).tokenWindow},
-	{"soldout", (*App).tokenSoldOut},
-	{"token_risk", (*App).tokenRisk},
-	{"token_limit", (*App).tokenLimit},
-	{"token", (*App).tokenTake},
+var tokenChain = []tokenStep{
+	{stage: "token_window", run: (*App).tokenWindow},            // no I/O, as checkout.StepWindow
+	{stage: "soldout", run: (*App).tokenSoldOut},                // no I/O, as checkout.StepSoldOut
+	{stage: "token_risk", guarded: true, run: (*App).tokenRisk}, // Redis, as checkout.StepRisk
+	{stage: "token_limit", run: (*App).tokenLimit},              // the window's own policy, as checkout.StepUserLimit
+	{stage: "token", guarded: true, run: (*App).tokenTake},      // Redis, as checkout.StepToken
 }
 
 // handleToken hands the caller an access token of the sale. Tokens are
@@ -229,11 +244,31 @@ func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	t := &tokenReq{r: r}
 	t.user, _ = userOf(r)
 	for _, s := range tokenChain {
-		if v := s.run(a, r.Context(), t); v.done() {
+		if v := runTokenStep(r.Context(), a.p.brRedis.Execute, a, s, t); v.done() {
 			a.answerStep(w, r, s.stage, v)
 			return
 		}
 	}
+}
+
+// runTokenStep runs s, inside guard (the Redis breaker's Execute, the one
+// checkout.Config.Breaker gets) when s is guarded: checkout's rule for its
+// guarded steps. The step's failure (verdict.err) is what the breaker
+// counts; a refusal or an answer is a success to it; when the breaker
+// refuses, the step never ran and the answer is busy.
+func runTokenStep(ctx context.Context, guard func(context.Context, func(context.Context) error) error, a *App, s tokenStep, t *tokenReq) verdict {
+	if !s.guarded {
+		return s.run(a, ctx, t)
+	}
+	var v verdict
+	err := guard(ctx, func(ctx context.Context) error {
+		v = s.run(a, ctx, t)
+		return v.err
+	})
+	if err != nil && v.err == nil { // the breaker refused: the step never ran
+		v = failure(err)
+	}
+	return v
 }
 
 // tokenWindow signs the buy path: the window check is the signed path's
@@ -263,9 +298,7 @@ func (a *App) tokenSoldOut(_ context.Context, _ *tokenReq) verdict {
 
 func (a *App) tokenRisk(ctx context.Context, t *tokenReq) verdict {
 	subj := risk.Subject{UserID: t.user, IP: a.p.ips.ClientIP(t.r), DeviceID: t.r.Header.Get("X-Device-ID")}
-	dec, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (risk.Decision, error) {
-		return a.p.checker.Check(ctx, subj)
-	})
+	dec, err := a.p.checker.Check(ctx, subj)
 	switch {
 	case err != nil:
 		return failure(err)
@@ -282,14 +315,12 @@ func (a *App) tokenLimit(ctx context.Context, t *tokenReq) verdict {
 // tokenTake takes the user's token from the pool (again, for a user whose
 // spent token bought nothing: tokenBack) and answers.
 func (a *App) tokenTake(ctx context.Context, t *tokenReq) verdict {
-	g, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (token.Grant, error) {
-		return a.p.pool.Take(ctx, a.sale.key, t.user)
-	})
+	g, err := a.p.pool.Take(ctx, a.sale.key, t.user)
+	if err == nil && g.Status == token.Used {
+		g, err = a.tokenBack(ctx, t.user, g)
+	}
 	if err != nil {
 		return failure(err)
-	}
-	if g.Status == token.Used {
-		g = a.tokenBack(ctx, t.user, g)
 	}
 	switch g.Status {
 	case token.Granted, token.Held:
@@ -367,25 +398,19 @@ func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 // tokenBack gives a buyer whose token was spent by an attempt that left
 // them holding nothing (no reservation in flight, no live order: the attempt
 // crashed, lost its answer, or its reservation was released or its order
-// cancelled) the same token again, and returns the new grant. Otherwise, or
-// when Redis cannot tell, it returns g unchanged (Used): the per-user limit
-// in stock is what stops a second unit, the token only rations attempts.
-func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) token.Grant {
-	held, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (int64, error) {
-		return a.p.units.Held(ctx, a.sale.act.ID, user)
-	})
+// cancelled) the same token again, and returns the new grant. A buyer who
+// holds a unit keeps g (Used): the per-user limit in stock is what stops a
+// second unit, the token only rations attempts. When Redis cannot tell, the
+// error is returned, and the request is busy (retry), as the buy's
+// spent-token rule answers (checkout.StepToken); it runs inside tokenTake's
+// one admission of the breaker.
+func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) (token.Grant, error) {
+	held, err := a.p.units.Held(ctx, a.sale.act.ID, user)
 	if err != nil || held > 0 {
-		return g
+		return g, err
 	}
-	userKey := user
-	a.restoreToken(ctx, userKey, g.Token)
-	again, err := breaker.Do(ctx, a.p.brRedis, func(ctx context.Context) (token.Grant, error) {
-		return a.p.pool.Take(ctx, a.sale.key, userKey)
-	})
-	if err != nil {
-		return g
-	}
-	return again
+	a.restoreToken(ctx, user, g.Token)
+	return a.p.pool.Take(ctx, a.sale.key, user)
 }
 
 // restoreToken gives back an access token consumed by a buy that then

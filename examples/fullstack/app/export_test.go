@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/checkout"
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/orderkafka"
 	"github.com/seckillkit/seckill/outbox"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 )
 
@@ -179,21 +180,18 @@ func writeBody(w http.ResponseWriter, code int, b []byte) {
 // (status, message) pairs at tens of thousands per second. Bounded: messages
 // carrying error text stop being cached once it is full.
 var (
-	errBodies    sync.Map // apiError → []byte
+	errBodies    sync.Map // admin.ErrorAnswer → []byte
 	errBodyCount atomic.Int32
 )
 
 const maxErrBodies = 512
 
-// apiError is the JSON body of every refusal: a machine status the page
-// maps to a message, and a human message.
-type apiError struct {
-	Status  string `json:"status"`
-	Message string `json:"message"`
-}
-
+// writeErr answers a refusal in the one error shape of the library's HTTP
+// APIs, admin.ErrorAnswer (checkouthttp's buy refusals and the admin API
+// answer in it too): a machine status the page maps to a message, and a
+// human message.
 func writeErr(w http.ResponseWriter, code int, status, msg string) {
-	key := apiError{Status: status, Message: msg}
+	key := admin.ErrorAnswer{Status: status, Message: msg}
 	if b, ok := errBodies.Load(key); ok {
 		writeBody(w, code, b.([]byte))
 		return
@@ -231,8 +229,8 @@ func writeBadBody(w http.ResponseWriter, what string, err error) {
 }
 
 // badBody is writeBadBody's answer.
-func badBody(what string, err error) apiError {
-	return apiError{Status: "bad_request", Message: what + ": " + checkouthttp.BodyProblem(err)} // the rules checkouthttp answers with too
+func badBody(what string, err error) admin.ErrorAnswer {
+	return admin.ErrorAnswer{Status: "bad_request", Message: what + ": " + checkouthttp.BodyProblem(err)} // the rules checkouthttp answers with too
 }
 
 // isJSON reports whether a Content-Type header names JSON

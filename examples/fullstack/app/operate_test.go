@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 	"github.com/seckillkit/seckill/order"
 )
 
-// adminClient speaks the admin API (examples/fullstack/admin).
+// adminClient speaks the admin API (the library's admin package).
 type adminClient struct {
 	t     *testing.T
 	base  string

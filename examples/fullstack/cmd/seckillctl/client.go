@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/seckillkit/seckill/admin"
 )
 
 // maxAnswer caps the answer read from the server.
@@ -26,8 +28,10 @@ type client struct {
 }
 
 // apiError is the server's error answer: the body
-// {"status":"<code>","message":"<text>"} (admin.ErrorAnswer, the buyer
-// API's shape too) and the HTTP status it came with.
+// {"status":"<code>","message":"<text>"}, decoded as admin.ErrorAnswer (the
+// one error type of the library's HTTP APIs; members added later are
+// ignored, an answer without a status is not the admin API's), and the
+// HTTP status it came with.
 type apiError struct {
 	HTTPStatus int
 	Status     string // the machine code, e.g. "conflict"
@@ -36,13 +40,6 @@ type apiError struct {
 
 func (e *apiError) Error() string {
 	return fmt.Sprintf("%s: %s (HTTP %d)", e.Status, e.Message, e.HTTPStatus)
-}
-
-// errorAnswer is the JSON body of an error answer. Members added later are
-// ignored; an answer without a status is not the admin API's.
-type errorAnswer struct {
-	Status  string `json:"status"`
-	Message string `json:"message"`
 }
 
 // errUsage marks a command-line mistake (exit status 2).
@@ -147,7 +144,7 @@ func (c *client) do(ctx context.Context, method string, u *url.URL, body []byte)
 		return nil, fmt.Errorf("%s %s: read answer: %w", method, u.Path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e errorAnswer
+		var e admin.ErrorAnswer
 		if json.Unmarshal(data, &e) != nil || e.Status == "" {
 			return nil, &apiError{HTTPStatus: resp.StatusCode, Status: "http_" + strconv.Itoa(resp.StatusCode), Message: "not an admin API answer"}
 		}

@@ -1,8 +1,8 @@
-// Command seckillctl operates a live sale through the admin API of the
-// reference deployment (package examples/fullstack/admin): load an
-// activity, inspect it, pause and resume it, top it up or withdraw units,
-// reconcile it (dry run first), retry FAILED outbox rows, ban and unban,
-// and read the audit log.
+// Command seckillctl operates a live sale through the admin API, the
+// library's package admin (github.com/seckillkit/seckill/admin) as the
+// reference deployment or any shop mounts it: load an activity, inspect it,
+// pause and resume it, top it up or withdraw units, reconcile it (dry run
+// first), retry FAILED outbox rows, ban and unban, and read the audit log.
 //
 //	export SECKILL_ADMIN_TOKEN=…        # never on the command line (or --token-file FILE, - for stdin)
 //	seckillctl --addr http://127.0.0.1:9090/admin/ stats 42

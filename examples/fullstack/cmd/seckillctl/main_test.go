@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
-	"github.com/seckillkit/seckill/examples/fullstack/admin/admintest"
+	"github.com/seckillkit/seckill/admin"
+	"github.com/seckillkit/seckill/admin/admintest"
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
@@ -51,7 +51,7 @@ func newServer(t *testing.T) *server {
 	s := &server{t: t, mem: mem, srv: srv, addr: srv.URL + "/admin/"}
 	s.rows = func() int64 {
 		var n int64
-		if err := db.Table(admin.DefaultTable).Count(&n).Error; err != nil {
+		if err := db.Table("seckill_admin_audit").Count(&n).Error; err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -84,10 +84,10 @@ func (s *server) mustRun(args ...string) string {
 func TestCLIEveryOperation(t *testing.T) {
 	s := newServer(t)
 	s.mustRun("load", "a1", "--stock", "10", "--limit", "2", "--start", "2030-01-02T00:00:00Z", "--end", "2030-01-03T00:00:00Z")
-	if err := s.mem.Reserve("a1", "u1", "r1", 1); err != nil {
+	if err := s.mem.Reserve("a1", admin.Reservation{ID: "r1", User: "u1", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.mem.Reserve("a1", "u2", "r2", 1); err != nil {
+	if err := s.mem.Reserve("a1", admin.Reservation{ID: "r2", User: "u2", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.mem.Order("a1", "r2"); err != nil {

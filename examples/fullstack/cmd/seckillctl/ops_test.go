@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/internal/testenv"
 )
@@ -222,7 +222,7 @@ func TestCLITokenFromStdin(t *testing.T) {
 func TestCLIReconcilePlan(t *testing.T) {
 	s := newServer(t)
 	s.mustRun("load", "a1", "--stock", "3")
-	if err := s.mem.Reserve("a1", "u1", "r1", 1); err != nil {
+	if err := s.mem.Reserve("a1", admin.Reservation{ID: "r1", User: "u1", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	var dry admin.ReconcileAnswer

@@ -30,18 +30,18 @@ type Handler struct {
 
 // New returns the admin handler over b, writing its audit log to db and
 // authenticating every request with auth. b, db and auth are required (nil
-// is [ErrInvalidOption]). Options: [WithPrefix], [WithTable], [WithClock],
+// is [ErrInvalidConfig]). Options: [WithPrefix], [WithTable], [WithClock],
 // [WithLogger], [WithMaxBody], [WithDryRunWindow], [WithActionTimeout].
 // New does no I/O: call [Handler.AutoMigrate] (or create the table by hand)
 // before serving.
 func New(b Backend, db *gorm.DB, auth Authenticator, opts ...Option) (*Handler, error) {
 	switch {
 	case b == nil:
-		return nil, fmt.Errorf("%w: nil backend", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalidConfig)
 	case db == nil:
-		return nil, fmt.Errorf("%w: nil audit database", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil audit database", ErrInvalidConfig)
 	case auth == nil:
-		return nil, fmt.Errorf("%w: nil authenticator", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil authenticator", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {

@@ -44,9 +44,11 @@ type apiError struct {
 //
 // Status is one of the Code… constants, a machine code to branch on (the
 // HTTP status goes with it); Message is generic text for a person and never
-// carries an internal error's text. It is the shape the reference
-// service's buyer API (examples/fullstack/app) answers its refusals in, so
-// one decoder reads the errors of both.
+// carries an internal error's text. It is the one error body of the
+// library's HTTP APIs: checkout/checkouthttp answers the buyer's refusals
+// in it (and so does the reference deployment's buyer API), and the
+// seckillctl client decodes with it, so one type reads the errors of both
+// APIs.
 type ErrorAnswer struct {
 	Status  string `json:"status"`
 	Message string `json:"message"`

@@ -14,8 +14,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
-	"github.com/seckillkit/seckill/examples/fullstack/admin/admintest"
+	"github.com/seckillkit/seckill/admin"
+	"github.com/seckillkit/seckill/admin/admintest"
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
@@ -70,7 +70,7 @@ func TestPauseReplayedIsOneActionOneRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := &fixture{t: t, h: h2, db: db, mem: f.mem, table: admin.DefaultTable}
+		g := &fixture{t: t, h: h2, db: db, mem: f.mem, table: auditTable}
 		g.mustOK(g.post("/admin/activities/a1/pause", `{}`, "k-pause-1"), nil)
 		if n := f.mem.Calls("pause"); n != 2 {
 			t.Fatalf("alice's pause reached the backend %d times in all, want 2", n)
@@ -159,7 +159,7 @@ func TestAuthRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := &fixture{t: t, h: h, db: db, mem: f.mem, table: admin.DefaultTable}
+		g := &fixture{t: t, h: h, db: db, mem: f.mem, table: auditTable}
 		g.mustError(g.do(req{method: http.MethodPost, path: "/activities/a1/pause", body: `{}`}), tc.status, tc.code)
 	}
 	if n := f.mem.Calls("pause"); n != 0 {
@@ -174,7 +174,7 @@ func TestNewRefusesBadArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.BearerToken("short", testLabelKey); !errors.Is(err, admin.ErrInvalidOption) {
+	if _, err := admin.BearerToken("short", testLabelKey); !errors.Is(err, admin.ErrInvalidConfig) {
 		t.Fatalf("short secret: %v", err)
 	}
 	for name, f := range map[string]func() error{
@@ -187,9 +187,13 @@ func TestNewRefusesBadArguments(t *testing.T) {
 		"nil clock":   func() error { _, err := admin.New(mem, db, auth, admin.WithClock(nil)); return err },
 		"zero body":   func() error { _, err := admin.New(mem, db, auth, admin.WithMaxBody(0)); return err },
 		"zero window": func() error { _, err := admin.New(mem, db, auth, admin.WithDryRunWindow(0)); return err },
+		// A nil logger is bad configuration, as everywhere in the library
+		// (it was ignored: the default logger took its place).
+		"nil logger":   func() error { _, err := admin.New(mem, db, auth, admin.WithLogger(nil)); return err },
+		"zero timeout": func() error { _, err := admin.New(mem, db, auth, admin.WithActionTimeout(0)); return err },
 	} {
-		if err := f(); !errors.Is(err, admin.ErrInvalidOption) {
-			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
+		if err := f(); !errors.Is(err, admin.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
 	if _, err := admin.New(mem, db, auth, nil, admin.WithTable("ops_audit")); err != nil {
@@ -343,7 +347,7 @@ func TestReconcileRequiresDryRun(t *testing.T) {
 		f.load("a1", 10)
 		f.load("a2", 10)
 		for _, id := range []string{"r1", "r2", "r3"} {
-			if err := f.mem.Reserve("a1", "u-"+id, id, 1); err != nil {
+			if err := f.mem.Reserve("a1", admin.Reservation{ID: id, User: "u-" + id, Qty: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -501,7 +505,7 @@ func TestAuditLogOfEveryAction(t *testing.T) {
 func TestReads(t *testing.T) {
 	f := newFixture(t, nil)
 	f.load("a1", 10)
-	if err := f.mem.Reserve("a1", "u1", "r1", 1); err != nil {
+	if err := f.mem.Reserve("a1", admin.Reservation{ID: "r1", User: "u1", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.mem.Order("a1", "r1"); err != nil {
@@ -546,7 +550,7 @@ func TestActionDetachedFromClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &fixture{t: t, h: h, db: f.db, mem: f.mem, table: admin.DefaultTable}
+	g := &fixture{t: t, h: h, db: f.db, mem: f.mem, table: auditTable}
 	r := g.doCtx(ctx, req{method: http.MethodPost, path: "/activities/a1/pause", body: `{}`})
 	g.mustOK(r, nil)
 	if !blocking.sawLive {
@@ -585,7 +589,7 @@ func TestAttemptRowPrecedesAction(t *testing.T) {
 			t.Fatal(err)
 		}
 		probe.h = h
-		g := &fixture{t: t, h: h, db: db, mem: f.mem, table: admin.DefaultTable}
+		g := &fixture{t: t, h: h, db: db, mem: f.mem, table: auditTable}
 		g.mustOK(g.post("/admin/activities/a1/pause", `{}`, "k-slow"), nil)
 		if probe.seen == nil || probe.seen.Action != "pause" || probe.seen.Status != admin.AuditAttempt {
 			t.Fatalf("row seen during the action: %+v", probe.seen)

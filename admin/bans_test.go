@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 )
 
 // GET bans pages through every kind (user, ip, device) with one cursor, or

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 )
 
 // An apply releases what the operator's dry run showed and nothing else: a
@@ -16,7 +16,7 @@ func TestReconcileApplyReleasesOnlyThePlan(t *testing.T) {
 	f := newFixture(t, nil)
 	f.load("a1", 10)
 	for _, id := range []string{"r1", "r2"} {
-		if err := f.mem.Reserve("a1", "u-"+id, id, 1); err != nil {
+		if err := f.mem.Reserve("a1", admin.Reservation{ID: id, User: "u-" + id, Qty: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -27,7 +27,7 @@ func TestReconcileApplyReleasesOnlyThePlan(t *testing.T) {
 		t.Fatalf("dry run %+v", dry)
 	}
 	// Between the dry run and the apply: r3 becomes due, r2 gets its order.
-	if err := f.mem.Reserve("a1", "u-r3", "r3", 1); err != nil {
+	if err := f.mem.Reserve("a1", admin.Reservation{ID: "r3", User: "u-r3", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.mem.Order("a1", "r2"); err != nil {
@@ -50,7 +50,7 @@ func TestReconcileApplyReleasesOnlyThePlan(t *testing.T) {
 func TestReconcileApplyRefusesAChangedPlan(t *testing.T) {
 	f := newFixture(t, nil)
 	f.load("a1", 10)
-	if err := f.mem.Reserve("a1", "u1", "r1", 1); err != nil {
+	if err := f.mem.Reserve("a1", admin.Reservation{ID: "r1", User: "u1", Qty: 1}); err != nil {
 		t.Fatal(err)
 	}
 	path := "/admin/activities/a1/reconcile"

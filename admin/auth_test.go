@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 )
 
 func TestBearerToken(t *testing.T) {
@@ -49,7 +49,7 @@ func TestBearerToken(t *testing.T) {
 			}
 		}
 	}
-	if _, err := admin.BearerToken("", testLabelKey); !errors.Is(err, admin.ErrInvalidOption) {
+	if _, err := admin.BearerToken("", testLabelKey); !errors.Is(err, admin.ErrInvalidConfig) {
 		t.Fatalf("empty secret: %v", err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
-	"github.com/seckillkit/seckill/examples/fullstack/admin/admintest"
+	"github.com/seckillkit/seckill/admin"
+	"github.com/seckillkit/seckill/admin/admintest"
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 

@@ -1,8 +1,15 @@
-// Package admin is the operator's API of the reference deployment: an
-// http.Handler, mountable in any service under a prefix of its choosing,
-// over a [Backend] (load, inspect, pause, resume, top up, withdraw,
-// reconcile, outbox retry, bans), with its own authentication hook and an
-// audit log in a gorm database. The seckillctl command is its client.
+// Package admin is the operator's API of a sale: an http.Handler,
+// mountable in any service under a prefix of its choosing, over a
+// [Backend] (load, inspect, pause, resume, top up, withdraw, reconcile,
+// outbox retry, bans), with its own authentication hook and an audit log in
+// a gorm database. The seckillctl command (examples/fullstack/cmd/seckillctl)
+// is its client; the reference deployment (examples/fullstack/app) has the
+// Backend over stock, order, outbox and risk.
+//
+// It is the operator plane, a composing piece: it imports no other package
+// of the library, and no building block imports it. Bad configuration
+// (a nil collaborator, a bad option, a short secret) wraps
+// [ErrInvalidConfig]; WithLogger(nil) is one.
 //
 //	auth, err := admin.BearerToken(os.Getenv("SECKILL_ADMIN_TOKEN"), labelKey)
 //	h, err := admin.New(backend, db, auth, admin.WithPrefix("/admin/"))
@@ -36,10 +43,11 @@
 // # Audit
 //
 // Every action — load, pause, resume, topup, withdraw, reconcile (applied),
-// outbox_retry, ban, unban — is recorded in the audit table (default
-// [DefaultTable]) with the operator, the action, its activity or target,
-// the request's parameters, the state before and after, the outcome and
-// answer, the times and the request ID. The row is written before the
+// outbox_retry, ban, unban — is recorded in the audit table
+// ("seckill_admin_audit" unless [WithTable] names another) with the
+// operator, the action, its activity or target, the request's parameters,
+// the state before and after, the outcome and answer, the times and the
+// request ID. The row is written before the
 // action as an "attempt"; when it cannot be written the action is refused
 // (503 audit_unavailable) and nothing is done. After the action the row is
 // completed ("ok" or "failed"); if that write fails the answer is still

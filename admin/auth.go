@@ -16,12 +16,10 @@ import (
 // calls it before reading anything else of the request.
 type Authenticator func(*http.Request) (operator string, err error)
 
-// MinTokenLen is the shortest secret [BearerToken] accepts: 32 bytes, e.g.
-// 24 random bytes in base64 (head -c 24 /dev/urandom | base64).
+// MinTokenLen is the shortest secret, and the shortest label key,
+// [BearerToken] accepts: 32 bytes, e.g. 24 random bytes in base64
+// (head -c 24 /dev/urandom | base64).
 const MinTokenLen = 32
-
-// MinLabelKeyLen is the shortest label key [BearerToken] accepts.
-const MinLabelKeyLen = 32
 
 // BearerToken returns an Authenticator that accepts a request whose
 // Authorization header is "Bearer <secret>", comparing in constant time
@@ -32,19 +30,19 @@ const MinLabelKeyLen = 32
 // without recording them, and, keyed by a server secret the audit log does
 // not hold, it is no oracle to test guesses of the token against offline
 // (an unsalted hash of the token would be). labelKey must be at least
-// [MinLabelKeyLen] bytes, derived from a server secret (not from the token);
+// [MinTokenLen] bytes, derived from a server secret (not from the token);
 // keep it stable across restarts and replicas, or the same token gets a
 // new label, and an Idempotency-Key (unique per operator) no longer
 // replays across the change.
 //
 // A secret shorter than [MinTokenLen] bytes, or a short label key, is
-// refused with [ErrInvalidOption].
+// refused with [ErrInvalidConfig].
 func BearerToken(secret string, labelKey []byte) (Authenticator, error) {
 	if len(secret) < MinTokenLen {
-		return nil, fmt.Errorf("%w: bearer secret of %d bytes, want at least %d (24 random bytes in base64)", ErrInvalidOption, len(secret), MinTokenLen)
+		return nil, fmt.Errorf("%w: bearer secret of %d bytes, want at least %d (24 random bytes in base64)", ErrInvalidConfig, len(secret), MinTokenLen)
 	}
-	if len(labelKey) < MinLabelKeyLen {
-		return nil, fmt.Errorf("%w: label key of %d bytes, want at least %d", ErrInvalidOption, len(labelKey), MinLabelKeyLen)
+	if len(labelKey) < MinTokenLen {
+		return nil, fmt.Errorf("%w: label key of %d bytes, want at least %d", ErrInvalidConfig, len(labelKey), MinTokenLen)
 	}
 	want := sha256.Sum256([]byte(secret))
 	mac := hmac.New(sha256.New, labelKey)

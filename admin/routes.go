@@ -404,11 +404,10 @@ type BansAnswer struct {
 	Next string `json:"next,omitempty"`
 }
 
-// Page sizes of GET bans.
-const (
-	DefaultBansPage = 100
-	MaxBansPage     = 1000
-)
+// MaxBansPage is the largest page of GET bans; the default is 100.
+const MaxBansPage = 1000
+
+const defaultBansPage = 100
 
 // banKinds is the order GET bans without a kind lists the kinds in.
 var banKinds = []BanKind{BanUser, BanIP, BanDevice}
@@ -435,7 +434,7 @@ func (h *Handler) bans(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, invalidArg("kind: user, ip or device"))
 		return
 	}
-	limit := DefaultBansPage
+	limit := defaultBansPage
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxBansPage {

@@ -8,16 +8,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 )
 
 // A bearer secret needs 32 bytes: 16 let a human-chosen word through.
 func TestBearerTokenNeeds32Bytes(t *testing.T) {
-	if _, err := admin.BearerToken(strings.Repeat("x", 31), testLabelKey); !errors.Is(err, admin.ErrInvalidOption) {
-		t.Fatalf("31-byte secret: %v, want ErrInvalidOption", err)
+	if _, err := admin.BearerToken(strings.Repeat("x", 31), testLabelKey); !errors.Is(err, admin.ErrInvalidConfig) {
+		t.Fatalf("31-byte secret: %v, want ErrInvalidConfig", err)
 	}
 	if _, err := admin.BearerToken(strings.Repeat("x", 32), testLabelKey); err != nil {
 		t.Fatalf("32-byte secret: %v", err)
+	}
+	// The label key has the same floor (one constant for both, MinTokenLen).
+	if _, err := admin.BearerToken(strings.Repeat("x", 32), testLabelKey[:admin.MinTokenLen-1]); !errors.Is(err, admin.ErrInvalidConfig) {
+		t.Fatalf("31-byte label key: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := admin.BearerToken(strings.Repeat("x", 32), testLabelKey[:admin.MinTokenLen]); err != nil {
+		t.Fatalf("32-byte label key: %v", err)
 	}
 }
 

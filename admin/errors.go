@@ -24,6 +24,7 @@ var (
 	// ErrUnauthorized: returned by [BearerToken]'s authenticator when the
 	// request carries no token or a wrong one (401 unauthorized).
 	ErrUnauthorized = errors.New("admin: unauthorized")
-	// ErrInvalidOption: a bad argument or option of [New] or [BearerToken].
-	ErrInvalidOption = errors.New("admin: invalid option")
+	// ErrInvalidConfig: a nil collaborator or a bad option value of [New],
+	// or a short secret or label key of [BearerToken].
+	ErrInvalidConfig = errors.New("admin: invalid configuration")
 )

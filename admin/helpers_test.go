@@ -12,8 +12,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
-	"github.com/seckillkit/seckill/examples/fullstack/admin/admintest"
+	"github.com/seckillkit/seckill/admin"
+	"github.com/seckillkit/seckill/admin/admintest"
 	"github.com/seckillkit/seckill/internal/testenv"
 )
 
@@ -21,6 +21,9 @@ const testToken = "s3cret-admin-token-for-tests-0123456789"
 
 // testLabelKey keys the operator labels (a server secret in the service).
 var testLabelKey = []byte("label-key-for-tests-0123456789abcdef")
+
+// auditTable is the audit table New writes when WithTable names none.
+const auditTable = "seckill_admin_audit"
 
 // fixture is a handler over an admintest.Memory backend with its audit log
 // on a real database.
@@ -61,7 +64,7 @@ func newFixture(t *testing.T, db *gorm.DB, opts ...admin.Option) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, db: db, mem: mem, clock: clock, table: admin.DefaultTable}
+	f := &fixture{t: t, db: db, mem: mem, clock: clock, table: auditTable}
 	opts = append([]admin.Option{admin.WithPrefix("/admin/"), admin.WithClock(clock)}, opts...)
 	f.h, err = admin.New(mem, db, auth, opts...)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seckillkit/seckill/examples/fullstack/admin"
+	"github.com/seckillkit/seckill/admin"
 )
 
 // Memory is an in-memory Backend. Its exported fields may be set before
@@ -137,8 +137,10 @@ func (m *Memory) Load(ctx context.Context, p admin.LoadParams) (admin.Change, er
 	return admin.Change{Before: before, After: m.state(p.Activity, m.activities[p.Activity])}, nil
 }
 
-// Reserve adds a held reservation (a buyer's reserve, for test setup).
-func (m *Memory) Reserve(activity, user, id string, qty int64) error {
+// Reserve adds a held reservation of activity (a buyer's reserve, for test
+// setup): r's ID, User and Qty; its State and ReservedAt are Memory's.
+func (m *Memory) Reserve(activity string, r admin.Reservation) error {
+	id, user, qty := r.ID, r.User, r.Qty
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, err := m.get("reserve", activity)
