@@ -46,7 +46,7 @@ func TestParseHop(t *testing.T) {
 		{`"`, ""},
 	}
 	for _, c := range cases {
-		a, ok := ParseHop(c.in)
+		a, ok := parseHop(c.in)
 		if c.want == "" {
 			assert.False(t, ok, "%q parsed as %v", c.in, a)
 			continue
@@ -97,7 +97,7 @@ func TestClientIP(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			r, err := NewIPResolver(c.trusted, WithRealIP(c.realIP))
+			r, err := NewIPResolver(IPResolverConfig{TrustedProxies: c.trusted, RealIP: c.realIP})
 			require.NoError(t, err)
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			req.RemoteAddr = c.remote
@@ -115,15 +115,15 @@ func TestClientIP(t *testing.T) {
 func TestNewIPResolverErrors(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "10.0.0.0/33", "nope", "10.0.0.0/8/8"} {
-		_, err := NewIPResolver([]string{bad})
-		assert.ErrorIs(t, err, ErrInvalidArgument, "%q", bad)
+		_, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{bad}})
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 	}
-	r, err := NewIPResolver([]string{" 10.0.0.7 ", "10.1.2.3/8"})
+	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{" 10.0.0.7 ", "10.1.2.3/8"}})
 	require.NoError(t, err)
-	assert.True(t, r.Trusted(netip.MustParseAddr("10.0.0.7")))
-	assert.True(t, r.Trusted(netip.MustParseAddr("10.200.0.1")), "prefix is masked")
+	assert.True(t, r.trustedAddr(netip.MustParseAddr("10.0.0.7")))
+	assert.True(t, r.trustedAddr(netip.MustParseAddr("10.200.0.1")), "prefix is masked")
 	var nilR *IPResolver
-	assert.False(t, nilR.Trusted(netip.MustParseAddr("10.0.0.7")))
+	assert.False(t, nilR.trustedAddr(netip.MustParseAddr("10.0.0.7")))
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "198.51.100.1:80"
 	req.Header.Set("X-Forwarded-For", "1.1.1.1")
@@ -131,7 +131,7 @@ func TestNewIPResolverErrors(t *testing.T) {
 }
 
 func TestClientIPNoAllocs(t *testing.T) {
-	r, err := NewIPResolver([]string{"10.0.0.0/8"})
+	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "10.0.0.2:1"
@@ -142,7 +142,7 @@ func TestClientIPNoAllocs(t *testing.T) {
 
 func TestIPResolverKey(t *testing.T) {
 	t.Parallel()
-	r, err := NewIPResolver([]string{"10.0.0.0/8"})
+	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "10.0.0.2:1"
