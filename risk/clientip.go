@@ -199,14 +199,3 @@ func validPort(s string) bool {
 	}
 	return true
 }
-
-// Key returns the client IP of req as a string, for use as a rate-limiter
-// key function (func(*http.Request) (string, error)). It fails with
-// [ErrInvalidArgument] only when RemoteAddr is unparseable.
-func (r *IPResolver) Key(req *http.Request) (string, error) {
-	a := r.ClientIP(req)
-	if !a.IsValid() {
-		return "", fmt.Errorf("risk: remote address %q: %w", req.RemoteAddr, ErrInvalidArgument)
-	}
-	return a.String(), nil
-}

@@ -140,17 +140,17 @@ func TestClientIPNoAllocs(t *testing.T) {
 	assert.Zero(t, allocs)
 }
 
-func TestIPResolverKey(t *testing.T) {
+// TestIPResolverKeyString: the client IP's String is a rate-limiter key
+// (the removed IPResolver.Key returned it), and an unparseable RemoteAddr
+// gives the zero Addr.
+func TestIPResolverKeyString(t *testing.T) {
 	t.Parallel()
 	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "10.0.0.2:1"
 	req.Header.Set("X-Forwarded-For", "[2001:db8::5]:99")
-	k, err := r.Key(req)
-	require.NoError(t, err)
-	assert.Equal(t, "2001:db8::5", k)
+	assert.Equal(t, "2001:db8::5", r.ClientIP(req).String())
 	req.RemoteAddr = "@"
-	_, err = r.Key(req)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.False(t, r.ClientIP(req).IsValid())
 }

@@ -169,7 +169,7 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 		opt  any
 		want int
 	}{
-		"WithLogger":           {WithLogger(logger), checker | middleware | auth},
+		"WithLogger":           {WithLogger(logger), checker | auth},
 		"WithObserver":         {WithObserver(observe.Func(func(context.Context, observe.Event) {})), checker | auth},
 		"WithFailurePolicy":    {WithFailurePolicy(FailOpen), checker},
 		"WithDryRun":           {WithDryRun(true), checker},
@@ -208,15 +208,15 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 // with unexported methods only, so options are made by the With…
 // functions alone (the package had func types KeyPrefixOption,
 // ClockOption, LoggerOption and ObserverOption); at most three
-// constructors take options.
+// constructors take options, and WithLogger and WithObserver, which apply
+// to the same two, share one type.
 func TestOneOptionMechanism(t *testing.T) {
 	t.Parallel()
 	for _, typ := range []reflect.Type{
 		reflect.TypeOf((*CheckerOption)(nil)).Elem(),
 		reflect.TypeOf((*MiddlewareOption)(nil)).Elem(),
 		reflect.TypeOf((*AuthOption)(nil)).Elem(),
-		reflect.TypeOf((*LoggerOption)(nil)).Elem(),
-		reflect.TypeOf((*ObserverOption)(nil)).Elem(),
+		reflect.TypeOf((*Option)(nil)).Elem(),
 	} {
 		require.Equal(t, reflect.Interface, typ.Kind(), typ.Name())
 		for i := 0; i < typ.NumMethod(); i++ {
@@ -316,10 +316,13 @@ func TestSettingsTakeEffect(t *testing.T) {
 	_, err = ch.Check(bg, Subject{UserID: "u"})
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.Contains(t, logs.String(), "rule failed", "WithLogger: Checker")
-	mw, err := NewMiddleware(ch, WithLogger(logger))
+	before := strings.Count(logs.String(), "rule failed")
+	mw, err := NewMiddleware(ch)
 	require.NoError(t, err)
-	mw(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-	assert.Contains(t, logs.String(), "check failed", "WithLogger: Middleware")
+	rec := httptest.NewRecorder()
+	mw(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, before+1, strings.Count(logs.String(), "rule failed"), "the Checker logs the failure behind the middleware's 503")
 	a, err := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "", errors.New("down") }),
 		WithLogger(logger), obs)
 	require.NoError(t, err)
@@ -338,15 +341,12 @@ func TestNilOptionsAndCollaborators(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	authn := AuthenticatorFunc(func(context.Context, string) (string, error) { return "", nil })
-	var (
-		nilLog LoggerOption
-		nilObs ObserverOption
-	)
+	var nilOpt Option
 	ok := func(_ any, err error) { t.Helper(); assert.NoError(t, err) }
-	ch, err := NewChecker(nil, nil, nilLog, nilObs)
+	ch, err := NewChecker(nil, nil, nilOpt)
 	require.NoError(t, err)
-	ok(NewMiddleware(ch, nil, nilLog))
-	ok(NewAuth(authn, nil, nilLog, nilObs))
+	ok(NewMiddleware(ch, nil))
+	ok(NewAuth(authn, nil, nilOpt))
 	ok(NewChecker(nil, WithObserver(nil)))
 	ok(NewSessionStore(rdb, SessionConfig{}))
 	ok(NewBlacklist(rdb, BlacklistConfig{}))
@@ -358,9 +358,9 @@ func TestNilOptionsAndCollaborators(t *testing.T) {
 		t.Helper()
 		assert.ErrorIs(t, err, ErrInvalidConfig)
 		assert.NotErrorIs(t, err, ErrInvalidArgument)
+		assert.NotErrorIs(t, err, ErrRefused)
 	}
 	invalid(NewChecker(nil, WithLogger(nil)))
-	invalid(NewMiddleware(ch, WithLogger(nil)))
 	invalid(NewAuth(authn, WithLogger(nil)))
 	invalid(NewSessionStore(nil, SessionConfig{}))
 	invalid(NewSessionStore(rdb, SessionConfig{TTL: -time.Second}))

@@ -68,8 +68,8 @@
 // The three constructors of the request path take functional options, each
 // its own type ([CheckerOption], [MiddlewareOption], [AuthOption]), so an
 // option that does not apply to a constructor does not compile;
-// [WithLogger] ([LoggerOption]) applies to all three and [WithObserver]
-// ([ObserverOption]) to the Checker and Auth. A nil option is ignored;
+// [WithLogger] and [WithObserver] apply to the Checker and Auth and return
+// an [Option], which is both. A nil option is ignored;
 // WithLogger(nil) is an error. The other constructors have plain settings
 // only and take a settings struct whose zero value is the default
 // ([SessionConfig], [BlacklistConfig], [BehaviourConfig],

@@ -5,15 +5,6 @@ import (
 	"net/http"
 )
 
-// SubjectFunc builds the [Subject] of a request.
-type SubjectFunc func(r *http.Request) (Subject, error)
-
-// ChallengeHandler answers a [Challenge] decision. It either writes a
-// response or calls next (for example when the request already carries a
-// captcha answer that a later handler verifies). The decision is also in
-// r's context ([DecisionFrom]).
-type ChallengeHandler func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision)
-
 // NewMiddleware returns HTTP middleware that runs c on each request and
 // enforces the decision:
 //
@@ -31,10 +22,11 @@ type ChallengeHandler func(w http.ResponseWriter, r *http.Request, next http.Han
 // [WithSubjectFunc].
 //
 // Options: [WithIPResolver], [WithDeviceHeader], [WithSubjectFunc],
-// [WithChallengeHandler], [WithLogger] (each a [MiddlewareOption]); a nil
-// option is ignored. A nil checker or a bad option fails with
-// [ErrInvalidConfig]. Failure policy, dry run and hooks belong to the
-// Checker. The middleware is safe for concurrent use.
+// [WithChallengeHandler] (each a [MiddlewareOption]); a nil option is
+// ignored. A nil checker or a bad option fails with [ErrInvalidConfig].
+// Failure policy, dry run, hooks and logging belong to the Checker (it
+// logs the rule failure behind a 503). The middleware is safe for
+// concurrent use.
 func NewMiddleware(c *Checker, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	if c == nil {
 		return nil, fmt.Errorf("risk: nil checker: %w", ErrInvalidConfig)
@@ -82,8 +74,8 @@ func (m *middleware) handle(next http.Handler) http.Handler {
 		}
 		d, err := m.c.Check(r.Context(), s)
 		if err != nil {
-			// FailClosed, or the request's context ended.
-			m.o.logger.WarnContext(r.Context(), "risk: check failed", "err", err)
+			// FailClosed (the Checker logged the rule failure), or the
+			// request's context ended.
 			writeJSON(w, http.StatusServiceUnavailable, "unavailable", "")
 			return
 		}

@@ -26,12 +26,12 @@ func (systemClock) Now() time.Time { return time.Now() }
 //	NewChecker     CheckerOption     WithFailurePolicy, WithDryRun, WithOnDecision,
 //	                                 WithOnFailure, WithLogger, WithObserver
 //	NewMiddleware  MiddlewareOption  WithIPResolver, WithDeviceHeader, WithSubjectFunc,
-//	                                 WithChallengeHandler, WithLogger
+//	                                 WithChallengeHandler
 //	NewAuth        AuthOption        WithCookie, WithOnAuthFailure, WithLogger,
 //	                                 WithObserver
 //
-// [WithLogger] returns a [LoggerOption] (all three) and [WithObserver] an
-// [ObserverOption] (Checker and Auth). A nil option is ignored. The other
+// [WithLogger] and [WithObserver] apply to the Checker and Auth and return
+// an [Option], which is both. A nil option is ignored. The other
 // constructors have plain settings only and take a settings struct whose
 // zero value is the default: [SessionConfig], [BlacklistConfig],
 // [BehaviourConfig], [DeviceBinderConfig], [AuthCacheConfig],
@@ -43,16 +43,9 @@ type (
 	MiddlewareOption interface{ applyMiddleware(*options) }
 	// AuthOption configures [NewAuth].
 	AuthOption interface{ applyAuth(*options) }
-	// LoggerOption is returned by [WithLogger]: a [CheckerOption], a
-	// [MiddlewareOption] and an [AuthOption].
-	LoggerOption interface {
-		CheckerOption
-		MiddlewareOption
-		AuthOption
-	}
-	// ObserverOption is returned by [WithObserver]: a [CheckerOption] and
-	// an [AuthOption].
-	ObserverOption interface {
+	// Option is returned by [WithLogger] and [WithObserver]: a
+	// [CheckerOption] and an [AuthOption].
+	Option interface {
 		CheckerOption
 		AuthOption
 	}
@@ -63,18 +56,14 @@ type (
 	checkerOpt    func(*options)
 	middlewareOpt func(*options)
 	authOpt       func(*options)
-	loggerOpt     func(*options)
-	observerOpt   func(*options)
+	sharedOpt     func(*options)
 )
 
 func (f checkerOpt) applyChecker(o *options)       { f(o) }
 func (f middlewareOpt) applyMiddleware(o *options) { f(o) }
 func (f authOpt) applyAuth(o *options)             { f(o) }
-func (f loggerOpt) applyChecker(o *options)        { f(o) }
-func (f loggerOpt) applyMiddleware(o *options)     { f(o) }
-func (f loggerOpt) applyAuth(o *options)           { f(o) }
-func (f observerOpt) applyChecker(o *options)      { f(o) }
-func (f observerOpt) applyAuth(o *options)         { f(o) }
+func (f sharedOpt) applyChecker(o *options)        { f(o) }
+func (f sharedOpt) applyAuth(o *options)           { f(o) }
 
 type options struct {
 	prefix string
@@ -109,8 +98,8 @@ type options struct {
 	// Middleware
 	ipResolver   *IPResolver
 	deviceHeader string
-	subjectFunc  SubjectFunc
-	challenge    ChallengeHandler
+	subjectFunc  func(r *http.Request) (Subject, error)
+	challenge    func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision)
 
 	// Auth
 	cookie        string
@@ -196,12 +185,12 @@ func (o *options) setCommon(prefix string, clock Clock, logger *slog.Logger) {
 }
 
 // WithLogger sets a logger for dependency failures. Default: discard. An
-// option of [NewChecker] (a failed rule), [NewMiddleware] (a failed check)
-// and [NewAuth] (a failed authenticator). A nil logger fails the
-// constructor with [ErrInvalidConfig]; to silence a part, leave the option
-// out or pass slog.New(slog.DiscardHandler).
-func WithLogger(l *slog.Logger) LoggerOption {
-	return loggerOpt(func(o *options) {
+// option of [NewChecker] (a failed rule, also the one behind a
+// [NewMiddleware] 503) and [NewAuth] (a failed authenticator). A nil
+// logger fails the constructor with [ErrInvalidConfig]; to silence a
+// part, leave the option out or pass slog.New(slog.DiscardHandler).
+func WithLogger(l *slog.Logger) Option {
+	return sharedOpt(func(o *options) {
 		if l == nil {
 			o.fail("nil logger")
 			return
@@ -252,8 +241,8 @@ func WithOnFailure(fn func(ctx context.Context, rule string, err error)) Checker
 // synchronously, with the caller's ctx; see [StageCheck] for the outcomes.
 // An option of [NewChecker] and [NewAuth]. A nil o is ignored. Without an
 // observer nothing is measured. Default none.
-func WithObserver(o observe.Observer) ObserverOption {
-	return observerOpt(func(opts *options) {
+func WithObserver(o observe.Observer) Option {
+	return sharedOpt(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
@@ -282,20 +271,20 @@ func WithDeviceHeader(name string) MiddlewareOption {
 }
 
 // WithSubjectFunc replaces how the [NewMiddleware] middleware builds the
-// [Subject] of a request. Default: user from [UserFrom], IP from the
-// resolver ([WithIPResolver]), device from the device header
-// ([WithDeviceHeader]).
-func WithSubjectFunc(fn SubjectFunc) MiddlewareOption {
+// [Subject] of a request; an error answers 400. Default: user from
+// [UserFrom], IP from the resolver ([WithIPResolver]), device from the
+// device header ([WithDeviceHeader]).
+func WithSubjectFunc(fn func(r *http.Request) (Subject, error)) MiddlewareOption {
 	return middlewareOpt(func(o *options) { o.subjectFunc = fn })
 }
 
 // WithChallengeHandler sets what the [NewMiddleware] middleware does with
-// a [Challenge] decision. Default: answer 403
-// {"error":"challenge","reason":<code>} so the client shows a captcha. A
-// handler may instead call next (for example when the request already
-// carries a captcha answer that a later middleware verifies); the decision
-// is in the context ([DecisionFrom]).
-func WithChallengeHandler(h ChallengeHandler) MiddlewareOption {
+// a [Challenge] decision d. Default: answer 403
+// {"error":"challenge","reason":<code>} so the client shows a captcha. The
+// handler either writes a response or calls next (for example when the
+// request already carries a captcha answer that a later handler
+// verifies); the decision is also in r's context ([DecisionFrom]).
+func WithChallengeHandler(h func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision)) MiddlewareOption {
 	return middlewareOpt(func(o *options) { o.challenge = h })
 }
 
