@@ -325,6 +325,8 @@ func TestOneOptionMechanism(t *testing.T) {
 	s, err := NewSigner([]Key{k1})
 	require.NoError(t, err)
 	for _, keys := range [][]Key{nil, {{ID: "k", Secret: []byte("short")}}, {k1, k1}} {
-		assert.ErrorIs(t, s.SetKeys(keys), ErrInvalidConfig, "%v", keys)
+		err := s.SetKeys(keys)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%v", keys)
+		assert.NotErrorIs(t, err, ErrRefused, "bad configuration is not a refusal")
 	}
 }
