@@ -202,7 +202,7 @@ func BenchmarkNonceCounter(b *testing.B) {
 
 // BenchmarkAuthCacheHit is the in-process hot path of [AuthCache]: a hit
 // (one clock read, one map lookup under the mutex; no hashing, no
-// allocation), without and with [WithRevocations] (Run subscribed on
+// allocation), without and with Revocations (Run subscribed on
 // miniredis): the two cost the same. 1,000 tokens, all cached.
 func BenchmarkAuthCacheHit(b *testing.B) {
 	next := AuthenticatorFunc(func(_ context.Context, tok string) (string, error) { return "u-" + tok, nil })

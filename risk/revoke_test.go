@@ -229,9 +229,9 @@ func TestAuthCacheMissRacingRevocation(t *testing.T) {
 	}
 }
 
-// TestAuthCacheRunLifecycle: Run needs WithRevocations, runs once at a
+// TestAuthCacheRunLifecycle: Run needs AuthCacheConfig.Revocations, runs once at a
 // time, returns nil when ctx is done and may run again, and fails with
-// ErrClosed after Close (which stops a running Run). With WithRevocations
+// ErrClosed after Close (which stops a running Run). With Revocations
 // the cache stores entries only while Run is subscribed.
 func TestAuthCacheRunLifecycle(t *testing.T) {
 	t.Parallel()
