@@ -37,7 +37,7 @@ func BenchmarkGenerator(b *testing.B) {
 func BenchmarkNormalizeAnswer(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = NormalizeAnswer(" XkCd7 ")
+		_ = normalizeAnswer(" XkCd7 ")
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -127,4 +129,35 @@ func TestRedisFailureIsNotRefusal(t *testing.T) {
 	err = s.Verify(context.Background(), VerifyParams{ID: newID(), Answer: "a"})
 	require.ErrorContains(t, err, "READONLY")
 	assert.NotErrorIs(t, err, ErrRefused)
+}
+
+// TestOneOptionMechanism: Option is an interface with an unexported
+// method, so only the package's With… functions make one (it was an
+// exported func type that any func(*options) literal converted to), and a
+// nil one is ignored.
+func TestOneOptionMechanism(t *testing.T) {
+	t.Parallel()
+	typ := reflect.TypeOf((*Option)(nil)).Elem()
+	require.Equal(t, reflect.Interface, typ.Kind())
+	for i := 0; i < typ.NumMethod(); i++ {
+		assert.False(t, typ.Method(i).IsExported(), typ.Method(i).Name)
+	}
+	_, err := New(redis.NewClient(&redis.Options{}), textGenerator(t), nil, WithTTL(time.Second))
+	require.NoError(t, err)
+}
+
+// TestInvalidConfigSentinel: bad configuration wraps the package's one
+// sentinel, named like every package's.
+func TestInvalidConfigSentinel(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "captcha: invalid configuration", ErrInvalidConfig.Error())
+	_, err := New(nil, textGenerator(t))
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// textGenerator is a text-only arithmetic generator.
+func textGenerator(t *testing.T) Generator {
+	g, err := Arithmetic(Style{}, true)
+	require.NoError(t, err)
+	return g
 }

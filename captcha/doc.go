@@ -8,7 +8,7 @@
 // [Challenge] without the answer. [Store.Verify] runs one Lua script that
 // checks and deletes atomically, so a challenge passes at most once even
 // when many requests race with the right answer. Answers are compared
-// after [NormalizeAnswer]: trimmed and case-insensitive.
+// trimmed and case-insensitively (Unicode simple case folding).
 //
 // Each wrong answer counts; the attempt that reaches the limit
 // ([WithMaxAttempts], default 5) deletes the challenge and returns

@@ -45,7 +45,7 @@ var (
 	// ErrInvalidConfig: [New] was given a nil Redis client, a nil
 	// [Generator] or an option out of range, or [Letters] / [Arithmetic] a
 	// length or [Style] out of range.
-	ErrInvalidConfig = errors.New("captcha: invalid config")
+	ErrInvalidConfig = errors.New("captcha: invalid configuration")
 	// ErrInvalidArgument: [Store.Generate] was given a user ID longer than
 	// 256 bytes.
 	ErrInvalidArgument = errors.New("captcha: invalid argument")

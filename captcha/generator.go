@@ -26,8 +26,9 @@ type Puzzle struct {
 	// Image is the picture as a data URL ("data:image/png;base64,..."),
 	// "" for text-only challenges.
 	Image string
-	// Answer is the expected answer; it is normalised with
-	// [NormalizeAnswer], stored in Redis and never sent to the client.
+	// Answer is the expected answer: at most 64 bytes once normalised
+	// (surrounding space trimmed, letters case-folded), the form stored in
+	// Redis and compared; it is never sent to the client.
 	Answer string
 }
 
@@ -74,12 +75,13 @@ func (s Style) lineOptions() int {
 	return 0
 }
 
-// LetterAlphabet is the alphabet of [Letters]: letters and digits without
+// letterAlphabet is the alphabet of [Letters]: letters and digits without
 // look-alikes such as 0/O/o, 1/I/l/i, 2/Z/z, 5/S/s, 8/B, 9/g/q, u/v, c/C.
-const LetterAlphabet = "34679ADEFGHJKMNPRTWXYabdefhjkmnprtwxy"
+const letterAlphabet = "34679ADEFGHJKMNPRTWXYabdefhjkmnprtwxy"
 
 // Letters returns a Generator of `length` (1..12) random characters from
-// [LetterAlphabet], drawn in an image by mojocn/base64Captcha. The answer
+// the digits and letters without look-alikes (no 0/O/o, 1/I/l/i, 2/Z/z,
+// 5/S/s, 8/B, 9/g/q, u/v, c/C), drawn in an image by mojocn/base64Captcha. The answer
 // is drawn with crypto/rand. Case does not matter when verifying.
 func Letters(length int, style Style) (Generator, error) {
 	if length < 1 || length > 12 {
@@ -89,11 +91,11 @@ func Letters(length int, style Style) (Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := base64Captcha.NewDriverString(st.Height, st.Width, st.Noise, st.lineOptions(), length, LetterAlphabet, nil, nil, nil)
+	d := base64Captcha.NewDriverString(st.Height, st.Width, st.Noise, st.lineOptions(), length, letterAlphabet, nil, nil, nil)
 	return GeneratorFunc(func(ctx context.Context, _ Request) (Puzzle, error) {
 		b := make([]byte, length)
 		for i := range b {
-			b[i] = LetterAlphabet[randInt(len(LetterAlphabet))]
+			b[i] = letterAlphabet[randInt(len(letterAlphabet))]
 		}
 		img, err := draw(d, string(b))
 		if err != nil {

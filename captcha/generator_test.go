@@ -34,7 +34,7 @@ func TestLetters(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, p.Answer, 6)
 		for _, c := range p.Answer {
-			assert.Contains(t, LetterAlphabet, string(c))
+			assert.Contains(t, letterAlphabet, string(c))
 		}
 		assert.Empty(t, p.Question)
 		w, h := decodePNG(t, p.Image)

@@ -1,7 +1,7 @@
 package captcha
 
-// DefaultKeyPrefix is the Redis key prefix used unless [WithKeyPrefix] is given.
-const DefaultKeyPrefix = "seckill:"
+// defaultKeyPrefix is the Redis key prefix used unless [WithKeyPrefix] is given.
+const defaultKeyPrefix = "seckill:"
 
 // challengeKey is the HASH of one challenge: a (normalised answer),
 // u (bound user or ""), n (wrong attempts). The whole key after the prefix

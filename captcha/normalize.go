@@ -6,18 +6,19 @@ import (
 	"unicode/utf8"
 )
 
-// MaxAnswerLen is the longest answer, in bytes after normalisation, that
-// can match. Longer answers are refused as wrong without being stored.
-const MaxAnswerLen = 64
+// maxAnswerLen is the longest answer, in bytes after normalisation, that
+// can match (64). Longer answers are refused as wrong without being
+// checked; a [Generator] answer longer than that is an [ErrGenerator].
+const maxAnswerLen = 64
 
 // idLen is the length of a challenge ID: 16 random bytes, base64url.
 const idLen = 22
 
-// NormalizeAnswer returns the canonical form answers are compared in:
+// normalizeAnswer returns the canonical form answers are compared in:
 // surrounding white space trimmed, letters lower-cased (simple Unicode
 // case folding: "AbC" == "abc"), invalid UTF-8 replaced by U+FFFD. It is
 // idempotent. Both the stored answer and the user's answer go through it.
-func NormalizeAnswer(s string) string {
+func normalizeAnswer(s string) string {
 	s = strings.TrimSpace(s)
 	if isLowerASCII(s) {
 		return s

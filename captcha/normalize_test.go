@@ -27,7 +27,7 @@ func TestNormalizeAnswer(t *testing.T) {
 		"Σσς":        "σσσ",
 	}
 	for in, want := range cases {
-		assert.Equal(t, want, NormalizeAnswer(in), "%q", in)
+		assert.Equal(t, want, normalizeAnswer(in), "%q", in)
 	}
 }
 
@@ -48,9 +48,9 @@ func FuzzNormalizeAnswer(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n := NormalizeAnswer(s)
-		if NormalizeAnswer(n) != n {
-			t.Fatalf("not idempotent: %q -> %q -> %q", s, n, NormalizeAnswer(n))
+		n := normalizeAnswer(s)
+		if normalizeAnswer(n) != n {
+			t.Fatalf("not idempotent: %q -> %q -> %q", s, n, normalizeAnswer(n))
 		}
 		if !utf8.ValidString(n) {
 			t.Fatalf("invalid UTF-8 out: %q", n)
@@ -64,7 +64,7 @@ func FuzzNormalizeAnswer(f *testing.F) {
 			}
 			return r
 		}, s)
-		if NormalizeAnswer(upper) != n {
+		if normalizeAnswer(upper) != n {
 			t.Fatalf("case-sensitive: %q vs %q", s, upper)
 		}
 	})

@@ -16,8 +16,14 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 // Option configures a [Store]: [New] is the package's only constructor, so
-// every option applies to it. A nil Option is ignored.
-type Option func(*options)
+// every option applies to it. Options are made by the package's With…
+// functions only. A nil Option is ignored.
+type Option interface{ apply(*options) }
+
+// optionFunc is the one implementation of [Option].
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
 	prefix      string
@@ -28,7 +34,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{prefix: DefaultKeyPrefix, ttl: 2 * time.Minute, maxAttempts: 5, clock: systemClock{}}
+	return options{prefix: defaultKeyPrefix, ttl: 2 * time.Minute, maxAttempts: 5, clock: systemClock{}}
 }
 
 func (o *options) validate() error {
@@ -43,29 +49,28 @@ func (o *options) validate() error {
 	return nil
 }
 
-// WithKeyPrefix sets the prefix of every Redis key. Default
-// [DefaultKeyPrefix] ("seckill:").
-func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+// WithKeyPrefix sets the prefix of every Redis key. Default "seckill:".
+func WithKeyPrefix(p string) Option { return optionFunc(func(o *options) { o.prefix = p }) }
 
 // WithTTL sets how long a challenge can be answered. Default 2 minutes.
-func WithTTL(d time.Duration) Option { return func(o *options) { o.ttl = d } }
+func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.ttl = d }) }
 
 // WithMaxAttempts sets how many wrong answers burn a challenge. Default 5:
 // the 5th wrong answer returns [ErrTooManyAttempts] and deletes it.
-func WithMaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
+func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }
 
 // WithClock injects the clock used for [Challenge.ExpiresAt]. Default: the
 // system clock. A nil clock fails [New] with [ErrInvalidConfig].
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+func WithClock(c Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
 
 // WithObserver reports every [Store.Generate] ("captcha.create") and
 // [Store.Verify] ("captcha.verify") to o, synchronously, with the caller's
 // ctx; see [StageCreate] for the outcomes. A nil o is ignored. Without an
 // observer nothing is measured. Default: none.
 func WithObserver(o observe.Observer) Option {
-	return func(opts *options) {
+	return optionFunc(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
-	}
+	})
 }

@@ -22,7 +22,7 @@ type Challenge struct {
 // that the three strings cannot be swapped silently.
 type VerifyParams struct {
 	ID     string // the challenge ID the client answers, [Challenge.ID]
-	Answer string // the client's answer, compared after [NormalizeAnswer]
+	Answer string // the client's answer, compared trimmed and case-insensitively
 	// User is the caller on whose behalf the answer is checked ("" for an
 	// anonymous caller); a challenge bound to another user refuses it with
 	// [ErrWrongUser].
@@ -61,7 +61,7 @@ func New(rdb redis.Scripter, gen Generator, opts ...Option) (*Store, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.apply(&o)
 		}
 	}
 	if err := o.validate(); err != nil {
@@ -92,9 +92,9 @@ func (s *Store) generate(ctx context.Context, p GenerateParams) (Challenge, erro
 		if err != nil {
 			return Challenge{}, fmt.Errorf("%w: %w", ErrGenerator, err)
 		}
-		answer := NormalizeAnswer(pz.Answer)
-		if answer == "" || len(answer) > MaxAnswerLen {
-			return Challenge{}, fmt.Errorf("%w: answer empty or longer than %d bytes", ErrGenerator, MaxAnswerLen)
+		answer := normalizeAnswer(pz.Answer)
+		if answer == "" || len(answer) > maxAnswerLen {
+			return Challenge{}, fmt.Errorf("%w: answer empty or longer than %d bytes", ErrGenerator, maxAnswerLen)
 		}
 		now := s.opts.clock.Now()
 		v, err := createScript.Run(ctx, s.rdb, []string{challengeKey(s.opts.prefix, id)},
@@ -136,8 +136,8 @@ func (s *Store) verify(ctx context.Context, p VerifyParams) error {
 	if !ValidID(id) {
 		return ErrNotFound
 	}
-	a := NormalizeAnswer(p.Answer)
-	if len(a) > MaxAnswerLen {
+	a := normalizeAnswer(p.Answer)
+	if len(a) > maxAnswerLen {
 		a = "" // never matches a stored answer but still counts as an attempt
 	}
 	v, err := verifyScript.Run(ctx, s.rdb, []string{challengeKey(s.opts.prefix, id)},

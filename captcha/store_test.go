@@ -156,7 +156,7 @@ func TestLongAnswerCountsAsWrong(t *testing.T) {
 		ctx := context.Background()
 		ch, err := s.Generate(ctx, GenerateParams{})
 		require.NoError(t, err)
-		long := "abc" + string(make([]byte, MaxAnswerLen))
+		long := "abc" + string(make([]byte, maxAnswerLen))
 		assert.ErrorIs(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: long, User: ""}), ErrTooManyAttempts)
 	}, WithMaxAttempts(1))
 }
@@ -246,7 +246,7 @@ func TestGeneratorFailures(t *testing.T) {
 	for name, g := range map[string]Generator{
 		"error":   GeneratorFunc(func(context.Context, Request) (Puzzle, error) { return Puzzle{}, boom }),
 		"empty":   fixed("q", "   "),
-		"toolong": fixed("q", string(make([]byte, MaxAnswerLen+1))),
+		"toolong": fixed("q", string(make([]byte, maxAnswerLen+1))),
 	} {
 		s, err := New(rdb, g)
 		require.NoError(t, err)
@@ -293,7 +293,7 @@ func TestRedisFailureIsError(t *testing.T) {
 	require.NoError(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: ""}), "the failed call did not consume it")
 
 	// A key of the wrong type: an error, not a panic.
-	require.NoError(t, m.Set(challengeKey(DefaultKeyPrefix, ch.ID), "x"))
+	require.NoError(t, m.Set(challengeKey(defaultKeyPrefix, ch.ID), "x"))
 	assert.Error(t, s.Verify(ctx, VerifyParams{ID: ch.ID, Answer: "abc", User: ""}))
 }
 
@@ -307,5 +307,5 @@ func TestAttemptsErrorMessage(t *testing.T) {
 func TestChallengeKeyIsItsOwnHashTag(t *testing.T) {
 	t.Parallel()
 	id := newID()
-	assert.Equal(t, "seckill:captcha:{"+id+"}", challengeKey(DefaultKeyPrefix, id))
+	assert.Equal(t, "seckill:captcha:{"+id+"}", challengeKey(defaultKeyPrefix, id))
 }

@@ -11,8 +11,8 @@ import (
 
 // Authenticator turns a bearer token into a user ID. It returns an error
 // wrapping [ErrInvalidToken] for an unknown, expired or revoked token, and
-// any other error when it cannot tell (store down): the [Auth] middleware
-// answers 401 for the first and 503 for the second.
+// any other error when it cannot tell (store down): the [NewAuth]
+// middleware answers 401 for the first and 503 for the second.
 // [SessionStore] and [AuthCache] are Authenticators.
 type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (userID string, err error)
@@ -26,13 +26,13 @@ func (f AuthenticatorFunc) Authenticate(ctx context.Context, token string) (stri
 	return f(ctx, token)
 }
 
-// MaxTokenLen is the longest bearer token [ParseBearer] accepts.
-const MaxTokenLen = 4096
+// maxTokenLen is the longest bearer token [ParseBearer] accepts.
+const maxTokenLen = 4096
 
 // ParseBearer extracts the token of an Authorization header value
 // "Bearer <token>" (scheme case-insensitive, RFC 6750). The token must be a
 // b64token: letters, digits and "-._~+/", then optional "=" padding, at
-// most [MaxTokenLen] bytes. It returns [ErrNoToken] for an empty header and
+// most 4096 bytes. It returns [ErrNoToken] for an empty header and
 // [ErrMalformedToken] for anything else that does not fit; it never panics
 // and does not allocate.
 func ParseBearer(header string) (string, error) {
@@ -51,7 +51,7 @@ func ParseBearer(header string) (string, error) {
 }
 
 func validToken(tok string) bool {
-	if tok == "" || len(tok) > MaxTokenLen {
+	if tok == "" || len(tok) > maxTokenLen {
 		return false
 	}
 	i := 0
@@ -74,8 +74,10 @@ func validToken(tok string) bool {
 	return true
 }
 
-// Auth is HTTP middleware that authenticates each request by its bearer
-// token and puts the user ID in the request context ([UserFrom]).
+// NewAuth returns HTTP middleware that authenticates each request by its
+// bearer token (the Authorization header, or the cookie of [WithCookie]
+// when the header is absent) through a, and puts the user ID in the
+// request context ([UserFrom]).
 //
 // Failures answer JSON and never reach the next handler:
 //
@@ -86,29 +88,32 @@ func validToken(tok string) bool {
 //
 // 401 answers carry WWW-Authenticate: Bearer (RFC 6750). The hot path is one
 // Authenticator call: one Redis GET with [SessionStore], none on an
-// [AuthCache] hit. Auth is safe for concurrent use.
-type Auth struct {
-	a Authenticator
-	o options
-}
-
-// NewAuth returns the middleware. Options (each an [AuthOption]):
-// [WithCookie], [WithOnAuthFailure], [WithLogger], [WithObserver]; a nil
-// option is ignored. A nil authenticator fails with [ErrInvalidArgument].
-func NewAuth(a Authenticator, opts ...AuthOption) (*Auth, error) {
+// [AuthCache] hit. The middleware is safe for concurrent use.
+//
+// Options (each an [AuthOption]): [WithCookie], [WithOnAuthFailure],
+// [WithLogger], [WithObserver]; a nil option is ignored. A nil
+// authenticator or a bad option fails with [ErrInvalidConfig].
+func NewAuth(a Authenticator, opts ...AuthOption) (func(http.Handler) http.Handler, error) {
 	if a == nil {
-		return nil, fmt.Errorf("risk: nil authenticator: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("risk: nil authenticator: %w", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, AuthOption.applyAuth)
 	if err != nil {
 		return nil, err
 	}
-	return &Auth{a: a, o: o}, nil
+	m := &auth{a: a, o: o}
+	return m.handle, nil
 }
 
-// Token returns the request's bearer token: the Authorization header, or
+// auth is the state of one [NewAuth] middleware.
+type auth struct {
+	a Authenticator
+	o options
+}
+
+// token returns the request's bearer token: the Authorization header, or
 // the cookie set by [WithCookie] when the header is absent.
-func (a *Auth) Token(r *http.Request) (string, error) {
+func (a *auth) token(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" && a.o.cookie != "" {
 		c, err := r.Cookie(a.o.cookie)
@@ -123,14 +128,14 @@ func (a *Auth) Token(r *http.Request) (string, error) {
 	return ParseBearer(h)
 }
 
-// Handle wraps next.
-func (a *Auth) Handle(next http.Handler) http.Handler {
+// handle wraps next.
+func (a *auth) handle(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var start time.Time
 		if a.o.observer != nil {
 			start = time.Now()
 		}
-		tok, err := a.Token(r)
+		tok, err := a.token(r)
 		var user string
 		if err == nil {
 			user, err = a.a.Authenticate(r.Context(), tok)
@@ -149,9 +154,9 @@ func (a *Auth) Handle(next http.Handler) http.Handler {
 	})
 }
 
-func (a *Auth) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (a *auth) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if a.o.onAuthFailure != nil {
-		a.o.onAuthFailure(r, err)
+		a.o.onAuthFailure(r.Context(), r, err)
 	}
 	var reason string
 	switch {

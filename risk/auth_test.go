@@ -17,7 +17,7 @@ import (
 
 func TestParseBearer(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("a", MaxTokenLen)
+	long := strings.Repeat("a", 4096)
 	cases := []struct {
 		in   string
 		want string
@@ -68,10 +68,10 @@ type authResp struct {
 	user    string
 }
 
-func doAuth(t *testing.T, a *Auth, setup func(r *http.Request)) authResp {
+func doAuth(t *testing.T, a func(http.Handler) http.Handler, setup func(r *http.Request)) authResp {
 	t.Helper()
 	var user string
-	h := a.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := a(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, ok := UserFrom(r.Context())
 		require.True(t, ok)
 		user = u
@@ -104,7 +104,7 @@ func TestAuthMiddleware(t *testing.T) {
 		}
 	})
 	var failures atomic.Int64
-	auth, err := NewAuth(a, WithCookie("sid"), WithOnAuthFailure(func(*http.Request, error) { failures.Add(1) }))
+	auth, err := NewAuth(a, WithCookie("sid"), WithOnAuthFailure(func(context.Context, *http.Request, error) { failures.Add(1) }))
 	require.NoError(t, err)
 
 	cases := []struct {
@@ -141,5 +141,5 @@ func TestAuthMiddleware(t *testing.T) {
 	assert.EqualValues(t, 5, calls.Load(), "authenticator not called for missing/malformed tokens")
 
 	_, err = NewAuth(nil)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 }

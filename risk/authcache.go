@@ -15,30 +15,30 @@ import (
 	"github.com/seckillkit/seckill/internal/lifecycle"
 )
 
-// Subscriber is the one plain-client method [AuthCache.Run] uses to hear
-// session revocations ([WithRevocations]). *redis.Client,
+// subscriber is the one plain-client method [AuthCache.Run] uses to hear
+// session revocations ([AuthCacheConfig.Revocations]). *redis.Client,
 // *redis.ClusterClient, *redis.Ring and redis.UniversalClient have it.
-type Subscriber interface {
+type subscriber interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 // AuthCache wraps an [Authenticator] with an in-process cache of successful
-// lookups, so a hot user costs no Redis round trip for ttl.
+// lookups, so a hot user costs no Redis round trip for TTL.
 //
-// Revocation: with [WithRevocations] and [AuthCache.Run] running, a
+// Revocation: with [AuthCacheConfig.Revocations] and [AuthCache.Run] running, a
 // [SessionStore.Revoke] on any instance reaches every running cache at
 // once (a pub/sub message published in the same atomic step as the
-// delete), so ttl can be long (minutes to hours) and logout is still
+// delete), so TTL can be long (minutes to hours) and logout is still
 // near-instant everywhere. Only while Run is subscribed does such a cache
 // store entries; a resubscription after a reconnect empties it (messages
 // may have been lost meanwhile). A session that expires by its own Redis
 // TTL is not announced: a cache accepts it until its entry expires, so
-// ttl still bounds that staleness.
+// TTL still bounds that staleness.
 //
 // Liveness: a subscription can stop delivering without any error (a
 // half-open TCP connection, an expired NAT entry: go-redis' own health
 // check writes PING but never waits for the PONG), so Run proves the
-// channel by a round trip. Every probe interval ([WithRevocationProbe],
+// channel by a round trip. Every probe interval ([AuthCacheConfig.ProbeInterval],
 // default 5s) it publishes a probe through the store's client on a
 // channel private to this cache, received on the same subscription
 // connection as the revocations; a probe not received by the next probe
@@ -49,12 +49,12 @@ type Subscriber interface {
 // (On a Cluster the probe proves the subscriber's connection and node;
 // messages published on other nodes reach it over the cluster bus.)
 //
-// Without [WithRevocations] a revoked or expired session stays accepted by
-// this process for up to ttl (call [AuthCache.Forget] on the instance that
-// revokes; other instances wait for expiry): keep ttl short then.
+// Without [AuthCacheConfig.Revocations] a revoked or expired session stays accepted by
+// this process for up to TTL (call [AuthCache.Forget] on the instance that
+// revokes; other instances wait for expiry): keep TTL short then.
 //
 // Failures and invalid tokens are never cached. Cache hits do not reach
-// the wrapped store, so they do not extend a [WithSlidingTTL] session. A
+// the wrapped store, so they do not extend a [SessionConfig.Sliding] session. A
 // hit is one clock read and one map lookup under a mutex: it never hashes
 // the token (the hash → token index used by revocations is filled on a
 // miss).
@@ -68,7 +68,7 @@ type AuthCache struct {
 	max     int
 	clock   Clock
 	logger  *slog.Logger
-	sub     Subscriber // nil without WithRevocations
+	sub     subscriber // nil without Revocations
 	channel string
 	// pub publishes the liveness probes (the store's client), on
 	// probeChannel (private to this cache) every probeEvery.
@@ -80,12 +80,12 @@ type AuthCache struct {
 
 	mu sync.Mutex
 	m  map[string]cacheEntry
-	// byHash maps hashToken(token) → token for every entry (WithRevocations
+	// byHash maps hashToken(token) → token for every entry (Revocations
 	// only), so a revocation message finds its entry without hashing on
 	// the hit path.
 	byHash map[string]string
 	// live: Run's subscription is confirmed; entries are stored only then
-	// (WithRevocations only).
+	// (Revocations only).
 	live bool
 	// resets counts the times every entry was dropped (subscription
 	// confirmed, Run ended); revs the revocation messages applied, the
@@ -103,26 +103,78 @@ type AuthCache struct {
 type cacheEntry struct {
 	user    string
 	expires time.Time
-	hash    string // hashToken(token) with WithRevocations, else ""
+	hash    string // hashToken(token) with Revocations, else ""
 }
 
 // cacheMark is what a miss remembers of the revocation state before its
 // lookup.
 type cacheMark struct{ resets, revs uint64 }
 
-// NewAuthCache returns a caching Authenticator over next. Options (each an
-// [AuthCacheOption]): [WithClock], [WithLogger], [WithRevocations],
-// [WithRevocationProbe]; a nil option is ignored. A nil next, a ttl <= 0,
-// a max < 1, a nil clock, an invalid [WithRevocations] or probe interval
-// fails with [ErrInvalidArgument].
-func NewAuthCache(next Authenticator, ttl time.Duration, max int, opts ...AuthCacheOption) (*AuthCache, error) {
-	if next == nil || ttl <= 0 || max < 1 {
-		return nil, fmt.Errorf("risk: auth cache needs an authenticator, ttl > 0 and max >= 1: %w", ErrInvalidArgument)
+// AuthCacheConfig holds the settings of [NewAuthCache]. TTL and Max are
+// required; every other zero field keeps its default.
+type AuthCacheConfig struct {
+	// TTL is how long a successful lookup is served from the cache; > 0.
+	TTL time.Duration
+	// Max is the most entries the cache holds; >= 1.
+	Max int
+	// Revocations makes the cache hear the revocations of a
+	// [SessionStore]: [SessionStore.Revoke] publishes the token's hash on
+	// the store's channel ("<prefix>risk:session:revoked") in the same
+	// atomic step that deletes the session, and [AuthCache.Run],
+	// subscribed through the store's client, forgets that token at once,
+	// on every instance. A long TTL is then safe for revocation; a session
+	// that expires by its own Redis TTL is still accepted until its entry
+	// expires. With Revocations the cache stores entries only while Run is
+	// subscribed and its subscription answers the liveness probe
+	// (ProbeInterval): before Run, after it returns, across a
+	// resubscription (when messages may have been lost) and when a probe
+	// is not answered in time it is emptied and every call asks the
+	// wrapped Authenticator. A revocation thus reaches a running cache
+	// within 2 × ProbeInterval (10s by default), or the cache serves
+	// nothing by then. The store is usually the cache's Authenticator too;
+	// its client must have Subscribe (*redis.Client, *redis.ClusterClient,
+	// *redis.Ring, any redis.UniversalClient). Default: none.
+	Revocations *SessionStore
+	// ProbeInterval sets how often [AuthCache.Run] proves that its
+	// revocation subscription still delivers: every interval it publishes
+	// a probe through the store's client and expects it back over the
+	// subscription before the next one. A probe not back in time empties
+	// the cache (it stores nothing meanwhile) and Run resubscribes on a new
+	// connection. Each probe is one PUBLISH to a channel only this cache
+	// listens on. Default 5s; at least 1ms; no effect without Revocations.
+	ProbeInterval time.Duration
+	// Clock gives entry expiry. Default: the system clock.
+	Clock Clock
+	// Logger logs a malformed revocation message and a lost subscription.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// NewAuthCache returns a caching Authenticator over next with the settings
+// of cfg. A nil next, a TTL <= 0, a Max < 1, a ProbeInterval below 1ms
+// (other than 0) or a Revocations store whose client cannot Subscribe
+// fails with [ErrInvalidConfig].
+func NewAuthCache(next Authenticator, cfg AuthCacheConfig) (*AuthCache, error) {
+	if next == nil || cfg.TTL <= 0 || cfg.Max < 1 {
+		return nil, fmt.Errorf("risk: auth cache needs an authenticator, TTL > 0 and Max >= 1: %w", ErrInvalidConfig)
 	}
-	o, err := buildOptions(opts, AuthCacheOption.applyAuthCache)
-	if err != nil {
-		return nil, err
+	o := defaultOptions()
+	o.setCommon("", cfg.Clock, cfg.Logger)
+	o.revProbe = orDefault(cfg.ProbeInterval, o.revProbe)
+	if o.revProbe < time.Millisecond {
+		o.fail("revocation probe interval must be >= 1ms")
 	}
+	if store := cfg.Revocations; store != nil {
+		sub, ok := store.rdb.(subscriber)
+		if !ok {
+			o.fail("Revocations: the session store's client cannot Subscribe")
+		}
+		o.revSub, o.revPub, o.revChannel = sub, store.rdb, revokedChannel(store.o.prefix)
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	ttl, max := cfg.TTL, cfg.Max
 	c := &AuthCache{next: next, ttl: ttl, max: max, clock: o.clock, logger: o.logger,
 		sub: o.revSub, channel: o.revChannel, pub: o.revPub, probeEvery: o.revProbe,
 		ticker: realTicker, m: make(map[string]cacheEntry)}
@@ -210,7 +262,7 @@ func (c *AuthCache) drop(token string, e cacheEntry) {
 	}
 }
 
-// Forget drops token from the cache. With [WithRevocations] and Run
+// Forget drops token from the cache. With [AuthCacheConfig.Revocations] and Run
 // running, [SessionStore.Revoke] makes every cache forget the token; call
 // Forget yourself otherwise, or when a session ends in another way.
 func (c *AuthCache) Forget(token string) {
@@ -221,14 +273,14 @@ func (c *AuthCache) Forget(token string) {
 	c.mu.Unlock()
 }
 
-// Len returns the number of cached entries.
-func (c *AuthCache) Len() int {
+// size returns the number of cached entries.
+func (c *AuthCache) size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)
 }
 
-// Run hears the session revocations of the [WithRevocations] store until
+// Run hears the session revocations of the [AuthCacheConfig.Revocations] store until
 // ctx is done or [AuthCache.Close] is called, and then returns nil. It
 // subscribes to the store's revocation channel through the store's client
 // (go-redis resubscribes after a reconnect) and forgets each revoked token
@@ -238,7 +290,7 @@ func (c *AuthCache) Len() int {
 // returns the cache is emptied and stores nothing until the next Run is
 // subscribed. A message that is not a token hash is logged and ignored.
 //
-// Every probe interval ([WithRevocationProbe], default 5s) Run publishes a
+// Every probe interval ([AuthCacheConfig.ProbeInterval], default 5s) Run publishes a
 // probe (a sequence number on "<channel>:probe:<random>", a channel of
 // this cache only) through the store's client. When the confirmation or
 // the last probe has not come back over the subscription by the next
@@ -247,13 +299,13 @@ func (c *AuthCache) Len() int {
 // new connection. So a revocation reaches this cache within 2 × the probe
 // interval, or the cache is empty by then.
 //
-// Run fails with [ErrInvalidArgument] when the cache was built without
-// [WithRevocations], [ErrRunning] while another Run is active, [ErrClosed]
+// Run fails with [ErrInvalidConfig] when the cache was built without
+// [AuthCacheConfig.Revocations], [ErrRunning] while another Run is active, [ErrClosed]
 // after Close, and with an error when the subscription ends under it (the
 // Redis client was closed).
 func (c *AuthCache) Run(ctx context.Context) error {
 	if c.sub == nil {
-		return fmt.Errorf("risk: auth cache Run needs WithRevocations: %w", ErrInvalidArgument)
+		return fmt.Errorf("risk: auth cache Run needs AuthCacheConfig.Revocations: %w", ErrInvalidConfig)
 	}
 	ctx, stop, err := c.w.Begin(ctx, "risk: auth cache")
 	if err != nil {
@@ -379,7 +431,7 @@ func (c *AuthCache) revoked(hash string) {
 
 // Close stops [AuthCache.Run], waits for it to return and makes later Run
 // calls fail with [ErrClosed]. Authenticate keeps working (with
-// [WithRevocations] it then stores nothing). It never closes the Redis
+// [AuthCacheConfig.Revocations] it then stores nothing). It never closes the Redis
 // client. Safe to call twice.
 func (c *AuthCache) Close() error {
 	c.w.Shutdown()

@@ -164,16 +164,15 @@ func TestAuthCacheSilentSubscription(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
 	pre := testenv.Prefix(t)
-	store, err := NewSessionStore(rdb, WithKeyPrefix(pre))
+	store, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: pre})
 	require.NoError(t, err)
 	px := newSilencingProxy(t, m.Addr())
 	prdb := redis.NewClient(&redis.Options{Addr: px.addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = prdb.Close() })
-	subStore, err := NewSessionStore(prdb, WithKeyPrefix(pre)) // the subscription's path
+	subStore, err := NewSessionStore(prdb, SessionConfig{KeyPrefix: pre}) // the subscription's path
 	require.NoError(t, err)
 	var logs syncBuffer
-	c, err := NewAuthCache(store, time.Hour, 100, WithClock(newFakeClock()), WithRevocations(subStore),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	c, err := NewAuthCache(store, AuthCacheConfig{TTL: time.Hour, Max: 100, Clock: newFakeClock(), Revocations: subStore, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	tick, _ := manualTicks(t, c)
 	runCache(t, c)
@@ -182,7 +181,7 @@ func TestAuthCacheSilentSubscription(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Authenticate(bg, tok)
 	require.NoError(t, err)
-	require.Equal(t, 1, c.Len())
+	require.Equal(t, 1, c.size())
 
 	// Healthy: every probe comes back before the next tick.
 	_, resets, _, _ := cacheState(c)
@@ -193,7 +192,7 @@ func TestAuthCacheSilentSubscription(t *testing.T) {
 	}
 	_, resets2, _, _ := cacheState(c)
 	assert.Equal(t, resets, resets2, "a healthy subscription is never emptied")
-	assert.Equal(t, 1, c.Len())
+	assert.Equal(t, 1, c.size())
 
 	// The subscription goes silent; the revocation is lost.
 	require.Equal(t, 1, px.silence(), "one subscribed connection")
@@ -223,9 +222,9 @@ func TestAuthCacheSilentSubscription(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Authenticate(bg, other)
 	require.NoError(t, err)
-	require.Equal(t, 1, c.Len())
+	require.Equal(t, 1, c.size())
 	require.NoError(t, store.Revoke(bg, other))
-	require.Eventually(t, func() bool { return c.Len() == 0 }, waitFor, time.Millisecond, "heard on the new subscription")
+	require.Eventually(t, func() bool { return c.size() == 0 }, waitFor, time.Millisecond, "heard on the new subscription")
 	n := probesBack(c)
 	tick()
 	require.Eventually(t, func() bool { return probesBack(c) == n+1 }, waitFor, time.Millisecond,
@@ -237,11 +236,10 @@ func TestAuthCacheSilentSubscription(t *testing.T) {
 func TestAuthCacheProbeUnpublished(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb, WithKeyPrefix(testenv.Prefix(t)))
+	s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: testenv.Prefix(t)})
 	require.NoError(t, err)
 	var logs syncBuffer
-	c, err := NewAuthCache(s, time.Hour, 10, WithClock(newFakeClock()), WithRevocations(s),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	c, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock(), Revocations: s, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	tick, _ := manualTicks(t, c)
 	runCache(t, c)
@@ -258,29 +256,29 @@ func TestAuthCacheProbeUnpublished(t *testing.T) {
 	m.SetError("")
 	tick()
 	require.Eventually(t, func() bool { _, n, _, _ := cacheState(c); return n > resets }, waitFor, time.Millisecond)
-	assert.Equal(t, 0, c.Len(), "emptied")
+	assert.Equal(t, 0, c.size(), "emptied")
 }
 
-// TestWithRevocationProbe: the interval reaches Run's ticker (default 5s),
-// and an interval below 1ms is refused.
-func TestWithRevocationProbe(t *testing.T) {
+// TestRevocationProbeInterval: the interval reaches Run's ticker (default
+// 5s), and an interval below 1ms is bad configuration.
+func TestRevocationProbeInterval(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb, WithKeyPrefix(testenv.Prefix(t)))
+	s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: testenv.Prefix(t)})
 	require.NoError(t, err)
 	for _, tc := range []struct {
-		opt  AuthCacheOption
-		want time.Duration
-	}{{nil, 5 * time.Second}, {WithRevocationProbe(250 * time.Millisecond), 250 * time.Millisecond}} {
-		c, err := NewAuthCache(s, time.Hour, 10, WithRevocations(s), tc.opt)
+		interval time.Duration
+		want     time.Duration
+	}{{0, 5 * time.Second}, {250 * time.Millisecond, 250 * time.Millisecond}} {
+		c, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Revocations: s, ProbeInterval: tc.interval})
 		require.NoError(t, err)
 		_, interval := manualTicks(t, c)
 		runCache(t, c)
 		assert.Equal(t, tc.want, interval())
 	}
-	for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
-		_, err := NewAuthCache(s, time.Hour, 10, WithRevocations(s), WithRevocationProbe(d))
-		assert.True(t, errors.Is(err, ErrInvalidArgument), "%v", d)
+	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
+		_, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Revocations: s, ProbeInterval: d})
+		assert.True(t, errors.Is(err, ErrInvalidConfig), "%v", d)
 	}
 }
 
@@ -291,9 +289,9 @@ func TestAuthCacheProbeRoundTripAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		t.Parallel()
-		s, err := NewSessionStore(rdb, WithKeyPrefix(prefix))
+		s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
-		c, err := NewAuthCache(s, time.Hour, 10, WithClock(newFakeClock()), WithRevocations(s))
+		c, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock(), Revocations: s})
 		require.NoError(t, err)
 		tick, _ := manualTicks(t, c)
 		runCache(t, c)

@@ -28,7 +28,7 @@ func TestAuthCache(t *testing.T) {
 		}
 		return "", fmt.Errorf("x: %w", ErrInvalidToken)
 	})
-	c, err := NewAuthCache(next, 5*time.Second, 100, WithClock(clk))
+	c, err := NewAuthCache(next, AuthCacheConfig{TTL: 5 * time.Second, Max: 100, Clock: clk})
 	require.NoError(t, err)
 
 	for i := 0; i < 10; i++ {
@@ -53,7 +53,7 @@ func TestAuthCache(t *testing.T) {
 	clk.Add(time.Second)
 	_, err = c.Authenticate(bg, "t1")
 	assert.ErrorIs(t, err, ErrInvalidToken, "refused once the entry expired")
-	assert.Equal(t, 0, c.Len(), "expired entry dropped on refusal")
+	assert.Equal(t, 0, c.size(), "expired entry dropped on refusal")
 
 	// Forget takes effect at once.
 	_, err = c.Authenticate(bg, "t2")
@@ -79,8 +79,8 @@ func TestAuthCache(t *testing.T) {
 		ttl  time.Duration
 		max  int
 	}{{nil, time.Second, 1}, {next, 0, 1}, {next, time.Second, 0}} {
-		_, err := NewAuthCache(bad.next, bad.ttl, bad.max)
-		assert.ErrorIs(t, err, ErrInvalidArgument)
+		_, err := NewAuthCache(bad.next, AuthCacheConfig{TTL: bad.ttl, Max: bad.max})
+		assert.ErrorIs(t, err, ErrInvalidConfig)
 	}
 }
 
@@ -88,19 +88,19 @@ func TestAuthCacheBounded(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock()
 	next := AuthenticatorFunc(func(ctx context.Context, tok string) (string, error) { return "u-" + tok, nil })
-	c, err := NewAuthCache(next, time.Minute, 64, WithClock(clk))
+	c, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Minute, Max: 64, Clock: clk})
 	require.NoError(t, err)
 	for i := 0; i < 10_000; i++ {
 		u, err := c.Authenticate(bg, fmt.Sprint(i))
 		require.NoError(t, err)
 		require.Equal(t, "u-"+fmt.Sprint(i), u)
-		require.LessOrEqual(t, c.Len(), 64)
+		require.LessOrEqual(t, c.size(), 64)
 	}
-	c1, err := NewAuthCache(next, time.Minute, 1, WithClock(clk))
+	c1, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Minute, Max: 1, Clock: clk})
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
 		_, err := c1.Authenticate(bg, fmt.Sprint(i))
 		require.NoError(t, err)
-		require.Equal(t, 1, c1.Len())
+		require.Equal(t, 1, c1.size())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -13,9 +14,9 @@ import (
 // Behaviour counts each user's requests in a sliding window kept in Redis
 // (one sorted-set log per user, exact, Redis time) and judges them: above
 // the flag threshold the user is challenged (or only flagged, see
-// [WithFlagAction]); above the deny threshold the request is denied as
-// throttled (HTTP 429) until the window frees a slot, and, with
-// [WithAutoBlacklist], the user is banned once per crossing.
+// [BehaviourConfig.FlagOnly]); above the deny threshold the request is
+// denied as throttled (HTTP 429) until the window frees a slot, and, with
+// [BehaviourConfig.AutoBlacklist], the user is banned once per crossing.
 //
 // It is keyed by user only. Keying by IP would punish everyone behind a
 // shared NAT; if you want an IP-level counter, build a second Behaviour
@@ -46,30 +47,52 @@ type BehaviourResult struct {
 	Crossed bool
 	// RetryAfter is, when Denied, the time until the window frees a slot.
 	RetryAfter time.Duration
-	// Ban is set when this call banned the user ([WithAutoBlacklist]).
+	// Ban is set when this call banned the user
+	// ([BehaviourConfig.AutoBlacklist]).
 	Ban *Ban
 }
 
-// NewBehaviour returns a Behaviour that flags a user with more than flagAt
-// events within window and denies one with more than denyAt (0 < flagAt
-// <= denyAt; flagAt == denyAt disables flagging). Options:
-// [WithKeyPrefix], [WithAutoBlacklist], [WithFlagAction], [WithLogger] (each
-// a [BehaviourOption]); a nil option is ignored. A nil client, bad
-// thresholds or an invalid option fail with [ErrInvalidArgument].
-func NewBehaviour(rdb Client, window time.Duration, flagAt, denyAt int64, opts ...BehaviourOption) (*Behaviour, error) {
+// BehaviourConfig holds the settings of [NewBehaviour]. Window, FlagAt and
+// DenyAt are required; every other zero field keeps its default.
+type BehaviourConfig struct {
+	// Window is the sliding window events are counted in; at least 1ms.
+	Window time.Duration
+	// FlagAt and DenyAt are the thresholds: a user with more than FlagAt
+	// events within Window is flagged, one with more than DenyAt denied
+	// (0 < FlagAt <= DenyAt; FlagAt == DenyAt disables flagging).
+	FlagAt, DenyAt int64
+	// KeyPrefix prefixes every Redis key. Default "seckill:".
+	KeyPrefix string
+	// AutoBlacklist, when set, bans a user through it (escalating, reason
+	// [ReasonTooFrequent]) once each time the user crosses DenyAt.
+	// Default: no automatic ban.
+	AutoBlacklist *Blacklist
+	// FlagOnly makes a flagged user (between the thresholds) pass: the
+	// decision is Allow and carries the flag in [Decision.Flags]. Default
+	// off: a flagged user is challenged ([Challenge]).
+	FlagOnly bool
+	// Logger logs a failed automatic ban. Default: discard.
+	Logger *slog.Logger
+}
+
+// NewBehaviour returns a Behaviour with the settings of cfg. A nil client
+// or bad thresholds fail with [ErrInvalidConfig].
+func NewBehaviour(rdb Client, cfg BehaviourConfig) (*Behaviour, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidConfig)
 	}
-	if window < time.Millisecond || flagAt < 1 || denyAt < flagAt {
-		return nil, fmt.Errorf("risk: behaviour needs window >= 1ms and 0 < flag <= deny: %w", ErrInvalidArgument)
+	if cfg.Window < time.Millisecond || cfg.FlagAt < 1 || cfg.DenyAt < cfg.FlagAt {
+		return nil, fmt.Errorf("risk: behaviour needs Window >= 1ms and 0 < FlagAt <= DenyAt: %w", ErrInvalidConfig)
 	}
-	o, err := buildOptions(opts, BehaviourOption.applyBehaviour)
-	if err != nil {
-		return nil, err
+	o := defaultOptions()
+	o.setCommon(cfg.KeyPrefix, nil, cfg.Logger)
+	o.autoBlacklist = cfg.AutoBlacklist
+	if cfg.FlagOnly {
+		o.flagAction = Allow
 	}
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
-	return &Behaviour{rdb: rdb, o: o, window: window, flag: flagAt, deny: denyAt,
+	return &Behaviour{rdb: rdb, o: o, window: cfg.Window, flag: cfg.FlagAt, deny: cfg.DenyAt,
 		nonceBase: hex.EncodeToString(nb[:])}, nil
 }
 
@@ -77,7 +100,7 @@ func NewBehaviour(rdb Client, window time.Duration, flagAt, denyAt int64, opts .
 func (b *Behaviour) Name() string { return "behaviour" }
 
 // Record counts one event of user and reports where the user stands. A
-// user ID that is not [ValidUserID] fails with [ErrInvalidID] and records
+// user ID that is not [ValidUserID] fails with [ErrInvalidArgument] and records
 // nothing.
 func (b *Behaviour) Record(ctx context.Context, user string) (BehaviourResult, error) {
 	if err := checkUserID(user); err != nil {

@@ -17,7 +17,7 @@ func TestBehaviourWindow(t *testing.T) {
 	rdb, m := testenv.Miniredis(t)
 	t0 := testenv.Epoch() // miniredis TIME only: no real clock involved
 	m.SetTime(t0)
-	b, err := NewBehaviour(rdb, 10*time.Second, 3, 5)
+	b, err := NewBehaviour(rdb, BehaviourConfig{Window: 10 * time.Second, FlagAt: 3, DenyAt: 5})
 	require.NoError(t, err)
 
 	type step struct {
@@ -102,19 +102,19 @@ func TestBehaviourCheckDecisions(t *testing.T) {
 		name  string
 		flag  int64
 		deny  int64
-		opts  []BehaviourOption
+		only  bool // BehaviourConfig.FlagOnly
 		want  []Action
 		flags []bool
 	}{
-		{"challenge then deny", 2, 3, nil, []Action{Allow, Allow, Challenge, Deny, Deny}, []bool{false, false, true, false, false}},
-		{"flag only", 2, 3, []BehaviourOption{WithFlagAction(Allow)}, []Action{Allow, Allow, Allow, Deny}, []bool{false, false, true, false}},
-		{"flag == deny disables flagging", 2, 2, nil, []Action{Allow, Allow, Deny}, []bool{false, false, false}},
+		{"challenge then deny", 2, 3, false, []Action{Allow, Allow, Challenge, Deny, Deny}, []bool{false, false, true, false, false}},
+		{"flag only", 2, 3, true, []Action{Allow, Allow, Allow, Deny}, []bool{false, false, true, false}},
+		{"flag == deny disables flagging", 2, 2, false, []Action{Allow, Allow, Deny}, []bool{false, false, false}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rdb, _ := testenv.Miniredis(t)
-			b, err := NewBehaviour(rdb, time.Hour, c.flag, c.deny, c.opts...)
+			b, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Hour, FlagAt: c.flag, DenyAt: c.deny, FlagOnly: c.only})
 			require.NoError(t, err)
 			for i, want := range c.want {
 				d, err := b.Check(bg, Subject{UserID: "u"})
@@ -137,14 +137,12 @@ func TestBehaviourCheckDecisions(t *testing.T) {
 	}
 	rdb, _ := testenv.Miniredis(t)
 	for _, bad := range [][3]int64{{0, 1, 1}, {1000, 0, 1}, {1000, 3, 2}} {
-		_, err := NewBehaviour(rdb, time.Duration(bad[0])*time.Millisecond, bad[1], bad[2])
-		assert.ErrorIs(t, err, ErrInvalidArgument, "%v", bad)
+		_, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Duration(bad[0]) * time.Millisecond, FlagAt: bad[1], DenyAt: bad[2]})
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%v", bad)
 	}
-	_, err := NewBehaviour(nil, time.Second, 1, 1)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = NewBehaviour(rdb, time.Second, 1, 1, WithFlagAction(Deny))
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-	b, err := NewBehaviour(rdb, time.Second, 1, 1)
+	_, err := NewBehaviour(nil, BehaviourConfig{Window: time.Second, FlagAt: 1, DenyAt: 1})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	b, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Second, FlagAt: 1, DenyAt: 1})
 	require.NoError(t, err)
 	_, err = b.Record(bg, "")
 	assert.ErrorIs(t, err, ErrInvalidArgument)
@@ -155,9 +153,9 @@ func TestBehaviourAutoBlacklist(t *testing.T) {
 	rdb, m := testenv.Miniredis(t)
 	t0 := testenv.Epoch() // miniredis TIME only: no real clock involved
 	m.SetTime(t0)
-	bl, err := NewBlacklist(rdb, WithEscalation(time.Minute, time.Hour, 2))
+	bl, err := NewBlacklist(rdb, BlacklistConfig{BanBase: time.Minute, BanMax: time.Hour, BanFactor: 2})
 	require.NoError(t, err)
-	b, err := NewBehaviour(rdb, 10*time.Second, 3, 3, WithAutoBlacklist(bl))
+	b, err := NewBehaviour(rdb, BehaviourConfig{Window: 10 * time.Second, FlagAt: 3, DenyAt: 3, AutoBlacklist: bl})
 	require.NoError(t, err)
 
 	bans := 0
@@ -214,7 +212,7 @@ func TestBehaviourAutoBlacklist(t *testing.T) {
 func TestBehaviourAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		b, err := NewBehaviour(rdb, time.Hour, 10, 20, WithKeyPrefix(prefix))
+		b, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Hour, FlagAt: 10, DenyAt: 20, KeyPrefix: prefix})
 		require.NoError(t, err)
 		// Concurrent events of one user are all counted, exactly.
 		var wg sync.WaitGroup
@@ -246,7 +244,7 @@ func TestBehaviourAllRedis(t *testing.T) {
 func TestBehaviourDown(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	b, err := NewBehaviour(rdb, time.Second, 1, 2)
+	b, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Second, FlagAt: 1, DenyAt: 2})
 	require.NoError(t, err)
 	m.SetError("ERR boom")
 	_, err = b.Check(bg, Subject{UserID: "u"})

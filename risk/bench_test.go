@@ -61,7 +61,7 @@ func BenchmarkAnchorRedisGet(b *testing.B) {
 
 func BenchmarkSessionAuthenticate(b *testing.B) {
 	rdb := realRedis(b)
-	s, _ := NewSessionStore(rdb, WithKeyPrefix(testenv.Prefix(b)))
+	s, _ := NewSessionStore(rdb, SessionConfig{KeyPrefix: testenv.Prefix(b)})
 	toks := make([]string, 1000)
 	for i := range toks {
 		toks[i], _ = s.Create(bg, fmt.Sprint("u", i), time.Hour)
@@ -82,7 +82,7 @@ func BenchmarkSessionAuthenticate(b *testing.B) {
 
 func BenchmarkBlacklistCheck(b *testing.B) {
 	rdb := realRedis(b)
-	bl, _ := NewBlacklist(rdb, WithKeyPrefix(testenv.Prefix(b)))
+	bl, _ := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: testenv.Prefix(b)})
 	for _, c := range []struct {
 		name string
 		s    Subject
@@ -107,7 +107,7 @@ func BenchmarkBlacklistCheck(b *testing.B) {
 
 func BenchmarkBehaviourRecord(b *testing.B) {
 	rdb := realRedis(b)
-	beh, _ := NewBehaviour(rdb, time.Second, 50, 100, WithKeyPrefix(testenv.Prefix(b)))
+	beh, _ := NewBehaviour(rdb, BehaviourConfig{Window: time.Second, FlagAt: 50, DenyAt: 100, KeyPrefix: testenv.Prefix(b)})
 	var i atomic.Int64
 	b.SetParallelism(benchParallel)
 	b.ReportAllocs()
@@ -124,7 +124,7 @@ func BenchmarkBehaviourRecord(b *testing.B) {
 
 func BenchmarkDeviceBind(b *testing.B) {
 	rdb := realRedis(b)
-	d, _ := NewDeviceBinder(rdb, WithKeyPrefix(testenv.Prefix(b)), WithBindTTL(time.Minute))
+	d, _ := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: testenv.Prefix(b), BindTTL: time.Minute})
 	var i atomic.Int64
 	b.SetParallelism(benchParallel)
 	b.ReportAllocs()
@@ -144,15 +144,15 @@ func BenchmarkDeviceBind(b *testing.B) {
 // Middleware(Blacklist, Behaviour, DeviceBinder): 4 Redis round trips.
 func BenchmarkStack(b *testing.B) {
 	rdb := realRedis(b)
-	p := WithKeyPrefix(testenv.Prefix(b))
-	sessions, _ := NewSessionStore(rdb, p)
-	bl, _ := NewBlacklist(rdb, p)
-	beh, _ := NewBehaviour(rdb, time.Second, 1000, 2000, p)
-	dev, _ := NewDeviceBinder(rdb, p)
+	p := testenv.Prefix(b)
+	sessions, _ := NewSessionStore(rdb, SessionConfig{KeyPrefix: p})
+	bl, _ := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: p})
+	beh, _ := NewBehaviour(rdb, BehaviourConfig{Window: time.Second, FlagAt: 1000, DenyAt: 2000, KeyPrefix: p})
+	dev, _ := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: p})
 	chk, _ := NewChecker([]Rule{bl, beh, dev})
 	mw, _ := NewMiddleware(chk)
 	auth, _ := NewAuth(sessions)
-	h := auth.Handle(mw.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	h := auth(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	toks := make([]string, 1000)
 	for i := range toks {
 		toks[i], _ = sessions.Create(bg, fmt.Sprint("u", i), time.Hour)
@@ -202,22 +202,22 @@ func BenchmarkNonceCounter(b *testing.B) {
 
 // BenchmarkAuthCacheHit is the in-process hot path of [AuthCache]: a hit
 // (one clock read, one map lookup under the mutex; no hashing, no
-// allocation), without and with [WithRevocations] (Run subscribed on
+// allocation), without and with Revocations (Run subscribed on
 // miniredis): the two cost the same. 1,000 tokens, all cached.
 func BenchmarkAuthCacheHit(b *testing.B) {
 	next := AuthenticatorFunc(func(_ context.Context, tok string) (string, error) { return "u-" + tok, nil })
 	rdb, _ := testenv.Miniredis(b)
-	store, _ := NewSessionStore(rdb)
+	store, _ := NewSessionStore(rdb, SessionConfig{})
 	for _, c := range []struct {
 		name string
-		opts []AuthCacheOption
-	}{{"plain", nil}, {"revocations", []AuthCacheOption{WithRevocations(store)}}} {
+		revs *SessionStore
+	}{{"plain", nil}, {"revocations", store}} {
 		b.Run(c.name, func(b *testing.B) {
-			cache, err := NewAuthCache(next, time.Hour, 2000, c.opts...)
+			cache, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Hour, Max: 2000, Revocations: c.revs})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if c.opts != nil {
+			if c.revs != nil {
 				ctx, cancel := context.WithCancel(bg)
 				done := make(chan error, 1)
 				go func() { done <- cache.Run(ctx) }()
@@ -233,8 +233,8 @@ func BenchmarkAuthCacheHit(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if cache.Len() != len(toks) {
-				b.Fatalf("%d cached, want %d", cache.Len(), len(toks))
+			if cache.size() != len(toks) {
+				b.Fatalf("%d cached, want %d", cache.size(), len(toks))
 			}
 			var i atomic.Int64
 			b.ReportAllocs()

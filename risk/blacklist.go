@@ -55,7 +55,7 @@ type Ban struct {
 
 // Blacklist bans users, IPs and devices for a time, escalating with repeat
 // offences: the n-th offence within the offence memory bans for
-// base·factor^(n-1), capped at max ([WithEscalation], [WithOffenceMemory]).
+// base·factor^(n-1), capped at max ([BlacklistConfig]).
 // By default the first ban lasts 1 minute, each further offence doubles
 // it (factor 2) and no ban from [Blacklist.Add] exceeds 24 hours: offences
 // 1 to 11 ban for 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 and 1024 minutes
@@ -83,17 +83,46 @@ type Blacklist struct {
 	o   options
 }
 
-// NewBlacklist returns a Blacklist. Options (each a [BlacklistOption]):
-// [WithKeyPrefix], [WithEscalation], [WithOffenceMemory], [WithClock]; a
-// nil option is ignored. A nil client or an invalid option fails with
-// [ErrInvalidArgument].
-func NewBlacklist(rdb Client, opts ...BlacklistOption) (*Blacklist, error) {
+// BlacklistConfig holds the settings of [NewBlacklist]; the zero value is
+// the default, and each zero field keeps its default.
+type BlacklistConfig struct {
+	// KeyPrefix prefixes every Redis key. Default "seckill:".
+	KeyPrefix string
+	// Clock gives the Until of the bans [Blacklist.Add] reports. Default:
+	// the system clock (ban expiry itself is the Redis key's TTL).
+	Clock Clock
+	// BanBase, BanMax and BanFactor set how [Blacklist.Add] grows bans:
+	// the first offence within OffenceMemory bans for BanBase, each
+	// further one multiplies the ban by BanFactor, never beyond BanMax.
+	// Default 1m, 24h, factor 2 (1m, 2m, 4m, … 24h). They must give
+	// BanBase >= 1ms, BanMax >= BanBase and BanFactor >= 1.
+	BanBase, BanMax time.Duration
+	BanFactor       int
+	// OffenceMemory is how long past offences count towards escalation
+	// (refreshed at each offence). Default 7 days; at least 1ms.
+	OffenceMemory time.Duration
+}
+
+// NewBlacklist returns a Blacklist with the settings of cfg. A nil client
+// or a setting out of range fails with [ErrInvalidConfig].
+func NewBlacklist(rdb Client, cfg BlacklistConfig) (*Blacklist, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidConfig)
 	}
-	o, err := buildOptions(opts, BlacklistOption.applyBlacklist)
-	if err != nil {
-		return nil, err
+	o := defaultOptions()
+	o.setCommon(cfg.KeyPrefix, cfg.Clock, nil)
+	o.banBase = orDefault(cfg.BanBase, o.banBase)
+	o.banMax = orDefault(cfg.BanMax, o.banMax)
+	o.banFactor = orDefault(cfg.BanFactor, o.banFactor)
+	o.offenceMemory = orDefault(cfg.OffenceMemory, o.offenceMemory)
+	if o.banBase < time.Millisecond || o.banMax < o.banBase || o.banFactor < 1 {
+		o.fail("escalation needs BanBase >= 1ms, BanMax >= BanBase, BanFactor >= 1")
+	}
+	if o.offenceMemory < time.Millisecond {
+		o.fail("offence memory must be >= 1ms")
+	}
+	if o.err != nil {
+		return nil, o.err
 	}
 	return &Blacklist{rdb: rdb, o: o}, nil
 }
@@ -102,7 +131,7 @@ func NewBlacklist(rdb Client, opts ...BlacklistOption) (*Blacklist, error) {
 func (b *Blacklist) Name() string { return "blacklist" }
 
 // subjectID validates kind and id and returns the id as stored: user and
-// device ids must be [ValidUserID] / [ValidDeviceID] (else [ErrInvalidID]);
+// device ids must be [ValidUserID] / [ValidDeviceID] (else [ErrInvalidArgument]);
 // IP ids are canonicalised ("::ffff:10.0.0.1" and "10.0.0.1" are one
 // subject, IPv6 in its compressed form, at most 45 bytes) so bans added by
 // hand match the [IPResolver]'s output.
@@ -116,7 +145,7 @@ func subjectID(kind Kind, id string) (string, error) {
 		if id == "" {
 			return "", fmt.Errorf("risk: empty ip: %w", ErrInvalidArgument)
 		}
-		a, ok := ParseHop(id)
+		a, ok := parseHop(id)
 		if !ok {
 			if len(id) > 64 {
 				return "", fmt.Errorf("risk: ip of %d bytes: %w", len(id), ErrInvalidArgument)
@@ -287,7 +316,7 @@ const maxListLimit = 1000
 // Redis lifts it. The per-kind keys take only ban writes and listings,
 // never the per-request [Blacklist.Check], so one slot per kind is no hot
 // spot. An invalid kind, a limit out of range or an after longer than
-// [MaxIDLen] fails with [ErrInvalidArgument].
+// 128 bytes fails with [ErrInvalidArgument].
 func (b *Blacklist) List(ctx context.Context, kind Kind, after string, limit int) ([]Ban, string, error) {
 	if kind != KindUser && kind != KindIP && kind != KindDevice {
 		return nil, "", fmt.Errorf("risk: unknown kind %.16q: %w", kind, ErrInvalidArgument)
@@ -295,7 +324,7 @@ func (b *Blacklist) List(ctx context.Context, kind Kind, after string, limit int
 	if limit < 1 || limit > maxListLimit {
 		return nil, "", fmt.Errorf("risk: blacklist list limit %d, want 1..%d: %w", limit, maxListLimit, ErrInvalidArgument)
 	}
-	if len(after) > MaxIDLen {
+	if len(after) > maxIDLen {
 		return nil, "", fmt.Errorf("risk: blacklist list cursor of %d bytes: %w", len(after), ErrInvalidArgument)
 	}
 	res, err := blacklistIndexScript.Run(ctx, b.rdb, banIndexKeys(b.o.prefix, kind),

@@ -85,7 +85,7 @@ func TestBlacklistListAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		t.Parallel()
-		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(newFakeClock()))
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, Clock: newFakeClock()})
 		require.NoError(t, err)
 		const n = 40
 		users := make([]string, n)
@@ -181,7 +181,7 @@ func TestBlacklistListExpiry(t *testing.T) {
 	rdb, m := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
 	clk := newFakeClock()
-	bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(clk))
+	bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, Clock: clk})
 	require.NoError(t, err)
 	advance := func(d time.Duration) { clk.Add(d); m.FastForward(d) }
 
@@ -238,7 +238,7 @@ func TestBlacklistListOlderBans(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
-	bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(newFakeClock()))
+	bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, Clock: newFakeClock()})
 	require.NoError(t, err)
 	require.NoError(t, rdb.Set(bg, banKey(prefix, KindUser, "old"), "1|1|legacy", time.Hour).Err())
 	_, banned, err := bl.Banned(bg, KindUser, "old")
@@ -256,14 +256,14 @@ func TestBlacklistListOlderBans(t *testing.T) {
 func TestBlacklistListArguments(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	bl, err := NewBlacklist(rdb, WithKeyPrefix(testenv.Prefix(t)))
+	bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: testenv.Prefix(t)})
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		kind  Kind
 		after string
 		limit int
 	}{{"x", "", 10}, {"", "", 10}, {KindUser, "", 0}, {KindUser, "", -1}, {KindUser, "", 1001},
-		{KindUser, strings.Repeat("a", MaxIDLen+1), 10}} {
+		{KindUser, strings.Repeat("a", maxIDLen+1), 10}} {
 		_, _, err := bl.List(bg, tc.kind, tc.after, tc.limit)
 		assert.ErrorIs(t, err, ErrInvalidArgument, "%q %d", tc.kind, tc.limit)
 	}

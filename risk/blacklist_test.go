@@ -15,16 +15,16 @@ func TestBlacklistEscalation(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		opts   []BlacklistOption
+		cfg    BlacklistConfig
 		expect []time.Duration
 	}{
-		{"default doubling to 24h", nil, []time.Duration{
+		{"default doubling to 24h", BlacklistConfig{}, []time.Duration{
 			time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute}},
-		{"capped", []BlacklistOption{WithEscalation(time.Minute, 5*time.Minute, 2)}, []time.Duration{
+		{"capped", BlacklistConfig{BanBase: time.Minute, BanMax: 5 * time.Minute, BanFactor: 2}, []time.Duration{
 			time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}},
-		{"factor 3", []BlacklistOption{WithEscalation(10*time.Second, time.Hour, 3)}, []time.Duration{
+		{"factor 3", BlacklistConfig{BanBase: 10 * time.Second, BanMax: time.Hour, BanFactor: 3}, []time.Duration{
 			10 * time.Second, 30 * time.Second, 90 * time.Second, 270 * time.Second}},
-		{"factor 1 = fixed", []BlacklistOption{WithEscalation(time.Minute, time.Hour, 1)}, []time.Duration{
+		{"factor 1 = fixed", BlacklistConfig{BanBase: time.Minute, BanMax: time.Hour, BanFactor: 1}, []time.Duration{
 			time.Minute, time.Minute, time.Minute}},
 	}
 	for _, c := range cases {
@@ -32,7 +32,9 @@ func TestBlacklistEscalation(t *testing.T) {
 			t.Parallel()
 			rdb, m := testenv.Miniredis(t)
 			clk := newFakeClock()
-			bl, err := NewBlacklist(rdb, append(c.opts, WithClock(clk))...)
+			cfg := c.cfg
+			cfg.Clock = clk
+			bl, err := NewBlacklist(rdb, cfg)
 			require.NoError(t, err)
 			for i, want := range c.expect {
 				ban, err := bl.Add(bg, KindUser, "u1", "scalping")
@@ -62,7 +64,7 @@ func TestBlacklistEscalation(t *testing.T) {
 func TestBlacklistMemoryAndRemove(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	bl, err := NewBlacklist(rdb, WithEscalation(time.Minute, time.Hour, 2), WithOffenceMemory(time.Hour))
+	bl, err := NewBlacklist(rdb, BlacklistConfig{BanBase: time.Minute, BanMax: time.Hour, BanFactor: 2, OffenceMemory: time.Hour})
 	require.NoError(t, err)
 
 	ban, err := bl.Add(bg, KindDevice, "d1", "")
@@ -115,22 +117,22 @@ func TestBlacklistMemoryAndRemove(t *testing.T) {
 	assert.ErrorIs(t, bl.Reset(bg, "", "1"), ErrInvalidArgument)
 	_, _, err = bl.Banned(bg, KindUser, "")
 	assert.ErrorIs(t, err, ErrInvalidArgument)
-	for _, o := range []BlacklistOption{
-		WithEscalation(0, time.Hour, 2), WithEscalation(time.Hour, time.Minute, 2),
-		WithEscalation(time.Minute, time.Hour, 0), WithOffenceMemory(0), WithClock(nil),
+	for _, cfg := range []BlacklistConfig{
+		{BanBase: -time.Second}, {BanBase: time.Microsecond}, {BanBase: time.Hour, BanMax: time.Minute},
+		{BanFactor: -1}, {OffenceMemory: -time.Hour},
 	} {
-		_, err = NewBlacklist(rdb, o)
-		assert.ErrorIs(t, err, ErrInvalidArgument)
+		_, err = NewBlacklist(rdb, cfg)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", cfg)
 	}
-	_, err = NewBlacklist(nil)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = NewBlacklist(nil, BlacklistConfig{})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 }
 
 func TestBlacklistCheckAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		clk := newFakeClock()
-		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(clk))
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, Clock: clk})
 		require.NoError(t, err)
 		ip := netip.MustParseAddr("203.0.113.7")
 		ip6 := netip.MustParseAddr("2001:db8::7")
@@ -189,7 +191,7 @@ func TestBlacklistCheckAllRedis(t *testing.T) {
 func TestBlacklistHandWrittenValue(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	bl, err := NewBlacklist(rdb)
+	bl, err := NewBlacklist(rdb, BlacklistConfig{})
 	require.NoError(t, err)
 	// An operator bans by hand with redis-cli: still a ban.
 	require.NoError(t, m.Set("seckill:risk:{bl:u:7}:ban", "1"))
@@ -207,7 +209,7 @@ func TestBlacklistHandWrittenValue(t *testing.T) {
 func TestBlacklistDown(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	bl, err := NewBlacklist(rdb)
+	bl, err := NewBlacklist(rdb, BlacklistConfig{})
 	require.NoError(t, err)
 	m.SetError("ERR boom")
 	_, err = bl.Check(bg, Subject{UserID: "1"})
@@ -225,7 +227,7 @@ func TestBlacklistDown(t *testing.T) {
 func TestBlacklistEscalationAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithEscalation(time.Minute, 10*time.Minute, 2))
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, BanBase: time.Minute, BanMax: 10 * time.Minute, BanFactor: 2})
 		require.NoError(t, err)
 		want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
 		for i, w := range want {
@@ -248,7 +250,7 @@ func TestBlacklistEscalationAllRedis(t *testing.T) {
 func TestBlacklistIPCanonical(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	bl, err := NewBlacklist(rdb)
+	bl, err := NewBlacklist(rdb, BlacklistConfig{})
 	require.NoError(t, err)
 	_, err = bl.AddFor(bg, KindIP, "::ffff:203.0.113.5", "manual", time.Hour)
 	require.NoError(t, err)
@@ -281,8 +283,7 @@ func TestBlacklistExtendOnlyAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		clk := newFakeClock()
-		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix), WithClock(clk),
-			WithEscalation(time.Minute, time.Hour, 2))
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, Clock: clk, BanBase: time.Minute, BanMax: time.Hour, BanFactor: 2})
 		require.NoError(t, err)
 		pttl := func(id string) time.Duration {
 			t.Helper()
@@ -360,7 +361,7 @@ func TestBlacklistExtendOnlyAllRedis(t *testing.T) {
 func TestBlacklistConcurrentAddKeepsLongestAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix))
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		const n = 24
 		errs := make(chan error, n)

@@ -45,7 +45,7 @@ type Checker struct {
 // cheap, decisive ones — the blacklist — first). Options: [WithFailurePolicy],
 // [WithDryRun], [WithOnDecision], [WithOnFailure], [WithLogger],
 // [WithObserver] (each a [CheckerOption]); a nil option is ignored. A nil
-// rule or an invalid option fails with [ErrInvalidArgument].
+// rule or a bad option fails with [ErrInvalidConfig].
 func NewChecker(rules []Rule, opts ...CheckerOption) (*Checker, error) {
 	o, err := buildOptions(opts, CheckerOption.applyChecker)
 	if err != nil {
@@ -54,7 +54,7 @@ func NewChecker(rules []Rule, opts ...CheckerOption) (*Checker, error) {
 	rs := make([]Rule, 0, len(rules))
 	for i, r := range rules {
 		if r == nil {
-			return nil, fmt.Errorf("risk: rule %d is nil: %w", i, ErrInvalidArgument)
+			return nil, fmt.Errorf("risk: rule %d is nil: %w", i, ErrInvalidConfig)
 		}
 		rs = append(rs, r)
 	}

@@ -152,9 +152,9 @@ func TestCheckerContextCancelled(t *testing.T) {
 func TestNewCheckerErrors(t *testing.T) {
 	t.Parallel()
 	_, err := NewChecker([]Rule{nil})
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	_, err = NewChecker(nil, WithFailurePolicy(FailurePolicy(9)))
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	for _, a := range []Action{Allow, Challenge, Deny, Action(7)} {
 		assert.NotEmpty(t, a.String())
 	}

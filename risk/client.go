@@ -16,8 +16,8 @@ import (
 // to EVAL); sessions otherwise use plain GET / GETEX / SET NX; multi-subject
 // blacklist checks use one pipeline of GETs (keys of different subjects
 // live in different Cluster slots, so MGET is not possible).
-// [AuthCache.Run] also needs the optional [Subscriber] method, which every
-// go-redis client has ([WithRevocations] checks for it).
+// [AuthCache.Run] also needs the client's Subscribe method, which every
+// go-redis client has ([NewAuthCache] checks for it).
 type Client interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd

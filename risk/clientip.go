@@ -30,17 +30,25 @@ type IPResolver struct {
 	realIP  bool
 }
 
-// NewIPResolver returns a resolver that trusts the given proxies, each a
-// CIDR ("10.0.0.0/8", "2001:db8::/32") or a single address ("10.0.0.7").
-// No trusted proxy (nil) means only the TCP peer counts. Options (each an
-// [IPResolverOption]): [WithRealIP]; a nil option is ignored.
-func NewIPResolver(trustedProxies []string, opts ...IPResolverOption) (*IPResolver, error) {
-	o, err := buildOptions(opts, IPResolverOption.applyIPResolver)
-	if err != nil {
-		return nil, err
-	}
-	r := &IPResolver{realIP: o.realIP}
-	for _, s := range trustedProxies {
+// IPResolverConfig holds the settings of [NewIPResolver]; the zero value
+// trusts no proxy (only the TCP peer counts).
+type IPResolverConfig struct {
+	// TrustedProxies lists the proxies whose forwarding headers are
+	// believed, each a CIDR ("10.0.0.0/8", "2001:db8::/32") or a single
+	// address ("10.0.0.7").
+	TrustedProxies []string
+	// RealIP makes the resolver believe the X-Real-IP header when the peer
+	// is a trusted proxy, ahead of X-Forwarded-For. Default off.
+	RealIP bool
+}
+
+// NewIPResolver returns a resolver with the settings of cfg. A trusted
+// proxy that is neither an address nor a CIDR fails with
+// [ErrInvalidConfig].
+func NewIPResolver(cfg IPResolverConfig) (*IPResolver, error) {
+	var err error
+	r := &IPResolver{realIP: cfg.RealIP}
+	for _, s := range cfg.TrustedProxies {
 		s = strings.TrimSpace(s)
 		var p netip.Prefix
 		if strings.Contains(s, "/") {
@@ -54,13 +62,13 @@ func NewIPResolver(trustedProxies []string, opts ...IPResolverOption) (*IPResolv
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("risk: trusted proxy %q: %w", s, ErrInvalidArgument)
+			return nil, fmt.Errorf("risk: trusted proxy %q: %w", s, ErrInvalidConfig)
 		}
 		p = p.Masked()
 		if p.Addr().Is4In6() {
 			// ::ffff:10.0.0.0/104 → 10.0.0.0/8, to match unmapped addresses.
 			if p.Bits() < 96 {
-				return nil, fmt.Errorf("risk: trusted proxy %q: %w", s, ErrInvalidArgument)
+				return nil, fmt.Errorf("risk: trusted proxy %q: %w", s, ErrInvalidConfig)
 			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
@@ -69,8 +77,8 @@ func NewIPResolver(trustedProxies []string, opts ...IPResolverOption) (*IPResolv
 	return r, nil
 }
 
-// Trusted reports whether a is a trusted proxy address.
-func (r *IPResolver) Trusted(a netip.Addr) bool {
+// trustedAddr reports whether a is a trusted proxy address.
+func (r *IPResolver) trustedAddr(a netip.Addr) bool {
 	if r == nil {
 		return false
 	}
@@ -86,16 +94,16 @@ func (r *IPResolver) Trusted(a netip.Addr) bool {
 // false) only when RemoteAddr itself is unparseable. A nil resolver returns
 // the peer address.
 func (r *IPResolver) ClientIP(req *http.Request) netip.Addr {
-	peer, ok := ParseHop(req.RemoteAddr)
+	peer, ok := parseHop(req.RemoteAddr)
 	if !ok {
 		return netip.Addr{}
 	}
-	if !r.Trusted(peer) {
+	if !r.trustedAddr(peer) {
 		return peer
 	}
 	if r.realIP {
 		if vs := req.Header.Values("X-Real-Ip"); len(vs) == 1 {
-			if a, ok := ParseHop(vs[0]); ok {
+			if a, ok := parseHop(vs[0]); ok {
 				return a
 			}
 		}
@@ -113,11 +121,11 @@ func (r *IPResolver) fromXFF(lines []string, last netip.Addr) netip.Addr {
 			hop := s[j+1:] // the whole rest when j == -1
 			// Empty elements ("a,,b", a trailing comma) are skipped.
 			if strings.TrimSpace(hop) != "" {
-				a, ok := ParseHop(hop)
+				a, ok := parseHop(hop)
 				if !ok {
 					return last
 				}
-				if !r.Trusted(a) {
+				if !r.trustedAddr(a) {
 					return a
 				}
 				last = a
@@ -131,12 +139,12 @@ func (r *IPResolver) fromXFF(lines []string, last netip.Addr) netip.Addr {
 	return last
 }
 
-// ParseHop parses one forwarding hop or a RemoteAddr: an IPv4 or IPv6
+// parseHop parses one forwarding hop or a RemoteAddr: an IPv4 or IPv6
 // address, optionally with a port ("1.2.3.4:5", "[::1]:5"), brackets, a
 // zone (dropped) and surrounding spaces or quotes. IPv4-mapped IPv6
 // addresses are unmapped. It reports false for anything else, including
 // "unknown" and obfuscated identifiers.
-func ParseHop(s string) (netip.Addr, bool) {
+func parseHop(s string) (netip.Addr, bool) {
 	s = strings.TrimSpace(s)
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		s = s[1 : len(s)-1]
@@ -190,15 +198,4 @@ func validPort(s string) bool {
 		}
 	}
 	return true
-}
-
-// Key returns the client IP of req as a string, for use as a rate-limiter
-// key function (func(*http.Request) (string, error)). It fails with
-// [ErrInvalidArgument] only when RemoteAddr is unparseable.
-func (r *IPResolver) Key(req *http.Request) (string, error) {
-	a := r.ClientIP(req)
-	if !a.IsValid() {
-		return "", fmt.Errorf("risk: remote address %q: %w", req.RemoteAddr, ErrInvalidArgument)
-	}
-	return a.String(), nil
 }

@@ -46,7 +46,7 @@ func TestParseHop(t *testing.T) {
 		{`"`, ""},
 	}
 	for _, c := range cases {
-		a, ok := ParseHop(c.in)
+		a, ok := parseHop(c.in)
 		if c.want == "" {
 			assert.False(t, ok, "%q parsed as %v", c.in, a)
 			continue
@@ -97,7 +97,7 @@ func TestClientIP(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			r, err := NewIPResolver(c.trusted, WithRealIP(c.realIP))
+			r, err := NewIPResolver(IPResolverConfig{TrustedProxies: c.trusted, RealIP: c.realIP})
 			require.NoError(t, err)
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			req.RemoteAddr = c.remote
@@ -115,15 +115,15 @@ func TestClientIP(t *testing.T) {
 func TestNewIPResolverErrors(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "10.0.0.0/33", "nope", "10.0.0.0/8/8"} {
-		_, err := NewIPResolver([]string{bad})
-		assert.ErrorIs(t, err, ErrInvalidArgument, "%q", bad)
+		_, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{bad}})
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%q", bad)
 	}
-	r, err := NewIPResolver([]string{" 10.0.0.7 ", "10.1.2.3/8"})
+	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{" 10.0.0.7 ", "10.1.2.3/8"}})
 	require.NoError(t, err)
-	assert.True(t, r.Trusted(netip.MustParseAddr("10.0.0.7")))
-	assert.True(t, r.Trusted(netip.MustParseAddr("10.200.0.1")), "prefix is masked")
+	assert.True(t, r.trustedAddr(netip.MustParseAddr("10.0.0.7")))
+	assert.True(t, r.trustedAddr(netip.MustParseAddr("10.200.0.1")), "prefix is masked")
 	var nilR *IPResolver
-	assert.False(t, nilR.Trusted(netip.MustParseAddr("10.0.0.7")))
+	assert.False(t, nilR.trustedAddr(netip.MustParseAddr("10.0.0.7")))
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "198.51.100.1:80"
 	req.Header.Set("X-Forwarded-For", "1.1.1.1")
@@ -131,7 +131,7 @@ func TestNewIPResolverErrors(t *testing.T) {
 }
 
 func TestClientIPNoAllocs(t *testing.T) {
-	r, err := NewIPResolver([]string{"10.0.0.0/8"})
+	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "10.0.0.2:1"
@@ -140,17 +140,17 @@ func TestClientIPNoAllocs(t *testing.T) {
 	assert.Zero(t, allocs)
 }
 
-func TestIPResolverKey(t *testing.T) {
+// TestIPResolverKeyString: the client IP's String is a rate-limiter key
+// (the removed IPResolver.Key returned it), and an unparseable RemoteAddr
+// gives the zero Addr.
+func TestIPResolverKeyString(t *testing.T) {
 	t.Parallel()
-	r, err := NewIPResolver([]string{"10.0.0.0/8"})
+	r, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.RemoteAddr = "10.0.0.2:1"
 	req.Header.Set("X-Forwarded-For", "[2001:db8::5]:99")
-	k, err := r.Key(req)
-	require.NoError(t, err)
-	assert.Equal(t, "2001:db8::5", k)
+	assert.Equal(t, "2001:db8::5", r.ClientIP(req).String())
 	req.RemoteAddr = "@"
-	_, err = r.Key(req)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.False(t, r.ClientIP(req).IsValid())
 }

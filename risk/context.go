@@ -10,19 +10,20 @@ func WithUser(ctx context.Context, userID string) context.Context {
 	return context.WithValue(ctx, userKey{}, userID)
 }
 
-// UserFrom returns the user ID put in ctx by [Auth] (or [WithUser]).
+// UserFrom returns the user ID put in ctx by the [NewAuth] middleware (or
+// [WithUser]).
 func UserFrom(ctx context.Context) (string, bool) {
 	u, ok := ctx.Value(userKey{}).(string)
 	return u, ok && u != ""
 }
 
-// WithDecision returns a copy of ctx carrying d.
-func WithDecision(ctx context.Context, d Decision) context.Context {
+// withDecision returns a copy of ctx carrying d.
+func withDecision(ctx context.Context, d Decision) context.Context {
 	return context.WithValue(ctx, decisionKey{}, d)
 }
 
-// DecisionFrom returns the decision put in ctx by [Middleware] (or
-// [WithDecision]).
+// DecisionFrom returns the decision put in ctx by the [NewMiddleware]
+// middleware.
 func DecisionFrom(ctx context.Context) (Decision, bool) {
 	d, ok := ctx.Value(decisionKey{}).(Decision)
 	return d, ok

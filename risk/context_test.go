@@ -18,7 +18,7 @@ func TestUserContext(t *testing.T) {
 	assert.Equal(t, "7", u)
 	_, ok = DecisionFrom(context.Background())
 	assert.False(t, ok)
-	d, ok := DecisionFrom(WithDecision(context.Background(), Decision{Action: Challenge}))
+	d, ok := DecisionFrom(withDecision(context.Background(), Decision{Action: Challenge}))
 	assert.True(t, ok)
 	assert.Equal(t, Challenge, d.Action)
 }

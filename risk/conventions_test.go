@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ var (
 	}
 	otherSentinels = map[string]error{
 		"ErrUnavailable": ErrUnavailable, "ErrBadReply": ErrBadReply,
-		"ErrInvalidArgument": ErrInvalidArgument, "ErrInvalidID": ErrInvalidID,
+		"ErrInvalidArgument": ErrInvalidArgument, "ErrInvalidConfig": ErrInvalidConfig,
 		"ErrRunning": ErrRunning, "ErrClosed": ErrClosed,
 	}
 )
@@ -98,7 +99,7 @@ func TestRefusalUmbrella(t *testing.T) {
 	_, err = ParseBearer("Basic abc")
 	assert.ErrorIs(t, err, ErrRefused)
 	rdb, m := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb, WithKeyPrefix(testenv.Prefix(t)))
+	s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: testenv.Prefix(t)})
 	require.NoError(t, err)
 	_, err = s.Authenticate(bg, "no-such-session")
 	require.ErrorIs(t, err, ErrInvalidToken)
@@ -142,7 +143,7 @@ func TestAuthAnswersByUmbrella(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
 		req.Header.Set("Authorization", "Bearer abc")
-		a.Handle(http.NotFoundHandler()).ServeHTTP(rec, req)
+		a(http.NotFoundHandler()).ServeHTTP(rec, req)
 		assert.Equal(t, tc.status, rec.Code, "%v", tc.err)
 		assert.Equal(t, tc.status == http.StatusUnauthorized, errors.Is(tc.err, ErrRefused))
 	}
@@ -152,44 +153,24 @@ func TestAuthAnswersByUmbrella(t *testing.T) {
 // constructors' option interfaces its value implements, so an option that
 // does not apply to a constructor cannot be passed to it (the compiler
 // refuses; the type assertion here fails the same way at run time), and
-// builds each constructor with each of its options.
+// builds each constructor with each of its options. Only three
+// constructors take options at all.
 func TestOptionsBelongToTheirConstructor(t *testing.T) {
 	t.Parallel()
-	rdb, _ := testenv.Miniredis(t)
-	bl, err := NewBlacklist(rdb)
-	require.NoError(t, err)
-	ss, err := NewSessionStore(rdb)
-	require.NoError(t, err)
 	const (
-		session = 1 << iota
-		blacklist
-		behaviour
-		device
-		checker
+		checker = 1 << iota
 		middleware
 		auth
-		authCache
-		ipResolver
 	)
 	logger := slog.New(slog.DiscardHandler)
 	noop := func(context.Context, Subject, Decision) {}
+	authn := AuthenticatorFunc(func(context.Context, string) (string, error) { return "", nil })
 	for name, c := range map[string]struct {
 		opt  any
 		want int
 	}{
-		"WithKeyPrefix":        {WithKeyPrefix("p:"), session | blacklist | behaviour | device},
-		"WithClock":            {WithClock(newFakeClock()), blacklist | authCache},
-		"WithLogger":           {WithLogger(logger), behaviour | checker | middleware | auth | authCache},
+		"WithLogger":           {WithLogger(logger), checker | auth},
 		"WithObserver":         {WithObserver(observe.Func(func(context.Context, observe.Event) {})), checker | auth},
-		"WithSessionTTL":       {WithSessionTTL(time.Hour), session},
-		"WithSlidingTTL":       {WithSlidingTTL(true), session},
-		"WithEscalation":       {WithEscalation(time.Second, time.Hour, 2), blacklist},
-		"WithOffenceMemory":    {WithOffenceMemory(time.Hour), blacklist},
-		"WithAutoBlacklist":    {WithAutoBlacklist(bl), behaviour},
-		"WithFlagAction":       {WithFlagAction(Allow), behaviour},
-		"WithBindTTL":          {WithBindTTL(time.Hour), device},
-		"WithDeviceConflict":   {WithDeviceConflict(Challenge), device},
-		"WithRefreshBinding":   {WithRefreshBinding(false), device},
 		"WithFailurePolicy":    {WithFailurePolicy(FailOpen), checker},
 		"WithDryRun":           {WithDryRun(true), checker},
 		"WithOnDecision":       {WithOnDecision(noop), checker},
@@ -199,36 +180,12 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 		"WithSubjectFunc":      {WithSubjectFunc(func(r *http.Request) (Subject, error) { return Subject{}, nil }), middleware},
 		"WithChallengeHandler": {WithChallengeHandler(func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision) {}), middleware},
 		"WithCookie":           {WithCookie("sid"), auth},
-		"WithOnAuthFailure":    {WithOnAuthFailure(func(*http.Request, error) {}), auth},
-		"WithRealIP":           {WithRealIP(true), ipResolver},
-		"WithRevocations":      {WithRevocations(ss), authCache},
-		"WithRevocationProbe":  {WithRevocationProbe(time.Second), authCache},
+		"WithOnAuthFailure":    {WithOnAuthFailure(func(context.Context, *http.Request, error) {}), auth},
 	} {
 		got := 0
-		if o, ok := c.opt.(SessionOption); ok {
-			got |= session
-			_, err := NewSessionStore(rdb, o)
-			assert.NoError(t, err, "NewSessionStore(%s)", name)
-		}
-		if o, ok := c.opt.(BlacklistOption); ok {
-			got |= blacklist
-			_, err := NewBlacklist(rdb, o)
-			assert.NoError(t, err, "NewBlacklist(%s)", name)
-		}
-		if o, ok := c.opt.(BehaviourOption); ok {
-			got |= behaviour
-			_, err := NewBehaviour(rdb, time.Second, 1, 2, o)
-			assert.NoError(t, err, "NewBehaviour(%s)", name)
-		}
-		if o, ok := c.opt.(DeviceBinderOption); ok {
-			got |= device
-			_, err := NewDeviceBinder(rdb, o)
-			assert.NoError(t, err, "NewDeviceBinder(%s)", name)
-		}
-		var ch *Checker
 		if o, ok := c.opt.(CheckerOption); ok {
 			got |= checker
-			ch, err = NewChecker(nil, o)
+			_, err := NewChecker(nil, o)
 			assert.NoError(t, err, "NewChecker(%s)", name)
 		}
 		if o, ok := c.opt.(MiddlewareOption); ok {
@@ -240,66 +197,99 @@ func TestOptionsBelongToTheirConstructor(t *testing.T) {
 		}
 		if o, ok := c.opt.(AuthOption); ok {
 			got |= auth
-			_, err := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "", nil }), o)
+			_, err := NewAuth(authn, o)
 			assert.NoError(t, err, "NewAuth(%s)", name)
 		}
-		if o, ok := c.opt.(AuthCacheOption); ok {
-			got |= authCache
-			_, err := NewAuthCache(AuthenticatorFunc(func(context.Context, string) (string, error) { return "", nil }), time.Second, 1, o)
-			assert.NoError(t, err, "NewAuthCache(%s)", name)
-		}
-		if o, ok := c.opt.(IPResolverOption); ok {
-			got |= ipResolver
-			_, err := NewIPResolver(nil, o)
-			assert.NoError(t, err, "NewIPResolver(%s)", name)
-		}
-		_ = ch
 		assert.Equal(t, c.want, got, "%s: constructors it applies to (bit set)", name)
 	}
 }
 
-// TestSharedOptionsTakeEffect passes each option shared by several
-// constructors to each of them and checks the effect.
-func TestSharedOptionsTakeEffect(t *testing.T) {
+// TestOneOptionMechanism: every option type of the package is an interface
+// with unexported methods only, so options are made by the With…
+// functions alone (the package had func types KeyPrefixOption,
+// ClockOption, LoggerOption and ObserverOption); at most three
+// constructors take options, and WithLogger and WithObserver, which apply
+// to the same two, share one type.
+func TestOneOptionMechanism(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []reflect.Type{
+		reflect.TypeOf((*CheckerOption)(nil)).Elem(),
+		reflect.TypeOf((*MiddlewareOption)(nil)).Elem(),
+		reflect.TypeOf((*AuthOption)(nil)).Elem(),
+		reflect.TypeOf((*Option)(nil)).Elem(),
+	} {
+		require.Equal(t, reflect.Interface, typ.Kind(), typ.Name())
+		for i := 0; i < typ.NumMethod(); i++ {
+			assert.False(t, typ.Method(i).IsExported(), "%s.%s", typ.Name(), typ.Method(i).Name)
+		}
+	}
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	var withOptions []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !fn.Name.IsExported() || !strings.HasPrefix(fn.Name.Name, "New") {
+				continue
+			}
+			ps := fn.Type.Params.List
+			if len(ps) > 0 {
+				if _, variadic := ps[len(ps)-1].Type.(*ast.Ellipsis); variadic {
+					withOptions = append(withOptions, fn.Name.Name)
+				}
+			}
+		}
+	}
+	sort.Strings(withOptions)
+	assert.Equal(t, []string{"NewAuth", "NewChecker", "NewMiddleware"}, withOptions)
+}
+
+// TestSettingsTakeEffect passes each setting shared by several settings
+// structs and options to each constructor and checks the effect.
+func TestSettingsTakeEffect(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
 	pre := testenv.Prefix(t) + "conv:"
-	kp := WithKeyPrefix(pre)
 
-	// WithKeyPrefix: every Redis-backed type writes under the prefix.
-	ss, err := NewSessionStore(rdb, kp)
+	// KeyPrefix: every Redis-backed type writes under the prefix.
+	ss, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: pre})
 	require.NoError(t, err)
 	tok, err := ss.Create(bg, "alice", time.Minute)
 	require.NoError(t, err)
 	assert.True(t, m.Exists(sessionKey(pre, hashToken(tok))), "session key")
 	clk := newFakeClock()
-	bl, err := NewBlacklist(rdb, kp, WithClock(clk))
+	bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: pre, Clock: clk})
 	require.NoError(t, err)
 	ban, err := bl.Add(bg, KindUser, "alice", "x")
 	require.NoError(t, err)
 	assert.True(t, m.Exists(banKey(pre, KindUser, "alice")), "ban key")
-	assert.Equal(t, clk.Now().Add(time.Minute).UnixMilli(), ban.Until.UnixMilli(), "WithClock: the ban's until")
+	assert.Equal(t, clk.Now().Add(time.Minute).UnixMilli(), ban.Until.UnixMilli(), "Clock: the ban's until")
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	failing := &Blacklist{rdb: brokenClient(t), o: defaultOptions()}
-	bh, err := NewBehaviour(rdb, time.Second, 1, 1, kp, WithAutoBlacklist(failing), WithLogger(logger))
+	bh, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Second, FlagAt: 1, DenyAt: 1, KeyPrefix: pre, AutoBlacklist: failing, Logger: logger})
 	require.NoError(t, err)
 	for range 2 { // the second event crosses the deny threshold: the ban is tried
 		_, err = bh.Check(bg, Subject{UserID: "bob"})
 		require.NoError(t, err)
 	}
 	assert.True(t, m.Exists(behaviourKey(pre, "bob")), "behaviour key")
-	assert.Contains(t, logs.String(), "auto-blacklist failed", "WithLogger: Behaviour")
-	db, err := NewDeviceBinder(rdb, kp)
+	assert.Contains(t, logs.String(), "auto-blacklist failed", "Logger: Behaviour")
+	db, err := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: pre})
 	require.NoError(t, err)
 	_, err = db.Bind(bg, "dev1", "alice")
 	require.NoError(t, err)
 	assert.True(t, m.Exists(deviceKey(pre, "dev1")), "device key")
 
-	// WithClock: AuthCache entries expire on the injected clock.
+	// Clock: AuthCache entries expire on the injected clock.
 	calls := 0
 	next := AuthenticatorFunc(func(context.Context, string) (string, error) { calls++; return "alice", nil })
-	ac, err := NewAuthCache(next, time.Minute, 10, WithClock(clk))
+	ac, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Minute, Max: 10, Clock: clk})
 	require.NoError(t, err)
 	_, _ = ac.Authenticate(bg, "t")
 	_, _ = ac.Authenticate(bg, "t")
@@ -308,14 +298,14 @@ func TestSharedOptionsTakeEffect(t *testing.T) {
 	_, _ = ac.Authenticate(bg, "t")
 	assert.Equal(t, 2, calls, "expired on the injected clock")
 
-	// WithKeyPrefix and WithLogger: the AuthCache listens on the prefixed
+	// KeyPrefix and Logger: the AuthCache listens on the prefixed
 	// revocation channel and logs a malformed message.
-	acl, err := NewAuthCache(ss, time.Minute, 10, WithRevocations(ss), WithLogger(logger))
+	acl, err := NewAuthCache(ss, AuthCacheConfig{TTL: time.Minute, Max: 10, Revocations: ss, Logger: logger})
 	require.NoError(t, err)
 	runCache(t, acl)
 	require.NoError(t, rdb.Publish(bg, pre+"risk:session:revoked", "junk").Err())
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "malformed revocation message") },
-		waitFor, time.Millisecond, "WithLogger: AuthCache")
+		waitFor, time.Millisecond, "Logger: AuthCache")
 
 	// WithLogger and WithObserver: Checker, Middleware and Auth.
 	var events []string
@@ -326,59 +316,104 @@ func TestSharedOptionsTakeEffect(t *testing.T) {
 	_, err = ch.Check(bg, Subject{UserID: "u"})
 	require.ErrorIs(t, err, ErrUnavailable)
 	assert.Contains(t, logs.String(), "rule failed", "WithLogger: Checker")
-	mw, err := NewMiddleware(ch, WithLogger(logger))
+	before := strings.Count(logs.String(), "rule failed")
+	mw, err := NewMiddleware(ch)
 	require.NoError(t, err)
-	mw.Handle(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-	assert.Contains(t, logs.String(), "check failed", "WithLogger: Middleware")
+	rec := httptest.NewRecorder()
+	mw(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Equal(t, before+1, strings.Count(logs.String(), "rule failed"), "the Checker logs the failure behind the middleware's 503")
 	a, err := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "", errors.New("down") }),
 		WithLogger(logger), obs)
 	require.NoError(t, err)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.Header.Set("Authorization", "Bearer abc")
-	a.Handle(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), req)
+	a(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), req)
 	assert.Contains(t, logs.String(), "authenticator failed", "WithLogger: Auth")
 	assert.Equal(t, []string{StageCheck, StageCheck, StageAuth}, events, "WithObserver: Checker (direct and via Middleware) and Auth")
 }
 
 // TestNilOptionsAndCollaborators: a nil option is ignored by every
-// constructor; a nil collaborator fails it with ErrInvalidArgument.
+// option-taking constructor; a nil collaborator, a nil logger included,
+// and a setting out of range fail a constructor with ErrInvalidConfig,
+// never with ErrInvalidArgument (which is for the arguments of calls).
 func TestNilOptionsAndCollaborators(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	authn := AuthenticatorFunc(func(context.Context, string) (string, error) { return "", nil })
-	var (
-		nilKP  KeyPrefixOption
-		nilClk ClockOption
-		nilLog LoggerOption
-		nilObs ObserverOption
-	)
+	var nilOpt Option
 	ok := func(_ any, err error) { t.Helper(); assert.NoError(t, err) }
-	ok(NewSessionStore(rdb, nil, nilKP))
-	ok(NewBlacklist(rdb, nil, nilKP, nilClk))
-	ok(NewBehaviour(rdb, time.Second, 1, 2, nil, nilKP, nilLog))
-	ok(NewDeviceBinder(rdb, nil, nilKP))
-	ch, err := NewChecker(nil, nil, nilLog, nilObs)
+	ch, err := NewChecker(nil, nil, nilOpt)
 	require.NoError(t, err)
-	ok(NewMiddleware(ch, nil, nilLog))
-	ok(NewAuth(authn, nil, nilLog, nilObs))
-	ok(NewAuthCache(authn, time.Second, 1, nil, nilClk))
-	ok(NewIPResolver(nil, nil))
-	ok(NewChecker(nil, WithLogger(nil), WithObserver(nil)))
+	ok(NewMiddleware(ch, nil))
+	ok(NewAuth(authn, nil, nilOpt))
+	ok(NewChecker(nil, WithObserver(nil)))
+	ok(NewSessionStore(rdb, SessionConfig{}))
+	ok(NewBlacklist(rdb, BlacklistConfig{}))
+	ok(NewDeviceBinder(rdb, DeviceBinderConfig{}))
+	ok(NewAuthCache(authn, AuthCacheConfig{TTL: time.Second, Max: 1}))
+	ok(NewIPResolver(IPResolverConfig{}))
 
-	invalid := func(_ any, err error) { t.Helper(); assert.ErrorIs(t, err, ErrInvalidArgument) }
-	invalid(NewSessionStore(nil))
-	invalid(NewBlacklist(nil))
-	invalid(NewBlacklist(rdb, WithClock(nil)))
-	invalid(NewBehaviour(nil, time.Second, 1, 2))
-	invalid(NewBehaviour(rdb, time.Second, 1, 2, WithAutoBlacklist(nil)))
-	invalid(NewDeviceBinder(nil))
+	invalid := func(_ any, err error) {
+		t.Helper()
+		assert.ErrorIs(t, err, ErrInvalidConfig)
+		assert.NotErrorIs(t, err, ErrInvalidArgument)
+		assert.NotErrorIs(t, err, ErrRefused)
+	}
+	invalid(NewChecker(nil, WithLogger(nil)))
+	invalid(NewAuth(authn, WithLogger(nil)))
+	invalid(NewSessionStore(nil, SessionConfig{}))
+	invalid(NewSessionStore(rdb, SessionConfig{TTL: -time.Second}))
+	invalid(NewBlacklist(nil, BlacklistConfig{}))
+	invalid(NewBehaviour(nil, BehaviourConfig{Window: time.Second, FlagAt: 1, DenyAt: 2}))
+	invalid(NewBehaviour(rdb, BehaviourConfig{}))
+	invalid(NewDeviceBinder(nil, DeviceBinderConfig{}))
+	invalid(NewDeviceBinder(rdb, DeviceBinderConfig{BindTTL: -time.Hour}))
 	invalid(NewChecker([]Rule{nil}))
+	invalid(NewChecker(nil, WithFailurePolicy(FailurePolicy(9))))
 	invalid(NewMiddleware(nil))
+	invalid(NewMiddleware(ch, WithIPResolver(nil)))
 	invalid(NewAuth(nil))
-	invalid(NewAuthCache(nil, time.Second, 1))
-	invalid(NewAuthCache(authn, time.Second, 1, WithClock(nil)))
-	invalid(NewAuthCache(authn, time.Second, 1, WithRevocations(nil)))
-	invalid(NewAuthCache(authn, time.Second, 1, WithRevocationProbe(0)))
+	invalid(NewAuthCache(nil, AuthCacheConfig{TTL: time.Second, Max: 1}))
+	invalid(NewAuthCache(authn, AuthCacheConfig{Max: 1}))
+	invalid(NewAuthCache(authn, AuthCacheConfig{TTL: time.Second}))
+	invalid(NewAuthCache(authn, AuthCacheConfig{TTL: time.Second, Max: 1, ProbeInterval: -time.Second}))
+	invalid(NewIPResolver(IPResolverConfig{TrustedProxies: []string{"not an address"}}))
+	plain, err := NewAuthCache(authn, AuthCacheConfig{TTL: time.Second, Max: 1})
+	require.NoError(t, err)
+	assert.ErrorIs(t, plain.Run(bg), ErrInvalidConfig, "Run without Revocations")
+	assert.Equal(t, "risk: invalid configuration", ErrInvalidConfig.Error())
+}
+
+// TestCallbacksTakeTheCallersContext: every hook of the package gets the
+// ctx of the call that triggered it first.
+func TestCallbacksTakeTheCallersContext(t *testing.T) {
+	t.Parallel()
+	type key struct{}
+	ctx := context.WithValue(bg, key{}, "caller")
+	var seen []string
+	note := func(hook string, c context.Context) {
+		if c.Value(key{}) == "caller" {
+			seen = append(seen, hook)
+		}
+	}
+	down := NewRule("down", func(context.Context, Subject) (Decision, error) { return Decision{}, errors.New("down") })
+	ch, err := NewChecker([]Rule{down}, WithFailurePolicy(FailOpen),
+		WithOnDecision(func(c context.Context, _ Subject, _ Decision) { note("OnDecision", c) }),
+		WithOnFailure(func(c context.Context, _ string, _ error) { note("OnFailure", c) }))
+	require.NoError(t, err)
+	_, err = ch.Check(ctx, Subject{UserID: "u"})
+	require.NoError(t, err)
+	a, err := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "", ErrInvalidToken }),
+		WithOnAuthFailure(func(c context.Context, r *http.Request, err error) {
+			assert.ErrorIs(t, err, ErrRefused)
+			note("OnAuthFailure", c)
+		}))
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+	req.Header.Set("Authorization", "Bearer abc")
+	a(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), req)
+	assert.Equal(t, []string{"OnFailure", "OnDecision", "OnAuthFailure"}, seen)
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.

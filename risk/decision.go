@@ -71,7 +71,7 @@ type Decision struct {
 	// keeps evaluating after a challenge; the first deny stops it).
 	Challenges []string
 	// Flags lists reason codes that were noticed without acting on them
-	// (e.g. the behaviour flag threshold under WithFlagAction(Allow)).
+	// (e.g. the behaviour flag threshold under BehaviourConfig.FlagOnly).
 	Flags []string
 	// Throttled marks a deny caused by request frequency; the middleware
 	// answers 429 instead of 403.

@@ -3,13 +3,14 @@ package risk
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // DeviceBinder binds a device ID to the first user who presents it (SET NX
 // semantics with a TTL, in one Lua call) and refuses the device to every
 // other user while the binding lives: one phone or browser profile cannot
 // buy for a farm of accounts. A conflict is denied or challenged
-// ([WithDeviceConflict]).
+// ([DeviceBinderConfig.ChallengeConflict]).
 //
 // A DeviceBinder is safe for concurrent use; of many simultaneous first
 // uses of a device, exactly one user binds it.
@@ -28,18 +29,39 @@ type Binding struct {
 	Conflict bool
 }
 
-// NewDeviceBinder returns a DeviceBinder. Options (each a
-// [DeviceBinderOption]): [WithKeyPrefix], [WithBindTTL],
-// [WithDeviceConflict], [WithRefreshBinding]; a nil option is ignored. A
-// nil client or an invalid option fails with [ErrInvalidArgument].
-func NewDeviceBinder(rdb Client, opts ...DeviceBinderOption) (*DeviceBinder, error) {
+// DeviceBinderConfig holds the settings of [NewDeviceBinder]; the zero
+// value is the default.
+type DeviceBinderConfig struct {
+	// KeyPrefix prefixes every Redis key. Default "seckill:".
+	KeyPrefix string
+	// BindTTL is how long a device stays bound to its first user. Default
+	// 30 days; at least 1ms.
+	BindTTL time.Duration
+	// ChallengeConflict makes a device bound to one user and presented by
+	// another a [Challenge]. Default off: it is a [Deny].
+	ChallengeConflict bool
+	// FixedExpiry keeps a binding's expiry where its creation put it.
+	// Default off: each use by the owner pushes it to now + BindTTL.
+	FixedExpiry bool
+}
+
+// NewDeviceBinder returns a DeviceBinder with the settings of cfg. A nil
+// client or a BindTTL below 1ms (other than 0) fails with
+// [ErrInvalidConfig].
+func NewDeviceBinder(rdb Client, cfg DeviceBinderConfig) (*DeviceBinder, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidConfig)
 	}
-	o, err := buildOptions(opts, DeviceBinderOption.applyDeviceBinder)
-	if err != nil {
-		return nil, err
+	o := defaultOptions()
+	o.setCommon(cfg.KeyPrefix, nil, nil)
+	o.bindTTL = orDefault(cfg.BindTTL, o.bindTTL)
+	if o.bindTTL < time.Millisecond {
+		return nil, fmt.Errorf("risk: bind TTL %v must be >= 1ms: %w", cfg.BindTTL, ErrInvalidConfig)
 	}
+	if cfg.ChallengeConflict {
+		o.deviceConflict = Challenge
+	}
+	o.refreshBinding = !cfg.FixedExpiry
 	return &DeviceBinder{rdb: rdb, o: o}, nil
 }
 
@@ -48,7 +70,7 @@ func (d *DeviceBinder) Name() string { return "device" }
 
 // Bind binds device to user if it is free, and reports its owner. A
 // device ID that is not [ValidDeviceID] or a user ID that is not
-// [ValidUserID] fails with [ErrInvalidID] and writes nothing.
+// [ValidUserID] fails with [ErrInvalidArgument] and writes nothing.
 func (d *DeviceBinder) Bind(ctx context.Context, device, user string) (Binding, error) {
 	if err := checkDeviceID(device); err != nil {
 		return Binding{}, err
@@ -77,7 +99,7 @@ func (d *DeviceBinder) Bind(ctx context.Context, device, user string) (Binding, 
 }
 
 // Unbind frees the device (e.g. after a support request). An invalid
-// device ID fails with [ErrInvalidID].
+// device ID fails with [ErrInvalidArgument].
 func (d *DeviceBinder) Unbind(ctx context.Context, device string) error {
 	if err := checkDeviceID(device); err != nil {
 		return err

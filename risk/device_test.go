@@ -16,7 +16,7 @@ import (
 func TestDeviceBindRaceAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		d, err := NewDeviceBinder(rdb, WithKeyPrefix(prefix))
+		d, err := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		for round := 0; round < 5; round++ {
 			device := fmt.Sprint("dev-", round)
@@ -66,17 +66,19 @@ func TestDeviceBinder(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name     string
-		opts     []DeviceBinderOption
+		cfg      DeviceBinderConfig
 		conflict Action
 	}{
-		{"deny by default", nil, Deny},
-		{"challenge", []DeviceBinderOption{WithDeviceConflict(Challenge)}, Challenge},
+		{"deny by default", DeviceBinderConfig{}, Deny},
+		{"challenge", DeviceBinderConfig{ChallengeConflict: true}, Challenge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rdb, m := testenv.Miniredis(t)
-			d, err := NewDeviceBinder(rdb, append(c.opts, WithBindTTL(time.Hour))...)
+			cfg := c.cfg
+			cfg.BindTTL = time.Hour
+			d, err := NewDeviceBinder(rdb, cfg)
 			require.NoError(t, err)
 			dec, err := d.Check(bg, Subject{UserID: "alice", DeviceID: "phone"})
 			require.NoError(t, err)
@@ -122,7 +124,7 @@ func TestDeviceBinder(t *testing.T) {
 func TestDeviceBinderNoRefresh(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	d, err := NewDeviceBinder(rdb, WithBindTTL(time.Hour), WithRefreshBinding(false))
+	d, err := NewDeviceBinder(rdb, DeviceBinderConfig{BindTTL: time.Hour, FixedExpiry: true})
 	require.NoError(t, err)
 	_, err = d.Bind(bg, "phone", "alice")
 	require.NoError(t, err)
@@ -138,13 +140,13 @@ func TestDeviceBinderNoRefresh(t *testing.T) {
 func TestDeviceBinderErrors(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	_, err := NewDeviceBinder(nil)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-	for _, o := range []DeviceBinderOption{WithBindTTL(0), WithDeviceConflict(Allow)} {
-		_, err = NewDeviceBinder(rdb, o)
-		assert.ErrorIs(t, err, ErrInvalidArgument)
+	_, err := NewDeviceBinder(nil, DeviceBinderConfig{})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	for _, ttl := range []time.Duration{-time.Hour, time.Microsecond} {
+		_, err = NewDeviceBinder(rdb, DeviceBinderConfig{BindTTL: ttl})
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%v", ttl)
 	}
-	d, err := NewDeviceBinder(rdb)
+	d, err := NewDeviceBinder(rdb, DeviceBinderConfig{})
 	require.NoError(t, err)
 	_, err = d.Bind(bg, "", "u")
 	assert.ErrorIs(t, err, ErrInvalidArgument)

@@ -5,11 +5,12 @@
 //
 // # Building blocks
 //
-//   - [Auth] middleware: bearer token → user ID through a pluggable
+//   - [NewAuth] middleware: bearer token → user ID through a pluggable
 //     [Authenticator] ([AuthenticatorFunc]); [SessionStore] is a Redis-backed
 //     one (random 256-bit tokens, hashed at rest, TTL, optional sliding
 //     expiry, revoke) and [AuthCache] an optional in-process cache in front
-//     of any Authenticator. With [WithRevocations] and [AuthCache.Run], a
+//     of any Authenticator. With [AuthCacheConfig.Revocations] and
+//     [AuthCache.Run], a
 //     [SessionStore.Revoke] on any instance reaches every running cache at
 //     once (see "Session revocation" below). The user ID is put in the
 //     request context ([UserFrom], [WithUser]).
@@ -26,7 +27,8 @@
 //   - [DeviceBinder]: a device belongs to the first user who presents it; any
 //     other user is denied or challenged.
 //   - [Checker] composes [Rule]s into a [Decision] (first deny wins,
-//     challenges accumulate) and [Middleware] enforces it over HTTP: 403
+//     challenges accumulate) and the [NewMiddleware] middleware enforces
+//     it over HTTP: 403
 //     deny, 429 throttle, 403 "challenge" (configurable), 503 when a
 //     dependency failed under fail-closed. Dry-run mode only reports.
 //
@@ -34,8 +36,9 @@
 //
 // A refusal is a [Decision], never an error. Errors mean a dependency
 // failed (wrapping the go-redis error; [ErrUnavailable] from the
-// [Checker]), an argument was invalid ([ErrInvalidArgument]; [ErrInvalidID]
-// for a bad user or device ID) or, on the auth path only, a credential did
+// [Checker]), the configuration was bad ([ErrInvalidConfig], from the
+// constructors), an argument was invalid ([ErrInvalidArgument], also for
+// a bad user or device ID) or, on the auth path only, a credential did
 // not verify ([ErrNoToken], [ErrMalformedToken], [ErrInvalidToken]). Those
 // three, and nothing else, wrap the umbrella [ErrRefused]: one
 // errors.Is(err, ErrRefused) tells "refused" (401) from "broken" (503) or
@@ -46,44 +49,45 @@
 // [SessionStore.Revoke] deletes the session and, in the same atomic step
 // (one script), publishes the token's hash (base64url SHA-256, as in the
 // session key; never the token) on the channel "<prefix>risk:session:revoked". An
-// [AuthCache] built with [WithRevocations] hears it in [AuthCache.Run]
-// (subscribed through the store's client, a [Subscriber]) and forgets the
-// token at once, so its ttl can be long: a flash sale's opening finds the
+// [AuthCache] built with [AuthCacheConfig.Revocations] hears it in
+// [AuthCache.Run] (subscribed through the store's client) and forgets the
+// token at once, so its TTL can be long: a flash sale's opening finds the
 // buyers' sessions in memory instead of costing one GET each. Such a cache
 // stores entries only while Run is subscribed; it is emptied when Run
 // starts, returns or resubscribes after a reconnect (messages published
 // meanwhile are lost), and a lookup racing the revocation of its token is
 // not cached. A hit never hashes the token (the hash → token index is
 // filled on a miss). A session that expires by its own Redis TTL is not
-// announced: a cache may accept it for up to its ttl past that expiry.
+// announced: a cache may accept it for up to its TTL past that expiry.
 // Run returns nil when its ctx ends, [ErrRunning] while another Run is
 // active and [ErrClosed] after [AuthCache.Close]: the sentinels every
 // seckill package shares.
 //
 // # Options
 //
-// Each constructor takes its own option type ([SessionOption],
-// [BlacklistOption], [BehaviourOption], [DeviceBinderOption],
-// [CheckerOption], [MiddlewareOption], [AuthOption], [AuthCacheOption],
-// [IPResolverOption]), so an option that does not apply to a constructor
-// does not compile. The options of several constructors ([WithKeyPrefix],
-// [WithClock], [WithLogger], [WithObserver]) return a type that implements
-// the interface of each constructor they apply to; each option's doc
-// lists them. A nil option is ignored; a nil collaborator (client,
-// authenticator, checker, rule, clock, automatic blacklist, revocation
-// store) fails the constructor with [ErrInvalidArgument].
+// The three constructors of the request path take functional options, each
+// its own type ([CheckerOption], [MiddlewareOption], [AuthOption]), so an
+// option that does not apply to a constructor does not compile;
+// [WithLogger] and [WithObserver] apply to the Checker and Auth and return
+// an [Option], which is both. A nil option is ignored;
+// WithLogger(nil) is an error. The other constructors have plain settings
+// only and take a settings struct whose zero value is the default
+// ([SessionConfig], [BlacklistConfig], [BehaviourConfig],
+// [DeviceBinderConfig], [AuthCacheConfig], [IPResolverConfig]). A nil
+// collaborator (client, authenticator, checker, rule, logger) or a setting
+// out of range fails the constructor with [ErrInvalidConfig].
 //
 // # IDs
 //
 // User and device IDs become parts of Redis keys, so they are bounded
-// before any command is sent: a user ID is 1..[MaxIDLen] (128) bytes
+// before any command is sent: a user ID is 1..128 bytes
 // without braces ([ValidUserID]); a device ID, which comes straight from
 // the client, is 1..128 bytes of [A-Za-z0-9._:-] ([ValidDeviceID]). Direct
 // calls ([DeviceBinder.Bind], [Blacklist.Add], [Behaviour.Record],
-// [SessionStore.Create] …) fail with [ErrInvalidID] and write nothing; as
-// rules, [Blacklist], [Behaviour] and [DeviceBinder] deny such a [Subject]
-// ([ReasonInvalidUser], [ReasonInvalidDevice]; the [Middleware] answers
-// 403). IP IDs are canonical addresses.
+// [SessionStore.Create] …) fail with [ErrInvalidArgument] and write
+// nothing; as rules, [Blacklist], [Behaviour] and [DeviceBinder] deny such
+// a [Subject] ([ReasonInvalidUser], [ReasonInvalidDevice]; the
+// [NewMiddleware] middleware answers 403). IP IDs are canonical addresses.
 //
 // # Failure policy
 //
@@ -92,7 +96,7 @@
 // Redis never opens the gate), [FailOpen] (the failed rule is skipped and
 // named in Decision.Degraded) or [FailChallenge] (humans pass a captcha).
 // Every failure is reported to the [WithOnFailure] hook and the logger. The
-// [Auth] middleware answers 503 (not 401) when its Authenticator fails.
+// [NewAuth] middleware answers 503 (not 401) when its Authenticator fails.
 //
 // # Observing
 //
@@ -101,8 +105,9 @@
 // synchronously, with the caller's ctx: "risk.check" per [Checker.Check]
 // (outcome allow, challenge, deny, or error with Err; Name the deciding
 // rule; in dry-run mode the would-be action) and "risk.auth" per request
-// through [Auth] (ok, missing_token, malformed_token, invalid_token, or
-// error when the authenticator failed). See [StageCheck].
+// through the [NewAuth] middleware (ok, missing_token, malformed_token,
+// invalid_token, or error when the authenticator failed). See
+// [StageCheck].
 //
 // # Shared IPs
 //

@@ -2,7 +2,6 @@ package risk
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/seckillkit/seckill/internal/lifecycle"
 )
@@ -21,7 +20,7 @@ var (
 // [ErrMalformedToken] and [ErrInvalidToken] wrap it, so one
 // errors.Is(err, ErrRefused) tells "answer 401" from "the check could not
 // be made" ([ErrUnavailable], a Redis failure, a cancelled context: 503)
-// and from a programming error ([ErrInvalidArgument]). Every other denial
+// and from a programming error ([ErrInvalidConfig], [ErrInvalidArgument]). Every other denial
 // of the package is a result, a [Decision] with Action [Deny] (Throttled
 // for a frequency deny) or [Challenge], never an error.
 var ErrRefused = errors.New("risk: refused")
@@ -49,8 +48,8 @@ var (
 	// ErrInvalidToken is returned by an [Authenticator] when the token is
 	// unknown, expired or revoked. It wraps [ErrRefused]. Authenticators
 	// written by users should wrap it (fmt.Errorf("...: %w",
-	// risk.ErrInvalidToken)) so the [Auth] middleware answers 401 rather
-	// than 503.
+	// risk.ErrInvalidToken)) so the [NewAuth] middleware answers 401
+	// rather than 503.
 	ErrInvalidToken error = &refusal{"risk: invalid or expired token"}
 
 	// ErrUnavailable wraps a dependency failure (Redis down, timeout) that
@@ -61,14 +60,19 @@ var (
 	// ErrBadReply means Redis answered a script with an unexpected type.
 	ErrBadReply = errors.New("risk: unexpected reply from redis")
 
-	// ErrInvalidArgument is returned for bad durations, nil collaborators
-	// and other programming errors in arguments and options.
-	ErrInvalidArgument = errors.New("risk: invalid argument")
+	// ErrInvalidConfig is returned by a constructor given bad
+	// configuration: a nil collaborator (client, checker, authenticator,
+	// logger), a setting or option out of range, a trusted proxy that does
+	// not parse; and by [AuthCache.Run] on a cache built without
+	// [AuthCacheConfig.Revocations].
+	ErrInvalidConfig = errors.New("risk: invalid configuration")
 
-	// ErrInvalidID is returned, before any Redis command is sent, for a
-	// user ID that is not [ValidUserID] or a device ID that is not
-	// [ValidDeviceID] (empty, longer than [MaxIDLen], bad characters). It
-	// wraps [ErrInvalidArgument]. As a [Rule], each type denies such a
-	// subject instead ([ReasonInvalidUser], [ReasonInvalidDevice]).
-	ErrInvalidID = fmt.Errorf("risk: invalid user or device id: %w", ErrInvalidArgument)
+	// ErrInvalidArgument is returned, before any Redis command is sent,
+	// for a bad argument to a call: a user ID that is not [ValidUserID] or
+	// a device ID that is not [ValidDeviceID] (empty, longer than 128
+	// bytes, bad characters), an IP or kind that does not parse, a
+	// duration or list limit out of range. As a [Rule], each type denies a
+	// subject with a bad ID instead ([ReasonInvalidUser],
+	// [ReasonInvalidDevice]).
+	ErrInvalidArgument = errors.New("risk: invalid argument")
 )

@@ -15,7 +15,7 @@ import (
 )
 
 func ExampleIPResolver_ClientIP() {
-	ipr, _ := risk.NewIPResolver([]string{"10.0.0.0/8"}) // your load balancers
+	ipr, _ := risk.NewIPResolver(risk.IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}}) // your load balancers
 
 	// Behind the trusted load balancer: the right-most untrusted hop wins;
 	// "6.6.6.6" was typed by the client and is ignored.
@@ -32,7 +32,7 @@ func ExampleIPResolver_ClientIP() {
 	// 198.51.100.9
 }
 
-func ExampleAuth() {
+func ExampleNewAuth() {
 	mr := miniredis.NewMiniRedis()
 	_ = mr.Start()
 	defer mr.Close()
@@ -40,10 +40,10 @@ func ExampleAuth() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	sessions, _ := risk.NewSessionStore(rdb)
+	sessions, _ := risk.NewSessionStore(rdb, risk.SessionConfig{})
 	token, _ := sessions.Create(ctx, "user-42", time.Hour) // at login
 	auth, _ := risk.NewAuth(sessions)
-	h := auth.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, _ := risk.UserFrom(r.Context())
 		fmt.Fprintf(w, "hello %s\n", user)
 	}))
@@ -71,7 +71,7 @@ func ExampleBlacklist_Add() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	bl, _ := risk.NewBlacklist(rdb, risk.WithEscalation(time.Minute, 10*time.Minute, 2))
+	bl, _ := risk.NewBlacklist(rdb, risk.BlacklistConfig{BanBase: time.Minute, BanMax: 10 * time.Minute, BanFactor: 2})
 	for i := 0; i < 5; i++ {
 		ban, _ := bl.Add(ctx, risk.KindUser, "scalper", "too_frequent")
 		fmt.Printf("offence %d: banned for %v\n", ban.Offence, ban.Duration)
@@ -95,7 +95,7 @@ func ExampleDeviceBinder_Bind() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	devices, _ := risk.NewDeviceBinder(rdb, risk.WithBindTTL(24*time.Hour))
+	devices, _ := risk.NewDeviceBinder(rdb, risk.DeviceBinderConfig{BindTTL: 24 * time.Hour})
 	for _, user := range []string{"alice", "alice", "bob"} {
 		b, _ := devices.Bind(ctx, "phone-1", user)
 		fmt.Printf("%s: owner=%s new=%v conflict=%v\n", user, b.Owner, b.New, b.Conflict)
@@ -106,25 +106,25 @@ func ExampleDeviceBinder_Bind() {
 	// bob: owner=alice new=false conflict=true
 }
 
-func ExampleMiddleware() {
+func ExampleNewMiddleware() {
 	mr := miniredis.NewMiniRedis()
 	_ = mr.Start()
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 
-	bl, _ := risk.NewBlacklist(rdb)
+	bl, _ := risk.NewBlacklist(rdb, risk.BlacklistConfig{})
 	// More than 2 requests a minute: captcha; more than 3: 429 and a ban.
-	beh, _ := risk.NewBehaviour(rdb, time.Minute, 2, 3, risk.WithAutoBlacklist(bl))
-	dev, _ := risk.NewDeviceBinder(rdb)
+	beh, _ := risk.NewBehaviour(rdb, risk.BehaviourConfig{Window: time.Minute, FlagAt: 2, DenyAt: 3, AutoBlacklist: bl})
+	dev, _ := risk.NewDeviceBinder(rdb, risk.DeviceBinderConfig{})
 	checker, _ := risk.NewChecker([]risk.Rule{bl, beh, dev}, risk.WithFailurePolicy(risk.FailClosed))
 	mw, _ := risk.NewMiddleware(checker)
 
-	buy := mw.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	buy := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprintln(w, `{"status":"queued"}`)
 	}))
-	// In production risk.Auth sits in front and sets the user.
+	// In production the risk.NewAuth middleware sits in front and sets the user.
 	asUser := func(user, device string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/buy", nil)
 		r.Header.Set("X-Device-ID", device)

@@ -15,7 +15,7 @@ import (
 
 func TestValidIDs(t *testing.T) {
 	t.Parallel()
-	max := strings.Repeat("a", MaxIDLen)
+	max := strings.Repeat("a", maxIDLen)
 	for _, c := range []struct {
 		id           string
 		user, device bool
@@ -77,14 +77,14 @@ func redisFootprint(t *testing.T, rdb redis.UniversalClient, prefix string) (key
 func TestInvalidIDsWriteNothingAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		p := WithKeyPrefix(prefix)
-		bl, err := NewBlacklist(rdb, p)
+		p := prefix
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: p})
 		require.NoError(t, err)
-		beh, err := NewBehaviour(rdb, time.Minute, 5, 10, p, WithAutoBlacklist(bl))
+		beh, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Minute, FlagAt: 5, DenyAt: 10, KeyPrefix: p, AutoBlacklist: bl})
 		require.NoError(t, err)
-		dev, err := NewDeviceBinder(rdb, p)
+		dev, err := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: p})
 		require.NoError(t, err)
-		sessions, err := NewSessionStore(rdb, p)
+		sessions, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: p})
 		require.NoError(t, err)
 		// Device rule alone first, as an app that binds without a blacklist.
 		devOnly, err := NewChecker([]Rule{dev})
@@ -98,12 +98,12 @@ func TestInvalidIDsWriteNothingAllRedis(t *testing.T) {
 		require.Zero(t, keys0)
 
 		big := func(i int) string { return strings.Repeat(string(rune('a'+i)), 512<<10) }
-		badDevices := []string{"dev ice", "a{b}", "phone/1", "d\x00", "é", strings.Repeat("d", MaxIDLen+1)}
-		badUsers := []string{"a{b}", strings.Repeat("u", MaxIDLen+1)}
+		badDevices := []string{"dev ice", "a{b}", "phone/1", "d\x00", "é", strings.Repeat("d", maxIDLen+1)}
+		badUsers := []string{"a{b}", strings.Repeat("u", maxIDLen+1)}
 
 		for i := range 8 {
 			_, err := dev.Bind(bg, big(i), "alice")
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			if assert.ErrorIs(t, err, ErrInvalidArgument) {
 				assert.Less(t, len(err.Error()), 200, "the error does not echo the ID")
 			}
@@ -115,7 +115,7 @@ func TestInvalidIDsWriteNothingAllRedis(t *testing.T) {
 
 			resp := serve(t, func(next http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					mw.Handle(next).ServeHTTP(w, r.WithContext(WithUser(r.Context(), "alice")))
+					mw(next).ServeHTTP(w, r.WithContext(WithUser(r.Context(), "alice")))
 				})
 			}, func(r *http.Request) { r.Header.Set("X-Device-ID", big(i)) })
 			assert.Equal(t, http.StatusForbidden, resp.status)
@@ -124,14 +124,14 @@ func TestInvalidIDsWriteNothingAllRedis(t *testing.T) {
 		}
 		for _, id := range badDevices {
 			_, err := dev.Bind(bg, id, "alice")
-			assert.ErrorIs(t, err, ErrInvalidID, "%.20q", id)
-			assert.ErrorIs(t, dev.Unbind(bg, id), ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument, "%.20q", id)
+			assert.ErrorIs(t, dev.Unbind(bg, id), ErrInvalidArgument)
 			_, err = bl.Add(bg, KindDevice, id, "")
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			_, err = bl.AddFor(bg, KindDevice, id, "", time.Hour)
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			_, _, err = bl.Banned(bg, KindDevice, id)
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			for _, c := range []*Checker{devOnly, chk} {
 				d, err := c.Check(bg, Subject{UserID: "alice", DeviceID: id})
 				require.NoError(t, err)
@@ -141,13 +141,13 @@ func TestInvalidIDsWriteNothingAllRedis(t *testing.T) {
 		}
 		for _, id := range append(badUsers, big(0)) {
 			_, err := dev.Bind(bg, "phone-1", id)
-			assert.ErrorIs(t, err, ErrInvalidID, "a user ID is the binding's 30-day value")
+			assert.ErrorIs(t, err, ErrInvalidArgument, "a user ID is the binding's 30-day value")
 			_, err = beh.Record(bg, id)
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			_, err = sessions.Create(bg, id, time.Hour)
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			_, err = bl.Add(bg, KindUser, id, "")
-			assert.ErrorIs(t, err, ErrInvalidID)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 			for _, r := range []Rule{bl, beh, dev} {
 				d, err := r.Check(bg, Subject{UserID: id, DeviceID: "phone-1"})
 				require.NoError(t, err)
@@ -166,12 +166,12 @@ func TestInvalidIDsWriteNothingAllRedis(t *testing.T) {
 		assert.Equal(t, bytes0, bytes1)
 
 		// Control: the counter sees a valid binding (one key, its bytes).
-		b, err := dev.Bind(bg, strings.Repeat("d", MaxIDLen), "alice")
+		b, err := dev.Bind(bg, strings.Repeat("d", maxIDLen), "alice")
 		require.NoError(t, err)
 		assert.True(t, b.New)
 		keys2, bytes2 := redisFootprint(t, rdb, prefix)
 		assert.Equal(t, keys1+1, keys2)
-		assert.Greater(t, bytes2, bytes1+int64(MaxIDLen))
+		assert.Greater(t, bytes2, bytes1+int64(maxIDLen))
 		assert.Less(t, bytes2, bytes1+4096)
 	})
 }

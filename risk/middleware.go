@@ -5,16 +5,8 @@ import (
 	"net/http"
 )
 
-// SubjectFunc builds the [Subject] of a request.
-type SubjectFunc func(r *http.Request) (Subject, error)
-
-// ChallengeHandler answers a [Challenge] decision. It either writes a
-// response or calls next (for example when the request already carries a
-// captcha answer that a later handler verifies). The decision is also in
-// r's context ([DecisionFrom]).
-type ChallengeHandler func(w http.ResponseWriter, r *http.Request, next http.Handler, d Decision)
-
-// Middleware runs a [Checker] on each request and enforces the decision:
+// NewMiddleware returns HTTP middleware that runs c on each request and
+// enforces the decision:
 //
 //	allow      → next, with the decision in the context ([DecisionFrom])
 //	deny       → 403 {"error":"forbidden","reason":<code>}
@@ -23,24 +15,21 @@ type ChallengeHandler func(w http.ResponseWriter, r *http.Request, next http.Han
 //	             (or the [WithChallengeHandler] handler)
 //	failure    → 503 {"error":"unavailable"} (under FailClosed)
 //
-// The subject is the user from [UserFrom] (so put [Auth] in front), the IP
-// from the [IPResolver] (default: TCP peer only) and the device from the
-// X-Device-ID header, as sent (the built-in rules deny one that is not
-// [ValidDeviceID]: 403 reason [ReasonInvalidDevice]); see
-// [WithSubjectFunc]. Middleware is safe for concurrent use.
-type Middleware struct {
-	c *Checker
-	o options
-}
-
-// NewMiddleware returns the middleware. Options: [WithIPResolver],
-// [WithDeviceHeader], [WithSubjectFunc], [WithChallengeHandler],
-// [WithLogger] (each a [MiddlewareOption]); a nil option is ignored. A nil
-// checker fails with [ErrInvalidArgument]. Failure policy, dry run and
-// hooks belong to the Checker.
-func NewMiddleware(c *Checker, opts ...MiddlewareOption) (*Middleware, error) {
+// The subject is the user from [UserFrom] (so put the [NewAuth] middleware
+// in front), the IP from the [IPResolver] (default: TCP peer only) and the
+// device from the X-Device-ID header, as sent (the built-in rules deny one
+// that is not [ValidDeviceID]: 403 reason [ReasonInvalidDevice]); see
+// [WithSubjectFunc].
+//
+// Options: [WithIPResolver], [WithDeviceHeader], [WithSubjectFunc],
+// [WithChallengeHandler] (each a [MiddlewareOption]); a nil option is
+// ignored. A nil checker or a bad option fails with [ErrInvalidConfig].
+// Failure policy, dry run, hooks and logging belong to the Checker (it
+// logs the rule failure behind a 503). The middleware is safe for
+// concurrent use.
+func NewMiddleware(c *Checker, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
 	if c == nil {
-		return nil, fmt.Errorf("risk: nil checker: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("risk: nil checker: %w", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, MiddlewareOption.applyMiddleware)
 	if err != nil {
@@ -49,11 +38,18 @@ func NewMiddleware(c *Checker, opts ...MiddlewareOption) (*Middleware, error) {
 	if o.ipResolver == nil {
 		o.ipResolver = &IPResolver{}
 	}
-	return &Middleware{c: c, o: o}, nil
+	m := &middleware{c: c, o: o}
+	return m.handle, nil
 }
 
-// Subject returns the subject the middleware would check for r.
-func (m *Middleware) Subject(r *http.Request) (Subject, error) {
+// middleware is the state of one [NewMiddleware] middleware.
+type middleware struct {
+	c *Checker
+	o options
+}
+
+// subject returns the subject the middleware checks for r.
+func (m *middleware) subject(r *http.Request) (Subject, error) {
 	if m.o.subjectFunc != nil {
 		return m.o.subjectFunc(r)
 	}
@@ -68,22 +64,22 @@ func (m *Middleware) Subject(r *http.Request) (Subject, error) {
 	return s, nil
 }
 
-// Handle wraps next.
-func (m *Middleware) Handle(next http.Handler) http.Handler {
+// handle wraps next.
+func (m *middleware) handle(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, err := m.Subject(r)
+		s, err := m.subject(r)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, "bad_request", "subject")
 			return
 		}
 		d, err := m.c.Check(r.Context(), s)
 		if err != nil {
-			// FailClosed, or the request's context ended.
-			m.o.logger.WarnContext(r.Context(), "risk: check failed", "err", err)
+			// FailClosed (the Checker logged the rule failure), or the
+			// request's context ended.
 			writeJSON(w, http.StatusServiceUnavailable, "unavailable", "")
 			return
 		}
-		r = r.WithContext(WithDecision(r.Context(), d))
+		r = r.WithContext(withDecision(r.Context(), d))
 		switch d.Action {
 		case Deny:
 			if d.RetryAfter > 0 {

@@ -89,7 +89,7 @@ func TestMiddlewareResponses(t *testing.T) {
 			require.NoError(t, err)
 			mw, err := NewMiddleware(chk, c.opts...)
 			require.NoError(t, err)
-			got := serve(t, mw.Handle, func(r *http.Request) { r.Header.Set("X-Captcha", "1") })
+			got := serve(t, mw, func(r *http.Request) { r.Header.Set("X-Captcha", "1") })
 			assert.Equal(t, c.status, got.status)
 			assert.Equal(t, c.reached, got.reached)
 			assert.Equal(t, c.retry, got.retry)
@@ -103,7 +103,7 @@ func TestMiddlewareResponses(t *testing.T) {
 		})
 	}
 	_, err := NewMiddleware(nil)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 }
 
 func TestMiddlewareSubject(t *testing.T) {
@@ -114,13 +114,13 @@ func TestMiddlewareSubject(t *testing.T) {
 		return Decision{}, nil
 	})})
 	require.NoError(t, err)
-	ipr, err := NewIPResolver([]string{"10.0.0.0/8"})
+	ipr, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	mw, err := NewMiddleware(chk, WithIPResolver(ipr), WithDeviceHeader("X-Dev"))
 	require.NoError(t, err)
 	h := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mw.Handle(next).ServeHTTP(w, r.WithContext(WithUser(r.Context(), "u9")))
+			mw(next).ServeHTTP(w, r.WithContext(WithUser(r.Context(), "u9")))
 		})
 	}
 	serve(t, h, func(r *http.Request) {
@@ -134,7 +134,7 @@ func TestMiddlewareSubject(t *testing.T) {
 	// (the built-in rules deny an invalid one, see TestInvalidIDs...).
 	mw2, err := NewMiddleware(chk)
 	require.NoError(t, err)
-	serve(t, mw2.Handle, func(r *http.Request) {
+	serve(t, mw2, func(r *http.Request) {
 		r.Header.Set("X-Forwarded-For", "1.1.1.1")
 		r.Header.Set("X-Device-ID", strings.Repeat("x", 200))
 	})
@@ -148,9 +148,9 @@ func TestMiddlewareSubject(t *testing.T) {
 		return Subject{UserID: "fixed"}, nil
 	}))
 	require.NoError(t, err)
-	serve(t, mw3.Handle, nil)
+	serve(t, mw3, nil)
 	assert.Equal(t, Subject{UserID: "fixed"}, got)
-	resp := serve(t, mw3.Handle, func(r *http.Request) { r.Header.Set("X-Bad", "1") })
+	resp := serve(t, mw3, func(r *http.Request) { r.Header.Set("X-Bad", "1") })
 	assert.Equal(t, 400, resp.status)
 }
 
@@ -163,24 +163,24 @@ type stack struct {
 
 func newStack(t *testing.T, rdb redis.UniversalClient, prefix string, copts ...CheckerOption) stack {
 	t.Helper()
-	p := WithKeyPrefix(prefix)
-	sessions, err := NewSessionStore(rdb, p)
+	p := prefix
+	sessions, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: p})
 	require.NoError(t, err)
-	bl, err := NewBlacklist(rdb, p)
+	bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: p})
 	require.NoError(t, err)
-	beh, err := NewBehaviour(rdb, time.Minute, 5, 8, p, WithAutoBlacklist(bl))
+	beh, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Minute, FlagAt: 5, DenyAt: 8, KeyPrefix: p, AutoBlacklist: bl})
 	require.NoError(t, err)
-	dev, err := NewDeviceBinder(rdb, p)
+	dev, err := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: p})
 	require.NoError(t, err)
 	chk, err := NewChecker([]Rule{bl, beh, dev}, copts...)
 	require.NoError(t, err)
-	ipr, err := NewIPResolver([]string{"10.0.0.0/8"})
+	ipr, err := NewIPResolver(IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	require.NoError(t, err)
 	mw, err := NewMiddleware(chk, WithIPResolver(ipr))
 	require.NoError(t, err)
 	auth, err := NewAuth(sessions)
 	require.NoError(t, err)
-	return stack{sessions, bl, func(next http.Handler) http.Handler { return auth.Handle(mw.Handle(next)) }}
+	return stack{sessions, bl, func(next http.Handler) http.Handler { return auth(mw(next)) }}
 }
 
 func TestStackAllRedis(t *testing.T) {
@@ -271,11 +271,11 @@ func TestStackRedisDownPolicies(t *testing.T) {
 			rdb, m := testenv.Miniredis(t)
 			var failures atomic.Int64
 			var last atomic.Value
-			bl, err := NewBlacklist(rdb)
+			bl, err := NewBlacklist(rdb, BlacklistConfig{})
 			require.NoError(t, err)
-			beh, err := NewBehaviour(rdb, time.Minute, 5, 8)
+			beh, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Minute, FlagAt: 5, DenyAt: 8})
 			require.NoError(t, err)
-			dev, err := NewDeviceBinder(rdb)
+			dev, err := NewDeviceBinder(rdb, DeviceBinderConfig{})
 			require.NoError(t, err)
 			checker, err := NewChecker([]Rule{bl, beh, dev}, WithFailurePolicy(c.policy),
 				WithOnFailure(func(context.Context, string, error) { failures.Add(1) }),
@@ -285,7 +285,7 @@ func TestStackRedisDownPolicies(t *testing.T) {
 			require.NoError(t, err)
 			withUser := func(next http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					mw.Handle(next).ServeHTTP(w, r.WithContext(WithUser(r.Context(), "u1")))
+					mw(next).ServeHTTP(w, r.WithContext(WithUser(r.Context(), "u1")))
 				})
 			}
 			m.SetError("LOADING Redis is loading the dataset in memory")
@@ -315,7 +315,7 @@ func TestMiddlewareJSONEscapes(t *testing.T) {
 	require.NoError(t, err)
 	mw, err := NewMiddleware(chk)
 	require.NoError(t, err)
-	got := serve(t, mw.Handle, nil)
+	got := serve(t, mw, nil)
 	assert.Equal(t, 403, got.status)
 	assert.Equal(t, odd, got.body["reason"], "custom reason codes survive JSON encoding")
 }

@@ -21,7 +21,8 @@ import (
 // risk.check is one [Checker.Check]; in dry-run mode the outcome is the
 // would-be action (what [WithOnDecision] sees), not the Allow returned.
 // "error" means no decision (FailClosed, or the caller's ctx ended) and
-// carries Err. risk.auth is one request through [Auth], timed up to the
+// carries Err. risk.auth is one request through the [NewAuth] middleware,
+// timed up to the
 // decision and reported before the next handler runs; "error" is an
 // authenticator failure (503). Activity is empty: a [Subject] names no
 // sale.
@@ -44,7 +45,7 @@ func (c *Checker) observeCheck(ctx context.Context, start time.Time, d Decision,
 	c.o.observer.Observe(ctx, e)
 }
 
-// authOutcome is the outcome of an [Auth] request that ended with err.
+// authOutcome is the outcome of an authenticated request that ended with err.
 func authOutcome(err error) string {
 	switch {
 	case err == nil:
@@ -59,7 +60,7 @@ func authOutcome(err error) string {
 	return observe.Error
 }
 
-func (a *Auth) observe(ctx context.Context, start time.Time, err error) {
+func (a *auth) observe(ctx context.Context, start time.Time, err error) {
 	e := observe.Event{Stage: StageAuth, Outcome: authOutcome(err), Duration: time.Since(start)}
 	if e.Outcome == observe.Error {
 		e.Err = err

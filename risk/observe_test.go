@@ -62,7 +62,7 @@ func TestObserverCheck(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		t.Parallel()
-		bl, err := NewBlacklist(rdb, WithKeyPrefix(prefix))
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		captcha := NewRule("captcha", func(_ context.Context, s Subject) (Decision, error) {
 			if s.UserID == "carol" {
@@ -134,7 +134,7 @@ func TestObserverAuth(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		t.Parallel()
-		ss, err := NewSessionStore(rdb, WithKeyPrefix(prefix))
+		ss, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		tok, err := ss.Create(bg, "alice", time.Hour)
 		require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestObserverAuth(t *testing.T) {
 		a, err := NewAuth(ss, WithObserver(rec))
 		require.NoError(t, err)
 		var seen []int // events recorded when next ran
-		h := a.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := a(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			rec.mu.Lock()
 			seen = append(seen, len(rec.events))
 			rec.mu.Unlock()
@@ -168,7 +168,7 @@ func TestObserverAuth(t *testing.T) {
 		broken, err := NewAuth(AuthenticatorFunc(func(context.Context, string) (string, error) { return "", errDown }),
 			WithObserver(rec))
 		require.NoError(t, err)
-		assert.Equal(t, http.StatusServiceUnavailable, do(broken.Handle(http.NotFoundHandler()), "Bearer abc"))
+		assert.Equal(t, http.StatusServiceUnavailable, do(broken(http.NotFoundHandler()), "Bearer abc"))
 		assert.Equal(t, []shape{
 			{"risk.auth", "ok", ""}, {"risk.auth", "missing_token", ""}, {"risk.auth", "malformed_token", ""},
 			{"risk.auth", "invalid_token", ""}, {"risk.auth", "invalid_token", ""}, {"risk.auth", "error", ""},

@@ -15,7 +15,7 @@ import (
 // A long-lived session cache kept fresh by revocations: every instance runs
 // its cache's Run as a background worker, and SessionStore.Revoke on any
 // instance makes every running cache forget the token at once.
-func ExampleWithRevocations() {
+func ExampleNewAuthCache_revocations() {
 	mr := miniredis.NewMiniRedis()
 	_ = mr.Start()
 	defer mr.Close()
@@ -23,8 +23,8 @@ func ExampleWithRevocations() {
 	defer rdb.Close()
 	ctx := context.Background()
 
-	sessions, _ := risk.NewSessionStore(rdb)
-	cache, err := risk.NewAuthCache(sessions, 30*time.Minute, 100_000, risk.WithRevocations(sessions))
+	sessions, _ := risk.NewSessionStore(rdb, risk.SessionConfig{})
+	cache, err := risk.NewAuthCache(sessions, risk.AuthCacheConfig{TTL: 30 * time.Minute, Max: 100_000, Revocations: sessions})
 	if err != nil {
 		panic(err)
 	}

@@ -81,14 +81,13 @@ func TestRevocationReachesOtherInstancesAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		t.Parallel()
-		storeA, err := NewSessionStore(rdb, WithKeyPrefix(prefix))
+		storeA, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		cb := &countingClient{UniversalClient: secondClient(t, rdb)}
-		storeB, err := NewSessionStore(cb, WithKeyPrefix(prefix))
+		storeB, err := NewSessionStore(cb, SessionConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		var logs syncBuffer
-		cacheB, err := NewAuthCache(storeB, time.Hour, 100, WithClock(newFakeClock()), WithRevocations(storeB),
-			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		cacheB, err := NewAuthCache(storeB, AuthCacheConfig{TTL: time.Hour, Max: 100, Clock: newFakeClock(), Revocations: storeB, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		require.NoError(t, err)
 		runCache(t, cacheB)
 
@@ -102,7 +101,7 @@ func TestRevocationReachesOtherInstancesAllRedis(t *testing.T) {
 				require.NoError(t, err)
 			}
 		}
-		require.Equal(t, 2, cacheB.Len())
+		require.Equal(t, 2, cacheB.size())
 		require.EqualValues(t, 2, cb.gets.Load(), "B: one GET per session, then cache hits")
 		checkIndex(t, cacheB)
 
@@ -112,7 +111,7 @@ func TestRevocationReachesOtherInstancesAllRedis(t *testing.T) {
 		require.EqualValues(t, 1, rdb.Exists(bg, key).Val())
 		require.NoError(t, storeA.Revoke(bg, tok))
 		assert.EqualValues(t, 0, rdb.Exists(bg, key).Val(), "session key deleted")
-		require.Eventually(t, func() bool { return cacheB.Len() == 1 }, waitFor, time.Millisecond,
+		require.Eventually(t, func() bool { return cacheB.size() == 1 }, waitFor, time.Millisecond,
 			"B forgot the revoked token")
 		_, err = cacheB.Authenticate(bg, tok)
 		require.ErrorIs(t, err, ErrInvalidToken, "B refuses the revoked token")
@@ -144,7 +143,7 @@ func TestRevocationReachesOtherInstancesAllRedis(t *testing.T) {
 		_, resets2, revs2, _ := cacheState(cacheB)
 		assert.Equal(t, revs+2, revs2, "the malformed messages were not applied")
 		assert.Equal(t, resets, resets2, "no resubscription: nothing else emptied the cache")
-		assert.Equal(t, 1, cacheB.Len())
+		assert.Equal(t, 1, cacheB.size())
 		u, err = cacheB.Authenticate(bg, other)
 		require.NoError(t, err)
 		assert.Equal(t, "u2", u)
@@ -160,7 +159,7 @@ func TestRevokePublishesTheHash(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	pre := testenv.Prefix(t)
-	s, err := NewSessionStore(rdb, WithKeyPrefix(pre))
+	s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: pre})
 	require.NoError(t, err)
 	ps := rdb.Subscribe(bg, pre+"risk:session:revoked")
 	defer ps.Close()
@@ -190,7 +189,7 @@ func TestRevokePublishesTheHash(t *testing.T) {
 func TestAuthCacheMissRacingRevocation(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb, WithKeyPrefix(testenv.Prefix(t)))
+	s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: testenv.Prefix(t)})
 	require.NoError(t, err)
 	looked, release := make(chan struct{}), make(chan struct{})
 	var hold atomic.Bool
@@ -202,7 +201,7 @@ func TestAuthCacheMissRacingRevocation(t *testing.T) {
 		}
 		return u, err
 	})
-	c, err := NewAuthCache(next, time.Hour, 10, WithClock(newFakeClock()), WithRevocations(s))
+	c, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock(), Revocations: s})
 	require.NoError(t, err)
 	runCache(t, c)
 	tok, err := s.Create(bg, "u1", time.Hour)
@@ -225,40 +224,38 @@ func TestAuthCacheMissRacingRevocation(t *testing.T) {
 		close(release)
 		require.NoError(t, <-done, "the lookup itself succeeded")
 		release = make(chan struct{})
-		assert.Equal(t, tc.cached, c.Len() == 1, "cached")
+		assert.Equal(t, tc.cached, c.size() == 1, "cached")
 		checkIndex(t, c)
 	}
 }
 
-// TestAuthCacheRunLifecycle: Run needs WithRevocations, runs once at a
+// TestAuthCacheRunLifecycle: Run needs AuthCacheConfig.Revocations, runs once at a
 // time, returns nil when ctx is done and may run again, and fails with
-// ErrClosed after Close (which stops a running Run). With WithRevocations
+// ErrClosed after Close (which stops a running Run). With Revocations
 // the cache stores entries only while Run is subscribed.
 func TestAuthCacheRunLifecycle(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb)
+	s, err := NewSessionStore(rdb, SessionConfig{})
 	require.NoError(t, err)
 	tok, err := s.Create(bg, "u", time.Hour)
 	require.NoError(t, err)
 
-	plain, err := NewAuthCache(s, time.Hour, 10)
+	plain, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10})
 	require.NoError(t, err)
-	require.ErrorIs(t, plain.Run(bg), ErrInvalidArgument, "Run without WithRevocations")
+	require.ErrorIs(t, plain.Run(bg), ErrInvalidConfig, "Run without Revocations")
 	require.NoError(t, plain.Close())
 
-	_, err = NewAuthCache(s, time.Hour, 10, WithRevocations(nil))
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	noSub, err := NewSessionStore(struct{ Client }{rdb})
+	noSub, err := NewSessionStore(struct{ Client }{rdb}, SessionConfig{})
 	require.NoError(t, err)
-	_, err = NewAuthCache(s, time.Hour, 10, WithRevocations(noSub))
-	require.ErrorIs(t, err, ErrInvalidArgument, "a client that cannot Subscribe")
+	_, err = NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Revocations: noSub})
+	require.ErrorIs(t, err, ErrInvalidConfig, "a client that cannot Subscribe")
 
-	c, err := NewAuthCache(s, time.Hour, 10, WithClock(newFakeClock()), WithRevocations(s))
+	c, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock(), Revocations: s})
 	require.NoError(t, err)
 	_, err = c.Authenticate(bg, tok)
 	require.NoError(t, err)
-	assert.Equal(t, 0, c.Len(), "nothing cached before Run is subscribed")
+	assert.Equal(t, 0, c.size(), "nothing cached before Run is subscribed")
 
 	for round := range 2 {
 		ctx, cancel := context.WithCancel(bg)
@@ -268,13 +265,13 @@ func TestAuthCacheRunLifecycle(t *testing.T) {
 		require.ErrorIs(t, c.Run(bg), ErrRunning, "round %d", round)
 		_, err = c.Authenticate(bg, tok)
 		require.NoError(t, err)
-		assert.Equal(t, 1, c.Len(), "cached while Run is subscribed")
+		assert.Equal(t, 1, c.size(), "cached while Run is subscribed")
 		cancel()
 		require.NoError(t, <-errc, "Run returns nil when ctx is done")
-		assert.Equal(t, 0, c.Len(), "emptied when Run returns")
+		assert.Equal(t, 0, c.size(), "emptied when Run returns")
 		_, err = c.Authenticate(bg, tok)
 		require.NoError(t, err)
-		assert.Equal(t, 0, c.Len(), "nothing cached after Run returned")
+		assert.Equal(t, 0, c.size(), "nothing cached after Run returned")
 	}
 
 	errc := make(chan error, 1)
@@ -292,7 +289,7 @@ func TestAuthCacheRunLifecycle(t *testing.T) {
 	u, err := c.Authenticate(bg, tok)
 	require.NoError(t, err, "Authenticate works after Close")
 	assert.Equal(t, "u", u)
-	assert.Equal(t, 0, c.Len())
+	assert.Equal(t, 0, c.size())
 }
 
 // TestAuthCacheResubscribeEmpties: after a reconnect (the server restarted)
@@ -302,28 +299,28 @@ func TestAuthCacheRunLifecycle(t *testing.T) {
 func TestAuthCacheResubscribeEmpties(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb)
+	s, err := NewSessionStore(rdb, SessionConfig{})
 	require.NoError(t, err)
-	c, err := NewAuthCache(s, time.Hour, 10, WithClock(newFakeClock()), WithRevocations(s))
+	c, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock(), Revocations: s})
 	require.NoError(t, err)
 	runCache(t, c)
 	tok, err := s.Create(bg, "u", time.Hour)
 	require.NoError(t, err)
 	_, err = c.Authenticate(bg, tok)
 	require.NoError(t, err)
-	require.Equal(t, 1, c.Len())
+	require.Equal(t, 1, c.size())
 	_, resets, _, _ := cacheState(c)
 
 	m.Close()
 	require.NoError(t, m.Restart())
 	require.Eventually(t, func() bool { _, n, _, _ := cacheState(c); return n > resets }, waitFor, time.Millisecond,
 		"resubscribed")
-	assert.Equal(t, 0, c.Len(), "emptied on resubscription")
+	assert.Equal(t, 0, c.size(), "emptied on resubscription")
 	_, err = c.Authenticate(bg, tok)
 	require.NoError(t, err)
-	require.Equal(t, 1, c.Len())
+	require.Equal(t, 1, c.size())
 	require.NoError(t, s.Revoke(bg, tok))
-	require.Eventually(t, func() bool { return c.Len() == 0 }, waitFor, time.Millisecond, "heard after resubscription")
+	require.Eventually(t, func() bool { return c.size() == 0 }, waitFor, time.Millisecond, "heard after resubscription")
 }
 
 // TestAuthCacheIndexConsistent: the hash → token index follows every way an
@@ -331,7 +328,7 @@ func TestAuthCacheResubscribeEmpties(t *testing.T) {
 func TestAuthCacheIndexConsistent(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb)
+	s, err := NewSessionStore(rdb, SessionConfig{})
 	require.NoError(t, err)
 	var deny atomic.Bool
 	next := AuthenticatorFunc(func(_ context.Context, tok string) (string, error) {
@@ -341,16 +338,16 @@ func TestAuthCacheIndexConsistent(t *testing.T) {
 		return "u-" + tok, nil
 	})
 	clk := newFakeClock()
-	c, err := NewAuthCache(next, time.Minute, 64, WithClock(clk), WithRevocations(s))
+	c, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Minute, Max: 64, Clock: clk, Revocations: s})
 	require.NoError(t, err)
 	runCache(t, c)
 	for i := range 1000 {
 		_, err := c.Authenticate(bg, fmt.Sprint("tok", i))
 		require.NoError(t, err)
-		require.LessOrEqual(t, c.Len(), 64)
+		require.LessOrEqual(t, c.size(), 64)
 	}
-	checkIndex(t, c)                // eviction
-	for i := 0; c.Len() < 64; i++ { // full: the next insert sweeps
+	checkIndex(t, c)                 // eviction
+	for i := 0; c.size() < 64; i++ { // full: the next insert sweeps
 		_, err := c.Authenticate(bg, fmt.Sprint("fill", i))
 		require.NoError(t, err)
 	}
@@ -358,7 +355,7 @@ func TestAuthCacheIndexConsistent(t *testing.T) {
 	_, err = c.Authenticate(bg, "after-expiry")
 	require.NoError(t, err)
 	checkIndex(t, c) // the expiry sweep
-	assert.Equal(t, 1, c.Len(), "expired entries swept")
+	assert.Equal(t, 1, c.size(), "expired entries swept")
 	c.Forget("after-expiry")
 	checkIndex(t, c)
 	_, err = c.Authenticate(bg, "x")
@@ -376,19 +373,19 @@ func TestAuthCacheIndexConsistent(t *testing.T) {
 // token: hashToken allocates), with or without revocations.
 func TestAuthCacheHitAllocs(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb)
+	s, err := NewSessionStore(rdb, SessionConfig{})
 	require.NoError(t, err)
 	next := AuthenticatorFunc(func(_ context.Context, tok string) (string, error) { return "u", nil })
-	plain, err := NewAuthCache(next, time.Hour, 10, WithClock(newFakeClock()))
+	plain, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock()})
 	require.NoError(t, err)
-	rev, err := NewAuthCache(next, time.Hour, 10, WithClock(newFakeClock()), WithRevocations(s))
+	rev, err := NewAuthCache(next, AuthCacheConfig{TTL: time.Hour, Max: 10, Clock: newFakeClock(), Revocations: s})
 	require.NoError(t, err)
 	runCache(t, rev)
 	tok := strings.Repeat("k", 43)
 	for _, c := range []*AuthCache{plain, rev} {
 		_, err := c.Authenticate(bg, tok)
 		require.NoError(t, err)
-		require.Equal(t, 1, c.Len())
+		require.Equal(t, 1, c.size())
 		allocs := testing.AllocsPerRun(1000, func() {
 			if _, err := c.Authenticate(bg, tok); err != nil {
 				t.Fatal(err)
@@ -405,9 +402,9 @@ func TestAuthCacheRunClientClosed(t *testing.T) {
 	t.Parallel()
 	_, m := testenv.Miniredis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	s, err := NewSessionStore(rdb)
+	s, err := NewSessionStore(rdb, SessionConfig{})
 	require.NoError(t, err)
-	c, err := NewAuthCache(s, time.Hour, 10, WithRevocations(s))
+	c, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Hour, Max: 10, Revocations: s})
 	require.NoError(t, err)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(bg) }()

@@ -16,9 +16,9 @@ import (
 // bits, base64url) maps to a user ID with a TTL. Only the SHA-256 of the
 // token is used in the key, so a copy of the Redis data does not hand out
 // valid tokens. It is an [Authenticator]: one GET per request (one GETEX
-// with [WithSlidingTTL]). [SessionStore.Revoke] announces each revocation
-// on a pub/sub channel, which an [AuthCache] hears through
-// [WithRevocations].
+// with [SessionConfig.Sliding]). [SessionStore.Revoke] announces each
+// revocation on a pub/sub channel, which an [AuthCache] hears through
+// [AuthCacheConfig.Revocations].
 //
 // A SessionStore is safe for concurrent use.
 type SessionStore struct {
@@ -26,24 +26,45 @@ type SessionStore struct {
 	o   options
 }
 
-// NewSessionStore returns a SessionStore. Options (each a
-// [SessionOption]): [WithKeyPrefix], [WithSessionTTL], [WithSlidingTTL]; a
-// nil option is ignored. A nil client or an invalid option fails with
-// [ErrInvalidArgument].
-func NewSessionStore(rdb Client, opts ...SessionOption) (*SessionStore, error) {
+// SessionConfig holds the settings of [NewSessionStore]; the zero value
+// is the default.
+type SessionConfig struct {
+	// KeyPrefix prefixes every Redis key and the revocation channel
+	// ("<prefix>risk:session:revoked"). Default "seckill:".
+	KeyPrefix string
+	// TTL is the lifetime of a session that [SessionStore.Create] starts
+	// with ttl 0, and how far [SessionConfig.Sliding] pushes the expiry.
+	// Default 24h.
+	TTL time.Duration
+	// Sliding makes every successful [SessionStore.Authenticate] push the
+	// session's expiry to now + TTL (one GETEX instead of GET; Redis ≥
+	// 6.2). Default off: a session dies at its creation time + TTL.
+	Sliding bool
+}
+
+// NewSessionStore returns a SessionStore with the settings of cfg. A nil
+// client or a TTL below 0 (or between 0 and 1ms) fails with
+// [ErrInvalidConfig].
+func NewSessionStore(rdb Client, cfg SessionConfig) (*SessionStore, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("risk: nil redis client: %w", ErrInvalidConfig)
 	}
-	o, err := buildOptions(opts, SessionOption.applySession)
-	if err != nil {
-		return nil, err
+	o := defaultOptions()
+	o.setCommon(cfg.KeyPrefix, nil, nil)
+	if cfg.TTL < 0 || (cfg.TTL > 0 && cfg.TTL < time.Millisecond) {
+		o.fail("session TTL must be >= 1ms")
+	}
+	o.sessionTTL = orDefault(cfg.TTL, o.sessionTTL)
+	o.sliding = cfg.Sliding
+	if o.err != nil {
+		return nil, o.err
 	}
 	return &SessionStore{rdb: rdb, o: o}, nil
 }
 
-// Create starts a session of userID for ttl (0 = the store's session TTL,
-// see [WithSessionTTL]) and returns its bearer token. A user ID that is not
-// [ValidUserID] fails with [ErrInvalidID] and stores nothing.
+// Create starts a session of userID for ttl (0 = the store's
+// [SessionConfig.TTL]) and returns its bearer token. A user ID that is not
+// [ValidUserID] fails with [ErrInvalidArgument] and stores nothing.
 func (s *SessionStore) Create(ctx context.Context, userID string, ttl time.Duration) (string, error) {
 	if err := checkUserID(userID); err != nil {
 		return "", err
@@ -95,7 +116,7 @@ func (s *SessionStore) Authenticate(ctx context.Context, token string) (string, 
 // Revoke ends the session of token (logout). In the same atomic step (one
 // script) it publishes the token's hash (never the token) on the store's
 // revocation channel, "<prefix>risk:session:revoked", so that every
-// [AuthCache] built with [WithRevocations] and running [AuthCache.Run]
+// [AuthCache] built with [AuthCacheConfig.Revocations] and running [AuthCache.Run]
 // forgets the token at once, on every instance. Revoking an unknown or
 // expired token deletes nothing (its hash is still published: a cache may
 // hold a session that expired in Redis); a string that is not a well-formed

@@ -17,7 +17,7 @@ import (
 func TestSessionStoreAllRedis(t *testing.T) {
 	t.Parallel()
 	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
-		s, err := NewSessionStore(rdb, WithKeyPrefix(prefix))
+		s, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: prefix})
 		require.NoError(t, err)
 		tok, err := s.Create(bg, "u42", time.Minute)
 		require.NoError(t, err)
@@ -67,9 +67,9 @@ func TestSessionStoreAllRedis(t *testing.T) {
 func TestSessionExpiryAndSliding(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	fixed, err := NewSessionStore(rdb, WithKeyPrefix("f:"), WithSessionTTL(10*time.Minute))
+	fixed, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: "f:", TTL: 10 * time.Minute})
 	require.NoError(t, err)
-	sliding, err := NewSessionStore(rdb, WithKeyPrefix("s:"), WithSessionTTL(10*time.Minute), WithSlidingTTL(true))
+	sliding, err := NewSessionStore(rdb, SessionConfig{KeyPrefix: "s:", TTL: 10 * time.Minute, Sliding: true})
 	require.NoError(t, err)
 	ft, err := fixed.Create(bg, "a", 0)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestSessionExpiryAndSliding(t *testing.T) {
 func TestSessionStoreDown(t *testing.T) {
 	t.Parallel()
 	rdb, m := testenv.Miniredis(t)
-	s, err := NewSessionStore(rdb)
+	s, err := NewSessionStore(rdb, SessionConfig{})
 	require.NoError(t, err)
 	tok, err := s.Create(bg, "u", 0)
 	require.NoError(t, err)
@@ -118,10 +118,12 @@ func TestSessionStoreDown(t *testing.T) {
 	got = doAuth(t, auth, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) })
 	assert.Equal(t, 503, got.status, "server gone")
 
-	_, err = NewSessionStore(nil)
-	assert.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = NewSessionStore(rdb, WithSessionTTL(0))
-	assert.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = NewSessionStore(nil, SessionConfig{})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	for _, ttl := range []time.Duration{-time.Second, time.Microsecond} {
+		_, err = NewSessionStore(rdb, SessionConfig{TTL: ttl})
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%v", ttl)
+	}
 }
 
 // countingClient counts the commands that reach Redis.
@@ -145,7 +147,7 @@ func TestAuthHotPathOneCommand(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	cc := &countingClient{UniversalClient: rdb}
 	for _, sliding := range []bool{false, true} {
-		s, err := NewSessionStore(cc, WithSlidingTTL(sliding))
+		s, err := NewSessionStore(cc, SessionConfig{Sliding: sliding})
 		require.NoError(t, err)
 		tok, err := s.Create(bg, "u", 0)
 		require.NoError(t, err)
@@ -161,7 +163,7 @@ func TestAuthHotPathOneCommand(t *testing.T) {
 			assert.EqualValues(t, 10, cc.getexs.Load())
 		}
 		// With an AuthCache in front: one command for ten requests.
-		cache, err := NewAuthCache(s, time.Second, 10)
+		cache, err := NewAuthCache(s, AuthCacheConfig{TTL: time.Second, Max: 10})
 		require.NoError(t, err)
 		auth, err = NewAuth(cache)
 		require.NoError(t, err)

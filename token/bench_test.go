@@ -17,7 +17,7 @@ import (
 // guard), next to its anchors: a naive HMAC-SHA256 of the same bytes with a
 // fresh hmac.New per call, and time.Now (the clock read Verify does).
 func BenchmarkVerify(b *testing.B) {
-	clk := ClockFunc(func() time.Time { return start })
+	clk := clockFunc(func() time.Time { return start })
 	s, err := NewSigner([]Key{k1}, WithClock(clk))
 	if err != nil {
 		b.Fatal(err)
@@ -88,7 +88,7 @@ func BenchmarkVerify(b *testing.B) {
 
 // BenchmarkSign measures signing (crypto/rand nonce + HMAC + encoding).
 func BenchmarkSign(b *testing.B) {
-	s, err := NewSigner([]Key{k1}, WithClock(ClockFunc(func() time.Time { return start })))
+	s, err := NewSigner([]Key{k1}, WithClock(clockFunc(func() time.Time { return start })))
 	if err != nil {
 		b.Fatal(err)
 	}

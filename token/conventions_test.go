@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"reflect"
 	"sort"
 	"testing"
 	"time"
@@ -28,8 +29,8 @@ var (
 		"ErrNotFound": ErrNotFound, "ErrUsed": ErrUsed,
 	}
 	otherSentinels = map[string]error{
-		"ErrBadReply": ErrBadReply, "ErrNoKeys": ErrNoKeys,
-		"ErrInvalidConfig": ErrInvalidConfig, "ErrInvalidArgument": ErrInvalidArgument,
+		"ErrBadReply": ErrBadReply, "ErrInvalidConfig": ErrInvalidConfig,
+		"ErrInvalidArgument": ErrInvalidArgument,
 	}
 )
 
@@ -301,5 +302,31 @@ func TestNilOptionsAndCollaborators(t *testing.T) {
 	_, err = NewSigner([]Key{k1}, WithReplayGuard(nil))
 	assert.ErrorIs(t, err, ErrInvalidConfig, "nil replay-guard store")
 	_, err = NewSigner(nil)
-	assert.ErrorIs(t, err, ErrNoKeys, "no keys")
+	assert.ErrorIs(t, err, ErrInvalidConfig, "no keys")
+}
+
+// TestOneOptionMechanism: every option type is an interface whose methods
+// are unexported, so only the package's With… functions make options
+// (Option was an exported func type before); and bad configuration,
+// including a bad key set, wraps the one ErrInvalidConfig.
+func TestOneOptionMechanism(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []reflect.Type{
+		reflect.TypeOf((*Option)(nil)).Elem(),
+		reflect.TypeOf((*PoolOption)(nil)).Elem(),
+		reflect.TypeOf((*SignerOption)(nil)).Elem(),
+	} {
+		require.Equal(t, reflect.Interface, typ.Kind(), typ.Name())
+		for i := 0; i < typ.NumMethod(); i++ {
+			assert.False(t, typ.Method(i).IsExported(), "%s.%s", typ.Name(), typ.Method(i).Name)
+		}
+	}
+	assert.Equal(t, "token: invalid configuration", ErrInvalidConfig.Error())
+	s, err := NewSigner([]Key{k1})
+	require.NoError(t, err)
+	for _, keys := range [][]Key{nil, {{ID: "k", Secret: []byte("short")}}, {k1, k1}} {
+		err := s.SetKeys(keys)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%v", keys)
+		assert.NotErrorIs(t, err, ErrRefused, "bad configuration is not a refusal")
+	}
 }

@@ -13,7 +13,7 @@
 // and spends a token exactly once: among concurrent calls with the same
 // token exactly one succeeds. Expired bound-but-unused tokens go back to
 // the pool: lazily in Take ([WithReclaimBatch]) and in [Pool.Reclaim].
-// [Pool.Remaining] and [Pool.Stats] report what is left.
+// [Pool.Stats] reports what is left (Free + Expired can still be taken).
 //
 // [Pool.Restore] undoes a Consume whose downstream step failed (the stock
 // reservation hit a Redis error or an open breaker, or the order hand-off
@@ -36,7 +36,7 @@
 // business refusal: a Redis failure, [ErrBadReply], a cancelled or timed-out
 // context, and the caller's own mistakes ([ErrInvalidArgument] for a bad
 // activity or user ID, a stock out of range or bad [SignParams];
-// [ErrInvalidConfig]; [ErrNoKeys]). So one errors.Is tells "answer the
+// [ErrInvalidConfig], also for a bad key set). So one errors.Is tells "answer the
 // client no" from "fail closed". [ErrMalformed] is a refusal because it
 // judges a credential the client presented (a pool token or signed URL of
 // the wrong shape).

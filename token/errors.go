@@ -6,7 +6,7 @@ import "errors"
 // wraps it, so one errors.Is(err, ErrRefused) tells "the credential was
 // refused" (answer 403 or "try again") from "the check could not be made"
 // (a Redis failure, a bad reply: fail closed, answer 503) and from a
-// programming error ([ErrInvalidArgument], [ErrInvalidConfig], [ErrNoKeys]).
+// programming error ([ErrInvalidArgument], [ErrInvalidConfig]).
 // A context error (cancelled, deadline) is never a refusal.
 var ErrRefused = errors.New("token: refused")
 
@@ -56,13 +56,12 @@ var (
 var (
 	// ErrBadReply: Redis answered a script with an unexpected type or code.
 	ErrBadReply = errors.New("token: unexpected reply from redis")
-	// ErrNoKeys: the Signer was given no key, a secret shorter than 16
-	// bytes, an invalid key ID or a duplicate key ID.
-	ErrNoKeys = errors.New("token: invalid key set")
 	// ErrInvalidConfig: an option of [NewPool] or [NewSigner] is out of range
-	// (a negative skew, a zero validity, a nil clock, ...) or NewPool was
-	// given a nil Redis client.
-	ErrInvalidConfig = errors.New("token: invalid config")
+	// (a negative skew, a zero validity, a nil clock, ...), NewPool was
+	// given a nil Redis client, or [NewSigner] or [Signer.SetKeys] a bad key
+	// set (no key, a secret shorter than 16 bytes, an invalid or duplicate
+	// key ID).
+	ErrInvalidConfig = errors.New("token: invalid configuration")
 	// ErrInvalidArgument: the caller passed an activity or user ID that is
 	// not 1..128 bytes without braces, a stock out of range to [Pool.Issue],
 	// or [SignParams] without a start or with an expiry not after it.

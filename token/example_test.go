@@ -103,7 +103,7 @@ func ExampleSigner() {
 	// A fixed date is safe here: the only clock is the fake one below (no Redis, no deadline).
 	start := time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 	now := start.Add(-30 * time.Second)
-	clock := token.ClockFunc(func() time.Time { return now })
+	clock := exampleClock{&now}
 
 	signer, err := token.NewSigner([]token.Key{{ID: "2026-11", Secret: []byte("a 32-byte secret from your vault")}},
 		token.WithClock(clock), token.WithLeadTime(time.Minute), token.WithValidity(10*time.Minute))
@@ -159,3 +159,8 @@ func ExampleWithReplayGuard() {
 	// first: <nil>
 	// second: token: replayed
 }
+
+// exampleClock reads the time from a variable the example moves.
+type exampleClock struct{ now *time.Time }
+
+func (c exampleClock) Now() time.Time { return *c.now }

@@ -10,7 +10,7 @@ import (
 
 // fuzzSigner signs with k1; its clock sits at the activity start.
 func fuzzSigner(t testing.TB) *Signer {
-	s, err := NewSigner([]Key{k1, k2}, WithClock(ClockFunc(func() time.Time { return start })))
+	s, err := NewSigner([]Key{k1, k2}, WithClock(clockFunc(func() time.Time { return start })))
 	if err != nil {
 		t.Fatal(err)
 	}

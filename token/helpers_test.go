@@ -19,3 +19,11 @@ func newFakeClock(t time.Time) *fakeClock { return testenv.NewClock(t) }
 // clock at the wall clock's now instead (testenv.NewRealClock). Truncated to
 // the second, as signed URLs carry whole seconds.
 var t0 = testenv.Epoch().Truncate(time.Second)
+
+// clockFunc adapts a function to Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+// defaultMaxNodeSkew is the documented default of WithMaxNodeSkew.
+const defaultMaxNodeSkew = 30 * time.Second

@@ -2,8 +2,8 @@ package token
 
 import "strings"
 
-// DefaultKeyPrefix is the Redis key prefix used unless [WithKeyPrefix] is given.
-const DefaultKeyPrefix = "seckill:"
+// defaultKeyPrefix is the Redis key prefix used unless [WithKeyPrefix] is given.
+const defaultKeyPrefix = "seckill:"
 
 // Limits on caller-supplied identifiers.
 const (

@@ -24,19 +24,16 @@ type SignerOption interface{ applySigner(*options) }
 // Option is an option of both constructors: it is a [PoolOption] and a
 // [SignerOption]. Only [WithKeyPrefix], [WithClock] and [WithObserver]
 // return one. A nil Option is ignored.
-type Option func(*options)
-
-func (f Option) applyPool(o *options) {
-	if f != nil {
-		f(o)
-	}
+type Option interface {
+	PoolOption
+	SignerOption
 }
 
-func (f Option) applySigner(o *options) {
-	if f != nil {
-		f(o)
-	}
-}
+// sharedOption is the one implementation of [Option].
+type sharedOption func(*options)
+
+func (f sharedOption) applyPool(o *options)   { f(o) }
+func (f sharedOption) applySigner(o *options) { f(o) }
 
 // poolOption is an option of NewPool only.
 type poolOption func(*options)
@@ -70,7 +67,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		prefix:       DefaultKeyPrefix,
+		prefix:       defaultKeyPrefix,
 		clock:        systemClock{},
 		multiplier:   3,
 		bindTTL:      5 * time.Minute,
@@ -79,7 +76,7 @@ func defaultOptions() options {
 		lead:         time.Minute,
 		validity:     10 * time.Minute,
 		skew:         2 * time.Second,
-		nodeSkew:     DefaultMaxNodeSkew,
+		nodeSkew:     30 * time.Second,
 	}
 }
 
@@ -117,9 +114,9 @@ func (o *options) check() error {
 }
 
 // WithKeyPrefix sets the prefix of every Redis key (Pool and the Signer's
-// replay guard). Default [DefaultKeyPrefix] ("seckill:"). An option of
-// [NewPool] and [NewSigner].
-func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
+// replay guard). Default "seckill:". An option of [NewPool] and
+// [NewSigner].
+func WithKeyPrefix(p string) Option { return sharedOption(func(o *options) { o.prefix = p }) }
 
 // WithClock injects the clock. An option of [NewPool] and [NewSigner]; a
 // nil clock fails either with [ErrInvalidConfig].
@@ -132,7 +129,7 @@ func WithKeyPrefix(p string) Option { return func(o *options) { o.prefix = p } }
 // clock's time to the scripts instead (useful for tests against a real
 // Redis, or when app clocks are tightly synchronised).
 func WithClock(c Clock) Option {
-	return func(o *options) { o.clock = c; o.clockSet = c != nil }
+	return sharedOption(func(o *options) { o.clock = c; o.clockSet = c != nil })
 }
 
 // WithMultiplier sets k, the number of pool tokens issued per unit of stock
@@ -176,14 +173,9 @@ func WithReplayGuard(s NonceStore) SignerOption {
 	return signerOption(func(o *options) { o.nonces, o.nilNonces = s, s == nil })
 }
 
-// DefaultMaxNodeSkew is the clock difference between verifying servers that
-// the replay guard tolerates unless [WithMaxNodeSkew] says otherwise.
-const DefaultMaxNodeSkew = 30 * time.Second
-
 // WithMaxNodeSkew sets the largest difference between the clocks of any two
 // servers that verify the same signed URLs with one replay guard (Signer;
-// used only with [WithReplayGuard]). It must be >= 0; default
-// [DefaultMaxNodeSkew] (30 s).
+// used only with [WithReplayGuard]). It must be >= 0; default 30s.
 //
 // A server accepts a URL while its own clock reads before expiry + skew
 // ([WithSkew]), so a server whose clock is behind still accepts a URL that a
@@ -204,11 +196,11 @@ func WithMaxNodeSkew(d time.Duration) SignerOption {
 // call's activity; see [StageTake] for the names. An option of [NewPool]
 // and [NewSigner]. A nil o is ignored. Without an observer nothing is measured. Default: none.
 func WithObserver(o observe.Observer) Option {
-	return func(opts *options) {
+	return sharedOption(func(opts *options) {
 		if o != nil {
 			opts.observer = o
 		}
-	}
+	})
 }
 
 // NonceStore is the one Redis command the replay guard needs. It is

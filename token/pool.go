@@ -56,10 +56,9 @@ type Grant struct {
 	Remaining int64
 }
 
-// OK reports whether the grant carries a live token (Granted or Held).
-func (g Grant) OK() bool { return g.Status == Granted || g.Status == Held }
-
-// Stats are the counters of one activity's pool, read atomically.
+// Stats are the counters of one activity's pool, read atomically. Free +
+// Expired is how many tokens can still be taken (the expired bindings
+// return to the pool at the next Take or Reclaim).
 type Stats struct {
 	Issued  int64 // tokens ever issued; -1 when never issued
 	Free    int64 // tokens in the pool
@@ -343,7 +342,7 @@ func (p *Pool) restore(ctx context.Context, c ConsumeParams) error {
 // Reclaim returns every expired bound-but-unused token of the activity to
 // the pool and reports how many it returned. [Pool.Take] already reclaims
 // lazily (see [WithReclaimBatch]); call Reclaim from a ticker when takes are
-// rare but [Pool.Remaining] must be exact.
+// rare but [Stats] must be exact.
 func (p *Pool) Reclaim(ctx context.Context, activity string) (int64, error) {
 	keys, err := p.keys(activity)
 	if err != nil {
@@ -388,16 +387,6 @@ func (p *Pool) Stats(ctx context.Context, activity string) (Stats, error) {
 		}
 	}
 	return Stats{Issued: n[0], Free: n[1], Bound: n[2], Expired: n[3], Used: n[4]}, nil
-}
-
-// Remaining reports how many tokens can still be taken: the free ones plus
-// the expired bindings that the next Take or Reclaim returns to the pool.
-func (p *Pool) Remaining(ctx context.Context, activity string) (int64, error) {
-	s, err := p.Stats(ctx, activity)
-	if err != nil {
-		return 0, err
-	}
-	return s.Free + s.Expired, nil
 }
 
 // Drop deletes every key of the activity's pool (after the sale).

@@ -104,8 +104,8 @@ const (
 // [SignerOption]): [WithKeyPrefix], [WithClock], [WithObserver] (shared
 // with [NewPool]), [WithLeadTime], [WithValidity], [WithSkew],
 // [WithReplayGuard], [WithMaxNodeSkew]. A nil option is ignored. An option
-// out of range fails with [ErrInvalidConfig], a bad key set with
-// [ErrNoKeys].
+// out of range or a bad key set (see [Signer.SetKeys]) fails with
+// [ErrInvalidConfig].
 func NewSigner(keys []Key, opts ...SignerOption) (*Signer, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -128,21 +128,23 @@ func NewSigner(keys []Key, opts ...SignerOption) (*Signer, error) {
 // every key verifies. To rotate: (1) add the new key after the current one
 // on every server, (2) move it first, (3) once every URL signed by the old
 // key has expired, drop the old key: its URLs then fail with
-// [ErrUnknownKey].
+// [ErrUnknownKey]. A bad key set (no key, a secret shorter than 16 bytes,
+// a key ID that is empty, longer than 16 bytes or repeated) fails with
+// [ErrInvalidConfig] and leaves the current keys in place.
 func (s *Signer) SetKeys(keys []Key) error {
 	if len(keys) == 0 {
-		return fmt.Errorf("%w: no key", ErrNoKeys)
+		return fmt.Errorf("%w: no key", ErrInvalidConfig)
 	}
 	r := &keyring{byID: make(map[string]*keyEntry, len(keys))}
 	for i, k := range keys {
 		if !validKeyID(k.ID) {
-			return fmt.Errorf("%w: key ID %q", ErrNoKeys, k.ID)
+			return fmt.Errorf("%w: key ID %q", ErrInvalidConfig, k.ID)
 		}
 		if len(k.Secret) < 16 {
-			return fmt.Errorf("%w: key %q: secret shorter than 16 bytes", ErrNoKeys, k.ID)
+			return fmt.Errorf("%w: key %q: secret shorter than 16 bytes", ErrInvalidConfig, k.ID)
 		}
 		if _, dup := r.byID[k.ID]; dup {
-			return fmt.Errorf("%w: duplicate key ID %q", ErrNoKeys, k.ID)
+			return fmt.Errorf("%w: duplicate key ID %q", ErrInvalidConfig, k.ID)
 		}
 		secret := append([]byte(nil), k.Secret...)
 		e := &keyEntry{id: k.ID}

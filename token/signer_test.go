@@ -76,7 +76,7 @@ func TestNewSignerValidates(t *testing.T) {
 	}
 	for _, keys := range bad {
 		_, err := NewSigner(keys)
-		assert.ErrorIs(t, err, ErrNoKeys, keys)
+		assert.ErrorIs(t, err, ErrInvalidConfig, keys)
 	}
 	var err error
 	assert.NotPanics(t, func() { _, err = NewSigner([]Key{k1}, nil) })
@@ -235,7 +235,7 @@ func TestKeyRotation(t *testing.T) {
 	_, err = s.Verify(ctx, VerifyParams{Token: fresh, Activity: "1", User: "u"})
 	assert.NoError(t, err)
 
-	assert.ErrorIs(t, s.SetKeys(nil), ErrNoKeys)
+	assert.ErrorIs(t, s.SetKeys(nil), ErrInvalidConfig)
 	_, err = s.Verify(ctx, VerifyParams{Token: fresh, Activity: "1", User: "u"})
 	assert.NoError(t, err, "a failed SetKeys keeps the old set")
 }
@@ -296,7 +296,7 @@ func TestReplayGuard(t *testing.T) {
 			// The guard key lives until the URL expires on every server
 			// within the max node skew: validity + skew + max node skew from
 			// the (still) signer's clock, minus the real time gone since.
-			want := 10*time.Minute + 2*time.Second + DefaultMaxNodeSkew
+			want := 10*time.Minute + 2*time.Second + defaultMaxNodeSkew
 			ttl, err := rdb.PTTL(ctx, nonceOf(t, prefix, "7", tok2)).Result()
 			require.NoError(t, err)
 			assert.LessOrEqual(t, ttl, want)
@@ -345,7 +345,7 @@ func runSkewedNodes(t *testing.T, maxNodeSkew time.Duration) skewRun {
 	truth := testenv.NewEpochClock(0)
 	var nodes [2]*Signer
 	for i, off := range skewedOffsets {
-		clk := ClockFunc(func() time.Time { return truth.Now().Add(off) })
+		clk := clockFunc(func() time.Time { return truth.Now().Add(off) })
 		nodes[i] = newTestSigner(t, clk, WithReplayGuard(rdb), WithKeyPrefix(prefix),
 			WithValidity(validity), WithSkew(skew), WithMaxNodeSkew(maxNodeSkew))
 	}
@@ -450,7 +450,7 @@ func TestReplayGuardSkewedNodes(t *testing.T) {
 		name        string
 		maxNodeSkew time.Duration
 	}{
-		{"default max node skew", DefaultMaxNodeSkew},
+		{"default max node skew", defaultMaxNodeSkew},
 		{"max node skew = actual skew", skewedOffsets[0] - skewedOffsets[1]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -491,7 +491,7 @@ func TestReplayGuardRecordOutlivesSkewedNode(t *testing.T) {
 			const skew = 2 * time.Second
 			prefix := testenv.Prefix(t)
 			ahead, behind := skewedOffsets[0], skewedOffsets[1]
-			s := newTestSigner(t, ClockFunc(func() time.Time { return time.Now().Add(ahead) }),
+			s := newTestSigner(t, clockFunc(func() time.Time { return time.Now().Add(ahead) }),
 				WithReplayGuard(rdb), WithKeyPrefix(prefix), WithSkew(skew), WithValidity(time.Minute))
 			st := time.Now().Truncate(time.Second)
 			exp := st.Add(time.Minute)
@@ -507,7 +507,7 @@ func TestReplayGuardRecordOutlivesSkewedNode(t *testing.T) {
 			lastAccept := exp.Add(skew - behind)
 			assert.GreaterOrEqual(t, ttl, lastAccept.Sub(read)-time.Millisecond,
 				"the record vanishes while the node behind still accepts the URL")
-			assert.LessOrEqual(t, ttl, exp.Add(skew+DefaultMaxNodeSkew-ahead).Sub(before)+time.Millisecond,
+			assert.LessOrEqual(t, ttl, exp.Add(skew+defaultMaxNodeSkew-ahead).Sub(before)+time.Millisecond,
 				"the record lives no longer than expiry + skew + max node skew")
 		})
 	}
@@ -558,7 +558,7 @@ func TestVerifyDoesNotAllocate(t *testing.T) {
 		t.Skip("sync.Pool drops items at random under -race")
 	}
 	clk := newFakeClock(start)
-	s := newTestSigner(t, ClockFunc(clk.Now))
+	s := newTestSigner(t, clockFunc(clk.Now))
 	clk.Set(t0)
 	tok := sign(t, s, "42", "alice")
 	clk.Set(start)

@@ -36,7 +36,7 @@ func BenchmarkAnchorRateAllow(b *testing.B) {
 }
 
 func BenchmarkClientIP(b *testing.B) {
-	ipr, err := risk.NewIPResolver([]string{"10.0.0.0/8", "172.16.0.0/12", "2001:db8:ffff::/48"})
+	ipr, err := risk.NewIPResolver(risk.IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8", "172.16.0.0/12", "2001:db8:ffff::/48"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func BenchmarkMiddlewareInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ipr, err := risk.NewIPResolver([]string{"10.0.0.0/8"})
+	ipr, err := risk.NewIPResolver(risk.IPResolverConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func BenchmarkMiddlewareInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := auth.Handle(mw.Handle(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	h := auth(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		r := httptest.NewRequest(http.MethodPost, "/buy", nil)

@@ -57,7 +57,6 @@ type parts struct {
 	// Risk: sessions, client IPs, the rules.
 	sessions  *risk.SessionStore
 	authn     *risk.AuthCache
-	auth      *risk.Auth
 	ips       *risk.IPResolver
 	checker   *risk.Checker
 	blacklist *risk.Blacklist
@@ -280,8 +279,8 @@ const sessionCacheTTL = 10 * time.Minute
 // buildRisk: sessions (Redis) behind an in-process cache, IP
 // resolution, blacklist → behaviour → device binding.
 func (a *App) buildRisk() (err error) {
-	p, rdb, prefix := a.p, a.in.Redis, risk.WithKeyPrefix(a.cfg.KeyPrefix)
-	if p.sessions, err = risk.NewSessionStore(rdb, prefix); err != nil {
+	p, rdb, prefix := a.p, a.in.Redis, a.cfg.KeyPrefix
+	if p.sessions, err = risk.NewSessionStore(rdb, risk.SessionConfig{KeyPrefix: prefix}); err != nil {
 		return err
 	}
 	// Revocations (logout) reach every instance's cache at once through
@@ -289,25 +288,23 @@ func (a *App) buildRisk() (err error) {
 	// run-up: buyers signed in minutes before the start are not all looked
 	// up in Redis again at the opening. A session's own expiry is not
 	// announced: it stays accepted here for up to sessionCacheTTL.
-	if p.authn, err = risk.NewAuthCache(p.sessions, sessionCacheTTL, 200000,
-		risk.WithRevocations(p.sessions), risk.WithLogger(a.log)); err != nil {
+	if p.authn, err = risk.NewAuthCache(p.sessions, risk.AuthCacheConfig{TTL: sessionCacheTTL, Max: 200000,
+		Revocations: p.sessions, Logger: a.log}); err != nil {
 		return err
 	}
 	a.run.add(worker{name: "session_revocations", run: p.authn.Run, stop: p.authn.Close})
-	if p.auth, err = risk.NewAuth(p.authn, risk.WithLogger(a.log)); err != nil {
+	if p.ips, err = risk.NewIPResolver(risk.IPResolverConfig{TrustedProxies: a.cfg.TrustedProxies}); err != nil {
 		return err
 	}
-	if p.ips, err = risk.NewIPResolver(a.cfg.TrustedProxies); err != nil {
+	if p.blacklist, err = risk.NewBlacklist(rdb, risk.BlacklistConfig{KeyPrefix: prefix}); err != nil {
 		return err
 	}
-	if p.blacklist, err = risk.NewBlacklist(rdb, prefix); err != nil {
-		return err
-	}
-	behaviour, err := risk.NewBehaviour(rdb, 10*time.Second, 30, 60, prefix, risk.WithAutoBlacklist(p.blacklist), risk.WithLogger(a.log))
+	behaviour, err := risk.NewBehaviour(rdb, risk.BehaviourConfig{Window: 10 * time.Second, FlagAt: 30, DenyAt: 60,
+		KeyPrefix: prefix, AutoBlacklist: p.blacklist, Logger: a.log})
 	if err != nil {
 		return err
 	}
-	devices, err := risk.NewDeviceBinder(rdb, prefix)
+	devices, err := risk.NewDeviceBinder(rdb, risk.DeviceBinderConfig{KeyPrefix: prefix})
 	if err != nil {
 		return err
 	}

@@ -156,7 +156,7 @@ var stepDocs = map[string]struct{ io, does string }{
 // Redis breaker.
 func flowDiagram(steps []checkout.Step) string {
 	var sb strings.Builder
-	sb.WriteString("auth (risk.Auth, before the checkout: in-process cache, else one Redis GET)\n")
+	sb.WriteString("auth (risk.AuthCache over risk.SessionStore, before the checkout: in-process cache, else one Redis GET)\n")
 	sb.WriteString("handleBuy: the path names this node's sale; sold out and no attempt of the buyer's won: 409, the body unread\n")
 	for i, s := range steps {
 		mark, undo := " ", ""

@@ -112,11 +112,15 @@ func (g *captchaGate) Answer(ctx context.Context, id, user string) (string, bool
 	return "", false
 }
 
+// demoAlphabet is the alphabet of captcha.Letters (no look-alikes), so a
+// text-less demo answer looks like a drawn one.
+const demoAlphabet = "34679ADEFGHJKMNPRTWXYabdefhjkmnprtwxy"
+
 func randomAnswer(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	for i := range b {
-		b[i] = captcha.LetterAlphabet[int(b[i])%len(captcha.LetterAlphabet)]
+		b[i] = demoAlphabet[int(b[i])%len(demoAlphabet)]
 	}
 	return string(b)
 }

@@ -73,7 +73,7 @@ func (a *App) handleLogin(w http.ResponseWriter, r *http.Request) {
 // instance's session cache drops it at once, and this instance's cache
 // forgets it before answering. 204.
 func (a *App) handleLogout(w http.ResponseWriter, r *http.Request) {
-	tok, err := a.p.auth.Token(r)
+	tok, err := bearerToken(r)
 	if err != nil { // authenticated checked it: cannot happen
 		a.fail(w, r, "logout", err)
 		return

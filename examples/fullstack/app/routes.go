@@ -54,7 +54,7 @@ func (a *App) Handler() http.Handler {
 // when the session store cannot answer (never its error text).
 func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, err := a.p.auth.Token(r)
+		tok, err := bearerToken(r)
 		var user string
 		if err == nil {
 			user, err = a.p.authn.Authenticate(r.Context(), tok)
@@ -74,6 +74,12 @@ func (a *App) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			a.fail(w, r, "auth", err)
 		}
 	}
+}
+
+// bearerToken is the request's session token: the Authorization header's
+// "Bearer <token>" (risk.ParseBearer; its errors wrap risk.ErrRefused).
+func bearerToken(r *http.Request) (string, error) {
+	return risk.ParseBearer(r.Header.Get("Authorization"))
 }
 
 // userOf returns the authenticated user's ID (authenticated put it in the

@@ -143,7 +143,7 @@ func (a *App) handleTicket(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "bad_request", "no such reservation")
 		return
 	}
-	tok, err := a.p.auth.Token(r)
+	tok, err := bearerToken(r)
 	if err != nil { // authenticated checked it: cannot happen
 		a.fail(w, r, "ticket", err)
 		return

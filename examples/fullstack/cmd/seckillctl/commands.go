@@ -358,7 +358,7 @@ func (c *cli) outboxCmd(act func(*cobra.Command) *cobra.Command) *cobra.Command 
 
 // banDefault is the length of a ban without --duration, as the reference
 // service configures it (risk.Blacklist's default escalation,
-// risk.WithEscalation and risk.WithOffenceMemory).
+// risk.BlacklistConfig: BanBase, BanMax, BanFactor and OffenceMemory).
 const banDefault = "the server's escalation: in the reference service 1m for a first offence within 7 days, " +
 	"doubling with each further one (2m, 4m, 8m, …) up to 24h; offences include automatic bans, and a longer active ban is kept"
 
