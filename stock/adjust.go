@@ -35,7 +35,7 @@ import (
 // (Delta < 0) units of Activity, once per ID.
 type AdjustParams struct {
 	Activity string // activity ID (see ValidID)
-	// ID names the adjustment: 1..128 bytes (the request ID limit, see
+	// ID names the adjustment: 1..128 bytes (the reservation ID limit, see
 	// WithMaxReservationIDBytes), unique per adjustment of the activity.
 	ID string
 	// Delta is the units to add (> 0) or to withdraw (< 0); not 0, |Delta|
@@ -84,7 +84,7 @@ type AdjustmentRecord struct {
 // Delta in one atomic step, which is recorded under p.ID and increments the
 // data-loss fence's seq. A second call with the same ID answers the first
 // outcome with Replayed set and changes nothing; the same ID with another
-// Delta is an error wrapping [ErrRequestConflict]. A top-up publishes on
+// Delta is an error wrapping [ErrIDConflict]. A top-up publishes on
 // the release channel, so that processes which had learnt the activity is
 // sold out ask Redis again (and this process clears its own flag).
 //
@@ -188,7 +188,7 @@ func (r adjReply) err(p AdjustParams) error {
 	case adjustFrozen:
 		return fmt.Errorf("stock: adjust activity %s: %w", p.Activity, ErrFrozen)
 	case adjustConflict:
-		return fmt.Errorf("%w: adjustment ID %q of activity %s was applied with another delta", ErrRequestConflict,
+		return fmt.Errorf("%w: adjustment ID %q of activity %s was applied with another delta", ErrIDConflict,
 			p.ID, p.Activity)
 	case adjustOverflow:
 		return fmt.Errorf("%w: adjustment of activity %s by %d would take its stock or total beyond 2^53-1",

@@ -301,7 +301,7 @@ func TestAdjust(t *testing.T) {
 		assert.EqualValues(t, 12, hint(t, rdb, k.meta, "stock"))
 		assert.Equal(t, seq+1, hint(t, rdb, k.meta, "seq"))
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "a", ID: "top-1", Delta: 4})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 
 		// A withdrawal beyond the unreserved units: refused, nothing written.
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "a", ID: "w-big", Delta: -13})
@@ -439,7 +439,7 @@ func TestAdjustSharded(t *testing.T) {
 		assert.Equal(t, int64(5), b.Applied)
 		assert.EqualValues(t, 14, readUnits(t, rdb, prefix, "s", 3).total)
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "s", ID: "top", Delta: 4})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 
 		// Hold 3 units, then withdraw more than the rest: refused before
 		// anything is written.

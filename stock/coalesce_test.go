@@ -170,7 +170,7 @@ func normalize(r reply) norm {
 		Replayed: r.res.Replayed, Local: r.res.Local, At: !r.res.ReservedAt.IsZero()}
 	switch {
 	case r.err == nil:
-	case errors.Is(r.err, ErrRequestConflict):
+	case errors.Is(r.err, ErrIDConflict):
 		n.Err = "conflict"
 	case errors.Is(r.err, ErrInvalidRequest):
 		n.Err = "invalid"
@@ -648,7 +648,7 @@ func (c *endedCtx) Err() error {
 // TestCoalescedFailures: a Redis failure fails every request of the batch
 // as a single call would and writes nothing; a timeout after the script ran
 // is reported to every request as unavailable (uncertain), and retrying the
-// same request IDs reserves nothing twice; the batch's deadline is the
+// same reservation IDs reserves nothing twice; the batch's deadline is the
 // latest of its callers'.
 func TestCoalescedFailures(t *testing.T) {
 	t.Parallel()
@@ -848,7 +848,7 @@ func TestCoalescedHooksFallbackSoldOut(t *testing.T) {
 	assert.Equal(t, out[1].res, seen["lose"])
 	assert.Equal(t, Reserved, seen["win"].Status)
 	assert.True(t, seen["f1"].Fallback)
-	assert.Len(t, seen, 4, "one hook call per request ID")
+	assert.Len(t, seen, 4, "one hook call per reservation ID")
 	mu.Unlock()
 
 	require.True(t, d.SoldOut("1"), "the batch's SoldOut set the in-process flag")

@@ -196,9 +196,9 @@ func TestReserveMultiQty(t *testing.T) {
 	})
 }
 
-// TestReserveRetriesOneRequestID: 1,000 concurrent retries of one request ID
+// TestReserveRetriesOneReservationID: 1,000 concurrent retries of one reservation ID
 // deduct once and all see the same outcome.
-func TestReserveRetriesOneRequestID(t *testing.T) {
+func TestReserveRetriesOneReservationID(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
@@ -372,7 +372,7 @@ func TestReleaseSemantics(t *testing.T) {
 		assert.EqualValues(t, 5, res.Remaining)
 		assert.ErrorIs(t, res.Err(), ErrReleased)
 
-		// The buyer may buy again with a new request ID.
+		// The buyer may buy again with a new reservation ID.
 		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, ReservationID: "b"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
@@ -441,9 +441,9 @@ func TestReserveOutcomes(t *testing.T) {
 
 		// Same ID, other user or qty: conflict, nothing written.
 		_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, ReservationID: "1"})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "1"})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 		assert.Len(t, ledger(t, d, "1"), 2)
 	})
 }
@@ -576,15 +576,15 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 	long := string(make([]byte, 129))
 	for name, req := range map[string]Request{
-		"empty activity":    {Activity: "", User: "1", Qty: 1, ReservationID: "x"},
-		"activity with ':'": {Activity: "1:2", User: "1", Qty: 1, ReservationID: "x"},
-		"empty user":        {Activity: "1", User: "", Qty: 1, ReservationID: "x"},
-		"user with '}'":     {Activity: "1", User: "a}", Qty: 1, ReservationID: "x"},
-		"empty request ID":  {Activity: "1", User: "1", Qty: 1, ReservationID: ""},
-		"long request ID":   {Activity: "1", User: "1", Qty: 1, ReservationID: long},
-		"zero qty":          {Activity: "1", User: "1", Qty: 0, ReservationID: "x"},
-		"negative qty":      {Activity: "1", User: "1", Qty: -3, ReservationID: "x"},
-		"qty above cap":     {Activity: "1", User: "2", Qty: 3, ReservationID: "x"},
+		"empty activity":       {Activity: "", User: "1", Qty: 1, ReservationID: "x"},
+		"activity with ':'":    {Activity: "1:2", User: "1", Qty: 1, ReservationID: "x"},
+		"empty user":           {Activity: "1", User: "", Qty: 1, ReservationID: "x"},
+		"user with '}'":        {Activity: "1", User: "a}", Qty: 1, ReservationID: "x"},
+		"empty reservation ID": {Activity: "1", User: "1", Qty: 1, ReservationID: ""},
+		"long reservation ID":  {Activity: "1", User: "1", Qty: 1, ReservationID: long},
+		"zero qty":             {Activity: "1", User: "1", Qty: 0, ReservationID: "x"},
+		"negative qty":         {Activity: "1", User: "1", Qty: -3, ReservationID: "x"},
+		"qty above cap":        {Activity: "1", User: "2", Qty: 3, ReservationID: "x"},
 	} {
 		_, err := d.Reserve(ctx, req)
 		assert.ErrorIs(t, err, ErrInvalidRequest, name)

@@ -1,7 +1,7 @@
 // Package stock decides, in one atomic Redis Lua call, which of many
 // concurrent buyers of a flash sale get a unit: it reserves stock, enforces a
 // per-user limit and records every reservation in a ledger keyed by the
-// caller's request ID, so that it cannot oversell and a retried request never
+// caller's reservation ID, so that it cannot oversell and a retried request never
 // deducts twice.
 //
 // A [Deductor] is the entry point:
@@ -26,7 +26,7 @@
 //
 // reserve.lua, in one EVALSHA (with [WithCoalescing], one reserve_many.lua
 // call decides a batch of them the same way: see Coalescing): look the
-// request ID up in the ledger (a repeat returns the first outcome with
+// reservation ID up in the ledger (a repeat returns the first outcome with
 // Result.Replayed set); check the activity window against Redis TIME (all
 // app servers share one clock, however skewed their own); check stock >= qty
 // and the buyer's held quantity + qty <= the per-user limit (default 1,
@@ -44,10 +44,10 @@
 //
 // # Idempotence and Release
 //
-// The request ID is the reservation ID carried through the order pipeline.
+// The reservation ID is the reservation ID carried through the order pipeline.
 // Reserve with an ID already reserved answers Reserved again without a
 // deduction; with an ID that was released it answers [Released]; with an ID
-// reused for another user or quantity it fails with [ErrRequestConflict] and
+// reused for another user or quantity it fails with [ErrIDConflict] and
 // changes nothing. Denials are not recorded (a million refused requests must
 // not fill Redis), so a retry of a denied request is decided afresh.
 //
@@ -127,7 +127,7 @@
 // [WithoutSoldOutCache] turns the cache off.
 //
 // Retries of winners are not refused: before setting the flag, the process
-// reads the request IDs of the activity's ledger (ids.lua, HSCAN pages of
+// reads the reservation IDs of the activity's ledger (ids.lua, HSCAN pages of
 // 1,000, on the master) into an in-process set, and a request whose ID is in
 // it goes to Redis, which answers from the ledger (Reserved with Replayed,
 // or Released). The set is tied to the (epoch, seq) of the SoldOut reply, so
@@ -149,7 +149,7 @@
 // quickly. A [Fallback] (for example a database deduct) can be configured
 // with [WithFallback]. A timeout is an uncertain outcome: the script may
 // have run (go-redis may also retry a command after a read timeout). Retrying
-// Reserve or Release with the same request ID is always safe, and
+// Reserve or Release with the same reservation ID is always safe, and
 // [Deductor.Reservations] lets a reconciler compare the ledger with the
 // database. After SCRIPT FLUSH, a restart or a failover the scripts are
 // reloaded by themselves (EVALSHA falls back to EVAL on NOSCRIPT).
@@ -163,7 +163,7 @@
 // reserve_many.lua: a batch is sent when it holds maxBatch requests
 // (default 64) or one window (default 500µs) after its first request
 // arrived. Each request in it is decided exactly as reserve.lua would decide
-// it, one after the other in the order they joined: request-ID replay (the
+// it, one after the other in the order they joined: reservation-ID replay (the
 // same ID twice in one batch is decided once, the second gets the replay),
 // frozen, the window on Redis TIME (read once per batch: its decisions share
 // one Redis instant), stock, the per-user cap and the ledger entry; a batch
@@ -176,7 +176,7 @@
 // goroutine), [WithFallback] (called per request whose batch failed with
 // [ErrUnavailable]), the error of every request of a failed batch (what a
 // single call would get: nothing was written, or after a timeout the
-// outcome is unknown and a retry with the same request IDs is safe) and the
+// outcome is unknown and a retry with the same reservation IDs is safe) and the
 // fence: each decision's fence reply is judged as a single reply is,
 // against the knowledge when the batch was sent; since a batch ran on one
 // copy in one atomic step, a loss shown by any of its decisions answers all
@@ -226,12 +226,12 @@
 // an un-sharded activity does. Reserve and [Deductor.Held] ask that shard
 // only; [Deductor.Release], [Deductor.Lookup], [Deductor.Remaining],
 // [Deductor.Stats], [Deductor.Freeze], [Deductor.Unfreeze] and
-// [Deductor.Rebuild] ask every shard at once (the request ID does not name
+// [Deductor.Rebuild] ask every shard at once (the reservation ID does not name
 // its shard: Release asks every shard in probe mode, which writes nothing
 // where the ID is absent, and tombstones an ID no shard holds in every
 // shard, so its late Reserve deducts nothing on whatever shard).
-// [Deductor.Reservations] walks the shards in turn. A request ID reused for
-// another user is [ErrRequestConflict] only when both users hash to the same
+// [Deductor.Reservations] walks the shards in turn. A reservation ID reused for
+// another user is [ErrIDConflict] only when both users hash to the same
 // shard.
 //
 // Borrowing. When the buyer's shard has fewer units than asked, Reserve

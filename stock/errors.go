@@ -22,14 +22,14 @@ var (
 	// still works.
 	//
 	// A timeout is an uncertain outcome: the script may have run. Retrying
-	// [Deductor.Reserve] or [Deductor.Release] with the same request ID is
-	// safe; a reservation is deducted at most once per request ID.
+	// [Deductor.Reserve] or [Deductor.Release] with the same reservation ID is
+	// safe; a reservation is deducted at most once per reservation ID.
 	ErrUnavailable = errors.New("stock: redis unavailable")
 
 	// ErrInvalidRequest reports a Reserve, Release or lookup with bad input:
 	// an activity or user ID that is not [ValidID] (empty, over [MaxIDLen]
 	// bytes, or a byte outside [A-Za-z0-9._@+-]), an empty or over-long
-	// request ID, a qty <= 0, above [MaxQuantity] or above the activity's
+	// reservation ID, a qty <= 0, above [MaxQuantity] or above the activity's
 	// per-user limit. Nothing was written.
 	ErrInvalidRequest = errors.New("stock: invalid request")
 
@@ -40,10 +40,12 @@ var (
 	// Nothing was written.
 	ErrInvalidActivity = errors.New("stock: invalid activity")
 
-	// ErrRequestConflict reports a request ID already in the ledger for a
-	// different user or quantity. Request IDs must be unique per reservation;
-	// nothing was written and the first reservation is unchanged.
-	ErrRequestConflict = errors.New("stock: request ID reused with a different user or qty")
+	// ErrIDConflict reports an ID reused for a different request: a
+	// reservation ID already in the ledger for a different user or
+	// quantity (Reserve), or an adjustment ID already applied with another
+	// delta (Adjust). IDs must be unique per reservation (adjustment);
+	// nothing was written and the first one is unchanged.
+	ErrIDConflict = errors.New("stock: reservation or adjustment ID reused for a different request")
 
 	// ErrBadReply reports a Redis reply of an unexpected shape (a key of the
 	// wrong type, a foreign value in the ledger, a proxy that rewrote the

@@ -11,7 +11,7 @@ import "context"
 // only after the Redis call failed with ErrUnavailable. The fallback's Result
 // is returned with Result.Fallback set (its error is joined with the Redis
 // error). The Redis ledger knows nothing of fallback reservations: Release
-// of such a request ID writes a harmless tombstone, and the fallback's owner
+// of such a reservation ID writes a harmless tombstone, and the fallback's owner
 // must give its units back itself. Because the Redis script may have run
 // before a timeout, the fallback must be idempotent by ReservationID too, and the
 // reconciler should compare both stores after an outage.

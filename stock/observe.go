@@ -16,7 +16,7 @@ import (
 //	               not_loaded, released, frozen, paused
 //	                                   the Result's Status (a local sold-out
 //	                                   refusal and a fallback answer too)
-//	               error               no outcome: bad input, a request ID
+//	               error               no outcome: bad input, a reservation ID
 //	                                   conflict, Redis failed (Err set)
 //	stock.release  released, duplicate, unknown_request, not_loaded
 //	                                   the ReleaseResult's Status

@@ -99,7 +99,7 @@ func WithOnReserve(f func(ctx context.Context, req Request, res Result, err erro
 
 // WithOnRelease sets a hook called after every Release with its outcome.
 // It runs on the caller's goroutine, outside any lock. Default: none.
-func WithOnRelease(f func(ctx context.Context, activity, requestID string, res ReleaseResult, err error)) Option {
+func WithOnRelease(f func(ctx context.Context, activity, reservationID string, res ReleaseResult, err error)) Option {
 	return func(o *options) { o.onRelease = f }
 }
 
@@ -121,7 +121,7 @@ func WithOnLoss(f func(activity, reason string)) Option {
 	return func(o *options) { o.onLoss = f }
 }
 
-// WithMaxReservationIDBytes lowers the longest request ID Reserve accepts,
+// WithMaxReservationIDBytes lowers the longest reservation ID Reserve accepts,
 // in 1..[MaxReservationIDLen] bytes (NewDeductor refuses more: a longer ID
 // could never become an order). Default and maximum 128. Release and
 // Lookup accept any ID of up to MaxReservationIDLen bytes whatever the
@@ -132,10 +132,10 @@ func WithMaxReservationIDBytes(n int) Option { return func(o *options) { o.maxID
 // through this Deductor into batches decided by one Redis script call each
 // (reserve_many.lua): a batch is sent when it holds maxBatch requests or
 // window after its first request arrived, whichever comes first. Each
-// request is decided exactly as a single Reserve would decide it (request-ID
+// request is decided exactly as a single Reserve would decide it (reservation-ID
 // replay, frozen, window on Redis TIME, stock, per-user cap, ledger entry,
 // the data-loss fence), in the order the requests joined the batch; the
-// same request ID twice in one batch is decided once and replayed to the
+// same reservation ID twice in one batch is decided once and replayed to the
 // second. A batch never mixes activities, nor the shards of a sharded
 // activity, so it touches one Cluster slot.
 //

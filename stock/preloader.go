@@ -30,7 +30,7 @@ func (f SourceFunc) Upcoming(ctx context.Context, from, to time.Time) ([]Activit
 //
 // Recover returns the activity's live reservations: one per order that
 // still holds stock (created or paid, not cancelled or expired), with its
-// reservation ID (the Reserve request ID), buyer, quantity and reservation
+// reservation ID (the Reserve reservation ID), buyer, quantity and reservation
 // time. ready reports that nothing is in flight for the activity in the
 // caller's pipeline: no reservation between Redis and the database (a
 // message not yet turned into an order), no cancellation or expiry whose

@@ -74,7 +74,7 @@ const (
 	reserveDirectory    reserveCode = 9  // KEYS[1] is a directory; remaining is its number of shards
 	reservePaused       reserveCode = 10 // Paused
 	reserveOverLimit    reserveCode = -1 // qty above the per-user limit: ErrInvalidRequest
-	reserveConflict     reserveCode = -2 // the request ID is in the ledger with another user or qty
+	reserveConflict     reserveCode = -2 // the reservation ID is in the ledger with another user or qty
 )
 
 // status is the Status a code decides, false for the codes that decide
@@ -156,7 +156,7 @@ const (
 	rebuildChanged   rebuildCode = -3 // the precondition (absent, or frozen with that epoch) does not hold
 	rebuildOverTotal rebuildCode = -4 // the live quantities exceed the total
 	rebuildOverLimit rebuildCode = -5 // a user would hold more than the limit
-	rebuildDuplicate rebuildCode = -6 // a duplicate request ID
+	rebuildDuplicate rebuildCode = -6 // a duplicate reservation ID
 )
 
 // adjustCode is the first value of a reply of adjust.lua.

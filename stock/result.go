@@ -21,7 +21,7 @@ type Status uint8
 // Outcomes of [Deductor.Reserve]. Only Reserved holds stock.
 const (
 	// Reserved: the units are held for the buyer and recorded in the ledger
-	// under the request ID.
+	// under the reservation ID.
 	Reserved Status = iota + 1
 	// SoldOut: fewer than Qty units remain.
 	SoldOut
@@ -34,7 +34,7 @@ const (
 	// NotLoaded: the activity's keys are not in Redis (not loaded yet,
 	// expired or reset).
 	NotLoaded
-	// Released: this request ID was reserved and has since been released, or
+	// Released: this reservation ID was reserved and has since been released, or
 	// was released before its Reserve arrived (a tombstone). Nothing is held
 	// and nothing was deducted by this call.
 	Released
@@ -89,7 +89,7 @@ type Result struct {
 	// SoldOut; zero when unknown.
 	ReservedAt time.Time
 	// Replayed is true when the outcome was read back from the ledger: the
-	// same request ID had been reserved (or released) before.
+	// same reservation ID had been reserved (or released) before.
 	Replayed bool
 	// Local is true when the process refused in-process because it had
 	// learnt the activity is sold out; Redis was not called.
@@ -153,7 +153,7 @@ const (
 	// counted without the reservation; nothing changed, no tombstone.
 	ReleaseRebuilt
 
-	// releaseAbsent: a probe of one shard did not find the request ID
+	// releaseAbsent: a probe of one shard did not find the reservation ID
 	// (release.lua code 5); never returned by Release.
 	releaseAbsent
 )

@@ -27,7 +27,7 @@ import (
 // slot, which decides the per-user limit. Reserve, Held and the coalescing
 // batches go to that shard only. Release, Lookup, Remaining, Stats, Freeze
 // and Rebuild ask every shard (at once, one goroutine per shard); the
-// request ID does not name its shard, so Release finds the entry by asking
+// reservation ID does not name its shard, so Release finds the entry by asking
 // every shard in probe mode (no tombstone) and, when no shard has it, asks
 // every shard again in tombstone mode.
 //
@@ -322,28 +322,28 @@ func releaseRank(r ReleaseResult) int {
 	return 0 // releaseAbsent
 }
 
-// releaseSharded releases requestID in whichever shard of l holds it: every
+// releaseSharded releases reservationID in whichever shard of l holds it: every
 // shard is asked in probe mode (nothing written where it is absent); when
 // none holds it (or only tombstones do), every shard is asked again in
 // tombstone mode, so that a Reserve of that ID arriving later, on whatever
 // shard, deducts nothing.
-func (d *Deductor) releaseSharded(ctx context.Context, l *layout, requestID string) (ReleaseResult, *layout, error) {
-	res, next, done, err := d.releasePass(ctx, l, requestID, true)
+func (d *Deductor) releaseSharded(ctx context.Context, l *layout, reservationID string) (ReleaseResult, *layout, error) {
+	res, next, done, err := d.releasePass(ctx, l, reservationID, true)
 	if done || err != nil || next != l {
 		return res, next, err
 	}
-	res, next, _, err = d.releasePass(ctx, l, requestID, false)
+	res, next, _, err = d.releasePass(ctx, l, reservationID, false)
 	return res, next, err
 }
 
-// releasePass asks every shard of l to release requestID, in probe mode or
+// releasePass asks every shard of l to release reservationID, in probe mode or
 // in tombstone mode. done reports that the answer is final (the ID was
 // found, or the activity is not loaded); the answer of the tombstone pass
 // always is.
-func (d *Deductor) releasePass(ctx context.Context, l *layout, requestID string, probe bool) (ReleaseResult, *layout, bool, error) {
+func (d *Deductor) releasePass(ctx context.Context, l *layout, reservationID string, probe bool) (ReleaseResult, *layout, bool, error) {
 	rs := make([]releaseReply, l.n)
 	errs := make([]error, l.n)
-	fanOut(l.n, func(k int) { rs[k], errs[k] = d.releaseUnit(ctx, l.unit(k), l.lists[k], requestID, probe) })
+	fanOut(l.n, func(k int) { rs[k], errs[k] = d.releaseUnit(ctx, l.unit(k), l.lists[k], reservationID, probe) })
 	best := -1
 	var gs []unitGone
 	for k := range rs {
@@ -361,7 +361,7 @@ func (d *Deductor) releasePass(ctx context.Context, l *layout, requestID string,
 		return rs[best].res, l, true, nil // found: released now or before
 	}
 	if err := errors.Join(errs...); err != nil {
-		return ReleaseResult{}, l, true, fmt.Errorf("stock: release %q in activity %s: %w", requestID, l.activity, err)
+		return ReleaseResult{}, l, true, fmt.Errorf("stock: release %q in activity %s: %w", reservationID, l.activity, err)
 	}
 	if len(gs) > 0 {
 		if next, _ := d.judgeGone(ctx, l, gs); next != l {
@@ -403,9 +403,9 @@ func (d *Deductor) reservationsSharded(ctx context.Context, l *layout, cursor ui
 	return out, 0, l, nil
 }
 
-// lookupSharded finds requestID in the shards of l. A shard's held or freed
+// lookupSharded finds reservationID in the shards of l. A shard's held or freed
 // entry wins over another's tombstone.
-func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID string) (Reservation, bool, *layout, error) {
+func (d *Deductor) lookupSharded(ctx context.Context, l *layout, reservationID string) (Reservation, bool, *layout, error) {
 	type found struct {
 		r     Reservation
 		ok    bool
@@ -415,7 +415,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 	fs := make([]found, l.n)
 	fanOut(l.n, func(k int) {
 		f := &fs[k]
-		f.r, f.ok, f.shape, f.err = d.lookupKeys(ctx, l.keys[k], requestID)
+		f.r, f.ok, f.shape, f.err = d.lookupKeys(ctx, l.keys[k], reservationID)
 	})
 	best, gone, frozen := -1, 0, 0
 	var errs []error
@@ -438,7 +438,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 		return Reservation{}, false, l, errors.Join(errs...)
 	}
 	if frozen > 0 {
-		return Reservation{}, false, l, fmt.Errorf("%w: lookup of %q: %d of %d shards frozen, their ledgers may have lost the entry", ErrFrozen, requestID, frozen, l.n)
+		return Reservation{}, false, l, fmt.Errorf("%w: lookup of %q: %d of %d shards frozen, their ledgers may have lost the entry", ErrFrozen, reservationID, frozen, l.n)
 	}
 	if gone == l.n {
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {

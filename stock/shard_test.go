@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// shardLedger reads every shard's ledger straight from Redis: request ID ->
+// shardLedger reads every shard's ledger straight from Redis: reservation ID ->
 // shard -> record.
 func shardLedger(t *testing.T, rdb redis.UniversalClient, prefix, activity string, n int) map[string]map[int]string {
 	t.Helper()

@@ -14,7 +14,7 @@ import (
 // The in-process sold-out cache.
 //
 // When a Reserve answers SoldOut with nothing left, the process reads the
-// request IDs of the activity's ledger (ids.lua, HSCAN pages of 1,000, on
+// reservation IDs of the activity's ledger (ids.lua, HSCAN pages of 1,000, on
 // the master), then sets a flag for the activity and refuses that activity
 // in-process (Result.Local) with one atomic load and one map lookup: no
 // Redis call, no allocation. A request whose ID is in that set is not
@@ -63,7 +63,7 @@ type soldFlag struct {
 	// until is 0 when not sold out, forever while Run owns the flag, or the
 	// clock's UnixNano deadline of the flag otherwise.
 	until atomic.Int64
-	// ids are the request IDs in the ledger when the flag was set.
+	// ids are the reservation IDs in the ledger when the flag was set.
 	ids atomic.Pointer[idSet]
 	// loading is held by the one Reserve that reads the ledger.
 	loading atomic.Bool
@@ -72,7 +72,7 @@ type soldFlag struct {
 	clears atomic.Int64
 }
 
-// idSet is a snapshot of a ledger's request IDs, taken after a SoldOut
+// idSet is a snapshot of a ledger's reservation IDs, taken after a SoldOut
 // reply with this epoch and seq: a set, and the same IDs sorted (for
 // SoldOutForPrefix).
 type idSet struct {
@@ -105,13 +105,13 @@ func (d *Deductor) flag(activity string) *soldFlag {
 }
 
 // refuseLocal reports whether the process knows the activity is sold out
-// and requestID was not in its ledger.
-func (d *Deductor) refuseLocal(activity, requestID string) bool {
+// and reservationID was not in its ledger.
+func (d *Deductor) refuseLocal(activity, reservationID string) bool {
 	set := d.soldOutSet(activity)
 	if set == nil {
 		return false
 	}
-	_, known := set.ids[requestID]
+	_, known := set.ids[reservationID]
 	return !known
 }
 
@@ -171,7 +171,7 @@ func (d *Deductor) flagFor(activity string) *soldFlag {
 }
 
 // markSoldOut sets the flag after a SoldOut reply with fence r, once the
-// ledger's request IDs are known. A flag already set is left as it is (it
+// ledger's reservation IDs are known. A flag already set is left as it is (it
 // expires on its first schedule, and the next sell-out takes a new look).
 func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceReply) {
 	f := d.flagFor(activity)
@@ -216,7 +216,7 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceRepl
 	}
 }
 
-// ledgerIDs reads every request ID of the activity's ledger (of every
+// ledgerIDs reads every reservation ID of the activity's ledger (of every
 // shard's ledger, for a sharded activity). It runs on the master (EVALSHA,
 // not EVALSHA_RO): a replica may not have the reservation whose retry the
 // set is there to let through.
@@ -237,7 +237,7 @@ func (d *Deductor) ledgerIDs(ctx context.Context, activity string) (map[string]s
 	return ids, nil
 }
 
-// scanIDs adds the request IDs of one ledger to ids.
+// scanIDs adds the reservation IDs of one ledger to ids.
 func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]struct{}) error {
 	key := []string{ledger}
 	cursor := scanEnd

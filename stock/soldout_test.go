@@ -361,7 +361,7 @@ func (c *countingClient) count(s *redis.Script) int {
 
 // TestSoldOutLetsWinnersRetryThrough: once the process refuses a sold-out
 // activity in-process, the retry of a request that won still reaches Redis
-// and gets its reservation back (Reserved, Replayed), while new request IDs
+// and gets its reservation back (Reserved, Replayed), while new reservation IDs
 // are still refused without a Redis call. The ledger is read once per
 // sell-out and reused while nothing was written.
 func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {

@@ -41,8 +41,8 @@ type shardCount struct {
 	held       int64              // units in held (R) ledger entries, all shards
 	heldBy     []map[string]int64 // per shard: user -> units held per the ledger
 	buyers     []map[string]int64 // per shard: the buyers hash
-	entries    map[string]int     // request ID -> shard of its held or freed entry
-	records    map[string]string  // request ID -> that entry
+	entries    map[string]int     // reservation ID -> shard of its held or freed entry
+	records    map[string]string  // reservation ID -> that entry
 	inTransfer int64              // units of pending records not applied at their recipient
 	counters   int64              // Σ out - Σ in of the meta counters
 	pending    int                // pending transfer records
@@ -68,7 +68,7 @@ func countShards(t testing.TB, rdb redis.UniversalClient, prefix, activity strin
 			}
 			if r.State != Tombstone {
 				_, dup := c.entries[id]
-				require.False(t, dup, "request ID %s has an entry in two shards", id)
+				require.False(t, dup, "reservation ID %s has an entry in two shards", id)
 				c.entries[id], c.records[id] = k, rec
 			}
 		}

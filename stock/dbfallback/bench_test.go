@@ -27,7 +27,7 @@ func BenchmarkReserve(b *testing.B) {
 	})
 }
 
-// BenchmarkReserveReplay measures a retry of a known request ID.
+// BenchmarkReserveReplay measures a retry of a known reservation ID.
 func BenchmarkReserveReplay(b *testing.B) {
 	e := newEnv(b)
 	const act = "1"

@@ -34,7 +34,7 @@
 //
 // One transaction: lock the activity's pool row (MySQL: SELECT … FOR
 // UPDATE; SQLite: a write as first statement, which takes the database's
-// write lock); look the request ID up and replay its outcome if known;
+// write lock); look the reservation ID up and replay its outcome if known;
 // check the per-user limit, the window (Start <= now < End on the Store's
 // [Clock], default the process's time.Now: not the database's clock and not
 // Redis TIME), the stock (SoldOut) and the buyer's held units
@@ -45,20 +45,20 @@
 // roll back and write nothing. The [stock.Result] has the Redis path's shape;
 // ReservedAt is the Store clock's time and Fallback is left for the
 // Deductor to set. A transaction that meets a duplicate key (the same
-// request ID inserted meanwhile) or an InnoDB deadlock is run again, up to
+// reservation ID inserted meanwhile) or an InnoDB deadlock is run again, up to
 // five times.
 //
 // # Idempotence and Release
 //
-// The request ID is the primary key of the reservation table (VARBINARY on
+// The reservation ID is the primary key of the reservation table (VARBINARY on
 // MySQL: byte for byte). A retried Reserve answers its first outcome with
 // Replayed set and deducts nothing; an ID reused for another user,
-// quantity or activity fails with [stock.ErrRequestConflict]. [Store.Release]
+// quantity or activity fails with [stock.ErrIDConflict]. [Store.Release]
 // gives a reservation's units back exactly once; an unknown ID leaves a
 // tombstone (state released, qty 0), so a Reserve of that ID arriving later
 // deducts nothing and answers [stock.Released], as release.lua does in
 // Redis. Releasing an ID in the store that does not hold it is harmless in
-// both directions, so a canceller may release every request ID in both
+// both directions, so a canceller may release every reservation ID in both
 // stores. Conservation, checked by the tests by counting rows: remaining +
 // held units = quota, for every pool at every commit; opened quota = quota
 // + drained.
@@ -69,7 +69,7 @@
 // have run its script before the Deductor asked the fallback, and a request
 // reserved here may be retried through Redis once it is back. Nothing is
 // oversold (the units are disjoint) but the request holds twice what it
-// asked for. After an outage, [Store.Overlap] lists those request IDs (it
+// asked for. After an outage, [Store.Overlap] lists those reservation IDs (it
 // reads the Redis ledger through [Ledger], which *stock.Deductor
 // implements); release their copy here, then Drain. [Store.Reservations]
 // pages through the held reservations for the reconciler.

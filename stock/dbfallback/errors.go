@@ -4,8 +4,8 @@ import "errors"
 
 // Sentinel errors of this package. Bad input to Reserve, Release and the
 // read calls wraps [stock.ErrInvalidRequest]; a bad activity or quota given
-// to Open wraps [stock.ErrInvalidActivity]; a request ID reused for another
-// user, quantity or activity wraps [stock.ErrRequestConflict]. Denials (sold
+// to Open wraps [stock.ErrInvalidActivity]; a reservation ID reused for another
+// user, quantity or activity wraps [stock.ErrIDConflict]. Denials (sold
 // out, limit reached, …) are not errors: they are a [stock.Status] in the
 // [stock.Result].
 var (

@@ -25,13 +25,13 @@ type oldPoolRow struct {
 }
 
 type oldReservationRow struct {
-	RequestID  requestID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
-	ActivityID int64     `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
-	UserID     int64     `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
-	Qty        int64     `gorm:"column:qty;not null"`
-	State      string    `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
-	CreatedMs  int64     `gorm:"column:created_ms;not null"`
-	ReleasedMs int64     `gorm:"column:released_ms;not null;default:0"`
+	ReservationID reservationID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
+	ActivityID    int64         `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
+	UserID        int64         `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
+	Qty           int64         `gorm:"column:qty;not null"`
+	State         string        `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
+	CreatedMs     int64         `gorm:"column:created_ms;not null"`
+	ReleasedMs    int64         `gorm:"column:released_ms;not null;default:0"`
 }
 
 // idColumnTypes returns the database type of activity_id (both tables) and

@@ -101,7 +101,7 @@ func TestLookupStates(t *testing.T) {
 	require.ErrorIs(t, err, stock.ErrInvalidRequest)
 }
 
-// keys returns the sorted request IDs of rs.
+// keys returns the sorted reservation IDs of rs.
 func keys(rs []stock.Reservation) []string {
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {

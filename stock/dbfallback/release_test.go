@@ -147,9 +147,9 @@ func TestReleaseEdgeCases(t *testing.T) {
 	assert.Equal(t, stock.ReleaseResult{Status: stock.ReleaseNotLoaded}, rel)
 	assert.Equal(t, int64(1), e.rawRows(t))
 
-	// Another activity's request ID.
+	// Another activity's reservation ID.
 	_, err = e.s.Release(bg, "15", "a")
-	require.ErrorIs(t, err, stock.ErrRequestConflict)
+	require.ErrorIs(t, err, stock.ErrIDConflict)
 	user, qty, state := e.rawRow(t, "a")
 	assert.Equal(t, []any{"1", int64(1), "R"}, []any{user, qty, state})
 

@@ -21,7 +21,7 @@ import (
 //     (Reserved with Replayed set while held, Released once released or
 //     when a Release tombstone came first) and deducts nothing; an ID known
 //     with another user, quantity or activity fails with an error wrapping
-//     [stock.ErrRequestConflict];
+//     [stock.ErrIDConflict];
 //  3. no pool: [stock.NotLoaded]; qty above the per-user limit: an error
 //     wrapping [stock.ErrInvalidRequest]; the window on the Store's clock
 //     ([WithClock]): [stock.NotStarted] before Start, [stock.Ended] at or
@@ -39,9 +39,9 @@ import (
 // time of the reservation (of the decision for a denial); Result.Fallback
 // is left false, the [stock.Deductor] sets it.
 //
-// The error is non-nil only for bad input, a conflicting request ID and
+// The error is non-nil only for bad input, a conflicting reservation ID and
 // database failures; nothing was written then, except that a failed commit
-// is an uncertain outcome: retry with the same request ID.
+// is an uncertain outcome: retry with the same reservation ID.
 func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, error) {
 	if err := validateRequest(req); err != nil {
 		return stock.Result{}, err
@@ -53,7 +53,7 @@ func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, e
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, stock.ErrInvalidRequest) || errors.Is(err, stock.ErrRequestConflict) {
+		if errors.Is(err, stock.ErrInvalidRequest) || errors.Is(err, stock.ErrIDConflict) {
 			return stock.Result{}, err
 		}
 		return stock.Result{}, fmt.Errorf("dbfallback: reserve %q in activity %s: %w", req.ReservationID, req.Activity, err)
@@ -125,11 +125,11 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 		Limit: p.limit, ReservedAt: time.UnixMilli(nowMs)}, nil
 }
 
-// replay answers a request ID already in the table.
+// replay answers a reservation ID already in the table.
 func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Result, error) {
 	if r.activity != req.Activity {
-		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %s, not %s",
-			stock.ErrRequestConflict, req.ReservationID, r.activity, req.Activity)
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: reservation ID %q belongs to activity %s, not %s",
+			stock.ErrIDConflict, req.ReservationID, r.activity, req.Activity)
 	}
 	res := stock.Result{Status: stock.Released, Remaining: p.remaining, Limit: p.limit,
 		ReservedAt: fromMillis(r.createdMs), Replayed: true}
@@ -137,8 +137,8 @@ func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Res
 		return res, nil
 	}
 	if r.user != req.User || r.qty != req.Qty {
-		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q in activity %s is user %s, qty %d",
-			stock.ErrRequestConflict, req.ReservationID, req.Activity, r.user, r.qty)
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: reservation ID %q in activity %s is user %s, qty %d",
+			stock.ErrIDConflict, req.ReservationID, req.Activity, r.user, r.qty)
 	}
 	held, err := s.held(tx, req.Activity, req.User)
 	if err != nil {
@@ -177,7 +177,7 @@ type row struct {
 	createdMs, releaseMs int64
 }
 
-// tombstone reports a row written by a Release of an unknown request ID.
+// tombstone reports a row written by a Release of an unknown reservation ID.
 func (r row) tombstone() bool { return r.state == stateReleased && r.qty == 0 }
 
 const rowColumns = "request_id, activity_id, user_id, qty, state, created_ms, released_ms"
@@ -193,7 +193,7 @@ func scanRow(sc interface{ Scan(...any) error }) (row, error) {
 	return r, err
 }
 
-// lookup reads the row of a request ID.
+// lookup reads the row of a reservation ID.
 func (s *Store) lookup(tx *gorm.DB, id string) (row, bool, error) {
 	r, err := scanRow(tx.Raw("SELECT "+rowColumns+" FROM "+s.resv+" WHERE request_id = ?", id).Row())
 	if errors.Is(err, sql.ErrNoRows) {
@@ -221,7 +221,7 @@ func validateRequest(req stock.Request) error {
 
 func validateID(id string) error {
 	if id == "" || len(id) > maxIDBytes {
-		return fmt.Errorf("dbfallback: %w: request ID of %d bytes (want 1..%d)", stock.ErrInvalidRequest, len(id), maxIDBytes)
+		return fmt.Errorf("dbfallback: %w: reservation ID of %d bytes (want 1..%d)", stock.ErrInvalidRequest, len(id), maxIDBytes)
 	}
 	return nil
 }

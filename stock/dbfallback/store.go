@@ -13,7 +13,7 @@ import (
 )
 
 // Store is a [stock.Fallback] over a gorm database: a pool of units per
-// activity, carved out of the sale, and a reservation row per request ID.
+// activity, carved out of the sale, and a reservation row per reservation ID.
 // It is safe for concurrent use by multiple goroutines and processes. It
 // borrows the *gorm.DB: it never opens or closes it.
 type Store struct {
@@ -31,12 +31,12 @@ var _ stock.Fallback = (*Store)(nil)
 // largest integer the stock package's Lua scripts hold exactly.
 const maxQty = 1<<53 - 1
 
-// maxIDBytes is the longest request ID, the width of request_id: the
+// maxIDBytes is the longest reservation ID, the width of request_id: the
 // library's rule, [stock.MaxReservationIDLen].
 const maxIDBytes = stock.MaxReservationIDLen
 
 // attempts bounds how often one call runs its transaction: it is run again
-// after a duplicate key (another transaction inserted the same request ID
+// after a duplicate key (another transaction inserted the same reservation ID
 // meanwhile) or an InnoDB deadlock.
 const attempts = 5
 
