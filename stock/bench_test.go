@@ -273,13 +273,13 @@ func BenchmarkReserveCoalescing(b *testing.B) {
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []DeductorOption
 	}{
 		{"one-by-one", nil},
-		{"coalesced", []Option{WithCoalescing(0, 0)}},
+		{"coalesced", []DeductorOption{WithCoalescing(0, 0)}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			d, err := New(rdb, append([]Option{WithKeyPrefix(prefix + mode.name + ":"), WithoutSoldOutCache()}, mode.opts...)...)
+			d, err := New(rdb, append([]DeductorOption{WithKeyPrefix(prefix + mode.name + ":"), WithoutSoldOutCache()}, mode.opts...)...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -440,16 +440,16 @@ func BenchmarkReserveSharded(b *testing.B) {
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []DeductorOption
 	}{
 		{"one-by-one", nil},
-		{"coalesced", []Option{WithCoalescing(0, 0)}},
+		{"coalesced", []DeductorOption{WithCoalescing(0, 0)}},
 	} {
 		var oneSlot, oneSlotNet float64
 		for _, n := range []int{1, 3, 6} {
 			b.Run(fmt.Sprintf("%s/shards=%d", mode.name, n), func(b *testing.B) {
 				p := fmt.Sprintf("%s%s%d:", prefix, mode.name, n)
-				d, err := New(counted, append([]Option{WithKeyPrefix(p), WithoutSoldOutCache()}, mode.opts...)...)
+				d, err := New(counted, append([]DeductorOption{WithKeyPrefix(p), WithoutSoldOutCache()}, mode.opts...)...)
 				if err != nil {
 					b.Fatal(err)
 				}

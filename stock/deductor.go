@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Subscriber is the one plain-client method [Deductor.Run] uses, when the
+// subscriber is the one plain-client method [Deductor.Run] uses, when the
 // client given to [New] has it (*redis.Client, *redis.ClusterClient and
 // *redis.Ring do), to hear that stock came back. A Scripter without it still
 // works: Run then relies on the re-check interval alone.
-type Subscriber interface {
+type subscriber interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
@@ -58,29 +58,29 @@ type Deductor struct {
 // New returns a Deductor using rdb, which may be a *redis.Client (also from
 // redis.NewFailoverClient), *redis.ClusterClient (also failover), *redis.Ring
 // or any redis.UniversalClient.
-func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
+func New(rdb redis.Scripter, opts ...DeductorOption) (*Deductor, error) {
 	if rdb == nil {
-		return nil, errors.New("stock: nil redis client")
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyDeductor(&o)
 		}
 	}
 	switch {
 	case o.clock == nil:
-		return nil, errors.New("stock: nil clock")
+		return nil, fmt.Errorf("%w: nil clock", ErrInvalidConfig)
 	case o.logger == nil:
-		return nil, errors.New("stock: nil logger")
+		return nil, fmt.Errorf("%w: nil logger", ErrInvalidConfig)
 	case o.recheck <= 0:
-		return nil, fmt.Errorf("stock: recheck interval %v must be > 0", o.recheck)
+		return nil, fmt.Errorf("%w: recheck interval %v must be > 0", ErrInvalidConfig, o.recheck)
 	case strings.ContainsAny(o.prefix, "{}"):
-		return nil, fmt.Errorf("stock: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", o.prefix)
+		return nil, fmt.Errorf("%w: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", ErrInvalidConfig, o.prefix)
 	case o.maxIDBytes <= 0 || o.maxIDBytes > MaxReservationIDLen:
-		return nil, fmt.Errorf("stock: max reservation ID bytes %d must be in [1, %d] (MaxReservationIDLen)", o.maxIDBytes, MaxReservationIDLen)
+		return nil, fmt.Errorf("%w: max reservation ID bytes %d must be in [1, %d] (MaxReservationIDLen)", ErrInvalidConfig, o.maxIDBytes, MaxReservationIDLen)
 	case o.grace < 0:
-		return nil, fmt.Errorf("stock: transfer grace %v must be >= 0", o.grace)
+		return nil, fmt.Errorf("%w: transfer grace %v must be >= 0", ErrInvalidConfig, o.grace)
 	}
 	d := &Deductor{rdb: rdb, o: o, channel: releaseChannel(o.prefix), marked: map[string]time.Time{}}
 	if o.coalesce {
@@ -102,24 +102,24 @@ func (d *Deductor) validate(req Request) error {
 	if err := checkActivity(req.Activity); err != nil {
 		return err
 	}
-	if err := checkID(ErrInvalidRequest, "user ID", req.User); err != nil {
+	if err := checkID(ErrInvalidArgument, "user ID", req.User); err != nil {
 		return err
 	}
 	switch {
 	case req.Qty <= 0:
-		return fmt.Errorf("%w: qty %d must be > 0", ErrInvalidRequest, req.Qty)
+		return fmt.Errorf("%w: qty %d must be > 0", ErrInvalidArgument, req.Qty)
 	case req.Qty > MaxQuantity:
-		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidRequest, req.Qty)
+		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidArgument, req.Qty)
 	}
 	if err := d.validateID(req.ReservationID); err != nil {
 		return err
 	}
 	switch {
 	case len(req.ReservationID) > d.o.maxIDBytes:
-		return fmt.Errorf("%w: reservation ID longer than %d bytes", ErrInvalidRequest, d.o.maxIDBytes)
+		return fmt.Errorf("%w: reservation ID longer than %d bytes", ErrInvalidArgument, d.o.maxIDBytes)
 	case !ValidReservationID(req.ReservationID):
 		return fmt.Errorf("%w: reservation ID %s: only printable ASCII without space is allowed (ValidReservationID)",
-			ErrInvalidRequest, strconv.Quote(req.ReservationID))
+			ErrInvalidArgument, strconv.Quote(req.ReservationID))
 	}
 	return nil
 }
@@ -131,10 +131,10 @@ func (d *Deductor) validate(req Request) error {
 // Reserve applies [ValidReservationID] on top (validate).
 func (d *Deductor) validateID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty reservation ID", ErrInvalidRequest)
+		return fmt.Errorf("%w: empty reservation ID", ErrInvalidArgument)
 	}
 	if len(id) > MaxReservationIDLen {
-		return fmt.Errorf("%w: reservation ID of %d bytes, longer than %d", ErrInvalidRequest, len(id), MaxReservationIDLen)
+		return fmt.Errorf("%w: reservation ID of %d bytes, longer than %d", ErrInvalidArgument, len(id), MaxReservationIDLen)
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func (d *Deductor) validateID(id string) error {
 // req.ReservationID.
 //
 // A denial is a [Result] with a nil error. The error is non-nil only for bad
-// input ([ErrInvalidRequest]), a reservation ID reused for another user or qty
+// input ([ErrInvalidArgument]), a reservation ID reused for another user or qty
 // ([ErrIDConflict]), Redis failures ([ErrUnavailable]) and malformed
 // replies ([ErrBadReply]); in those cases nothing was written, except that
 // after a timeout the script may have run (retry with the same ReservationID: it
@@ -184,7 +184,7 @@ func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity, req.ReservationID) {
+	if d.refuseLocal(ctx, req.Activity, req.ReservationID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -202,7 +202,7 @@ func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) 
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity, req.ReservationID) {
+	if d.refuseLocal(ctx, req.Activity, req.ReservationID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -216,7 +216,7 @@ func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) 
 func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, error) {
 	res, f, err := d.reserve(ctx, req)
 	if err != nil && d.o.fallback != nil && errors.Is(err, ErrUnavailable) {
-		fres, ferr := d.o.fallback.Reserve(ctx, req)
+		fres, ferr := d.o.fallback(ctx, req)
 		fres.Fallback = true
 		if ferr != nil {
 			err = errors.Join(err, fmt.Errorf("stock: fallback: %w", ferr))
@@ -234,7 +234,7 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 		case res.Status == SoldOut && res.Remaining <= 0:
 			d.markSoldOut(ctx, req.Activity, f)
 		case res.Remaining > 0:
-			d.clearSoldOut(req.Activity)
+			d.clearSoldOut(ctx, req.Activity)
 		}
 	}
 	if d.o.onReserve != nil {
@@ -342,7 +342,7 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 	switch {
 	case code == reserveOverLimit:
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %s",
-			ErrInvalidRequest, req.Qty, n[5], req.Activity)
+			ErrInvalidArgument, req.Qty, n[5], req.Activity)
 	case code == reserveConflict:
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: reservation ID %q in activity %s", ErrIDConflict, req.ReservationID, req.Activity)
 	case !ok:
@@ -399,7 +399,7 @@ func (d *Deductor) Release(ctx context.Context, activity, reservationID string) 
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(activity), "request", reservationID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
-		d.clearSoldOut(activity)
+		d.clearSoldOut(ctx, activity)
 	}
 	if d.o.onRelease != nil {
 		d.o.onRelease(ctx, activity, reservationID, res, err)
@@ -525,7 +525,7 @@ func (d *Deductor) Load(ctx context.Context, a Activity) (loaded bool, err error
 func (d *Deductor) Reset(ctx context.Context, a Activity) error {
 	_, err := d.load(ctx, a, loadReset)
 	if err == nil {
-		d.clearSoldOut(a.ID)
+		d.clearSoldOut(ctx, a.ID)
 	}
 	return err
 }
@@ -579,7 +579,7 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 	case writePresent:
 		return false, nil
 	case writeExpired:
-		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
 	}
 	return false, badReply("load", "status code %d", n[0])
 }
@@ -614,7 +614,7 @@ func (d *Deductor) oldLayout(ctx context.Context, activity string, n int) (*layo
 // per live reservation, after deleting the old buyers and ledger. It
 // refuses, writing nothing, unless the activity's meta is absent or frozen
 // (the error wraps [ErrLive]), and when the input is bad (the error wraps
-// [ErrInvalidActivity]): an invalid activity, an empty, over-long or
+// [ErrInvalidArgument]): an invalid activity, an empty, over-long or
 // duplicate reservation ID, a user ID that is not [ValidID], a qty <= 0 or
 // above [MaxQuantity], a user holding more than the per-user limit, or more
 // live units than a.Stock.
@@ -661,7 +661,7 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 	if err != nil {
 		return Stats{}, err
 	}
-	d.clearSoldOut(a.ID)
+	d.clearSoldOut(ctx, a.ID)
 	d.o.logger.InfoContext(ctx, "stock: activity rebuilt", "activity", a.ID, "remaining", st.Remaining,
 		"live", len(live), "shards", a.shards(), "epoch", st.Epoch)
 	return st, nil
@@ -700,7 +700,7 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 	var sum int64
 	for i, r := range live {
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.ID,
+			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidArgument, a.ID, i, r.ID,
 				fmt.Sprintf(format, args...))
 		}
 		switch {
@@ -710,7 +710,7 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 			return bad("reservation ID longer than %d bytes", MaxReservationIDLen)
 		case !ValidID(r.User):
 			return fmt.Errorf("activity %s: live reservation %d (%q): %w", a.ID, i, r.ID,
-				idError(ErrInvalidActivity, "user ID", r.User))
+				idError(ErrInvalidArgument, "user ID", r.User))
 		case r.Qty <= 0 || r.Qty > MaxQuantity:
 			return bad("qty %d must be in [1, 2^53-1]", r.Qty)
 		case r.State != 0 && r.State != Held:
@@ -924,7 +924,7 @@ func (d *Deductor) scanPage(ctx context.Context, k keys, cursor uint64, count in
 	}
 	x, ok := vals[2].(int64)
 	shape := ledgerShape(x)
-	if !ok || shape >= minShards && (shape > MaxShards || k.xout != "") {
+	if !ok || shape >= minShards && (shape > maxShards || k.xout != "") {
 		return nil, 0, 0, badReply("reservations", "layout %v", vals[2])
 	}
 	kv, ok := vals[1].([]any)

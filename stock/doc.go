@@ -14,8 +14,7 @@
 // Activity and user IDs are strings of 1 to [MaxIDLen] (64) bytes of
 // [A-Za-z0-9._@+-] ([ValidID]): decimal numbers, UUIDs, ULIDs, slugs. Any
 // other ID is refused before Redis is called, with an error wrapping
-// [ErrInvalidRequest] ([ErrInvalidActivity] for Load, Reset and Rebuild)
-// that never quotes an over-long ID; ':' and braces are excluded because
+// [ErrInvalidArgument] (for Load, Reset and Rebuild too) that never quotes an over-long ID; ':' and braces are excluded because
 // they separate the parts of ledger records and keys and delimit the
 // Cluster hash tag. IDs compare byte for byte. A shop with numeric IDs
 // passes strconv.FormatInt(id, 10) and gets the keys (and, for a sharded
@@ -39,12 +38,17 @@
 // with a nil error and writes nothing; errors are reserved for bad input,
 // Redis failures and malformed replies. Stock, quantities and per-user
 // limits pass through Lua numbers (doubles): values above [MaxQuantity]
-// (2^53-1) are refused with [ErrInvalidActivity] or [ErrInvalidRequest]
-// before Redis is called.
+// (2^53-1) are refused with [ErrInvalidArgument] before Redis is called.
+// Where a denial has to be an error ([Result.Err], [ErrInsufficient] of
+// Adjust, [ErrLive] of Rebuild, [ErrNotLoaded] of Remaining and Freeze) it
+// wraps [ErrRefused]; failures (Redis, bad input, a reused ID, a malformed
+// reply, a cancelled context) never do. Bad configuration given to [New]
+// or [NewPreloader] wraps [ErrInvalidConfig].
 //
 // # Idempotence and Release
 //
-// The reservation ID is the reservation ID carried through the order pipeline.
+// The reservation ID ([Request].ReservationID) is the ID carried through the
+// order pipeline.
 // Reserve with an ID already reserved answers Reserved again without a
 // deduction; with an ID that was released it answers [Released]; with an ID
 // reused for another user or quantity it fails with [ErrIDConflict] and
@@ -146,7 +150,7 @@
 // MASTERDOWN, CLUSTERDOWN, TRYAGAIN or OOM, calls fail with an error matching
 // [ErrUnavailable], and nothing was written (each call is one atomic
 // script). The default is to fail fast: the service answers "too busy"
-// quickly. A [Fallback] (for example a database deduct) can be configured
+// quickly. A fallback (for example a database deduct) can be configured
 // with [WithFallback]. A timeout is an uncertain outcome: the script may
 // have run (go-redis may also retry a command after a read timeout). Retrying
 // Reserve or Release with the same reservation ID is always safe, and
@@ -200,7 +204,7 @@
 //
 // # Sharding
 //
-// [Activity.Shards] = n (2 to [MaxShards]) splits an activity's stock into
+// [Activity.Shards] = n (2 to 64) splits an activity's stock into
 // n sub-ledgers, "shards", each with the keys of an un-sharded activity
 // under its own hash tag {a:<id>:s<k>/<n>:<salt>}, so each lives in its own
 // Cluster slot: n masters share one hot sale. The salt is the smallest
@@ -324,7 +328,7 @@
 //     otherwise): stock = total - the live quantities, buyers and one held
 //     ledger entry per live reservation, a new epoch, seq 0, not frozen.
 //     Ten thousand live reservations fit in one call.
-//   - A [Preloader] with [WithRecovery] asks the caller's [Recovery] for an
+//   - A [Preloader] with [WithRecovery] asks the caller's recovery for an
 //     activity that is absent or frozen; while it is not ready (the
 //     pipeline still has reservations or releases in flight) the activity
 //     stays frozen, with a frozen placeholder (stock 0) written if the keys

@@ -290,7 +290,7 @@ func (d *Deductor) act(ctx context.Context, u unit, v verdict) {
 		}
 	}
 	if d.o.onLoss != nil {
-		d.o.onLoss(u.activity, reason)
+		d.o.onLoss(ctx, u.activity, reason)
 	}
 }
 

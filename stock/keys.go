@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// DefaultKeyPrefix is the key prefix used when [WithKeyPrefix] is not given.
-const DefaultKeyPrefix = "seckill:"
+// defaultKeyPrefix is the key prefix used when [WithKeyPrefix] is not given.
+const defaultKeyPrefix = "seckill:"
 
-// MaxShards is the largest [Activity.Shards] accepted.
-const MaxShards = 64
+// maxShards is the largest [Activity.Shards] accepted.
+const maxShards = 64
 
 // clusterSlots is the number of Redis Cluster hash slots.
 const clusterSlots = 16384

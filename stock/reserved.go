@@ -49,7 +49,7 @@ func (d *Deductor) ReleaseReserved(ctx context.Context, p ReleaseReservedParams)
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(p.Activity), "request", p.ReservationID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
-		d.clearSoldOut(p.Activity)
+		d.clearSoldOut(ctx, p.Activity)
 	}
 	if d.o.onRelease != nil {
 		d.o.onRelease(ctx, p.Activity, p.ReservationID, res, err)
@@ -65,7 +65,7 @@ func (d *Deductor) releaseReserved(ctx context.Context, p ReleaseReservedParams)
 		return ReleaseResult{}, err
 	}
 	if p.ReservedBy.IsZero() {
-		return ReleaseResult{}, fmt.Errorf("%w: release of %q: ReservedBy is zero", ErrInvalidRequest, p.ReservationID)
+		return ReleaseResult{}, fmt.Errorf("%w: release of %q: ReservedBy is zero", ErrInvalidArgument, p.ReservationID)
 	}
 	by := p.ReservedBy.UnixMilli()
 	return onLayout(d, p.Activity, func(l *layout) (ReleaseResult, *layout, error) {

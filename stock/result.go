@@ -57,8 +57,8 @@ const (
 var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released", "frozen", "paused"}
 
 // statusOutcomes are the observer outcomes of the statuses (snake case).
-var statusOutcomes = [...]string{"error", OutcomeReserved, OutcomeSoldOut, OutcomeLimitReached, OutcomeNotStarted,
-	OutcomeEnded, OutcomeNotLoaded, OutcomeReleased, OutcomeFrozen, OutcomePaused}
+var statusOutcomes = [...]string{"error", "reserved", "sold_out", "limit_reached", "not_started",
+	"ended", outcomeNotLoaded, "released", "frozen", "paused"}
 
 // String returns a lower-case name such as "sold out".
 func (s Status) String() string {
@@ -94,13 +94,10 @@ type Result struct {
 	// Local is true when the process refused in-process because it had
 	// learnt the activity is sold out; Redis was not called.
 	Local bool
-	// Fallback is true when the result came from the configured [Fallback]
+	// Fallback is true when the result came from the configured fallback ([WithFallback])
 	// because Redis was unavailable.
 	Fallback bool
 }
-
-// OK reports whether the request holds stock (Status == Reserved).
-func (r Result) OK() bool { return r.Status == Reserved }
 
 // Err returns nil for Reserved and a denial sentinel otherwise
 // ([ErrSoldOut], [ErrLimitReached], [ErrNotStarted], [ErrEnded],
@@ -180,9 +177,6 @@ type ReleaseResult struct {
 	// activity, the stock of the reservation's shard).
 	Remaining int64
 }
-
-// Released reports whether this call gave stock back.
-func (r ReleaseResult) Released() bool { return r.Status == ReleaseDone }
 
 // State is the state of a ledger entry.
 type State uint8

@@ -108,7 +108,7 @@ func (d *Deductor) layoutOf(activity string) *layout {
 // learn records that activity has n shards (n <= 1: not sharded) and returns
 // its layout (nil when not sharded). The same n returns the known layout.
 func (d *Deductor) learn(activity string, n int64) (*layout, error) {
-	if n < 0 || n > MaxShards {
+	if n < 0 || n > maxShards {
 		return nil, badReply("layout", "activity %s has %d shards", activity, n)
 	}
 	cur := d.layoutOf(activity)
@@ -381,7 +381,7 @@ func (d *Deductor) reservationsSharded(ctx context.Context, l *layout, cursor ui
 	k := int(cursor >> 56)
 	c := cursor & (1<<56 - 1)
 	if k >= l.n {
-		return nil, 0, l, fmt.Errorf("%w: cursor %d names shard %d of %d", ErrInvalidRequest, cursor, k, l.n)
+		return nil, 0, l, fmt.Errorf("%w: cursor %d names shard %d of %d", ErrInvalidArgument, cursor, k, l.n)
 	}
 	out, next, shape, err := d.scanPage(ctx, l.keys[k], c, count)
 	if err != nil {
@@ -660,7 +660,7 @@ func (d *Deductor) loadShards(ctx context.Context, a Activity, l *layout, reset 
 		case err != nil:
 			errs[k] = err
 		case writeCode(v[0]) == writeExpired:
-			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
 		case writeCode(v[0]) != writePresent && writeCode(v[0]) != writeDone:
 			errs[k] = badReply("load", "status code %d", v[0])
 		}
@@ -691,7 +691,7 @@ func (d *Deductor) writeDirectory(ctx context.Context, a Activity, n int, overwr
 	case writePresent:
 		return false, v[1], nil
 	case writeExpired:
-		return false, 0, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		return false, 0, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
 	}
 	return false, 0, badReply("load", "directory status code %d", v[0])
 }
@@ -817,13 +817,13 @@ func rebuildErr(activity string, code rebuildCode) error {
 	case rebuildDone:
 		return nil
 	case rebuildExpired:
-		return fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, activity)
+		return fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, activity)
 	case rebuildLive:
 		return fmt.Errorf("stock: rebuild activity %s: %w (freeze it first)", activity, ErrLive)
 	case rebuildChanged:
 		return fmt.Errorf("stock: rebuild activity %s: %w (it changed since it was checked)", activity, ErrLive)
 	case rebuildOverTotal, rebuildOverLimit, rebuildDuplicate:
-		return fmt.Errorf("%w: activity %s: live reservations rejected by redis (code %d)", ErrInvalidActivity, activity, code)
+		return fmt.Errorf("%w: activity %s: live reservations rejected by redis (code %d)", ErrInvalidArgument, activity, code)
 	}
 	return badReply("rebuild", "status code %d", code)
 }

@@ -106,8 +106,8 @@ func (d *Deductor) flag(activity string) *soldFlag {
 
 // refuseLocal reports whether the process knows the activity is sold out
 // and reservationID was not in its ledger.
-func (d *Deductor) refuseLocal(activity, reservationID string) bool {
-	set := d.soldOutSet(activity)
+func (d *Deductor) refuseLocal(ctx context.Context, activity, reservationID string) bool {
+	set := d.soldOutSet(ctx, activity)
 	if set == nil {
 		return false
 	}
@@ -117,7 +117,7 @@ func (d *Deductor) refuseLocal(activity, reservationID string) bool {
 
 // soldOutSet returns the ledger's ID set when the process refuses activity
 // in-process, nil when it does not (dropping a flag that has expired).
-func (d *Deductor) soldOutSet(activity string) *idSet {
+func (d *Deductor) soldOutSet(ctx context.Context, activity string) *idSet {
 	f := d.flag(activity)
 	if f == nil {
 		return nil
@@ -130,7 +130,7 @@ func (d *Deductor) soldOutSet(activity string) *idSet {
 		return f.ids.Load()
 	}
 	if f.until.CompareAndSwap(u, 0) && d.o.onSoldOut != nil {
-		d.o.onSoldOut(activity, false)
+		d.o.onSoldOut(ctx, activity, false)
 	}
 	return nil
 }
@@ -211,7 +211,7 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceRepl
 	if prev == 0 {
 		d.o.logger.Info("stock: activity sold out, refusing in-process", "activity", activity, "ledger", len(set.ids))
 		if d.o.onSoldOut != nil {
-			d.o.onSoldOut(activity, true)
+			d.o.onSoldOut(ctx, activity, true)
 		}
 	}
 }
@@ -268,7 +268,7 @@ func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]st
 	}
 }
 
-func (d *Deductor) clearSoldOut(activity string) {
+func (d *Deductor) clearSoldOut(ctx context.Context, activity string) {
 	f := d.flag(activity)
 	if f == nil {
 		return
@@ -283,14 +283,15 @@ func (d *Deductor) clearSoldOut(activity string) {
 	if f.until.Swap(0) != 0 {
 		d.o.logger.Info("stock: stock came back, asking redis again", "activity", activity)
 		if d.o.onSoldOut != nil {
-			d.o.onSoldOut(activity, false)
+			d.o.onSoldOut(ctx, activity, false)
 		}
 	}
 }
 
 // Run keeps the in-process sold-out cache fresh until ctx is done or Close is
 // called, and then returns nil. It subscribes to the release channel when the
-// client implements [Subscriber] (messages clear the flag at once; go-redis
+// client has a Subscribe(ctx, channels...) *redis.PubSub method, as
+// *redis.Client, *redis.ClusterClient and *redis.Ring do (messages clear the flag at once; go-redis
 // resubscribes after a reconnect) and, every re-check interval, re-checks
 // the flags older than the interval against Redis (one Stats call each),
 // dropping those Redis no longer confirms. Run is optional: without it
@@ -330,7 +331,7 @@ func (d *Deductor) Run(ctx context.Context) error {
 	}()
 
 	var msgs <-chan *redis.Message
-	if sub, ok := d.rdb.(Subscriber); ok {
+	if sub, ok := d.rdb.(subscriber); ok {
 		ps := sub.Subscribe(ctx, d.channel)
 		defer ps.Close()
 		msgs = ps.Channel()
@@ -354,7 +355,7 @@ func (d *Deductor) Run(ctx context.Context) error {
 			d.mu.Lock()
 			delete(d.marked, a)
 			d.mu.Unlock()
-			d.clearSoldOut(a)
+			d.clearSoldOut(ctx, a)
 		case <-t.C:
 			d.expireMarks(ctx)
 		}
@@ -399,7 +400,7 @@ func (d *Deductor) expireMarks(ctx context.Context) {
 		delete(d.marked, a)
 		d.mu.Unlock()
 		if f.until.CompareAndSwap(forever, 0) && d.o.onSoldOut != nil {
-			d.o.onSoldOut(a, false)
+			d.o.onSoldOut(ctx, a, false)
 		}
 	}
 }

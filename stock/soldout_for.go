@@ -1,5 +1,7 @@
 package stock
 
+import "context"
+
 // SoldOutFor reports whether this process refuses reservationID for activity
 // in-process: the activity is known sold out and reservationID was not in the
 // ledger when that was learnt. A reservation ID that won a unit before the sale
@@ -7,7 +9,7 @@ package stock
 // back. Like [Deductor.SoldOut] it never calls Redis; use it in front of
 // work that a retry must not repeat (a one-time captcha, an access token).
 func (d *Deductor) SoldOutFor(activity, reservationID string) bool {
-	return d.refuseLocal(activity, reservationID)
+	return d.refuseLocal(context.Background(), activity, reservationID)
 }
 
 // SoldOutForPrefix reports whether this process refuses, in-process, every
@@ -20,6 +22,6 @@ func (d *Deductor) SoldOutFor(activity, reservationID string) bool {
 // at all. One binary search over the ledger's sorted IDs; never calls
 // Redis.
 func (d *Deductor) SoldOutForPrefix(activity, prefix string) bool {
-	set := d.soldOutSet(activity)
+	set := d.soldOutSet(context.Background(), activity)
 	return set != nil && !set.hasPrefix(prefix)
 }

@@ -1,14 +1,14 @@
 // Package dbfallback is a database fallback for [stock.Deductor]: a
-// [stock.Fallback] over gorm (MySQL/MariaDB or SQLite) that keeps selling a
-// share of an activity while Redis is down, without ever selling a unit
-// Redis also sells.
+// [stock.WithFallback] function (Store.Reserve) over gorm (MySQL/MariaDB or
+// SQLite) that keeps selling a share of an activity while Redis is down,
+// without ever selling a unit Redis also sells.
 //
 //	store, err := dbfallback.New(db)          // *gorm.DB, not inside a transaction
 //	err = store.AutoMigrate(ctx)              // or apply SchemaMySQL
 //	err = store.Open(ctx, sale, quota)        // the pool: quota units of sale.Stock
 //	redisSale := sale
 //	redisSale.Stock -= quota                  // the carve-out
-//	_, err = d.Load(ctx, redisSale)           // d built with stock.WithFallback(store)
+//	_, err = d.Load(ctx, redisSale)           // d built with stock.WithFallback(store.Reserve)
 //	…
 //	units, err := store.Drain(ctx, sale.ID)   // Redis is back: the pool's units go back to the sale
 //
@@ -109,8 +109,9 @@
 // run again), and one activity's fallback sales are serialised: about a thousand reservations per second on MariaDB, enough
 // to carry an outage, far below the Redis path. On SQLite use WAL and a
 // busy_timeout (writers queue for the database's write lock). Errors are
-// database failures, bad input ([stock.ErrInvalidRequest],
-// [stock.ErrInvalidActivity]) and conflicts; the Deductor joins a fallback
+// database failures, bad input ([stock.ErrInvalidArgument]) and conflicts
+// ([stock.ErrIDConflict], [ErrPoolConflict]); bad configuration given to
+// [New] wraps [ErrInvalidConfig]. The Deductor joins a fallback
 // error with the Redis one. The Deductor gives the fallback the caller's
 // context: a deadline already spent on Redis leaves the database nothing.
 //

@@ -13,7 +13,7 @@ import (
 // [stock.Tombstone] for a Release that came first; times are the Store
 // clock's.
 func (s *Store) Lookup(ctx context.Context, activity, reservationID string) (stock.Reservation, bool, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return stock.Reservation{}, false, err
 	}
 	if err := validateID(reservationID); err != nil {
@@ -36,11 +36,11 @@ func (s *Store) Lookup(ctx context.Context, activity, reservationID string) (sto
 // against the Redis ledger ([Store.Overlap]); released rows and tombstones
 // are not returned.
 func (s *Store) Reservations(ctx context.Context, activity, cursor string, count int) ([]stock.Reservation, string, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return nil, "", err
 	}
 	if len(cursor) > maxIDBytes {
-		return nil, "", fmt.Errorf("dbfallback: %w: cursor of %d bytes", stock.ErrInvalidRequest, len(cursor))
+		return nil, "", fmt.Errorf("dbfallback: %w: cursor of %d bytes", stock.ErrInvalidArgument, len(cursor))
 	}
 	switch {
 	case count <= 0:
@@ -135,10 +135,10 @@ func (r row) reservation() stock.Reservation {
 // state held), like [stock.Deductor.Held] for Redis: a caller that must know
 // whether a buyer holds anything asks both stores.
 func (s *Store) Held(ctx context.Context, activity, user string) (int64, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return 0, err
 	}
-	if err := checkID(stock.ErrInvalidRequest, "user ID", user); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "user ID", user); err != nil {
 		return 0, err
 	}
 	n, err := s.held(s.db.WithContext(ctx), activity, user)

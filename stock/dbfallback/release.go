@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -34,7 +35,18 @@ import (
 // often called with context.WithoutCancel(ctx); after an error it is safe
 // to call again.
 func (s *Store) Release(ctx context.Context, activity, reservationID string) (stock.ReleaseResult, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if s.obs == nil {
+		return s.releaseTx(ctx, activity, reservationID)
+	}
+	start := time.Now()
+	res, err := s.releaseTx(ctx, activity, reservationID)
+	s.observed(ctx, StageRelease, activity, start, snake(res.Status.String()), 0, err)
+	return res, err
+}
+
+// releaseTx is Release without the observer.
+func (s *Store) releaseTx(ctx context.Context, activity, reservationID string) (stock.ReleaseResult, error) {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return stock.ReleaseResult{}, err
 	}
 	if err := validateID(reservationID); err != nil {

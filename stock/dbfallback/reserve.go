@@ -12,7 +12,7 @@ import (
 	"github.com/seckillkit/seckill/stock"
 )
 
-// Reserve implements [stock.Fallback]: it reserves req.Qty units of
+// Reserve is the fallback of [stock.WithFallback](store.Reserve): it reserves req.Qty units of
 // req.Activity's pool for req.User, in one transaction:
 //
 //  1. lock the activity's pool row (every writer of the activity takes it
@@ -23,7 +23,7 @@ import (
 //     with another user, quantity or activity fails with an error wrapping
 //     [stock.ErrIDConflict];
 //  3. no pool: [stock.NotLoaded]; qty above the per-user limit: an error
-//     wrapping [stock.ErrInvalidRequest]; the window on the Store's clock
+//     wrapping [stock.ErrInvalidArgument]; the window on the Store's clock
 //     ([WithClock]): [stock.NotStarted] before Start, [stock.Ended] at or
 //     after End;
 //  4. fewer than qty units left: [stock.SoldOut]; the buyer's held units
@@ -43,6 +43,17 @@ import (
 // database failures; nothing was written then, except that a failed commit
 // is an uncertain outcome: retry with the same reservation ID.
 func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, error) {
+	if s.obs == nil {
+		return s.reserveTx(ctx, req)
+	}
+	start := time.Now()
+	res, err := s.reserveTx(ctx, req)
+	s.observed(ctx, StageReserve, req.Activity, start, snake(res.Status.String()), 0, err)
+	return res, err
+}
+
+// reserveTx is Reserve without the observer.
+func (s *Store) reserveTx(ctx context.Context, req stock.Request) (stock.Result, error) {
 	if err := validateRequest(req); err != nil {
 		return stock.Result{}, err
 	}
@@ -53,7 +64,7 @@ func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, e
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, stock.ErrInvalidRequest) || errors.Is(err, stock.ErrIDConflict) {
+		if errors.Is(err, stock.ErrInvalidArgument) || errors.Is(err, stock.ErrIDConflict) {
 			return stock.Result{}, err
 		}
 		return stock.Result{}, fmt.Errorf("dbfallback: reserve %q in activity %s: %w", req.ReservationID, req.Activity, err)
@@ -84,7 +95,7 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 	}
 	if req.Qty > p.limit {
 		return stock.Result{}, fmt.Errorf("dbfallback: %w: qty %d exceeds the per-user limit %d of activity %s",
-			stock.ErrInvalidRequest, req.Qty, p.limit, req.Activity)
+			stock.ErrInvalidArgument, req.Qty, p.limit, req.Activity)
 	}
 	nowMs := s.clock.Now().UnixMilli()
 	deny := stock.Result{Remaining: p.remaining, Limit: p.limit, ReservedAt: time.UnixMilli(nowMs)}
@@ -203,15 +214,15 @@ func (s *Store) lookup(tx *gorm.DB, id string) (row, bool, error) {
 }
 
 func validateRequest(req stock.Request) error {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", req.Activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", req.Activity); err != nil {
 		return err
 	}
-	if err := checkID(stock.ErrInvalidRequest, "user ID", req.User); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "user ID", req.User); err != nil {
 		return err
 	}
 	switch {
 	case req.Qty <= 0 || req.Qty > maxQty:
-		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidRequest, req.Qty)
+		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidArgument, req.Qty)
 	}
 	// The Deductor applies stock.ValidReservationID before it calls the
 	// fallback; the store itself keeps any bytes (VARBINARY) up to the
@@ -221,7 +232,7 @@ func validateRequest(req stock.Request) error {
 
 func validateID(id string) error {
 	if id == "" || len(id) > maxIDBytes {
-		return fmt.Errorf("dbfallback: %w: reservation ID of %d bytes (want 1..%d)", stock.ErrInvalidRequest, len(id), maxIDBytes)
+		return fmt.Errorf("dbfallback: %w: reservation ID of %d bytes (want 1..%d)", stock.ErrInvalidArgument, len(id), maxIDBytes)
 	}
 	return nil
 }

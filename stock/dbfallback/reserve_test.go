@@ -270,7 +270,7 @@ func TestReserveInvalidInput(t *testing.T) {
 		{"qty above the per-user limit", req("6", "1", 3, "x")},
 	} {
 		r, err := e.s.Reserve(bg, tc.req)
-		require.ErrorIs(t, err, stock.ErrInvalidRequest, tc.name)
+		require.ErrorIs(t, err, stock.ErrInvalidArgument, tc.name)
 		assert.Equal(t, stock.Result{}, r, tc.name)
 	}
 	r, err := e.s.Reserve(bg, req("6", "1", 1, strings.Repeat("i", 128)))
@@ -341,7 +341,7 @@ func TestReserveManyActivities(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			if i%4 == 0 && r.OK() {
+			if i%4 == 0 && (r.Status == stock.Reserved) {
 				_, err := e.s.Release(bg, act, id)
 				assert.NoError(t, err)
 			}
