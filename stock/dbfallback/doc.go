@@ -24,8 +24,8 @@
 // back, [Store.Drain] takes what the pool has left out of it (remaining → 0,
 // the quota shrinks by as much), exactly once, and returns the count for
 // the caller to give back to the Redis sale, so that no unit stays
-// stranded ([stock.Deductor] has no call yet that adds units to a loaded
-// activity: until it has, the count is for the operator to act on).
+// stranded (a top-up with [stock.Deductor.Adjust], under an ID of its own so
+// a retry adds them once).
 // Releases of fallback reservations put units back in the pool; drain again
 // after them. Pick a quota as large as the sales an outage
 // must carry; it can be the whole stock, at the cost of draining it all.
