@@ -21,13 +21,13 @@ type Activity struct {
 	// are set End must be after Start.
 	Start, End time.Time
 	// TTL is how long the keys live after End (after loading when End is
-	// zero); zero means DefaultTTL (24h). Keep it longer than the order
+	// zero); zero means 24 hours. Keep it longer than the order
 	// payment window so Release still finds the ledger.
 	TTL time.Duration
 	// Shards splits the stock over this many sub-ledgers, each in its own
 	// Redis Cluster slot, so that one hot sale is served by several Redis
 	// cores (see "Sharding" in the package doc). 0 or 1: one ledger, the
-	// un-sharded layout; at most MaxShards. Every loader of an activity must
+	// un-sharded layout; at most 64. Every loader of an activity must
 	// give the same value (Load is set-if-absent: the first layout stays).
 	Shards int
 	// NoRebuy is the re-buy policy. false (the default): a buyer whose
@@ -50,26 +50,26 @@ func (a Activity) noRebuyArg() string {
 }
 
 func (a Activity) validate() error {
-	if err := checkID(ErrInvalidActivity, "activity ID", a.ID); err != nil {
+	if err := checkID(ErrInvalidArgument, "activity ID", a.ID); err != nil {
 		return err
 	}
 	switch {
 	case a.Stock < 0:
-		return fmt.Errorf("%w: stock %d must be >= 0", ErrInvalidActivity, a.Stock)
+		return fmt.Errorf("%w: stock %d must be >= 0", ErrInvalidArgument, a.Stock)
 	case a.Stock > MaxQuantity:
-		return fmt.Errorf("%w: stock %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidActivity, a.Stock)
+		return fmt.Errorf("%w: stock %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidArgument, a.Stock)
 	case a.PerUserLimit < 0:
-		return fmt.Errorf("%w: per-user limit %d must be >= 0", ErrInvalidActivity, a.PerUserLimit)
+		return fmt.Errorf("%w: per-user limit %d must be >= 0", ErrInvalidArgument, a.PerUserLimit)
 	case a.PerUserLimit > MaxQuantity:
-		return fmt.Errorf("%w: per-user limit %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidActivity, a.PerUserLimit)
-	case a.Shards < 0 || a.Shards > MaxShards:
-		return fmt.Errorf("%w: shards %d must be in [0, %d]", ErrInvalidActivity, a.Shards, MaxShards)
+		return fmt.Errorf("%w: per-user limit %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidArgument, a.PerUserLimit)
+	case a.Shards < 0 || a.Shards > maxShards:
+		return fmt.Errorf("%w: shards %d must be in [0, %d]", ErrInvalidArgument, a.Shards, maxShards)
 	case a.TTL < 0:
-		return fmt.Errorf("%w: TTL %v must be >= 0", ErrInvalidActivity, a.TTL)
+		return fmt.Errorf("%w: TTL %v must be >= 0", ErrInvalidArgument, a.TTL)
 	case !a.Start.IsZero() && !a.End.IsZero() && !a.End.After(a.Start):
-		return fmt.Errorf("%w: end %v must be after start %v", ErrInvalidActivity, a.End, a.Start)
+		return fmt.Errorf("%w: end %v must be after start %v", ErrInvalidArgument, a.End, a.Start)
 	case !a.Start.IsZero() && a.Start.UnixMilli() <= 0, !a.End.IsZero() && a.End.UnixMilli() <= 0:
-		return fmt.Errorf("%w: start and end must be after 1970", ErrInvalidActivity)
+		return fmt.Errorf("%w: start and end must be after 1970", ErrInvalidArgument)
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func split(total int64, n int) []int64 {
 
 func (a Activity) ttl() time.Duration {
 	if a.TTL == 0 {
-		return DefaultTTL
+		return defaultTTL
 	}
 	return a.TTL
 }

@@ -13,7 +13,7 @@ func TestActivityDefaults(t *testing.T) {
 	a := Activity{ID: "1"}
 	assert.NoError(t, a.validate())
 	assert.EqualValues(t, 1, a.limit(), "per-user limit defaults to 1")
-	assert.Equal(t, DefaultTTL, a.ttl())
+	assert.Equal(t, defaultTTL, a.ttl())
 	a = Activity{ID: "1", PerUserLimit: 4, TTL: time.Minute}
 	assert.EqualValues(t, 4, a.limit())
 	assert.Equal(t, time.Minute, a.ttl())
@@ -24,5 +24,5 @@ func TestActivityDefaults(t *testing.T) {
 	// Only a start, or only an end, is valid.
 	assert.NoError(t, Activity{ID: "1", Start: now}.validate())
 	assert.NoError(t, Activity{ID: "1", End: now}.validate())
-	assert.ErrorIs(t, Activity{ID: "1", Start: time.Unix(-5, 0)}.validate(), ErrInvalidActivity)
+	assert.ErrorIs(t, Activity{ID: "1", Start: time.Unix(-5, 0)}.validate(), ErrInvalidArgument)
 }

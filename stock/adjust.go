@@ -35,7 +35,7 @@ import (
 // (Delta < 0) units of Activity, once per ID.
 type AdjustParams struct {
 	Activity string // activity ID (see ValidID)
-	// ID names the adjustment: 1..128 bytes (the request ID limit, see
+	// ID names the adjustment: 1..128 bytes (the reservation ID limit, see
 	// WithMaxReservationIDBytes), unique per adjustment of the activity.
 	ID string
 	// Delta is the units to add (> 0) or to withdraw (< 0); not 0, |Delta|
@@ -49,7 +49,10 @@ type Level struct {
 	Total     int64 // loaded stock + top-ups − withdrawals
 }
 
-// Adjustment is the outcome of [Deductor.Adjust].
+// Adjustment is the outcome of [Deductor.Adjust], and one entry of an
+// activity's adjustment log as read by [Deductor.Adjustments] (ID, Delta,
+// Applied and At; a sharded activity's steps summed per ID; Before and
+// After are not logged and stay zero there).
 type Adjustment struct {
 	ID    string
 	Delta int64 // the delta asked
@@ -69,22 +72,13 @@ type Adjustment struct {
 	Replayed bool
 }
 
-// AdjustmentRecord is one entry of an activity's adjustment log, as read
-// by [Deductor.Adjustments] (a sharded activity's steps are summed per ID).
-type AdjustmentRecord struct {
-	ID        string
-	Requested int64     // the Delta of the Adjust call
-	Applied   int64     // the units applied
-	At        time.Time // Redis time of the (first) step
-}
-
 // Adjust adds units to a loaded activity (Delta > 0) or withdraws units
 // that nobody holds (Delta < 0), as an entry of the activity's adjustment
 // log, never as a blind overwrite: the meta hash's stock and total move by
 // Delta in one atomic step, which is recorded under p.ID and increments the
 // data-loss fence's seq. A second call with the same ID answers the first
 // outcome with Replayed set and changes nothing; the same ID with another
-// Delta is an error wrapping [ErrRequestConflict]. A top-up publishes on
+// Delta is an error wrapping [ErrIDConflict]. A top-up publishes on
 // the release channel, so that processes which had learnt the activity is
 // sold out ask Redis again (and this process clears its own flag).
 //
@@ -92,7 +86,7 @@ type AdjustmentRecord struct {
 // wrapping [ErrInsufficient], nothing written. Paused activities are
 // adjusted as usual (pause, top up, resume); a frozen one is refused
 // ([ErrFrozen]: its data may be lost; Rebuild it with the new total).
-// Other errors: bad input ([ErrInvalidRequest]), [ErrNotLoaded],
+// Other errors: bad input ([ErrInvalidArgument]), [ErrNotLoaded],
 // [ErrUnavailable] (retry with the same ID: it is applied at most once).
 //
 // A sharded activity is adjusted shard by shard (see "Adjusting a live
@@ -111,7 +105,7 @@ func (d *Deductor) Adjust(ctx context.Context, p AdjustParams) (Adjustment, erro
 	}
 	a, err := d.adjust(ctx, p)
 	if a.Applied > 0 && !a.Replayed {
-		d.clearSoldOut(p.Activity)
+		d.clearSoldOut(ctx, p.Activity)
 	}
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: adjust failed", "activity", showID(p.Activity), "adjustment", p.ID,
@@ -132,13 +126,13 @@ func (d *Deductor) validateAdjust(p AdjustParams) error {
 	}
 	switch {
 	case p.ID == "":
-		return fmt.Errorf("%w: empty adjustment ID", ErrInvalidRequest)
+		return fmt.Errorf("%w: empty adjustment ID", ErrInvalidArgument)
 	case len(p.ID) > d.o.maxIDBytes:
-		return fmt.Errorf("%w: adjustment ID longer than %d bytes", ErrInvalidRequest, d.o.maxIDBytes)
+		return fmt.Errorf("%w: adjustment ID longer than %d bytes", ErrInvalidArgument, d.o.maxIDBytes)
 	case p.Delta == 0:
-		return fmt.Errorf("%w: adjustment delta 0", ErrInvalidRequest)
+		return fmt.Errorf("%w: adjustment delta 0", ErrInvalidArgument)
 	case p.Delta > MaxQuantity || p.Delta < -MaxQuantity:
-		return fmt.Errorf("%w: adjustment delta %d beyond ±(2^53-1)", ErrInvalidRequest, p.Delta)
+		return fmt.Errorf("%w: adjustment delta %d beyond ±(2^53-1)", ErrInvalidArgument, p.Delta)
 	}
 	return nil
 }
@@ -188,11 +182,11 @@ func (r adjReply) err(p AdjustParams) error {
 	case adjustFrozen:
 		return fmt.Errorf("stock: adjust activity %s: %w", p.Activity, ErrFrozen)
 	case adjustConflict:
-		return fmt.Errorf("%w: adjustment ID %q of activity %s was applied with another delta", ErrRequestConflict,
+		return fmt.Errorf("%w: adjustment ID %q of activity %s was applied with another delta", ErrIDConflict,
 			p.ID, p.Activity)
 	case adjustOverflow:
 		return fmt.Errorf("%w: adjustment of activity %s by %d would take its stock or total beyond 2^53-1",
-			ErrInvalidRequest, p.Activity, p.Delta)
+			ErrInvalidArgument, p.Activity, p.Delta)
 	}
 	return badReply("adjust", "status code %d", r.code)
 }
@@ -368,11 +362,11 @@ func sumAdjust(p AdjustParams, rs []adjReply) Adjustment {
 // Adjustments returns the activity's adjustment log (every Adjust applied
 // to this copy of its state; Reset deletes it, Rebuild keeps it), oldest
 // first. For a sharded activity the steps of one adjustment are summed.
-func (d *Deductor) Adjustments(ctx context.Context, activity string) ([]AdjustmentRecord, error) {
+func (d *Deductor) Adjustments(ctx context.Context, activity string) ([]Adjustment, error) {
 	if err := checkActivity(activity); err != nil {
 		return nil, err
 	}
-	return onLayout(d, activity, func(l *layout) ([]AdjustmentRecord, *layout, error) {
+	return onLayout(d, activity, func(l *layout) ([]Adjustment, *layout, error) {
 		if l == nil {
 			kind, n, kv, err := d.adjLog(ctx, d.keys(activity))
 			switch {
@@ -432,9 +426,9 @@ func (d *Deductor) adjLog(ctx context.Context, k keys) (metaKind, int64, []any, 
 
 // parseAdjLog parses HGETALL pairs of adjustment logs; sharded: the IDs
 // carry a "#<k>" suffix and the steps of one ID are summed.
-func parseAdjLog(kv []any, sharded bool) ([]AdjustmentRecord, error) {
+func parseAdjLog(kv []any, sharded bool) ([]Adjustment, error) {
 	byID := map[string]int{}
-	var out []AdjustmentRecord
+	var out []Adjustment
 	for i := 0; i < len(kv); i += 2 {
 		id, ok1 := kv[i].(string)
 		rec, ok2 := kv[i+1].(string)
@@ -469,9 +463,9 @@ func parseAdjLog(kv []any, sharded bool) ([]AdjustmentRecord, error) {
 			continue
 		}
 		byID[id] = len(out)
-		out = append(out, AdjustmentRecord{ID: id, Requested: v[4], Applied: v[0], At: at})
+		out = append(out, Adjustment{ID: id, Delta: v[4], Applied: v[0], At: at})
 	}
-	slices.SortFunc(out, func(a, b AdjustmentRecord) int {
+	slices.SortFunc(out, func(a, b Adjustment) int {
 		if c := a.At.Compare(b.At); c != 0 {
 			return c
 		}

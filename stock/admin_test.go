@@ -20,14 +20,14 @@ import (
 type layoutCase struct {
 	name   string
 	shards int
-	opts   []Option
+	opts   []DeductorOption
 }
 
 var adminCases = []layoutCase{
 	{name: "plain"},
 	{name: "sharded", shards: 3},
-	{name: "coalesced", opts: []Option{WithCoalescing(200*time.Microsecond, 8)}},
-	{name: "sharded-coalesced", shards: 3, opts: []Option{WithCoalescing(200*time.Microsecond, 8)}},
+	{name: "coalesced", opts: []DeductorOption{WithCoalescing(200*time.Microsecond, 8)}},
+	{name: "sharded-coalesced", shards: 3, opts: []DeductorOption{WithCoalescing(200*time.Microsecond, 8)}},
 }
 
 // ledgerKeys returns the keys of every ledger of an activity (one, or one
@@ -153,7 +153,7 @@ func TestPauseResume(t *testing.T) {
 
 				assert.ErrorIs(t, d.Pause(ctx, "missing"), ErrNotLoaded)
 				assert.ErrorIs(t, d.Resume(ctx, "missing"), ErrNotLoaded)
-				assert.ErrorIs(t, d.Pause(ctx, "bad id"), ErrInvalidRequest)
+				assert.ErrorIs(t, d.Pause(ctx, "bad id"), ErrInvalidArgument)
 			})
 		}
 	})
@@ -301,7 +301,7 @@ func TestAdjust(t *testing.T) {
 		assert.EqualValues(t, 12, hint(t, rdb, k.meta, "stock"))
 		assert.Equal(t, seq+1, hint(t, rdb, k.meta, "seq"))
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "a", ID: "top-1", Delta: 4})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 
 		// A withdrawal beyond the unreserved units: refused, nothing written.
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "a", ID: "w-big", Delta: -13})
@@ -321,19 +321,19 @@ func TestAdjust(t *testing.T) {
 		recs, err := d.Adjustments(ctx, "a")
 		require.NoError(t, err)
 		require.Len(t, recs, 2)
-		byID := map[string]AdjustmentRecord{}
+		byID := map[string]Adjustment{}
 		for _, r := range recs {
 			byID[r.ID] = r
 		}
 		assert.Equal(t, int64(5), byID["top-1"].Applied)
 		assert.Equal(t, int64(-12), byID["w-1"].Applied)
-		assert.Equal(t, int64(-12), byID["w-1"].Requested)
+		assert.Equal(t, int64(-12), byID["w-1"].Delta)
 
 		// Bad input.
 		for _, p := range []AdjustParams{{Activity: "a", ID: "", Delta: 1}, {Activity: "a", ID: "x", Delta: 0},
 			{Activity: "a", ID: "x", Delta: MaxQuantity + 1}, {Activity: "", ID: "x", Delta: 1}} {
 			_, err := d.Adjust(ctx, p)
-			assert.ErrorIs(t, err, ErrInvalidRequest, "%+v", p)
+			assert.ErrorIs(t, err, ErrInvalidArgument, "%+v", p)
 		}
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "none", ID: "x", Delta: 1})
 		assert.ErrorIs(t, err, ErrNotLoaded)
@@ -382,7 +382,7 @@ func TestAdjustSoldOutCache(t *testing.T) {
 		flips := make(chan bool, 16)
 		d := newTestDeductor(t, rdb, prefix, WithRecheckInterval(time.Hour))
 		other := newTestDeductor(t, rdb, prefix, WithRecheckInterval(time.Hour),
-			WithOnSoldOut(func(a string, sold bool) { flips <- sold }))
+			WithOnSoldOut(func(_ context.Context, a string, sold bool) { flips <- sold }))
 		runCtx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -439,7 +439,7 @@ func TestAdjustSharded(t *testing.T) {
 		assert.Equal(t, int64(5), b.Applied)
 		assert.EqualValues(t, 14, readUnits(t, rdb, prefix, "s", 3).total)
 		_, err = d.Adjust(ctx, AdjustParams{Activity: "s", ID: "top", Delta: 4})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 
 		// Hold 3 units, then withdraw more than the rest: refused before
 		// anything is written.

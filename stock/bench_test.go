@@ -70,7 +70,7 @@ func opsPerSec(b *testing.B) {
 }
 
 // BenchmarkReserve: Deductor.Reserve against the real Redis, 50 callers,
-// distinct users and request IDs.
+// distinct users and reservation IDs.
 //
 //   - deduct: stock never runs out, every call reserves (the full write path:
 //     ledger miss, window on TIME, buyer check, HINCRBY ×2, HSET, PEXPIREAT ×2).
@@ -177,7 +177,7 @@ func BenchmarkMemoryPer10kBuyers(b *testing.B) {
 					if n > 10000 {
 						return
 					}
-					// Realistic sizes: a snowflake-sized user ID and a 20-byte request ID.
+					// Realistic sizes: a snowflake-sized user ID and a 20-byte reservation ID.
 					user := 1_900_000_000_000_000_000 + n
 					res, err := d.Reserve(ctx, Request{Activity: "1", User: strconv.FormatInt(user, 10), Qty: 1, ReservationID: fmt.Sprintf("r-%018d", n)})
 					if err != nil || res.Status != Reserved {
@@ -242,7 +242,7 @@ func goCPU() float64 {
 // BenchmarkReserveCoalescing: Deductor.Reserve one by one vs coalesced
 // (WithCoalescing, default window 500µs and batch 64), 200 concurrent
 // callers on the real Redis, stock 10^9 so that every call reserves,
-// distinct users and request IDs. Reported:
+// distinct users and reservation IDs. Reported:
 //
 //   - reservations/s: b.N / elapsed (every call must answer Reserved);
 //   - p50-ms, p99-ms: the latency of each Reserve call, measured around it;
@@ -273,13 +273,13 @@ func BenchmarkReserveCoalescing(b *testing.B) {
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []DeductorOption
 	}{
 		{"one-by-one", nil},
-		{"coalesced", []Option{WithCoalescing(0, 0)}},
+		{"coalesced", []DeductorOption{WithCoalescing(0, 0)}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			d, err := New(rdb, append([]Option{WithKeyPrefix(prefix + mode.name + ":"), WithoutSoldOutCache()}, mode.opts...)...)
+			d, err := New(rdb, append([]DeductorOption{WithKeyPrefix(prefix + mode.name + ":"), WithoutSoldOutCache()}, mode.opts...)...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -440,16 +440,16 @@ func BenchmarkReserveSharded(b *testing.B) {
 	ctx := context.Background()
 	for _, mode := range []struct {
 		name string
-		opts []Option
+		opts []DeductorOption
 	}{
 		{"one-by-one", nil},
-		{"coalesced", []Option{WithCoalescing(0, 0)}},
+		{"coalesced", []DeductorOption{WithCoalescing(0, 0)}},
 	} {
 		var oneSlot, oneSlotNet float64
 		for _, n := range []int{1, 3, 6} {
 			b.Run(fmt.Sprintf("%s/shards=%d", mode.name, n), func(b *testing.B) {
 				p := fmt.Sprintf("%s%s%d:", prefix, mode.name, n)
-				d, err := New(counted, append([]Option{WithKeyPrefix(p), WithoutSoldOutCache()}, mode.opts...)...)
+				d, err := New(counted, append([]DeductorOption{WithKeyPrefix(p), WithoutSoldOutCache()}, mode.opts...)...)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -41,13 +41,13 @@ const (
 	callSent
 )
 
-// MaxCoalesceBatch is the largest maxBatch [WithCoalescing] accepts.
-const MaxCoalesceBatch = 1024
+// maxCoalesceBatch is the largest maxBatch [WithCoalescing] accepts.
+const maxCoalesceBatch = 1024
 
 // Defaults of [WithCoalescing] when given zero.
 const (
-	DefaultCoalesceWindow   = 500 * time.Microsecond
-	DefaultCoalesceMaxBatch = 64
+	defaultCoalesceWindow   = 500 * time.Microsecond
+	defaultCoalesceMaxBatch = 64
 )
 
 // coalescer gathers the concurrent Reserve calls of each ledger into
@@ -186,7 +186,7 @@ func (c *coalescer) send(b *batch) {
 }
 
 // reserveBatch runs reserve_many.lua for calls (one ledger, whose KEYS are
-// k, at most MaxCoalesceBatch) and stores each call's outcome, judged as
+// k, at most maxCoalesceBatch) and stores each call's outcome, judged as
 // reserve judges a single reply. The knowledge of the ledger is taken once,
 // when the batch is sent: every decision in it ran after that.
 func (d *Deductor) reserveBatch(ctx context.Context, u unit, k []string, calls []*call) {
@@ -243,16 +243,16 @@ func (d *Deductor) reserveBatch(ctx context.Context, u unit, k []string, calls [
 // default).
 func validCoalescing(window time.Duration, maxBatch int) (time.Duration, int, error) {
 	if window == 0 {
-		window = DefaultCoalesceWindow
+		window = defaultCoalesceWindow
 	}
 	if maxBatch == 0 {
-		maxBatch = DefaultCoalesceMaxBatch
+		maxBatch = defaultCoalesceMaxBatch
 	}
 	switch {
 	case window < 0:
-		return 0, 0, fmt.Errorf("stock: coalescing window %v must be >= 0", window)
-	case maxBatch < 0 || maxBatch > MaxCoalesceBatch:
-		return 0, 0, fmt.Errorf("stock: coalescing max batch %d must be in [0, %d]", maxBatch, MaxCoalesceBatch)
+		return 0, 0, fmt.Errorf("%w: coalescing window %v must be >= 0", ErrInvalidConfig, window)
+	case maxBatch < 0 || maxBatch > maxCoalesceBatch:
+		return 0, 0, fmt.Errorf("%w: coalescing max batch %d must be in [0, %d]", ErrInvalidConfig, maxBatch, maxCoalesceBatch)
 	}
 	return window, maxBatch, nil
 }

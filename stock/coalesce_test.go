@@ -91,19 +91,19 @@ func TestCoalescingOption(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	d, err := New(rdb, WithCoalescing(0, 0))
 	require.NoError(t, err)
-	assert.Equal(t, DefaultCoalesceWindow, d.co.window)
-	assert.Equal(t, DefaultCoalesceMaxBatch, d.co.max)
-	d, err = New(rdb, WithCoalescing(200*time.Microsecond, MaxCoalesceBatch))
+	assert.Equal(t, defaultCoalesceWindow, d.co.window)
+	assert.Equal(t, defaultCoalesceMaxBatch, d.co.max)
+	d, err = New(rdb, WithCoalescing(200*time.Microsecond, maxCoalesceBatch))
 	require.NoError(t, err)
 	assert.Equal(t, 200*time.Microsecond, d.co.window)
-	assert.Equal(t, MaxCoalesceBatch, d.co.max)
+	assert.Equal(t, maxCoalesceBatch, d.co.max)
 	d, err = New(rdb)
 	require.NoError(t, err)
 	assert.Nil(t, d.co, "off by default")
-	for name, o := range map[string]Option{
+	for name, o := range map[string]DeductorOption{
 		"negative window":    WithCoalescing(-time.Millisecond, 10),
 		"negative max batch": WithCoalescing(time.Millisecond, -1),
-		"max batch too big":  WithCoalescing(time.Millisecond, MaxCoalesceBatch+1),
+		"max batch too big":  WithCoalescing(time.Millisecond, maxCoalesceBatch+1),
 	} {
 		_, err := New(rdb, o)
 		assert.Error(t, err, name)
@@ -170,9 +170,9 @@ func normalize(r reply) norm {
 		Replayed: r.res.Replayed, Local: r.res.Local, At: !r.res.ReservedAt.IsZero()}
 	switch {
 	case r.err == nil:
-	case errors.Is(r.err, ErrRequestConflict):
+	case errors.Is(r.err, ErrIDConflict):
 		n.Err = "conflict"
-	case errors.Is(r.err, ErrInvalidRequest):
+	case errors.Is(r.err, ErrInvalidArgument):
 		n.Err = "invalid"
 	default:
 		n.Err = r.err.Error()
@@ -193,7 +193,7 @@ func TestCoalescedEqualsOneByOne(t *testing.T) {
 		ctx := context.Background()
 		for _, seed := range []uint64{1, 2, 3} {
 			one := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
-			co := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache(), WithCoalescing(handWindow, MaxCoalesceBatch))
+			co := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache(), WithCoalescing(handWindow, maxCoalesceBatch))
 			a1, a2 := uid(seed*10+1), uid(seed*10+2)
 			if seed == 2 {
 				a1, a2 = "sale-"+uuidOf(seed*10+1), "sale-"+uuidOf(seed*10+2)
@@ -268,7 +268,7 @@ func TestCoalescedEqualsOneByOne(t *testing.T) {
 		// without SetTime, so the real clock) and an unloaded activity.
 		now := testenv.NewRealClock().Now()
 		one := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache())
-		co := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache(), WithCoalescing(handWindow, MaxCoalesceBatch))
+		co := newTestDeductor(t, rdb, prefix, WithoutSoldOutCache(), WithCoalescing(handWindow, maxCoalesceBatch))
 		for i, c := range []struct {
 			name string
 			a    Activity
@@ -480,12 +480,12 @@ type holdRig struct {
 	prefix string
 }
 
-func newHoldRig(t *testing.T, hook *holdHook, maxBatch int, opts ...Option) *holdRig {
+func newHoldRig(t *testing.T, hook *holdHook, maxBatch int, opts ...DeductorOption) *holdRig {
 	c, _ := testenv.Miniredis(t)
 	prefix := testenv.Prefix(t)
 	c.AddHook(hook)
 	require.NoError(t, reserveManyScript.Load(context.Background(), c).Err())
-	d := newTestDeductor(t, c, prefix, append([]Option{WithCoalescing(handWindow, maxBatch)}, opts...)...)
+	d := newTestDeductor(t, c, prefix, append([]DeductorOption{WithCoalescing(handWindow, maxBatch)}, opts...)...)
 	mustLoad(t, d, Activity{ID: "1", Stock: 100, PerUserLimit: 1})
 	return &holdRig{rdb: c, hook: hook, d: d, prefix: prefix}
 }
@@ -648,7 +648,7 @@ func (c *endedCtx) Err() error {
 // TestCoalescedFailures: a Redis failure fails every request of the batch
 // as a single call would and writes nothing; a timeout after the script ran
 // is reported to every request as unavailable (uncertain), and retrying the
-// same request IDs reserves nothing twice; the batch's deadline is the
+// same reservation IDs reserves nothing twice; the batch's deadline is the
 // latest of its callers'.
 func TestCoalescedFailures(t *testing.T) {
 	t.Parallel()
@@ -657,7 +657,7 @@ func TestCoalescedFailures(t *testing.T) {
 		t.Parallel()
 		rdb, m := testenv.Miniredis(t)
 		prefix := testenv.Prefix(t)
-		d := newTestDeductor(t, rdb, prefix, WithCoalescing(handWindow, MaxCoalesceBatch))
+		d := newTestDeductor(t, rdb, prefix, WithCoalescing(handWindow, maxCoalesceBatch))
 		mustLoad(t, d, Activity{ID: "1", Stock: 10})
 		before := snapshot(t, rdb, prefix)
 		for _, msg := range []string{"LOADING Redis is loading the dataset in memory", "CLUSTERDOWN The cluster is down"} {
@@ -684,7 +684,7 @@ func TestCoalescedFailures(t *testing.T) {
 		t.Parallel()
 		h := &holdHook{after: true, err: context.DeadlineExceeded, in: make(chan struct{}), release: make(chan struct{})}
 		close(h.release)
-		g := newHoldRig(t, h, MaxCoalesceBatch)
+		g := newHoldRig(t, h, maxCoalesceBatch)
 		meta := activityKeys(g.prefix, "1").meta
 		for _, o := range batchOf(t, g.d, req1(1, "a"), req1(2, "b"), req1(3, "c")) {
 			assert.ErrorIs(t, o.err, ErrUnavailable)
@@ -749,7 +749,7 @@ func TestCoalescedFence(t *testing.T) {
 	forEachRedisKind(t, func(t *testing.T, kind testenv.RedisKind, rdb redis.UniversalClient, prefix string) {
 		t.Run("rollback", func(t *testing.T) {
 			var losses lossLog
-			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, MaxCoalesceBatch))
+			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, maxCoalesceBatch))
 			k := activityKeys(prefix, "1")
 			mustLoad(t, d, Activity{ID: "1", Stock: 10})
 			for _, o := range batchOf(t, d, req1(1, "a"), req1(2, "b")) {
@@ -782,7 +782,7 @@ func TestCoalescedFence(t *testing.T) {
 
 		t.Run("wipe", func(t *testing.T) {
 			var losses lossLog
-			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, MaxCoalesceBatch))
+			d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook), WithCoalescing(handWindow, maxCoalesceBatch))
 			k := activityKeys(prefix, "2")
 			mustLoad(t, d, Activity{ID: "2", Stock: 10})
 			r := Request{Activity: "2", User: "1", Qty: 1, ReservationID: "a"}
@@ -821,13 +821,13 @@ func TestCoalescedHooksFallbackSoldOut(t *testing.T) {
 			seen[r.ReservationID] = res
 		}
 	}
-	fb := FallbackFunc(func(_ context.Context, r Request) (Result, error) {
+	fb := func(_ context.Context, r Request) (Result, error) {
 		calls.Add(1)
 		u, err := strconv.ParseInt(r.User, 10, 64)
 		return Result{Status: Reserved, Remaining: 1000 + u}, err
-	})
+	}
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithOnReserve(hook), WithFallback(fb),
-		WithCoalescing(handWindow, MaxCoalesceBatch), WithClock(testenv.NewEpochClock(0)))
+		WithCoalescing(handWindow, maxCoalesceBatch), WithClock(testenv.NewEpochClock(0)))
 	mustLoad(t, d, Activity{ID: "1", Stock: 1})
 
 	m.SetError("LOADING Redis is loading the dataset in memory")
@@ -848,7 +848,7 @@ func TestCoalescedHooksFallbackSoldOut(t *testing.T) {
 	assert.Equal(t, out[1].res, seen["lose"])
 	assert.Equal(t, Reserved, seen["win"].Status)
 	assert.True(t, seen["f1"].Fallback)
-	assert.Len(t, seen, 4, "one hook call per request ID")
+	assert.Len(t, seen, 4, "one hook call per reservation ID")
 	mu.Unlock()
 
 	require.True(t, d.SoldOut("1"), "the batch's SoldOut set the in-process flag")

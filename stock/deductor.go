@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Subscriber is the one plain-client method [Deductor.Run] uses, when the
+// subscriber is the one plain-client method [Deductor.Run] uses, when the
 // client given to [New] has it (*redis.Client, *redis.ClusterClient and
 // *redis.Ring do), to hear that stock came back. A Scripter without it still
 // works: Run then relies on the re-check interval alone.
-type Subscriber interface {
+type subscriber interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
@@ -58,29 +58,29 @@ type Deductor struct {
 // New returns a Deductor using rdb, which may be a *redis.Client (also from
 // redis.NewFailoverClient), *redis.ClusterClient (also failover), *redis.Ring
 // or any redis.UniversalClient.
-func New(rdb redis.Scripter, opts ...Option) (*Deductor, error) {
+func New(rdb redis.Scripter, opts ...DeductorOption) (*Deductor, error) {
 	if rdb == nil {
-		return nil, errors.New("stock: nil redis client")
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyDeductor(&o)
 		}
 	}
 	switch {
 	case o.clock == nil:
-		return nil, errors.New("stock: nil clock")
+		return nil, fmt.Errorf("%w: nil clock", ErrInvalidConfig)
 	case o.logger == nil:
-		return nil, errors.New("stock: nil logger")
+		return nil, fmt.Errorf("%w: nil logger", ErrInvalidConfig)
 	case o.recheck <= 0:
-		return nil, fmt.Errorf("stock: recheck interval %v must be > 0", o.recheck)
+		return nil, fmt.Errorf("%w: recheck interval %v must be > 0", ErrInvalidConfig, o.recheck)
 	case strings.ContainsAny(o.prefix, "{}"):
-		return nil, fmt.Errorf("stock: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", o.prefix)
+		return nil, fmt.Errorf("%w: key prefix %q must not contain '{' or '}' (it would move the Cluster hash tag)", ErrInvalidConfig, o.prefix)
 	case o.maxIDBytes <= 0 || o.maxIDBytes > MaxReservationIDLen:
-		return nil, fmt.Errorf("stock: max request ID bytes %d must be in [1, %d] (MaxReservationIDLen)", o.maxIDBytes, MaxReservationIDLen)
+		return nil, fmt.Errorf("%w: max reservation ID bytes %d must be in [1, %d] (MaxReservationIDLen)", ErrInvalidConfig, o.maxIDBytes, MaxReservationIDLen)
 	case o.grace < 0:
-		return nil, fmt.Errorf("stock: transfer grace %v must be >= 0", o.grace)
+		return nil, fmt.Errorf("%w: transfer grace %v must be >= 0", ErrInvalidConfig, o.grace)
 	}
 	d := &Deductor{rdb: rdb, o: o, channel: releaseChannel(o.prefix), marked: map[string]time.Time{}}
 	if o.coalesce {
@@ -102,39 +102,39 @@ func (d *Deductor) validate(req Request) error {
 	if err := checkActivity(req.Activity); err != nil {
 		return err
 	}
-	if err := checkID(ErrInvalidRequest, "user ID", req.User); err != nil {
+	if err := checkID(ErrInvalidArgument, "user ID", req.User); err != nil {
 		return err
 	}
 	switch {
 	case req.Qty <= 0:
-		return fmt.Errorf("%w: qty %d must be > 0", ErrInvalidRequest, req.Qty)
+		return fmt.Errorf("%w: qty %d must be > 0", ErrInvalidArgument, req.Qty)
 	case req.Qty > MaxQuantity:
-		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidRequest, req.Qty)
+		return fmt.Errorf("%w: qty %d exceeds 2^53-1, the largest integer a Lua number holds exactly", ErrInvalidArgument, req.Qty)
 	}
 	if err := d.validateID(req.ReservationID); err != nil {
 		return err
 	}
 	switch {
 	case len(req.ReservationID) > d.o.maxIDBytes:
-		return fmt.Errorf("%w: request ID longer than %d bytes", ErrInvalidRequest, d.o.maxIDBytes)
+		return fmt.Errorf("%w: reservation ID longer than %d bytes", ErrInvalidArgument, d.o.maxIDBytes)
 	case !ValidReservationID(req.ReservationID):
-		return fmt.Errorf("%w: request ID %s: only printable ASCII without space is allowed (ValidReservationID)",
-			ErrInvalidRequest, strconv.Quote(req.ReservationID))
+		return fmt.Errorf("%w: reservation ID %s: only printable ASCII without space is allowed (ValidReservationID)",
+			ErrInvalidArgument, strconv.Quote(req.ReservationID))
 	}
 	return nil
 }
 
-// validateID checks the request ID of a Release or a lookup: 1 to
+// validateID checks the reservation ID of a Release or a lookup: 1 to
 // [MaxReservationIDLen] bytes, whatever the bytes and the configured
 // maximum, so that every entry a ledger may hold (made under an older rule
 // or a longer WithMaxReservationIDBytes) can still be found and given back.
 // Reserve applies [ValidReservationID] on top (validate).
 func (d *Deductor) validateID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty request ID", ErrInvalidRequest)
+		return fmt.Errorf("%w: empty reservation ID", ErrInvalidArgument)
 	}
 	if len(id) > MaxReservationIDLen {
-		return fmt.Errorf("%w: request ID of %d bytes, longer than %d", ErrInvalidRequest, len(id), MaxReservationIDLen)
+		return fmt.Errorf("%w: reservation ID of %d bytes, longer than %d", ErrInvalidArgument, len(id), MaxReservationIDLen)
 	}
 	return nil
 }
@@ -142,22 +142,22 @@ func (d *Deductor) validateID(id string) error {
 // Reserve atomically reserves req.Qty units of req.Activity for req.User,
 // in one Lua call: activity window on Redis TIME, stock >= qty, the per-user
 // limit, the decrement, the buyer's held quantity and a ledger entry keyed by
-// req.RequestID.
+// req.ReservationID.
 //
 // A denial is a [Result] with a nil error. The error is non-nil only for bad
-// input ([ErrInvalidRequest]), a request ID reused for another user or qty
-// ([ErrRequestConflict]), Redis failures ([ErrUnavailable]) and malformed
+// input ([ErrInvalidArgument]), a reservation ID reused for another user or qty
+// ([ErrIDConflict]), Redis failures ([ErrUnavailable]) and malformed
 // replies ([ErrBadReply]); in those cases nothing was written, except that
 // after a timeout the script may have run (retry with the same ReservationID: it
 // returns the first outcome and never deducts twice).
 //
-// Idempotence covers deductions: a request ID that reserved answers Reserved
+// Idempotence covers deductions: a reservation ID that reserved answers Reserved
 // again with Replayed set (or Released once released). Denials are not
 // recorded, so a retry of a denied request is decided afresh.
 //
 // After this process has seen the activity sold out, Reserve answers SoldOut
 // with Result.Local set, without calling Redis, until it learns that stock
-// came back (see [Deductor.Run]). A request ID that was in the ledger when
+// came back (see [Deductor.Run]). A reservation ID that was in the ledger when
 // the process learnt it (and so any retry of a request that won before the
 // sale sold out) still goes to Redis and gets its reservation back (see
 // "Sold-out short-circuit" in the package doc for the cost and the one
@@ -184,7 +184,7 @@ func (d *Deductor) Reserve(ctx context.Context, req Request) (Result, error) {
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity, req.ReservationID) {
+	if d.refuseLocal(ctx, req.Activity, req.ReservationID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -202,7 +202,7 @@ func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) 
 		}
 		return Result{}, err
 	}
-	if d.refuseLocal(req.Activity, req.ReservationID) {
+	if d.refuseLocal(ctx, req.Activity, req.ReservationID) {
 		if d.o.onReserve != nil {
 			d.o.onReserve(ctx, req, Result{Status: SoldOut, Local: true}, nil)
 		}
@@ -216,7 +216,7 @@ func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) 
 func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, error) {
 	res, f, err := d.reserve(ctx, req)
 	if err != nil && d.o.fallback != nil && errors.Is(err, ErrUnavailable) {
-		fres, ferr := d.o.fallback.Reserve(ctx, req)
+		fres, ferr := d.o.fallback(ctx, req)
 		fres.Fallback = true
 		if ferr != nil {
 			err = errors.Join(err, fmt.Errorf("stock: fallback: %w", ferr))
@@ -234,7 +234,7 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 		case res.Status == SoldOut && res.Remaining <= 0:
 			d.markSoldOut(ctx, req.Activity, f)
 		case res.Remaining > 0:
-			d.clearSoldOut(req.Activity)
+			d.clearSoldOut(ctx, req.Activity)
 		}
 	}
 	if d.o.onReserve != nil {
@@ -342,9 +342,9 @@ func (d *Deductor) judge(req Request, u unit, st **actState, sn fenceSnap, vals 
 	switch {
 	case code == reserveOverLimit:
 		return unitReply{f: r.f}, v, fmt.Errorf("%w: qty %d exceeds the per-user limit %d of activity %s",
-			ErrInvalidRequest, req.Qty, n[5], req.Activity)
+			ErrInvalidArgument, req.Qty, n[5], req.Activity)
 	case code == reserveConflict:
-		return unitReply{f: r.f}, v, fmt.Errorf("%w: request ID %q in activity %s", ErrRequestConflict, req.ReservationID, req.Activity)
+		return unitReply{f: r.f}, v, fmt.Errorf("%w: reservation ID %q in activity %s", ErrIDConflict, req.ReservationID, req.Activity)
 	case !ok:
 		return unitReply{f: r.f}, v, badReply("reserve", "status code %d", code)
 	case status == NotLoaded:
@@ -374,11 +374,11 @@ func frozenResult(res Result) Result {
 	return Result{Status: Frozen, Remaining: res.Remaining, Limit: res.Limit}
 }
 
-// Release gives back the units held by requestID in activity, exactly once
+// Release gives back the units held by reservationID in activity, exactly once
 // however often it is called and however it races with Reserve of the same
 // ID: the first call returns ReleaseDone, later ones ReleaseDuplicate.
 //
-// Releasing an unknown request ID is a harmless no-op reported as
+// Releasing an unknown reservation ID is a harmless no-op reported as
 // ReleaseUnknown; it leaves a tombstone in the ledger, so a Reserve with that
 // ID arriving late (a retry overtaken by the cancellation) deducts nothing
 // and answers [Released]. A successful release publishes the activity ID on
@@ -387,39 +387,39 @@ func frozenResult(res Result) Result {
 // Release is what order cancellation and the reconciler call. As a
 // compensation it is often called with context.WithoutCancel(ctx); after
 // an [ErrUnavailable] error it is safe to call again.
-func (d *Deductor) Release(ctx context.Context, activity, requestID string) (ReleaseResult, error) {
+func (d *Deductor) Release(ctx context.Context, activity, reservationID string) (ReleaseResult, error) {
 	var start time.Time
 	if d.o.obs != nil {
 		start = time.Now()
 	}
-	res, err := d.release(ctx, activity, requestID)
+	res, err := d.release(ctx, activity, reservationID)
 	if d.o.obs != nil {
 		d.observeRelease(ctx, start, activity, res, err)
 	}
 	if err != nil {
-		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(activity), "request", requestID, "err", err)
+		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(activity), "request", reservationID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
-		d.clearSoldOut(activity)
+		d.clearSoldOut(ctx, activity)
 	}
 	if d.o.onRelease != nil {
-		d.o.onRelease(ctx, activity, requestID, res, err)
+		d.o.onRelease(ctx, activity, reservationID, res, err)
 	}
 	return res, err
 }
 
-func (d *Deductor) release(ctx context.Context, activity, requestID string) (ReleaseResult, error) {
+func (d *Deductor) release(ctx context.Context, activity, reservationID string) (ReleaseResult, error) {
 	if err := checkActivity(activity); err != nil {
 		return ReleaseResult{}, err
 	}
-	if err := d.validateID(requestID); err != nil {
+	if err := d.validateID(reservationID); err != nil {
 		return ReleaseResult{}, err
 	}
 	return onLayout(d, activity, func(l *layout) (ReleaseResult, *layout, error) {
 		if l != nil {
-			return d.releaseSharded(ctx, l, requestID)
+			return d.releaseSharded(ctx, l, reservationID)
 		}
 		u := plain(activity)
-		r, err := d.releaseUnit(ctx, u, d.keyList(u), requestID, false)
+		r, err := d.releaseUnit(ctx, u, d.keyList(u), reservationID, false)
 		if err != nil || r.dir == 0 {
 			return r.res, nil, err
 		}
@@ -442,15 +442,15 @@ type releaseReply struct {
 }
 
 // releaseUnit runs release.lua on one ledger (k are its KEYS); in probe mode
-// an unknown request ID is answered releaseAbsent and no tombstone is
+// an unknown reservation ID is answered releaseAbsent and no tombstone is
 // written.
-func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, requestID string, probe bool) (releaseReply, error) {
+func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, reservationID string, probe bool) (releaseReply, error) {
 	st, sn := d.snapOf(u)
 	mode := "0"
 	if probe {
 		mode = "1"
 	}
-	vals, err := releaseScript.Run(ctx, d.rdb, k, requestID, d.channel, u.activity, mode).Slice()
+	vals, err := releaseScript.Run(ctx, d.rdb, k, reservationID, d.channel, u.activity, mode).Slice()
 	if err != nil {
 		return releaseReply{}, classify("release", err)
 	}
@@ -525,7 +525,7 @@ func (d *Deductor) Load(ctx context.Context, a Activity) (loaded bool, err error
 func (d *Deductor) Reset(ctx context.Context, a Activity) error {
 	_, err := d.load(ctx, a, loadReset)
 	if err == nil {
-		d.clearSoldOut(a.ID)
+		d.clearSoldOut(ctx, a.ID)
 	}
 	return err
 }
@@ -579,7 +579,7 @@ func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error)
 	case writePresent:
 		return false, nil
 	case writeExpired:
-		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
 	}
 	return false, badReply("load", "status code %d", n[0])
 }
@@ -614,8 +614,8 @@ func (d *Deductor) oldLayout(ctx context.Context, activity string, n int) (*layo
 // per live reservation, after deleting the old buyers and ledger. It
 // refuses, writing nothing, unless the activity's meta is absent or frozen
 // (the error wraps [ErrLive]), and when the input is bad (the error wraps
-// [ErrInvalidActivity]): an invalid activity, an empty, over-long or
-// duplicate request ID, a user ID that is not [ValidID], a qty <= 0 or
+// [ErrInvalidArgument]): an invalid activity, an empty, over-long or
+// duplicate reservation ID, a user ID that is not [ValidID], a qty <= 0 or
 // above [MaxQuantity], a user holding more than the per-user limit, or more
 // live units than a.Stock.
 //
@@ -661,7 +661,7 @@ func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, 
 	if err != nil {
 		return Stats{}, err
 	}
-	d.clearSoldOut(a.ID)
+	d.clearSoldOut(ctx, a.ID)
 	d.o.logger.InfoContext(ctx, "stock: activity rebuilt", "activity", a.ID, "remaining", st.Remaining,
 		"live", len(live), "shards", a.shards(), "epoch", st.Epoch)
 	return st, nil
@@ -700,17 +700,17 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 	var sum int64
 	for i, r := range live {
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidActivity, a.ID, i, r.ID,
+			return fmt.Errorf("%w: activity %s: live reservation %d (%q): %s", ErrInvalidArgument, a.ID, i, r.ID,
 				fmt.Sprintf(format, args...))
 		}
 		switch {
 		case r.ID == "":
-			return bad("empty request ID")
+			return bad("empty reservation ID")
 		case len(r.ID) > MaxReservationIDLen:
-			return bad("request ID longer than %d bytes", MaxReservationIDLen)
+			return bad("reservation ID longer than %d bytes", MaxReservationIDLen)
 		case !ValidID(r.User):
 			return fmt.Errorf("activity %s: live reservation %d (%q): %w", a.ID, i, r.ID,
-				idError(ErrInvalidActivity, "user ID", r.User))
+				idError(ErrInvalidArgument, "user ID", r.User))
 		case r.Qty <= 0 || r.Qty > MaxQuantity:
 			return bad("qty %d must be in [1, 2^53-1]", r.Qty)
 		case r.State != 0 && r.State != Held:
@@ -719,7 +719,7 @@ func (d *Deductor) validateLive(a Activity, live []Reservation) error {
 			return bad("reserved at %v: must be after 1970", r.ReservedAt)
 		}
 		if _, dup := seen[r.ID]; dup {
-			return bad("duplicate request ID")
+			return bad("duplicate reservation ID")
 		}
 		seen[r.ID] = struct{}{}
 		if per[r.User] += r.Qty; per[r.User] > limit {
@@ -810,18 +810,18 @@ func statsOf(n []int64) Stats {
 	return s
 }
 
-// Lookup returns the ledger entry of requestID in activity, and false when
+// Lookup returns the ledger entry of reservationID in activity, and false when
 // there is none. Use it after an uncertain Reserve outcome. For a sharded
 // activity every shard is asked (a held or freed entry wins over a
 // tombstone, which is written in every shard). While the activity (or a
 // shard) is frozen an entry that is not found may have been lost with the
 // rest of Redis's state, so absence is not an answer then: Lookup fails
 // with [ErrFrozen] until the rebuild (an entry that is found is returned).
-func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Reservation, bool, error) {
+func (d *Deductor) Lookup(ctx context.Context, activity, reservationID string) (Reservation, bool, error) {
 	if err := checkActivity(activity); err != nil {
 		return Reservation{}, false, err
 	}
-	if err := d.validateID(requestID); err != nil {
+	if err := d.validateID(reservationID); err != nil {
 		return Reservation{}, false, err
 	}
 	type found struct {
@@ -830,12 +830,12 @@ func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Rese
 	}
 	f, err := onLayout(d, activity, func(l *layout) (found, *layout, error) {
 		if l != nil {
-			r, ok, next, err := d.lookupSharded(ctx, l, requestID)
+			r, ok, next, err := d.lookupSharded(ctx, l, reservationID)
 			return found{r, ok}, next, err
 		}
-		r, ok, shape, err := d.lookupKeys(ctx, d.keys(activity), requestID)
+		r, ok, shape, err := d.lookupKeys(ctx, d.keys(activity), reservationID)
 		if shape == shapeFrozen {
-			return found{}, nil, fmt.Errorf("%w: lookup of %q: its ledger may have lost the entry", ErrFrozen, requestID)
+			return found{}, nil, fmt.Errorf("%w: lookup of %q: its ledger may have lost the entry", ErrFrozen, reservationID)
 		}
 		if err != nil || shape < minShards {
 			return found{r, ok}, nil, err
@@ -849,8 +849,8 @@ func (d *Deductor) Lookup(ctx context.Context, activity, requestID string) (Rese
 // lookupKeys runs lookup.lua on one ledger. shape is lookup.lua's answer
 // when the ID is not there: the directory's number of shards,
 // shapeNotLoaded, or shapeLoaded (also when the ID is there).
-func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Reservation, bool, ledgerShape, error) {
-	v, err := lookupScript.RunRO(ctx, d.rdb, []string{k.ledger, k.meta}, requestID).Result()
+func (d *Deductor) lookupKeys(ctx context.Context, k keys, reservationID string) (Reservation, bool, ledgerShape, error) {
+	v, err := lookupScript.RunRO(ctx, d.rdb, []string{k.ledger, k.meta}, reservationID).Result()
 	if errors.Is(err, redis.Nil) {
 		return Reservation{}, false, shapeLoaded, nil
 	}
@@ -859,7 +859,7 @@ func (d *Deductor) lookupKeys(ctx context.Context, k keys, requestID string) (Re
 	}
 	switch x := v.(type) {
 	case string:
-		r, err := parseRecord(requestID, x)
+		r, err := parseRecord(reservationID, x)
 		return r, err == nil, shapeLoaded, err
 	case int64:
 		if ledgerShape(x) == shapeNotLoaded || ledgerShape(x) == shapeFrozen || isShardCount(x) && k.xout == "" {
@@ -924,7 +924,7 @@ func (d *Deductor) scanPage(ctx context.Context, k keys, cursor uint64, count in
 	}
 	x, ok := vals[2].(int64)
 	shape := ledgerShape(x)
-	if !ok || shape >= minShards && (shape > MaxShards || k.xout != "") {
+	if !ok || shape >= minShards && (shape > maxShards || k.xout != "") {
 		return nil, 0, 0, badReply("reservations", "layout %v", vals[2])
 	}
 	kv, ok := vals[1].([]any)

@@ -23,9 +23,9 @@ var (
 	_ redis.Scripter = (*redis.ClusterClient)(nil)
 	_ redis.Scripter = (*redis.Ring)(nil)
 	_ redis.Scripter = redis.UniversalClient(nil)
-	_ Subscriber     = (*redis.Client)(nil)
-	_ Subscriber     = (*redis.ClusterClient)(nil)
-	_ Subscriber     = (*redis.Ring)(nil)
+	_ subscriber     = (*redis.Client)(nil)
+	_ subscriber     = (*redis.ClusterClient)(nil)
+	_ subscriber     = (*redis.Ring)(nil)
 )
 
 func TestNewAcceptsEveryClientKind(t *testing.T) {
@@ -196,9 +196,9 @@ func TestReserveMultiQty(t *testing.T) {
 	})
 }
 
-// TestReserveRetriesOneRequestID: 1,000 concurrent retries of one request ID
+// TestReserveRetriesOneReservationID: 1,000 concurrent retries of one reservation ID
 // deduct once and all see the same outcome.
-func TestReserveRetriesOneRequestID(t *testing.T) {
+func TestReserveRetriesOneReservationID(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
@@ -357,7 +357,7 @@ func TestReleaseSemantics(t *testing.T) {
 		rr, err := d.Release(ctx, "1", "a")
 		require.NoError(t, err)
 		assert.Equal(t, ReleaseResult{Status: ReleaseDone, Qty: 3, User: "10", Remaining: 5}, rr)
-		assert.True(t, rr.Released())
+		assert.True(t, (rr.Status == ReleaseDone))
 
 		rr, err = d.Release(ctx, "1", "a")
 		require.NoError(t, err)
@@ -372,7 +372,7 @@ func TestReleaseSemantics(t *testing.T) {
 		assert.EqualValues(t, 5, res.Remaining)
 		assert.ErrorIs(t, res.Err(), ErrReleased)
 
-		// The buyer may buy again with a new request ID.
+		// The buyer may buy again with a new reservation ID.
 		res, err = d.Reserve(ctx, Request{Activity: "1", User: "10", Qty: 3, ReservationID: "b"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
@@ -409,7 +409,7 @@ func TestReserveOutcomes(t *testing.T) {
 		res, err := d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 2, ReservationID: "1"})
 		require.NoError(t, err)
 		assert.Equal(t, Reserved, res.Status)
-		assert.True(t, res.OK())
+		assert.True(t, (res.Status == Reserved))
 		assert.NoError(t, res.Err())
 		assert.EqualValues(t, 2, res.Limit)
 
@@ -441,9 +441,9 @@ func TestReserveOutcomes(t *testing.T) {
 
 		// Same ID, other user or qty: conflict, nothing written.
 		_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 2, ReservationID: "1"})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 		_, err = d.Reserve(ctx, Request{Activity: "1", User: "1", Qty: 1, ReservationID: "1"})
-		assert.ErrorIs(t, err, ErrRequestConflict)
+		assert.ErrorIs(t, err, ErrIDConflict)
 		assert.Len(t, ledger(t, d, "1"), 2)
 	})
 }
@@ -512,7 +512,7 @@ func TestLoadSetIfAbsentAndReset(t *testing.T) {
 		assert.EqualValues(t, 2, st.Limit)
 		assert.Zero(t, st.Buyers)
 		assert.Zero(t, st.LedgerEntries)
-		assert.WithinDuration(t, time.Now().Add(DefaultTTL), st.ExpiresAt, time.Minute)
+		assert.WithinDuration(t, time.Now().Add(defaultTTL), st.ExpiresAt, time.Minute)
 
 		_, err = d.Remaining(ctx, "9")
 		assert.ErrorIs(t, err, ErrNotLoaded)
@@ -545,7 +545,7 @@ func TestLoadExpiry(t *testing.T) {
 	assert.Equal(t, NotLoaded, res.Status, "expired as planned: not a data loss")
 	// An activity whose keys would expire at once is refused.
 	_, err = d.Load(ctx, Activity{ID: "2", Stock: 1, Start: now.Add(-3 * time.Hour), End: now.Add(-2 * time.Hour), TTL: time.Hour})
-	assert.ErrorIs(t, err, ErrInvalidActivity)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 }
 
 // snapshot dumps every key under prefix (type-aware) for no-state-change checks.
@@ -576,31 +576,31 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 	long := string(make([]byte, 129))
 	for name, req := range map[string]Request{
-		"empty activity":    {Activity: "", User: "1", Qty: 1, ReservationID: "x"},
-		"activity with ':'": {Activity: "1:2", User: "1", Qty: 1, ReservationID: "x"},
-		"empty user":        {Activity: "1", User: "", Qty: 1, ReservationID: "x"},
-		"user with '}'":     {Activity: "1", User: "a}", Qty: 1, ReservationID: "x"},
-		"empty request ID":  {Activity: "1", User: "1", Qty: 1, ReservationID: ""},
-		"long request ID":   {Activity: "1", User: "1", Qty: 1, ReservationID: long},
-		"zero qty":          {Activity: "1", User: "1", Qty: 0, ReservationID: "x"},
-		"negative qty":      {Activity: "1", User: "1", Qty: -3, ReservationID: "x"},
-		"qty above cap":     {Activity: "1", User: "2", Qty: 3, ReservationID: "x"},
+		"empty activity":       {Activity: "", User: "1", Qty: 1, ReservationID: "x"},
+		"activity with ':'":    {Activity: "1:2", User: "1", Qty: 1, ReservationID: "x"},
+		"empty user":           {Activity: "1", User: "", Qty: 1, ReservationID: "x"},
+		"user with '}'":        {Activity: "1", User: "a}", Qty: 1, ReservationID: "x"},
+		"empty reservation ID": {Activity: "1", User: "1", Qty: 1, ReservationID: ""},
+		"long reservation ID":  {Activity: "1", User: "1", Qty: 1, ReservationID: long},
+		"zero qty":             {Activity: "1", User: "1", Qty: 0, ReservationID: "x"},
+		"negative qty":         {Activity: "1", User: "1", Qty: -3, ReservationID: "x"},
+		"qty above cap":        {Activity: "1", User: "2", Qty: 3, ReservationID: "x"},
 	} {
 		_, err := d.Reserve(ctx, req)
-		assert.ErrorIs(t, err, ErrInvalidRequest, name)
+		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
 	_, err = d.Release(ctx, "", "ok")
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = d.Release(ctx, "1", "")
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, _, err = d.Lookup(ctx, "1", "")
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = d.Remaining(ctx, "{1}")
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, _, err = d.Reservations(ctx, "1 ", 0, 10)
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = d.Stats(ctx, "")
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 
 	now := testenv.Epoch() // validation only: never reaches Redis
 	for name, a := range map[string]Activity{
@@ -614,8 +614,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		"reset bad on live": {ID: "1", Stock: -5},
 	} {
 		_, err := d.Load(ctx, a)
-		assert.ErrorIs(t, err, ErrInvalidActivity, name)
-		assert.ErrorIs(t, d.Reset(ctx, a), ErrInvalidActivity, name)
+		assert.ErrorIs(t, err, ErrInvalidArgument, name)
+		assert.ErrorIs(t, d.Reset(ctx, a), ErrInvalidArgument, name)
 	}
 	assert.Equal(t, before, snapshot(t, rdb, prefix))
 }
@@ -677,13 +677,13 @@ func TestFallback(t *testing.T) {
 	ctx := context.Background()
 	rdb, m := testenv.Miniredis(t)
 	var calls atomic.Int64
-	fb := FallbackFunc(func(_ context.Context, req Request) (Result, error) {
+	fb := func(_ context.Context, req Request) (Result, error) {
 		calls.Add(1)
 		if req.User == "66" {
 			return Result{}, errors.New("db down too")
 		}
 		return Result{Status: Reserved, Remaining: 41}, nil
-	})
+	}
 	d := newTestDeductor(t, rdb, testenv.Prefix(t), WithFallback(fb))
 	mustLoad(t, d, Activity{ID: "1", Stock: 10})
 
@@ -703,7 +703,7 @@ func TestFallback(t *testing.T) {
 	assert.EqualValues(t, 2, calls.Load())
 	// Bad input never reaches the fallback.
 	_, err = d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 0, ReservationID: "d"})
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	assert.EqualValues(t, 2, calls.Load())
 }
 
@@ -923,7 +923,7 @@ func TestBadReplyIsAnErrorNotAPanic(t *testing.T) {
 		return out
 	}
 	for name, val := range map[string]any{
-		"reserve: 999 shards":         zeros(int64(9), int64(MaxShards+1)),
+		"reserve: 999 shards":         zeros(int64(9), int64(maxShards+1)),
 		"reserve: shard as directory": zeros(int64(9), int64(3)),
 	} {
 		d, err = New(scripted{val: val})
@@ -960,11 +960,11 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 		"stock & limit big": {ID: "1", Stock: 1 << 60, PerUserLimit: 1 << 60},
 	} {
 		_, err := d.Load(ctx, a)
-		assert.ErrorIs(t, err, ErrInvalidActivity, name)
+		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 		assert.ErrorContains(t, err, "2^53-1", name)
-		assert.ErrorIs(t, d.Reset(ctx, a), ErrInvalidActivity, name)
+		assert.ErrorIs(t, d.Reset(ctx, a), ErrInvalidArgument, name)
 		_, err = d.Rebuild(ctx, a, nil)
-		assert.ErrorIs(t, err, ErrInvalidActivity, name)
+		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
 	keys, err := rdb.Keys(ctx, prefix+"*").Result()
 	require.NoError(t, err)
@@ -985,7 +985,7 @@ func TestQuantitiesAboveLuaPrecision(t *testing.T) {
 	before := snapshot(t, rdb, prefix)
 	m.SetError("LOADING should not be reached")
 	_, err = d.Reserve(ctx, Request{Activity: "2", User: "2", Qty: MaxQuantity + 1, ReservationID: "huge"})
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	assert.NotErrorIs(t, err, ErrUnavailable)
 	m.SetError("")
 	assert.Equal(t, before, snapshot(t, rdb, prefix))

@@ -1,7 +1,7 @@
 // Package stock decides, in one atomic Redis Lua call, which of many
 // concurrent buyers of a flash sale get a unit: it reserves stock, enforces a
 // per-user limit and records every reservation in a ledger keyed by the
-// caller's request ID, so that it cannot oversell and a retried request never
+// caller's reservation ID, so that it cannot oversell and a retried request never
 // deducts twice.
 //
 // A [Deductor] is the entry point:
@@ -14,8 +14,7 @@
 // Activity and user IDs are strings of 1 to [MaxIDLen] (64) bytes of
 // [A-Za-z0-9._@+-] ([ValidID]): decimal numbers, UUIDs, ULIDs, slugs. Any
 // other ID is refused before Redis is called, with an error wrapping
-// [ErrInvalidRequest] ([ErrInvalidActivity] for Load, Reset and Rebuild)
-// that never quotes an over-long ID; ':' and braces are excluded because
+// [ErrInvalidArgument] (for Load, Reset and Rebuild too) that never quotes an over-long ID; ':' and braces are excluded because
 // they separate the parts of ledger records and keys and delimit the
 // Cluster hash tag. IDs compare byte for byte. A shop with numeric IDs
 // passes strconv.FormatInt(id, 10) and gets the keys (and, for a sharded
@@ -26,7 +25,7 @@
 //
 // reserve.lua, in one EVALSHA (with [WithCoalescing], one reserve_many.lua
 // call decides a batch of them the same way: see Coalescing): look the
-// request ID up in the ledger (a repeat returns the first outcome with
+// reservation ID up in the ledger (a repeat returns the first outcome with
 // Result.Replayed set); check the activity window against Redis TIME (all
 // app servers share one clock, however skewed their own); check stock >= qty
 // and the buyer's held quantity + qty <= the per-user limit (default 1,
@@ -39,15 +38,20 @@
 // with a nil error and writes nothing; errors are reserved for bad input,
 // Redis failures and malformed replies. Stock, quantities and per-user
 // limits pass through Lua numbers (doubles): values above [MaxQuantity]
-// (2^53-1) are refused with [ErrInvalidActivity] or [ErrInvalidRequest]
-// before Redis is called.
+// (2^53-1) are refused with [ErrInvalidArgument] before Redis is called.
+// Where a denial has to be an error ([Result.Err], [ErrInsufficient] of
+// Adjust, [ErrLive] of Rebuild, [ErrNotLoaded] of Remaining and Freeze) it
+// wraps [ErrRefused]; failures (Redis, bad input, a reused ID, a malformed
+// reply, a cancelled context) never do. Bad configuration given to [New]
+// or [NewPreloader] wraps [ErrInvalidConfig].
 //
 // # Idempotence and Release
 //
-// The request ID is the reservation ID carried through the order pipeline.
+// The reservation ID ([Request].ReservationID) is the ID carried through the
+// order pipeline.
 // Reserve with an ID already reserved answers Reserved again without a
 // deduction; with an ID that was released it answers [Released]; with an ID
-// reused for another user or quantity it fails with [ErrRequestConflict] and
+// reused for another user or quantity it fails with [ErrIDConflict] and
 // changes nothing. Denials are not recorded (a million refused requests must
 // not fill Redis), so a retry of a denied request is decided afresh.
 //
@@ -127,7 +131,7 @@
 // [WithoutSoldOutCache] turns the cache off.
 //
 // Retries of winners are not refused: before setting the flag, the process
-// reads the request IDs of the activity's ledger (ids.lua, HSCAN pages of
+// reads the reservation IDs of the activity's ledger (ids.lua, HSCAN pages of
 // 1,000, on the master) into an in-process set, and a request whose ID is in
 // it goes to Redis, which answers from the ledger (Reserved with Replayed,
 // or Released). The set is tied to the (epoch, seq) of the SoldOut reply, so
@@ -146,10 +150,10 @@
 // MASTERDOWN, CLUSTERDOWN, TRYAGAIN or OOM, calls fail with an error matching
 // [ErrUnavailable], and nothing was written (each call is one atomic
 // script). The default is to fail fast: the service answers "too busy"
-// quickly. A [Fallback] (for example a database deduct) can be configured
+// quickly. A fallback (for example a database deduct) can be configured
 // with [WithFallback]. A timeout is an uncertain outcome: the script may
 // have run (go-redis may also retry a command after a read timeout). Retrying
-// Reserve or Release with the same request ID is always safe, and
+// Reserve or Release with the same reservation ID is always safe, and
 // [Deductor.Reservations] lets a reconciler compare the ledger with the
 // database. After SCRIPT FLUSH, a restart or a failover the scripts are
 // reloaded by themselves (EVALSHA falls back to EVAL on NOSCRIPT).
@@ -163,7 +167,7 @@
 // reserve_many.lua: a batch is sent when it holds maxBatch requests
 // (default 64) or one window (default 500µs) after its first request
 // arrived. Each request in it is decided exactly as reserve.lua would decide
-// it, one after the other in the order they joined: request-ID replay (the
+// it, one after the other in the order they joined: reservation-ID replay (the
 // same ID twice in one batch is decided once, the second gets the replay),
 // frozen, the window on Redis TIME (read once per batch: its decisions share
 // one Redis instant), stock, the per-user cap and the ledger entry; a batch
@@ -176,7 +180,7 @@
 // goroutine), [WithFallback] (called per request whose batch failed with
 // [ErrUnavailable]), the error of every request of a failed batch (what a
 // single call would get: nothing was written, or after a timeout the
-// outcome is unknown and a retry with the same request IDs is safe) and the
+// outcome is unknown and a retry with the same reservation IDs is safe) and the
 // fence: each decision's fence reply is judged as a single reply is,
 // against the knowledge when the batch was sent; since a batch ran on one
 // copy in one atomic step, a loss shown by any of its decisions answers all
@@ -200,7 +204,7 @@
 //
 // # Sharding
 //
-// [Activity.Shards] = n (2 to [MaxShards]) splits an activity's stock into
+// [Activity.Shards] = n (2 to 64) splits an activity's stock into
 // n sub-ledgers, "shards", each with the keys of an un-sharded activity
 // under its own hash tag {a:<id>:s<k>/<n>:<salt>}, so each lives in its own
 // Cluster slot: n masters share one hot sale. The salt is the smallest
@@ -226,12 +230,12 @@
 // an un-sharded activity does. Reserve and [Deductor.Held] ask that shard
 // only; [Deductor.Release], [Deductor.Lookup], [Deductor.Remaining],
 // [Deductor.Stats], [Deductor.Freeze], [Deductor.Unfreeze] and
-// [Deductor.Rebuild] ask every shard at once (the request ID does not name
+// [Deductor.Rebuild] ask every shard at once (the reservation ID does not name
 // its shard: Release asks every shard in probe mode, which writes nothing
 // where the ID is absent, and tombstones an ID no shard holds in every
 // shard, so its late Reserve deducts nothing on whatever shard).
-// [Deductor.Reservations] walks the shards in turn. A request ID reused for
-// another user is [ErrRequestConflict] only when both users hash to the same
+// [Deductor.Reservations] walks the shards in turn. A reservation ID reused for
+// another user is [ErrIDConflict] only when both users hash to the same
 // shard.
 //
 // Borrowing. When the buyer's shard has fewer units than asked, Reserve
@@ -324,7 +328,7 @@
 //     otherwise): stock = total - the live quantities, buyers and one held
 //     ledger entry per live reservation, a new epoch, seq 0, not frozen.
 //     Ten thousand live reservations fit in one call.
-//   - A [Preloader] with [WithRecovery] asks the caller's [Recovery] for an
+//   - A [Preloader] with [WithRecovery] asks the caller's recovery for an
 //     activity that is absent or frozen; while it is not ready (the
 //     pipeline still has reservations or releases in flight) the activity
 //     stays frozen, with a frozen placeholder (stock 0) written if the keys

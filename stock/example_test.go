@@ -62,7 +62,7 @@ func ExampleDeductor_Reserve() {
 		switch {
 		case err != nil: // Redis down or bad input: answer "busy" or 400
 			fmt.Println("error:", err)
-		case res.OK():
+		case res.Status == stock.Reserved:
 			fmt.Printf("%s: reserved, %d left\n", req.ReservationID, res.Remaining)
 		default: // a denial is a result, not an error
 			fmt.Printf("%s: %v\n", req.ReservationID, res.Status)
@@ -71,7 +71,7 @@ func ExampleDeductor_Reserve() {
 	// Output:
 	// a: reserved, 3 left
 	// b: limit reached
-	// error: stock: invalid request: qty 3 exceeds the per-user limit 2 of activity 1
+	// error: stock: invalid argument: qty 3 exceeds the per-user limit 2 of activity 1
 	// d: not loaded
 }
 
@@ -105,7 +105,7 @@ func ExampleDeductor_Rebuild() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	d, _ := stock.New(rdb, stock.WithOnLoss(func(activity, reason string) {
+	d, _ := stock.New(rdb, stock.WithOnLoss(func(_ context.Context, activity, reason string) {
 		fmt.Println("redis lost activity", activity) // page someone
 	}))
 	a := stock.Activity{ID: "1", Stock: 10}

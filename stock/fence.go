@@ -290,7 +290,7 @@ func (d *Deductor) act(ctx context.Context, u unit, v verdict) {
 		}
 	}
 	if d.o.onLoss != nil {
-		d.o.onLoss(u.activity, reason)
+		d.o.onLoss(ctx, u.activity, reason)
 	}
 }
 
@@ -324,7 +324,7 @@ func (d *Deductor) setFrozen(ctx context.Context, activity string, frozen bool) 
 // ("paused, come back later", not sold out) until [Deductor.Resume].
 // Checked inside the reserve scripts, so it takes effect at once for every
 // process: a Reserve that reaches Redis after Pause returned reserves
-// nothing. A replay of an existing reservation (same request ID) still
+// nothing. A replay of an existing reservation (same reservation ID) still
 // answers from the ledger; Release, [Deductor.Adjust] and the reads keep
 // working; a paused shard of a sharded activity lends no units. A process
 // that had already learnt the activity is sold out keeps answering

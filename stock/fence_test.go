@@ -92,7 +92,7 @@ func TestDataLossWipe(t *testing.T) {
 			// A process started after the loss knows nothing: its preloader
 			// (no recovery) loads the activity at full stock.
 			fresh := newTestDeductor(t, rdb, prefix)
-			p, err := NewPreloader(fresh, &table{acts: []Activity{a}})
+			p, err := NewPreloader(fresh, (&table{acts: []Activity{a}}).Upcoming)
 			require.NoError(t, err)
 			n, err := p.Tick(ctx)
 			require.NoError(t, err)
@@ -126,8 +126,10 @@ func TestDataLossWipe(t *testing.T) {
 			k := activityKeys(prefix, a.ID)
 			rec := &recoveryStub{ready: true} // a new activity: nothing in the database
 			var events []string
-			p, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(rec),
-				WithOnRecover(func(activity string, rebuilt bool) { events = append(events, fmt.Sprintf("%s %v", activity, rebuilt)) }))
+			p, err := NewPreloader(d, (&table{acts: []Activity{a}}).Upcoming, WithRecovery(rec.Recover),
+				WithOnRecover(func(_ context.Context, activity string, rebuilt bool) {
+					events = append(events, fmt.Sprintf("%s %v", activity, rebuilt))
+				}))
 			require.NoError(t, err)
 			n, err := p.Tick(ctx)
 			require.NoError(t, err)
@@ -380,7 +382,7 @@ func TestFreezeUnfreeze(t *testing.T) {
 		n, err := rdb.Exists(ctx, k.list()...).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "nothing written for an activity that is not loaded")
-		assert.ErrorIs(t, d.Freeze(ctx, "a{b"), ErrInvalidRequest)
+		assert.ErrorIs(t, d.Freeze(ctx, "a{b"), ErrInvalidArgument)
 
 		a := Activity{ID: "1", Stock: 1}
 		mustLoad(t, d, a)
@@ -422,7 +424,7 @@ func TestFreezeUnfreeze(t *testing.T) {
 	})
 }
 
-// TestRebuildRejectsBadInput: every bad input is an ErrInvalidActivity and
+// TestRebuildRejectsBadInput: every bad input is an ErrInvalidArgument and
 // writes nothing (the activity is frozen, so Rebuild would otherwise run).
 func TestRebuildRejectsBadInput(t *testing.T) {
 	t.Parallel()
@@ -458,7 +460,7 @@ func TestRebuildRejectsBadInput(t *testing.T) {
 		"stock above 2^53-1":   {Activity{ID: "1", Stock: MaxQuantity + 1}, nil},
 	} {
 		_, err := d.Rebuild(ctx, tc.a, tc.live)
-		assert.ErrorIs(t, err, ErrInvalidActivity, name)
+		assert.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
 	assert.Equal(t, before, snapshot(t, rdb, prefix))
 
@@ -512,7 +514,7 @@ func TestRebuildTenThousand(t *testing.T) {
 		for _, key := range k.list()[:3] { // ever and adj are not written by a rebuild
 			ttl, err := rdb.PTTL(ctx, key).Result()
 			require.NoError(t, err)
-			assert.Greater(t, ttl, DefaultTTL-time.Hour, "%s expires like a loaded activity", key)
+			assert.Greater(t, ttl, defaultTTL-time.Hour, "%s expires like a loaded activity", key)
 		}
 		sumL, _ := heldSum(ledger(t, d, "1"))
 		assert.EqualValues(t, a.Stock, hint(t, rdb, k.meta, "stock")+sumL, "conservation")

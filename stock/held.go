@@ -18,7 +18,7 @@ func (d *Deductor) Held(ctx context.Context, activity, user string) (int64, erro
 	if err := checkActivity(activity); err != nil {
 		return 0, err
 	}
-	if err := checkID(ErrInvalidRequest, "user ID", user); err != nil {
+	if err := checkID(ErrInvalidArgument, "user ID", user); err != nil {
 		return 0, err
 	}
 	return onLayout(d, activity, func(l *layout) (int64, *layout, error) {

@@ -40,15 +40,15 @@ func TestHeld(t *testing.T) {
 			assert.Zero(t, held())
 			res, err := d.Reserve(ctx, stock.Request{Activity: "1", User: "7", Qty: 2, ReservationID: "a"})
 			require.NoError(t, err)
-			require.True(t, res.OK())
+			require.True(t, (res.Status == stock.Reserved))
 			assert.EqualValues(t, 2, held())
 			_, err = d.Release(ctx, "1", "a")
 			require.NoError(t, err)
 			assert.Zero(t, held(), "a released reservation holds nothing")
 			_, err = d.Held(ctx, "", "7")
-			require.ErrorIs(t, err, stock.ErrInvalidRequest)
+			require.ErrorIs(t, err, stock.ErrInvalidArgument)
 			_, err = d.Held(ctx, "1", "7:1")
-			require.ErrorIs(t, err, stock.ErrInvalidRequest)
+			require.ErrorIs(t, err, stock.ErrInvalidArgument)
 		})
 	}
 }

@@ -61,7 +61,7 @@ type lossLog struct {
 	reasons map[string][]string
 }
 
-func (l *lossLog) hook(activity string, reason string) {
+func (l *lossLog) hook(_ context.Context, activity string, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.reasons == nil {
@@ -86,9 +86,9 @@ func (l *lossLog) total() int {
 	return n
 }
 
-func newTestDeductor(t testing.TB, rdb redis.Scripter, prefix string, opts ...Option) *Deductor {
+func newTestDeductor(t testing.TB, rdb redis.Scripter, prefix string, opts ...DeductorOption) *Deductor {
 	t.Helper()
-	d, err := New(rdb, append([]Option{WithKeyPrefix(prefix)}, opts...)...)
+	d, err := New(rdb, append([]DeductorOption{WithKeyPrefix(prefix)}, opts...)...)
 	require.NoError(t, err)
 	return d
 }

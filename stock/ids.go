@@ -92,7 +92,7 @@ func decimalID(id string) (int64, bool) {
 // checkActivity checks the activity ID given to a Reserve, Release or
 // lookup.
 func checkActivity(activity string) error {
-	return checkID(ErrInvalidRequest, "activity ID", activity)
+	return checkID(ErrInvalidArgument, "activity ID", activity)
 }
 
 // showID returns id for a message: as it is when valid, else quoted and cut

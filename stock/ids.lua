@@ -1,11 +1,11 @@
 -- ids.lua: read-only (run with EVALSHA_RO); one HSCAN page of the ledger's
--- request IDs, without the records (half the bytes of scan.lua).
+-- reservation IDs, without the records (half the bytes of scan.lua).
 --
--- KEYS[1] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- KEYS[1] ledger  hash  reservationID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 -- ARGV[1] cursor ("0" to start)
 -- ARGV[2] COUNT hint (> 0)
 --
--- Returns {nextCursor, {requestID, requestID, ...}}
+-- Returns {nextCursor, {reservationID, reservationID, ...}}
 --   nextCursor is "0" when the scan is complete.
 
 local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])

@@ -5,11 +5,11 @@ import (
 	"strings"
 )
 
-// DefaultKeyPrefix is the key prefix used when [WithKeyPrefix] is not given.
-const DefaultKeyPrefix = "seckill:"
+// defaultKeyPrefix is the key prefix used when [WithKeyPrefix] is not given.
+const defaultKeyPrefix = "seckill:"
 
-// MaxShards is the largest [Activity.Shards] accepted.
-const MaxShards = 64
+// maxShards is the largest [Activity.Shards] accepted.
+const maxShards = 64
 
 // clusterSlots is the number of Redis Cluster hash slots.
 const clusterSlots = 16384
@@ -21,7 +21,7 @@ const clusterSlots = 16384
 type keys struct {
 	meta   string // hash: stock, total, limit, start, end, exp, the fence
 	buyers string // hash: user -> held qty
-	ledger string // hash: requestID -> "user:qty:state:atMs[:relMs]"
+	ledger string // hash: reservationID -> "user:qty:state:atMs[:relMs]"
 	ever   string // hash: user -> units ever reserved (written only for an Activity.NoRebuy sale)
 	adj    string // hash: adjustmentID -> "delta:atMs:stockAfter:totalAfter:requested" (Deductor.Adjust)
 	// Shards only (empty for the un-sharded layout):

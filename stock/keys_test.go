@@ -70,7 +70,7 @@ func TestClusterOneSlot(t *testing.T) {
 
 func TestReleaseChannel(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, "seckill:stock:released", releaseChannel(DefaultKeyPrefix))
+	assert.Equal(t, "seckill:stock:released", releaseChannel(defaultKeyPrefix))
 	assert.Equal(t, activityKeys("p:", "7"), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv",
 		ever: "p:{a:7}:ever", adj: "p:{a:7}:adj"})
 }
@@ -83,8 +83,8 @@ func TestNumericKeysUnchanged(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, keys{meta: "seckill:{a:7}:meta", buyers: "seckill:{a:7}:buyers", ledger: "seckill:{a:7}:resv",
 		ever: "seckill:{a:7}:ever", adj: "seckill:{a:7}:adj"},
-		activityKeys(DefaultKeyPrefix, strconv.FormatInt(7, 10)))
-	assert.Equal(t, "seckill:{a:987654321}:resv", activityKeys(DefaultKeyPrefix, "987654321").ledger)
+		activityKeys(defaultKeyPrefix, strconv.FormatInt(7, 10)))
+	assert.Equal(t, "seckill:{a:987654321}:resv", activityKeys(defaultKeyPrefix, "987654321").ledger)
 	for _, g := range []struct {
 		a    string
 		n, k int
@@ -99,7 +99,7 @@ func TestNumericKeysUnchanged(t *testing.T) {
 		{"987654321", 4, 2, "seckill:{a:987654321:s2/4:3}:meta"},
 		{"987654321", 4, 3, "seckill:{a:987654321:s3/4:11}:meta"},
 	} {
-		assert.Equal(t, g.meta, shardKeys(DefaultKeyPrefix, g.a, g.n, g.k).meta)
+		assert.Equal(t, g.meta, shardKeys(defaultKeyPrefix, g.a, g.n, g.k).meta)
 	}
 	for _, g := range []struct {
 		user      int64
@@ -144,7 +144,7 @@ func TestShardKeys(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"seckill:", "", "app:v2:"} {
 		for _, a := range testActivityIDs {
-			for _, n := range []int{2, 3, 6, MaxShards} {
+			for _, n := range []int{2, 3, 6, maxShards} {
 				seen := map[string]bool{}
 				for k := range n {
 					ks := shardKeys(prefix, a, n, k)

@@ -1,8 +1,8 @@
--- lookup.lua: read-only (run with EVALSHA_RO); the ledger record of one request ID.
+-- lookup.lua: read-only (run with EVALSHA_RO); the ledger record of one reservation ID.
 --
--- KEYS[1] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- KEYS[1] ledger  hash  reservationID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 -- KEYS[2] meta    hash  of the same activity or shard               <prefix>{a:<id>}:meta
--- ARGV[1] requestID
+-- ARGV[1] reservationID
 --
 -- Returns the record string when the ID is in the ledger. Otherwise: the
 -- number of shards (an integer >= 2) when KEYS[2] is the directory of a

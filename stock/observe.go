@@ -10,16 +10,20 @@ import (
 
 // Stages and outcomes reported to an [observe.Observer]. They are stable (metric
 // labels); a rename is a breaking change. Activity is set on every event.
+// "ok" and "error" are [observe.OK] and [observe.Error]; the outcome of a
+// Status or a ReleaseStatus is its String() in snake case ("sold out" →
+// "sold_out").
 //
 //	stage          outcome             when
 //	stock.reserve  reserved, sold_out, limit_reached, not_started, ended,
 //	               not_loaded, released, frozen, paused
 //	                                   the Result's Status (a local sold-out
 //	                                   refusal and a fallback answer too)
-//	               error               no outcome: bad input, a request ID
+//	               error               no outcome: bad input, a reservation ID
 //	                                   conflict, Redis failed (Err set)
-//	stock.release  released, duplicate, unknown_request, not_loaded
-//	                                   the ReleaseResult's Status
+//	stock.release  released, duplicate, unknown_request, not_loaded,
+//	               rebuilt             the ReleaseResult's Status (rebuilt:
+//	                                   ReleaseReserved only)
 //	               error               (Err set)
 //	stock.adjust   ok                  applied now (Value: the units applied,
 //	                                   negative for a withdrawal)
@@ -41,43 +45,32 @@ const (
 	StageAdjust  = "stock.adjust"
 	StagePause   = "stock.pause"
 	StageResume  = "stock.resume"
+)
 
-	OutcomeReserved     = "reserved"
-	OutcomeSoldOut      = "sold_out"
-	OutcomeLimitReached = "limit_reached"
-	OutcomeNotStarted   = "not_started"
-	OutcomeEnded        = "ended"
-	OutcomeNotLoaded    = "not_loaded"
-	OutcomeReleased     = "released"
-	OutcomeFrozen       = "frozen"
-	OutcomePaused       = "paused"
-
-	OutcomeDuplicate      = "duplicate"
-	OutcomeUnknownRequest = "unknown_request"
-	OutcomeRebuilt        = "rebuilt" // ReleaseReserved: ReleaseRebuilt
-
-	OutcomeOK           = observe.OK
-	OutcomeReplayed     = "replayed"
-	OutcomeInsufficient = "insufficient"
-	OutcomeError        = observe.Error
+// Outcomes other than a Status's or a ReleaseStatus's (see statusOutcomes,
+// releaseOutcomes).
+const (
+	outcomeReplayed     = "replayed"
+	outcomeInsufficient = "insufficient"
+	outcomeNotLoaded    = "not_loaded"
 )
 
 // WithObserver reports every Reserve, Release, Adjust, Pause and Resume to
 // o (see the stage table at [StageReserve]). A nil o is ignored. Default:
 // none.
-func WithObserver(o observe.Observer) Option {
-	return func(opt *options) {
+func WithObserver(o observe.Observer) DeductorOption {
+	return deductorOption(func(opt *options) {
 		if o != nil {
 			opt.obs = o
 		}
-	}
+	})
 }
 
 // reserveObserved is Reserve with the observer.
 func (d *Deductor) reserveObserved(ctx context.Context, req Request) (Result, error) {
 	start := time.Now()
 	res, err := d.reserveNow(ctx, req)
-	e := observe.Event{Stage: StageReserve, Activity: req.Activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
+	e := observe.Event{Stage: StageReserve, Activity: req.Activity, Duration: time.Since(start), Outcome: observe.Error, Err: err}
 	if err == nil && int(res.Status) < len(statusOutcomes) {
 		e.Outcome = statusOutcomes[res.Status]
 	}
@@ -85,11 +78,12 @@ func (d *Deductor) reserveObserved(ctx context.Context, req Request) (Result, er
 	return res, err
 }
 
-var releaseOutcomes = [...]string{OutcomeError, OutcomeReleased, OutcomeDuplicate, OutcomeUnknownRequest, OutcomeNotLoaded, OutcomeRebuilt}
+// releaseOutcomes are the observer outcomes of the release statuses.
+var releaseOutcomes = [...]string{observe.Error, "released", "duplicate", "unknown_request", outcomeNotLoaded, "rebuilt"}
 
 // observeRelease reports one Release.
 func (d *Deductor) observeRelease(ctx context.Context, start time.Time, activity string, res ReleaseResult, err error) {
-	e := observe.Event{Stage: StageRelease, Activity: activity, Duration: time.Since(start), Outcome: OutcomeError, Err: err}
+	e := observe.Event{Stage: StageRelease, Activity: activity, Duration: time.Since(start), Outcome: observe.Error, Err: err}
 	if err == nil && int(res.Status) < len(releaseOutcomes) {
 		e.Outcome = releaseOutcomes[res.Status]
 	}
@@ -103,12 +97,12 @@ func (d *Deductor) observeFlag(ctx context.Context, stage, activity, field strin
 	}
 	start := time.Now()
 	err := d.setFlag(ctx, activity, field, on)
-	e := observe.Event{Stage: stage, Activity: activity, Duration: time.Since(start), Outcome: OutcomeOK, Err: err}
+	e := observe.Event{Stage: stage, Activity: activity, Duration: time.Since(start), Outcome: observe.OK, Err: err}
 	switch {
 	case errors.Is(err, ErrNotLoaded):
-		e.Outcome = OutcomeNotLoaded
+		e.Outcome = outcomeNotLoaded
 	case err != nil:
-		e.Outcome = OutcomeError
+		e.Outcome = observe.Error
 	}
 	d.o.obs.Observe(ctx, e)
 	return err
@@ -119,13 +113,13 @@ func (d *Deductor) observeAdjust(ctx context.Context, start time.Time, activity 
 	e := observe.Event{Stage: StageAdjust, Activity: activity, Duration: time.Since(start), Value: float64(a.Applied), Err: err}
 	switch {
 	case errors.Is(err, ErrInsufficient):
-		e.Outcome = OutcomeInsufficient
+		e.Outcome = outcomeInsufficient
 	case err != nil:
-		e.Outcome = OutcomeError
+		e.Outcome = observe.Error
 	case a.Replayed:
-		e.Outcome = OutcomeReplayed
+		e.Outcome = outcomeReplayed
 	default:
-		e.Outcome = OutcomeOK
+		e.Outcome = observe.OK
 	}
 	d.o.obs.Observe(ctx, e)
 }

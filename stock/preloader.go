@@ -11,115 +11,70 @@ import (
 
 // Source lists the activities a [Preloader] should load: every activity whose
 // sale overlaps [from, to], that is Start <= to and (End is zero or End > from).
-// It is typically a query on the activity table.
-type Source interface {
-	Upcoming(ctx context.Context, from, to time.Time) ([]Activity, error)
-}
+// It is typically a query on the activity table; a type with such a
+// method passes its method value (repo.Upcoming).
+type Source func(ctx context.Context, from, to time.Time) ([]Activity, error)
 
-// SourceFunc adapts a function to [Source].
-type SourceFunc func(ctx context.Context, from, to time.Time) ([]Activity, error)
-
-// Upcoming calls f.
-func (f SourceFunc) Upcoming(ctx context.Context, from, to time.Time) ([]Activity, error) {
-	return f(ctx, from, to)
-}
-
-// Recovery tells a [Preloader] what the database holds for an activity whose
-// Redis state is missing or frozen, so that the Preloader rebuilds it
-// ([Deductor.Rebuild]) instead of loading it at full stock.
-//
-// Recover returns the activity's live reservations: one per order that
-// still holds stock (created or paid, not cancelled or expired), with its
-// reservation ID (the Reserve request ID), buyer, quantity and reservation
-// time. ready reports that nothing is in flight for the activity in the
-// caller's pipeline: no reservation between Redis and the database (a
-// message not yet turned into an order), no cancellation or expiry whose
-// Release has not run. While it is false the Preloader keeps the activity
-// frozen (buyers get [Frozen]) and asks again on a later pass. An error is
-// reported by Tick and retried on the next pass.
-type Recovery interface {
-	Recover(ctx context.Context, a Activity) (live []Reservation, ready bool, err error)
-}
-
-// RecoveryFunc adapts a function to [Recovery].
-type RecoveryFunc func(ctx context.Context, a Activity) (live []Reservation, ready bool, err error)
-
-func isNilRecovery(r Recovery) bool {
-	f, isFunc := r.(RecoveryFunc)
-	return r == nil || (isFunc && f == nil)
-}
-
-// Recover calls f.
-func (f RecoveryFunc) Recover(ctx context.Context, a Activity) ([]Reservation, bool, error) {
-	return f(ctx, a)
-}
-
-// Default preloader settings.
 const (
-	DefaultLeadTime     = 10 * time.Minute
-	DefaultPollInterval = 30 * time.Second
+	defaultLeadTime     = 10 * time.Minute
+	defaultPollInterval = 30 * time.Second
 )
-
-// PreloaderOption configures a [Preloader].
-type PreloaderOption func(*preloaderOptions)
 
 type preloaderOptions struct {
 	lead, poll  time.Duration
 	clock       Clock
 	logger      *slog.Logger
-	recovery    Recovery
+	recovery    func(context.Context, Activity) ([]Reservation, bool, error)
 	recoverySet bool
-	onRecover   func(activity string, rebuilt bool)
+	onRecover   func(ctx context.Context, activity string, rebuilt bool)
 }
 
 // WithLeadTime sets how long before its start an activity is loaded.
-// Default 10 minutes ([DefaultLeadTime]).
+// Default 10 minutes.
 func WithLeadTime(d time.Duration) PreloaderOption {
-	return func(o *preloaderOptions) { o.lead = d }
+	return preloaderOption(func(o *preloaderOptions) { o.lead = d })
 }
 
-// WithPollInterval sets how often Run asks the Source. Default 30s
-// ([DefaultPollInterval]).
+// WithPollInterval sets how often Run asks the Source. Default 30s.
 func WithPollInterval(d time.Duration) PreloaderOption {
-	return func(o *preloaderOptions) { o.poll = d }
-}
-
-// WithPreloadClock sets the clock that decides the lead-time window.
-// Default: the system clock.
-func WithPreloadClock(c Clock) PreloaderOption {
-	return func(o *preloaderOptions) { o.clock = c }
-}
-
-// WithPreloadLogger sets the logger. Default: the Deductor's logger.
-func WithPreloadLogger(l *slog.Logger) PreloaderOption {
-	return func(o *preloaderOptions) { o.logger = l }
+	return preloaderOption(func(o *preloaderOptions) { o.poll = d })
 }
 
 // WithRecovery makes the Preloader rebuild, instead of load, every listed
-// activity that is absent from Redis or frozen: it asks r for the
-// activity's live reservations and, when r reports ready, calls
-// [Deductor.Rebuild] with them (a never-loaded activity has none, so this is
-// also how it is loaded the first time); when r is not ready it keeps the
-// activity frozen, writing a frozen placeholder (stock 0) when the keys are
-// missing so that buyers get [Frozen] rather than [NotLoaded], and asks
-// again on the next pass. A frozen activity is rebuilt as soon as r is
-// ready, whoever froze it. Several preloaders may run side by side: a
-// rebuild only applies to the state it examined. A sharded activity that is
-// incomplete or has a frozen shard is frozen as a whole (every shard, so
-// that nothing changes while r reads the truth) and rebuilt as a whole. A
-// nil r is an error of
+// activity that is absent from Redis or frozen, from what the caller's
+// database holds: r returns the activity's live reservations, one per
+// order that still holds stock (created or paid, not cancelled or
+// expired), with its reservation ID (its Reserve's Request.ReservationID),
+// buyer, quantity and reservation time; ready reports that nothing is in
+// flight for the activity in the caller's pipeline: no reservation between
+// Redis and the database (a message not yet turned into an order), no
+// cancellation or expiry whose Release has not run. An error is reported
+// by Tick and retried on the next pass.
+//
+// When r reports ready, the Preloader calls [Deductor.Rebuild] with the
+// live reservations (a never-loaded activity has none, so this is also how
+// it is loaded the first time); when r is not ready it keeps the activity
+// frozen (buyers get [Frozen]), writing a frozen placeholder (stock 0)
+// when the keys are missing so that buyers get Frozen rather than
+// [NotLoaded], and asks again on the next pass. A frozen activity is
+// rebuilt as soon as r is ready, whoever froze it. Several preloaders may
+// run side by side: a rebuild only applies to the state it examined. A
+// sharded activity that is incomplete or has a frozen shard is frozen as a
+// whole (every shard, so that nothing changes while r reads the truth) and
+// rebuilt as a whole. A nil r is an [ErrInvalidConfig] error of
 // [NewPreloader]. Default: none; activities are loaded with
 // [Deductor.Load], which reopens a sale whose keys Redis lost at full
 // stock.
-func WithRecovery(r Recovery) PreloaderOption {
-	return func(o *preloaderOptions) { o.recovery, o.recoverySet = r, true }
+func WithRecovery(r func(ctx context.Context, a Activity) (live []Reservation, ready bool, err error)) PreloaderOption {
+	return preloaderOption(func(o *preloaderOptions) { o.recovery, o.recoverySet = r, true })
 }
 
 // WithOnRecover sets a hook called after the Preloader rebuilt an activity
-// (rebuilt true) or kept it frozen because [Recovery] was not ready (false).
-// It runs on the Tick goroutine. Default: none (both are logged).
-func WithOnRecover(f func(activity string, rebuilt bool)) PreloaderOption {
-	return func(o *preloaderOptions) { o.onRecover = f }
+// (rebuilt true) or kept it frozen because its [WithRecovery] function was not ready (false).
+// It runs on the Tick goroutine with Tick's ctx (Run's under [Preloader.Run]).
+// Default: none (both are logged).
+func WithOnRecover(f func(ctx context.Context, activity string, rebuilt bool)) PreloaderOption {
+	return preloaderOption(func(o *preloaderOptions) { o.onRecover = f })
 }
 
 // Preloader warms Redis up before sales start: every poll interval it asks a
@@ -139,23 +94,25 @@ type Preloader struct {
 // NewPreloader returns a Preloader loading activities from src into d.
 func NewPreloader(d *Deductor, src Source, opts ...PreloaderOption) (*Preloader, error) {
 	if d == nil || src == nil {
-		return nil, errors.New("stock: preloader needs a deductor and a source")
+		return nil, fmt.Errorf("%w: NewPreloader needs a deductor and a source", ErrInvalidConfig)
 	}
-	o := preloaderOptions{lead: DefaultLeadTime, poll: DefaultPollInterval, clock: d.o.clock, logger: d.o.logger}
+	o := preloaderOptions{lead: defaultLeadTime, poll: defaultPollInterval, clock: d.o.clock, logger: d.o.logger}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.applyPreloader(&o)
 		}
 	}
 	switch {
 	case o.lead < 0:
-		return nil, fmt.Errorf("stock: lead time %v must be >= 0", o.lead)
+		return nil, fmt.Errorf("%w: lead time %v must be >= 0", ErrInvalidConfig, o.lead)
 	case o.poll <= 0:
-		return nil, fmt.Errorf("stock: poll interval %v must be > 0", o.poll)
-	case o.clock == nil || o.logger == nil:
-		return nil, errors.New("stock: nil clock or logger")
-	case o.recoverySet && isNilRecovery(o.recovery):
-		return nil, errors.New("stock: nil recovery")
+		return nil, fmt.Errorf("%w: poll interval %v must be > 0", ErrInvalidConfig, o.poll)
+	case o.clock == nil:
+		return nil, fmt.Errorf("%w: nil clock", ErrInvalidConfig)
+	case o.logger == nil:
+		return nil, fmt.Errorf("%w: nil logger", ErrInvalidConfig)
+	case o.recoverySet && o.recovery == nil:
+		return nil, fmt.Errorf("%w: nil recovery", ErrInvalidConfig)
 	}
 	return &Preloader{d: d, src: src, o: o}, nil
 }
@@ -168,7 +125,7 @@ func NewPreloader(d *Deductor, src Source, opts ...PreloaderOption) (*Preloader,
 // does not stop the others.
 func (p *Preloader) Tick(ctx context.Context) (int, error) {
 	now := p.o.clock.Now()
-	acts, err := p.src.Upcoming(ctx, now, now.Add(p.o.lead))
+	acts, err := p.src(ctx, now, now.Add(p.o.lead))
 	if err != nil {
 		return 0, fmt.Errorf("stock: preload source: %w", err)
 	}
@@ -197,8 +154,8 @@ func (p *Preloader) Tick(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// recover rebuilds a missing or frozen activity from the Recovery, or keeps
-// it frozen until the Recovery is ready. It reports whether it rebuilt.
+// recover rebuilds a missing or frozen activity from the recovery, or keeps
+// it frozen until the recovery is ready. It reports whether it rebuilt.
 func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 	if err := a.validate(); err != nil {
 		return false, err
@@ -222,7 +179,7 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 			expect = strconv.FormatInt(st.Epoch, 10)
 		}
 	}
-	live, ready, err := p.o.recovery.Recover(ctx, a)
+	live, ready, err := p.o.recovery(ctx, a)
 	if err != nil {
 		return false, fmt.Errorf("recover: %w", err)
 	}
@@ -234,7 +191,7 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 		}
 		p.o.logger.WarnContext(ctx, "stock: activity missing or frozen in redis; kept frozen until recovery is ready", "activity", a.ID)
 		if p.o.onRecover != nil {
-			p.o.onRecover(a.ID, false)
+			p.o.onRecover(ctx, a.ID, false)
 		}
 		return false, nil
 	}
@@ -250,7 +207,7 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 	p.o.logger.Log(ctx, level, msg, "activity", a.ID,
 		"live", len(live), "remaining", rst.Remaining, "total", rst.Total)
 	if p.o.onRecover != nil {
-		p.o.onRecover(a.ID, true)
+		p.o.onRecover(ctx, a.ID, true)
 	}
 	return true, nil
 }
@@ -265,7 +222,7 @@ func (p *Preloader) recoverSharded(ctx context.Context, a Activity, st Stats) (b
 	if err := p.freezeAll(ctx, a, st); err != nil {
 		return false, err
 	}
-	live, ready, err := p.o.recovery.Recover(ctx, a)
+	live, ready, err := p.o.recovery(ctx, a)
 	if err != nil {
 		return false, fmt.Errorf("recover: %w", err)
 	}
@@ -276,7 +233,7 @@ func (p *Preloader) recoverSharded(ctx context.Context, a Activity, st Stats) (b
 		p.o.logger.WarnContext(ctx, "stock: activity missing or frozen in redis; kept frozen until recovery is ready",
 			"activity", a.ID, "shards", a.shards())
 		if p.o.onRecover != nil {
-			p.o.onRecover(a.ID, false)
+			p.o.onRecover(ctx, a.ID, false)
 		}
 		return false, nil
 	}
@@ -292,13 +249,13 @@ func (p *Preloader) recoverSharded(ctx context.Context, a Activity, st Stats) (b
 	p.o.logger.Log(ctx, level, msg, "activity", a.ID, "shards", a.shards(),
 		"live", len(live), "remaining", rst.Remaining, "total", rst.Total)
 	if p.o.onRecover != nil {
-		p.o.onRecover(a.ID, true)
+		p.o.onRecover(ctx, a.ID, true)
 	}
 	return true, nil
 }
 
 // rebuildMessage names what a rebuild did, for the log. An activity that
-// was absent from Redis, with no live reservation in the Recovery, is a
+// was absent from Redis, with no live reservation in the recovery, is a
 // first load (Info): every sale starts so. Absent with live reservations,
 // Redis lost a running sale; loaded, it was frozen (a loss the fence
 // noticed, or a load cut short): both are recoveries (Warn).

@@ -47,10 +47,10 @@ func TestPreloaderLogSaysLoadedOnAFirstStart(t *testing.T) {
 	a := Activity{ID: "1", Stock: 5, PerUserLimit: 1}
 
 	var live []Reservation
-	p, err := NewPreloader(d, &table{acts: []Activity{a}}, WithPreloadLogger(logger),
-		WithRecovery(RecoveryFunc(func(context.Context, Activity) ([]Reservation, bool, error) {
+	p, err := NewPreloader(d, (&table{acts: []Activity{a}}).Upcoming, WithLogger(logger),
+		WithRecovery(func(context.Context, Activity) ([]Reservation, bool, error) {
 			return live, true, nil
-		})))
+		}))
 	require.NoError(t, err)
 
 	n, err := p.Tick(ctx)

@@ -51,12 +51,12 @@ func TestPreloaderTick(t *testing.T) {
 		{ID: "2", Stock: 10, Start: now.Add(30 * time.Minute), End: now.Add(time.Hour)},
 		{ID: "3", Stock: -1, Start: now.Add(time.Minute), End: now.Add(time.Hour)}, // bad row
 	}}
-	p, err := NewPreloader(d, src, WithPreloadClock(clock))
+	p, err := NewPreloader(d, src.Upcoming, WithClock(clock))
 	require.NoError(t, err)
 
 	n, err := p.Tick(ctx)
 	assert.Equal(t, 1, n)
-	assert.ErrorIs(t, err, ErrInvalidActivity, "the bad row is reported, the good one loaded")
+	assert.ErrorIs(t, err, ErrInvalidArgument, "the bad row is reported, the good one loaded")
 	st, err := d.Stats(ctx, "1")
 	require.NoError(t, err)
 	assert.True(t, st.Loaded)
@@ -84,7 +84,7 @@ func TestPreloaderTick(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)
 	n, err = p.Tick(ctx)
-	assert.ErrorIs(t, err, ErrInvalidActivity, "only the bad row fails")
+	assert.ErrorIs(t, err, ErrInvalidArgument, "only the bad row fails")
 	assert.Zero(t, n, "both good activities are already loaded")
 	rem, err = d.Remaining(ctx, "1")
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestPreloaderRun(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	src := &table{acts: []Activity{{ID: "1", Stock: 3}}}
-	p, err := NewPreloader(d, SourceFunc(src.Upcoming), WithPollInterval(time.Millisecond), WithLeadTime(time.Minute))
+	p, err := NewPreloader(d, Source(src.Upcoming), WithPollInterval(time.Millisecond), WithLeadTime(time.Minute))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -131,7 +131,7 @@ func TestNewPreloaderValidates(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
-	src := SourceFunc(func(context.Context, time.Time, time.Time) ([]Activity, error) { return nil, nil })
+	src := Source(func(context.Context, time.Time, time.Time) ([]Activity, error) { return nil, nil })
 	_, err := NewPreloader(nil, src)
 	assert.Error(t, err)
 	_, err = NewPreloader(d, nil)
@@ -147,12 +147,12 @@ func TestPreloaderRecoveryOptions(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	d := newTestDeductor(t, rdb, testenv.Prefix(t))
 	src := &table{}
-	_, err := NewPreloader(d, src, WithRecovery(nil))
+	_, err := NewPreloader(d, src.Upcoming, WithRecovery(nil))
 	assert.Error(t, err, "a nil collaborator is an error")
-	var nilFunc RecoveryFunc
-	_, err = NewPreloader(d, src, WithRecovery(nilFunc))
-	assert.Error(t, err, "a nil RecoveryFunc too")
-	_, err = NewPreloader(d, src, WithRecovery(&recoveryStub{}), nil)
+	var nilFunc func(context.Context, Activity) ([]Reservation, bool, error)
+	_, err = NewPreloader(d, src.Upcoming, WithRecovery(nilFunc))
+	assert.Error(t, err, "a nil Recovery func too")
+	_, err = NewPreloader(d, src.Upcoming, WithRecovery((&recoveryStub{}).Recover), nil)
 	assert.NoError(t, err, "a nil option is ignored")
 }
 
@@ -169,24 +169,24 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 	k := activityKeys(prefix, "1")
 
 	rec := &recoveryStub{err: errors.New("db down")}
-	p, err := NewPreloader(d, &table{acts: []Activity{a, {ID: "2", Stock: -1}}}, WithRecovery(rec))
+	p, err := NewPreloader(d, (&table{acts: []Activity{a, {ID: "2", Stock: -1}}}).Upcoming, WithRecovery(rec.Recover))
 	require.NoError(t, err)
 	n, err := p.Tick(ctx)
 	assert.Zero(t, n)
 	assert.ErrorContains(t, err, "db down")
-	assert.ErrorIs(t, err, ErrInvalidActivity, "the bad row is reported too")
+	assert.ErrorIs(t, err, ErrInvalidArgument, "the bad row is reported too")
 	ex, err := rdb.Exists(ctx, k.list()...).Result()
 	require.NoError(t, err)
 	assert.Zero(t, ex, "nothing written")
 
 	// A placeholder written by another preloader between this one's look
 	// and its rebuild: the rebuild prepared for "absent" is dropped.
-	p2, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(RecoveryFunc(
+	p2, err := NewPreloader(d, (&table{acts: []Activity{a}}).Upcoming, WithRecovery(
 		func(ctx context.Context, a Activity) ([]Reservation, bool, error) {
 			_, err := d.load(ctx, a, loadPlaceholder) // the other preloader, meanwhile
 			require.NoError(t, err)
 			return nil, true, nil
-		})))
+		}))
 	require.NoError(t, err)
 	n, err = p2.Tick(ctx)
 	require.NoError(t, err)
@@ -196,13 +196,13 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 	assert.Equal(t, "4", meta["origin"])
 
 	// The same for a frozen activity whose epoch changed meanwhile.
-	p3, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(RecoveryFunc(
+	p3, err := NewPreloader(d, (&table{acts: []Activity{a}}).Upcoming, WithRecovery(
 		func(ctx context.Context, a Activity) ([]Reservation, bool, error) {
 			_, err := d.Rebuild(ctx, a, nil) // another preloader rebuilt…
 			require.NoError(t, err)
 			require.NoError(t, d.Freeze(ctx, a.ID)) // …and the activity was frozen again
 			return []Reservation{{ID: "x", User: "1", Qty: 1}}, true, nil
-		})))
+		}))
 	require.NoError(t, err)
 	n, err = p3.Tick(ctx)
 	require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestPreloaderRecoveryErrorsAndRaces(t *testing.T) {
 
 	// The next pass rebuilds from a fresh look.
 	rec2 := &recoveryStub{ready: true, live: []Reservation{{ID: "x", User: "1", Qty: 1}}}
-	p4, err := NewPreloader(d, &table{acts: []Activity{a}}, WithRecovery(rec2))
+	p4, err := NewPreloader(d, (&table{acts: []Activity{a}}).Upcoming, WithRecovery(rec2.Recover))
 	require.NoError(t, err)
 	n, err = p4.Tick(ctx)
 	require.NoError(t, err)

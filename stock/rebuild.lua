@@ -5,7 +5,7 @@
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
--- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- KEYS[3] ledger  hash  reservationID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 -- KEYS[4] ever    hash  units ever reserved per user: kept (what survived;
 --                       reserve.lua counts max(held, ever), so the rebuilt
 --                       held quantities count in any case)
@@ -26,7 +26,7 @@
 -- ARGV[9] "1" = leave the rebuilt state frozen (a sharded activity's shards
 --         stay frozen until every one of them is rebuilt)
 -- ARGV[10] "1" = norebuy (see load.lua)
--- ARGV[11..10+4n] per reservation: requestID, user ID, qty (> 0), reserved-at
+-- ARGV[11..10+4n] per reservation: reservationID, user ID, qty (> 0), reserved-at
 --         unix ms (0 = now); the caller has checked IDs unique, per-user
 --         sums <= limit and the sum <= total (checked again below)
 --
@@ -47,7 +47,7 @@
 --        -2 the activity is live (meta present and not frozen), -3 the
 --        precondition ARGV[7] does not hold, -4 the live quantities exceed
 --        the total, -5 a user would hold more than the limit, -6 a
---        duplicate request ID (nothing written for any code but 1)
+--        duplicate reservation ID (nothing written for any code but 1)
 
 local function fail(code)
   return {code, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}

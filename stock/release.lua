@@ -3,11 +3,11 @@
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen          (or a shard's)
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
--- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
--- ARGV[1] requestID
+-- KEYS[3] ledger  hash  reservationID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- ARGV[1] reservationID
 -- ARGV[2] pub/sub channel announcing returned stock (not a key)
 -- ARGV[3] activity ID (the message published on ARGV[2])
--- ARGV[4] "1" = probe: an unknown request ID is answered 5 and no tombstone
+-- ARGV[4] "1" = probe: an unknown reservation ID is answered 5 and no tombstone
 --         is written (a sharded activity asks every shard this way first,
 --         because the Release does not know the buyer, and so the shard)
 --
@@ -17,10 +17,10 @@
 --   code 1 released now (stock and the buyer's held qty given back, ledger
 --          entry moved to state X, message published on ARGV[2])
 --        2 already released earlier, or tombstoned (nothing changed)
---        3 unknown request ID: a tombstone (state T) is written so that a
+--        3 unknown reservation ID: a tombstone (state T) is written so that a
 --          Reserve with this ID arriving later deducts nothing
 --        4 activity not loaded (nothing changed)
---        5 unknown request ID in probe mode (nothing changed)
+--        5 unknown reservation ID in probe mode (nothing changed)
 --        6 KEYS[1] is the directory of a sharded activity; remaining is the
 --          number of shards (nothing changed)
 --   user is the buyer's ID as a string ("" when unknown).

@@ -14,7 +14,7 @@ package stock
 const replyTrue int64 = 1
 
 // minShards is the least number of shards of a sharded activity: a reply
-// that answers for a directory carries minShards..[MaxShards].
+// that answers for a directory carries minShards..maxShards.
 const minShards = 2
 
 // scanEnd is the HSCAN cursor that starts a scan, and that ids.lua
@@ -22,7 +22,7 @@ const minShards = 2
 const scanEnd = "0"
 
 // isShardCount reports whether n, a reply's number of shards, can be one.
-func isShardCount(n int64) bool { return n >= minShards && n <= MaxShards }
+func isShardCount(n int64) bool { return n >= minShards && n <= maxShards }
 
 // metaKind is what a meta key (KEYS[1]) holds: the first value of the
 // replies of layout.lua, held.lua, remaining.lua, stats.lua, adjlog.lua and
@@ -73,8 +73,8 @@ const (
 	reserveFrozen       reserveCode = 8  // Frozen
 	reserveDirectory    reserveCode = 9  // KEYS[1] is a directory; remaining is its number of shards
 	reservePaused       reserveCode = 10 // Paused
-	reserveOverLimit    reserveCode = -1 // qty above the per-user limit: ErrInvalidRequest
-	reserveConflict     reserveCode = -2 // the request ID is in the ledger with another user or qty
+	reserveOverLimit    reserveCode = -1 // qty above the per-user limit: ErrInvalidArgument
+	reserveConflict     reserveCode = -2 // the reservation ID is in the ledger with another user or qty
 )
 
 // status is the Status a code decides, false for the codes that decide
@@ -156,7 +156,7 @@ const (
 	rebuildChanged   rebuildCode = -3 // the precondition (absent, or frozen with that epoch) does not hold
 	rebuildOverTotal rebuildCode = -4 // the live quantities exceed the total
 	rebuildOverLimit rebuildCode = -5 // a user would hold more than the limit
-	rebuildDuplicate rebuildCode = -6 // a duplicate request ID
+	rebuildDuplicate rebuildCode = -6 // a duplicate reservation ID
 )
 
 // adjustCode is the first value of a reply of adjust.lua.

@@ -3,12 +3,12 @@
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
--- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- KEYS[3] ledger  hash  reservationID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 --                       state R = held, X = released, T = tombstone (released before reserved)
 -- KEYS[4] ever    hash  user -> units ever reserved            <prefix>{a:<id>}:ever
 --                       (read and written only when norebuy is 1)
 -- (further KEYS, adj and a shard's xout and xin, are not touched)
--- ARGV[1] requestID
+-- ARGV[1] reservationID
 -- ARGV[2] user ID (1..64 bytes of [A-Za-z0-9._@+-], checked by the caller;
 --         a string, never converted to a Lua number)
 -- ARGV[3] qty (> 0, <= 2^53-1)
@@ -22,11 +22,11 @@
 --        it was reserved), 8 frozen (nothing written), 10 paused (an
 --        operator paused the activity: nothing written),
 --       -1 qty exceeds the per-user limit (invalid input, nothing written),
---       -2 the request ID is in the ledger with another user or qty (nothing written)
+--       -2 the reservation ID is in the ledger with another user or qty (nothing written)
 --        9 KEYS[1] is the directory of a sharded activity (remaining is the
 --          number of shards, atMs Redis now, the rest 0; nothing written):
 --          the caller routes the request to the buyer's shard
---   replayed 1 when the outcome comes from the ledger (same request ID again).
+--   replayed 1 when the outcome comes from the ledger (same reservation ID again).
 --   epoch, seq, exp, born, origin: the fence (see load.lua); seq is the value
 --   after this call (a reservation increments it), 0s for meta written
 --   before the fence existed.

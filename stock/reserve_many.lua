@@ -1,7 +1,7 @@
 -- reserve_many.lua: decide n Reserve requests of one activity in one atomic
 -- call (coalescing, see coalesce.go). Each request is decided exactly as
 -- reserve.lua decides it, one after the other in ARGV order, each seeing the
--- writes of the ones before it: ledger replay (a request ID decided earlier
+-- writes of the ones before it: ledger replay (a reservation ID decided earlier
 -- in the same call is replayed from that decision), frozen, paused,
 -- per-user limit, window, stock, per-user cap (with norebuy: also the units
 -- ever reserved), then the deduction and the ledger entry.
@@ -9,12 +9,12 @@
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen, paused, norebuy
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
--- KEYS[3] ledger  hash  requestID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
+-- KEYS[3] ledger  hash  reservationID -> "user:qty:state:atMs[:relMs]"  <prefix>{a:<id>}:resv
 --                       state R = held, X = released, T = tombstone (released before reserved)
 -- KEYS[4] ever    hash  user -> units ever reserved (only when norebuy is 1)
 -- (further KEYS, adj and a shard's xout and xin, are not touched)
 -- ARGV[1]               n, the number of requests (1..1024)
--- ARGV[2 .. n+1]        request IDs
+-- ARGV[2 .. n+1]        reservation IDs
 -- ARGV[n+2 .. 2n+1]     user IDs (strings of [A-Za-z0-9._@+-]; never converted to Lua numbers)
 -- ARGV[2n+2 .. 3n+1]    quantities (> 0, <= 2^53-1)
 --
@@ -26,7 +26,7 @@
 --   {code, remaining, held, atMs, replayed, limit, epoch, seq, exp, born, origin}
 -- with the same codes (1 reserved, 2 sold out, 3 limit reached, 4 not
 -- started, 5 ended, 6 not loaded, 7 released, 8 frozen, 10 paused, -1 qty above the
--- per-user limit, -2 request ID conflict, 9 KEYS[1] is the directory of a
+-- per-user limit, -2 reservation ID conflict, 9 KEYS[1] is the directory of a
 -- sharded activity: every reply is then code 9 with the number of shards
 -- as remaining) and the same values: seq is the
 -- value after that decision, remaining and held are the values after it.
@@ -68,7 +68,7 @@ local e, sq, b, o = tonumber(m[7]) or 0, tonumber(m[8]) or 0, tonumber(m[9]) or 
 -- What reserve.lua's replay branch reads (0 for a missing meta).
 local rlimit, rexp = limit or 0, exp or 0
 
-local fresh = {} -- request ID -> ledger record written by this call
+local fresh = {} -- reservation ID -> ledger record written by this call
 local held = {}  -- user -> units held, once read or changed by this call
 local ever = {}  -- user -> units ever reserved (norebuy), once read or changed
 local delta = {} -- user -> units reserved by this call

@@ -49,7 +49,7 @@ func (d *Deductor) ReleaseReserved(ctx context.Context, p ReleaseReservedParams)
 	if err != nil {
 		d.o.logger.WarnContext(ctx, "stock: release failed", "activity", showID(p.Activity), "request", p.ReservationID, "err", err)
 	} else if res.Status == ReleaseDone && res.Remaining > 0 {
-		d.clearSoldOut(p.Activity)
+		d.clearSoldOut(ctx, p.Activity)
 	}
 	if d.o.onRelease != nil {
 		d.o.onRelease(ctx, p.Activity, p.ReservationID, res, err)
@@ -65,7 +65,7 @@ func (d *Deductor) releaseReserved(ctx context.Context, p ReleaseReservedParams)
 		return ReleaseResult{}, err
 	}
 	if p.ReservedBy.IsZero() {
-		return ReleaseResult{}, fmt.Errorf("%w: release of %q: ReservedBy is zero", ErrInvalidRequest, p.ReservationID)
+		return ReleaseResult{}, fmt.Errorf("%w: release of %q: ReservedBy is zero", ErrInvalidArgument, p.ReservationID)
 	}
 	by := p.ReservedBy.UnixMilli()
 	return onLayout(d, p.Activity, func(l *layout) (ReleaseResult, *layout, error) {
@@ -88,10 +88,10 @@ func (d *Deductor) releaseReserved(ctx context.Context, p ReleaseReservedParams)
 	})
 }
 
-// releaseReservedSharded probes every shard of l for requestID; when none
+// releaseReservedSharded probes every shard of l for reservationID; when none
 // holds it, the shard created earliest decides.
-func (d *Deductor) releaseReservedSharded(ctx context.Context, l *layout, requestID string, by int64) (ReleaseResult, *layout, error) {
-	res, next, done, err := d.releasePass(ctx, l, requestID, true)
+func (d *Deductor) releaseReservedSharded(ctx context.Context, l *layout, reservationID string, by int64) (ReleaseResult, *layout, error) {
+	res, next, done, err := d.releasePass(ctx, l, reservationID, true)
 	if done || err != nil || next != l {
 		return res, next, err
 	}
@@ -99,12 +99,12 @@ func (d *Deductor) releaseReservedSharded(ctx context.Context, l *layout, reques
 	// pass; it changes nothing).
 	rs := make([]releaseReply, l.n)
 	errs := make([]error, l.n)
-	fanOut(l.n, func(k int) { rs[k], errs[k] = d.releaseUnit(ctx, l.unit(k), l.lists[k], requestID, true) })
+	fanOut(l.n, func(k int) { rs[k], errs[k] = d.releaseUnit(ctx, l.unit(k), l.lists[k], reservationID, true) })
 	oldest := -1
 	for k := range rs {
 		switch {
 		case errs[k] != nil:
-			return ReleaseResult{}, l, fmt.Errorf("stock: release %q in activity %s: %w", requestID, l.activity, errs[k])
+			return ReleaseResult{}, l, fmt.Errorf("stock: release %q in activity %s: %w", reservationID, l.activity, errs[k])
 		case rs[k].res.Status != releaseAbsent:
 			if releaseRank(rs[k].res) >= 4 {
 				return rs[k].res, l, nil // released meanwhile by another caller
@@ -117,7 +117,7 @@ func (d *Deductor) releaseReservedSharded(ctx context.Context, l *layout, reques
 	if oldest < 0 {
 		return ReleaseResult{Status: ReleaseNotLoaded}, l, nil
 	}
-	out, err := d.missing(ctx, plain(l.activity), requestID, rs[oldest], by)
+	out, err := d.missing(ctx, plain(l.activity), reservationID, rs[oldest], by)
 	return out, l, err
 }
 
@@ -125,7 +125,7 @@ func (d *Deductor) releaseReservedSharded(ctx context.Context, l *layout, reques
 // r.born) answered: created after by, nothing to release; created at or
 // before by, the ledger lost it. u is the ledger reported (the activity
 // itself for a sharded one: every shard is frozen).
-func (d *Deductor) missing(ctx context.Context, u unit, requestID string, r releaseReply, by int64) (ReleaseResult, error) {
+func (d *Deductor) missing(ctx context.Context, u unit, reservationID string, r releaseReply, by int64) (ReleaseResult, error) {
 	if r.born > by {
 		return ReleaseResult{Status: ReleaseRebuilt, Remaining: r.res.Remaining}, nil
 	}
@@ -141,7 +141,7 @@ func (d *Deductor) missing(ctx context.Context, u unit, requestID string, r rele
 	if first {
 		d.act(ctx, u, verdict{frozen: true, freeze: true, reason: fmt.Sprintf(
 			"lost: reservation %q, made by %s, is missing from the ledger of epoch %d (created %s)",
-			requestID, msString(by), r.epoch, msString(r.born))})
+			reservationID, msString(by), r.epoch, msString(r.born))})
 	}
-	return ReleaseResult{}, fmt.Errorf("stock: release of reservation %q in activity %s: %w", requestID, u.activity, ErrLost)
+	return ReleaseResult{}, fmt.Errorf("stock: release of reservation %q in activity %s: %w", reservationID, u.activity, ErrLost)
 }

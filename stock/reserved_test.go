@@ -151,8 +151,8 @@ func TestReleaseReservedInvalid(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		d := newTestDeductor(t, rdb, prefix)
 		_, err := d.ReleaseReserved(context.Background(), ReleaseReservedParams{Activity: "1", ReservationID: "r1"})
-		assert.ErrorIs(t, err, ErrInvalidRequest)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 		_, err = d.ReleaseReserved(context.Background(), ReleaseReservedParams{Activity: "", ReservationID: "r1", ReservedBy: time.Unix(1, 0)})
-		assert.ErrorIs(t, err, ErrInvalidRequest)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 	})
 }

@@ -21,7 +21,7 @@ type Status uint8
 // Outcomes of [Deductor.Reserve]. Only Reserved holds stock.
 const (
 	// Reserved: the units are held for the buyer and recorded in the ledger
-	// under the request ID.
+	// under the reservation ID.
 	Reserved Status = iota + 1
 	// SoldOut: fewer than Qty units remain.
 	SoldOut
@@ -34,7 +34,7 @@ const (
 	// NotLoaded: the activity's keys are not in Redis (not loaded yet,
 	// expired or reset).
 	NotLoaded
-	// Released: this request ID was reserved and has since been released, or
+	// Released: this reservation ID was reserved and has since been released, or
 	// was released before its Reserve arrived (a tombstone). Nothing is held
 	// and nothing was deducted by this call.
 	Released
@@ -57,8 +57,8 @@ const (
 var statusNames = [...]string{"unknown", "reserved", "sold out", "limit reached", "not started", "ended", "not loaded", "released", "frozen", "paused"}
 
 // statusOutcomes are the observer outcomes of the statuses (snake case).
-var statusOutcomes = [...]string{"error", OutcomeReserved, OutcomeSoldOut, OutcomeLimitReached, OutcomeNotStarted,
-	OutcomeEnded, OutcomeNotLoaded, OutcomeReleased, OutcomeFrozen, OutcomePaused}
+var statusOutcomes = [...]string{"error", "reserved", "sold_out", "limit_reached", "not_started",
+	"ended", outcomeNotLoaded, "released", "frozen", "paused"}
 
 // String returns a lower-case name such as "sold out".
 func (s Status) String() string {
@@ -89,18 +89,15 @@ type Result struct {
 	// SoldOut; zero when unknown.
 	ReservedAt time.Time
 	// Replayed is true when the outcome was read back from the ledger: the
-	// same request ID had been reserved (or released) before.
+	// same reservation ID had been reserved (or released) before.
 	Replayed bool
 	// Local is true when the process refused in-process because it had
 	// learnt the activity is sold out; Redis was not called.
 	Local bool
-	// Fallback is true when the result came from the configured [Fallback]
+	// Fallback is true when the result came from the configured fallback ([WithFallback])
 	// because Redis was unavailable.
 	Fallback bool
 }
-
-// OK reports whether the request holds stock (Status == Reserved).
-func (r Result) OK() bool { return r.Status == Reserved }
 
 // Err returns nil for Reserved and a denial sentinel otherwise
 // ([ErrSoldOut], [ErrLimitReached], [ErrNotStarted], [ErrEnded],
@@ -153,7 +150,7 @@ const (
 	// counted without the reservation; nothing changed, no tombstone.
 	ReleaseRebuilt
 
-	// releaseAbsent: a probe of one shard did not find the request ID
+	// releaseAbsent: a probe of one shard did not find the reservation ID
 	// (release.lua code 5); never returned by Release.
 	releaseAbsent
 )
@@ -180,9 +177,6 @@ type ReleaseResult struct {
 	// activity, the stock of the reservation's shard).
 	Remaining int64
 }
-
-// Released reports whether this call gave stock back.
-func (r ReleaseResult) Released() bool { return r.Status == ReleaseDone }
 
 // State is the state of a ledger entry.
 type State uint8

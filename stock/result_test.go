@@ -16,10 +16,7 @@ func TestStatusStrings(t *testing.T) {
 	assert.Equal(t, "tombstone", Tombstone.String())
 	assert.ErrorIs(t, Result{}.Err(), ErrBadReply)
 	for st, want := range map[Status]error{Reserved: nil, SoldOut: ErrSoldOut, LimitReached: ErrLimitReached,
-		NotStarted: ErrNotStarted, Ended: ErrEnded, NotLoaded: ErrNotLoaded, Released: ErrReleased, Frozen: ErrFrozen} {
+		NotStarted: ErrNotStarted, Ended: ErrEnded, NotLoaded: ErrNotLoaded, Released: ErrReleased, Frozen: ErrFrozen, Paused: ErrPaused} {
 		assert.Equal(t, want, Result{Status: st}.Err(), st.String())
-		assert.Equal(t, st == Reserved, Result{Status: st}.OK())
 	}
-	assert.True(t, ReleaseResult{Status: ReleaseDone}.Released())
-	assert.False(t, ReleaseResult{Status: ReleaseUnknown}.Released())
 }

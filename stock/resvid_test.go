@@ -39,7 +39,7 @@ func TestReservationIDRule(t *testing.T) {
 	for _, id := range []string{"", strings.Repeat("x", MaxReservationIDLen+1), "a b", "r ", "r\x00", "é", "r\x7f"} {
 		assert.False(t, ValidReservationID(id), "%q", id)
 		_, err := d.Reserve(ctx, Request{Activity: "1", User: "7", Qty: 1, ReservationID: id})
-		assert.ErrorIs(t, err, ErrInvalidRequest, "%q", id)
+		assert.ErrorIs(t, err, ErrInvalidArgument, "%q", id)
 	}
 	assert.Equal(t, before, snapshot(t, rdb, prefix), "a refused ID writes nothing")
 
@@ -51,7 +51,7 @@ func TestReservationIDRule(t *testing.T) {
 		assert.NoError(t, err, "%q", id)
 	}
 	_, err := d.Release(ctx, "1", strings.Repeat("x", MaxReservationIDLen+1))
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 
 	// WithMaxReservationIDBytes may lower the limit, never raise it: a
 	// longer ID could never become an order.
@@ -59,7 +59,7 @@ func TestReservationIDRule(t *testing.T) {
 	assert.Error(t, err)
 	low := newTestDeductor(t, rdb, prefix, WithMaxReservationIDBytes(8))
 	_, err = low.Reserve(ctx, Request{Activity: "1", User: "7", Qty: 1, ReservationID: "123456789"})
-	assert.ErrorIs(t, err, ErrInvalidRequest)
+	assert.ErrorIs(t, err, ErrInvalidArgument)
 	res, err := d.Reserve(ctx, Request{Activity: "1", User: "7", Qty: 1, ReservationID: "long-one-of-20-bytes"})
 	require.NoError(t, err)
 	require.Equal(t, Reserved, res.Status)

@@ -27,7 +27,7 @@ import (
 // slot, which decides the per-user limit. Reserve, Held and the coalescing
 // batches go to that shard only. Release, Lookup, Remaining, Stats, Freeze
 // and Rebuild ask every shard (at once, one goroutine per shard); the
-// request ID does not name its shard, so Release finds the entry by asking
+// reservation ID does not name its shard, so Release finds the entry by asking
 // every shard in probe mode (no tombstone) and, when no shard has it, asks
 // every shard again in tombstone mode.
 //
@@ -108,7 +108,7 @@ func (d *Deductor) layoutOf(activity string) *layout {
 // learn records that activity has n shards (n <= 1: not sharded) and returns
 // its layout (nil when not sharded). The same n returns the known layout.
 func (d *Deductor) learn(activity string, n int64) (*layout, error) {
-	if n < 0 || n > MaxShards {
+	if n < 0 || n > maxShards {
 		return nil, badReply("layout", "activity %s has %d shards", activity, n)
 	}
 	cur := d.layoutOf(activity)
@@ -322,28 +322,28 @@ func releaseRank(r ReleaseResult) int {
 	return 0 // releaseAbsent
 }
 
-// releaseSharded releases requestID in whichever shard of l holds it: every
+// releaseSharded releases reservationID in whichever shard of l holds it: every
 // shard is asked in probe mode (nothing written where it is absent); when
 // none holds it (or only tombstones do), every shard is asked again in
 // tombstone mode, so that a Reserve of that ID arriving later, on whatever
 // shard, deducts nothing.
-func (d *Deductor) releaseSharded(ctx context.Context, l *layout, requestID string) (ReleaseResult, *layout, error) {
-	res, next, done, err := d.releasePass(ctx, l, requestID, true)
+func (d *Deductor) releaseSharded(ctx context.Context, l *layout, reservationID string) (ReleaseResult, *layout, error) {
+	res, next, done, err := d.releasePass(ctx, l, reservationID, true)
 	if done || err != nil || next != l {
 		return res, next, err
 	}
-	res, next, _, err = d.releasePass(ctx, l, requestID, false)
+	res, next, _, err = d.releasePass(ctx, l, reservationID, false)
 	return res, next, err
 }
 
-// releasePass asks every shard of l to release requestID, in probe mode or
+// releasePass asks every shard of l to release reservationID, in probe mode or
 // in tombstone mode. done reports that the answer is final (the ID was
 // found, or the activity is not loaded); the answer of the tombstone pass
 // always is.
-func (d *Deductor) releasePass(ctx context.Context, l *layout, requestID string, probe bool) (ReleaseResult, *layout, bool, error) {
+func (d *Deductor) releasePass(ctx context.Context, l *layout, reservationID string, probe bool) (ReleaseResult, *layout, bool, error) {
 	rs := make([]releaseReply, l.n)
 	errs := make([]error, l.n)
-	fanOut(l.n, func(k int) { rs[k], errs[k] = d.releaseUnit(ctx, l.unit(k), l.lists[k], requestID, probe) })
+	fanOut(l.n, func(k int) { rs[k], errs[k] = d.releaseUnit(ctx, l.unit(k), l.lists[k], reservationID, probe) })
 	best := -1
 	var gs []unitGone
 	for k := range rs {
@@ -361,7 +361,7 @@ func (d *Deductor) releasePass(ctx context.Context, l *layout, requestID string,
 		return rs[best].res, l, true, nil // found: released now or before
 	}
 	if err := errors.Join(errs...); err != nil {
-		return ReleaseResult{}, l, true, fmt.Errorf("stock: release %q in activity %s: %w", requestID, l.activity, err)
+		return ReleaseResult{}, l, true, fmt.Errorf("stock: release %q in activity %s: %w", reservationID, l.activity, err)
 	}
 	if len(gs) > 0 {
 		if next, _ := d.judgeGone(ctx, l, gs); next != l {
@@ -381,7 +381,7 @@ func (d *Deductor) reservationsSharded(ctx context.Context, l *layout, cursor ui
 	k := int(cursor >> 56)
 	c := cursor & (1<<56 - 1)
 	if k >= l.n {
-		return nil, 0, l, fmt.Errorf("%w: cursor %d names shard %d of %d", ErrInvalidRequest, cursor, k, l.n)
+		return nil, 0, l, fmt.Errorf("%w: cursor %d names shard %d of %d", ErrInvalidArgument, cursor, k, l.n)
 	}
 	out, next, shape, err := d.scanPage(ctx, l.keys[k], c, count)
 	if err != nil {
@@ -403,9 +403,9 @@ func (d *Deductor) reservationsSharded(ctx context.Context, l *layout, cursor ui
 	return out, 0, l, nil
 }
 
-// lookupSharded finds requestID in the shards of l. A shard's held or freed
+// lookupSharded finds reservationID in the shards of l. A shard's held or freed
 // entry wins over another's tombstone.
-func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID string) (Reservation, bool, *layout, error) {
+func (d *Deductor) lookupSharded(ctx context.Context, l *layout, reservationID string) (Reservation, bool, *layout, error) {
 	type found struct {
 		r     Reservation
 		ok    bool
@@ -415,7 +415,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 	fs := make([]found, l.n)
 	fanOut(l.n, func(k int) {
 		f := &fs[k]
-		f.r, f.ok, f.shape, f.err = d.lookupKeys(ctx, l.keys[k], requestID)
+		f.r, f.ok, f.shape, f.err = d.lookupKeys(ctx, l.keys[k], reservationID)
 	})
 	best, gone, frozen := -1, 0, 0
 	var errs []error
@@ -438,7 +438,7 @@ func (d *Deductor) lookupSharded(ctx context.Context, l *layout, requestID strin
 		return Reservation{}, false, l, errors.Join(errs...)
 	}
 	if frozen > 0 {
-		return Reservation{}, false, l, fmt.Errorf("%w: lookup of %q: %d of %d shards frozen, their ledgers may have lost the entry", ErrFrozen, requestID, frozen, l.n)
+		return Reservation{}, false, l, fmt.Errorf("%w: lookup of %q: %d of %d shards frozen, their ledgers may have lost the entry", ErrFrozen, reservationID, frozen, l.n)
 	}
 	if gone == l.n {
 		if nl, err := d.refreshLayout(ctx, l.activity); err == nil && nl != l {
@@ -660,7 +660,7 @@ func (d *Deductor) loadShards(ctx context.Context, a Activity, l *layout, reset 
 		case err != nil:
 			errs[k] = err
 		case writeCode(v[0]) == writeExpired:
-			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+			errs[k] = fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
 		case writeCode(v[0]) != writePresent && writeCode(v[0]) != writeDone:
 			errs[k] = badReply("load", "status code %d", v[0])
 		}
@@ -691,7 +691,7 @@ func (d *Deductor) writeDirectory(ctx context.Context, a Activity, n int, overwr
 	case writePresent:
 		return false, v[1], nil
 	case writeExpired:
-		return false, 0, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, a.ID)
+		return false, 0, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
 	}
 	return false, 0, badReply("load", "directory status code %d", v[0])
 }
@@ -817,13 +817,13 @@ func rebuildErr(activity string, code rebuildCode) error {
 	case rebuildDone:
 		return nil
 	case rebuildExpired:
-		return fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidActivity, activity)
+		return fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, activity)
 	case rebuildLive:
 		return fmt.Errorf("stock: rebuild activity %s: %w (freeze it first)", activity, ErrLive)
 	case rebuildChanged:
 		return fmt.Errorf("stock: rebuild activity %s: %w (it changed since it was checked)", activity, ErrLive)
 	case rebuildOverTotal, rebuildOverLimit, rebuildDuplicate:
-		return fmt.Errorf("%w: activity %s: live reservations rejected by redis (code %d)", ErrInvalidActivity, activity, code)
+		return fmt.Errorf("%w: activity %s: live reservations rejected by redis (code %d)", ErrInvalidArgument, activity, code)
 	}
 	return badReply("rebuild", "status code %d", code)
 }

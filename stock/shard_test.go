@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// shardLedger reads every shard's ledger straight from Redis: request ID ->
+// shardLedger reads every shard's ledger straight from Redis: reservation ID ->
 // shard -> record.
 func shardLedger(t *testing.T, rdb redis.UniversalClient, prefix, activity string, n int) map[string]map[int]string {
 	t.Helper()
@@ -157,7 +157,7 @@ func TestShardedReleaseLookupReservations(t *testing.T) {
 		}
 		assert.Equal(t, want, got)
 		_, _, err = d.Reservations(ctx, "5", uint64(n)<<56, 10)
-		assert.ErrorIs(t, err, ErrInvalidRequest)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 
 		st, err := newTestDeductor(t, rdb, prefix).Stats(ctx, "5")
 		require.NoError(t, err)
@@ -307,9 +307,9 @@ func TestShardedResetAndLoad(t *testing.T) {
 		ctx := context.Background()
 		var losses lossLog
 		d := newTestDeductor(t, rdb, prefix, WithOnLoss(losses.hook))
-		for _, bad := range []int{-1, MaxShards + 1} {
+		for _, bad := range []int{-1, maxShards + 1} {
 			_, err := d.Load(ctx, Activity{ID: "1", Stock: 10, Shards: bad})
-			assert.ErrorIs(t, err, ErrInvalidActivity)
+			assert.ErrorIs(t, err, ErrInvalidArgument)
 		}
 
 		a := Activity{ID: "1", Stock: 10, Shards: 3}
@@ -355,7 +355,7 @@ func TestShardedResetAndLoad(t *testing.T) {
 		assert.Zero(t, losses.total())
 
 		// The preloader loads a sharded activity.
-		p, err := NewPreloader(d, &table{acts: []Activity{{ID: "2", Stock: 7, Shards: 4}}})
+		p, err := NewPreloader(d, (&table{acts: []Activity{{ID: "2", Stock: 7, Shards: 4}}}).Upcoming)
 		require.NoError(t, err)
 		got, err := p.Tick(ctx)
 		require.NoError(t, err)
@@ -430,7 +430,7 @@ func TestShardLoss(t *testing.T) {
 		live = append(live, ledgerLive(t, rdb, l, 2)...)
 
 		rec := &recoveryStub{}
-		p, err := NewPreloader(newTestDeductor(t, rdb, prefix), &table{acts: []Activity{a}}, WithRecovery(rec))
+		p, err := NewPreloader(newTestDeductor(t, rdb, prefix), (&table{acts: []Activity{a}}).Upcoming, WithRecovery(rec.Recover))
 		require.NoError(t, err)
 		n, err := p.Tick(ctx)
 		require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 // The in-process sold-out cache.
 //
 // When a Reserve answers SoldOut with nothing left, the process reads the
-// request IDs of the activity's ledger (ids.lua, HSCAN pages of 1,000, on
+// reservation IDs of the activity's ledger (ids.lua, HSCAN pages of 1,000, on
 // the master), then sets a flag for the activity and refuses that activity
 // in-process (Result.Local) with one atomic load and one map lookup: no
 // Redis call, no allocation. A request whose ID is in that set is not
@@ -63,7 +63,7 @@ type soldFlag struct {
 	// until is 0 when not sold out, forever while Run owns the flag, or the
 	// clock's UnixNano deadline of the flag otherwise.
 	until atomic.Int64
-	// ids are the request IDs in the ledger when the flag was set.
+	// ids are the reservation IDs in the ledger when the flag was set.
 	ids atomic.Pointer[idSet]
 	// loading is held by the one Reserve that reads the ledger.
 	loading atomic.Bool
@@ -72,7 +72,7 @@ type soldFlag struct {
 	clears atomic.Int64
 }
 
-// idSet is a snapshot of a ledger's request IDs, taken after a SoldOut
+// idSet is a snapshot of a ledger's reservation IDs, taken after a SoldOut
 // reply with this epoch and seq: a set, and the same IDs sorted (for
 // SoldOutForPrefix).
 type idSet struct {
@@ -105,19 +105,19 @@ func (d *Deductor) flag(activity string) *soldFlag {
 }
 
 // refuseLocal reports whether the process knows the activity is sold out
-// and requestID was not in its ledger.
-func (d *Deductor) refuseLocal(activity, requestID string) bool {
-	set := d.soldOutSet(activity)
+// and reservationID was not in its ledger.
+func (d *Deductor) refuseLocal(ctx context.Context, activity, reservationID string) bool {
+	set := d.soldOutSet(ctx, activity)
 	if set == nil {
 		return false
 	}
-	_, known := set.ids[requestID]
+	_, known := set.ids[reservationID]
 	return !known
 }
 
 // soldOutSet returns the ledger's ID set when the process refuses activity
 // in-process, nil when it does not (dropping a flag that has expired).
-func (d *Deductor) soldOutSet(activity string) *idSet {
+func (d *Deductor) soldOutSet(ctx context.Context, activity string) *idSet {
 	f := d.flag(activity)
 	if f == nil {
 		return nil
@@ -130,7 +130,7 @@ func (d *Deductor) soldOutSet(activity string) *idSet {
 		return f.ids.Load()
 	}
 	if f.until.CompareAndSwap(u, 0) && d.o.onSoldOut != nil {
-		d.o.onSoldOut(activity, false)
+		d.o.onSoldOut(ctx, activity, false)
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func (d *Deductor) flagFor(activity string) *soldFlag {
 }
 
 // markSoldOut sets the flag after a SoldOut reply with fence r, once the
-// ledger's request IDs are known. A flag already set is left as it is (it
+// ledger's reservation IDs are known. A flag already set is left as it is (it
 // expires on its first schedule, and the next sell-out takes a new look).
 func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceReply) {
 	f := d.flagFor(activity)
@@ -211,12 +211,12 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceRepl
 	if prev == 0 {
 		d.o.logger.Info("stock: activity sold out, refusing in-process", "activity", activity, "ledger", len(set.ids))
 		if d.o.onSoldOut != nil {
-			d.o.onSoldOut(activity, true)
+			d.o.onSoldOut(ctx, activity, true)
 		}
 	}
 }
 
-// ledgerIDs reads every request ID of the activity's ledger (of every
+// ledgerIDs reads every reservation ID of the activity's ledger (of every
 // shard's ledger, for a sharded activity). It runs on the master (EVALSHA,
 // not EVALSHA_RO): a replica may not have the reservation whose retry the
 // set is there to let through.
@@ -237,7 +237,7 @@ func (d *Deductor) ledgerIDs(ctx context.Context, activity string) (map[string]s
 	return ids, nil
 }
 
-// scanIDs adds the request IDs of one ledger to ids.
+// scanIDs adds the reservation IDs of one ledger to ids.
 func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]struct{}) error {
 	key := []string{ledger}
 	cursor := scanEnd
@@ -268,7 +268,7 @@ func (d *Deductor) scanIDs(ctx context.Context, ledger string, ids map[string]st
 	}
 }
 
-func (d *Deductor) clearSoldOut(activity string) {
+func (d *Deductor) clearSoldOut(ctx context.Context, activity string) {
 	f := d.flag(activity)
 	if f == nil {
 		return
@@ -283,14 +283,15 @@ func (d *Deductor) clearSoldOut(activity string) {
 	if f.until.Swap(0) != 0 {
 		d.o.logger.Info("stock: stock came back, asking redis again", "activity", activity)
 		if d.o.onSoldOut != nil {
-			d.o.onSoldOut(activity, false)
+			d.o.onSoldOut(ctx, activity, false)
 		}
 	}
 }
 
 // Run keeps the in-process sold-out cache fresh until ctx is done or Close is
 // called, and then returns nil. It subscribes to the release channel when the
-// client implements [Subscriber] (messages clear the flag at once; go-redis
+// client has a Subscribe(ctx, channels...) *redis.PubSub method, as
+// *redis.Client, *redis.ClusterClient and *redis.Ring do (messages clear the flag at once; go-redis
 // resubscribes after a reconnect) and, every re-check interval, re-checks
 // the flags older than the interval against Redis (one Stats call each),
 // dropping those Redis no longer confirms. Run is optional: without it
@@ -330,7 +331,7 @@ func (d *Deductor) Run(ctx context.Context) error {
 	}()
 
 	var msgs <-chan *redis.Message
-	if sub, ok := d.rdb.(Subscriber); ok {
+	if sub, ok := d.rdb.(subscriber); ok {
 		ps := sub.Subscribe(ctx, d.channel)
 		defer ps.Close()
 		msgs = ps.Channel()
@@ -354,7 +355,7 @@ func (d *Deductor) Run(ctx context.Context) error {
 			d.mu.Lock()
 			delete(d.marked, a)
 			d.mu.Unlock()
-			d.clearSoldOut(a)
+			d.clearSoldOut(ctx, a)
 		case <-t.C:
 			d.expireMarks(ctx)
 		}
@@ -399,7 +400,7 @@ func (d *Deductor) expireMarks(ctx context.Context) {
 		delete(d.marked, a)
 		d.mu.Unlock()
 		if f.until.CompareAndSwap(forever, 0) && d.o.onSoldOut != nil {
-			d.o.onSoldOut(a, false)
+			d.o.onSoldOut(ctx, a, false)
 		}
 	}
 }

@@ -21,7 +21,7 @@ type soldOutEvents struct {
 	ev []bool
 }
 
-func (e *soldOutEvents) hook(_ string, soldOut bool) {
+func (e *soldOutEvents) hook(_ context.Context, _ string, soldOut bool) {
 	e.mu.Lock()
 	e.ev = append(e.ev, soldOut)
 	e.mu.Unlock()
@@ -71,7 +71,7 @@ func TestSoldOutRefusedInProcess(t *testing.T) {
 	m.SetError("")
 
 	// Without Run the flag expires after the re-check interval on the clock.
-	clock.Add(DefaultRecheckInterval - time.Millisecond)
+	clock.Add(defaultRecheckInterval - time.Millisecond)
 	assert.True(t, d.SoldOut("1"))
 	clock.Add(time.Millisecond)
 	assert.False(t, d.SoldOut("1"))
@@ -361,7 +361,7 @@ func (c *countingClient) count(s *redis.Script) int {
 
 // TestSoldOutLetsWinnersRetryThrough: once the process refuses a sold-out
 // activity in-process, the retry of a request that won still reaches Redis
-// and gets its reservation back (Reserved, Replayed), while new request IDs
+// and gets its reservation back (Reserved, Replayed), while new reservation IDs
 // are still refused without a Redis call. The ledger is read once per
 // sell-out and reused while nothing was written.
 func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
@@ -393,7 +393,7 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 
 	// The flag expires and is set again with nothing written since: the
 	// set is reused, no second scan.
-	clock.Add(DefaultRecheckInterval)
+	clock.Add(defaultRecheckInterval)
 	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "n1"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)
@@ -409,7 +409,7 @@ func TestSoldOutLetsWinnersRetryThrough(t *testing.T) {
 	reserveOK(t, other, "1", "7", 1, "w2")
 	// Once this process asks Redis again, it reads the ledger afresh and
 	// lets the retry of w2 through.
-	clock.Add(DefaultRecheckInterval)
+	clock.Add(defaultRecheckInterval)
 	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "n2"})
 	require.NoError(t, err)
 	require.Equal(t, SoldOut, res.Status)

@@ -4,7 +4,7 @@
 -- KEYS[1] meta    hash  stock, total, limit, start, end, exp,     <prefix>{a:<id>}:meta
 --                       epoch, seq, born, origin, frozen, paused, norebuy, in, out
 -- KEYS[2] buyers  hash  user -> held qty                       <prefix>{a:<id>}:buyers
--- KEYS[3] ledger  hash  requestID -> reservation record        <prefix>{a:<id>}:resv
+-- KEYS[3] ledger  hash  reservationID -> reservation record        <prefix>{a:<id>}:resv
 -- KEYS[4] ever, KEYS[5] adj: not read
 -- KEYS[6] xout    hash  (shards only) transfers not yet settled
 --

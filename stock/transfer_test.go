@@ -41,8 +41,8 @@ type shardCount struct {
 	held       int64              // units in held (R) ledger entries, all shards
 	heldBy     []map[string]int64 // per shard: user -> units held per the ledger
 	buyers     []map[string]int64 // per shard: the buyers hash
-	entries    map[string]int     // request ID -> shard of its held or freed entry
-	records    map[string]string  // request ID -> that entry
+	entries    map[string]int     // reservation ID -> shard of its held or freed entry
+	records    map[string]string  // reservation ID -> that entry
 	inTransfer int64              // units of pending records not applied at their recipient
 	counters   int64              // Σ out - Σ in of the meta counters
 	pending    int                // pending transfer records
@@ -68,7 +68,7 @@ func countShards(t testing.TB, rdb redis.UniversalClient, prefix, activity strin
 			}
 			if r.State != Tombstone {
 				_, dup := c.entries[id]
-				require.False(t, dup, "request ID %s has an entry in two shards", id)
+				require.False(t, dup, "reservation ID %s has an entry in two shards", id)
 				c.entries[id], c.records[id] = k, rec
 			}
 		}
@@ -158,7 +158,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 	ctx := context.Background()
 	const activity, stock = "7", 1000
 	// The sold-out flag's re-check runs on a clock that stands still.
-	opts := []Option{WithClock(testenv.NewEpochClock(0))}
+	opts := []DeductorOption{WithClock(testenv.NewEpochClock(0))}
 	if coalesce {
 		opts = append(opts, WithCoalescing(200*time.Microsecond, 32))
 	}
@@ -278,7 +278,7 @@ func runShardedSale(t *testing.T, rdb redis.UniversalClient, prefix string, n in
 	for _, u := range usersOnID(n, n-1, int(freed)+20, 1_000_000, user) {
 		res, err := d.Reserve(ctx, Request{Activity: activity, User: u, Qty: 1, ReservationID: fmt.Sprint("again", u)})
 		require.NoError(t, err)
-		if res.OK() {
+		if res.Status == Reserved {
 			again++
 		} else {
 			require.Equal(t, SoldOut, res.Status)
@@ -405,7 +405,7 @@ func TestTransferKilled(t *testing.T) {
 				for j := range 5 {
 					res, err := dz.Reserve(ctx, Request{Activity: "4", User: u, Qty: 1, ReservationID: fmt.Sprint(u, "-", j)})
 					require.NoError(t, err)
-					if res.OK() {
+					if res.Status == Reserved {
 						sold++
 					}
 				}

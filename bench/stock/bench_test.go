@@ -88,7 +88,7 @@ func BenchmarkSoldOutLocal(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			rdb, _ := testenv.Miniredis(b)
-			opts := []stock.Option{stock.WithKeyPrefix("b:"), stock.WithRecheckInterval(time.Hour)}
+			opts := []stock.DeductorOption{stock.WithKeyPrefix("b:"), stock.WithRecheckInterval(time.Hour)}
 			clock := &countingClock{}
 			if withRun {
 				opts = append(opts, stock.WithClock(clock))

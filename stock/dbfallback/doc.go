@@ -1,14 +1,14 @@
 // Package dbfallback is a database fallback for [stock.Deductor]: a
-// [stock.Fallback] over gorm (MySQL/MariaDB or SQLite) that keeps selling a
-// share of an activity while Redis is down, without ever selling a unit
-// Redis also sells.
+// [stock.WithFallback] function (Store.Reserve) over gorm (MySQL/MariaDB or
+// SQLite) that keeps selling a share of an activity while Redis is down,
+// without ever selling a unit Redis also sells.
 //
 //	store, err := dbfallback.New(db)          // *gorm.DB, not inside a transaction
 //	err = store.AutoMigrate(ctx)              // or apply SchemaMySQL
 //	err = store.Open(ctx, sale, quota)        // the pool: quota units of sale.Stock
 //	redisSale := sale
 //	redisSale.Stock -= quota                  // the carve-out
-//	_, err = d.Load(ctx, redisSale)           // d built with stock.WithFallback(store)
+//	_, err = d.Load(ctx, redisSale)           // d built with stock.WithFallback(store.Reserve)
 //	…
 //	units, err := store.Drain(ctx, sale.ID)   // Redis is back: the pool's units go back to the sale
 //
@@ -24,8 +24,8 @@
 // back, [Store.Drain] takes what the pool has left out of it (remaining → 0,
 // the quota shrinks by as much), exactly once, and returns the count for
 // the caller to give back to the Redis sale, so that no unit stays
-// stranded ([stock.Deductor] has no call yet that adds units to a loaded
-// activity: until it has, the count is for the operator to act on).
+// stranded (a top-up with [stock.Deductor.Adjust], under an ID of its own so
+// a retry adds them once).
 // Releases of fallback reservations put units back in the pool; drain again
 // after them. Pick a quota as large as the sales an outage
 // must carry; it can be the whole stock, at the cost of draining it all.
@@ -34,7 +34,7 @@
 //
 // One transaction: lock the activity's pool row (MySQL: SELECT … FOR
 // UPDATE; SQLite: a write as first statement, which takes the database's
-// write lock); look the request ID up and replay its outcome if known;
+// write lock); look the reservation ID up and replay its outcome if known;
 // check the per-user limit, the window (Start <= now < End on the Store's
 // [Clock], default the process's time.Now: not the database's clock and not
 // Redis TIME), the stock (SoldOut) and the buyer's held units
@@ -45,20 +45,20 @@
 // roll back and write nothing. The [stock.Result] has the Redis path's shape;
 // ReservedAt is the Store clock's time and Fallback is left for the
 // Deductor to set. A transaction that meets a duplicate key (the same
-// request ID inserted meanwhile) or an InnoDB deadlock is run again, up to
+// reservation ID inserted meanwhile) or an InnoDB deadlock is run again, up to
 // five times.
 //
 // # Idempotence and Release
 //
-// The request ID is the primary key of the reservation table (VARBINARY on
+// The reservation ID is the primary key of the reservation table (VARBINARY on
 // MySQL: byte for byte). A retried Reserve answers its first outcome with
 // Replayed set and deducts nothing; an ID reused for another user,
-// quantity or activity fails with [stock.ErrRequestConflict]. [Store.Release]
+// quantity or activity fails with [stock.ErrIDConflict]. [Store.Release]
 // gives a reservation's units back exactly once; an unknown ID leaves a
 // tombstone (state released, qty 0), so a Reserve of that ID arriving later
 // deducts nothing and answers [stock.Released], as release.lua does in
 // Redis. Releasing an ID in the store that does not hold it is harmless in
-// both directions, so a canceller may release every request ID in both
+// both directions, so a canceller may release every reservation ID in both
 // stores. Conservation, checked by the tests by counting rows: remaining +
 // held units = quota, for every pool at every commit; opened quota = quota
 // + drained.
@@ -69,7 +69,7 @@
 // have run its script before the Deductor asked the fallback, and a request
 // reserved here may be retried through Redis once it is back. Nothing is
 // oversold (the units are disjoint) but the request holds twice what it
-// asked for. After an outage, [Store.Overlap] lists those request IDs (it
+// asked for. After an outage, [Store.Overlap] lists those reservation IDs (it
 // reads the Redis ledger through [Ledger], which *stock.Deductor
 // implements); release their copy here, then Drain. [Store.Reservations]
 // pages through the held reservations for the reconciler.
@@ -109,8 +109,9 @@
 // run again), and one activity's fallback sales are serialised: about a thousand reservations per second on MariaDB, enough
 // to carry an outage, far below the Redis path. On SQLite use WAL and a
 // busy_timeout (writers queue for the database's write lock). Errors are
-// database failures, bad input ([stock.ErrInvalidRequest],
-// [stock.ErrInvalidActivity]) and conflicts; the Deductor joins a fallback
+// database failures, bad input ([stock.ErrInvalidArgument]) and conflicts
+// ([stock.ErrIDConflict], [ErrPoolConflict]); bad configuration given to
+// [New] wraps [ErrInvalidConfig]. The Deductor joins a fallback
 // error with the Redis one. The Deductor gives the fallback the caller's
 // context: a deadline already spent on Redis leaves the database nothing.
 //

@@ -103,7 +103,7 @@ func Example_deductor() {
 	if err := store.AutoMigrate(ctx); err != nil {
 		panic(err)
 	}
-	d, err := stock.New(rdb, stock.WithFallback(store))
+	d, err := stock.New(rdb, stock.WithFallback(store.Reserve))
 	if err != nil {
 		panic(err)
 	}

@@ -29,7 +29,7 @@ func TestHeld(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, held())
 	_, err = e.s.Held(bg, "", "7")
-	require.ErrorIs(t, err, stock.ErrInvalidRequest)
+	require.ErrorIs(t, err, stock.ErrInvalidArgument)
 	_, err = e.s.Held(bg, "1", "7}")
-	require.ErrorIs(t, err, stock.ErrInvalidRequest)
+	require.ErrorIs(t, err, stock.ErrInvalidArgument)
 }

@@ -25,13 +25,13 @@ type oldPoolRow struct {
 }
 
 type oldReservationRow struct {
-	RequestID  requestID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
-	ActivityID int64     `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
-	UserID     int64     `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
-	Qty        int64     `gorm:"column:qty;not null"`
-	State      string    `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
-	CreatedMs  int64     `gorm:"column:created_ms;not null"`
-	ReleasedMs int64     `gorm:"column:released_ms;not null;default:0"`
+	ReservationID reservationID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
+	ActivityID    int64         `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
+	UserID        int64         `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
+	Qty           int64         `gorm:"column:qty;not null"`
+	State         string        `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
+	CreatedMs     int64         `gorm:"column:created_ms;not null"`
+	ReleasedMs    int64         `gorm:"column:released_ms;not null;default:0"`
 }
 
 // idColumnTypes returns the database type of activity_id (both tables) and
@@ -158,28 +158,28 @@ func TestHostileIDsRefused(t *testing.T) {
 			}
 		}
 		_, err := e.s.Reserve(bg, req("1", id, 1, "r"))
-		check("Reserve user", err, stock.ErrInvalidRequest)
+		check("Reserve user", err, stock.ErrInvalidArgument)
 		_, err = e.s.Reserve(bg, req(id, "1", 1, "r"))
-		check("Reserve", err, stock.ErrInvalidRequest)
+		check("Reserve", err, stock.ErrInvalidArgument)
 		_, err = e.s.Release(bg, id, "r")
-		check("Release", err, stock.ErrInvalidRequest)
+		check("Release", err, stock.ErrInvalidArgument)
 		_, _, err = e.s.Lookup(bg, id, "r")
-		check("Lookup", err, stock.ErrInvalidRequest)
+		check("Lookup", err, stock.ErrInvalidArgument)
 		_, _, err = e.s.Reservations(bg, id, "", 10)
-		check("Reservations", err, stock.ErrInvalidRequest)
+		check("Reservations", err, stock.ErrInvalidArgument)
 		_, err = e.s.Held(bg, id, "1")
-		check("Held", err, stock.ErrInvalidRequest)
+		check("Held", err, stock.ErrInvalidArgument)
 		_, err = e.s.Held(bg, "1", id)
-		check("Held user", err, stock.ErrInvalidRequest)
+		check("Held user", err, stock.ErrInvalidArgument)
 		_, err = e.s.Drain(bg, id)
-		check("Drain", err, stock.ErrInvalidRequest)
+		check("Drain", err, stock.ErrInvalidArgument)
 		_, err = e.s.Stats(bg, id)
-		check("Stats", err, stock.ErrInvalidRequest)
+		check("Stats", err, stock.ErrInvalidArgument)
 		_, err = e.s.Overlap(bg, nopLedger{}, id)
-		check("Overlap", err, stock.ErrInvalidRequest)
+		check("Overlap", err, stock.ErrInvalidArgument)
 		b := a
 		b.ID = id
-		check("Open", e.s.Open(bg, b, 1), stock.ErrInvalidActivity)
+		check("Open", e.s.Open(bg, b, 1), stock.ErrInvalidArgument)
 	}
 	assert.Zero(t, e.rawRows(t))
 	var pools int64

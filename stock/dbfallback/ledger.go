@@ -7,21 +7,21 @@ import (
 	"github.com/seckillkit/seckill/stock"
 )
 
-// Lookup returns the reservation row of requestID in activity, and false
+// Lookup returns the reservation row of reservationID in activity, and false
 // when there is none (or it belongs to another activity). Use it after an
 // uncertain outcome. State is [stock.Held], [stock.Freed], or
 // [stock.Tombstone] for a Release that came first; times are the Store
 // clock's.
-func (s *Store) Lookup(ctx context.Context, activity, requestID string) (stock.Reservation, bool, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+func (s *Store) Lookup(ctx context.Context, activity, reservationID string) (stock.Reservation, bool, error) {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return stock.Reservation{}, false, err
 	}
-	if err := validateID(requestID); err != nil {
+	if err := validateID(reservationID); err != nil {
 		return stock.Reservation{}, false, err
 	}
-	r, found, err := s.lookup(s.db.WithContext(ctx), requestID)
+	r, found, err := s.lookup(s.db.WithContext(ctx), reservationID)
 	if err != nil {
-		return stock.Reservation{}, false, fmt.Errorf("dbfallback: lookup %q: %w", requestID, err)
+		return stock.Reservation{}, false, fmt.Errorf("dbfallback: lookup %q: %w", reservationID, err)
 	}
 	if !found || r.activity != activity {
 		return stock.Reservation{}, false, nil
@@ -30,17 +30,17 @@ func (s *Store) Lookup(ctx context.Context, activity, requestID string) (stock.R
 }
 
 // Reservations returns one page of the activity's held reservations, in
-// request ID order (byte order): start with cursor "" and pass the returned
+// reservation ID order (byte order): start with cursor "" and pass the returned
 // cursor back until it is "". count is the page size (default 100 when
 // <= 0, at most 10,000). A reconciler counts these against its orders and
 // against the Redis ledger ([Store.Overlap]); released rows and tombstones
 // are not returned.
 func (s *Store) Reservations(ctx context.Context, activity, cursor string, count int) ([]stock.Reservation, string, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return nil, "", err
 	}
 	if len(cursor) > maxIDBytes {
-		return nil, "", fmt.Errorf("dbfallback: %w: cursor of %d bytes", stock.ErrInvalidRequest, len(cursor))
+		return nil, "", fmt.Errorf("dbfallback: %w: cursor of %d bytes", stock.ErrInvalidArgument, len(cursor))
 	}
 	switch {
 	case count <= 0:
@@ -76,10 +76,10 @@ func (s *Store) Reservations(ctx context.Context, activity, cursor string, count
 // Ledger is the read side of the Redis ledger that [Store.Overlap] needs;
 // *stock.Deductor implements it.
 type Ledger interface {
-	Lookup(ctx context.Context, activity, requestID string) (stock.Reservation, bool, error)
+	Lookup(ctx context.Context, activity, reservationID string) (stock.Reservation, bool, error)
 }
 
-// Overlap returns the reservations held in this Store whose request ID is
+// Overlap returns the reservations held in this Store whose reservation ID is
 // also held in the Redis ledger: one request holding units in both stores.
 // That happens when a Redis call timed out after its script had run (the
 // Deductor then asked the fallback) or when a request reserved here is
@@ -135,10 +135,10 @@ func (r row) reservation() stock.Reservation {
 // state held), like [stock.Deductor.Held] for Redis: a caller that must know
 // whether a buyer holds anything asks both stores.
 func (s *Store) Held(ctx context.Context, activity, user string) (int64, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return 0, err
 	}
-	if err := checkID(stock.ErrInvalidRequest, "user ID", user); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "user ID", user); err != nil {
 		return 0, err
 	}
 	n, err := s.held(s.db.WithContext(ctx), activity, user)

@@ -61,7 +61,7 @@ func TestReservationsPages(t *testing.T) {
 	assert.Equal(t, []int64{20, 20}, []int64{units, rows})
 
 	_, _, err = e.s.Reservations(bg, "a}", "", 1)
-	require.ErrorIs(t, err, stock.ErrInvalidRequest)
+	require.ErrorIs(t, err, stock.ErrInvalidArgument)
 }
 
 func TestLookupStates(t *testing.T) {
@@ -98,10 +98,10 @@ func TestLookupStates(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "another activity's ID")
 	_, _, err = e.s.Lookup(bg, act, "")
-	require.ErrorIs(t, err, stock.ErrInvalidRequest)
+	require.ErrorIs(t, err, stock.ErrInvalidArgument)
 }
 
-// keys returns the sorted request IDs of rs.
+// keys returns the sorted reservation IDs of rs.
 func keys(rs []stock.Reservation) []string {
 	out := make([]string, 0, len(rs))
 	for _, r := range rs {

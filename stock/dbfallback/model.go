@@ -39,24 +39,24 @@ type poolRow struct {
 	UpdatedMs    int64    `gorm:"column:updated_ms;not null"`
 }
 
-// reservationRow is a row of <prefix>reservation, one per request ID.
+// reservationRow is a row of <prefix>reservation, one per reservation ID.
 type reservationRow struct {
-	RequestID  requestID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
-	ActivityID idColumn  `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
-	UserID     idColumn  `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
-	Qty        int64     `gorm:"column:qty;not null"`
-	State      string    `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
-	CreatedMs  int64     `gorm:"column:created_ms;not null"`
-	ReleasedMs int64     `gorm:"column:released_ms;not null;default:0"`
+	ReservationID reservationID `gorm:"column:request_id;primaryKey;index:,composite:held,priority:3"`
+	ActivityID    idColumn      `gorm:"column:activity_id;not null;index:,composite:user,priority:1;index:,composite:held,priority:1"`
+	UserID        idColumn      `gorm:"column:user_id;not null;index:,composite:user,priority:2"`
+	Qty           int64         `gorm:"column:qty;not null"`
+	State         string        `gorm:"column:state;type:char(1);not null;index:,composite:held,priority:2"`
+	CreatedMs     int64         `gorm:"column:created_ms;not null"`
+	ReleasedMs    int64         `gorm:"column:released_ms;not null;default:0"`
 }
 
-// requestID is the request_id column: compared byte for byte on every
+// reservationID is the request_id column: compared byte for byte on every
 // database (VARBINARY on MySQL, where a _ci collation would make "a" and
 // "A" one key; TEXT with the default BINARY collation on SQLite).
-type requestID string
+type reservationID string
 
 // GormDBDataType implements gorm's GormDBDataTypeInterface.
-func (requestID) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
+func (reservationID) GormDBDataType(db *gorm.DB, _ *schema.Field) string {
 	if db.Dialector.Name() == "mysql" {
 		return "varbinary(128)"
 	}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/stock"
 )
 
-// Release gives back the units held by requestID in activity's pool,
+// Release gives back the units held by reservationID in activity's pool,
 // exactly once however often it is called and however it races with
 // Reserve of the same ID: in one transaction the reservation moves from
 // held to released and the pool's remaining grows by its quantity. The
@@ -28,29 +29,40 @@ import (
 //
 // Releasing the ID of a reservation this Store does not hold (it is held in
 // Redis) is therefore harmless, and so is the converse, [stock.Deductor]
-// Release of a fallback reservation: a canceller may release a request ID
-// in both stores. A request ID held by another activity fails with an
-// error wrapping [stock.ErrRequestConflict]. As a compensation Release is
+// Release of a fallback reservation: a canceller may release a reservation ID
+// in both stores. A reservation ID held by another activity fails with an
+// error wrapping [stock.ErrIDConflict]. As a compensation Release is
 // often called with context.WithoutCancel(ctx); after an error it is safe
 // to call again.
-func (s *Store) Release(ctx context.Context, activity, requestID string) (stock.ReleaseResult, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+func (s *Store) Release(ctx context.Context, activity, reservationID string) (stock.ReleaseResult, error) {
+	if s.obs == nil {
+		return s.releaseTx(ctx, activity, reservationID)
+	}
+	start := time.Now()
+	res, err := s.releaseTx(ctx, activity, reservationID)
+	s.observed(ctx, StageRelease, activity, start, snake(res.Status.String()), 0, err)
+	return res, err
+}
+
+// releaseTx is Release without the observer.
+func (s *Store) releaseTx(ctx context.Context, activity, reservationID string) (stock.ReleaseResult, error) {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return stock.ReleaseResult{}, err
 	}
-	if err := validateID(requestID); err != nil {
+	if err := validateID(reservationID); err != nil {
 		return stock.ReleaseResult{}, err
 	}
 	var res stock.ReleaseResult
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		var err error
-		res, err = s.release(tx, activity, requestID)
+		res, err = s.release(tx, activity, reservationID)
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, stock.ErrRequestConflict) {
+		if errors.Is(err, stock.ErrIDConflict) {
 			return stock.ReleaseResult{}, err
 		}
-		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: release %q in activity %s: %w", requestID, activity, err)
+		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: release %q in activity %s: %w", reservationID, activity, err)
 	}
 	return res, nil
 }
@@ -75,8 +87,8 @@ func (s *Store) release(tx *gorm.DB, activity string, id string) (stock.ReleaseR
 			id, activity, stateReleased, nowMs, nowMs).Error
 		return stock.ReleaseResult{Status: stock.ReleaseUnknown, Remaining: p.remaining}, err
 	case r.activity != activity:
-		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %s, not %s",
-			stock.ErrRequestConflict, id, r.activity, activity)
+		return stock.ReleaseResult{}, fmt.Errorf("dbfallback: %w: reservation ID %q belongs to activity %s, not %s",
+			stock.ErrIDConflict, id, r.activity, activity)
 	case r.state != stateHeld:
 		return stock.ReleaseResult{Status: stock.ReleaseDuplicate, Qty: r.qty, User: r.user, Remaining: p.remaining}, errRollback
 	}

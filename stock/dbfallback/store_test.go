@@ -20,28 +20,28 @@ func TestNewRejects(t *testing.T) {
 	t.Parallel()
 	db := testenv.DB(t)
 	_, err := New(nil)
-	require.ErrorIs(t, err, ErrNilDB)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 	for _, p := range []string{"", "1abc", "a-b", "a b", "x;DROP", "abcdefghijabcdefghijabcdefghijabcdefghijX"} {
 		_, err = New(db, WithTablePrefix(p))
-		require.Error(t, err, "prefix %q", p)
+		require.ErrorIs(t, err, ErrInvalidConfig, "prefix %q", p)
 	}
 	_, err = New(db, WithClock(nil))
-	require.Error(t, err)
+	require.ErrorIs(t, err, ErrInvalidConfig, "nil clock")
 
 	dummy, err := gorm.Open(tests.DummyDialector{}, &gorm.Config{Logger: logger.Discard})
 	require.NoError(t, err)
 	_, err = New(dummy)
-	require.ErrorIs(t, err, ErrUnsupported)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 
 	tx := db.Begin()
 	require.NoError(t, tx.Error)
 	defer tx.Rollback()
 	_, err = New(tx)
-	require.ErrorIs(t, err, ErrUnsupported)
+	require.ErrorIs(t, err, ErrInvalidConfig)
 
 	s, err := New(db, nil, WithTablePrefix("abcdefghijabcdefghijabcdefghijabcdefghij"))
 	require.NoError(t, err, "a nil option is ignored; 40 bytes is allowed")
-	pool, resv := s.Tables()
+	pool, resv := s.pool, s.resv
 	assert.Equal(t, "abcdefghijabcdefghijabcdefghijabcdefghijpool", pool)
 	assert.Equal(t, "abcdefghijabcdefghijabcdefghijabcdefghijreservation", resv)
 }
@@ -123,7 +123,7 @@ func TestOpenInvalid(t *testing.T) {
 		"end at start":      {func(a stock.Activity) stock.Activity { a.End = a.Start; return a }, 1},
 		"start before 1970": {func(a stock.Activity) stock.Activity { a.Start = time.Unix(-5, 0); return a }, 1},
 	} {
-		require.ErrorIs(t, e.s.Open(bg, tc.a(a), tc.quota), stock.ErrInvalidActivity, name)
+		require.ErrorIs(t, e.s.Open(bg, tc.a(a), tc.quota), stock.ErrInvalidArgument, name)
 	}
 	var n int64
 	require.NoError(t, e.db.Raw("SELECT COUNT(*) FROM "+e.s.pool).Row().Scan(&n))
@@ -196,7 +196,7 @@ func TestDrainOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(0), u, "no pool, nothing to drain")
 	_, err = e.s.Drain(bg, "")
-	require.ErrorIs(t, err, stock.ErrInvalidRequest)
+	require.ErrorIs(t, err, stock.ErrInvalidArgument)
 }
 
 func TestStats(t *testing.T) {
@@ -229,7 +229,7 @@ func TestStats(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Stats{}, st)
 	_, err = e.s.Stats(bg, "a b")
-	require.ErrorIs(t, err, stock.ErrInvalidRequest)
+	require.ErrorIs(t, err, stock.ErrInvalidArgument)
 }
 
 // Two prefixes, two independent sets of tables in one database.
@@ -240,7 +240,7 @@ func TestTablePrefix(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, other.AutoMigrate(bg))
 	require.NoError(t, other.AutoMigrate(bg), "AutoMigrate twice")
-	pool, resv := other.Tables()
+	pool, resv := other.pool, other.resv
 	assert.Equal(t, []string{"shop2_fb_pool", "shop2_fb_reservation"}, []string{pool, resv})
 
 	e.open(t, "37", 5, 1)

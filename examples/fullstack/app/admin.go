@@ -53,7 +53,7 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", admin.ErrNotFound, err)
 	case errors.Is(err, stock.ErrInsufficient), errors.Is(err, order.ErrInsufficientStock), errors.Is(err, order.ErrAdjustConflict):
 		return fmt.Errorf("%w: %w", admin.ErrConflict, err)
-	case errors.Is(err, stock.ErrInvalidRequest), errors.Is(err, stock.ErrInvalidActivity), errors.Is(err, order.ErrInvalidID),
+	case errors.Is(err, stock.ErrInvalidArgument), errors.Is(err, order.ErrInvalidID),
 		errors.Is(err, order.ErrInvalidAdjust), errors.Is(err, risk.ErrInvalidArgument):
 		return fmt.Errorf("%w: %w", admin.ErrInvalidArgument, err)
 	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, stock.ErrFrozen):

@@ -124,25 +124,25 @@ func classify(err error) breaker.Outcome {
 // database and rebuilds it after Redis lost it.
 func (a *App) buildStock() (err error) {
 	p, cfg, log := a.p, a.cfg, a.log
-	opts := []stock.Option{stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log), stock.WithObserver(p.obs),
-		stock.WithOnLoss(func(activity, reason string) {
+	opts := []stock.DeductorOption{stock.WithKeyPrefix(cfg.KeyPrefix), stock.WithLogger(log), stock.WithObserver(p.obs),
+		stock.WithOnLoss(func(ctx context.Context, activity, reason string) {
 			a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
-			log.Error("ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
+			log.ErrorContext(ctx, "ALERT: Redis lost or rolled back the sale's state; frozen until rebuilt from the DB",
 				"activity", activity, "reason", reason)
 		}),
 		stock.WithOnRelease(func(ctx context.Context, activity, id string, res stock.ReleaseResult, err error) {
-			if err == nil && res.Released() {
+			if err == nil && res.Status == stock.ReleaseDone {
 				a.m.released.WithLabelValues("released").Inc()
 			}
 		})}
 	if p.fallback != nil {
-		opts = append(opts, stock.WithFallback(p.fallback))
+		opts = append(opts, stock.WithFallback(p.fallback.Reserve))
 	}
 	if p.stock, err = stock.New(a.in.StockRedis, opts...); err != nil {
 		return err
 	}
 	p.units = &saleStock{d: p.stock, pool: p.fallback, counted: a.m.reserve}
-	src := stock.SourceFunc(func(ctx context.Context, from, to time.Time) ([]stock.Activity, error) {
+	src := stock.Source(func(ctx context.Context, from, to time.Time) ([]stock.Activity, error) {
 		var rows []order.Activity
 		if err := a.in.DB.WithContext(ctx).Where("start_time < ? AND end_time > ?", to, from).Find(&rows).Error; err != nil {
 			return nil, err
@@ -155,7 +155,7 @@ func (a *App) buildStock() (err error) {
 		return out, nil
 	})
 	if p.preloader, err = stock.NewPreloader(p.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(cmp.Or(a.cfg.preloadEvery, 5*time.Second)),
-		stock.WithPreloadLogger(log), stock.WithRecovery(stock.RecoveryFunc(a.recoverStock)), stock.WithOnRecover(a.afterRebuild)); err != nil {
+		stock.WithLogger(log), stock.WithRecovery(a.recoverStock), stock.WithOnRecover(a.afterRebuild)); err != nil {
 		return err
 	}
 	a.run.add(
@@ -216,14 +216,14 @@ const consumerGroup = "seckill-orders"
 // database (a first load, or a recovery after Redis lost it): the access
 // tokens lived in the same Redis, so the pool is issued again. Issue is
 // idempotent, so a pool that survived is left as it is.
-func (a *App) afterRebuild(activity string, rebuilt bool) {
+func (a *App) afterRebuild(tick context.Context, activity string, rebuilt bool) {
 	if !rebuilt || activity != a.sale.act.ID {
 		return
 	}
 	ctx, cancel := context.WithTimeout(a.run.bg, 10*time.Second)
 	defer cancel()
 	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
-		a.log.Warn("access-token pool not issued after the rebuild", "activity", activity, "err", err)
+		a.log.WarnContext(tick, "access-token pool not issued after the rebuild", "activity", activity, "err", err)
 	}
 }
 

@@ -134,7 +134,7 @@ func (s *saleStock) Release(ctx context.Context, activity, id string) (stock.Rel
 	res, err := s.d.Release(ctx, activity, id)
 	if s.pool != nil {
 		pres, perr := s.pool.Release(ctx, activity, id)
-		if perr == nil && pres.Released() {
+		if perr == nil && pres.Status == stock.ReleaseDone {
 			res = pres
 		}
 		err = errors.Join(err, perr)

@@ -49,7 +49,7 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 	}
 	r, ok, err := a.p.units.Lookup(ctx, a.sale.act.ID, resv)
 	switch {
-	case errors.Is(err, stock.ErrInvalidRequest):
+	case errors.Is(err, stock.ErrInvalidArgument):
 		return resultView{Status: "unknown", Reservation: resv}, nil
 	case err != nil:
 		return resultView{}, err

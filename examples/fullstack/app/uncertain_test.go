@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // waitOrders waits until the database holds want orders of user (read with
@@ -63,7 +64,7 @@ func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
 		if err := app.ConsumeToken(ctx, a, "5", tok); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := app.ReserveAs(ctx, a, "5", resv); err != nil || !res.OK() {
+		if res, err := app.ReserveAs(ctx, a, "5", resv); err != nil || res.Status != stock.Reserved {
 			t.Fatalf("stage the lost reserve: %v %v", res, err)
 		}
 		for i := 0; i < 3; i++ { // the client retries, three times
@@ -90,7 +91,7 @@ func TestUncertainOutcomesNeitherLockOutNorDuplicate(t *testing.T) {
 		if err := app.ConsumeToken(ctx, a, "6", tok); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := app.ReserveAs(ctx, a, "6", resv); err != nil || !res.OK() {
+		if res, err := app.ReserveAs(ctx, a, "6", resv); err != nil || res.Status != stock.Reserved {
 			t.Fatalf("stage: %v %v", res, err)
 		}
 		if err := app.ReleaseFenced(ctx, a, "6", resv); err != nil { // the reconciler, after the grace
@@ -161,7 +162,7 @@ func TestAttemptIDOfAnotherBuyer(t *testing.T) {
 	u := login(t, base, "user7")
 	cid, ans, tok, path := u.creds()
 	resv := app.ClientReservationID("7", "attempt-1")
-	if res, err := app.ReserveAs(ctx, a, "8", resv); err != nil || !res.OK() {
+	if res, err := app.ReserveAs(ctx, a, "8", resv); err != nil || res.Status != stock.Reserved {
 		t.Fatalf("stage user 8's reservation under user 7's attempt ID: %v %v", res, err)
 	}
 	code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "attempt-1"})
