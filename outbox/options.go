@@ -190,7 +190,7 @@ func defaultOptions() options {
 	return options{
 		clock:        systemClock{},
 		table:        tableOptions{name: defaultTable},
-		logger:       slog.New(slog.DiscardHandler),
+		logger:       slog.Default(),
 		batchSize:    100,
 		pollInterval: 100 * time.Millisecond,
 		lease:        30 * time.Second,
@@ -260,8 +260,8 @@ func buildOptions[O comparable](opts []O, apply func(O, *options)) (options, err
 func WithClock(c Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
 
 // WithLogger sets the logger. A nil l is an [ErrInvalidConfig] error (to
-// silence the outbox, pass slog.New(slog.DiscardHandler)). Default: a
-// logger that discards everything.
+// silence the outbox, pass slog.New(slog.DiscardHandler)). Default:
+// [slog.Default].
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithStoreTimeout bounds the outbox insert that [Writer.SendOrStore] runs

@@ -2,7 +2,6 @@ package risk
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -121,7 +120,7 @@ func defaultOptions() options {
 	return options{
 		prefix:         "seckill:",
 		clock:          systemClock{},
-		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:         slog.Default(),
 		sessionTTL:     24 * time.Hour,
 		banBase:        time.Minute,
 		banMax:         24 * time.Hour,
@@ -184,7 +183,8 @@ func (o *options) setCommon(prefix string, clock Clock, logger *slog.Logger) {
 	}
 }
 
-// WithLogger sets a logger for dependency failures. Default: discard. An
+// WithLogger sets a logger for dependency failures. Default:
+// [slog.Default]. An
 // option of [NewChecker] (a failed rule, also the one behind a
 // [NewMiddleware] 503) and [NewAuth] (a failed authenticator). A nil
 // logger fails the constructor with [ErrInvalidConfig]; to silence a

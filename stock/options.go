@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
@@ -88,7 +87,7 @@ func defaultOptions() options {
 	return options{
 		prefix:     defaultKeyPrefix,
 		clock:      systemClock{},
-		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:     slog.Default(),
 		recheck:    defaultRecheckInterval,
 		maxIDBytes: 128,
 		grace:      defaultTransferGrace,
@@ -114,9 +113,8 @@ func WithClock(c Clock) Option {
 }
 
 // WithLogger sets a logger for failures and sold-out transitions (a
-// Deductor) or for its passes (a Preloader). Default: a logger that
-// discards everything for a Deductor, the Deductor's logger for a
-// Preloader. A nil l is an [ErrInvalidConfig] error; to silence a part,
+// Deductor) or for its passes (a Preloader). Default: [slog.Default] for
+// a Deductor, the Deductor's logger for a Preloader. A nil l is an [ErrInvalidConfig] error; to silence a part,
 // pass slog.New(slog.DiscardHandler).
 func WithLogger(l *slog.Logger) Option {
 	return Option{

@@ -39,8 +39,14 @@ type options struct {
 	err         error
 }
 
-// Option is a setting of [New].
-type Option func(*options)
+// Option is a setting of [New], built by the With… functions of this
+// package.
+type Option interface{ apply(*options) }
+
+// optionFunc is the one implementation of [Option].
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
 
 func (o *options) fail(format string, args ...any) {
 	if o.err == nil {
@@ -52,45 +58,45 @@ func (o *options) fail(format string, args ...any) {
 // ([checkout.Attempt.Link]), e.g. r.PathValue("sig"). Required when the
 // checkout verifies links ([checkout.Config.Link]); default: none.
 func WithLink(f func(*http.Request) string) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil link func")
 		}
 		o.link = f
-	}
+	})
 }
 
 // WithIP sets where a buy finds the client IP for the risk rules, e.g.
 // (*risk.IPResolver).ClientIP. Default: none (the zero address).
 func WithIP(f func(*http.Request) netip.Addr) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil IP func")
 		}
 		o.ip = f
-	}
+	})
 }
 
 // WithDevice sets where a buy finds the device ID for the risk rules, e.g.
 // r.Header.Get("X-Device-ID"). Default: none.
 func WithDevice(f func(*http.Request) string) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil device func")
 		}
 		o.device = f
-	}
+	})
 }
 
 // WithReservation sets where a result read or stream finds the reservation
 // ID. Default: r.PathValue("reservation").
 func WithReservation(f func(*http.Request) string) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil reservation func")
 		}
 		o.reservation = f
-	}
+	})
 }
 
 // WithOrderStatus sets how a settled result's order is read, so a view
@@ -98,23 +104,25 @@ func WithReservation(f func(*http.Request) string) Option {
 // status ((*order.Orders).Get's Status, any case). An error keeps
 // "created". Default: none (a new order reads "created").
 func WithOrderStatus(f func(ctx context.Context, orderNo string) (string, error)) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil order status func")
 		}
 		o.orderStatus = f
-	}
+	})
 }
 
 // WithLogger sets the logger of failures: a Busy outcome's error, a result
-// read that failed. Default: discard.
+// read that failed. Default: [slog.Default]. A nil l is an
+// [checkout.ErrInvalidConfig] error; to silence it, pass
+// slog.New(slog.DiscardHandler).
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if l == nil {
 			o.fail("nil logger")
 		}
 		o.log = l
-	}
+	})
 }
 
 // WithOnOutcome sets a hook called after every buy answered past
@@ -123,46 +131,46 @@ func WithLogger(l *slog.Logger) Option {
 // (Step [checkout.StepSoldOut]) or a malformed body (Step "body", Reason
 // bad_request). Default: none.
 func WithOnOutcome(f func(r *http.Request, code int, o checkout.Outcome)) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil outcome hook")
 		}
 		o.onOutcome = f
-	}
+	})
 }
 
 // WithPollInterval sets how often a stream reads the result. Default:
 // 500 ms.
 func WithPollInterval(d time.Duration) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if d <= 0 {
 			o.fail("poll interval %v: want > 0", d)
 		}
 		o.poll = d
-	}
+	})
 }
 
 // WithTicker sets how a stream waits between its reads: f returns a
 // channel that ticks every d and a func that stops it. Tests pass a channel
 // they tick by hand. Default: a [time.Ticker].
 func WithTicker(f func(d time.Duration) (ticks <-chan time.Time, stop func())) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if f == nil {
 			o.fail("nil ticker")
 		}
 		o.ticker = f
-	}
+	})
 }
 
 // WithMaxStreams sets how many streams one buyer may hold open at once on
 // this Handler. Default: 4.
 func WithMaxStreams(n int) Option {
-	return func(o *options) {
+	return optionFunc(func(o *options) {
 		if n < 1 {
 			o.fail("max streams %d: want >= 1", n)
 		}
 		o.maxStreams = n
-	}
+	})
 }
 
 // New returns a Handler of c. user names the authenticated buyer of a
@@ -174,7 +182,7 @@ func New(c *checkout.Checkout, user func(*http.Request) (string, bool), opts ...
 	}
 	o := options{
 		reservation: func(r *http.Request) string { return r.PathValue("reservation") },
-		log:         slog.New(slog.DiscardHandler),
+		log:         slog.Default(),
 		poll:        500 * time.Millisecond,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
@@ -184,7 +192,7 @@ func New(c *checkout.Checkout, user func(*http.Request) (string, bool), opts ...
 	}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.apply(&o)
 		}
 	}
 	if o.err != nil {
