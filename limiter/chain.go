@@ -30,7 +30,7 @@ func (s Step) cost(n int) int {
 // of this package does), so a request refused anywhere spends nothing
 // anywhere. A refund that fails (Redis down) leaves that earlier budget
 // spent — erring toward refusing — and is reported by that limiter's
-// [WithOnFailure] hook.
+// redislimit.WithOnFailure hook.
 //
 // It returns the refusing step's Result and index, or, when every step
 // allows, the Result with the fewest Remaining and index -1. A non-nil error

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 )
 
 // impl builds one implementation of limiter.Limiter allowing limit events
@@ -54,13 +55,13 @@ func impls(t *testing.T) []impl {
 					case testenv.KindCluster:
 						rdb = testenv.RealCluster(t)
 					}
-					prefix := limiter.WithKeyPrefix(testenv.Prefix(t))
+					prefix := redislimit.WithKeyPrefix(testenv.Prefix(t))
 					if store == "slidingwindow" {
-						l, err := limiter.NewSlidingWindow(rdb, limit, period, prefix)
+						l, err := redislimit.NewSlidingWindow(rdb, limit, period, prefix)
 						require.NoError(t, err)
 						return l, advance
 					}
-					l, err := limiter.NewRedisBucket(rdb, limiter.Per(limit, period), limit, prefix)
+					l, err := redislimit.NewBucket(rdb, limiter.Per(limit, period), limit, prefix)
 					require.NoError(t, err)
 					return l, advance
 				},

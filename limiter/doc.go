@@ -1,6 +1,10 @@
 // Package limiter sheds load before it reaches stock, the database or the
-// message queue: in-process and Redis-backed rate limits, their
-// composition, a dry-run mode and HTTP middleware.
+// message queue: in-process rate limits, the vocabulary every limiter shares
+// ([Limiter], [Result], [FailurePolicy]), their composition, a dry-run mode
+// and HTTP middleware. The Redis-backed limiters, shared by every app
+// server, are in the sub-package
+// [github.com/seckillkit/seckill/limiter/redislimit], which imports this
+// one: a service that limits only in process does not link a Redis client.
 //
 // # Which limiter
 //
@@ -11,10 +15,10 @@
 //     have defined meanings (see the type).
 //   - [Keyed]: a token bucket per key (user, device, IP) on one node, with
 //     bounded memory (idle keys evicted exactly, a cap on keys).
-//   - [SlidingWindow]: at most N events per key in any window of length W,
-//     shared by all app servers through Redis. An exact sliding log: no
-//     boundary burst.
-//   - [RedisBucket]: a token bucket per key in Redis (GCRA); with one
+//   - redislimit.SlidingWindow: at most N events per key in any window of
+//     length W, shared by all app servers through Redis. An exact sliding
+//     log: no boundary burst.
+//   - redislimit.Bucket: a token bucket per key in Redis (GCRA); with one
 //     constant key it is the cluster-wide global limit.
 //   - [Chain] composes limits (user → device → global) so that a refusal
 //     anywhere spends no budget anywhere; [DryRun] observes a limit without
@@ -28,8 +32,8 @@
 //
 // When not to use it: a limiter is not an admission guarantee for stock
 // (the stock package's atomic reserve is), and a local limiter does not
-// coordinate nodes — use the Redis ones for budgets that must hold across
-// instances.
+// coordinate nodes — use the Redis ones (redislimit) for budgets that must
+// hold across instances.
 //
 // # Time
 //
@@ -39,7 +43,7 @@
 // cost an atomic load instead of a clock read, at the price of seeing
 // refills up to one resolution late (it never over-admits). The Redis
 // limiters read Redis TIME inside their scripts, so app server clocks never
-// matter; tests move it with miniredis SetTime.
+// matter.
 //
 // # Concurrency
 //
@@ -49,33 +53,23 @@
 //
 // # Observing
 //
-// [WithObserver] (for [SlidingWindow] and [RedisBucket]) and
-// [WithMiddlewareObserver] (for [NewMiddleware]) report to the observer
-// shape shared by every seckill package ([observe.Event], [observe.Observer]),
-// synchronously, with the caller's ctx:
-//
-//	stage          outcome                                  Name
-//	limiter.allow  ok | limited | fallback |                WithName
-//	               fallback_limited | error
-//	limiter.http   ok | limited | error | key_error         the refusing or
-//	                                                        failing rule
-//
-// limiter.allow is one Redis decision (fallback: the failure policy
-// decided because Redis failed); limiter.http is one request's limiting
-// decision, timed without the next handler. Err is set for error and
-// key_error. Without an observer nothing is measured. See [StageAllow].
+// [WithObserver] (for [NewMiddleware]) reports to the observer shape shared
+// by every seckill package ([observe.Event], [observe.Observer]),
+// synchronously, with the request's ctx: the stage "limiter.http"
+// ([StageHTTP]), once per request, outcome ok | limited | error |
+// key_error, Name the refusing or failing rule, timed without the next
+// handler. Err is set for error and key_error. Without an observer nothing
+// is measured. The Redis limiters report each decision as
+// "limiter.allow" (redislimit.WithObserver).
 //
 // # Failures
 //
-// Redis failures (network, timeout, closed server, unexpected reply — never
-// a panic) are handled per limiter by an explicit [FailurePolicy]:
-// [FailClosed] (the default: refuse, and return an error wrapping
-// [ErrUnavailable]), [FailOpen] (allow, Result.Degraded) or [FallbackLocal]
-// (decide with an in-process [Keyed] limiter, per node). Each failure is
-// reported to [WithOnFailure] and the logger whatever the policy. A caller
-// whose own context ended gets its context error, not the policy. A
-// decision whose reply was lost (timeout after the script ran) may have
-// spent budget; the limiter errs toward refusing.
+// A store failure of a shared limiter (Redis: network, timeout, closed
+// server, unexpected reply — never a panic) is handled per limiter by an
+// explicit [FailurePolicy]: [FailClosed] (the default: refuse, and return
+// an error wrapping [ErrUnavailable]), [FailOpen] (allow, Result.Degraded)
+// or [FallbackLocal] (decide with an in-process [Keyed] limiter, per
+// node). See redislimit for the hooks that report each failure.
 //
 // # One failure policy per call
 //
@@ -94,8 +88,7 @@
 //
 // A caller that wants to know the fallback decided reads Result.Degraded
 // (true for every decision made by [FailOpen] or [FallbackLocal] because
-// Redis failed), or watches the observer's outcomes "fallback" and
-// "fallback_limited", or counts [WithOnFailure] calls.
+// Redis failed).
 //
 // # Errors
 //
@@ -105,39 +98,24 @@
 // failures ([ErrUnavailable]), bad arguments ([ErrInvalidArgument]: a cost
 // out of range, a nil [Chain] step, a request the middleware cannot key),
 // bad configuration ([ErrInvalidConfig]) and the caller's context errors
-// never do.
+// never do. The Redis limiters return these same sentinels, so one
+// errors.Is works whichever limiter answered.
 //
 // # Options
 //
 // Each constructor takes its own option interface ([TokenBucketOption],
-// [KeyedOption], [SlidingWindowOption], [RedisBucketOption],
-// [MiddlewareOption]), an interface with an unexported method, so options
-// come from the With… functions only; an option that means nothing to a
-// constructor does not compile there. An option shared by several
-// constructors returns a type implementing each of their interfaces
-// ([ClockOption], [RedisOption]). A nil option is ignored; a nil
-// collaborator (a nil Redis client, a nil [WithClock] clock,
-// [WithFallback] limiter or [WithLogger] logger, a nil limiter given to
+// [KeyedOption], [MiddlewareOption]), an interface with an unexported
+// method, so options come from the With… functions only; an option that
+// means nothing to a constructor does not compile there. [WithClock],
+// shared by the two in-process limiters, returns [ClockOption], which
+// implements both of their interfaces. A nil option is ignored; a nil
+// collaborator (a nil [WithClock] clock, a nil limiter given to
 // [NewDryRun] or a middleware [Rule]) is an error wrapping
 // [ErrInvalidConfig].
 //
 // # Callbacks
 //
-// Callbacks take the context of the call that triggered them first:
-// [WithOnFailure] gets the ctx of AllowN or RefundN ([Chain]'s refunds pass
-// the Chain ctx without its cancellation), the [NewDryRun] hook that of
-// AllowN. The HTTP hooks ([WithOnDenied], [WithOnError]) take the
-// *http.Request, whose Context() is that context.
-//
-// # Redis
-//
-// Redis >= 5 (scripts read TIME before writing; effects replication).
-// Every script touches exactly one key, passed in KEYS, so Redis Cluster
-// works (keys are hash-tagged per limiter and caller key). Scripts run by
-// EVALSHA (EVAL after a script cache flush); concurrent decisions are
-// coalesced into pipelines by default ([WithBatching]). Keys live under a
-// prefix ([WithKeyPrefix], default "seckill:") and expire when idle.
-// Script numbers are Lua doubles: a rate, burst or cost above 2^53-1 is
-// refused in Go ([ErrInvalidConfig], [ErrInvalidArgument]) rather than rounded.
-// The client is borrowed, never closed.
+// Callbacks take the context of the call that triggered them first: the
+// [NewDryRun] hook gets that of AllowN. The HTTP hooks ([WithOnDenied],
+// [WithOnError]) take the *http.Request, whose Context() is that context.
 package limiter

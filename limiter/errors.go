@@ -25,12 +25,8 @@ var (
 	// ErrUnavailable wraps a failure of the shared store (Redis): a network
 	// error, a timeout, a closed server. It is returned only under
 	// [FailClosed]; the other policies answer locally and report the
-	// failure through [WithOnFailure]. It never matches [ErrRefused].
+	// failure through their hook (redislimit.WithOnFailure). It never matches [ErrRefused].
 	ErrUnavailable = errors.New("limiter: store unavailable")
-
-	// ErrBadReply is returned (wrapped in ErrUnavailable) when Redis answers
-	// a script with a reply of an unexpected shape.
-	ErrBadReply = errors.New("limiter: unexpected reply from redis")
 
 	// ErrRefused is the umbrella of the limiter's refusals where a refusal
 	// has to be an error (a decision API returns Result{Allowed: false}

@@ -3,8 +3,11 @@ package limiter_test
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
 )
@@ -74,15 +77,19 @@ func (c *fakeClock) Waiters() int {
 	return len(c.waiters)
 }
 
-// asOptions converts Redis limiter options to one constructor's option
-// interface (RedisOption implements both SlidingWindowOption and
-// RedisBucketOption).
-func asOptions[O any](in []limiter.RedisOption) []O {
-	out := make([]O, len(in))
-	for i, o := range in {
-		out[i] = any(o).(O)
-	}
-	return out
+// t0 is the instant miniredis TIME is frozen at (SetTime). Every clock it
+// meets is fake: miniredis TTLs only move with FastForward.
+var t0 = testenv.Epoch()
+
+// fastFailClient is a miniredis client that gives up dialing at once, so
+// tests against a closed server stay fast.
+func fastFailClient(t *testing.T) (*redis.Client, *miniredis.Miniredis) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return c, m
 }
 
 // limiterFunc adapts a function to limiter.Limiter (a stub for tests).

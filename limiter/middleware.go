@@ -76,12 +76,12 @@ func WithOnDenied(f func(r *http.Request, rule string, res Result)) MiddlewareOp
 	return mwOpt(func(o *mwOptions) { o.onDenied = f })
 }
 
-// WithMiddlewareObserver reports every request's limiting decision to o
-// as the stage "limiter.http" (see [StageHTTP] for the outcomes; Name is
+// WithObserver reports every request's limiting decision to o as the
+// stage "limiter.http" (see [StageHTTP] for the outcomes; Name is
 // the refusing or failing rule), synchronously, with the request's
 // context, before the response is written or the next handler runs. A nil
 // o is ignored. Default: none.
-func WithMiddlewareObserver(o observe.Observer) MiddlewareOption {
+func WithObserver(o observe.Observer) MiddlewareOption {
 	return mwOpt(func(opts *mwOptions) {
 		if o != nil {
 			opts.observer = o

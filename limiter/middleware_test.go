@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 )
 
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
@@ -32,7 +33,7 @@ func TestMiddlewareHeadersAnd429(t *testing.T) {
 	t.Parallel()
 	c, m := testenv.Miniredis(t)
 	m.SetTime(t0)
-	sw, err := limiter.NewSlidingWindow(c, 2, 10*time.Second, limiter.WithKeyPrefix(testenv.Prefix(t)))
+	sw, err := redislimit.NewSlidingWindow(c, 2, 10*time.Second, redislimit.WithKeyPrefix(testenv.Prefix(t)))
 	require.NoError(t, err)
 	mw, err := limiter.NewMiddleware([]limiter.Rule{{Name: "ip", Limiter: sw}})
 	require.NoError(t, err)
@@ -100,7 +101,7 @@ func TestMiddlewareKeyErrorSpendsNothing(t *testing.T) {
 func TestMiddlewareStoreFailure(t *testing.T) {
 	t.Parallel()
 	c, m := fastFailClient(t)
-	sw, err := limiter.NewSlidingWindow(c, 5, time.Second) // FailClosed by default
+	sw, err := redislimit.NewSlidingWindow(c, 5, time.Second) // FailClosed by default
 	require.NoError(t, err)
 	user := keyed(t, 1)
 	var denied int
@@ -118,7 +119,7 @@ func TestMiddlewareStoreFailure(t *testing.T) {
 	assert.True(t, user.Allow("u"), "user budget refunded after the store failure")
 	assert.Zero(t, denied)
 
-	open, err := limiter.NewSlidingWindow(c, 5, time.Second, limiter.WithFailurePolicy(limiter.FailOpen))
+	open, err := redislimit.NewSlidingWindow(c, 5, time.Second, redislimit.WithFailurePolicy(limiter.FailOpen))
 	require.NoError(t, err)
 	mw2, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: open}})
 	require.NoError(t, err)

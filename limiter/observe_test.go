@@ -2,7 +2,6 @@ package limiter_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 	"github.com/seckillkit/seckill/observe"
 )
 
@@ -63,111 +63,26 @@ func shapes(t *testing.T, ev []observe.Event) []shape {
 	return out
 }
 
-func newRedisLimiter(t *testing.T, store string, c redis.Scripter, opts ...limiter.RedisOption) limiter.Limiter {
+func newRedisLimiter(t *testing.T, store string, c redis.Scripter, opts ...redislimit.Option) limiter.Limiter {
 	t.Helper()
-	opts = append([]limiter.RedisOption{limiter.WithKeyPrefix(testenv.Prefix(t)), limiter.WithName("buy")}, opts...)
+	opts = append([]redislimit.Option{redislimit.WithKeyPrefix(testenv.Prefix(t)), redislimit.WithName("buy")}, opts...)
 	var l limiter.Limiter
 	var err error
 	if store == "slidingwindow" {
-		l, err = limiter.NewSlidingWindow(c, 2, time.Hour, asOptions[limiter.SlidingWindowOption](opts)...)
+		l, err = redislimit.NewSlidingWindow(c, 2, time.Hour, opts...)
 	} else {
-		l, err = limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, asOptions[limiter.RedisBucketOption](opts)...)
+		l, err = redislimit.NewBucket(c, limiter.Per(2, time.Hour), 2, opts...)
 	}
 	require.NoError(t, err)
 	return l
 }
 
-// TestObserverAllow: allowed, refused and invalid decisions of both Redis
-// limiters on every Redis kind, each reported once with the caller's ctx.
-func TestObserverAllow(t *testing.T) {
-	t.Parallel()
-	for kind, c := range testenv.AllRedis(t) {
-		for _, store := range []string{"slidingwindow", "redisbucket"} {
-			t.Run(string(kind)+"/"+store, func(t *testing.T) {
-				rec := &recorder{}
-				l := newRedisLimiter(t, store, c, limiter.WithObserver(rec))
-				ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
-				var allowed []bool
-				for range 3 {
-					r, err := l.AllowN(ctx, "u1", 1)
-					require.NoError(t, err)
-					allowed = append(allowed, r.Allowed)
-				}
-				require.Equal(t, []bool{true, true, false}, allowed, "a limit of 2 per hour")
-				_, err := l.AllowN(ctx, "u1", 3)
-				require.ErrorIs(t, err, limiter.ErrInvalidArgument)
-				ev, vals := rec.take()
-				assert.Equal(t, []shape{
-					{"limiter.allow", "ok", "buy"}, {"limiter.allow", "ok", "buy"},
-					{"limiter.allow", "limited", "buy"}, {"limiter.allow", "error", "buy"},
-				}, shapes(t, ev))
-				assert.ErrorIs(t, ev[3].Err, limiter.ErrInvalidArgument)
-				assert.Equal(t, []any{"caller", "caller", "caller", "caller"}, vals)
-			})
-		}
-	}
-}
-
-// TestObserverFailurePolicies: a Redis failure is reported as the policy
-// decided it.
-func TestObserverFailurePolicies(t *testing.T) {
-	t.Parallel()
-	for _, store := range []string{"slidingwindow", "redisbucket"} {
-		for _, tc := range []struct {
-			policy limiter.FailurePolicy
-			want   []string // outcomes of three calls while Redis is down
-		}{
-			{limiter.FailClosed, []string{"error", "error", "error"}},
-			{limiter.FailOpen, []string{"fallback", "fallback", "fallback"}},
-			{limiter.FallbackLocal, []string{"fallback", "fallback", "fallback_limited"}},
-		} {
-			t.Run(store+"/"+tc.policy.String(), func(t *testing.T) {
-				t.Parallel()
-				c, m := fastFailClient(t)
-				rec := &recorder{}
-				l := newRedisLimiter(t, store, c, limiter.WithFailurePolicy(tc.policy), limiter.WithObserver(rec))
-				m.Close()
-				var got []string
-				for range 3 {
-					_, _ = l.AllowN(context.Background(), "k", 1)
-				}
-				ev, _ := rec.take()
-				for _, e := range shapes(t, ev) {
-					assert.Equal(t, "buy", e.name)
-					got = append(got, e.outcome)
-				}
-				assert.Equal(t, tc.want, got)
-				if tc.policy == limiter.FailClosed {
-					assert.ErrorIs(t, ev[0].Err, limiter.ErrUnavailable)
-				}
-			})
-		}
-	}
-}
-
-func TestObserverCallerCancel(t *testing.T) {
-	t.Parallel()
-	c, _ := testenv.Miniredis(t)
-	rec := &recorder{}
-	l := newRedisLimiter(t, "slidingwindow", c, limiter.WithObserver(rec), limiter.WithFailurePolicy(limiter.FailOpen))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err := l.AllowN(ctx, "k", 1)
-	require.ErrorIs(t, err, context.Canceled)
-	ev, _ := rec.take()
-	require.Equal(t, []shape{{"limiter.allow", "error", "buy"}}, shapes(t, ev))
-	assert.ErrorIs(t, ev[0].Err, context.Canceled)
-	assert.False(t, errors.Is(ev[0].Err, limiter.ErrUnavailable))
-}
-
+// TestObserverNilIgnored: a nil observer is ignored by the middleware.
 func TestObserverNilIgnored(t *testing.T) {
 	t.Parallel()
-	c, _ := testenv.Miniredis(t)
-	l := newRedisLimiter(t, "redisbucket", c, limiter.WithObserver(nil))
-	r, err := l.AllowN(context.Background(), "k", 1)
+	k, err := limiter.NewKeyed(1, 1)
 	require.NoError(t, err)
-	assert.True(t, r.Allowed)
-	mw, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: l}}, limiter.WithMiddlewareObserver(nil))
+	mw, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: k}}, limiter.WithObserver(nil))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNoContent, serve(mw(okHandler), "10.0.0.9:1", nil).Code)
 }
@@ -190,7 +105,7 @@ func TestObserverMiddleware(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mw, err := limiter.NewMiddleware([]limiter.Rule{{Name: "ip", Limiter: lim}, {Name: "user", Limiter: lim, Key: limiter.HeaderKey("X-User")}},
-		limiter.WithMiddlewareObserver(rec))
+		limiter.WithObserver(rec))
 	require.NoError(t, err)
 	h := mw(next)
 	u := func(name string) map[string]string { return map[string]string{"X-User": name} }
@@ -203,12 +118,12 @@ func TestObserverMiddleware(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, serve(h, "10.0.0.3:1", nil).Code, "no X-User: key error")
 
 	mwDown, err := limiter.NewMiddleware([]limiter.Rule{{Name: "global", Limiter: broken, Key: limiter.ConstKey("all")}},
-		limiter.WithMiddlewareObserver(rec))
+		limiter.WithObserver(rec))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, serve(mwDown(next), "10.0.0.4:1", nil).Code)
 
 	mwOpen, err := limiter.NewMiddleware([]limiter.Rule{{Name: "user", Limiter: lim, Key: limiter.HeaderKey("X-User")}},
-		limiter.WithMiddlewareObserver(rec), limiter.WithKeyFailurePolicy(limiter.FailOpen))
+		limiter.WithObserver(rec), limiter.WithKeyFailurePolicy(limiter.FailOpen))
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNoContent, serve(mwOpen(next), "10.0.0.5:1", nil).Code)
 

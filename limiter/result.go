@@ -6,7 +6,8 @@ import (
 )
 
 // Limiter is the contract shared by the keyed limiters of this package
-// ([Keyed], [SlidingWindow], [RedisBucket], [DryRun]) and consumed by
+// ([Keyed], [DryRun], and the Redis limiters of package redislimit:
+// redislimit.SlidingWindow, redislimit.Bucket) and consumed by
 // [Chain] and [NewMiddleware]. Implement it to plug in another store.
 //
 // AllowN reports whether n events for key may happen now and, if so,
@@ -58,7 +59,9 @@ type Result struct {
 
 // FailurePolicy says what a Redis limiter answers when Redis fails (network
 // error, timeout, closed server, unexpected reply). Whatever the policy,
-// each failure is reported to [WithOnFailure] and the logger.
+// each failure is reported to the limiter's redislimit.WithOnFailure hook
+// and its logger. [NewMiddleware] reuses it for key failures
+// ([WithKeyFailurePolicy]).
 type FailurePolicy int
 
 const (
@@ -69,7 +72,7 @@ const (
 	// FailOpen allows: AllowN returns Result{Allowed: true, Degraded: true}
 	// and a nil error. Budgets are not enforced while Redis is down.
 	FailOpen
-	// FallbackLocal decides with an in-process limiter (see [WithFallback]):
+	// FallbackLocal decides with an in-process limiter (see redislimit.WithFallback):
 	// AllowN returns its Result with Degraded set and a nil error (or the
 	// fallback's own error).
 	FallbackLocal

@@ -1,5 +1,6 @@
 // Package limiter_test holds the benchmarks of
-// github.com/seckillkit/seckill/limiter that run an anchor side by side in
+// github.com/seckillkit/seckill/limiter and its Redis limiters
+// (limiter/redislimit) that run an anchor side by side in
 // the same `go test -bench` run: BenchmarkTokenBucket against
 // golang.org/x/time/rate, BenchmarkSlidingWindow against
 // github.com/go-redis/redis_rate/v10 on the real Redis named by
@@ -24,6 +25,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 )
 
 // The bucket is sized so that the benchmark exercises the allowed path
@@ -120,7 +122,7 @@ func BenchmarkTokenBucket(b *testing.B) {
 	})
 }
 
-// BenchmarkSlidingWindow compares SlidingWindow.Allow with redis_rate/v10
+// BenchmarkSlidingWindow compares redislimit.SlidingWindow.AllowN with redis_rate/v10
 // Allow on the real Redis named by SECKILL_REDIS_ADDR (skipped otherwise):
 // 50 parallel callers, each request for a distinct user key drawn from
 // 100k users, both limiters on the same server in the same run.
@@ -163,7 +165,7 @@ func BenchmarkSlidingWindow(b *testing.B) {
 		})
 	})
 	b.Run("impl=seckill", func(b *testing.B) {
-		l, err := limiter.NewSlidingWindow(rdb, 10, time.Second, limiter.WithKeyPrefix(prefix))
+		l, err := redislimit.NewSlidingWindow(rdb, 10, time.Second, redislimit.WithKeyPrefix(prefix))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -173,8 +175,8 @@ func BenchmarkSlidingWindow(b *testing.B) {
 		})
 	})
 	b.Run("impl=seckill-unbatched", func(b *testing.B) {
-		l, err := limiter.NewSlidingWindow(rdb, 10, time.Second, limiter.WithKeyPrefix(prefix),
-			limiter.WithName("unbatched"), limiter.WithBatching(0))
+		l, err := redislimit.NewSlidingWindow(rdb, 10, time.Second, redislimit.WithKeyPrefix(prefix),
+			redislimit.WithName("unbatched"), redislimit.WithBatching(0))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -184,7 +186,7 @@ func BenchmarkSlidingWindow(b *testing.B) {
 		})
 	})
 	b.Run("impl=seckill-redisbucket", func(b *testing.B) {
-		l, err := limiter.NewRedisBucket(rdb, 10, 10, limiter.WithKeyPrefix(prefix))
+		l, err := redislimit.NewBucket(rdb, 10, 10, redislimit.WithKeyPrefix(prefix))
 		if err != nil {
 			b.Fatal(err)
 		}

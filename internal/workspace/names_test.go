@@ -18,7 +18,7 @@ import (
 func TestOneNameForTheReservationID(t *testing.T) {
 	root := filepath.Join("..", "..")
 	banned := map[string]bool{"RequestID": true, "Resv": true, "ResvID": true, "ReservationRef": true}
-	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "limiter", "token", "captcha", "risk", "outbox", "breaker"} {
+	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "limiter", "limiter/redislimit", "token", "captcha", "risk", "outbox", "breaker"} {
 		dir := filepath.Join(root, pkg)
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
@@ -69,7 +69,7 @@ func TestParamsStructForSameTypedArguments(t *testing.T) {
 			}
 		}
 	}
-	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "order/orderid", "order/orderkafka", "limiter", "token", "captcha", "risk", "outbox", "breaker", "admin", "admin/admintest"} {
+	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "order/orderid", "order/orderkafka", "limiter", "limiter/redislimit", "token", "captcha", "risk", "outbox", "breaker", "admin", "admin/admintest"} {
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, filepath.Join(root, pkg), func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 		if err != nil {

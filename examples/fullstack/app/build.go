@@ -18,6 +18,7 @@ import (
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/orderid"
@@ -322,8 +323,8 @@ func (a *App) buildLimits() (err error) {
 		return err
 	}
 	window := func(name, prefix string, n int, per time.Duration) (limiter.Limiter, error) {
-		return limiter.NewSlidingWindow(a.in.Redis, n, per, limiter.WithKeyPrefix(prefix), limiter.WithName(name),
-			limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithLogger(a.log), limiter.WithObserver(p.obs))
+		return redislimit.NewSlidingWindow(a.in.Redis, n, per, redislimit.WithKeyPrefix(prefix), redislimit.WithName(name),
+			redislimit.WithFailurePolicy(limiter.FallbackLocal), redislimit.WithLogger(a.log), redislimit.WithObserver(p.obs))
 	}
 	if p.perUser, err = window("user", cfg.KeyPrefix, cfg.UserRate, cfg.UserWindow); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package limiter
+package redislimit
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/observe"
 )
 
@@ -16,49 +18,49 @@ import (
 type redisBase struct {
 	rdb      redis.Scripter
 	o        options
-	fallback Limiter
+	fallback limiter.Limiter
 	limit    int
 	obs      observe.Observer // nil: nothing is measured
 }
 
 // failed applies the failure policy to a failed store call.
-func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) (Result, error) {
+func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) (limiter.Result, error) {
 	if ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)) {
 		// The caller gave up: not a store failure, no policy, no hook.
-		return Result{Limit: b.limit}, fmt.Errorf("limiter: %s %q: %w", b.o.name, key, cause)
+		return limiter.Result{Limit: b.limit}, fmt.Errorf("redislimit: %s %q: %w", b.o.name, key, cause)
 	}
-	err := fmt.Errorf("%w: %s %q: %w", ErrUnavailable, b.o.name, key, cause)
+	err := fmt.Errorf("%w: %s %q: %w", limiter.ErrUnavailable, b.o.name, key, cause)
 	if b.o.onFailure != nil {
 		b.o.onFailure(ctx, key, err)
 	}
-	b.o.logger.Warn("limiter: redis failed", "limiter", b.o.name, "key", key,
+	b.o.logger.Warn("redislimit: redis failed", "limiter", b.o.name, "key", key,
 		"policy", b.o.policy.String(), "err", err)
 	switch b.o.policy {
-	case FailOpen:
-		return Result{Allowed: true, Limit: b.limit, Remaining: b.limit - n, Degraded: true}, nil
-	case FallbackLocal:
+	case limiter.FailOpen:
+		return limiter.Result{Allowed: true, Limit: b.limit, Remaining: b.limit - n, Degraded: true}, nil
+	case limiter.FallbackLocal:
 		r, ferr := b.fallback.AllowN(ctx, key, n)
 		r.Degraded = true
 		return r, ferr
 	default:
-		return Result{Limit: b.limit}, err
+		return limiter.Result{Limit: b.limit}, err
 	}
 }
 
 func (b *redisBase) validate() error {
 	if isNil(b.rdb) {
-		return fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+		return fmt.Errorf("%w: nil redis client", limiter.ErrInvalidConfig)
 	}
 	if err := b.o.checkCollaborators(); err != nil {
 		return err
 	}
 	switch b.o.policy {
-	case FailClosed, FailOpen, FallbackLocal:
+	case limiter.FailClosed, limiter.FailOpen, limiter.FallbackLocal:
 	default:
-		return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidConfig, int(b.o.policy))
+		return fmt.Errorf("%w: unknown failure policy %d", limiter.ErrInvalidConfig, int(b.o.policy))
 	}
 	if b.o.name == "" {
-		return fmt.Errorf("%w: empty name", ErrInvalidConfig)
+		return fmt.Errorf("%w: empty name", limiter.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -87,27 +89,27 @@ const whyMaxScriptInt = "Redis scripts compute in doubles, exact only up to 2^53
 // checkScriptN refuses a cost the scripts cannot hold exactly.
 func checkScriptN(n int) error {
 	if int64(n) > maxScriptInt {
-		return fmt.Errorf("%w: %d is above %d: %s", ErrInvalidArgument, n, int64(maxScriptInt), whyMaxScriptInt)
+		return fmt.Errorf("%w: %d is above %d: %s", limiter.ErrInvalidArgument, n, int64(maxScriptInt), whyMaxScriptInt)
 	}
 	return nil
 }
 
 // parseDecision checks the 4-integer reply shared by the scripts.
-func parseDecision(v any, err error, limit int) (Result, error) {
+func parseDecision(v any, err error, limit int) (limiter.Result, error) {
 	if err != nil {
-		return Result{}, err
+		return limiter.Result{}, err
 	}
 	a, ok := v.([]any)
 	if !ok || len(a) != 4 {
-		return Result{}, fmt.Errorf("%w: %T %v", ErrBadReply, v, v)
+		return limiter.Result{}, fmt.Errorf("%w: %T %v", ErrBadReply, v, v)
 	}
 	var x [4]int64
 	for i := range a {
 		if x[i], ok = a[i].(int64); !ok {
-			return Result{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, i, a[i])
+			return limiter.Result{}, fmt.Errorf("%w: element %d is %T", ErrBadReply, i, a[i])
 		}
 	}
-	return Result{
+	return limiter.Result{
 		Allowed:    x[0] == 1,
 		Limit:      limit,
 		Remaining:  int(max(x[1], 0)),

@@ -1,4 +1,4 @@
-package limiter_test
+package redislimit_test
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 )
 
 func TestRedisBucketTimeTable(t *testing.T) {
 	t.Parallel()
 	c, m := testenv.Miniredis(t)
 	m.SetTime(t0)
-	b, err := limiter.NewRedisBucket(c, 10, 5, limiter.WithKeyPrefix(testenv.Prefix(t)), limiter.WithName("global"))
+	b, err := redislimit.NewBucket(c, 10, 5, redislimit.WithKeyPrefix(testenv.Prefix(t)), redislimit.WithName("global"))
 	require.NoError(t, err)
 	ctx := context.Background()
 	steps := []struct {
@@ -58,9 +59,9 @@ func TestRedisBucketGlobalAcrossInstances(t *testing.T) {
 	for kind, c := range testenv.AllRedis(t) {
 		t.Run(string(kind), func(t *testing.T) {
 			prefix := testenv.Prefix(t)
-			var instances []*limiter.RedisBucket
+			var instances []*redislimit.Bucket
 			for range 3 {
-				b, err := limiter.NewRedisBucket(c, limiter.Every(time.Hour), 40, limiter.WithKeyPrefix(prefix), limiter.WithName("global"))
+				b, err := redislimit.NewBucket(c, limiter.Every(time.Hour), 40, redislimit.WithKeyPrefix(prefix), redislimit.WithName("global"))
 				require.NoError(t, err)
 				instances = append(instances, b)
 			}
@@ -94,10 +95,10 @@ func TestRedisLimitersRejectInexactNumbers(t *testing.T) {
 	m.SetTime(t0)
 	const maxExact = 1<<53 - 1
 
-	_, err := limiter.NewRedisBucket(c, limiter.Limit(maxExact+1), 1)
+	_, err := redislimit.NewBucket(c, limiter.Limit(maxExact+1), 1)
 	require.ErrorIs(t, err, limiter.ErrInvalidConfig, "rate 2^53")
 	assert.ErrorContains(t, err, "2^53-1")
-	_, err = limiter.NewRedisBucket(c, limiter.Limit(maxExact), 1)
+	_, err = redislimit.NewBucket(c, limiter.Limit(maxExact), 1)
 	require.NoError(t, err, "rate 2^53-1 is exact")
 
 	if strconv.IntSize < 64 {
@@ -105,18 +106,18 @@ func TestRedisLimitersRejectInexactNumbers(t *testing.T) {
 	}
 	shift := 53
 	big := 1 << shift // 2^53: not a constant, so that the test compiles where int has 32 bits
-	_, err = limiter.NewRedisBucket(c, 1e9, big)
+	_, err = redislimit.NewBucket(c, 1e9, big)
 	require.ErrorIs(t, err, limiter.ErrInvalidConfig, "burst 2^53")
 	assert.ErrorContains(t, err, "2^53-1")
-	_, err = limiter.NewRedisBucket(c, 1e9, big-1)
+	_, err = redislimit.NewBucket(c, 1e9, big-1)
 	require.NoError(t, err, "burst 2^53-1 is exact")
 
 	// A refund of 2^53 is refused and gives nothing back.
 	ctx := context.Background()
 	prefix := testenv.Prefix(t)
-	rb, err := limiter.NewRedisBucket(c, limiter.Every(time.Hour), 2, limiter.WithKeyPrefix(prefix), limiter.WithName("rb"))
+	rb, err := redislimit.NewBucket(c, limiter.Every(time.Hour), 2, redislimit.WithKeyPrefix(prefix), redislimit.WithName("rb"))
 	require.NoError(t, err)
-	sw, err := limiter.NewSlidingWindow(c, 2, time.Hour, limiter.WithKeyPrefix(prefix), limiter.WithName("sw"))
+	sw, err := redislimit.NewSlidingWindow(c, 2, time.Hour, redislimit.WithKeyPrefix(prefix), redislimit.WithName("sw"))
 	require.NoError(t, err)
 	for _, l := range []interface {
 		limiter.Limiter

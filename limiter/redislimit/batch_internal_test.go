@@ -1,4 +1,4 @@
-package limiter
+package redislimit
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/limiter"
 )
 
 // gateHook holds the first script command and the first script pipeline
@@ -71,7 +72,7 @@ func queued(b *batcher, n int) *scriptCall {
 }
 
 type outcome struct {
-	r   Result
+	r   limiter.Result
 	err error
 }
 

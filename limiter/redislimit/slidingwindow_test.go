@@ -1,4 +1,4 @@
-package limiter_test
+package redislimit_test
 
 import (
 	"context"
@@ -18,19 +18,20 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/limiter/redislimit"
 )
 
 // t0 is the instant miniredis TIME is frozen at (SetTime). Every clock it
 // meets is fake: miniredis TTLs only move with FastForward.
 var t0 = testenv.Epoch()
 
-func newWindow(t *testing.T, limit int, window time.Duration, opts ...limiter.SlidingWindowOption) (*limiter.SlidingWindow, *miniredis.Miniredis, func(time.Time)) {
+func newWindow(t *testing.T, limit int, window time.Duration, opts ...redislimit.Option) (*redislimit.SlidingWindow, *miniredis.Miniredis, func(time.Time)) {
 	t.Helper()
 	c, m := testenv.Miniredis(t)
 	m.SetTime(t0)
 	set := func(at time.Time) { m.SetTime(at) }
-	opts = append([]limiter.SlidingWindowOption{limiter.WithKeyPrefix(testenv.Prefix(t))}, opts...)
-	l, err := limiter.NewSlidingWindow(c, limit, window, opts...)
+	opts = append([]redislimit.Option{redislimit.WithKeyPrefix(testenv.Prefix(t))}, opts...)
+	l, err := redislimit.NewSlidingWindow(c, limit, window, opts...)
 	require.NoError(t, err)
 	return l, m, set
 }
@@ -43,7 +44,7 @@ func TestNewSlidingWindowValidation(t *testing.T) {
 		rdb    redis.Scripter
 		limit  int
 		window time.Duration
-		opts   []limiter.SlidingWindowOption
+		opts   []redislimit.Option
 	}{
 		{"nil client", nil, 1, time.Second, nil},
 		{"zero limit", c, 0, time.Second, nil},
@@ -51,23 +52,23 @@ func TestNewSlidingWindowValidation(t *testing.T) {
 		{"huge limit", c, 1 << 21, time.Second, nil},
 		{"zero window", c, 1, 0, nil},
 		{"sub-ms window", c, 1, time.Microsecond, nil},
-		{"bad policy", c, 1, time.Second, []limiter.SlidingWindowOption{limiter.WithFailurePolicy(limiter.FailurePolicy(42))}},
-		{"empty name", c, 1, time.Second, []limiter.SlidingWindowOption{limiter.WithName("")}},
+		{"bad policy", c, 1, time.Second, []redislimit.Option{redislimit.WithFailurePolicy(limiter.FailurePolicy(42))}},
+		{"empty name", c, 1, time.Second, []redislimit.Option{redislimit.WithName("")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := limiter.NewSlidingWindow(tc.rdb, tc.limit, tc.window, tc.opts...)
+			l, err := redislimit.NewSlidingWindow(tc.rdb, tc.limit, tc.window, tc.opts...)
 			require.ErrorIs(t, err, limiter.ErrInvalidConfig)
 			require.Nil(t, l)
 		})
 	}
-	_, err := limiter.NewRedisBucket(nil, 1, 1)
+	_, err := redislimit.NewBucket(nil, 1, 1)
 	require.ErrorIs(t, err, limiter.ErrInvalidConfig)
 	for _, r := range []limiter.Limit{0, -1, limiter.Inf} {
-		_, err := limiter.NewRedisBucket(c, r, 1)
+		_, err := redislimit.NewBucket(c, r, 1)
 		require.ErrorIs(t, err, limiter.ErrInvalidConfig, "rate %v", r)
 	}
-	_, err = limiter.NewRedisBucket(c, 1, 0)
+	_, err = redislimit.NewBucket(c, 1, 0)
 	require.ErrorIs(t, err, limiter.ErrInvalidConfig)
 }
 
@@ -156,7 +157,7 @@ func TestSlidingWindowResultFields(t *testing.T) {
 
 func TestSlidingWindowKeysShareOneTagAndExpire(t *testing.T) {
 	t.Parallel()
-	l, m, _ := newWindow(t, 3, time.Second, limiter.WithName("user"))
+	l, m, _ := newWindow(t, 3, time.Second, redislimit.WithName("user"))
 	_, err := l.AllowN(context.Background(), "42", 1)
 	require.NoError(t, err)
 	keys := m.Keys()
@@ -202,13 +203,13 @@ func TestRedisLimitersRejectBadReplies(t *testing.T) {
 	}
 	for _, rep := range replies {
 		sc := fakeScripter{reply: rep}
-		sw, err := limiter.NewSlidingWindow(sc, 5, time.Second)
+		sw, err := redislimit.NewSlidingWindow(sc, 5, time.Second)
 		require.NoError(t, err)
-		rb, err := limiter.NewRedisBucket(sc, 5, 5)
+		rb, err := redislimit.NewBucket(sc, 5, 5)
 		require.NoError(t, err)
 		for _, l := range []limiter.Limiter{sw, rb} {
 			r, err := l.AllowN(context.Background(), "k", 1)
-			require.ErrorIs(t, err, limiter.ErrBadReply, "%#v", rep)
+			require.ErrorIs(t, err, redislimit.ErrBadReply, "%#v", rep)
 			require.ErrorIs(t, err, limiter.ErrUnavailable)
 			assert.False(t, r.Allowed)
 		}
@@ -217,13 +218,13 @@ func TestRedisLimitersRejectBadReplies(t *testing.T) {
 
 func TestRedisFailurePolicies(t *testing.T) {
 	t.Parallel()
-	type mk func(c redis.Scripter, opts ...limiter.RedisOption) (limiter.Limiter, error)
+	type mk func(c redis.Scripter, opts ...redislimit.Option) (limiter.Limiter, error)
 	makers := map[string]mk{
-		"slidingwindow": func(c redis.Scripter, opts ...limiter.RedisOption) (limiter.Limiter, error) {
-			return limiter.NewSlidingWindow(c, 2, time.Hour, asOptions[limiter.SlidingWindowOption](opts)...)
+		"slidingwindow": func(c redis.Scripter, opts ...redislimit.Option) (limiter.Limiter, error) {
+			return redislimit.NewSlidingWindow(c, 2, time.Hour, opts...)
 		},
-		"redisbucket": func(c redis.Scripter, opts ...limiter.RedisOption) (limiter.Limiter, error) {
-			return limiter.NewRedisBucket(c, limiter.Per(2, time.Hour), 2, asOptions[limiter.RedisBucketOption](opts)...)
+		"redisbucket": func(c redis.Scripter, opts ...redislimit.Option) (limiter.Limiter, error) {
+			return redislimit.NewBucket(c, limiter.Per(2, time.Hour), 2, opts...)
 		},
 	}
 	for name, newL := range makers {
@@ -244,7 +245,7 @@ func TestRedisFailurePolicies(t *testing.T) {
 					var hooked atomic.Int64
 					var lastErr error
 					var mu sync.Mutex
-					l, err := newL(c, limiter.WithFailurePolicy(tc.policy), limiter.WithOnFailure(func(_ context.Context, key string, err error) {
+					l, err := newL(c, redislimit.WithFailurePolicy(tc.policy), redislimit.WithOnFailure(func(_ context.Context, key string, err error) {
 						hooked.Add(1)
 						mu.Lock()
 						lastErr = err
@@ -297,7 +298,7 @@ func TestRedisFailureCustomFallbackAndSetError(t *testing.T) {
 	c, m := testenv.Miniredis(t)
 	fb, err := limiter.NewKeyed(limiter.Every(time.Hour), 1) // no refill between the calls, however slow
 	require.NoError(t, err)
-	l, err := limiter.NewSlidingWindow(c, 5, time.Second, limiter.WithFailurePolicy(limiter.FallbackLocal), limiter.WithFallback(fb))
+	l, err := redislimit.NewSlidingWindow(c, 5, time.Second, redislimit.WithFailurePolicy(limiter.FallbackLocal), redislimit.WithFallback(fb))
 	require.NoError(t, err)
 	m.SetError("LOADING Redis is loading the dataset in memory")
 	r, err := l.AllowN(context.Background(), "k", 1)
@@ -318,8 +319,8 @@ func TestRedisCallerCancelIsNotAStoreFailure(t *testing.T) {
 	t.Parallel()
 	c, _ := testenv.Miniredis(t)
 	var hooked atomic.Int64
-	l, err := limiter.NewSlidingWindow(c, 5, time.Second, limiter.WithFailurePolicy(limiter.FailOpen),
-		limiter.WithOnFailure(func(context.Context, string, error) { hooked.Add(1) }))
+	l, err := redislimit.NewSlidingWindow(c, 5, time.Second, redislimit.WithFailurePolicy(limiter.FailOpen),
+		redislimit.WithOnFailure(func(context.Context, string, error) { hooked.Add(1) }))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -339,8 +340,8 @@ func TestBatchingConcurrentAndScriptFlush(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			prefix := testenv.Prefix(t)
 			for _, batch := range []int{0, 1, 4} {
-				l, err := limiter.NewSlidingWindow(c, 10, time.Hour, limiter.WithKeyPrefix(prefix),
-					limiter.WithName("b"+string(rune('0'+batch))), limiter.WithBatching(batch))
+				l, err := redislimit.NewSlidingWindow(c, 10, time.Hour, redislimit.WithKeyPrefix(prefix),
+					redislimit.WithName("b"+string(rune('0'+batch))), redislimit.WithBatching(batch))
 				require.NoError(t, err)
 				if kind != testenv.KindCluster {
 					require.NoError(t, c.ScriptFlush(context.Background()).Err())
@@ -372,7 +373,7 @@ func TestBatchingConcurrentAndScriptFlush(t *testing.T) {
 func TestBatchingAbandonedCallerSpendsNothing(t *testing.T) {
 	t.Parallel()
 	c, _ := testenv.Miniredis(t)
-	l, err := limiter.NewSlidingWindow(c, 1000, time.Hour, limiter.WithBatching(1))
+	l, err := redislimit.NewSlidingWindow(c, 1000, time.Hour, redislimit.WithBatching(1))
 	require.NoError(t, err)
 	// Cancelled contexts are refused before anything is sent.
 	ctx, cancel := context.WithCancel(context.Background())

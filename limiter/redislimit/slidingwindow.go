@@ -1,4 +1,4 @@
-package limiter
+package redislimit
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/limiter"
 )
 
 // maxWindowLimit caps the per-window limit: the sliding log holds one
@@ -15,7 +17,7 @@ const maxWindowLimit = 1 << 20
 
 // SlidingWindow allows at most limit events per key in any window of the
 // given length, shared by every app server through Redis. It implements
-// [Limiter] and [Refunder] and is safe for concurrent use.
+// [limiter.Limiter] and [limiter.Refunder] and is safe for concurrent use.
 //
 // # Accuracy
 //
@@ -28,14 +30,14 @@ const maxWindowLimit = 1 << 20
 // straddling two buckets in the worst case). Refused events are not
 // recorded. The price is memory: up to limit members (~40 bytes each) per
 // active key, expired with the window; limits are capped at 1<<20. For big
-// budgets (a global limit of thousands per second) use [RedisBucket].
+// budgets (a global limit of thousands per second) use [Bucket].
 //
 // # Redis
 //
 // One EVALSHA per decision (EVAL after a script cache flush), one key per
 // script, so it works on Redis Cluster; "now" is Redis TIME, so app server
 // clocks do not matter. Requires Redis >= 5 (scripts with TIME then writes
-// are replicated by effects). When Redis fails, the [FailurePolicy] decides.
+// are replicated by effects). When Redis fails, the [limiter.FailurePolicy] decides.
 type SlidingWindow struct {
 	redisBase
 	window    time.Duration
@@ -47,22 +49,21 @@ type SlidingWindow struct {
 // NewSlidingWindow returns a limiter of limit events per window per key.
 // The window is kept in microseconds and must be at least 1 ms. Options
 // read: [WithKeyPrefix], [WithName], [WithFailurePolicy], [WithFallback],
-// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver], [WithClock]
-// (the default fallback's clock).
-func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...SlidingWindowOption) (*SlidingWindow, error) {
-	o := buildOptions(opts, SlidingWindowOption.applySlidingWindow)
+// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver].
+func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
+	o := buildOptions(opts)
 	s := &SlidingWindow{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: limit}, window: window}
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
 	if limit < 1 || limit > maxWindowLimit {
-		return nil, fmt.Errorf("%w: limit %d must be in [1, %d]", ErrInvalidConfig, limit, maxWindowLimit)
+		return nil, fmt.Errorf("%w: limit %d must be in [1, %d]", limiter.ErrInvalidConfig, limit, maxWindowLimit)
 	}
 	if window < time.Millisecond {
-		return nil, fmt.Errorf("%w: window %v must be >= 1ms", ErrInvalidConfig, window)
+		return nil, fmt.Errorf("%w: window %v must be >= 1ms", limiter.ErrInvalidConfig, window)
 	}
-	if o.policy == FallbackLocal && !o.fallbackSet {
-		k, err := NewKeyed(Per(limit, window), limit, o.localOptions()...)
+	if o.policy == limiter.FallbackLocal && !o.fallbackSet {
+		k, err := limiter.NewKeyed(limiter.Per(limit, window), limit)
 		if err != nil {
 			return nil, err
 		}
@@ -78,9 +79,9 @@ func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts 
 
 var argOne any = "1"
 
-// AllowN implements [Limiter]: it records n events for key if the window
+// AllowN implements [limiter.Limiter]: it records n events for key if the window
 // has room for them, else refuses and records nothing.
-func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (Result, error) {
+func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (limiter.Result, error) {
 	if s.obs == nil {
 		return s.allowN(ctx, key, n)
 	}
@@ -90,9 +91,9 @@ func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (Result, 
 	return r, err
 }
 
-func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (Result, error) {
+func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (limiter.Result, error) {
 	if n < 1 || n > s.limit {
-		return Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidArgument, n, s.limit)
+		return limiter.Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", limiter.ErrInvalidArgument, n, s.limit)
 	}
 	argN := argOne
 	if n != 1 {
@@ -106,11 +107,11 @@ func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (Result, 
 	return r, nil
 }
 
-// RefundN implements [Refunder]: it removes the n newest events of key's
+// RefundN implements [limiter.Refunder]: it removes the n newest events of key's
 // log (any n recent events count the same for later decisions). n above
-// 2^53-1 is an error wrapping [ErrInvalidArgument] and removes nothing. It never
+// 2^53-1 is an error wrapping [limiter.ErrInvalidArgument] and removes nothing. It never
 // applies the failure policy: a failure is reported to [WithOnFailure] and
-// returned, wrapping [ErrUnavailable].
+// returned, wrapping [limiter.ErrUnavailable].
 func (s *SlidingWindow) RefundN(ctx context.Context, key string, n int) error {
 	if n < 1 {
 		return nil
@@ -120,7 +121,7 @@ func (s *SlidingWindow) RefundN(ctx context.Context, key string, n int) error {
 	}
 	err := slidingWindowRefundScript.Run(ctx, s.rdb, []string{windowKey(s.o.prefix, s.o.name, key)}, n).Err()
 	if err != nil {
-		err = fmt.Errorf("%w: refund %s %q: %w", ErrUnavailable, s.o.name, key, err)
+		err = fmt.Errorf("%w: refund %s %q: %w", limiter.ErrUnavailable, s.o.name, key, err)
 		if s.o.onFailure != nil {
 			s.o.onFailure(ctx, key, err)
 		}

@@ -1,4 +1,4 @@
-package limiter
+package redislimit
 
 // Redis keys. Each script touches exactly one key, so any slot works on a
 // Cluster; the key still carries a hash tag around the limiter name and the
@@ -6,7 +6,7 @@ package limiter
 // would stay in one slot, and different callers spread over the slots.
 //
 //	<prefix>{sw:<name>:<key>}   sorted set: the sliding log of SlidingWindow
-//	<prefix>{tb:<name>:<key>}   string: the GCRA arrival time of RedisBucket
+//	<prefix>{tb:<name>:<key>}   string: the GCRA arrival time of Bucket
 //
 // A caller key containing '{' or '}' only shortens the tag; it cannot make
 // two scripts' keys cross slots, since no script takes two keys.

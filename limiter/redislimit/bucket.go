@@ -1,4 +1,4 @@
-package limiter
+package redislimit
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/limiter"
 )
 
-// RedisBucket is a token bucket per key kept in Redis (GCRA: one string
+// Bucket is a token bucket per key kept in Redis (GCRA: one string
 // per key holding its theoretical arrival time), shared by every app
 // server. With one constant key it is the cluster-wide global limit: all
 // instances draw from one budget of burst tokens refilled at rate per
-// second. It implements [Limiter] and [Refunder] and is safe for concurrent
+// second. It implements [limiter.Limiter] and [limiter.Refunder] and is safe for concurrent
 // use.
 //
 // # Accuracy
@@ -24,52 +26,52 @@ import (
 // The key expires once the bucket is full again. A single global key lives
 // in one Cluster slot, so a global limit is bounded by one Redis node's
 // throughput (about 100k decisions/s); put it after the per-user limits in
-// a [Chain] so refused users never reach it.
+// a [limiter.Chain] so refused users never reach it.
 //
 // One EVALSHA per decision, one key per script (Cluster-safe); Redis >= 5.
-// When Redis fails, the [FailurePolicy] decides; the default fallback is
-// one in-process [Keyed] bucket per key with the same rate and burst — per
+// When Redis fails, the [limiter.FailurePolicy] decides; the default fallback is
+// one in-process [limiter.Keyed] bucket per key with the same rate and burst — per
 // process, so N instances admit up to N times the budget while Redis is
 // down (give [WithFallback] a bucket of rate/N to keep the sum).
-type RedisBucket struct {
+type Bucket struct {
 	redisBase
-	rate        Limit
+	rate        limiter.Limit
 	allow       *batcher
 	argInterval any
 	argBurst    any
 }
 
-// NewRedisBucket returns a Redis token bucket of burst tokens refilled at
+// NewBucket returns a Redis token bucket of burst tokens refilled at
 // rate per second per key. rate must be positive and finite, burst >= 1,
 // and neither above 2^53-1 (the script's numbers are Lua doubles).
 // Options read: [WithKeyPrefix], [WithName], [WithFailurePolicy],
 // [WithFallback], [WithOnFailure], [WithLogger], [WithBatching],
-// [WithObserver], [WithClock] (the default fallback's clock).
-func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...RedisBucketOption) (*RedisBucket, error) {
-	o := buildOptions(opts, RedisBucketOption.applyRedisBucket)
-	b := &RedisBucket{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: burst}, rate: rate}
+// [WithObserver].
+func NewBucket(rdb redis.Scripter, rate limiter.Limit, burst int, opts ...Option) (*Bucket, error) {
+	o := buildOptions(opts)
+	b := &Bucket{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: burst}, rate: rate}
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
 	r := float64(rate)
 	if math.IsNaN(r) || math.IsInf(r, 0) || r <= 0 {
-		return nil, fmt.Errorf("%w: redis bucket rate %v must be positive and finite", ErrInvalidConfig, r)
+		return nil, fmt.Errorf("%w: redis bucket rate %v must be positive and finite", limiter.ErrInvalidConfig, r)
 	}
 	if r > maxScriptInt {
-		return nil, fmt.Errorf("%w: redis bucket rate %v is above %d: %s", ErrInvalidConfig, r, int64(maxScriptInt), whyMaxScriptInt)
+		return nil, fmt.Errorf("%w: redis bucket rate %v is above %d: %s", limiter.ErrInvalidConfig, r, int64(maxScriptInt), whyMaxScriptInt)
 	}
 	if burst < 1 {
-		return nil, fmt.Errorf("%w: burst %d must be >= 1", ErrInvalidConfig, burst)
+		return nil, fmt.Errorf("%w: burst %d must be >= 1", limiter.ErrInvalidConfig, burst)
 	}
 	if int64(burst) > maxScriptInt {
-		return nil, fmt.Errorf("%w: burst %d is above %d: %s", ErrInvalidConfig, burst, int64(maxScriptInt), whyMaxScriptInt)
+		return nil, fmt.Errorf("%w: burst %d is above %d: %s", limiter.ErrInvalidConfig, burst, int64(maxScriptInt), whyMaxScriptInt)
 	}
 	interval := 1e6 / r // µs per token
 	if interval*float64(burst) > 1e15 {
-		return nil, fmt.Errorf("%w: rate %v with burst %d spans too long a time", ErrInvalidConfig, r, burst)
+		return nil, fmt.Errorf("%w: rate %v with burst %d spans too long a time", limiter.ErrInvalidConfig, r, burst)
 	}
-	if o.policy == FallbackLocal && !o.fallbackSet {
-		k, err := NewKeyed(rate, burst, o.localOptions()...)
+	if o.policy == limiter.FallbackLocal && !o.fallbackSet {
+		k, err := limiter.NewKeyed(rate, burst)
 		if err != nil {
 			return nil, err
 		}
@@ -83,9 +85,9 @@ func NewRedisBucket(rdb redis.Scripter, rate Limit, burst int, opts ...RedisBuck
 	return b, nil
 }
 
-// AllowN implements [Limiter]: it takes n tokens from key's bucket if they
+// AllowN implements [limiter.Limiter]: it takes n tokens from key's bucket if they
 // are there, else refuses and takes nothing.
-func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, error) {
+func (b *Bucket) AllowN(ctx context.Context, key string, n int) (limiter.Result, error) {
 	if b.obs == nil {
 		return b.allowN(ctx, key, n)
 	}
@@ -95,9 +97,9 @@ func (b *RedisBucket) AllowN(ctx context.Context, key string, n int) (Result, er
 	return r, err
 }
 
-func (b *RedisBucket) allowN(ctx context.Context, key string, n int) (Result, error) {
+func (b *Bucket) allowN(ctx context.Context, key string, n int) (limiter.Result, error) {
 	if n < 1 || n > b.limit {
-		return Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", ErrInvalidArgument, n, b.limit)
+		return limiter.Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", limiter.ErrInvalidArgument, n, b.limit)
 	}
 	argN := argOne
 	if n != 1 {
@@ -111,11 +113,11 @@ func (b *RedisBucket) allowN(ctx context.Context, key string, n int) (Result, er
 	return r, nil
 }
 
-// RefundN implements [Refunder]: it puts n tokens back (never beyond
-// full). n above 2^53-1 is an error wrapping [ErrInvalidArgument] and gives
+// RefundN implements [limiter.Refunder]: it puts n tokens back (never beyond
+// full). n above 2^53-1 is an error wrapping [limiter.ErrInvalidArgument] and gives
 // nothing back. A failure is reported to [WithOnFailure] and returned, wrapping
-// [ErrUnavailable].
-func (b *RedisBucket) RefundN(ctx context.Context, key string, n int) error {
+// [limiter.ErrUnavailable].
+func (b *Bucket) RefundN(ctx context.Context, key string, n int) error {
 	if n < 1 {
 		return nil
 	}
@@ -125,7 +127,7 @@ func (b *RedisBucket) RefundN(ctx context.Context, key string, n int) error {
 	err := gcraScript.Run(ctx, b.rdb, []string{bucketKey(b.o.prefix, b.o.name, key)},
 		b.argInterval, b.argBurst, -n).Err()
 	if err != nil {
-		err = fmt.Errorf("%w: refund %s %q: %w", ErrUnavailable, b.o.name, key, err)
+		err = fmt.Errorf("%w: refund %s %q: %w", limiter.ErrUnavailable, b.o.name, key, err)
 		if b.o.onFailure != nil {
 			b.o.onFailure(ctx, key, err)
 		}
