@@ -155,13 +155,27 @@ func (a *App) buildStock() (err error) {
 		}
 		return out, nil
 	})
-	if p.preloader, err = stock.NewPreloader(p.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(cmp.Or(a.cfg.preloadEvery, 5*time.Second)),
+	poll := cmp.Or(a.cfg.preloadEvery, 5*time.Second)
+	if p.preloader, err = stock.NewPreloader(p.stock, src, stock.WithLeadTime(10*time.Minute), stock.WithPollInterval(poll),
 		stock.WithLogger(log), stock.WithRecovery(a.recoverStock), stock.WithOnRecover(a.afterRebuild)); err != nil {
 		return err
 	}
 	a.run.add(
 		worker{name: "stock_soldout", run: p.stock.Run, stop: p.stock.Close},
-		worker{name: "preloader", run: p.preloader.Run, start: func(ctx context.Context) error {
+		// start makes the first pass (the sale is loaded before the server
+		// answers); Run makes its own first pass at once, so it starts one
+		// poll later: a second pass right after the first would undo an
+		// operator's freeze made in between (TestAdjustUndoesTheFirstStore).
+		worker{name: "preloader", run: func(ctx context.Context) error {
+			t := time.NewTimer(poll)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			return p.preloader.Run(ctx)
+		}, start: func(ctx context.Context) error {
 			if _, err := p.preloader.Tick(ctx); err != nil { // load now; Run keeps watching
 				return fmt.Errorf("preload: %w", err)
 			}
