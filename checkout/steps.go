@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -368,6 +369,6 @@ func (c *Checkout) stepSubmit(ctx context.Context, a *Attempt) Outcome {
 
 // message is the order message of a's reservation.
 func (c *Checkout) message(a *Attempt, qty int64) order.Message {
-	return order.Message{MsgID: order.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
+	return order.Message{MsgID: outbox.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
 		Qty: qty, Price: c.cfg.Price, CreatedAt: c.cfg.Now().UTC()}
 }

@@ -146,7 +146,7 @@ var errAdjustExists = errors.New("order: adjustment exists")
 // option is [WithTables].
 func AdjustStock(ctx context.Context, db *gorm.DB, p AdjustParams, opts ...TableOption) (Adjustment, error) {
 	if db == nil {
-		return Adjustment{}, fmt.Errorf("%w: AdjustStock needs a db", ErrInvalidOption)
+		return Adjustment{}, fmt.Errorf("%w: AdjustStock needs a db", ErrInvalidConfig)
 	}
 	t, err := tablesOf(opts)
 	if err != nil {
@@ -216,7 +216,7 @@ func AdjustStock(ctx context.Context, db *gorm.DB, p AdjustParams, opts ...Table
 // only option is [WithTables].
 func Adjustments(ctx context.Context, db *gorm.DB, activity string, opts ...TableOption) ([]Adjustment, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: Adjustments needs a db", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: Adjustments needs a db", ErrInvalidConfig)
 	}
 	t, err := tablesOf(opts)
 	if err != nil {
@@ -241,7 +241,7 @@ func Adjustments(ctx context.Context, db *gorm.DB, activity string, opts ...Tabl
 // [ErrActivityNotFound]. The only option is [WithTables].
 func SetActivityStatus(ctx context.Context, db *gorm.DB, activity string, status ActivityStatus, opts ...TableOption) error {
 	if db == nil {
-		return fmt.Errorf("%w: SetActivityStatus needs a db", ErrInvalidOption)
+		return fmt.Errorf("%w: SetActivityStatus needs a db", ErrInvalidConfig)
 	}
 	t, err := tablesOf(opts)
 	if err != nil {

@@ -229,6 +229,6 @@ func TestAdjustStockWithTables(t *testing.T) {
 		assert.EqualValues(t, 1, rowCount(t, db, otherTables.Adjust, ""))
 		assert.EqualValues(t, 0, rowCount(t, db, DefaultAdjustTable, ""))
 		_, err = AdjustStock(ctx, db, AdjustParams{Activity: "1", ID: "a", Delta: 3}, WithTables(Tables{Order: "x", Adjust: "x"}))
-		assert.ErrorIs(t, err, ErrInvalidOption)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
 	})
 }

@@ -55,14 +55,14 @@ var _ Scheduler = (*Canceller)(nil)
 // [WithObserver].
 func NewCanceller(db *gorm.DB, rdb QueueClient, rel Releaser, opts ...CancellerOption) (*Canceller, error) {
 	if db == nil || rel == nil {
-		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, CancellerOption.applyCanceller)
 	if err != nil {
 		return nil, err
 	}
 	if o.poll <= 0 || o.scan <= 0 || o.scanBatch < 1 || o.backoffMin <= 0 {
-		return nil, fmt.Errorf("%w: invalid canceller options", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: invalid canceller options", ErrInvalidConfig)
 	}
 	if err := o.tables.validate(); err != nil {
 		return nil, err

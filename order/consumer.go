@@ -97,14 +97,14 @@ func (c *Consumer) Stats() Stats {
 // [WithLogger], [WithObserver], [WithContextFrom], [WithClock].
 func NewConsumer(p *Processor, rel Releaser, opts ...ConsumerOption) (*Consumer, error) {
 	if p == nil || rel == nil {
-		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
 	if err != nil {
 		return nil, err
 	}
 	if o.batchSize < 1 || o.maxAttempts < 1 || o.backoffMin <= 0 || o.backoffMax < o.backoffMin || o.releaseTry < 1 {
-		return nil, fmt.Errorf("%w: invalid consumer options", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: invalid consumer options", ErrInvalidConfig)
 	}
 	if o.health == nil {
 		db := p.db

@@ -45,7 +45,7 @@
 // Each constructor takes its own option type (see [ProcessorOption]), so
 // an option that does not apply to it does not compile. A nil option is
 // ignored; a nil collaborator (a nil db, releaser, processor, …) fails the
-// constructor with [ErrInvalidOption].
+// constructor with [ErrInvalidConfig].
 //
 // # Failure semantics
 //

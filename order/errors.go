@@ -77,14 +77,11 @@ var (
 	ErrClosed  = lifecycle.ErrClosed
 	ErrRunning = lifecycle.ErrRunning
 
-	// ErrInvalidOption is returned by constructors and functions given an
+	// ErrInvalidConfig is returned by constructors and functions given an
 	// invalid option or a missing collaborator (an invalid table name, a
-	// nil db, a non-positive pay timeout, …).
-	ErrInvalidOption = errors.New("order: invalid option")
-
-	// ErrUnsupportedDialect is returned by [Schema] for a dialect it has
-	// no DDL for (SQLite: use [AutoMigrate]).
-	ErrUnsupportedDialect = errors.New("order: unsupported database dialect")
+	// nil db or logger, a non-positive pay timeout, a dialect [Schema] has
+	// no DDL for, …).
+	ErrInvalidConfig = errors.New("order: invalid configuration")
 )
 
 // PermanentError marks a failure that retrying cannot fix: an undecodable or

@@ -27,7 +27,7 @@ func ExampleAdjustStock() {
 
 	var act order.Activity
 	db.Where("id = ?", "42").First(&act)
-	fmt.Println(act.Stock, act.TotalStock, act.Status)
+	fmt.Println(act.Remaining, act.Stock, act.Status)
 	// Output:
 	// 3 false <nil>
 	// 3 true <nil>

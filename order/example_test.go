@@ -33,8 +33,8 @@ func openDB() (*gorm.DB, func()) {
 	// The examples run on the real clock (the ID generator, the processor
 	// and the canceller use time.Now), so the activity window starts now.
 	start := time.Now()
-	db.Create(&order.Activity{ID: "42", Name: "phone", ActivityPrice: 99900, TotalStock: 2, Stock: 2,
-		UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
+	db.Create(&order.Activity{ID: "42", Name: "phone", ActivityPrice: 99900, Stock: 2, Remaining: 2,
+		PerUserLimit: 1, Start: start, End: start.Add(time.Hour)})
 	return db, func() {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
@@ -162,7 +162,7 @@ func ExampleWithTxHook() {
 	_ = db.AutoMigrate(&ShopItem{})
 	start := time.Now()
 	db.Table("shop_activity").Create(&order.Activity{ID: "42", ProductID: 7001, ProductName: "phone", ActivityPrice: 99900,
-		TotalStock: 5, Stock: 5, UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
+		Stock: 5, Remaining: 5, PerUserLimit: 1, Start: start, End: start.Add(time.Hour)})
 
 	ids, _ := orderid.New(1)
 	p, _ := order.NewProcessor(db, ids, tabs, order.WithTxHook(func(ctx context.Context, tx *gorm.DB, orders []order.Order) error {

@@ -61,7 +61,7 @@ type Fence struct {
 // [WithTables], [WithLogger].
 func NewFence(db *gorm.DB, rel Releaser, opts ...FenceOption) (*Fence, error) {
 	if db == nil || rel == nil {
-		return nil, fmt.Errorf("%w: NewFence needs a db and a releaser", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewFence needs a db and a releaser", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, FenceOption.applyFence)
 	if err != nil {

@@ -151,7 +151,7 @@ func addActivityIn(t testing.TB, db *gorm.DB, tabs Tables, id string, stock, lim
 	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
 	require.NoError(t, db.Table(tabs.Activity).Create(&Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
 		ProductID: productOf(id), ProductName: "product " + id,
-		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
+		Stock: stock, Remaining: stock, PerUserLimit: limit, Status: 1, Start: now, End: now.Add(24 * time.Hour)}).Error)
 }
 
 func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
@@ -177,7 +177,7 @@ func dbStock(t testing.TB, db *gorm.DB, act string) int64 {
 	t.Helper()
 	var a Activity
 	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
-	return a.Stock
+	return a.Remaining
 }
 
 // checkConservation asserts DB stock + live orders = initial.

@@ -14,7 +14,7 @@ import (
 // activity that is not [ValidID] fails with [ErrInvalidID].
 func LiveReservations(ctx context.Context, db *gorm.DB, activity string, opts ...TableOption) ([]Reservation, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: LiveReservations needs a db", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: LiveReservations needs a db", ErrInvalidConfig)
 	}
 	t, err := tablesOf(opts)
 	if err != nil {

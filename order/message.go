@@ -63,8 +63,8 @@ type Message struct {
 	Headers map[string]string `json:"-"`
 }
 
-// NewMsgID returns a random 128-bit hex message ID.
-func NewMsgID() string {
+// newMsgID returns a random 128-bit hex message ID.
+func newMsgID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -117,10 +117,13 @@ func (r *RawJSON) Scan(src any) error {
 
 // Activity is a row of seckill_activity (or the table [WithTables] names).
 // ID is the activity's ID, a [ValidID] string chosen by the application
-// (the one stock and the messages use; no auto-increment). Stock is the DB
-// guard: the consumer only ever runs UPDATE … SET stock = stock - n WHERE
-// id = ? AND stock >= n. UserLimit is the per-user cap; when it is 1 the
-// DB also enforces one live order per (user, activity).
+// (the one stock and the messages use; no auto-increment). The fields
+// Stock, PerUserLimit, Start and End mean what they mean in stock.Activity
+// (their columns keep the names total_stock, user_limit, start_time and
+// end_time). Stock is the units on sale; Remaining (column stock) is the
+// DB guard: the consumer only ever runs UPDATE … SET stock = stock - n
+// WHERE id = ? AND stock >= n. PerUserLimit is the per-user cap; when it
+// is 1 the DB also enforces one live order per (user, activity).
 //
 // The ID columns (here and the user_id and activity_id of [Order] and
 // [Dedup]) are VARCHAR(64), their reservation_id columns VARCHAR(128)
@@ -134,13 +137,13 @@ type Activity struct {
 	ProductName   string         `gorm:"size:255;not null;default:''"`
 	OriginalPrice Cents          `gorm:"type:decimal(12,2);not null;default:0"`
 	ActivityPrice Cents          `gorm:"type:decimal(12,2);not null;default:0"`
-	TotalStock    int64          `gorm:"not null;default:0"`
-	Stock         int64          `gorm:"not null;default:0"`
-	UserLimit     int64          `gorm:"not null;default:1"`
+	Stock         int64          `gorm:"column:total_stock;not null;default:0"`
+	Remaining     int64          `gorm:"column:stock;not null;default:0"`
+	PerUserLimit  int64          `gorm:"column:user_limit;not null;default:1"`
 	Version       int64          `gorm:"not null;default:0"`
 	Status        ActivityStatus `gorm:"not null;default:1"` // ActivityActive, ActivityPaused, … ([SetActivityStatus])
-	StartTime     time.Time      `gorm:"not null"`
-	EndTime       time.Time      `gorm:"not null"`
+	Start         time.Time      `gorm:"column:start_time;not null"`
+	End           time.Time      `gorm:"column:end_time;not null"`
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
@@ -151,7 +154,7 @@ func (Activity) TableName() string { return DefaultActivityTable }
 // Order is a row of seckill_order (or the table [WithTables] names).
 //
 // LiveSlot is 1 while the order is live (CREATED or PAID) and the
-// activity's UserLimit is 1, and NULL otherwise; UNIQUE(user_id,
+// activity's PerUserLimit is 1, and NULL otherwise; UNIQUE(user_id,
 // activity_id, live_slot) is therefore "UNIQUE(user_id, activity_id) when
 // the cap is 1" — NULLs never collide (MySQL, MariaDB, PostgreSQL and SQLite
 // alike), so caps above 1 and re-buying after a cancellation still work.

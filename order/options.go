@@ -45,7 +45,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 // functions that take a database or a dialect: [AutoMigrate], [Schema],
 // …). A nil option is ignored; a nil collaborator — a constructor's
 // required argument, or the value given to an option that needs one — is
-// an error ([ErrInvalidOption]) or, where documented, keeps the default.
+// an error ([ErrInvalidConfig]) or, where documented, keeps the default.
 type (
 	// ProcessorOption configures [NewProcessor].
 	ProcessorOption interface{ applyProcessor(*options) }
@@ -257,14 +257,14 @@ func buildOptions[T any](opts []T, apply func(T, *options)) (options, error) {
 // fail records the first invalid option.
 func (o *options) fail(format string, args ...any) {
 	if o.err == nil {
-		o.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+		o.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
 }
 
 // WithClock sets the source of "now" for expiry times, results, the
 // cancellation queue and the reconciler's grace period.
 // Default: the system clock. A nil clock fails the constructor with
-// [ErrInvalidOption].
+// [ErrInvalidConfig].
 func WithClock(c Clock) ClockOption {
 	return ClockOption(func(o *options) {
 		if c == nil {
@@ -277,12 +277,15 @@ func WithClock(c Clock) ClockOption {
 
 // WithLogger sets a logger for failures that are handled but worth seeing
 // (a result write that failed, a release retried). Default: discard. A
-// nil logger keeps the default.
+// nil logger fails the constructor with [ErrInvalidConfig] (to silence a
+// part, pass slog.New(slog.DiscardHandler)).
 func WithLogger(l *slog.Logger) LoggerOption {
 	return LoggerOption(func(o *options) {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			o.fail("nil logger")
+			return
 		}
+		o.logger = l
 	})
 }
 
@@ -323,7 +326,7 @@ func WithBackoff(min, max time.Duration) BackoffOption {
 
 // WithDeadLetter sets where the [Consumer] sends poison messages. Without
 // one, a poison message stops [Consumer.Consume] with [ErrNoDeadLetter].
-// Default none; a nil d fails [NewConsumer] with [ErrInvalidOption].
+// Default none; a nil d fails [NewConsumer] with [ErrInvalidConfig].
 func WithDeadLetter(d DeadLetter) ConsumerOption {
 	return consumerOpt(func(o *options) {
 		if d == nil {
@@ -337,7 +340,7 @@ func WithDeadLetter(d DeadLetter) ConsumerOption {
 // WithResults makes the [Consumer] record SUCCESS/FAILED, the [Submitter]
 // record QUEUED, and the [Fence] (and so the [Reconciler]) record FAILED
 // after a release, in r. Default none; a nil r fails the constructor with
-// [ErrInvalidOption].
+// [ErrInvalidConfig].
 func WithResults(r *Results) ResultsWriterOption {
 	return ResultsWriterOption(func(o *options) {
 		if r == nil {
@@ -350,7 +353,7 @@ func WithResults(r *Results) ResultsWriterOption {
 
 // WithNotifier sets who the [Consumer] tells about each outcome after the DB
 // commit (at least once). Default none; a nil n fails [NewConsumer] with
-// [ErrInvalidOption].
+// [ErrInvalidConfig].
 func WithNotifier(n Notifier) ConsumerOption {
 	return consumerOpt(func(o *options) {
 		if n == nil {
@@ -364,7 +367,7 @@ func WithNotifier(n Notifier) ConsumerOption {
 // WithScheduler makes the [Consumer] schedule each new order's unpaid
 // cancellation (e.g. on a [Canceller]) after commit. The DB scan of the
 // Canceller is the backstop when scheduling fails. Default none; a nil s
-// fails [NewConsumer] with [ErrInvalidOption].
+// fails [NewConsumer] with [ErrInvalidConfig].
 func WithScheduler(s Scheduler) ConsumerOption {
 	return consumerOpt(func(o *options) {
 		if s == nil {
@@ -433,7 +436,7 @@ func WithDryRun(b bool) ReconcilerOption {
 
 // WithPending tells the [Reconciler] how to ask whether a reservation still
 // has a message on its way (outbox row, queue). Default: none pending; a
-// nil p fails [NewReconciler] with [ErrInvalidOption].
+// nil p fails [NewReconciler] with [ErrInvalidConfig].
 func WithPending(p Pending) ReconcilerOption {
 	return reconcilerOpt(func(o *options) {
 		if p == nil {
@@ -477,7 +480,7 @@ type TxHook func(ctx context.Context, tx *gorm.DB, orders []Order) error
 
 // WithTxHook sets the [Processor]'s [TxHook] (and so the [Consumer]'s):
 // the shop's rows written in the same transaction as the orders. Default
-// none; a nil h fails [NewProcessor] with [ErrInvalidOption].
+// none; a nil h fails [NewProcessor] with [ErrInvalidConfig].
 func WithTxHook(h TxHook) ProcessorOption {
 	return processorOpt(func(o *options) {
 		if h == nil {

@@ -74,7 +74,7 @@ func TestEveryConstructorTakesItsOptions(t *testing.T) {
 }
 
 // A nil collaborator — a required argument, or the value of an option that
-// needs one — fails the constructor with ErrInvalidOption.
+// needs one — fails the constructor with ErrInvalidConfig.
 func TestNilCollaboratorIsAnError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -108,8 +108,14 @@ func TestNilCollaboratorIsAnError(t *testing.T) {
 		"reconciler pending": second(NewReconciler(db, led, led, WithPending(nil))),
 		"orders db":          second(NewOrders(nil)),
 		"orders canceller":   second(NewOrders(db, WithCanceller(nil))),
+		"consumer logger":    second(NewConsumer(p, led, WithLogger(nil))),
+		"submitter logger":   second(NewSubmitter(pub, fb, led, WithLogger(nil))),
+		"fence logger":       second(NewFence(db, led, WithLogger(nil))),
+		"results logger":     second(NewResults(rdb, db, WithLogger(nil))),
+		"canceller logger":   second(NewCanceller(db, rdb, led, WithLogger(nil))),
+		"reconciler logger":  second(NewReconciler(db, led, led, WithLogger(nil))),
 	} {
-		assert.ErrorIs(t, err, ErrInvalidOption, name)
+		assert.ErrorIs(t, err, ErrInvalidConfig, name)
 	}
 }
 

@@ -20,7 +20,7 @@ type Orders struct {
 
 // WithCanceller gives [NewOrders] the [Canceller] that [Orders.Pay] and
 // [Orders.Cancel] delegate to (its tables must be the same). Default none:
-// then Pay and Cancel fail with [ErrInvalidOption]; a nil c fails
+// then Pay and Cancel fail with [ErrInvalidConfig]; a nil c fails
 // [NewOrders] with it.
 func WithCanceller(c *Canceller) OrdersOption {
 	return ordersOpt(func(o *options) {
@@ -36,7 +36,7 @@ func WithCanceller(c *Canceller) OrdersOption {
 // [WithCanceller].
 func NewOrders(db *gorm.DB, opts ...OrdersOption) (*Orders, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: NewOrders needs a db", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewOrders needs a db", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, OrdersOption.applyOrders)
 	if err != nil {
@@ -46,7 +46,7 @@ func NewOrders(db *gorm.DB, opts ...OrdersOption) (*Orders, error) {
 		return nil, err
 	}
 	if o.canceller != nil && o.canceller.o.tables != o.tables {
-		return nil, fmt.Errorf("%w: the canceller's tables %+v differ from %+v", ErrInvalidOption, o.canceller.o.tables, o.tables)
+		return nil, fmt.Errorf("%w: the canceller's tables %+v differ from %+v", ErrInvalidConfig, o.canceller.o.tables, o.tables)
 	}
 	return &Orders{db: db, c: o.canceller, o: o}, nil
 }
@@ -97,7 +97,7 @@ func (s *Orders) ByUser(ctx context.Context, activity, user string) ([]Order, er
 // Pay is [Canceller.Pay] on the canceller of [WithCanceller].
 func (s *Orders) Pay(ctx context.Context, orderNo string) error {
 	if s.c == nil {
-		return fmt.Errorf("%w: Orders.Pay needs WithCanceller", ErrInvalidOption)
+		return fmt.Errorf("%w: Orders.Pay needs WithCanceller", ErrInvalidConfig)
 	}
 	return s.c.Pay(ctx, orderNo)
 }
@@ -105,7 +105,7 @@ func (s *Orders) Pay(ctx context.Context, orderNo string) error {
 // Cancel is [Canceller.Cancel] on the canceller of [WithCanceller].
 func (s *Orders) Cancel(ctx context.Context, orderNo string) error {
 	if s.c == nil {
-		return fmt.Errorf("%w: Orders.Cancel needs WithCanceller", ErrInvalidOption)
+		return fmt.Errorf("%w: Orders.Cancel needs WithCanceller", ErrInvalidConfig)
 	}
 	return s.c.Cancel(ctx, orderNo)
 }

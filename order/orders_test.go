@@ -64,13 +64,13 @@ func TestOrdersReadAndAct(t *testing.T) {
 		// Without a canceller Pay and Cancel refuse; other tables are refused.
 		ro, err := NewOrders(db)
 		require.NoError(t, err)
-		assert.ErrorIs(t, ro.Pay(ctx, outs[1].OrderNo), ErrInvalidOption)
-		assert.ErrorIs(t, ro.Cancel(ctx, outs[1].OrderNo), ErrInvalidOption)
+		assert.ErrorIs(t, ro.Pay(ctx, outs[1].OrderNo), ErrInvalidConfig)
+		assert.ErrorIs(t, ro.Cancel(ctx, outs[1].OrderNo), ErrInvalidConfig)
 		assert.EqualValues(t, 1, rowCount(t, db, DefaultOrderTable, "status = ?", OrderCreated))
 		_, err = NewOrders(db, WithTables(otherTables), WithCanceller(c))
-		assert.ErrorIs(t, err, ErrInvalidOption)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
 		_, err = NewOrders(nil)
-		assert.ErrorIs(t, err, ErrInvalidOption)
+		assert.ErrorIs(t, err, ErrInvalidConfig)
 	})
 }
 

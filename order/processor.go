@@ -71,14 +71,14 @@ type Processor struct {
 // Options: [WithClock], [WithPayTimeout], [WithTables], [WithTxHook].
 func NewProcessor(db *gorm.DB, ids IDSource, opts ...ProcessorOption) (*Processor, error) {
 	if db == nil || ids == nil {
-		return nil, fmt.Errorf("%w: NewProcessor needs a db and an id source", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewProcessor needs a db and an id source", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, ProcessorOption.applyProcessor)
 	if err != nil {
 		return nil, err
 	}
 	if o.payTimeout <= 0 {
-		return nil, fmt.Errorf("%w: pay timeout must be positive", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: pay timeout must be positive", ErrInvalidConfig)
 	}
 	if err := o.tables.validate(); err != nil {
 		return nil, err

@@ -20,10 +20,10 @@ import (
 // horizon must exceed the age of the oldest message that can still arrive.
 func PruneDedup(ctx context.Context, db *gorm.DB, before time.Time, limit int, opts ...TableOption) (int64, error) {
 	if db == nil {
-		return 0, fmt.Errorf("%w: PruneDedup needs a db", ErrInvalidOption)
+		return 0, fmt.Errorf("%w: PruneDedup needs a db", ErrInvalidConfig)
 	}
 	if limit < 1 {
-		return 0, fmt.Errorf("%w: prune limit must be positive", ErrInvalidOption)
+		return 0, fmt.Errorf("%w: prune limit must be positive", ErrInvalidConfig)
 	}
 	t, err := tablesOf(opts)
 	if err != nil {

@@ -86,14 +86,14 @@ type Reconciler struct {
 // [WithResults] and [WithLogger] for the [Fence] it releases through.
 func NewReconciler(db *gorm.DB, ledger Ledger, rel Releaser, opts ...ReconcilerOption) (*Reconciler, error) {
 	if db == nil || ledger == nil || rel == nil {
-		return nil, fmt.Errorf("%w: NewReconciler needs a db, a ledger and a releaser", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewReconciler needs a db, a ledger and a releaser", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, ReconcilerOption.applyReconciler)
 	if err != nil {
 		return nil, err
 	}
 	if o.grace < 0 {
-		return nil, fmt.Errorf("%w: negative grace", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: negative grace", ErrInvalidConfig)
 	}
 	fence, err := newFence(db, rel, o)
 	if err != nil {
@@ -177,7 +177,7 @@ func (r *Reconciler) readActivity(ctx context.Context, rep *Report) error {
 		rep.ActivityMissing = true
 		return fmt.Errorf("%w: reconcile %s: %d reservations in the ledger, none released", ErrActivityNotFound, rep.Activity, rep.Reservations)
 	}
-	rep.DBStock, rep.TotalStock = acts[0].Stock, acts[0].TotalStock
+	rep.DBStock, rep.TotalStock = acts[0].Remaining, acts[0].Stock
 	return nil
 }
 

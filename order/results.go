@@ -79,14 +79,14 @@ type ResultsClient interface {
 // [WithLogger].
 func NewResults(rdb ResultsClient, db *gorm.DB, opts ...ResultsOption) (*Results, error) {
 	if rdb == nil {
-		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, ResultsOption.applyResults)
 	if err != nil {
 		return nil, err
 	}
 	if o.resultTTL <= 0 {
-		return nil, fmt.Errorf("%w: result TTL must be positive", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: result TTL must be positive", ErrInvalidConfig)
 	}
 	if err := o.tables.validate(); err != nil {
 		return nil, err

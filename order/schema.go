@@ -41,7 +41,7 @@ var schemaNames = func() *regexp.Regexp {
 // [SchemaMySQL] or [SchemaPostgres] with the tables' names, and the names
 // of their indexes and CHECK constraint derived from them, in place of the
 // defaults. Other dialects (SQLite: use [AutoMigrate]) fail with
-// [ErrUnsupportedDialect]; invalid names with [ErrInvalidOption].
+// [ErrInvalidConfig]; invalid names with [ErrInvalidConfig].
 func Schema(dialect string, opts ...TableOption) (string, error) {
 	t, err := tablesOf(opts)
 	if err != nil {
@@ -54,7 +54,7 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 	case "postgres":
 		ddl = SchemaPostgres
 	default:
-		return "", fmt.Errorf("%w: no schema for %q (use AutoMigrate)", ErrUnsupportedDialect, dialect)
+		return "", fmt.Errorf("%w: no schema for %q (use AutoMigrate)", ErrInvalidConfig, dialect)
 	}
 	names := map[string]string{}
 	for _, sp := range t.specs() {
@@ -86,7 +86,7 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 // same tables.
 func AutoMigrate(ctx context.Context, db *gorm.DB, opts ...TableOption) error {
 	if db == nil {
-		return fmt.Errorf("%w: AutoMigrate needs a db", ErrInvalidOption)
+		return fmt.Errorf("%w: AutoMigrate needs a db", ErrInvalidConfig)
 	}
 	t, err := tablesOf(opts)
 	if err != nil {

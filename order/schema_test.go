@@ -150,14 +150,14 @@ func TestSchemaText(t *testing.T) {
 		assert.Contains(t, other, "chk_shop_activity_stock_nonneg")
 	}
 	_, err := Schema("sqlite")
-	assert.ErrorIs(t, err, ErrUnsupportedDialect)
+	assert.ErrorIs(t, err, ErrInvalidConfig)
 	for _, bad := range []Tables{{Order: "Order"}, {Order: "1x"}, {Dedup: "a-b"}, {Order: strings.Repeat("x", MaxTableLen+1)},
 		{Order: "message_dedup"}, {Activity: "same", Order: "same"}, {Adjust: "seckill_order"}, {Dedup: "x", Adjust: "x"}} {
 		_, err := Schema("mysql", WithTables(bad))
-		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
-		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidOption, "%+v", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
+		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidConfig, "%+v", bad)
 		_, err = NewProcessor(testenv.SQLite(t), newGen(t, 1), WithTables(bad))
-		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
 	}
 	longest := Tables{Activity: strings.Repeat("a", MaxTableLen), Order: strings.Repeat("o", MaxTableLen), Dedup: strings.Repeat("d", MaxTableLen),
 		Adjust: strings.Repeat("j", MaxTableLen)}

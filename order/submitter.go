@@ -47,7 +47,7 @@ type Submitter struct {
 // [WithLogger], [WithClock], [WithObserver].
 func NewSubmitter(pub Publisher, fb Fallback, rel Releaser, opts ...SubmitterOption) (*Submitter, error) {
 	if pub == nil || fb == nil || rel == nil {
-		return nil, fmt.Errorf("%w: NewSubmitter needs a publisher, a fallback and a releaser", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewSubmitter needs a publisher, a fallback and a releaser", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, SubmitterOption.applySubmitter)
 	if err != nil {
@@ -74,7 +74,7 @@ func (s *Submitter) Submit(ctx context.Context, m Message) (accepted Route, err 
 		m.Version = MessageVersion
 	}
 	if m.MsgID == "" {
-		m.MsgID = NewMsgID()
+		m.MsgID = newMsgID()
 	}
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = s.o.clock.Now()

@@ -71,7 +71,7 @@ func (f TableOption) applyOrders(o *options)     { f.apply(o) }
 // must be a plain lower-case SQL identifier — a letter or underscore, then
 // letters, digits or underscores, at most [MaxTableLen] bytes — and the
 // names must differ; anything else makes the constructor or function fail
-// with [ErrInvalidOption]. Names are quoted in every statement, so a
+// with [ErrInvalidConfig]. Names are quoted in every statement, so a
 // reserved word such as "order" is allowed. A table keeps the index names
 // of schema.sql under its default name and gets names derived from its own
 // otherwise (uk_<table>_order_no, idx_<table>_status_expire, …), so two
@@ -113,7 +113,7 @@ func (t Tables) validate() error {
 		}
 		for _, m := range names[:i] {
 			if m == n {
-				return fmt.Errorf("%w: table names must differ: %+v", ErrInvalidOption, t)
+				return fmt.Errorf("%w: table names must differ: %+v", ErrInvalidConfig, t)
 			}
 		}
 	}
@@ -124,15 +124,15 @@ func (t Tables) validate() error {
 // same on MySQL, PostgreSQL (no case folding) and SQLite.
 func validTableName(name string) error {
 	if name == "" {
-		return fmt.Errorf("%w: empty table name", ErrInvalidOption)
+		return fmt.Errorf("%w: empty table name", ErrInvalidConfig)
 	}
 	if len(name) > MaxTableLen {
-		return fmt.Errorf("%w: table name %q longer than %d bytes", ErrInvalidOption, name, MaxTableLen)
+		return fmt.Errorf("%w: table name %q longer than %d bytes", ErrInvalidConfig, name, MaxTableLen)
 	}
 	for i, c := range []byte(name) {
 		ok := c == '_' || 'a' <= c && c <= 'z' || i > 0 && '0' <= c && c <= '9'
 		if !ok {
-			return fmt.Errorf("%w: table name %q is not a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", ErrInvalidOption, name)
+			return fmt.Errorf("%w: table name %q is not a plain lower-case SQL identifier ([a-z_][a-z0-9_]*)", ErrInvalidConfig, name)
 		}
 	}
 	return nil

@@ -129,7 +129,7 @@ func newEnv(t *testing.T, units int64, opts ...checkouthttp.Option) *env {
 	require.NoError(t, order.AutoMigrate(ctx, e.db))
 	day := testenv.EpochDay(0)
 	require.NoError(t, e.db.Create(&order.Activity{ID: sale, Name: "sale", ActivityPrice: 990, OriginalPrice: 1990,
-		TotalStock: units, Stock: units, UserLimit: 1, Status: order.ActivityActive, StartTime: day, EndTime: day.Add(24 * time.Hour)}).Error)
+		Stock: units, Remaining: units, PerUserLimit: 1, Status: order.ActivityActive, Start: day, End: day.Add(24 * time.Hour)}).Error)
 
 	var err error
 	e.stock, err = stock.New(e.rdb, stock.WithKeyPrefix(testenv.Prefix(t)), stock.WithClock(clock))

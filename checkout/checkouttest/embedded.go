@@ -128,8 +128,8 @@ func (e *embedded) build(c Config) {
 	e.must("migrate outbox", outbox.AutoMigrate(ctx, db))
 	now := clk.Now()
 	e.must("activity row", db.Create(&order.Activity{ID: act, Name: "checkouttest", ActivityPrice: 990, OriginalPrice: 1990,
-		TotalStock: c.Stock, Stock: c.Stock, UserLimit: max(c.PerUserLimit, 1), Status: order.ActivityActive,
-		StartTime: now.Add(-time.Hour), EndTime: now.Add(24 * time.Hour)}).Error)
+		Stock: c.Stock, Remaining: c.Stock, PerUserLimit: max(c.PerUserLimit, 1), Status: order.ActivityActive,
+		Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour)}).Error)
 
 	d, err := stock.New(rdb, stock.WithClock(clk))
 	e.must("stock", err)
@@ -327,7 +327,7 @@ func Count(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string,
 	if err := db.WithContext(ctx).Where("id = ?", activity).First(&a).Error; err != nil {
 		return n, err
 	}
-	n.DBRemaining = a.Stock
+	n.DBRemaining = a.Remaining
 	var orders []order.Order
 	if err := db.WithContext(ctx).Where("activity_id = ?", activity).Find(&orders).Error; err != nil {
 		return n, err

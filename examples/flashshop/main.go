@@ -62,15 +62,15 @@ type Shop struct {
 func Open(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB, p Product, secret []byte, grace time.Duration,
 	steps func([]checkout.Step) []checkout.Step) (*Shop, error) {
 	now, limit := time.Now(), max(p.Limit, 1)
-	act := order.Activity{ID: p.ID, Name: p.Name, ActivityPrice: order.Cents(p.PriceCents), TotalStock: p.FlashStock, Stock: p.FlashStock,
-		UserLimit: limit, Status: order.ActivityActive, StartTime: now.Add(-time.Minute), EndTime: now.Add(24 * time.Hour)}
+	act := order.Activity{ID: p.ID, Name: p.Name, ActivityPrice: order.Cents(p.PriceCents), Stock: p.FlashStock, Remaining: p.FlashStock,
+		PerUserLimit: limit, Status: order.ActivityActive, Start: now.Add(-time.Minute), End: now.Add(24 * time.Hour)}
 	err := errors.Join(db.AutoMigrate(&Product{}), order.AutoMigrate(ctx, db))
 	if err = errors.Join(err, db.Where(Product{ID: p.ID}).FirstOrCreate(&p).Error, db.Where(order.Activity{ID: p.ID}).FirstOrCreate(&act).Error); err != nil {
 		return nil, err
 	}
 	d, err := stock.New(rdb)
 	if err == nil {
-		_, err = d.Load(ctx, stock.Activity{ID: p.ID, Stock: act.TotalStock, PerUserLimit: limit, Start: act.StartTime, End: act.EndTime})
+		_, err = d.Load(ctx, stock.Activity{ID: p.ID, Stock: act.Stock, PerUserLimit: limit, Start: act.Start, End: act.End})
 	}
 	ids, err2 := orderid.New(1)
 	results, err3 := order.NewResults(rdb, db)

@@ -31,10 +31,10 @@ type Handler struct {
 var _ sarama.ConsumerGroupHandler = (*Handler)(nil)
 
 // NewHandler returns the handler feeding c. Options: [WithLinger]. A nil c
-// fails with order.ErrInvalidOption.
+// fails with order.ErrInvalidConfig.
 func NewHandler(c *order.Consumer, opts ...HandlerOption) (*Handler, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: NewHandler needs a consumer", order.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewHandler needs a consumer", order.ErrInvalidConfig)
 	}
 	o := handlerOptions{linger: 5 * time.Millisecond}
 	for _, opt := range opts {

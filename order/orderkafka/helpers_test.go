@@ -90,7 +90,7 @@ func addActivity(t testing.TB, db *gorm.DB, id string, stock, limit int64) {
 	now := testenv.EpochDay(0)
 	require.NoError(t, db.Create(&order.Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
 		ProductID: 9000, ProductName: "product " + id,
-		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
+		Stock: stock, Remaining: stock, PerUserLimit: limit, Status: 1, Start: now, End: now.Add(24 * time.Hour)}).Error)
 }
 
 func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
@@ -112,7 +112,7 @@ func checkConservation(t testing.TB, db *gorm.DB, act string, initial int64) {
 		Select("COALESCE(SUM(qty),0)").Scan(&live).Error)
 	var a order.Activity
 	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
-	require.Equal(t, initial, a.Stock+live, "DB stock + live orders = initial")
+	require.Equal(t, initial, a.Remaining+live, "DB stock + live orders = initial")
 }
 
 // newGen returns an ID generator for machine on the real clock.

@@ -45,7 +45,7 @@ type PartitionLag struct {
 // partitions.
 func Lag(ctx context.Context, admin LagClient, client OffsetClient, group, topic string) (total int64, parts []PartitionLag, err error) {
 	if admin == nil || client == nil || group == "" || topic == "" {
-		return 0, nil, fmt.Errorf("%w: Lag needs an admin, a client, a group and a topic", order.ErrInvalidOption)
+		return 0, nil, fmt.Errorf("%w: Lag needs an admin, a client, a group and a topic", order.ErrInvalidConfig)
 	}
 	ps, err := client.Partitions(topic)
 	if err != nil {

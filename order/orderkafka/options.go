@@ -55,11 +55,11 @@ func WithHeaders(f func(ctx context.Context) map[string]string) ProducerOption {
 // WithLinger sets how long the [Handler] waits for more records before
 // handing a batch that is not full (order.WithBatchSize) to the consumer.
 // 0 hands over whatever is already buffered. Default 5 ms; a negative
-// duration fails [NewHandler] with order.ErrInvalidOption.
+// duration fails [NewHandler] with order.ErrInvalidConfig.
 func WithLinger(d time.Duration) HandlerOption {
 	return func(o *handlerOptions) {
 		if d < 0 {
-			o.err = fmt.Errorf("%w: negative linger %s", order.ErrInvalidOption, d)
+			o.err = fmt.Errorf("%w: negative linger %s", order.ErrInvalidConfig, d)
 			return
 		}
 		o.linger = d

@@ -52,10 +52,10 @@ type Producer struct {
 }
 
 // NewProducer returns a producer writing to topic. Options: [WithHeaders].
-// A nil sp or an empty topic fails with order.ErrInvalidOption.
+// A nil sp or an empty topic fails with order.ErrInvalidConfig.
 func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (*Producer, error) {
 	if sp == nil || topic == "" {
-		return nil, fmt.Errorf("%w: NewProducer needs a producer and a topic", order.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewProducer needs a producer and a topic", order.ErrInvalidConfig)
 	}
 	var o producerOptions
 	for _, opt := range opts {
@@ -103,10 +103,10 @@ type DeadLetterTopic struct {
 }
 
 // NewDeadLetterTopic returns a dead-letter sink writing to topic through
-// sp. A nil sp or an empty topic fails with order.ErrInvalidOption.
+// sp. A nil sp or an empty topic fails with order.ErrInvalidConfig.
 func NewDeadLetterTopic(sp sarama.SyncProducer, topic string) (*DeadLetterTopic, error) {
 	if sp == nil || topic == "" {
-		return nil, fmt.Errorf("%w: NewDeadLetterTopic needs a producer and a topic", order.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewDeadLetterTopic needs a producer and a topic", order.ErrInvalidConfig)
 	}
 	return &DeadLetterTopic{sp: sp, topic: topic}, nil
 }

@@ -72,7 +72,7 @@ func NewMessage(reservationID, saleID, userID string, p Payload) (order.Message,
 	if err != nil {
 		return order.Message{}, err
 	}
-	m := order.Message{Version: order.MessageVersion, MsgID: order.NewMsgID(), ReservationID: reservationID, ActivityID: saleID, UserID: userID,
+	m := order.Message{Version: order.MessageVersion, MsgID: outbox.NewMsgID(), ReservationID: reservationID, ActivityID: saleID, UserID: userID,
 		Qty: 1, Price: p.PricePaid, CreatedAt: time.Now(), Ext: ext}
 	return m, m.Validate()
 }

@@ -75,8 +75,8 @@ func runShop(t *testing.T, db *gorm.DB) {
 	start := time.Now()
 	for i, s := range sales {
 		must(t, db.Table(OrderTables.Activity).Create(&order.Activity{ID: s.id, Name: s.id, ProductID: int64(7001 + i),
-			ProductName: "sku-" + s.id, OriginalPrice: 1990, ActivityPrice: 990, TotalStock: s.stock, Stock: s.stock,
-			UserLimit: s.cap, Status: 1, StartTime: start, EndTime: start.Add(time.Hour)}).Error)
+			ProductName: "sku-" + s.id, OriginalPrice: 1990, ActivityPrice: 990, Stock: s.stock, Remaining: s.stock,
+			PerUserLimit: s.cap, Status: 1, Start: start, End: start.Add(time.Hour)}).Error)
 	}
 	stock := newStockLedger()
 

@@ -80,12 +80,12 @@ func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Chan
 		return admin.Change{}, err
 	}
 	limit := max(p.PerUserLimit, 1)
-	row := order.Activity{ID: p.Activity, Name: p.Activity, TotalStock: p.Stock, Stock: p.Stock, UserLimit: limit,
-		Status: order.ActivityActive, StartTime: p.Start, EndTime: p.End}
+	row := order.Activity{ID: p.Activity, Name: p.Activity, Stock: p.Stock, Remaining: p.Stock, PerUserLimit: limit,
+		Status: order.ActivityActive, Start: p.Start, End: p.End}
 	if err := b.a.in.DB.WithContext(ctx).Where("id = ?", p.Activity).FirstOrCreate(&row).Error; err != nil {
 		return admin.Change{}, err
 	}
-	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Stock, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
+	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Remaining, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, p.Activity)
@@ -112,7 +112,7 @@ func (b *adminBackend) Stats(ctx context.Context, activity string) (admin.Stats,
 	case err != nil:
 		return admin.Stats{}, err
 	}
-	out.DB = admin.DBStats{Found: true, Stock: row.Stock, TotalStock: row.TotalStock}
+	out.DB = admin.DBStats{Found: true, Stock: row.Remaining, TotalStock: row.Stock}
 	live, err := order.LiveReservations(ctx, b.a.in.DB, activity)
 	if err != nil {
 		return admin.Stats{}, err

@@ -150,8 +150,8 @@ func (a *App) buildStock() (err error) {
 		}
 		out := make([]stock.Activity, 0, len(rows))
 		for _, r := range rows {
-			out = append(out, stock.Activity{ID: r.ID, Stock: r.TotalStock - a.poolQuota(r.ID), PerUserLimit: r.UserLimit,
-				Start: r.StartTime, End: r.EndTime, TTL: cfg.PayTimeout + 24*time.Hour})
+			out = append(out, stock.Activity{ID: r.ID, Stock: r.Stock - a.poolQuota(r.ID), PerUserLimit: r.PerUserLimit,
+				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour})
 		}
 		return out, nil
 	})
@@ -223,7 +223,7 @@ func (a *App) afterRebuild(activity string, rebuilt bool) {
 	}
 	ctx, cancel := context.WithTimeout(a.run.bg, 10*time.Second)
 	defer cancel()
-	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
+	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.Stock); err != nil {
 		a.log.Warn("access-token pool not issued after the rebuild", "activity", activity, "err", err)
 	}
 }
@@ -260,7 +260,7 @@ func (a *App) buildCredentials() (err error) {
 	}
 	a.run.add(worker{name: "token_pool",
 		start: func(ctx context.Context) error {
-			if _, err := p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
+			if _, err := p.pool.Issue(ctx, a.sale.key, a.sale.act.Stock); err != nil {
 				return fmt.Errorf("issue access tokens: %w", err)
 			}
 			return nil
@@ -496,8 +496,8 @@ func (a *App) buildCheckout() (err error) {
 	a.co, err = checkout.New(checkout.Config{
 		Activity: act.ID,
 		Price:    int64(act.ActivityPrice),
-		Start:    act.StartTime,
-		End:      act.EndTime,
+		Start:    act.Start,
+		End:      act.End,
 		Now:      a.now, // -clock-skew moves this node's window check (tests only)
 		Node:     p.nodeTag,
 

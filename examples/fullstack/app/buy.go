@@ -112,7 +112,7 @@ func (a *App) answerBuy(w http.ResponseWriter, r *http.Request, o checkout.Outco
 	case checkout.StepReserve:
 		if o.Reason == checkout.AlreadyBought {
 			msg = "one per person"
-			if n := a.sale.act.UserLimit; n > 1 {
+			if n := a.sale.act.PerUserLimit; n > 1 {
 				msg = fmt.Sprintf("at most %d per person", n)
 			}
 		}

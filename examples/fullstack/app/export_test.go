@@ -149,7 +149,7 @@ func Credentials(ctx context.Context, a *App, user string) (checkout.Attempt, er
 	if !ok {
 		return checkout.Attempt{}, fmt.Errorf("no demo answer of captcha %s for %q (demo mode off?)", ch.ID, user)
 	}
-	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.Start, Expiry: a.sale.act.End})
 	if err != nil {
 		return checkout.Attempt{}, err
 	}
