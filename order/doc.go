@@ -87,7 +87,7 @@
 // by its version instead of misreading it: upgrade consumers first.
 // Versions 1 (numeric IDs) and 2 (numeric IDs and Ext) still decode; their
 // numbers become decimal strings. [Message.Ext] carries an opaque JSON
-// payload of at most [MaxExtSize] (4 KiB) from the API to the order's ext
+// payload of at most [maxExtSize] (4 KiB) from the API to the order's ext
 // column. The consumer's transaction also copies the activity's product_id and
 // product_name onto the order; price is the unit price at the time of sale
 // (the message's, else the activity price read in that transaction).
@@ -109,7 +109,7 @@
 // Four tables, seckill_activity, seckill_order, message_dedup and
 // seckill_activity_adjust (the stock ledger of [AdjustStock]) by default:
 // [AutoMigrate], or the DDL of [Schema] (schema.sql,
-// [SchemaMySQL]; schema_postgres.sql, [SchemaPostgres]). [WithTables]
+// [schemaMySQL]; schema_postgres.sql, [schemaPostgres]). [WithTables]
 // names others, so that several services (or a shop's naming scheme)
 // share a database: give the same [TableOption] to every constructor that
 // touches them ([NewProcessor], [NewCanceller], [NewReconciler],

@@ -16,6 +16,13 @@ import (
 	"gorm.io/gorm"
 )
 
+// Reservation is a ledger entry (reconcile.Reservation's shape).
+type Reservation struct {
+	ID, User string
+	Qty      int64
+	At       time.Time
+}
+
 // ledger is an in-memory Redis reservation ledger and Releaser.
 type ledger struct {
 	mu       sync.Mutex
@@ -142,7 +149,7 @@ func openDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
 
 func addActivity(t testing.TB, db *gorm.DB, id string, stock, limit int64) {
 	t.Helper()
-	addActivityIn(t, db, DefaultTables(), id, stock, limit)
+	addActivityIn(t, db, defaultTables(), id, stock, limit)
 }
 
 // addActivityIn adds an activity row to the activity table of tabs.

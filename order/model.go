@@ -2,15 +2,11 @@ package order
 
 import (
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
-
-	mysqldrv "github.com/go-sql-driver/mysql"
-	"gorm.io/gorm"
 )
 
 // Order statuses stored in seckill_order.status.
@@ -149,7 +145,7 @@ type Activity struct {
 }
 
 // TableName implements gorm's Tabler: the default name (see [Order.TableName]).
-func (Activity) TableName() string { return DefaultActivityTable }
+func (Activity) TableName() string { return defaultActivityTable }
 
 // Order is a row of seckill_order (or the table [WithTables] names).
 //
@@ -181,7 +177,7 @@ type Order struct {
 	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0"` // unit price at the time of sale
 	ProductID     int64     `gorm:"not null;default:0"`
 	ProductName   string    `gorm:"size:255;not null;default:''"`
-	Ext           RawJSON   `gorm:"type:text"` // opaque JSON, at most MaxExtSize bytes; NULL when absent
+	Ext           RawJSON   `gorm:"type:text"` // opaque JSON, at most maxExtSize bytes; NULL when absent
 	Status        string    `gorm:"size:16;not null"`
 	ExpireTime    time.Time `gorm:"not null"`
 	PayTime       *time.Time
@@ -196,7 +192,7 @@ type Order struct {
 
 // TableName implements gorm's Tabler: the default name. The package itself
 // names the table explicitly in every statement ([WithTables]).
-func (Order) TableName() string { return DefaultOrderTable }
+func (Order) TableName() string { return defaultOrderTable }
 
 // Dedup is a row of message_dedup (or the table [WithTables] names),
 // written in the same transaction as the order (or alone, for a FAILED
@@ -216,26 +212,53 @@ type Dedup struct {
 }
 
 // TableName implements gorm's Tabler: the default name (see [Order.TableName]).
-func (Dedup) TableName() string { return DefaultDedupTable }
+func (Dedup) TableName() string { return defaultDedupTable }
 
-// isDuplicate reports a unique-key violation on MySQL/MariaDB (1062),
-// PostgreSQL (SQLSTATE 23505, from pgx's *pgconn.PgError or any error
-// carrying one) or SQLite, whether or not gorm's TranslateError is on.
-func isDuplicate(err error) bool {
-	if err == nil {
-		return false
+// ActivityStatus is the status column of an activity row: what an
+// operator decided. The [Processor] does not read it — a reservation
+// taken before a pause still becomes its order — so a pause is enforced
+// where reservations are taken (the stock package's reserve script); the
+// column records it in the database.
+type ActivityStatus int8
+
+// Activity statuses.
+const (
+	ActivityActive ActivityStatus = 1 // selling (the column's default)
+	ActivityPaused ActivityStatus = 2 // paused by an operator, may resume
+	ActivityClosed ActivityStatus = 3 // ended by an operator, for good
+)
+
+// String returns "active", "paused", "closed" or "status(n)".
+func (s ActivityStatus) String() string {
+	switch s {
+	case ActivityActive:
+		return "active"
+	case ActivityPaused:
+		return "paused"
+	case ActivityClosed:
+		return "closed"
 	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return true
-	}
-	var me *mysqldrv.MySQLError
-	if errors.As(err, &me) && me.Number == 1062 {
-		return true
-	}
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) && st.SQLState() == "23505" {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "Duplicate entry")
+	return fmt.Sprintf("status(%d)", int8(s))
 }
+
+// adjustment is a row of seckill_activity_adjust, the stock ledger
+// order/operate writes (operate.Adjustment): the model [AutoMigrate]
+// creates the table from.
+type adjustment struct {
+	AdjustID   string    `gorm:"primaryKey;type:varchar(128);size:128"`
+	ActivityID string    `gorm:"type:varchar(64);size:64;not null"`
+	Delta      int64     `gorm:"not null"`
+	Operator   string    `gorm:"size:64;not null;default:''"`
+	Reason     string    `gorm:"size:255;not null;default:''"`
+	CreatedAt  time.Time `gorm:"not null"`
+}
+
+func (adjustment) TableName() string { return defaultAdjustTable }
+
+// The default names (the gorm TableName of the models).
+const (
+	defaultActivityTable = "seckill_activity"
+	defaultOrderTable    = "seckill_order"
+	defaultDedupTable    = "message_dedup"
+	defaultAdjustTable   = "seckill_activity_adjust"
+)

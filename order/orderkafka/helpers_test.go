@@ -15,6 +15,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/reconcile"
 )
 
 // The helpers of the order package's own tests that the Kafka tests need,
@@ -23,16 +24,16 @@ import (
 // ledger is an in-memory Redis reservation ledger and Releaser.
 type ledger struct {
 	mu       sync.Mutex
-	resv     map[string]order.Reservation
+	resv     map[string]reconcile.Reservation
 	act      map[string]string
 	released map[string]int
 }
 
 func newLedger() *ledger {
-	return &ledger{resv: map[string]order.Reservation{}, act: map[string]string{}, released: map[string]int{}}
+	return &ledger{resv: map[string]reconcile.Reservation{}, act: map[string]string{}, released: map[string]int{}}
 }
 
-func (l *ledger) reserve(activity string, r order.Reservation) {
+func (l *ledger) reserve(activity string, r reconcile.Reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.resv[r.ID] = r
@@ -202,4 +203,11 @@ func kmsg(t testing.TB, off int64, m order.Message) *sarama.ConsumerMessage {
 	b, err := m.Encode()
 	require.NoError(t, err)
 	return &sarama.ConsumerMessage{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
+}
+
+// deadLetterFunc adapts a function to order.DeadLetter.
+type deadLetterFunc func(ctx context.Context, rec order.Record, cause error) error
+
+func (f deadLetterFunc) DeadLetter(ctx context.Context, rec order.Record, cause error) error {
+	return f(ctx, rec, cause)
 }

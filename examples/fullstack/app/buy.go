@@ -148,7 +148,7 @@ var stepDocs = map[string]struct{ io, does string }{
 	checkout.StepCaptcha:   {"Redis", "captcha, verified once (captcha.Store)"},
 	checkout.StepToken:     {"Redis", "access token, consumed once (token.Pool.Consume)"},
 	checkout.StepReserve:   {"Redis", "stock.Reserve: one Lua call (DB pool when Redis is out)"},
-	checkout.StepSubmit:    {"Kafka|DB", "order.Submitter: Kafka, else outbox, else release"},
+	checkout.StepSubmit:    {"Kafka|DB", "handoff.Submitter: Kafka, else outbox, else release"},
 }
 
 // flowDiagram renders the checkout's steps as the README shows them, after

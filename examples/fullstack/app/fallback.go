@@ -173,7 +173,7 @@ func (s *saleStock) Held(ctx context.Context, activity, user string) (int64, err
 }
 
 // orderReleaser is the releaser the Canceller gets: Release for the other
-// callers, ReleaseOrder (order.OrderReleaser) for a cancelled order.
+// callers, ReleaseOrder (status.OrderReleaser) for a cancelled order.
 type orderReleaser struct {
 	order.Releaser
 	a *App

@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/operate"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/stock"
 )
@@ -136,7 +137,7 @@ func (a *App) dbSnapshot(ctx context.Context, iv *Invariants) ([]order.Order, er
 			return fmt.Errorf("activity: %w", err)
 		}
 		iv.DBStock, iv.Total = act.Remaining, act.Stock
-		adj, err := order.Adjustments(ctx, tx, id)
+		adj, err := operate.Adjustments(ctx, tx, id)
 		if err != nil {
 			return fmt.Errorf("adjustments: %w", err)
 		}
