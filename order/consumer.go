@@ -278,7 +278,7 @@ func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 	}
 }
 
-// batchScheduler is implemented by [Canceller]: one ZADD per batch.
+// batchScheduler is implemented by status.Canceller: one ZADD per batch.
 type batchScheduler interface {
 	ScheduleMany(ctx context.Context, orders map[string]time.Time) error
 }

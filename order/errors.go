@@ -26,7 +26,7 @@ var (
 	// this package understands.
 	ErrUnsupportedVersion = errors.New("order: unsupported message version")
 
-	// ErrActivityNotFound is returned by [Reconciler.Reconcile] when the
+	// ErrActivityNotFound is returned by reconcile.Reconciler.Reconcile when the
 	// activity has no seckill_activity row; nothing is released for it
 	// (Report.ActivityMissing).
 	ErrActivityNotFound = errors.New("order: activity not found")

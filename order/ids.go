@@ -38,13 +38,13 @@ func checkID(what, id string) error {
 }
 
 // ValidReservationID reports whether s can be a reservation ID
-// ([Message.ReservationID], [ReleaseRequest.ReservationID]): 1 to
+// ([Message.ReservationID], handoff.ReleaseRequest.ReservationID): 1 to
 // [MaxReservationIDLen] bytes of printable ASCII other than space
 // (0x21..0x7E). It is the rule stock.ValidReservationID applies before a
 // reservation is made, so every reservation stock accepts can become an
 // order. The columns compare IDs byte for byte (ascii_bin on MySQL/MariaDB).
 // A message with any other ID is refused ([ErrInvalidMessage]), so such a
-// reservation can never become an order: [Fence] releases it without a
+// reservation can never become an order: handoff.Fence releases it without a
 // fence row.
 func ValidReservationID(s string) bool {
 	if s == "" || len(s) > MaxReservationIDLen {

@@ -137,7 +137,7 @@ type Activity struct {
 	Remaining     int64          `gorm:"column:stock;not null;default:0"`
 	PerUserLimit  int64          `gorm:"column:user_limit;not null;default:1"`
 	Version       int64          `gorm:"not null;default:0"`
-	Status        ActivityStatus `gorm:"not null;default:1"` // ActivityActive, ActivityPaused, … ([SetActivityStatus])
+	Status        ActivityStatus `gorm:"not null;default:1"` // ActivityActive, ActivityPaused, … (operate.SetActivityStatus)
 	Start         time.Time      `gorm:"column:start_time;not null"`
 	End           time.Time      `gorm:"column:end_time;not null"`
 	CreatedAt     time.Time
@@ -198,7 +198,7 @@ func (Order) TableName() string { return defaultOrderTable }
 // written in the same transaction as the order (or alone, for a FAILED
 // outcome). Its primary key is the message ID: a redelivered message finds
 // its row and is answered from it. Its unique reservation_id is the
-// consume/release fence ([Fence]). Like [Order], its indexes come from
+// consume/release fence (handoff.Fence). Like [Order], its indexes come from
 // [AutoMigrate], not from struct tags.
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`

@@ -147,7 +147,7 @@ func WithResults(r ResultWriter) ConsumerOption {
 }
 
 // WithPayTimeout sets how long a new order waits for payment before the
-// [Canceller] cancels it ([Processor]). Default 30 minutes.
+// status.Canceller cancels it ([Processor]). Default 30 minutes.
 func WithPayTimeout(d time.Duration) ProcessorOption {
 	return processorOption(func(o *options) { o.payTimeout = d })
 }
@@ -195,7 +195,7 @@ func WithNotifier(n Notifier) ConsumerOption {
 }
 
 // WithScheduler makes the [Consumer] schedule each new order's unpaid
-// cancellation (e.g. on a [Canceller]) after commit. The DB scan of the
+// cancellation (e.g. on a status.Canceller) after commit. The DB scan of the
 // Canceller is the backstop when scheduling fails. Default none; a nil s
 // fails [NewConsumer] with [ErrInvalidConfig].
 func WithScheduler(s Scheduler) ConsumerOption {
@@ -230,7 +230,7 @@ func WithOnError(f func(ctx context.Context, err error)) ConsumerOption {
 }
 
 // WithReleaseAttempts sets how many times the [Consumer] tries to release a
-// reservation of a failed order before leaving it to the [Reconciler].
+// reservation of a failed order before leaving it to the reconcile.Reconciler.
 // Default 3.
 func WithReleaseAttempts(n int) ConsumerOption {
 	return consumerOption(func(o *options) { o.releaseTry = n })
@@ -249,7 +249,7 @@ func WithReleaseAttempts(n int) ConsumerOption {
 // the [Consumer] retries the batch one message at a time, so only the
 // messages whose hook keeps failing are retried with backoff and, after
 // [WithMaxAttempts] attempts while the database is healthy, sent to the
-// dead-letter sink (no order, no dedup row: the [Reconciler] releases
+// dead-letter sink (no order, no dedup row: the reconcile.Reconciler releases
 // their reservations after its grace period); their neighbours commit.
 // Return [Permanent](err) to dead-letter a message at its first failure
 // on the one-by-one path. The hook may run more than once for the same

@@ -16,8 +16,8 @@ const fenceMsgPrefix = "fence:"
 
 // ReleaseRequest names one reservation for [Fence.Release].
 type ReleaseRequest struct {
-	Activity      string // the activity ID ([ValidID])
-	User          string // the buyer ([ValidID]); "" when unknown (the result is then found by reservation only)
+	Activity      string // the activity ID ([order.ValidID])
+	User          string // the buyer ([order.ValidID]); "" when unknown (the result is then found by reservation only)
 	ReservationID string
 	Reason        string // stored as the FAILED outcome's Reason; default ReasonReleased
 }
@@ -36,10 +36,10 @@ type ReleaseRequest struct {
 //     back nothing.
 //
 // Redis is therefore released only for reservations that can never become
-// an order. The fence holds while the dedup row lives: [PruneDedup]'s
+// an order. The fence holds while the dedup row lives: operate.PruneDedup's
 // horizon must exceed the oldest message still deliverable (Kafka retention,
-// outbox age). Fence implements [Releaser] for the [Submitter]; the
-// [Reconciler] uses one internally. Safe for concurrent use.
+// outbox age). Fence implements [order.Releaser] for the [Submitter]; the
+// reconcile.Reconciler uses one internally. Safe for concurrent use.
 type Fence struct {
 	db     *gorm.DB
 	rel    order.Releaser
@@ -66,7 +66,7 @@ func NewFence(db *gorm.DB, rel order.Releaser, opts ...FenceOption) (*Fence, err
 	return &Fence{db: db, rel: rel, tables: tables, o: o}, nil
 }
 
-// Release implements [Releaser]: it fences the reservation with reason
+// Release implements [order.Releaser]: it fences the reservation with reason
 // [ReasonReleased] and an unknown user, then releases it.
 func (f *Fence) Release(ctx context.Context, activity string, reservationID string) error {
 	return f.ReleaseFor(ctx, ReleaseRequest{Activity: activity, ReservationID: reservationID})
@@ -79,12 +79,12 @@ func (f *Fence) Release(ctx context.Context, activity string, reservationID stri
 // release finishes the job. On a database error nothing was decided and
 // nothing is released: retry later.
 //
-// A reservation ID that is not [ValidReservationID] (longer than the
+// A reservation ID that is not [order.ValidReservationID] (longer than the
 // columns, or bytes they cannot compare — made under an earlier rule) can
 // never become an order, since no message with it passes
-// [Message.Validate]: it is released without a fence row (none could be
+// [order.Message.Validate]: it is released without a fence row (none could be
 // written), unless an order under that ID exists, which wins
-// ([ErrConsumed]). Only an empty ID is refused ([ErrInvalidMessage]).
+// ([ErrConsumed]). Only an empty ID is refused ([order.ErrInvalidMessage]).
 func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	if r.ReservationID == "" {
 		return fmt.Errorf("%w: empty reservation ID", order.ErrInvalidMessage)
@@ -126,8 +126,8 @@ func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 }
 
 // refused decides a reservation whose ID order refuses (not
-// [ValidReservationID]: longer than the columns, or bytes they cannot
-// compare): no message with it passes [Message.Validate], so it can never
+// [order.ValidReservationID]: longer than the columns, or bytes they cannot
+// compare): no message with it passes [order.Message.Validate], so it can never
 // become an order and needs no fence row (none could be written). An order
 // under that ID made by an older release (whose rule differed) still wins:
 // it is looked up first.

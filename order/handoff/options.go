@@ -107,7 +107,7 @@ func WithResults(r order.ResultWriter) Option {
 // ReasonReleased is the Reason of a FAILED outcome whose reservation the
 // [Fence] released before its message was consumed (by the reconciler, a
 // failed hand-off, or an operator): the message deducts nothing when it
-// arrives. It is the default of [ReleaseRequest].Reason.
+// arrives. It is the default of [ReleaseRequest.Reason].
 const ReasonReleased = "released"
 
 // ReasonHandoff is the Reason of the FAILED result of a reservation the

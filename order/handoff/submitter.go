@@ -36,7 +36,7 @@ func (r Route) String() string {
 
 // Submitter is the write path after a successful reservation: publish to
 // Kafka; if that fails, store the message with the [Fallback] (an outbox
-// row); if that fails too, release the reservation through the [Releaser]
+// row); if that fails too, release the reservation through the [order.Releaser]
 // and tell the caller to retry ([ErrRetry]). Pass a [Fence] as the
 // releaser: a publish that reported an error may still have reached Kafka,
 // and only a fenced release keeps that message from deducting a unit that
@@ -61,13 +61,13 @@ func NewSubmitter(pub Publisher, fb Fallback, rel order.Releaser, opts ...Submit
 	return &Submitter{pub: pub, fb: fb, rel: rel, o: o}, nil
 }
 
-// Submit hands m on. A Version of 0, 1 or 2 becomes [MessageVersion] (the
-// version [Message.Encode] writes), an empty MsgID a random one, a zero CreatedAt now. It returns the route on success.
+// Submit hands m on. A Version of 0, 1 or 2 becomes [order.MessageVersion] (the
+// version [order.Message.Encode] writes), an empty MsgID a random one, a zero CreatedAt now. It returns the route on success.
 // When both Kafka and the fallback fail it releases the reservation (on a
 // context that ignores ctx's cancellation) and returns an error wrapping
 // [ErrRetry], joined with the release error if the release failed too (the
-// [Reconciler] settles that one). An invalid message is an error wrapping
-// [ErrInvalidMessage] (an invalid user or activity ID: [ErrInvalidID]);
+// reconcile.Reconciler settles that one). An invalid message is an error wrapping
+// [order.ErrInvalidMessage] (an invalid user or activity ID: [order.ErrInvalidID]);
 // nothing is released for it.
 func (s *Submitter) Submit(ctx context.Context, m order.Message) (accepted Route, err error) {
 	released := false
@@ -130,7 +130,7 @@ type releaseForer interface {
 // be fenced: with a [Fence] as the releaser, a message that did get through
 // is answered FAILED when consumed and deducts nothing; when the fence
 // cannot be written (the database is down too) nothing is released and the
-// [Reconciler] settles the reservation later.
+// reconcile.Reconciler settles the reservation later.
 func (s *Submitter) release(ctx context.Context, m order.Message) error {
 	if f, ok := s.rel.(releaseForer); ok {
 		return f.ReleaseFor(ctx, ReleaseRequest{Activity: m.ActivityID, User: m.UserID,

@@ -25,7 +25,7 @@ var (
 	ErrAdjustConflict = errors.New("order: adjustment id already used with other values")
 
 	// ErrInvalidAdjust reports [AdjustParams] that fail validation, or an
-	// unknown [ActivityStatus].
+	// unknown [order.ActivityStatus].
 	ErrInvalidAdjust = errors.New("order: invalid adjustment")
 )
 
@@ -38,7 +38,7 @@ const (
 
 // AdjustParams is one stock adjustment of an activity.
 type AdjustParams struct {
-	Activity string // the activity ([ValidID])
+	Activity string // the activity ([order.ValidID])
 	// ID is the caller's idempotency key: 1 to [MaxAdjustIDLen] bytes of
 	// printable ASCII without spaces (a UUID, "topup-2026-12-01-1"),
 	// compared byte for byte. Sending the same adjustment again under the
@@ -76,7 +76,7 @@ func (p AdjustParams) validate() error {
 var errAdjustExists = errors.New("order: adjustment exists")
 
 // Adjustment is a row of seckill_activity_adjust (or the table
-// [WithTables] names): one entry of the activities' stock ledger, written
+// [order.WithTables] names): one entry of the activities' stock ledger, written
 // by [AdjustStock]. An activity's total_stock is its initial stock plus the
 // deltas of its adjustments.
 type Adjustment struct {
@@ -101,7 +101,7 @@ type Adjustment struct {
 // so both columns move together and the conservation stock + live orders
 // = total_stock still holds (the [Reconciler] sees no drift). A
 // withdrawal of more than the unsold stock fails with
-// [ErrInsufficientStock], an unknown activity with [ErrActivityNotFound];
+// [ErrInsufficientStock], an unknown activity with [order.ErrActivityNotFound];
 // then nothing is written.
 //
 // The ID makes it idempotent: an ID already recorded with the same
@@ -110,12 +110,12 @@ type Adjustment struct {
 // stored ones); with another activity or delta it fails with
 // [ErrAdjustConflict]. Concurrent calls with one ID are settled by the
 // primary key: one applies, the others replay. The adjustment runs
-// alongside a running [Consumer] (the stock row is locked only for the
+// alongside a running [order.Consumer] (the stock row is locked only for the
 // UPDATE); make the same change to the Redis stock (the stock package)
 // under the same ID.
 //
-// Invalid params fail with [ErrInvalidAdjust] or [ErrInvalidID]. The only
-// option is [WithTables].
+// Invalid params fail with [ErrInvalidAdjust] or [order.ErrInvalidID]. The only
+// option is [order.WithTables].
 func AdjustStock(ctx context.Context, db *gorm.DB, p AdjustParams, opts ...order.TableOption) (Adjustment, error) {
 	if db == nil {
 		return Adjustment{}, fmt.Errorf("%w: AdjustStock needs a db", order.ErrInvalidConfig)
@@ -185,7 +185,7 @@ func AdjustStock(ctx context.Context, db *gorm.DB, p AdjustParams, opts ...order
 }
 
 // Adjustments returns the stock ledger of an activity, oldest first. The
-// only option is [WithTables].
+// only option is [order.WithTables].
 func Adjustments(ctx context.Context, db *gorm.DB, activity string, opts ...order.TableOption) ([]Adjustment, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: Adjustments needs a db", order.ErrInvalidConfig)
@@ -206,11 +206,11 @@ func Adjustments(ctx context.Context, db *gorm.DB, activity string, opts ...orde
 }
 
 // SetActivityStatus records an operator's decision in the activity row's
-// status column ([ActivityActive], [ActivityPaused], [ActivityClosed]).
+// status column ([order.ActivityActive], [order.ActivityPaused], [order.ActivityClosed]).
 // It does not stop reservations by itself: pause the sale where
 // reservations are taken (the stock package) as well. An unknown status
 // fails with [ErrInvalidAdjust], an unknown activity with
-// [ErrActivityNotFound]. The only option is [WithTables].
+// [order.ErrActivityNotFound]. The only option is [order.WithTables].
 func SetActivityStatus(ctx context.Context, db *gorm.DB, activity string, status order.ActivityStatus, opts ...order.TableOption) error {
 	if db == nil {
 		return fmt.Errorf("%w: SetActivityStatus needs a db", order.ErrInvalidConfig)

@@ -10,7 +10,7 @@ import (
 )
 
 // PruneDedup deletes at most limit dedup rows (message_dedup, or the table
-// [WithTables] names) created before before, and returns how many it
+// [order.WithTables] names) created before before, and returns how many it
 // deleted. Keep rows far longer than any
 // redelivery can take (Kafka retention, outbox retry horizon): a message
 // redelivered after its row is gone is deduplicated only by the order's

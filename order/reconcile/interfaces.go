@@ -8,7 +8,7 @@ import (
 // Reservation is one entry of the Redis ledger, as the [Reconciler] sees it.
 type Reservation struct {
 	ID   string
-	User string // the buyer's ID ([ValidID])
+	User string // the buyer's ID ([order.ValidID])
 	Qty  int64
 	At   time.Time // when it was reserved
 }

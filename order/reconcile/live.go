@@ -11,8 +11,8 @@ import (
 // LiveReservations returns the reservations of an activity's live (CREATED
 // or PAID) orders: what the Redis ledger must hold for them. A Redis
 // rebuild after data loss (stock.Deductor.Rebuild) loads exactly these,
-// once nothing is in flight any more. The only option is [WithTables]. An
-// activity that is not [ValidID] fails with [ErrInvalidID].
+// once nothing is in flight any more. The only option is order.WithTables. An
+// activity that is not [order.ValidID] fails with [order.ErrInvalidID].
 func LiveReservations(ctx context.Context, db *gorm.DB, activity string, opts ...order.TableOption) ([]Reservation, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: LiveReservations needs a db", order.ErrInvalidConfig)

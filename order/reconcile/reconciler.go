@@ -19,7 +19,7 @@ type Report struct {
 	DryRun   bool // nothing was released
 	// ActivityMissing: seckill_activity has no row for Activity (wrong
 	// database, deleted row, wrong ID). Reconcile then returns
-	// [ErrActivityNotFound], releases nothing and fills only the ledger
+	// [order.ErrActivityNotFound], releases nothing and fills only the ledger
 	// fields: without the row the DB cannot vouch that a reservation has
 	// no order, and its stock is unknown, not 0.
 	ActivityMissing bool
@@ -73,7 +73,7 @@ type Report struct {
 // about safety. A reservation of a CANCELLED order is released regardless
 // of age (cancel's own release was lost). Live orders without a reservation are
 // reported, never deleted. An activity without a DB row is reported
-// ([ErrActivityNotFound]) and left alone. Release is idempotent, so
+// ([order.ErrActivityNotFound]) and left alone. Release is idempotent, so
 // running two reconcilers at once is safe, if wasteful. Safe for
 // concurrent use.
 type Reconciler struct {
@@ -117,8 +117,8 @@ const (
 
 // Reconcile checks one activity. The error is non-nil when the ledger or
 // the DB could not be read, or when the activity has no row in the DB
-// ([ErrActivityNotFound], with Report.ActivityMissing set): then nothing is
-// released. An activity that is not [ValidID] fails with [ErrInvalidID].
+// ([order.ErrActivityNotFound], with Report.ActivityMissing set): then nothing is
+// released. An activity that is not [order.ValidID] fails with [order.ErrInvalidID].
 // Individual release failures are in the report.
 func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report, err error) {
 	if r.o.observer != nil {
@@ -174,7 +174,7 @@ func (r *Reconciler) readLedger(ctx context.Context, activity string) (map[strin
 
 // readActivity fills the report's DB stock fields from the activity row;
 // without the row it sets ActivityMissing and fails with
-// [ErrActivityNotFound].
+// [order.ErrActivityNotFound].
 func (r *Reconciler) readActivity(ctx context.Context, rep *Report) error {
 	var acts []order.Activity
 	if err := r.db.WithContext(ctx).Table(r.tables.Activity).Select("id", "stock", "total_stock").

@@ -33,7 +33,7 @@ type QueueClient interface {
 // Pay and Cancel are compare-and-set updates of the status column, so a
 // payment racing a cancellation ends as exactly one of them. Cancel restores
 // the DB stock in the same transaction, then releases the Redis reservation
-// through the [Releaser] (its ReleaseOrder when it implements
+// through the [order.Releaser] (its ReleaseOrder when it implements
 // [OrderReleaser]; idempotent; a failed release is retried by the next
 // Cancel of the same order, which re-issues it).
 //
@@ -71,7 +71,7 @@ func NewCanceller(db *gorm.DB, rdb QueueClient, rel order.Releaser, opts ...Canc
 }
 
 // Schedule queues orderNo for cancellation at at (if still unpaid then).
-// Scheduling again replaces the time (a plain ZADD). Implements [Scheduler].
+// Scheduling again replaces the time (a plain ZADD). Implements [order.Scheduler].
 func (c *Canceller) Schedule(ctx context.Context, orderNo string, at time.Time) error {
 	if c.rdb == nil {
 		return nil
@@ -84,8 +84,8 @@ func (c *Canceller) Schedule(ctx context.Context, orderNo string, at time.Time) 
 
 var errCASLost = errors.New("order: status changed")
 
-// ScheduleMany queues many orders in one ZADD; the [Consumer] uses it for a
-// batch when its [Scheduler] has it.
+// ScheduleMany queues many orders in one ZADD; the [order.Consumer] uses it for a
+// batch when its [order.Scheduler] has it.
 func (c *Canceller) ScheduleMany(ctx context.Context, orders map[string]time.Time) error {
 	if c.rdb == nil || len(orders) == 0 {
 		return nil
@@ -221,7 +221,7 @@ func (c *Canceller) release(ctx context.Context, o order.Order) error {
 // [ErrOrderCancelled] joined with [ErrReleasePending] (errors.Is matches
 // both): the order is put back on the delay queue, whose next
 // [Canceller.CancelDue] re-issues the release; without Redis, or if that
-// fails too, the [Reconciler] releases the reservation of a cancelled order.
+// fails too, the reconcile.Reconciler releases the reservation of a cancelled order.
 func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
 	now := c.o.clock.Now()
 	res := c.db.WithContext(ctx).Table(c.o.tables.Order).

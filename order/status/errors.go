@@ -26,7 +26,7 @@ var (
 	// ErrReleasePending is returned (joined with the cause) by
 	// [Canceller.Cancel] when the order is cancelled in the DB but the Redis
 	// reservation could not be released yet: call Cancel again (the delay
-	// queue does) or let the [Reconciler] settle it.
+	// queue does) or let the reconcile.Reconciler settle it.
 	ErrReleasePending = errors.New("order: cancelled, reservation release pending")
 
 	// ErrOrderCancelled is returned by Pay when the order was cancelled

@@ -5,7 +5,7 @@ package status
 // an activity's results on one Cluster node.
 
 // resultKey: hash {status, order_no, reason, resv, at} per (activity,
-// user). Both are [ValidID]s: no brace can move the hash tag, and no ':'
+// user). Both are [order.ValidID]s: no brace can move the hash tag, and no ':'
 // can make two pairs share a key.
 func resultKey(prefix, activity, user string) string {
 	return prefix + "{a:" + activity + "}:result:" + user

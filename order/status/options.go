@@ -24,7 +24,7 @@ import (
 //	NewOrders       OrdersOption       WithTables, WithCanceller
 //
 // [WithClock], [WithLogger] and [WithKeyPrefix] return an [Option], both
-// a ResultsOption and a CancellerOption; [WithTables] a [TableOption], an
+// a ResultsOption and a CancellerOption; [WithTables] a [order.TableOption], an
 // option of all three. A nil option is ignored; a nil collaborator fails
 // the constructor with order.ErrInvalidConfig.
 type (

@@ -11,7 +11,7 @@ import (
 // Orders reads orders and acts on them, so that no caller reads the
 // tables itself: [Orders.Get] by order number, [Orders.ByReservation],
 // [Orders.ByUser], and [Orders.Pay] and [Orders.Cancel], which delegate to
-// the [Canceller] given with [WithCanceller]. The [Order] returned is the
+// the [Canceller] given with [WithCanceller]. The [order.Order] returned is the
 // row as committed (Headers nil). Safe for concurrent use.
 type Orders struct {
 	db *gorm.DB
@@ -62,7 +62,7 @@ func (s *Orders) one(ctx context.Context, column, value string) (order.Order, er
 
 // ByUser returns every order (live and cancelled) of user in activity,
 // oldest first; none is an empty slice, not an error. IDs that are not
-// [ValidID] fail with [ErrInvalidID].
+// [order.ValidID] fail with [order.ErrInvalidID].
 func (s *Orders) ByUser(ctx context.Context, activity, user string) ([]order.Order, error) {
 	if err := checkID("activity", activity); err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func NewResults(rdb ResultsClient, db *gorm.DB, opts ...ResultsOption) (*Results
 
 // Set records r (r.At defaults to now). A QUEUED status does not overwrite
 // a SUCCESS/FAILED of the same reservation. A result whose Activity or
-// User is not [ValidID] fails with [ErrInvalidID] and writes nothing.
+// User is not [order.ValidID] fails with [order.ErrInvalidID] and writes nothing.
 func (r *Results) Set(ctx context.Context, res order.Result) error {
 	if err := checkPair(res.Activity, res.User); err != nil {
 		return err
@@ -105,7 +105,7 @@ func (r *Results) SetMany(ctx context.Context, rs []order.Result) error {
 // (db nil) the Redis entry is the answer.
 //
 // Cost: one indexed database read per call when a database is configured.
-// An activity or user that is not [ValidID] fails with [ErrInvalidID]
+// An activity or user that is not [order.ValidID] fails with [order.ErrInvalidID]
 // before Redis or the database is asked.
 func (r *Results) Get(ctx context.Context, activity, user string) (order.Result, error) {
 	if err := checkPair(activity, user); err != nil {
@@ -225,7 +225,7 @@ func resultByReservation(ctx context.Context, db *gorm.DB, t order.Tables, activ
 }
 
 // orderResult is the result of an order row: SUCCESS, or for a cancelled
-// order FAILED with ReasonCancelled and its OrderNo (see [StatusFailed]).
+// order FAILED with ReasonCancelled and its OrderNo (see [order.StatusFailed]).
 func orderResult(o order.Order) order.Result {
 	res := order.Result{Activity: o.ActivityID, User: o.UserID, Status: order.StatusSuccess, OrderNo: o.OrderNo,
 		ReservationID: o.ReservationID, At: o.CreatedAt}
