@@ -31,22 +31,22 @@ var (
 
 // Limits of [AdjustParams] fields, in bytes: the widths of their columns.
 const (
-	MaxAdjustIDLen = 128
-	MaxOperatorLen = 64
-	MaxReasonLen   = 255
+	maxAdjustIDLen = 128
+	maxOperatorLen = 64
+	maxReasonLen   = 255
 )
 
 // AdjustParams is one stock adjustment of an activity.
 type AdjustParams struct {
 	Activity string // the activity ([order.ValidID])
-	// ID is the caller's idempotency key: 1 to [MaxAdjustIDLen] bytes of
+	// ID is the caller's idempotency key: 1 to 128 bytes of
 	// printable ASCII without spaces (a UUID, "topup-2026-12-01-1"),
 	// compared byte for byte. Sending the same adjustment again under the
 	// same ID changes nothing.
 	ID       string
 	Delta    int64     // units: > 0 a top-up, < 0 a withdrawal; not 0
-	Operator string    // who, at most [MaxOperatorLen] bytes of UTF-8
-	Reason   string    // why, at most [MaxReasonLen] bytes of UTF-8
+	Operator string    // who, at most 64 bytes of UTF-8
+	Reason   string    // why, at most 255 bytes of UTF-8
 	At       time.Time // recorded as created_at; zero means time.Now()
 }
 
@@ -54,8 +54,8 @@ func (p AdjustParams) validate() error {
 	if err := checkID("activity", p.Activity); err != nil {
 		return err
 	}
-	if p.ID == "" || len(p.ID) > MaxAdjustIDLen {
-		return fmt.Errorf("%w: id must be 1..%d bytes (got %d)", ErrInvalidAdjust, MaxAdjustIDLen, len(p.ID))
+	if p.ID == "" || len(p.ID) > maxAdjustIDLen {
+		return fmt.Errorf("%w: id must be 1..%d bytes (got %d)", ErrInvalidAdjust, maxAdjustIDLen, len(p.ID))
 	}
 	for i := 0; i < len(p.ID); i++ {
 		if c := p.ID[i]; c <= ' ' || c > '~' {
@@ -65,10 +65,10 @@ func (p AdjustParams) validate() error {
 	switch {
 	case p.Delta == 0:
 		return fmt.Errorf("%w: delta must not be 0", ErrInvalidAdjust)
-	case len(p.Operator) > MaxOperatorLen || !utf8.ValidString(p.Operator):
-		return fmt.Errorf("%w: operator must be at most %d bytes of UTF-8", ErrInvalidAdjust, MaxOperatorLen)
-	case len(p.Reason) > MaxReasonLen || !utf8.ValidString(p.Reason):
-		return fmt.Errorf("%w: reason must be at most %d bytes of UTF-8", ErrInvalidAdjust, MaxReasonLen)
+	case len(p.Operator) > maxOperatorLen || !utf8.ValidString(p.Operator):
+		return fmt.Errorf("%w: operator must be at most %d bytes of UTF-8", ErrInvalidAdjust, maxOperatorLen)
+	case len(p.Reason) > maxReasonLen || !utf8.ValidString(p.Reason):
+		return fmt.Errorf("%w: reason must be at most %d bytes of UTF-8", ErrInvalidAdjust, maxReasonLen)
 	}
 	return nil
 }

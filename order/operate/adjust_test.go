@@ -114,9 +114,9 @@ func TestAdjustStockTopUpWithdrawReplayRefusal(t *testing.T) {
 		for _, bad := range []AdjustParams{
 			{Activity: "sale-1", ID: "", Delta: 1},
 			{Activity: "sale-1", ID: "has space", Delta: 1},
-			{Activity: "sale-1", ID: strings.Repeat("i", MaxAdjustIDLen+1), Delta: 1},
+			{Activity: "sale-1", ID: strings.Repeat("i", maxAdjustIDLen+1), Delta: 1},
 			{Activity: "sale-1", ID: "z", Delta: 0},
-			{Activity: "sale-1", ID: "z", Delta: 1, Operator: strings.Repeat("o", MaxOperatorLen+1)},
+			{Activity: "sale-1", ID: "z", Delta: 1, Operator: strings.Repeat("o", maxOperatorLen+1)},
 			{Activity: "sale-1", ID: "z", Delta: 1, Reason: "\xff"},
 		} {
 			_, err := AdjustStock(ctx, db, bad)
