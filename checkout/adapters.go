@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/reconcile"
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -18,16 +19,16 @@ func Releaser(s Stock) order.ReleaserFunc {
 
 // Ledger is d's ledger of held reservations as the order reconciler reads
 // it: released entries and tombstones left out.
-func Ledger(d *stock.Deductor) order.LedgerFunc {
-	return func(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+func Ledger(d *stock.Deductor) reconcile.LedgerFunc {
+	return func(ctx context.Context, activity string, cursor uint64, count int64) ([]reconcile.Reservation, uint64, error) {
 		page, next, err := d.Reservations(ctx, activity, cursor, count)
 		if err != nil {
 			return nil, 0, err
 		}
-		out := make([]order.Reservation, 0, len(page))
+		out := make([]reconcile.Reservation, 0, len(page))
 		for _, r := range page {
 			if r.State == stock.Held {
-				out = append(out, order.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
+				out = append(out, reconcile.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
 			}
 		}
 		return out, next, nil

@@ -38,6 +38,8 @@ import (
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -67,9 +69,9 @@ type Tokens interface {
 
 // Submitter hands an order message on (Kafka, else the outbox) and, when it
 // can do neither, releases the reservation through the fence and answers
-// [order.ErrRetry]: *order.Submitter has it.
+// [handoff.ErrRetry]: *handoff.Submitter has it.
 type Submitter interface {
-	Submit(ctx context.Context, m order.Message) (order.Route, error)
+	Submit(ctx context.Context, m order.Message) (handoff.Route, error)
 }
 
 // Config is one sale's checkout. Activity, Stock, Submitter and Results are
@@ -85,9 +87,9 @@ type Config struct {
 	// (attempts without a request ID): 1-8 of [A-Za-z0-9]; random if "".
 	Node string
 
-	Stock     Stock                                                                // required
-	Submitter Submitter                                                            // required
-	Results   func(ctx context.Context, q order.ResultQuery) (order.Result, error) // required: (*order.Results).Reservation
+	Stock     Stock                                                                 // required
+	Submitter Submitter                                                             // required
+	Results   func(ctx context.Context, q status.ResultQuery) (order.Result, error) // required: (*status.Results).Reservation
 
 	Tokens  Tokens                                                                // the access token, consumed once
 	Link    func(ctx context.Context, p token.VerifyParams) (token.Claims, error) // the signed buy path: (*token.Signer).Verify
@@ -227,7 +229,7 @@ func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.
 	if !stock.ValidID(user) || !stock.ValidReservationID(reservation) {
 		return order.Result{}, nil
 	}
-	res, err := c.cfg.Results(ctx, order.ResultQuery{Activity: c.cfg.Activity, User: user, ReservationID: reservation})
+	res, err := c.cfg.Results(ctx, status.ResultQuery{Activity: c.cfg.Activity, User: user, ReservationID: reservation})
 	if err != nil {
 		return order.Result{}, err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -117,25 +119,25 @@ func (m *memTokens) Restore(_ context.Context, c token.ConsumeParams) error {
 	return nil
 }
 
-// memSubmitter answers err, and releases like order.Submitter on ErrRetry.
+// memSubmitter answers err, and releases like handoff.Submitter on ErrRetry.
 type memSubmitter struct {
 	err   error
 	stock *memStock
 	sent  []order.Message
 }
 
-func (s *memSubmitter) Submit(ctx context.Context, m order.Message) (order.Route, error) {
+func (s *memSubmitter) Submit(ctx context.Context, m order.Message) (handoff.Route, error) {
 	if s.err != nil {
-		if errors.Is(s.err, order.ErrRetry) { // the real one releases through the fence
+		if errors.Is(s.err, handoff.ErrRetry) { // the real one releases through the fence
 			_, _ = s.stock.Release(ctx, m.ActivityID, m.ReservationID)
 		}
-		return order.RouteNone, s.err
+		return handoff.RouteNone, s.err
 	}
 	s.sent = append(s.sent, m)
-	return order.RouteNone + 1, nil
+	return handoff.RouteNone + 1, nil
 }
 
-func noResult(context.Context, order.ResultQuery) (order.Result, error) { return order.Result{}, nil }
+func noResult(context.Context, status.ResultQuery) (order.Result, error) { return order.Result{}, nil }
 
 const poolToken = "AAAAAAAAAAAAAAAAAAAAAA" // 22 URL-safe characters
 
@@ -335,7 +337,7 @@ func TestStepEdits(t *testing.T) {
 
 // TestUndoRule: a Busy or retryable ending gives back, last first, what
 // every earlier step took; a final one, or acceptance, gives back nothing;
-// the step that ended is not undone; after order.ErrRetry the reservation,
+// the step that ended is not undone; after handoff.ErrRetry the reservation,
 // released by the submitter, is not released twice.
 func TestUndoRule(t *testing.T) {
 	ended := errors.New("ended")
@@ -352,7 +354,7 @@ func TestUndoRule(t *testing.T) {
 		{name: "busy", after: busy(ended), kind: Busy, reason: TryAgain, undone: true, releases: 1},
 		{name: "retryable", after: refuse(Limited, false, "x"), kind: Refused, reason: Limited, undone: true, releases: 1},
 		{name: "final", after: refuse(Denied, true, "x"), kind: Refused, reason: Denied},
-		{name: "handoff_failed", submitErr: order.ErrRetry, kind: Refused, reason: HandoffFailed, undone: true, releases: 1},
+		{name: "handoff_failed", submitErr: handoff.ErrRetry, kind: Refused, reason: HandoffFailed, undone: true, releases: 1},
 		{name: "submit_error", submitErr: ended, kind: Busy, reason: TryAgain, undone: true, releases: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -461,7 +463,7 @@ func TestStatusTable(t *testing.T) {
 func TestResultOwner(t *testing.T) {
 	st := newMemStock(1)
 	cfg := baseConfig(st, &memSubmitter{stock: st})
-	cfg.Results = func(_ context.Context, q order.ResultQuery) (order.Result, error) {
+	cfg.Results = func(_ context.Context, q status.ResultQuery) (order.Result, error) {
 		return order.Result{Activity: q.Activity, User: "owner", ReservationID: q.ReservationID, Status: order.StatusSuccess}, nil
 	}
 	c, err := New(cfg)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -340,7 +342,7 @@ func reserveOutcome(res stock.Result) Outcome {
 }
 
 // undoReserve releases a reservation whose hand-off, or a later step,
-// refused: it must not outlive the refusal. After order.ErrRetry the
+// refused: it must not outlive the refusal. After handoff.ErrRetry the
 // submitter released it through the fence already.
 func (c *Checkout) undoReserve(ctx context.Context, a *Attempt) {
 	if a.released {
@@ -352,13 +354,13 @@ func (c *Checkout) undoReserve(ctx context.Context, a *Attempt) {
 }
 
 // stepSubmit hands the reservation to the order pipeline: Kafka, else the
-// outbox, else (order.ErrRetry) a release through the fence.
+// outbox, else (handoff.ErrRetry) a release through the fence.
 func (c *Checkout) stepSubmit(ctx context.Context, a *Attempt) Outcome {
 	_, err := c.cfg.Submitter.Submit(ctx, c.message(a, a.Qty))
 	switch {
 	case err == nil:
 		return Outcome{}
-	case errors.Is(err, order.ErrRetry):
+	case errors.Is(err, handoff.ErrRetry):
 		a.released = true
 		return refuse(HandoffFailed, false, "could not place the order, please retry")
 	}
@@ -368,6 +370,6 @@ func (c *Checkout) stepSubmit(ctx context.Context, a *Attempt) Outcome {
 
 // message is the order message of a's reservation.
 func (c *Checkout) message(a *Attempt, qty int64) order.Message {
-	return order.Message{MsgID: order.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
+	return order.Message{MsgID: outbox.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
 		Qty: qty, Price: c.cfg.Price, CreatedAt: c.cfg.Now().UTC()}
 }

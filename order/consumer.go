@@ -3,41 +3,12 @@ package order
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/order/internal/dbx"
 )
-
-// Record is one record of the order topic as the [Consumer] needs it,
-// without the types of a Kafka client: the value to decode, the headers
-// to make the message's context from ([WithContextFrom]), and where it
-// came from, for the [DeadLetter] sink and logs. The orderkafka package
-// makes Records from sarama messages.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   map[string]string // nil when the record has none
-}
-
-// DeadLetter takes a poison record out of the stream. It must be durable
-// when it returns nil: the record then counts as done and its offset is
-// marked right after. orderkafka.DeadLetterTopic is the Kafka one.
-type DeadLetter interface {
-	DeadLetter(ctx context.Context, rec Record, cause error) error
-}
-
-// DeadLetterFunc adapts a function to [DeadLetter].
-type DeadLetterFunc func(ctx context.Context, rec Record, cause error) error
-
-// DeadLetter calls f.
-func (f DeadLetterFunc) DeadLetter(ctx context.Context, rec Record, cause error) error {
-	return f(ctx, rec, cause)
-}
 
 // Consumer turns order records into orders; it is the processing core of a
 // Kafka consumer, with no Kafka client in it: orderkafka.Handler (a
@@ -74,22 +45,6 @@ type Consumer struct {
 	batches, batchMsgs, oneByOne, deadLettered, retries, releaseFailures atomic.Int64
 }
 
-// Stats are counters of a [Consumer] since it was created.
-type Stats struct {
-	Batches         int64 // batch transactions committed
-	BatchMessages   int64 // messages written by them
-	OneByOne        int64 // messages written on the per-message path
-	DeadLettered    int64 // messages sent to the dead-letter sink
-	Retries         int64 // failed attempts that were retried
-	ReleaseFailures int64 // releases left to the Reconciler
-}
-
-// Stats returns the consumer's counters.
-func (c *Consumer) Stats() Stats {
-	return Stats{Batches: c.batches.Load(), BatchMessages: c.batchMsgs.Load(), OneByOne: c.oneByOne.Load(),
-		DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load(), ReleaseFailures: c.releaseFailures.Load()}
-}
-
 // NewConsumer returns a consumer writing through p and releasing FAILED
 // reservations through rel. Options: [WithBatchSize], [WithMaxAttempts],
 // [WithBackoff], [WithDeadLetter], [WithResults], [WithNotifier],
@@ -97,14 +52,14 @@ func (c *Consumer) Stats() Stats {
 // [WithLogger], [WithObserver], [WithContextFrom], [WithClock].
 func NewConsumer(p *Processor, rel Releaser, opts ...ConsumerOption) (*Consumer, error) {
 	if p == nil || rel == nil {
-		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewConsumer needs a processor and a releaser", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, ConsumerOption.applyConsumer)
 	if err != nil {
 		return nil, err
 	}
 	if o.batchSize < 1 || o.maxAttempts < 1 || o.backoffMin <= 0 || o.backoffMax < o.backoffMin || o.releaseTry < 1 {
-		return nil, fmt.Errorf("%w: invalid consumer options", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: invalid consumer options", ErrInvalidConfig)
 	}
 	if o.health == nil {
 		db := p.db
@@ -244,7 +199,7 @@ func (c *Consumer) writeOne(ctx context.Context, m Message, rec Record) error {
 			return ctx.Err()
 		}
 		c.report(ctx, err)
-		if IsPermanent(err) {
+		if isPermanent(err) {
 			return c.deadLetter(ctx, rec, err)
 		}
 		if c.o.health(ctx) == nil {
@@ -266,7 +221,7 @@ func (c *Consumer) writeOne(ctx context.Context, m Message, rec Record) error {
 func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 	bg := context.WithoutCancel(ctx)
 	for _, o := range outs {
-		if !o.Release() {
+		if !o.release() {
 			continue
 		}
 		var err error
@@ -305,10 +260,10 @@ func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 	if c.o.results == nil && c.o.notifier == nil {
 		return
 	}
-	now := c.o.clock.Now()
+	now := c.p.o.clock.Now()
 	rs := make([]Result, len(outs))
 	for i, o := range outs {
-		rs[i] = o.Result()
+		rs[i] = o.result()
 		rs[i].At = now
 	}
 	if c.o.results != nil {
@@ -323,7 +278,7 @@ func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 	}
 }
 
-// batchScheduler is implemented by [Canceller]: one ZADD per batch.
+// batchScheduler is implemented by status.Canceller: one ZADD per batch.
 type batchScheduler interface {
 	ScheduleMany(ctx context.Context, orders map[string]time.Time) error
 }
@@ -358,25 +313,63 @@ func (c *Consumer) report(ctx context.Context, err error) {
 }
 
 func (c *Consumer) sleep(ctx context.Context, attempt int) error {
-	return sleepBackoff(ctx, c.o.backoffMin, c.o.backoffMax, attempt)
+	return dbx.SleepBackoff(ctx, c.o.backoffMin, c.o.backoffMax, attempt)
 }
 
-// sleepBackoff waits min·2^attempt (capped at max) with ±25 % jitter.
-func sleepBackoff(ctx context.Context, min, max time.Duration, attempt int) error {
-	d := min
-	for i := 0; i < attempt && d < max; i++ {
-		d *= 2
+// observeStart is the start of an observed consumer operation: the zero
+// time, without reading the clock, when there is no observer.
+func (c *Consumer) observeStart() time.Time {
+	if c.o.observer == nil {
+		return time.Time{}
 	}
-	if d > max {
-		d = max
+	return time.Now()
+}
+
+// observeOutcomes reports one committed consumer transaction; callers
+// check c.o.observer first.
+func (c *Consumer) observeOutcomes(ctx context.Context, start time.Time, outs []Outcome) {
+	ok, failed := 0, 0
+	for _, out := range outs {
+		if out.Status == StatusFailed {
+			failed++
+		} else {
+			ok++
+		}
 	}
-	d = d*3/4 + time.Duration(rand.Int64N(int64(d)/2+1))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
+	msgs := make([]Message, len(outs))
+	for i := range outs {
+		msgs[i] = outs[i].Message
 	}
+	act := batchActivity(msgs)
+	if ok > 0 {
+		c.o.observe(ctx, observe.Event{Stage: StageConsume, Outcome: observe.OK, Activity: act, Value: float64(ok)}, start)
+	}
+	if failed > 0 {
+		c.o.observe(ctx, observe.Event{Stage: StageConsume, Outcome: "failed", Activity: act, Value: float64(failed)}, start)
+	}
+}
+
+// batchActivity is the activity of msgs, or "" when they concern several.
+func batchActivity(msgs []Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	act := msgs[0].ActivityID
+	for _, m := range msgs[1:] {
+		if m.ActivityID != act {
+			return ""
+		}
+	}
+	return act
+}
+
+// msgContext is m's context: [WithContextFrom] applied to its headers.
+func (c *Consumer) msgContext(ctx context.Context, m Message) context.Context {
+	if c.o.contextFrom == nil {
+		return ctx
+	}
+	if mctx := c.o.contextFrom(ctx, m.Headers); mctx != nil {
+		return mctx
+	}
+	return ctx
 }

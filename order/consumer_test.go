@@ -11,8 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
-
-	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 type dlqSink struct {
@@ -93,10 +91,9 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 		sched := map[string]time.Time{}
 		var smu sync.Mutex
 		n := &notes{}
-		results, err := NewResults(testenv.Redis(t), db, WithKeyPrefix(testenv.Prefix(t)))
-		require.NoError(t, err)
+		results := &memResults{}
 		c, err := NewConsumer(newProc(t, db), led, WithBatchSize(4), WithNotifier(n), WithResults(results),
-			WithScheduler(SchedulerFunc(func(_ context.Context, no string, at time.Time) error {
+			WithScheduler(schedulerFunc(func(_ context.Context, no string, at time.Time) error {
 				smu.Lock()
 				sched[no] = at
 				smu.Unlock()
@@ -117,8 +114,7 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 		assert.Equal(t, 9, n.count(), "every delivery notified (at least once)")
 		succ, failed := 0, 0
 		for i := 0; i < 8; i++ {
-			r, err := results.Get(context.Background(), "1", num(100+i))
-			require.NoError(t, err)
+			r := results.get("1", num(100+i))
 			switch r.Status {
 			case StatusSuccess:
 				succ++
@@ -130,7 +126,7 @@ func TestConsumeClaimBatchAndEffects(t *testing.T) {
 		}
 		assert.Equal(t, 5, succ)
 		assert.Equal(t, 3, failed)
-		st := c.Stats()
+		st := c.stats()
 		assert.EqualValues(t, 9, st.BatchMessages+st.OneByOne)
 	})
 }
@@ -153,7 +149,7 @@ func TestConsumeClaimPoison(t *testing.T) {
 			sess := &fakeSession{ctx: context.Background()}
 			require.NoError(t, runClaim(t, c, sess, kms))
 			assert.Equal(t, 1, dlq.count())
-			assert.True(t, IsPermanent(dlq.errs[0]))
+			assert.True(t, isPermanent(dlq.errs[0]))
 			assert.EqualValues(t, 2, sess.lastMarked())
 			assert.EqualValues(t, 2, countOrders(t, db, ""))
 		})
@@ -184,7 +180,7 @@ func TestConsumeClaimPoisonAfterAttempts(t *testing.T) {
 		require.NoError(t, runClaim(t, c, sess, []Record{kmsg(t, 0, msg(0, "1", "100")), kmsg(t, 1, msg(1, "1", "101")), kmsg(t, 2, msg(2, "1", "102"))}))
 		require.Equal(t, 1, dlq.count())
 		assert.EqualValues(t, 1, dlq.msgs[0].Offset)
-		assert.True(t, IsPermanent(dlq.errs[0]))
+		assert.True(t, isPermanent(dlq.errs[0]))
 		assert.EqualValues(t, 2, countOrders(t, db, ""), "neighbours of the poison message committed")
 		assert.EqualValues(t, 2, sess.lastMarked())
 		assert.EqualValues(t, 1+3, errs.Load(), "one batch failure + three attempts")
@@ -274,4 +270,42 @@ func TestNewConsumerValidates(t *testing.T) {
 		_, err = NewProcessor(nil, newGen(t, 1))
 		assert.Error(t, err)
 	})
+}
+
+// memResults is a [ResultWriter] in memory (status.Results in production).
+type memResults struct {
+	mu sync.Mutex
+	m  map[[2]string]Result
+}
+
+func (r *memResults) SetMany(_ context.Context, rs []Result) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[[2]string]Result{}
+	}
+	for _, x := range rs {
+		r.m[[2]string{x.Activity, x.User}] = x
+	}
+	return nil
+}
+
+func (r *memResults) get(activity, user string) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[[2]string{activity, user}]
+}
+
+// schedulerFunc adapts a function to [Scheduler].
+type schedulerFunc func(ctx context.Context, orderNo string, at time.Time) error
+
+func (f schedulerFunc) Schedule(ctx context.Context, orderNo string, at time.Time) error {
+	return f(ctx, orderNo, at)
+}
+
+// consumerStats are the consumer's counters, read by the tests.
+type consumerStats struct{ BatchMessages, OneByOne int64 }
+
+func (c *Consumer) stats() consumerStats {
+	return consumerStats{BatchMessages: c.batchMsgs.Load(), OneByOne: c.oneByOne.Load()}
 }

@@ -4,14 +4,14 @@
 //
 // # The path of a reservation
 //
-//	stock.Reserve ok ─► Submitter.Submit ─► orderkafka.Producer.Publish (Kafka, key = user ID)
+//	stock.Reserve ok ─► handoff.Submitter.Submit ─► orderkafka.Producer.Publish (Kafka, key = user ID)
 //	                      └─ Kafka fails ─► Fallback.Store (outbox row) ─ fails too ─► Releaser.Release + ErrRetry
 //	Kafka ─► orderkafka.Handler ─► Consumer.Consume ─► Processor: ONE DB transaction per batch =
 //	         dedup rows + orders + one "UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n" per activity
-//	      ─► after commit: Release FAILED reservations, Results (Redis), Scheduler, Notifier ─► mark offset
-//	Canceller: Pay (CAS CREATED→PAID) / Cancel (CAS CREATED→CANCELLED + DB stock restore, then Release)
+//	      ─► after commit: Release FAILED reservations, status.Results (Redis), Scheduler, Notifier ─► mark offset
+//	status.Canceller: Pay (CAS CREATED→PAID) / Cancel (CAS CREATED→CANCELLED + DB stock restore, then Release)
 //	           driven by a Redis delay queue with a DB scan backstop; the DB expire_time, not the queue score, decides
-//	Reconciler: Redis ledger vs DB orders; releases reservations without order after a grace period
+//	reconcile.Reconciler: Redis ledger vs DB orders; releases reservations without order after a grace period
 //
 // # Delivery and idempotence
 //
@@ -36,21 +36,24 @@
 //   - github.com/seckillkit/seckill/order/orderid: the snowflake ID
 //     generator (an [IDSource]) and the machine-ID lease in Redis;
 //   - github.com/seckillkit/seckill/order/orderkafka: the sarama edge —
-//     SaramaConfig, the Producer (a [Publisher]), the consumer-group
+//     SaramaConfig, the Producer (a handoff.Publisher), the consumer-group
 //     Handler that drives a [Consumer] with [Record]s, the dead-letter
 //     topic (a [DeadLetter]), consumer lag.
 //
 // # Options
 //
-// Each constructor takes its own option type (see [ProcessorOption]), so
-// an option that does not apply to it does not compile. A nil option is
-// ignored; a nil collaborator (a nil db, releaser, processor, …) fails the
-// constructor with [ErrInvalidOption].
+// Each constructor takes its own option type ([ProcessorOption],
+// [ConsumerOption]), so an option that does not apply to it does not
+// compile; each sub-package has its own. A nil option is ignored; bad
+// configuration — a nil collaborator (a nil db, releaser, processor,
+// logger, …), a value out of range — fails the constructor with an error
+// wrapping [ErrInvalidConfig], the one such sentinel of the family (the
+// sub-packages wrap it too).
 //
 // # Failure semantics
 //
-//   - Kafka down: [Submitter] stores the message with the [Fallback]; both
-//     down: the reservation is released and [ErrRetry] returned.
+//   - Kafka down: handoff.Submitter stores the message with the handoff.Fallback; both
+//     down: the reservation is released and handoff.ErrRetry returned.
 //   - DB down in the consumer: retry with backoff, forever, marking nothing;
 //     attempts are not counted while the health check fails.
 //   - Poison (undecodable, invalid, or failing [WithMaxAttempts] times while
@@ -58,8 +61,8 @@
 //   - Business refusal (DB stock exhausted = Redis/DB drift, duplicate user,
 //     unknown activity): a FAILED [Outcome], the reservation is released.
 //   - Release failing after a commit: retried, then left to the
-//     [Reconciler]; results and notifications are best effort (the DB
-//     answers [Results.Get] when Redis does not).
+//     reconcile.Reconciler; results and notifications are best effort (the DB
+//     answers status.Results.Get when Redis does not).
 //
 // # Concurrency
 //
@@ -87,7 +90,7 @@
 // by its version instead of misreading it: upgrade consumers first.
 // Versions 1 (numeric IDs) and 2 (numeric IDs and Ext) still decode; their
 // numbers become decimal strings. [Message.Ext] carries an opaque JSON
-// payload of at most [MaxExtSize] (4 KiB) from the API to the order's ext
+// payload of at most 4 KiB (4096 bytes) from the API to the order's ext
 // column. The consumer's transaction also copies the activity's product_id and
 // product_name onto the order; price is the unit price at the time of sale
 // (the message's, else the activity price read in that transaction).
@@ -107,37 +110,36 @@
 // # Tables
 //
 // Four tables, seckill_activity, seckill_order, message_dedup and
-// seckill_activity_adjust (the stock ledger of [AdjustStock]) by default:
-// [AutoMigrate], or the DDL of [Schema] (schema.sql,
-// [SchemaMySQL]; schema_postgres.sql, [SchemaPostgres]). [WithTables]
-// names others, so that several services (or a shop's naming scheme)
-// share a database: give the same [TableOption] to every constructor that
-// touches them ([NewProcessor], [NewCanceller], [NewReconciler],
-// [NewFence], [NewResults], [NewOrders]) and to [AutoMigrate], [Schema],
-// [PruneDedup], [LiveReservations], [AdjustStock], [Adjustments] and
-// [SetActivityStatus]. Names are validated plain lower-case identifiers,
+// seckill_activity_adjust (the stock ledger of operate.AdjustStock) by default:
+// [AutoMigrate], or the DDL of [Schema] (schema.sql and
+// schema_postgres.sql). [WithTables] names others, so that several
+// services (or a shop's naming scheme) share a database: give the same
+// [Tables] to every part that touches them ([WithTables] here, for
+// [NewProcessor], [AutoMigrate], [Schema] and the functions of
+// order/operate and order/reconcile; the WithTables of handoff, status
+// and reconcile for their constructors). Names are validated plain lower-case identifiers,
 // quoted in every statement; index and CHECK names are schema.sql's under
 // the default names and derived from the table's name otherwise
 // (uk_<table>_order_no, …), so two configurations coexist in one schema.
 //
 // # Operating a sale
 //
-// [AdjustStock] tops up or withdraws units as an idempotent entry of the
+// operate.AdjustStock tops up or withdraws units as an idempotent entry of the
 // activity's stock ledger, moving stock and total_stock together in one
 // transaction (a withdrawal never takes stock below 0:
-// [ErrInsufficientStock]), so stock + live orders = total_stock = initial
-// + Σ deltas keeps holding and the [Reconciler] sees no drift
-// ([Report.Drift]). [SetActivityStatus] records a pause in the activity's
-// status column. [Orders] reads orders (by number, reservation, buyer) and
+// operate.ErrInsufficientStock), so stock + live orders = total_stock = initial
+// + Σ deltas keeps holding and the reconcile.Reconciler sees no drift
+// (reconcile.Report.Drift). operate.SetActivityStatus records a pause in the activity's
+// status column. status.Orders reads orders (by number, reservation, buyer) and
 // pays or cancels them, so no caller reads the tables.
 //
 // # Observing and tracing
 //
-// [WithObserver] reports the [Consumer], [Submitter], [Reconciler] and
-// [Canceller] to the observer shape every seckill package shares
-// ([observe.Event]; stages order.consume, order.submit, order.reconcile,
-// order.reconcile_drift, order.cancel; orderkafka.ObserveLag reports
-// order.consumer_lag). orderkafka.WithHeaders (producer) and [WithContextFrom]
+// [WithObserver] reports the [Consumer] to the observer shape every
+// seckill package shares ([observe.Event]; stage order.consume); the
+// WithObserver of handoff, status and reconcile report order.submit,
+// order.cancel, order.reconcile and order.reconcile_drift, and
+// orderkafka.ObserveLag order.consumer_lag. orderkafka.WithHeaders (producer) and [WithContextFrom]
 // (consumer) carry a trace context through Kafka record headers into the
 // consumer's transaction: a batch's [TxHook] gets its first message's
 // context, and each order its own message's headers ([Order.Headers]).
@@ -175,7 +177,7 @@
 // connection per process (WAL and a busy timeout); [AutoMigrate] cannot add
 // the CHECK constraint to it; no DDL file.
 //
-// The [Canceller] claims delay-queue entries in Redis (ZREM), never rows:
+// The status.Canceller claims delay-queue entries in Redis (ZREM), never rows:
 // its DB scan reads due orders and cancels each with a compare-and-set
 // UPDATE, which settles concurrent cancellers on every database, so it
 // needs no SKIP LOCKED.
@@ -192,7 +194,8 @@
 // If orders can be written synchronously within the request's budget (low
 // traffic, no flash sale), skip Kafka and call [Processor.Handle] directly.
 // The package does not import stock or outbox: wire them through the
-// one-method interfaces ([Releaser], [Fallback], [Ledger], [Pending]); a
-// Releaser that also implements [OrderReleaser] gets the whole cancelled
-// order from the [Canceller].
+// one-method interfaces ([Releaser] here; handoff.Fallback,
+// reconcile.Ledger, reconcile.Pending); a Releaser that also implements
+// status.OrderReleaser gets the whole cancelled order from the
+// status.Canceller.
 package order

@@ -3,20 +3,12 @@ package order
 import (
 	"errors"
 	"fmt"
-
-	"github.com/seckillkit/seckill/internal/lifecycle"
 )
 
 // Sentinel errors. Business denials of Pay and Cancel are reported with these
 // sentinels so callers can branch with errors.Is; infrastructure failures are
 // wrapped with a "order: ..." prefix and %w.
 var (
-	// ErrRetry is returned by [Submitter.Submit] when both Kafka and the
-	// fallback store failed: the reservation was released (or its release
-	// was attempted, see the joined error) and the caller should ask the
-	// user to try again.
-	ErrRetry = errors.New("order: not accepted, retry")
-
 	// ErrInvalidMessage reports a message that fails validation, and is
 	// the package's invalid-input sentinel: a call given an invalid user,
 	// activity or reservation ID wraps it too ([ErrInvalidID]). Decoding
@@ -34,57 +26,21 @@ var (
 	// this package understands.
 	ErrUnsupportedVersion = errors.New("order: unsupported message version")
 
-	// ErrOrderNotFound is returned by Pay and Cancel for an unknown order number.
-	ErrOrderNotFound = errors.New("order: order not found")
-
-	// ErrAlreadyPaid is returned by Pay when the order was already paid (a
-	// retry; callers may treat it as success) and by Cancel when the order
-	// is paid and can no longer be cancelled.
-	ErrAlreadyPaid = errors.New("order: order already paid")
-
-	// ErrAlreadyCancelled is returned by Cancel when the order was already
-	// cancelled (a retry; the reservation release is re-issued idempotently).
-	ErrAlreadyCancelled = errors.New("order: order already cancelled")
-
-	// ErrActivityNotFound is returned by [Reconciler.Reconcile] when the
+	// ErrActivityNotFound is returned by reconcile.Reconciler.Reconcile when the
 	// activity has no seckill_activity row; nothing is released for it
 	// (Report.ActivityMissing).
 	ErrActivityNotFound = errors.New("order: activity not found")
-
-	// ErrReleasePending is returned (joined with the cause) by
-	// [Canceller.Cancel] when the order is cancelled in the DB but the Redis
-	// reservation could not be released yet: call Cancel again (the delay
-	// queue does) or let the [Reconciler] settle it.
-	ErrReleasePending = errors.New("order: cancelled, reservation release pending")
-
-	// ErrOrderCancelled is returned by Pay when the order was cancelled
-	// (explicitly or because its payment window expired). The refund hook
-	// ([WithOnPayCancelled]) has been called: the payment must be refunded.
-	ErrOrderCancelled = errors.New("order: order cancelled, payment must be refunded")
 
 	// ErrNoDeadLetter is returned from [Consumer.Consume] when a message is
 	// permanent (poison) and no dead-letter sink was configured: the
 	// consumer stops rather than skipping the message silently.
 	ErrNoDeadLetter = errors.New("order: poison message and no dead-letter sink configured")
 
-	// ErrBadReply reports a Redis reply of an unexpected shape.
-	ErrBadReply = errors.New("order: unexpected reply from redis")
-
-	// ErrClosed is returned by Run after Close; ErrRunning (wrapped, with
-	// the loop's name) by a Run while another Run of the same part is
-	// active. They are the sentinels every seckill package shares for this
-	// (stock.ErrClosed, outbox.ErrClosed, … are the same value).
-	ErrClosed  = lifecycle.ErrClosed
-	ErrRunning = lifecycle.ErrRunning
-
-	// ErrInvalidOption is returned by constructors and functions given an
+	// ErrInvalidConfig is returned by constructors and functions given an
 	// invalid option or a missing collaborator (an invalid table name, a
-	// nil db, a non-positive pay timeout, …).
-	ErrInvalidOption = errors.New("order: invalid option")
-
-	// ErrUnsupportedDialect is returned by [Schema] for a dialect it has
-	// no DDL for (SQLite: use [AutoMigrate]).
-	ErrUnsupportedDialect = errors.New("order: unsupported database dialect")
+	// nil db or logger, a non-positive pay timeout, a dialect [Schema] has
+	// no DDL for, …).
+	ErrInvalidConfig = errors.New("order: invalid configuration")
 )
 
 // PermanentError marks a failure that retrying cannot fix: an undecodable or
@@ -118,8 +74,8 @@ func Permanent(err error) error {
 	return &PermanentError{Err: err}
 }
 
-// IsPermanent reports whether err is or wraps a [PermanentError].
-func IsPermanent(err error) bool {
+// isPermanent reports whether err is or wraps a [PermanentError].
+func isPermanent(err error) bool {
 	var pe *PermanentError
 	return errors.As(err, &pe)
 }

@@ -12,12 +12,14 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/status"
 )
 
-// openDB opens an embedded SQLite database with the order tables and one
+// openExampleDB opens an embedded SQLite database with the order tables and one
 // activity of two units, capped at one per user.
-func openDB() (*gorm.DB, func()) {
+func openExampleDB() (*gorm.DB, func()) {
 	dir, err := os.MkdirTemp("", "order-example")
 	if err != nil {
 		panic(err)
@@ -33,8 +35,8 @@ func openDB() (*gorm.DB, func()) {
 	// The examples run on the real clock (the ID generator, the processor
 	// and the canceller use time.Now), so the activity window starts now.
 	start := time.Now()
-	db.Create(&order.Activity{ID: "42", Name: "phone", ActivityPrice: 99900, TotalStock: 2, Stock: 2,
-		UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
+	db.Create(&order.Activity{ID: "42", Name: "phone", ActivityPrice: 99900, Stock: 2, Remaining: 2,
+		PerUserLimit: 1, Start: start, End: start.Add(time.Hour)})
 	return db, func() {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
@@ -54,7 +56,7 @@ func message(n int, user string) order.Message {
 // is settled message by message. Redelivery is answered from the dedup rows.
 func ExampleProcessor_Process() {
 	ctx := context.Background()
-	db, done := openDB()
+	db, done := openExampleDB()
 	defer done()
 
 	ids, _ := orderid.New(1) // machine ID unique per instance
@@ -67,7 +69,7 @@ func ExampleProcessor_Process() {
 		return
 	}
 	for _, o := range outs {
-		fmt.Println(o.Message.UserID, o.Status, o.Reason, "release:", o.Release())
+		fmt.Println(o.Message.UserID, o.Status, o.Reason, "release:", o.Status == order.StatusFailed)
 	}
 	again, _ := p.Handle(ctx, msgs[0]) // Kafka delivered it twice
 	fmt.Println("redelivered:", again.Status, again.Duplicate)
@@ -82,7 +84,7 @@ func ExampleProcessor_Process() {
 // comes first wins, the other gets a sentinel error.
 func ExampleCanceller_Pay() {
 	ctx := context.Background()
-	db, done := openDB()
+	db, done := openExampleDB()
 	defer done()
 	ids, _ := orderid.New(1)
 	p, _ := order.NewProcessor(db, ids)
@@ -93,14 +95,14 @@ func ExampleCanceller_Pay() {
 		fmt.Println("release", activity, resv)
 		return nil
 	})
-	c, _ := order.NewCanceller(db, nil, released, order.WithOnPayCancelled(func(_ context.Context, o order.Order) {
+	c, _ := status.NewCanceller(db, nil, released, status.WithOnPayCancelled(func(_ context.Context, o order.Order) {
 		fmt.Println("refund", o.ReservationID)
 	}))
 
 	fmt.Println(c.Pay(ctx, a.OrderNo))
-	fmt.Println(errors.Is(c.Pay(ctx, a.OrderNo), order.ErrAlreadyPaid))
+	fmt.Println(errors.Is(c.Pay(ctx, a.OrderNo), status.ErrAlreadyPaid))
 	fmt.Println(c.Cancel(ctx, b.OrderNo))
-	fmt.Println(errors.Is(c.Pay(ctx, b.OrderNo), order.ErrOrderCancelled))
+	fmt.Println(errors.Is(c.Pay(ctx, b.OrderNo), status.ErrOrderCancelled))
 	// Output:
 	// <nil>
 	// true
@@ -115,8 +117,8 @@ func ExampleCanceller_Pay() {
 // caller is told to retry.
 func ExampleSubmitter_Submit() {
 	ctx := context.Background()
-	kafkaDown := order.PublisherFunc(func(context.Context, order.Message) error { return errors.New("kafka down") })
-	outbox := order.FallbackFunc(func(_ context.Context, m order.Message) error {
+	kafkaDown := handoff.PublisherFunc(func(context.Context, order.Message) error { return errors.New("kafka down") })
+	outbox := handoff.FallbackFunc(func(_ context.Context, m order.Message) error {
 		fmt.Println("outbox row for", m.ReservationID)
 		return nil
 	})
@@ -124,14 +126,14 @@ func ExampleSubmitter_Submit() {
 		fmt.Println("released", resv)
 		return nil
 	})
-	s, _ := order.NewSubmitter(kafkaDown, outbox, release)
+	s, _ := handoff.NewSubmitter(kafkaDown, outbox, release)
 	route, err := s.Submit(ctx, order.Message{ReservationID: "resv-1", ActivityID: "42", UserID: "0b8e4c52-77a1-4f1e-b7d2-9c3a5e6f1d20", Qty: 1})
 	fmt.Println(route, err)
 
-	dbDown := order.FallbackFunc(func(context.Context, order.Message) error { return errors.New("db down") })
-	s, _ = order.NewSubmitter(kafkaDown, dbDown, release)
+	dbDown := handoff.FallbackFunc(func(context.Context, order.Message) error { return errors.New("db down") })
+	s, _ = handoff.NewSubmitter(kafkaDown, dbDown, release)
 	_, err = s.Submit(ctx, order.Message{ReservationID: "resv-2", ActivityID: "42", UserID: "8", Qty: 1})
-	fmt.Println(errors.Is(err, order.ErrRetry))
+	fmt.Println(errors.Is(err, handoff.ErrRetry))
 	// Output:
 	// outbox row for resv-1
 	// fallback <nil>
@@ -162,7 +164,7 @@ func ExampleWithTxHook() {
 	_ = db.AutoMigrate(&ShopItem{})
 	start := time.Now()
 	db.Table("shop_activity").Create(&order.Activity{ID: "42", ProductID: 7001, ProductName: "phone", ActivityPrice: 99900,
-		TotalStock: 5, Stock: 5, UserLimit: 1, StartTime: start, EndTime: start.Add(time.Hour)})
+		Stock: 5, Remaining: 5, PerUserLimit: 1, Start: start, End: start.Add(time.Hour)})
 
 	ids, _ := orderid.New(1)
 	p, _ := order.NewProcessor(db, ids, tabs, order.WithTxHook(func(ctx context.Context, tx *gorm.DB, orders []order.Order) error {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckillkit/seckill/order/internal/dbx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -46,10 +47,10 @@ func TestMessageExtValidation(t *testing.T) {
 		v   int
 		ext string
 	}{
-		"too large":      {3, `"` + strings.Repeat("x", MaxExtSize-1) + `"`},
+		"too large":      {3, `"` + strings.Repeat("x", maxExtSize-1) + `"`},
 		"not json":       {3, `{coupon}`},
 		"not utf-8":      {3, "\"\xff\xfe\""},
-		"too large v2":   {2, `"` + strings.Repeat("x", MaxExtSize-1) + `"`},
+		"too large v2":   {2, `"` + strings.Repeat("x", maxExtSize-1) + `"`},
 		"version 1":      {1, `{"a":1}`},
 		"future version": {MessageVersion + 1, `{"a":1}`},
 	} {
@@ -68,11 +69,11 @@ func TestMessageExtValidation(t *testing.T) {
 			tc.v, ids, tc.ext)
 		_, err := Decode([]byte(raw))
 		require.Error(t, err, name)
-		assert.True(t, IsPermanent(err), name)
+		assert.True(t, isPermanent(err), name)
 	}
 	// the largest payload passes; JSON null is no payload
 	m = msg(1, "1", "7")
-	m.Ext = json.RawMessage(`"` + strings.Repeat("x", MaxExtSize-2) + `"`)
+	m.Ext = json.RawMessage(`"` + strings.Repeat("x", maxExtSize-2) + `"`)
 	require.NoError(t, m.Validate())
 	m.Version = 2
 	require.NoError(t, m.Validate())
@@ -99,7 +100,7 @@ type orderRow struct {
 func orderRowOf(t testing.TB, db *gorm.DB, tabs Tables, resv string) orderRow {
 	t.Helper()
 	var rows []orderRow
-	require.NoError(t, db.Raw("SELECT product_id, product_name, price, ext FROM "+quoteIdent(db, tabs.Order)+
+	require.NoError(t, db.Raw("SELECT product_id, product_name, price, ext FROM "+dbx.QuoteIdent(db, tabs.Order)+
 		" WHERE reservation_id = ?", resv).Scan(&rows).Error)
 	require.Len(t, rows, 1, resv)
 	return rows[0]
@@ -113,7 +114,7 @@ func TestOrderSnapshotAndExt(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		tabs := DefaultTables()
+		tabs := defaultTables()
 		addActivity(t, db, "1", 100, 1)
 		p := newProc(t, db)
 

@@ -1,4 +1,4 @@
-package order
+package order_test
 
 import (
 	"context"
@@ -13,12 +13,16 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 // dedupRows counts message_dedup rows of a reservation, read straight from SQL.
 func dedupRows(t testing.TB, db *gorm.DB, resv string) (n int64, outcome, reason string) {
 	t.Helper()
-	var rows []Dedup
+	var rows []order.Dedup
 	require.NoError(t, db.Raw("SELECT * FROM message_dedup WHERE reservation_id = ?", resv).Scan(&rows).Error)
 	if len(rows) > 0 {
 		outcome, reason = rows[0].Outcome, rows[0].Reason
@@ -29,9 +33,9 @@ func dedupRows(t testing.TB, db *gorm.DB, resv string) (n int64, outcome, reason
 func userLive(t testing.TB, db *gorm.DB, act, user string) (orders, units int64) {
 	t.Helper()
 	require.NoError(t, db.Raw("SELECT COUNT(*) FROM seckill_order WHERE activity_id = ? AND user_id = ? AND status <> ?",
-		act, user, OrderCancelled).Scan(&orders).Error)
+		act, user, order.OrderCancelled).Scan(&orders).Error)
 	require.NoError(t, db.Raw("SELECT COALESCE(SUM(qty),0) FROM seckill_order WHERE activity_id = ? AND user_id = ? AND status <> ?",
-		act, user, OrderCancelled).Scan(&units).Error)
+		act, user, order.OrderCancelled).Scan(&units).Error)
 	return orders, units
 }
 
@@ -50,13 +54,13 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			addActivity(t, db, "1", 1, 1)
 			clock := newClock()
 			led := newLedger()
-			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+			p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 			require.NoError(t, err)
 
 			late := msg(1, "1", "101") // buyer A: reserved, message stuck behind a backlog
 			led.reserve("1", Reservation{ID: late.ReservationID, User: "101", Qty: 1, At: clock.Now()})
 			clock.Add(3 * time.Minute)
-			rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
+			rec, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithGrace(2*time.Minute))
 			require.NoError(t, err)
 			rep, err := rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
@@ -67,14 +71,14 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			led.reserve("1", Reservation{ID: b.ReservationID, User: "102", Qty: 1, At: clock.Now()})
 			ob, err := p.Handle(ctx, b)
 			require.NoError(t, err)
-			require.Equal(t, StatusSuccess, ob.Status)
+			require.Equal(t, order.StatusSuccess, ob.Status)
 
 			// A's message finally arrives
 			oa, err := p.Handle(ctx, late)
 			require.NoError(t, err)
-			assert.Equal(t, StatusFailed, oa.Status)
-			assert.Equal(t, ReasonReleased, oa.Reason)
-			assert.True(t, oa.Release(), "releasing again is harmless (idempotent) and finishes an unfinished release")
+			assert.Equal(t, order.StatusFailed, oa.Status)
+			assert.Equal(t, handoff.ReasonReleased, oa.Reason)
+			assert.Equal(t, order.StatusFailed, oa.Status, "releasing again is harmless (idempotent) and finishes an unfinished release")
 
 			assert.EqualValues(t, 1, countOrders(t, db, ""), "one order: B's")
 			assert.EqualValues(t, 1, countOrders(t, db, "user_id = ?", "102"))
@@ -82,8 +86,8 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			checkConservation(t, db, "1", 1)
 			n, outcome, reason := dedupRows(t, db, late.ReservationID)
 			assert.EqualValues(t, 1, n, "one outcome row for A's reservation: the fence")
-			assert.Equal(t, string(StatusFailed), outcome)
-			assert.Equal(t, ReasonReleased, reason)
+			assert.Equal(t, string(order.StatusFailed), outcome)
+			assert.Equal(t, handoff.ReasonReleased, reason)
 			assert.Equal(t, 1, led.releasedByID()[late.ReservationID])
 		})
 	})
@@ -94,13 +98,13 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			addActivity(t, db, "1", 10, 2)
 			clock := newClock()
 			led := newLedger()
-			p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+			p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 			require.NoError(t, err)
 			const u = "7"
 			late := msg(1, "1", u)
 			led.reserve("1", Reservation{ID: late.ReservationID, User: u, Qty: 1, At: clock.Now()})
 			clock.Add(time.Hour)
-			rec, err := NewReconciler(db, led, led, WithClock(clock), WithGrace(2*time.Minute))
+			rec, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithGrace(2*time.Minute))
 			require.NoError(t, err)
 			_, err = rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
@@ -108,11 +112,11 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			for i := 2; i <= 3; i++ {
 				o, err := p.Handle(ctx, msg(i, "1", u))
 				require.NoError(t, err)
-				require.Equal(t, StatusSuccess, o.Status)
+				require.Equal(t, order.StatusSuccess, o.Status)
 			}
 			o, err := p.Handle(ctx, late)
 			require.NoError(t, err)
-			assert.Equal(t, StatusFailed, o.Status)
+			assert.Equal(t, order.StatusFailed, o.Status)
 			orders, units := userLive(t, db, "1", u)
 			assert.EqualValues(t, 2, orders)
 			assert.EqualValues(t, 2, units)
@@ -131,14 +135,14 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 			t.Parallel()
 			eachDB(t, func(t *testing.T, db *gorm.DB) {
 				addActivity(t, db, "1", 100, 3)
-				p, err := NewProcessor(db, newGen(t, 1), WithClock(newClock()))
+				p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(newClock()))
 				require.NoError(t, err)
 				// user 5 buys qty 2, then qty 1, then qty 1 (over the cap of 3),
 				// each in its own batch with other buyers.
 				qtys := []int64{2, 1, 1}
-				var last Outcome
+				var last order.Outcome
 				for round, q := range qtys {
-					var msgs []Message
+					var msgs []order.Message
 					for k := 0; k < 4; k++ {
 						m := msg(round*10+k, "1", num(1000+round*10+k))
 						if k == 0 {
@@ -152,13 +156,13 @@ func TestCapAboveOneHeldInDB(t *testing.T) {
 					outs, err := p.Process(ctx, msgs)
 					require.NoError(t, err)
 					for _, o := range outs[1:] {
-						require.Equal(t, StatusSuccess, o.Status, "other buyers are not failed by user 5")
+						require.Equal(t, order.StatusSuccess, o.Status, "other buyers are not failed by user 5")
 					}
 					last = outs[0]
 				}
-				assert.Equal(t, StatusFailed, last.Status)
-				assert.Equal(t, ReasonLimit, last.Reason)
-				assert.True(t, last.Release())
+				assert.Equal(t, order.StatusFailed, last.Status)
+				assert.Equal(t, order.ReasonLimit, last.Reason)
+				assert.Equal(t, order.StatusFailed, last.Status)
 				orders, units := userLive(t, db, "1", "5")
 				assert.EqualValues(t, 2, orders)
 				assert.EqualValues(t, 3, units)
@@ -179,9 +183,9 @@ func TestFenceRace(t *testing.T) {
 		addActivity(t, db, "1", n, 1)
 		clock := newClock()
 		led := newLedger()
-		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+		p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 		require.NoError(t, err)
-		f, err := NewFence(db, led, WithClock(clock))
+		f, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 		require.NoError(t, err)
 		var consumed, fenced, refused sync.Map
 		var wg sync.WaitGroup
@@ -196,7 +200,7 @@ func TestFenceRace(t *testing.T) {
 					if err != nil { // SQLite busy under contention: a retry is what the consumer does
 						continue
 					}
-					if o.Status == StatusSuccess {
+					if o.Status == order.StatusSuccess {
 						consumed.Store(m.ReservationID, true)
 					}
 					return
@@ -205,11 +209,11 @@ func TestFenceRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					err := f.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: m.UserID, ReservationID: m.ReservationID})
+					err := f.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", User: m.UserID, ReservationID: m.ReservationID})
 					switch {
 					case err == nil:
 						fenced.Store(m.ReservationID, true)
-					case errors.Is(err, ErrConsumed):
+					case errors.Is(err, handoff.ErrConsumed):
 						refused.Store(m.ReservationID, true)
 					default:
 						continue
@@ -256,29 +260,29 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 		addActivity(t, db, "1", 5, 1)
 		clock := newClock()
 		led := newLedger()
-		f, err := NewFence(db, led, WithClock(clock))
+		f, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 		require.NoError(t, err)
-		var delivered []Message
-		pub := PublisherFunc(func(_ context.Context, m Message) error {
+		var delivered []order.Message
+		pub := handoff.PublisherFunc(func(_ context.Context, m order.Message) error {
 			delivered = append(delivered, m)        // it got through…
 			return errors.New("kafka: i/o timeout") // …but the reply was lost
 		})
-		fb := FallbackFunc(func(context.Context, Message) error { return errors.New("outbox: db down") })
-		s, err := NewSubmitter(pub, fb, f, WithClock(clock))
+		fb := handoff.FallbackFunc(func(context.Context, order.Message) error { return errors.New("outbox: db down") })
+		s, err := handoff.NewSubmitter(pub, fb, f, handoff.WithClock(clock))
 		require.NoError(t, err)
 		m := msg(1, "1", "9")
 		led.reserve("1", Reservation{ID: m.ReservationID, User: "9", Qty: 1, At: clock.Now()})
 		_, err = s.Submit(ctx, m)
-		require.ErrorIs(t, err, ErrRetry)
+		require.ErrorIs(t, err, handoff.ErrRetry)
 		require.Len(t, delivered, 1)
 		assert.Equal(t, 1, led.releasedByID()[m.ReservationID])
 
-		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+		p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 		require.NoError(t, err)
 		o, err := p.Handle(ctx, delivered[0])
 		require.NoError(t, err)
-		assert.Equal(t, StatusFailed, o.Status)
-		assert.Equal(t, ReasonHandoff, o.Reason)
+		assert.Equal(t, order.StatusFailed, o.Status)
+		assert.Equal(t, handoff.ReasonHandoff, o.Reason)
 		assert.EqualValues(t, 0, countOrders(t, db, ""))
 		assert.EqualValues(t, 5, dbStock(t, db, "1"))
 	})
@@ -296,52 +300,52 @@ func TestResultsFollowTheDatabase(t *testing.T) {
 				addActivity(t, db, "1", 10, 1)
 				clock := newClock()
 				prefix := testenv.Prefix(t) + string(kind) + ":"
-				r, err := NewResults(rdb, db, WithKeyPrefix(prefix), WithClock(clock), WithResultTTL(time.Hour))
+				r, err := status.NewResults(rdb, db, status.WithKeyPrefix(prefix), status.WithClock(clock), status.WithResultTTL(time.Hour))
 				require.NoError(t, err)
-				p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+				p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 				require.NoError(t, err)
 
 				m := msg(1, "1", "7")
-				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "7", Status: StatusQueued, ReservationID: m.ReservationID}))
-				got, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
+				require.NoError(t, r.Set(ctx, order.Result{Activity: "1", User: "7", Status: order.StatusQueued, ReservationID: m.ReservationID}))
+				got, err := r.Reservation(ctx, status.ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
 				require.NoError(t, err)
-				assert.Equal(t, StatusQueued, got.Status, "in flight: queued")
+				assert.Equal(t, order.StatusQueued, got.Status, "in flight: queued")
 
 				o, err := p.Handle(ctx, m) // committed; the process dies before writing the result
 				require.NoError(t, err)
 				got, err = r.Get(ctx, "1", "7")
 				require.NoError(t, err)
-				assert.Equal(t, StatusSuccess, got.Status)
+				assert.Equal(t, order.StatusSuccess, got.Status)
 				assert.Equal(t, o.OrderNo, got.OrderNo)
-				raw, err := rdb.HGet(ctx, resultKey(prefix, "1", "7"), "status").Result()
+				raw, err := rdb.HGet(ctx, prefix+"{a:1}:result:7", "status").Result()
 				require.NoError(t, err)
-				assert.Equal(t, string(StatusSuccess), raw, "the stale entry was repaired")
+				assert.Equal(t, string(order.StatusSuccess), raw, "the stale entry was repaired")
 
-				require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", OrderCancelled, o.OrderNo).Error)
-				got, err = r.Reservation(ctx, ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
+				require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, live_slot = NULL WHERE order_no = ?", order.OrderCancelled, o.OrderNo).Error)
+				got, err = r.Reservation(ctx, status.ResultQuery{Activity: "1", User: "7", ReservationID: m.ReservationID})
 				require.NoError(t, err)
-				assert.Equal(t, StatusFailed, got.Status)
-				assert.Equal(t, ReasonCancelled, got.Reason)
+				assert.Equal(t, order.StatusFailed, got.Status)
+				assert.Equal(t, status.ReasonCancelled, got.Reason)
 
 				// a released reservation reads FAILED with its reason
 				led := newLedger()
-				f, err := NewFence(db, led, WithClock(clock))
+				f, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 				require.NoError(t, err)
 				m2 := msg(2, "1", "8")
-				require.NoError(t, r.Set(ctx, Result{Activity: "1", User: "8", Status: StatusQueued, ReservationID: m2.ReservationID}))
-				require.NoError(t, f.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: "8", ReservationID: m2.ReservationID}))
+				require.NoError(t, r.Set(ctx, order.Result{Activity: "1", User: "8", Status: order.StatusQueued, ReservationID: m2.ReservationID}))
+				require.NoError(t, f.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", User: "8", ReservationID: m2.ReservationID}))
 				got, err = r.Get(ctx, "1", "8")
 				require.NoError(t, err)
-				assert.Equal(t, StatusFailed, got.Status)
-				assert.Equal(t, ReasonReleased, got.Reason)
+				assert.Equal(t, order.StatusFailed, got.Status)
+				assert.Equal(t, handoff.ReasonReleased, got.Reason)
 
-				unknown, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "8", ReservationID: "r-nobody"})
+				unknown, err := r.Reservation(ctx, status.ResultQuery{Activity: "1", User: "8", ReservationID: "r-nobody"})
 				require.NoError(t, err)
-				assert.Equal(t, StatusNone, unknown.Status)
+				assert.Equal(t, order.StatusNone, unknown.Status)
 				// another buyer's reservation tells this one nothing
-				other, err := r.Reservation(ctx, ResultQuery{Activity: "1", User: "8", ReservationID: m.ReservationID})
+				other, err := r.Reservation(ctx, status.ResultQuery{Activity: "1", User: "8", ReservationID: m.ReservationID})
 				require.NoError(t, err)
-				assert.Equal(t, StatusNone, other.Status)
+				assert.Equal(t, order.StatusNone, other.Status)
 				assert.Empty(t, other.OrderNo)
 			})
 		})

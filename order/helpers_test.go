@@ -16,6 +16,13 @@ import (
 	"gorm.io/gorm"
 )
 
+// Reservation is a ledger entry (reconcile.Reservation's shape).
+type Reservation struct {
+	ID, User string
+	Qty      int64
+	At       time.Time
+}
+
 // ledger is an in-memory Redis reservation ledger and Releaser.
 type ledger struct {
 	mu       sync.Mutex
@@ -142,7 +149,7 @@ func openDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
 
 func addActivity(t testing.TB, db *gorm.DB, id string, stock, limit int64) {
 	t.Helper()
-	addActivityIn(t, db, DefaultTables(), id, stock, limit)
+	addActivityIn(t, db, defaultTables(), id, stock, limit)
 }
 
 // addActivityIn adds an activity row to the activity table of tabs.
@@ -151,7 +158,7 @@ func addActivityIn(t testing.TB, db *gorm.DB, tabs Tables, id string, stock, lim
 	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
 	require.NoError(t, db.Table(tabs.Activity).Create(&Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
 		ProductID: productOf(id), ProductName: "product " + id,
-		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
+		Stock: stock, Remaining: stock, PerUserLimit: limit, Status: 1, Start: now, End: now.Add(24 * time.Hour)}).Error)
 }
 
 func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
@@ -177,7 +184,7 @@ func dbStock(t testing.TB, db *gorm.DB, act string) int64 {
 	t.Helper()
 	var a Activity
 	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
-	return a.Stock
+	return a.Remaining
 }
 
 // checkConservation asserts DB stock + live orders = initial.

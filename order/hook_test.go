@@ -160,7 +160,7 @@ func TestTxHookErrorRollsBackTheOrder(t *testing.T) {
 
 		_, err := p.Handle(ctx, msg(1, "1", "101"))
 		require.ErrorIs(t, err, errShop)
-		assert.False(t, IsPermanent(err))
+		assert.False(t, isPermanent(err))
 		_, err = p.Process(ctx, []Message{msg(0, "1", "100"), msg(1, "1", "101"), msg(2, "1", "102")})
 		require.ErrorIs(t, err, errShop)
 		assert.Equal(t, 2, h.callsWith("r-1"))
@@ -211,7 +211,7 @@ func TestTxHookFailingForOneMessageInConsumer(t *testing.T) {
 				require.Equal(t, 1, dlq.count())
 				assert.EqualValues(t, 1, dlq.msgs[0].Offset)
 				assert.ErrorIs(t, dlq.errs[0], errShop)
-				assert.True(t, IsPermanent(dlq.errs[0]))
+				assert.True(t, isPermanent(dlq.errs[0]))
 				attempts := 3
 				if permanent {
 					attempts = 1

@@ -1,10 +1,10 @@
 package order
 
-import "fmt"
+import (
+	"fmt"
 
-// MaxIDLen is the longest user or activity ID the package accepts, in
-// bytes: the VARCHAR(64) of the user_id and activity_id columns.
-const MaxIDLen = 64
+	"github.com/seckillkit/seckill/order/internal/dbx"
+)
 
 // ValidID reports whether s can be used as a user or activity ID: 1 to
 // [MaxIDLen] bytes of ASCII letters, digits and ". _ @ + -" — a decimal
@@ -34,36 +34,17 @@ func checkID(what, id string) error {
 	if ValidID(id) {
 		return nil
 	}
-	return fmt.Errorf("%w: %s %s", ErrInvalidID, what, describeID(id))
+	return fmt.Errorf("%w: %s %s", ErrInvalidID, what, dbx.DescribeID(id, MaxIDLen))
 }
-
-// describeID describes an invalid ID without echoing more than MaxIDLen
-// bytes of it.
-func describeID(id string) string {
-	const want = "want 1..64 bytes of [A-Za-z0-9._@+-]"
-	switch {
-	case id == "":
-		return "is empty (" + want + ")"
-	case len(id) > MaxIDLen:
-		return fmt.Sprintf("is %d bytes long (%s)", len(id), want)
-	default:
-		return fmt.Sprintf("%q is not valid (%s)", id, want)
-	}
-}
-
-// MaxReservationIDLen is the longest reservation ID the package accepts, in
-// bytes: the VARCHAR(128) of the reservation_id columns. The stock package
-// has the same limit (stock.MaxReservationIDLen).
-const MaxReservationIDLen = 128
 
 // ValidReservationID reports whether s can be a reservation ID
-// ([Message.ReservationID], [ReleaseRequest.ReservationID]): 1 to
+// ([Message.ReservationID], handoff.ReleaseRequest.ReservationID): 1 to
 // [MaxReservationIDLen] bytes of printable ASCII other than space
 // (0x21..0x7E). It is the rule stock.ValidReservationID applies before a
 // reservation is made, so every reservation stock accepts can become an
 // order. The columns compare IDs byte for byte (ascii_bin on MySQL/MariaDB).
 // A message with any other ID is refused ([ErrInvalidMessage]), so such a
-// reservation can never become an order: [Fence] releases it without a
+// reservation can never become an order: handoff.Fence releases it without a
 // fence row.
 func ValidReservationID(s string) bool {
 	if s == "" || len(s) > MaxReservationIDLen {

@@ -2,8 +2,6 @@ package order
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -11,25 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// MessageVersion is the version of the "v" field [Message.Encode]
-// writes; decoders accept versions 1..MessageVersion and ignore unknown
-// fields.
-//
-//   - Version 1: user_id and activity_id are JSON numbers (positive int64).
-//   - Version 2 adds [Message.Ext], still with numeric IDs.
-//   - Version 3: user_id and activity_id are JSON strings ([ValidID]); Ext
-//     as in version 2.
-//
-// Encode always writes version 3, so a consumer that predates it refuses
-// the message by its version (a [PermanentError], dead-lettered) instead of
-// misreading it: upgrade consumers before producers. Messages of versions
-// 1 and 2 still decode; their numeric IDs become their decimal strings
-// (7 → "7"), so an order written from an old message and one written from
-// a new message for the same user compare equal.
-const MessageVersion = 3
-
-// MaxExtSize is the largest [Message.Ext] accepted, in bytes.
-const MaxExtSize = 4096
+// maxExtSize is the largest [Message.Ext] accepted, in bytes.
+const maxExtSize = 4096
 
 // Message asks the consumer to turn one reservation into one order. It
 // travels as versioned JSON:
@@ -53,7 +34,7 @@ type Message struct {
 	Price     int64     `json:"price,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// Ext is an optional extension payload: any JSON value of at most
-	// [MaxExtSize] bytes (UTF-8), opaque to this package, stored in the
+	// [maxExtSize] bytes (UTF-8), opaque to this package, stored in the
 	// order's ext column (JSON null counts as absent). It needs Version ≥ 2.
 	Ext json.RawMessage `json:"ext,omitempty"`
 	// Headers are the Kafka record headers the message arrived with (the
@@ -61,13 +42,6 @@ type Message struct {
 	// the JSON, never stored. The [Processor] copies them to the
 	// [Order.Headers] its [TxHook] sees.
 	Headers map[string]string `json:"-"`
-}
-
-// NewMsgID returns a random 128-bit hex message ID.
-func NewMsgID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Validate checks the fields; the error wraps [ErrInvalidMessage].
@@ -92,8 +66,8 @@ func (m Message) Validate() error {
 		switch {
 		case m.Version < 2:
 			return invalid("ext needs message version 2 or later, got %d", m.Version)
-		case len(ext) > MaxExtSize:
-			return invalid("ext is %d bytes, more than %d", len(ext), MaxExtSize)
+		case len(ext) > maxExtSize:
+			return invalid("ext is %d bytes, more than %d", len(ext), maxExtSize)
 		case !utf8.Valid(ext) || !json.Valid(ext):
 			return invalid("ext is not valid UTF-8 JSON")
 		}
@@ -125,14 +99,14 @@ func (m Message) Encode() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// UnmarshalJSON decodes m in the shape of its version: user_id and
+// decodeJSON decodes m in the shape of its version: user_id and
 // activity_id are JSON strings from version 3 on, and JSON numbers
 // (positive integers, which become their decimal strings) in versions 1
 // and 2. The other shape fails with [ErrInvalidMessage]; the values are
 // checked by [Message.Validate], not here. A struct that embeds Message
 // inherits this method (encoding/json then fills only the Message): name
 // the field instead.
-func (m *Message) UnmarshalJSON(b []byte) error {
+func (m *Message) decodeJSON(b []byte) error {
 	type plain Message // without this method
 	// The current version first, in one pass: string IDs.
 	*m = Message{}
@@ -191,7 +165,7 @@ func decodeID(field string, raw json.RawMessage, numeric bool) (string, error) {
 // [PermanentError]: retrying cannot fix the bytes.
 func Decode(b []byte) (Message, error) {
 	var m Message
-	if err := m.UnmarshalJSON(b); err != nil { // one pass over b, not json.Unmarshal's two
+	if err := m.decodeJSON(b); err != nil { // one pass over b, not json.Unmarshal's two
 		return Message{}, Permanent(fmt.Errorf("%w: decode: %v", ErrInvalidMessage, err))
 	}
 	if err := m.Validate(); err != nil {

@@ -2,15 +2,11 @@ package order
 
 import (
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
-
-	mysqldrv "github.com/go-sql-driver/mysql"
-	"gorm.io/gorm"
 )
 
 // Order statuses stored in seckill_order.status.
@@ -117,10 +113,13 @@ func (r *RawJSON) Scan(src any) error {
 
 // Activity is a row of seckill_activity (or the table [WithTables] names).
 // ID is the activity's ID, a [ValidID] string chosen by the application
-// (the one stock and the messages use; no auto-increment). Stock is the DB
-// guard: the consumer only ever runs UPDATE … SET stock = stock - n WHERE
-// id = ? AND stock >= n. UserLimit is the per-user cap; when it is 1 the
-// DB also enforces one live order per (user, activity).
+// (the one stock and the messages use; no auto-increment). The fields
+// Stock, PerUserLimit, Start and End mean what they mean in stock.Activity
+// (their columns keep the names total_stock, user_limit, start_time and
+// end_time). Stock is the units on sale; Remaining (column stock) is the
+// DB guard: the consumer only ever runs UPDATE … SET stock = stock - n
+// WHERE id = ? AND stock >= n. PerUserLimit is the per-user cap; when it
+// is 1 the DB also enforces one live order per (user, activity).
 //
 // The ID columns (here and the user_id and activity_id of [Order] and
 // [Dedup]) are VARCHAR(64), their reservation_id columns VARCHAR(128)
@@ -134,24 +133,24 @@ type Activity struct {
 	ProductName   string         `gorm:"size:255;not null;default:''"`
 	OriginalPrice Cents          `gorm:"type:decimal(12,2);not null;default:0"`
 	ActivityPrice Cents          `gorm:"type:decimal(12,2);not null;default:0"`
-	TotalStock    int64          `gorm:"not null;default:0"`
-	Stock         int64          `gorm:"not null;default:0"`
-	UserLimit     int64          `gorm:"not null;default:1"`
+	Stock         int64          `gorm:"column:total_stock;not null;default:0"`
+	Remaining     int64          `gorm:"column:stock;not null;default:0"`
+	PerUserLimit  int64          `gorm:"column:user_limit;not null;default:1"`
 	Version       int64          `gorm:"not null;default:0"`
-	Status        ActivityStatus `gorm:"not null;default:1"` // ActivityActive, ActivityPaused, … ([SetActivityStatus])
-	StartTime     time.Time      `gorm:"not null"`
-	EndTime       time.Time      `gorm:"not null"`
+	Status        ActivityStatus `gorm:"not null;default:1"` // ActivityActive, ActivityPaused, … (operate.SetActivityStatus)
+	Start         time.Time      `gorm:"column:start_time;not null"`
+	End           time.Time      `gorm:"column:end_time;not null"`
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
 
 // TableName implements gorm's Tabler: the default name (see [Order.TableName]).
-func (Activity) TableName() string { return DefaultActivityTable }
+func (Activity) TableName() string { return defaultActivityTable }
 
 // Order is a row of seckill_order (or the table [WithTables] names).
 //
 // LiveSlot is 1 while the order is live (CREATED or PAID) and the
-// activity's UserLimit is 1, and NULL otherwise; UNIQUE(user_id,
+// activity's PerUserLimit is 1, and NULL otherwise; UNIQUE(user_id,
 // activity_id, live_slot) is therefore "UNIQUE(user_id, activity_id) when
 // the cap is 1" — NULLs never collide (MySQL, MariaDB, PostgreSQL and SQLite
 // alike), so caps above 1 and re-buying after a cancellation still work.
@@ -178,7 +177,7 @@ type Order struct {
 	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0"` // unit price at the time of sale
 	ProductID     int64     `gorm:"not null;default:0"`
 	ProductName   string    `gorm:"size:255;not null;default:''"`
-	Ext           RawJSON   `gorm:"type:text"` // opaque JSON, at most MaxExtSize bytes; NULL when absent
+	Ext           RawJSON   `gorm:"type:text"` // opaque JSON, at most maxExtSize bytes; NULL when absent
 	Status        string    `gorm:"size:16;not null"`
 	ExpireTime    time.Time `gorm:"not null"`
 	PayTime       *time.Time
@@ -193,13 +192,13 @@ type Order struct {
 
 // TableName implements gorm's Tabler: the default name. The package itself
 // names the table explicitly in every statement ([WithTables]).
-func (Order) TableName() string { return DefaultOrderTable }
+func (Order) TableName() string { return defaultOrderTable }
 
 // Dedup is a row of message_dedup (or the table [WithTables] names),
 // written in the same transaction as the order (or alone, for a FAILED
 // outcome). Its primary key is the message ID: a redelivered message finds
 // its row and is answered from it. Its unique reservation_id is the
-// consume/release fence ([Fence]). Like [Order], its indexes come from
+// consume/release fence (handoff.Fence). Like [Order], its indexes come from
 // [AutoMigrate], not from struct tags.
 type Dedup struct {
 	MsgID         string    `gorm:"primaryKey;size:64"`
@@ -213,26 +212,53 @@ type Dedup struct {
 }
 
 // TableName implements gorm's Tabler: the default name (see [Order.TableName]).
-func (Dedup) TableName() string { return DefaultDedupTable }
+func (Dedup) TableName() string { return defaultDedupTable }
 
-// isDuplicate reports a unique-key violation on MySQL/MariaDB (1062),
-// PostgreSQL (SQLSTATE 23505, from pgx's *pgconn.PgError or any error
-// carrying one) or SQLite, whether or not gorm's TranslateError is on.
-func isDuplicate(err error) bool {
-	if err == nil {
-		return false
+// ActivityStatus is the status column of an activity row: what an
+// operator decided. The [Processor] does not read it — a reservation
+// taken before a pause still becomes its order — so a pause is enforced
+// where reservations are taken (the stock package's reserve script); the
+// column records it in the database.
+type ActivityStatus int8
+
+// Activity statuses.
+const (
+	ActivityActive ActivityStatus = 1 // selling (the column's default)
+	ActivityPaused ActivityStatus = 2 // paused by an operator, may resume
+	ActivityClosed ActivityStatus = 3 // ended by an operator, for good
+)
+
+// String returns "active", "paused", "closed" or "status(n)".
+func (s ActivityStatus) String() string {
+	switch s {
+	case ActivityActive:
+		return "active"
+	case ActivityPaused:
+		return "paused"
+	case ActivityClosed:
+		return "closed"
 	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return true
-	}
-	var me *mysqldrv.MySQLError
-	if errors.As(err, &me) && me.Number == 1062 {
-		return true
-	}
-	var st interface{ SQLState() string }
-	if errors.As(err, &st) && st.SQLState() == "23505" {
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "Duplicate entry")
+	return fmt.Sprintf("status(%d)", int8(s))
 }
+
+// adjustment is a row of seckill_activity_adjust, the stock ledger
+// order/operate writes (operate.Adjustment): the model [AutoMigrate]
+// creates the table from.
+type adjustment struct {
+	AdjustID   string    `gorm:"primaryKey;type:varchar(128);size:128"`
+	ActivityID string    `gorm:"type:varchar(64);size:64;not null"`
+	Delta      int64     `gorm:"not null"`
+	Operator   string    `gorm:"size:64;not null;default:''"`
+	Reason     string    `gorm:"size:255;not null;default:''"`
+	CreatedAt  time.Time `gorm:"not null"`
+}
+
+func (adjustment) TableName() string { return defaultAdjustTable }
+
+// The default names (the gorm TableName of the models).
+const (
+	defaultActivityTable = "seckill_activity"
+	defaultOrderTable    = "seckill_order"
+	defaultDedupTable    = "message_dedup"
+	defaultAdjustTable   = "seckill_activity_adjust"
+)

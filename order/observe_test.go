@@ -1,4 +1,4 @@
-package order
+package order_test
 
 import (
 	"context"
@@ -9,6 +9,11 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/operate"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -57,29 +62,29 @@ func TestObserveConsume(t *testing.T) {
 		addActivity(t, db, "1", 3, 1)
 		var failed atomic.Bool
 		hookErr := errors.New("shop row refused")
-		hook := func(context.Context, *gorm.DB, []Order) error {
+		hook := func(context.Context, *gorm.DB, []order.Order) error {
 			if failed.CompareAndSwap(false, true) {
 				return hookErr // the first (batch) transaction fails once
 			}
 			return nil
 		}
 		rec := &recorder{}
-		p := newProc(t, db, WithTxHook(hook))
+		p := newProc(t, db, order.WithTxHook(hook))
 		var dead atomic.Int64
-		c, err := NewConsumer(p, newLedger(), WithObserver(rec), WithBackoff(time.Millisecond, time.Millisecond),
-			WithDeadLetter(DeadLetterFunc(func(context.Context, Record, error) error { dead.Add(1); return nil })))
+		c, err := order.NewConsumer(p, newLedger(), order.WithObserver(rec), order.WithBackoff(time.Millisecond, time.Millisecond),
+			order.WithDeadLetter(deadLetterFunc(func(context.Context, order.Record, error) error { dead.Add(1); return nil })))
 		require.NoError(t, err)
-		var kms []Record
+		var kms []order.Record
 		for i := 0; i < 5; i++ {
 			kms = append(kms, kmsg(t, int64(i), msg(i, "1", num(100+i))))
 		}
-		kms = append(kms, Record{Topic: "orders", Offset: 5, Value: []byte("not json")})
+		kms = append(kms, order.Record{Topic: "orders", Offset: 5, Value: []byte("not json")})
 		require.NoError(t, runClaim(t, c, &fakeSession{ctx: ctx}, kms))
 
 		assert.EqualValues(t, 3, countOrders(t, db, ""), "3 units in the DB")
 		assert.EqualValues(t, 1, dead.Load())
-		assert.Equal(t, map[string]float64{"ok": 3, "failed": 2, "error": 5, "dead_letter": 1}, rec.sums(StageConsume))
-		for _, e := range rec.of(StageConsume) {
+		assert.Equal(t, map[string]float64{"ok": 3, "failed": 2, "error": 5, "dead_letter": 1}, rec.sums(order.StageConsume))
+		for _, e := range rec.of(order.StageConsume) {
 			if e.Outcome == "error" {
 				assert.ErrorIs(t, e.Err, hookErr)
 			} else {
@@ -108,11 +113,11 @@ func TestObserveSubmit(t *testing.T) {
 		led := newLedger()
 		led.reserve("1", Reservation{ID: "r-1"})
 		led.setFail(tc.rel)
-		s, err := NewSubmitter(PublisherFunc(func(context.Context, Message) error { return tc.pub }),
-			FallbackFunc(func(context.Context, Message) error { return tc.fb }), led, WithObserver(rec))
+		s, err := handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return tc.pub }),
+			handoff.FallbackFunc(func(context.Context, order.Message) error { return tc.fb }), led, handoff.WithObserver(rec))
 		require.NoError(t, err)
-		_, serr := s.Submit(context.Background(), Message{ReservationID: "r-1", ActivityID: "1", UserID: "7", Qty: 1})
-		evs := rec.of(StageSubmit)
+		_, serr := s.Submit(context.Background(), order.Message{ReservationID: "r-1", ActivityID: "1", UserID: "7", Qty: 1})
+		evs := rec.of(handoff.StageSubmit)
 		require.Len(t, evs, 1, tc.want)
 		assert.Equal(t, tc.want, evs[0].Outcome)
 		assert.Equal(t, "1", evs[0].Activity)
@@ -123,11 +128,11 @@ func TestObserveSubmit(t *testing.T) {
 		}
 	}
 	rec := &recorder{}
-	s, err := NewSubmitter(PublisherFunc(func(context.Context, Message) error { return nil }), &memFallback{}, newLedger(), WithObserver(rec))
+	s, err := handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return nil }), &memFallback{}, newLedger(), handoff.WithObserver(rec))
 	require.NoError(t, err)
-	_, err = s.Submit(context.Background(), Message{ReservationID: "r", ActivityID: "1", UserID: "1"})
-	require.ErrorIs(t, err, ErrInvalidMessage)
-	assert.Equal(t, map[string]float64{"invalid": 0}, rec.sums(StageSubmit))
+	_, err = s.Submit(context.Background(), order.Message{ReservationID: "r", ActivityID: "1", UserID: "1"})
+	require.ErrorIs(t, err, order.ErrInvalidMessage)
+	assert.Equal(t, map[string]float64{"invalid": 0}, rec.sums(handoff.StageSubmit))
 }
 
 // An adjustment moves stock and total_stock together: reconcile after a
@@ -140,22 +145,22 @@ func TestReconcileAfterAdjustNoDrift(t *testing.T) {
 		addActivity(t, db, "1", 10, 1)
 		clock := newClock()
 		led := newLedger()
-		p := newProc(t, db, WithClock(clock))
-		var msgs []Message
+		p := newProc(t, db, order.WithClock(clock))
+		var msgs []order.Message
 		for i := 0; i < 4; i++ {
 			m := msg(i, "1", num(100+i))
 			led.reserve("1", Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1, At: clock.Now()})
 			msgs = append(msgs, m)
 		}
 		mustProcess(t, p, msgs)
-		_, err := AdjustStock(ctx, db, AdjustParams{Activity: "1", ID: "up", Delta: 5})
+		_, err := operate.AdjustStock(ctx, db, operate.AdjustParams{Activity: "1", ID: "up", Delta: 5})
 		require.NoError(t, err)
-		_, err = AdjustStock(ctx, db, AdjustParams{Activity: "1", ID: "down", Delta: -3})
+		_, err = operate.AdjustStock(ctx, db, operate.AdjustParams{Activity: "1", ID: "down", Delta: -3})
 		require.NoError(t, err)
 		clock.Add(time.Hour) // every reservation is past the grace period
 
 		rec := &recorder{}
-		r, err := NewReconciler(db, led, led, WithClock(clock), WithObserver(rec))
+		r, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithObserver(rec))
 		require.NoError(t, err)
 		rep, err := r.Reconcile(ctx, "1")
 		require.NoError(t, err)
@@ -164,8 +169,8 @@ func TestReconcileAfterAdjustNoDrift(t *testing.T) {
 		assert.Empty(t, rep.Released)
 		assert.Equal(t, 4, rep.Matched)
 		assert.Equal(t, 0, led.releases())
-		assert.Equal(t, []observe.Event{{Stage: StageReconcileDrift, Outcome: "ok", Activity: "1", Gauge: true, Value: 0}}, rec.of(StageReconcileDrift))
-		evs := rec.of(StageReconcile)
+		assert.Equal(t, []observe.Event{{Stage: reconcile.StageReconcileDrift, Outcome: "ok", Activity: "1", Gauge: true, Value: 0}}, rec.of(reconcile.StageReconcileDrift))
+		evs := rec.of(reconcile.StageReconcile)
 		require.Len(t, evs, 1)
 		assert.Equal(t, "ok", evs[0].Outcome)
 		assert.Zero(t, evs[0].Value)
@@ -176,18 +181,18 @@ func TestReconcileAfterAdjustNoDrift(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 2, rep.Drift)
 		assert.False(t, rep.Conserved)
-		drift := rec.of(StageReconcileDrift)
+		drift := rec.of(reconcile.StageReconcileDrift)
 		require.Len(t, drift, 2)
 		assert.EqualValues(t, 2, drift[1].Value)
 
 		// an unknown activity: an error event, no gauge
 		_, err = r.Reconcile(ctx, "nope")
-		require.ErrorIs(t, err, ErrActivityNotFound)
-		evs = rec.of(StageReconcile)
+		require.ErrorIs(t, err, order.ErrActivityNotFound)
+		evs = rec.of(reconcile.StageReconcile)
 		require.Len(t, evs, 3)
 		assert.Equal(t, "error", evs[2].Outcome)
-		assert.ErrorIs(t, evs[2].Err, ErrActivityNotFound)
-		assert.Len(t, rec.of(StageReconcileDrift), 2)
+		assert.ErrorIs(t, evs[2].Err, order.ErrActivityNotFound)
+		assert.Len(t, rec.of(reconcile.StageReconcileDrift), 2)
 	})
 }
 
@@ -197,18 +202,18 @@ func TestObserveCancel(t *testing.T) {
 		ctx := context.Background()
 		addActivity(t, db, "1", 10, 1)
 		clock := newClock()
-		p := newProc(t, db, WithClock(clock))
-		outs := mustProcess(t, p, []Message{msg(1, "1", "u1"), msg(2, "1", "u2")})
+		p := newProc(t, db, order.WithClock(clock))
+		outs := mustProcess(t, p, []order.Message{msg(1, "1", "u1"), msg(2, "1", "u2")})
 		rec := &recorder{}
-		c, err := NewCanceller(db, nil, newLedger(), WithClock(clock), WithObserver(rec))
+		c, err := status.NewCanceller(db, nil, newLedger(), status.WithClock(clock), status.WithObserver(rec))
 		require.NoError(t, err)
 		require.NoError(t, c.Cancel(ctx, outs[0].OrderNo))
-		require.ErrorIs(t, c.Cancel(ctx, outs[0].OrderNo), ErrAlreadyCancelled)
+		require.ErrorIs(t, c.Cancel(ctx, outs[0].OrderNo), status.ErrAlreadyCancelled)
 		require.NoError(t, c.Pay(ctx, outs[1].OrderNo))
-		require.ErrorIs(t, c.Cancel(ctx, outs[1].OrderNo), ErrAlreadyPaid)
-		require.ErrorIs(t, c.Cancel(ctx, "42"), ErrOrderNotFound)
+		require.ErrorIs(t, c.Cancel(ctx, outs[1].OrderNo), status.ErrAlreadyPaid)
+		require.ErrorIs(t, c.Cancel(ctx, "42"), status.ErrOrderNotFound)
 		var got []string
-		for _, e := range rec.of(StageCancel) {
+		for _, e := range rec.of(status.StageCancel) {
 			got = append(got, e.Outcome)
 			if e.Outcome != "not_found" {
 				assert.Equal(t, "1", e.Activity)

@@ -1,4 +1,4 @@
-package order
+package order_test
 
 import (
 	"context"
@@ -18,6 +18,10 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 // Every constructor builds with every option it accepts — the table of
@@ -26,90 +30,97 @@ func TestEveryConstructorTakesItsOptions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.SQLite(t)
-	require.NoError(t, AutoMigrate(ctx, db))
+	require.NoError(t, order.AutoMigrate(ctx, db))
 	rdb, _ := testenv.Miniredis(t)
 	clock := newClock()
 	log := slog.New(slog.DiscardHandler)
 	obs := observe.Func(func(context.Context, observe.Event) {})
 	onErr := func(context.Context, error) {}
-	tabs := WithTables(DefaultTables())
+	tabs := order.WithTables(defaultTables())
+	stabs := status.WithTables(defaultTables())
 	led := newLedger()
 
-	p, err := NewProcessor(db, newGen(t, 1), nil, WithClock(clock), WithPayTimeout(time.Minute), tabs,
-		WithTxHook(func(context.Context, *gorm.DB, []Order) error { return nil }), nil)
+	p, err := order.NewProcessor(db, newGen(t, 1), nil, order.WithClock(clock), order.WithPayTimeout(time.Minute), tabs,
+		order.WithTxHook(func(context.Context, *gorm.DB, []order.Order) error { return nil }), nil)
 	require.NoError(t, err)
-	res, err := NewResults(rdb, db, nil, WithClock(clock), WithLogger(log), WithKeyPrefix(testenv.Prefix(t)),
-		WithResultTTL(time.Hour), tabs, nil)
+	res, err := status.NewResults(rdb, db, nil, status.WithClock(clock), status.WithLogger(log), status.WithKeyPrefix(testenv.Prefix(t)),
+		status.WithResultTTL(time.Hour), stabs, nil)
 	require.NoError(t, err)
-	canc, err := NewCanceller(db, rdb, led, nil, WithClock(clock), WithLogger(log), WithKeyPrefix(testenv.Prefix(t)),
-		WithBackoff(time.Millisecond, time.Second), WithOnError(onErr), WithObserver(obs), tabs,
-		WithPollInterval(time.Second), WithScanInterval(time.Minute), WithScanBatch(10),
-		WithOnPayCancelled(func(context.Context, Order) {}), nil)
+	canc, err := status.NewCanceller(db, rdb, led, nil, status.WithClock(clock), status.WithLogger(log), status.WithKeyPrefix(testenv.Prefix(t)),
+		status.WithBackoff(time.Millisecond, time.Second), status.WithOnError(onErr), status.WithObserver(obs), stabs,
+		status.WithPollInterval(time.Second), status.WithScanInterval(time.Minute), status.WithScanBatch(10),
+		status.WithOnPayCancelled(func(context.Context, order.Order) {}), nil)
 	require.NoError(t, err)
-	_, err = NewConsumer(p, led, nil, WithClock(clock), WithLogger(log), WithBatchSize(10), WithMaxAttempts(2),
-		WithBackoff(time.Millisecond, time.Second), WithDeadLetter(DeadLetterFunc(func(context.Context, Record, error) error { return nil })),
-		WithResults(res), WithNotifier(NotifierFunc(func(context.Context, Result) {})), WithScheduler(canc),
-		WithHealthCheck(func(context.Context) error { return nil }), WithReleaseAttempts(2), WithOnError(onErr),
-		WithObserver(obs), WithContextFrom(func(ctx context.Context, _ map[string]string) context.Context { return ctx }), nil)
+	_, err = order.NewConsumer(p, led, nil, order.WithLogger(log), order.WithBatchSize(10), order.WithMaxAttempts(2),
+		order.WithBackoff(time.Millisecond, time.Second), order.WithDeadLetter(deadLetterFunc(func(context.Context, order.Record, error) error { return nil })),
+		order.WithResults(res), order.WithNotifier(notifierFunc(func(context.Context, order.Result) {})), order.WithScheduler(canc),
+		order.WithHealthCheck(func(context.Context) error { return nil }), order.WithReleaseAttempts(2), order.WithOnError(onErr),
+		order.WithObserver(obs), order.WithContextFrom(func(ctx context.Context, _ map[string]string) context.Context { return ctx }), nil)
 	require.NoError(t, err)
-	_, err = NewSubmitter(PublisherFunc(func(context.Context, Message) error { return nil }),
-		FallbackFunc(func(context.Context, Message) error { return nil }), led,
-		nil, WithClock(clock), WithLogger(log), WithResults(res), WithObserver(obs), nil)
+	_, err = handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return nil }),
+		handoff.FallbackFunc(func(context.Context, order.Message) error { return nil }), led,
+		nil, handoff.WithClock(clock), handoff.WithLogger(log), handoff.WithResults(res), handoff.WithObserver(obs), nil)
 	require.NoError(t, err)
-	_, err = NewFence(db, led, nil, WithClock(clock), WithLogger(log), WithResults(res), tabs, nil)
+	_, err = handoff.NewFence(db, led, nil, handoff.WithClock(clock), handoff.WithLogger(log), handoff.WithResults(res), handoff.WithTables(defaultTables()), nil)
 	require.NoError(t, err)
-	_, err = NewReconciler(db, led, led, nil, WithClock(clock), WithLogger(log), WithResults(res), WithObserver(obs), tabs,
-		WithGrace(time.Minute), WithDryRun(true), WithPending(PendingFunc(func(context.Context, string) (bool, error) { return false, nil })), nil)
+	_, err = reconcile.NewReconciler(db, led, led, nil, reconcile.WithClock(clock), reconcile.WithLogger(log), reconcile.WithResults(res), reconcile.WithObserver(obs), reconcile.WithTables(defaultTables()),
+		reconcile.WithGrace(time.Minute), reconcile.WithDryRun(true), reconcile.WithPending(reconcile.PendingFunc(func(context.Context, string) (bool, error) { return false, nil })), nil)
 	require.NoError(t, err)
-	_, err = NewOrders(db, nil, tabs, WithCanceller(canc), nil)
+	_, err = status.NewOrders(db, nil, stabs, status.WithCanceller(canc), nil)
 	require.NoError(t, err)
 
 	// The nil values of the typed nil options are ignored too.
 	var (
-		nilClock  ClockOption
-		nilTables TableOption
+		nilClock  order.ProcessorOption
+		nilTables order.TableOption
 	)
-	_, err = NewProcessor(db, newGen(t, 2), nilClock, nilTables)
+	_, err = order.NewProcessor(db, newGen(t, 2), nilClock, nilTables)
 	require.NoError(t, err)
 }
 
 // A nil collaborator — a required argument, or the value of an option that
-// needs one — fails the constructor with ErrInvalidOption.
+// needs one — fails the constructor with ErrInvalidConfig.
 func TestNilCollaboratorIsAnError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.SQLite(t)
-	require.NoError(t, AutoMigrate(ctx, db))
+	require.NoError(t, order.AutoMigrate(ctx, db))
 	rdb, _ := testenv.Miniredis(t)
 	led := newLedger()
 	p := newProc(t, db)
-	pub := PublisherFunc(func(context.Context, Message) error { return nil })
-	fb := FallbackFunc(func(context.Context, Message) error { return nil })
+	pub := handoff.PublisherFunc(func(context.Context, order.Message) error { return nil })
+	fb := handoff.FallbackFunc(func(context.Context, order.Message) error { return nil })
 	for name, err := range map[string]error{
-		"processor db":       second(NewProcessor(nil, newGen(t, 1))),
-		"processor ids":      second(NewProcessor(db, nil)),
-		"processor clock":    second(NewProcessor(db, newGen(t, 1), WithClock(nil))),
-		"processor tx hook":  second(NewProcessor(db, newGen(t, 1), WithTxHook(nil))),
-		"consumer processor": second(NewConsumer(nil, led)),
-		"consumer releaser":  second(NewConsumer(p, nil)),
-		"consumer dlq":       second(NewConsumer(p, led, WithDeadLetter(nil))),
-		"consumer results":   second(NewConsumer(p, led, WithResults(nil))),
-		"consumer notifier":  second(NewConsumer(p, led, WithNotifier(nil))),
-		"consumer scheduler": second(NewConsumer(p, led, WithScheduler(nil))),
-		"submitter pub":      second(NewSubmitter(nil, fb, led)),
-		"submitter fallback": second(NewSubmitter(pub, nil, led)),
-		"submitter releaser": second(NewSubmitter(pub, fb, nil)),
-		"fence db":           second(NewFence(nil, led)),
-		"fence releaser":     second(NewFence(db, nil)),
-		"results redis":      second(NewResults(nil, db)),
-		"canceller db":       second(NewCanceller(nil, rdb, led)),
-		"canceller releaser": second(NewCanceller(db, rdb, nil)),
-		"reconciler ledger":  second(NewReconciler(db, nil, led)),
-		"reconciler pending": second(NewReconciler(db, led, led, WithPending(nil))),
-		"orders db":          second(NewOrders(nil)),
-		"orders canceller":   second(NewOrders(db, WithCanceller(nil))),
+		"processor db":       second(order.NewProcessor(nil, newGen(t, 1))),
+		"processor ids":      second(order.NewProcessor(db, nil)),
+		"processor clock":    second(order.NewProcessor(db, newGen(t, 1), order.WithClock(nil))),
+		"processor tx hook":  second(order.NewProcessor(db, newGen(t, 1), order.WithTxHook(nil))),
+		"consumer processor": second(order.NewConsumer(nil, led)),
+		"consumer releaser":  second(order.NewConsumer(p, nil)),
+		"consumer dlq":       second(order.NewConsumer(p, led, order.WithDeadLetter(nil))),
+		"consumer results":   second(order.NewConsumer(p, led, order.WithResults(nil))),
+		"consumer notifier":  second(order.NewConsumer(p, led, order.WithNotifier(nil))),
+		"consumer scheduler": second(order.NewConsumer(p, led, order.WithScheduler(nil))),
+		"submitter pub":      second(handoff.NewSubmitter(nil, fb, led)),
+		"submitter fallback": second(handoff.NewSubmitter(pub, nil, led)),
+		"submitter releaser": second(handoff.NewSubmitter(pub, fb, nil)),
+		"fence db":           second(handoff.NewFence(nil, led)),
+		"fence releaser":     second(handoff.NewFence(db, nil)),
+		"results redis":      second(status.NewResults(nil, db)),
+		"canceller db":       second(status.NewCanceller(nil, rdb, led)),
+		"canceller releaser": second(status.NewCanceller(db, rdb, nil)),
+		"reconciler ledger":  second(reconcile.NewReconciler(db, nil, led)),
+		"reconciler pending": second(reconcile.NewReconciler(db, led, led, reconcile.WithPending(nil))),
+		"orders db":          second(status.NewOrders(nil)),
+		"orders canceller":   second(status.NewOrders(db, status.WithCanceller(nil))),
+		"consumer logger":    second(order.NewConsumer(p, led, order.WithLogger(nil))),
+		"submitter logger":   second(handoff.NewSubmitter(pub, fb, led, handoff.WithLogger(nil))),
+		"fence logger":       second(handoff.NewFence(db, led, handoff.WithLogger(nil))),
+		"results logger":     second(status.NewResults(rdb, db, status.WithLogger(nil))),
+		"canceller logger":   second(status.NewCanceller(db, rdb, led, status.WithLogger(nil))),
+		"reconciler logger":  second(reconcile.NewReconciler(db, led, led, reconcile.WithLogger(nil))),
 	} {
-		assert.ErrorIs(t, err, ErrInvalidOption, name)
+		assert.ErrorIs(t, err, order.ErrInvalidConfig, name)
 	}
 }
 
@@ -131,8 +142,12 @@ func TestInapplicableOptionDoesNotCompile(t *testing.T) {
 	"time"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/operate"
 	"github.com/seckillkit/seckill/order/orderid"
 	"github.com/seckillkit/seckill/order/orderkafka"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 var (
@@ -140,6 +155,10 @@ var (
 	_ = time.Second
 	_ = orderid.New
 	_ = orderkafka.NewHandler
+	_ = handoff.NewSubmitter
+	_ = operate.PruneDedup
+	_ = reconcile.NewReconciler
+	_ = status.NewResults
 )
 `
 	bad := map[string]struct{ code, want string }{
@@ -150,21 +169,30 @@ var (
 		"consumer_tables":       {`order.NewConsumer(nil, nil, order.WithTables(order.Tables{}))`, "order.ConsumerOption"},
 		"processor_batch_size":  {`order.NewProcessor(nil, nil, order.WithBatchSize(1))`, "order.ProcessorOption"},
 		"processor_logger":      {`order.NewProcessor(nil, nil, order.WithLogger(nil))`, "order.ProcessorOption"},
-		"submitter_tables":      {`order.NewSubmitter(nil, nil, nil, order.WithTables(order.Tables{}))`, "order.SubmitterOption"},
-		"results_backoff":       {`order.NewResults(nil, nil, order.WithBackoff(1, 2))`, "order.ResultsOption"},
-		"results_results":       {`order.NewResults(nil, nil, order.WithResults(nil))`, "order.ResultsOption"},
-		"fence_key_prefix":      {`order.NewFence(nil, nil, order.WithKeyPrefix("x"))`, "order.FenceOption"},
-		"canceller_grace":       {`order.NewCanceller(nil, nil, nil, order.WithGrace(1))`, "order.CancellerOption"},
-		"reconciler_scan_batch": {`order.NewReconciler(nil, nil, nil, order.WithScanBatch(1))`, "order.ReconcilerOption"},
-		"orders_clock":          {`order.NewOrders(nil, order.WithClock(nil))`, "order.OrdersOption"},
+		"submitter_tables":      {`handoff.NewSubmitter(nil, nil, nil, handoff.WithTables(order.Tables{}))`, "handoff.SubmitterOption"},
+		"results_backoff":       {`status.NewResults(nil, nil, status.WithBackoff(1, 2))`, "status.ResultsOption"},
+		"results_results":       {`status.NewResults(nil, nil, order.WithResults(nil))`, "status.ResultsOption"},
+		"fence_key_prefix":      {`handoff.NewFence(nil, nil, status.WithKeyPrefix("x"))`, "handoff.FenceOption"},
+		"canceller_grace":       {`status.NewCanceller(nil, nil, nil, reconcile.WithGrace(1))`, "status.CancellerOption"},
+		"reconciler_scan_batch": {`reconcile.NewReconciler(nil, nil, nil, status.WithScanBatch(1))`, "reconcile.Option"},
+		"orders_clock":          {`status.NewOrders(nil, status.WithClock(nil))`, "status.OrdersOption"},
 		"migrate_clock":         {`order.AutoMigrate(context.Background(), nil, order.WithClock(nil))`, "order.TableOption"},
+		"prune_clock":           {`operate.PruneDedup(context.Background(), nil, time.Time{}, 1, order.WithClock(nil))`, "order.TableOption"},
+		"fence_batch_size":      {`handoff.NewFence(nil, nil, order.WithBatchSize(1))`, "handoff.FenceOption"},
 		"orderid_new_ttl":       {`orderid.New(1, orderid.WithTTL(time.Second))`, "orderid.GeneratorOption"},
 		"orderid_lease_epoch":   {`orderid.AcquireMachine(context.Background(), nil, orderid.WithEpoch(time.Time{}))`, "orderid.LeaseOption"},
 		"orderid_order_clock":   {`orderid.New(1, order.WithClock(nil))`, "orderid.GeneratorOption"},
 	}
 	good := `func init() {
-	_, _ = order.NewConsumer(nil, nil, order.WithBatchSize(1), order.WithClock(nil), order.WithBackoff(1, 2), order.WithResults(nil))
+	_, _ = order.NewConsumer(nil, nil, order.WithBatchSize(1), order.WithBackoff(1, 2), order.WithResults(nil))
 	_, _ = order.NewProcessor(nil, nil, order.WithPayTimeout(time.Second), order.WithTables(order.Tables{}), order.WithClock(nil))
+	_, _ = handoff.NewFence(nil, nil, handoff.WithTables(order.Tables{}), handoff.WithClock(nil), handoff.WithLogger(nil), handoff.WithResults(nil))
+	_, _ = status.NewResults(nil, nil, status.WithClock(nil), status.WithTables(order.Tables{}), status.WithResultTTL(1))
+	_, _ = status.NewCanceller(nil, nil, nil, status.WithKeyPrefix(""), status.WithTables(order.Tables{}), status.WithScanBatch(1))
+	_, _ = status.NewOrders(nil, status.WithTables(order.Tables{}), status.WithCanceller(nil))
+	_, _ = reconcile.NewReconciler(nil, nil, nil, reconcile.WithClock(nil), reconcile.WithGrace(1), reconcile.WithTables(order.Tables{}))
+	_, _ = handoff.NewSubmitter(nil, nil, nil, handoff.WithClock(nil), handoff.WithResults(nil))
+	_ = operate.PruneDedup
 	_, _ = orderkafka.NewProducer(nil, "orders", orderkafka.WithHeaders(nil))
 	_, _ = orderkafka.NewHandler(nil, orderkafka.WithLinger(0))
 	_, _ = orderid.New(1, orderid.WithEpoch(time.Time{}), orderid.WithClock(nil))

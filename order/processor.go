@@ -11,33 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckillkit/seckill/order/internal/dbx"
 	"gorm.io/gorm"
 )
-
-// Outcome is what the database made of one message.
-type Outcome struct {
-	Message Message
-	// Status is StatusSuccess (an order exists for the reservation) or
-	// StatusFailed (no order; the reservation must be released).
-	Status     Status
-	OrderID    int64  // set on a new order
-	OrderNo    string // set when Status is SUCCESS
-	Reason     string // set when Status is FAILED: ReasonSoldOut, ReasonDuplicate, ReasonUnknownActivity
-	Duplicate  bool   // answered from an earlier delivery (dedup row or existing order)
-	ExpireTime time.Time
-}
-
-// Release reports whether the reservation of this outcome must be given back
-// to Redis: a FAILED outcome owns no order. It stays true for a duplicate
-// FAILED delivery, because the earlier release may not have happened
-// (Release is idempotent).
-func (o Outcome) Release() bool { return o.Status == StatusFailed }
-
-// Result returns the user-facing status of the outcome.
-func (o Outcome) Result() Result {
-	return Result{Activity: o.Message.ActivityID, User: o.Message.UserID, Status: o.Status,
-		OrderNo: o.OrderNo, Reason: o.Reason, ReservationID: o.Message.ReservationID}
-}
 
 // Processor writes orders: per message, or per batch with one stock update
 // per activity. It is the database half of the [Consumer] and can be used
@@ -71,14 +47,14 @@ type Processor struct {
 // Options: [WithClock], [WithPayTimeout], [WithTables], [WithTxHook].
 func NewProcessor(db *gorm.DB, ids IDSource, opts ...ProcessorOption) (*Processor, error) {
 	if db == nil || ids == nil {
-		return nil, fmt.Errorf("%w: NewProcessor needs a db and an id source", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: NewProcessor needs a db and an id source", ErrInvalidConfig)
 	}
 	o, err := buildOptions(opts, ProcessorOption.applyProcessor)
 	if err != nil {
 		return nil, err
 	}
 	if o.payTimeout <= 0 {
-		return nil, fmt.Errorf("%w: pay timeout must be positive", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: pay timeout must be positive", ErrInvalidConfig)
 	}
 	if err := o.tables.validate(); err != nil {
 		return nil, err
@@ -93,17 +69,11 @@ func NewProcessor(db *gorm.DB, ids IDSource, opts ...ProcessorOption) (*Processo
 	return p, nil
 }
 
-// Tables returns the names of the tables the processor writes.
-func (p *Processor) Tables() Tables { return p.o.tables }
-
 // Close closes the processor's prepared statements (the batch path prepares
 // a few multi-row INSERTs per connection). The database stays open; a
 // processor used after Close prepares them again. Closing the *sql.DB closes
 // them too, so Close is needed only when the DB outlives the processor.
 func (p *Processor) Close() error { return p.stmts.close() }
-
-// DB returns the database the processor writes to.
-func (p *Processor) DB() *gorm.DB { return p.db }
 
 type businessError struct{ reason string }
 
@@ -192,11 +162,6 @@ func (p *Processor) newOrder(m Message, a activityInfo, id int64, now time.Time)
 	return o
 }
 
-func dedupOf(m Message, status Status, orderNo, reason string, now time.Time) Dedup {
-	return Dedup{MsgID: m.MsgID, ReservationID: m.ReservationID, ActivityID: m.ActivityID, UserID: m.UserID,
-		Outcome: string(status), OrderNo: orderNo, Reason: reason, CreatedAt: now}
-}
-
 // Handle writes one message in one transaction. With [WithTxHook] the
 // hook runs inside it for the new order; a hook error rolls the
 // transaction back and is returned (wrapped; nothing was committed).
@@ -236,7 +201,7 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 func (p *Processor) handleTx(ctx context.Context, tx *gorm.DB, m Message, id int64, now time.Time) (Order, error) {
 	d := dedupOf(m, StatusSuccess, strconv.FormatInt(id, 10), "", now)
 	if err := p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})); err != nil {
-		if isDuplicate(err) {
+		if dbx.IsDuplicate(err) {
 			return Order{}, errDuplicateMsg
 		}
 		return Order{}, err
@@ -260,7 +225,7 @@ func (p *Processor) handleTx(ctx context.Context, tx *gorm.DB, m Message, id int
 	}
 	ord := p.newOrder(m, a, id, now)
 	if err := p.insertRows(ctx, tx, tableOrder, orderArgs([]Order{ord})); err != nil {
-		if isDuplicate(err) {
+		if dbx.IsDuplicate(err) {
 			return Order{}, &businessError{ReasonDuplicate}
 		}
 		return Order{}, err
@@ -284,6 +249,7 @@ func (p *Processor) handleTx(ctx context.Context, tx *gorm.DB, m Message, id int
 type hookError struct{ err error }
 
 func (e *hookError) Error() string { return "order: tx hook: " + e.err.Error() }
+
 func (e *hookError) Unwrap() error { return e.err }
 
 // runHook calls the [TxHook] with the transaction's new orders.
@@ -295,10 +261,6 @@ func (p *Processor) runHook(ctx context.Context, tx *gorm.DB, orders []Order) er
 		return &hookError{err}
 	}
 	return nil
-}
-
-func outcomeOf(m Message, d Dedup) Outcome {
-	return Outcome{Message: m, Status: Status(d.Outcome), OrderNo: d.OrderNo, Reason: d.Reason, Duplicate: true}
 }
 
 // fail records a business refusal. If the reservation already has an order
@@ -316,7 +278,7 @@ func (p *Processor) fail(ctx context.Context, m Message, reason string, now time
 	}
 	d := dedupOf(m, out.Status, out.OrderNo, out.Reason, now)
 	if err := p.db.WithContext(ctx).Table(p.o.tables.Dedup).Create(&d).Error; err != nil {
-		if isDuplicate(err) {
+		if dbx.IsDuplicate(err) {
 			return lookupReservation(ctx, p.db, p.o.tables, m)
 		}
 		return Outcome{}, fmt.Errorf("order: record failure %s: %w", m.MsgID, err)
@@ -519,7 +481,7 @@ func (p *Processor) insertBatch(ctx context.Context, tx *gorm.DB, b *batchTx, ac
 		args []any
 	}{{tableDedup, dedupArgs(dedups)}, {tableOrder, orderArgs(orders)}} {
 		if err := p.insertRows(ctx, tx, rows.t, rows.args); err != nil {
-			if isDuplicate(err) {
+			if dbx.IsDuplicate(err) {
 				return nil, errConflict
 			}
 			return nil, err
@@ -648,6 +610,39 @@ func (p *Processor) checkCaps(ctx context.Context, tx *gorm.DB, msgs []Message, 
 			if m.ActivityID == act && !outs[i].Duplicate && held[m.UserID]+m.Qty > acts[act].UserLimit {
 				return errConflict
 			}
+		}
+	}
+	return nil
+}
+
+// insertRows writes rows of table t inside tx. args holds columns(t)
+// parameters per row. A chunk uses its prepared statement when the gorm
+// transaction runs on a plain *sql.Tx of the cached *sql.DB and the
+// statement is prepared, and a text INSERT otherwise (a gorm PrepareStmt
+// session, a resolver plugin, a failed prepare).
+func (p *Processor) insertRows(ctx context.Context, tx *gorm.DB, t table, args []any) error {
+	cols := columns(t)
+	rows := len(args) / cols
+	stx, isTx := tx.Statement.ConnPool.(*sql.Tx)
+	lo := 0
+	for _, n := range chunks(rows, chunkSize(tx)) {
+		part := args[lo*cols : (lo+n)*cols]
+		lo += n
+		if s := p.stmts.get(stmtKey{t, n}); isTx && s != nil {
+			_, err := stx.StmtContext(ctx, s).ExecContext(ctx, part...)
+			if err == nil {
+				p.stmts.used.Add(1)
+				continue
+			}
+			if !strings.Contains(err.Error(), "statement from different database") {
+				return err
+			}
+			// The transaction is not on the DB the statements were
+			// prepared on: text from now on.
+			p.stmts.off.Store(true)
+		}
+		if err := rawExec(ctx, tx, p.sql.insertSQL(t, n), part); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/seckillkit/seckill/order/internal/dbx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -57,7 +58,7 @@ func TestHandleBusinessFailures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, StatusFailed, soldOut.Status)
 		assert.Equal(t, ReasonSoldOut, soldOut.Reason)
-		assert.True(t, soldOut.Release())
+		assert.True(t, soldOut.release())
 
 		unknown, err := p.Handle(ctx, msg(3, "99", "8"))
 		require.NoError(t, err)
@@ -76,13 +77,13 @@ func TestHandleBusinessFailures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, StatusSuccess, dup.Status)
 		assert.True(t, dup.Duplicate)
-		assert.False(t, dup.Release(), "never release the reservation of an existing order")
+		assert.False(t, dup.release(), "never release the reservation of an existing order")
 
 		// redelivered failure is answered from the dedup row and still asks for release
 		again, err := p.Handle(ctx, msg(2, "1", "8"))
 		require.NoError(t, err)
 		assert.True(t, again.Duplicate)
-		assert.True(t, again.Release())
+		assert.True(t, again.release())
 
 		assert.EqualValues(t, 4, countOrders(t, db, ""))
 		checkConservation(t, db, "1", 1)
@@ -213,7 +214,7 @@ func TestProcessBatch(t *testing.T) {
 			bad.Qty = 0
 			_, err := p.Process(ctx, []Message{bad})
 			require.Error(t, err)
-			assert.True(t, IsPermanent(err))
+			assert.True(t, isPermanent(err))
 			assert.ErrorIs(t, err, ErrInvalidMessage)
 		})
 	})
@@ -234,7 +235,7 @@ func TestDecode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode([]byte(tc.in))
 			require.Error(t, err)
-			assert.True(t, IsPermanent(err))
+			assert.True(t, isPermanent(err))
 			var pe *PermanentError
 			require.ErrorAs(t, err, &pe)
 			assert.NotNil(t, pe.Unwrap())
@@ -277,21 +278,21 @@ func TestLiveSlotNullsNeverCollide(t *testing.T) {
 		require.NoError(t, insert(mk(3, "r-3", &one)))
 		err := insert(mk(4, "r-4", &one))
 		require.Error(t, err, "a second live slot of one buyer")
-		assert.True(t, isDuplicate(err), "%v", err)
+		assert.True(t, dbx.IsDuplicate(err), "%v", err)
 		err = insert(mk(5, "r-1", nil))
-		assert.True(t, isDuplicate(err), "reservation: %v", err)
+		assert.True(t, dbx.IsDuplicate(err), "reservation: %v", err)
 		o := mk(6, "r-6", nil)
 		o.OrderNo = "1"
 		err = insert(o)
-		assert.True(t, isDuplicate(err), "order no: %v", err)
+		assert.True(t, dbx.IsDuplicate(err), "order no: %v", err)
 		d := dedupOf(msg(1, "1", "7"), StatusSuccess, "1", "", p.o.clock.Now())
 		require.NoError(t, db.Transaction(func(tx *gorm.DB) error {
 			return p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d}))
 		}))
 		err = db.Transaction(func(tx *gorm.DB) error { return p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})) })
-		assert.True(t, isDuplicate(err), "msg_id: %v", err)
-		assert.False(t, isDuplicate(errors.New("order: something else")))
-		assert.EqualValues(t, 3, rowCount(t, db, DefaultOrderTable, "user_id = '7' AND activity_id = '1'"))
-		assert.EqualValues(t, 1, rowCount(t, db, DefaultOrderTable, "live_slot IS NOT NULL"))
+		assert.True(t, dbx.IsDuplicate(err), "msg_id: %v", err)
+		assert.False(t, dbx.IsDuplicate(errors.New("order: something else")))
+		assert.EqualValues(t, 3, rowCount(t, db, defaultOrderTable, "user_id = '7' AND activity_id = '1'"))
+		assert.EqualValues(t, 1, rowCount(t, db, defaultOrderTable, "live_slot IS NOT NULL"))
 	})
 }

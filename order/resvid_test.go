@@ -1,4 +1,4 @@
-package order
+package order_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 // longResvIDs are reservation IDs over the 64 bytes of earlier releases,
@@ -36,44 +39,44 @@ func TestLongReservationIDs(t *testing.T) {
 	ids := longResvIDs(1)
 	require.Equal(t, 65, len(ids[0]))
 	require.Equal(t, 109, len(ids[1]))
-	require.Equal(t, MaxReservationIDLen, len(ids[2]))
+	require.Equal(t, order.MaxReservationIDLen, len(ids[2]))
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		addActivity(t, db, "1", 10, 5)
 		clock := newClock()
 		led := newLedger()
-		fence, err := NewFence(db, led, WithClock(clock))
+		fence, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 		require.NoError(t, err)
-		var published []Message
-		sub, err := NewSubmitter(PublisherFunc(func(_ context.Context, m Message) error {
+		var published []order.Message
+		sub, err := handoff.NewSubmitter(handoff.PublisherFunc(func(_ context.Context, m order.Message) error {
 			published = append(published, m)
 			return nil
 		}), &memFallback{}, fence)
 		require.NoError(t, err)
-		p, err := NewProcessor(db, newGen(t, 1), WithClock(clock))
+		p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 		require.NoError(t, err)
-		c, err := NewConsumer(p, led)
+		c, err := order.NewConsumer(p, led)
 		require.NoError(t, err)
 
 		user := uuidUser(1)
-		var recs []Record
+		var recs []order.Record
 		for i, id := range ids {
 			led.reserve("1", Reservation{ID: id, User: user, Qty: 1, At: clock.Now()})
-			route, err := sub.Submit(ctx, Message{MsgID: fmt.Sprintf("m-%d", i), ReservationID: id, ActivityID: "1", UserID: user, Qty: 1})
+			route, err := sub.Submit(ctx, order.Message{MsgID: fmt.Sprintf("m-%d", i), ReservationID: id, ActivityID: "1", UserID: user, Qty: 1})
 			require.NoError(t, err, "%d bytes", len(id))
-			require.Equal(t, RouteKafka, route)
+			require.Equal(t, handoff.RouteKafka, route)
 			recs = append(recs, kmsg(t, int64(i), published[i]))
 		}
 		require.NoError(t, runClaim(t, c, &fakeSession{ctx: ctx}, recs))
 		for _, id := range ids {
 			assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", id), "%d bytes", len(id))
-			o, err := NewOrders(db)
+			o, err := status.NewOrders(db)
 			require.NoError(t, err)
 			got, err := o.ByReservation(ctx, id)
 			require.NoError(t, err)
 			assert.Equal(t, id, got.ReservationID, "stored whole")
 			// consumed: the fence refuses to release it
-			assert.ErrorIs(t, fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: user, ReservationID: id}), ErrConsumed)
+			assert.ErrorIs(t, fence.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", User: user, ReservationID: id}), handoff.ErrConsumed)
 		}
 		assert.Zero(t, led.releases())
 		checkConservation(t, db, "1", 10)
@@ -85,13 +88,13 @@ func TestLongReservationIDs(t *testing.T) {
 		late = append(late, late[0][:len(late[0])-1]+"x")
 		for i, id := range late {
 			led.reserve("1", Reservation{ID: id, User: user, Qty: 1, At: clock.Now()})
-			require.NoError(t, fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: user, ReservationID: id}), "%d bytes", len(id))
-			assert.EqualValues(t, 1, rowCount(t, db, DefaultDedupTable, "reservation_id = ? AND outcome = ?", id, StatusFailed), "%d bytes", len(id))
-			out, err := p.Handle(ctx, Message{Version: MessageVersion, MsgID: fmt.Sprintf("late-%d", i), ReservationID: id,
+			require.NoError(t, fence.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", User: user, ReservationID: id}), "%d bytes", len(id))
+			assert.EqualValues(t, 1, rowCount(t, db, defaultTables().Dedup, "reservation_id = ? AND outcome = ?", id, order.StatusFailed), "%d bytes", len(id))
+			out, err := p.Handle(ctx, order.Message{Version: order.MessageVersion, MsgID: fmt.Sprintf("late-%d", i), ReservationID: id,
 				ActivityID: "1", UserID: user, Qty: 1, CreatedAt: testenv.Epoch()})
 			require.NoError(t, err)
-			assert.Equal(t, StatusFailed, out.Status)
-			assert.Equal(t, ReasonReleased, out.Reason)
+			assert.Equal(t, order.StatusFailed, out.Status)
+			assert.Equal(t, handoff.ReasonReleased, out.Reason)
 		}
 		assert.Equal(t, len(late), led.releases())
 		assert.EqualValues(t, len(ids), countOrders(t, db, ""))
@@ -104,8 +107,8 @@ func TestLongReservationIDs(t *testing.T) {
 func TestMessageReservationIDRule(t *testing.T) {
 	t.Parallel()
 	for id, ok := range map[string]bool{
-		"r": true, strings.Repeat("r", 64): true, strings.Repeat("r", 65): true, strings.Repeat("r", MaxReservationIDLen): true,
-		"a:b{c}~": true, "": false, strings.Repeat("r", MaxReservationIDLen+1): false, "a b": false, "r ": false,
+		"r": true, strings.Repeat("r", 64): true, strings.Repeat("r", 65): true, strings.Repeat("r", order.MaxReservationIDLen): true,
+		"a:b{c}~": true, "": false, strings.Repeat("r", order.MaxReservationIDLen+1): false, "a b": false, "r ": false,
 		"r\x00": false, "é": false, "r\x7f": false,
 	} {
 		m := msg(1, "1", "7")
@@ -114,9 +117,9 @@ func TestMessageReservationIDRule(t *testing.T) {
 		if ok {
 			assert.NoError(t, err, "%q", id)
 		} else {
-			assert.ErrorIs(t, err, ErrInvalidMessage, "%q", id)
+			assert.ErrorIs(t, err, order.ErrInvalidMessage, "%q", id)
 		}
-		assert.Equal(t, ok, ValidReservationID(id), "%q", id)
+		assert.Equal(t, ok, order.ValidReservationID(id), "%q", id)
 	}
 }
 
@@ -131,12 +134,12 @@ func TestRefusedReservationIDIsReleased(t *testing.T) {
 		addActivity(t, db, "1", 10, 1)
 		clock := newClock()
 		led := newLedger()
-		long := strings.Repeat("L", MaxReservationIDLen+1)
+		long := strings.Repeat("L", order.MaxReservationIDLen+1)
 		spaced := "old id"
-		fence, err := NewFence(db, led, WithClock(clock))
+		fence, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 		require.NoError(t, err)
 		led.reserve("1", Reservation{ID: long, User: "7", Qty: 1, At: clock.Now()})
-		require.NoError(t, fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", User: "7", ReservationID: long, Reason: ReasonHandoff}))
+		require.NoError(t, fence.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", User: "7", ReservationID: long, Reason: handoff.ReasonHandoff}))
 		assert.Equal(t, map[string]int{long: 1}, led.releasedByID())
 
 		// the reconciler, past the grace period
@@ -148,7 +151,7 @@ func TestRefusedReservationIDIsReleased(t *testing.T) {
 		assert.Empty(t, rep.ReleaseErrors)
 		assert.ElementsMatch(t, []string{spaced, long + "2"}, rep.Released)
 		assert.Equal(t, map[string]int{long: 1, long + "2": 1, spaced: 1}, led.releasedByID())
-		assert.Zero(t, rowCount(t, db, DefaultDedupTable, ""), "no fence row: none can be written, none is needed")
+		assert.Zero(t, rowCount(t, db, defaultTables().Dedup, ""), "no fence row: none can be written, none is needed")
 	})
 }
 
@@ -163,14 +166,14 @@ func TestRefusedReservationIDWithOrderIsNotReleased(t *testing.T) {
 		p := newProc(t, db)
 		out, err := p.Handle(ctx, msg(1, "1", "7"))
 		require.NoError(t, err)
-		require.Equal(t, StatusSuccess, out.Status)
+		require.Equal(t, order.StatusSuccess, out.Status)
 		require.NoError(t, db.Exec("UPDATE seckill_order SET reservation_id = ? WHERE reservation_id = ?", "old r-1", "r-1").Error)
-		fence, err := NewFence(db, led)
+		fence, err := handoff.NewFence(db, led)
 		require.NoError(t, err)
-		assert.ErrorIs(t, fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", ReservationID: "old r-1"}), ErrConsumed)
+		assert.ErrorIs(t, fence.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", ReservationID: "old r-1"}), handoff.ErrConsumed)
 		assert.Zero(t, led.releases())
-		assert.ErrorIs(t, fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", ReservationID: ""}), ErrInvalidMessage)
-		assert.False(t, errors.Is(fence.ReleaseFor(ctx, ReleaseRequest{Activity: "1", ReservationID: "r"}), ErrInvalidMessage))
+		assert.ErrorIs(t, fence.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", ReservationID: ""}), order.ErrInvalidMessage)
+		assert.False(t, errors.Is(fence.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: "1", ReservationID: "r"}), order.ErrInvalidMessage))
 	})
 }
 
@@ -185,14 +188,14 @@ func TestAutoMigrateWidensReservationID(t *testing.T) {
 			t.Parallel()
 			db := openDB(t, kind)
 			ctx := context.Background()
-			ddl, old := SchemaPostgres, `"reservation_id" VARCHAR(64)   `
+			ddl, old := mustSchema(t, "postgres"), `"reservation_id" VARCHAR(64)   `
 			if kind == testenv.KindMySQL {
-				ddl, old = SchemaMySQL, "reservation_id VARCHAR(64)   "
+				ddl, old = mustSchema(t, "mysql"), "reservation_id VARCHAR(64)   "
 			}
 			ddl = strings.ReplaceAll(ddl, `"reservation_id" VARCHAR(128)  `, old)
 			ddl = strings.ReplaceAll(ddl, "reservation_id VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin", old)
 			require.Equal(t, 2, strings.Count(ddl, old), "the old DDL")
-			for _, stmt := range strings.Split(stripSQLComments(ddl), ";") {
+			for _, stmt := range strings.Split(order.StripSQLComments(ddl), ";") {
 				if strings.TrimSpace(stmt) != "" {
 					require.NoError(t, db.Exec(stmt).Error, stmt)
 				}
@@ -201,30 +204,30 @@ func TestAutoMigrateWidensReservationID(t *testing.T) {
 			p := newProc(t, db)
 			out, err := p.Handle(ctx, msg(1, "1", "7"))
 			require.NoError(t, err)
-			require.Equal(t, StatusSuccess, out.Status)
+			require.Equal(t, order.StatusSuccess, out.Status)
 
-			require.NoError(t, AutoMigrate(ctx, db))
-			require.NoError(t, AutoMigrate(ctx, db), "again: nothing left to change")
+			require.NoError(t, order.AutoMigrate(ctx, db))
+			require.NoError(t, order.AutoMigrate(ctx, db), "again: nothing left to change")
 
-			for _, table := range []string{DefaultOrderTable, DefaultDedupTable} {
+			for _, table := range []string{defaultTables().Order, defaultTables().Dedup} {
 				width, collation := reservationColumn(t, db, table)
 				if kind != testenv.KindSQLite {
-					assert.EqualValues(t, MaxReservationIDLen, width, table)
+					assert.EqualValues(t, order.MaxReservationIDLen, width, table)
 				}
 				if kind == testenv.KindMySQL {
 					assert.Equal(t, "ascii_bin", collation, table)
 				}
 			}
-			assert.Equal(t, wantIndexes(DefaultTables())[DefaultOrderTable], indexesOf(t, db, DefaultOrderTable, &Order{}))
-			assert.Equal(t, wantIndexes(DefaultTables())[DefaultDedupTable], indexesOf(t, db, DefaultDedupTable, &Dedup{}))
+			assert.Equal(t, order.WantIndexes(defaultTables())[defaultTables().Order], order.IndexesOf(t, db, defaultTables().Order, &order.Order{}))
+			assert.Equal(t, order.WantIndexes(defaultTables())[defaultTables().Dedup], order.IndexesOf(t, db, defaultTables().Dedup, &order.Dedup{}))
 			assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", "r-1"), "the old row stays")
 
-			long := strings.Repeat("q", MaxReservationIDLen-1) + "Q"
+			long := strings.Repeat("q", order.MaxReservationIDLen-1) + "Q"
 			m := msg(2, "1", "7")
 			m.ReservationID = long
 			out, err = p.Handle(ctx, m)
 			require.NoError(t, err)
-			require.Equal(t, StatusSuccess, out.Status, out.Reason)
+			require.Equal(t, order.StatusSuccess, out.Status, out.Reason)
 			assert.EqualValues(t, 1, countOrders(t, db, "reservation_id = ?", long))
 			assert.Zero(t, countOrders(t, db, "reservation_id = ?", strings.ToLower(long)), "byte for byte")
 			// the same ID in other case is another reservation
@@ -232,7 +235,7 @@ func TestAutoMigrateWidensReservationID(t *testing.T) {
 			m.ReservationID = strings.ToLower(long)
 			out, err = p.Handle(ctx, m)
 			require.NoError(t, err)
-			assert.Equal(t, StatusSuccess, out.Status, out.Reason)
+			assert.Equal(t, order.StatusSuccess, out.Status, out.Reason)
 			checkConservation(t, db, "1", 10)
 		})
 	}

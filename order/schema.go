@@ -8,27 +8,28 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seckillkit/seckill/order/internal/dbx"
 	"gorm.io/gorm"
 )
 
-// SchemaMySQL is the MySQL/MariaDB DDL of the default tables (schema.sql).
+// schemaMySQL is the MySQL/MariaDB DDL of the default tables (schema.sql).
 // [Schema] gives it for other table names.
 //
 //go:embed schema.sql
-var SchemaMySQL string
+var schemaMySQL string
 
-// SchemaPostgres is the PostgreSQL DDL of the default tables
+// schemaPostgres is the PostgreSQL DDL of the default tables
 // (schema_postgres.sql). [Schema] gives it for other table names.
 //
 //go:embed schema_postgres.sql
-var SchemaPostgres string
+var schemaPostgres string
 
 // schemaNames matches, as whole words, every name of the DDL templates
 // that depends on the table names: the tables, their indexes and their
 // CHECK constraint.
 var schemaNames = func() *regexp.Regexp {
-	pat := `\b(` + DefaultActivityTable + `|` + DefaultOrderTable + `|` + DefaultDedupTable + `|` + DefaultAdjustTable
-	for _, sp := range DefaultTables().specs() {
+	pat := `\b(` + defaultActivityTable + `|` + defaultOrderTable + `|` + defaultDedupTable + `|` + defaultAdjustTable
+	for _, sp := range defaultTables().specs() {
 		for _, ix := range append(append([]index(nil), sp.indexes...), sp.checks...) {
 			pat += "|" + ix.legacy
 		}
@@ -38,23 +39,23 @@ var schemaNames = func() *regexp.Regexp {
 
 // Schema returns the DDL of the tables for a gorm dialect name ("mysql"
 // for MySQL and MariaDB, "postgres"), for the names given by [WithTables]:
-// [SchemaMySQL] or [SchemaPostgres] with the tables' names, and the names
+// [schemaMySQL] or [schemaPostgres] with the tables' names, and the names
 // of their indexes and CHECK constraint derived from them, in place of the
 // defaults. Other dialects (SQLite: use [AutoMigrate]) fail with
-// [ErrUnsupportedDialect]; invalid names with [ErrInvalidOption].
+// [ErrInvalidConfig]; invalid names with [ErrInvalidConfig].
 func Schema(dialect string, opts ...TableOption) (string, error) {
-	t, err := tablesOf(opts)
+	t, err := TablesOf(opts...)
 	if err != nil {
 		return "", err
 	}
 	var ddl string
 	switch dialect {
 	case "mysql":
-		ddl = SchemaMySQL
+		ddl = schemaMySQL
 	case "postgres":
-		ddl = SchemaPostgres
+		ddl = schemaPostgres
 	default:
-		return "", fmt.Errorf("%w: no schema for %q (use AutoMigrate)", ErrUnsupportedDialect, dialect)
+		return "", fmt.Errorf("%w: no schema for %q (use AutoMigrate)", ErrInvalidConfig, dialect)
 	}
 	names := map[string]string{}
 	for _, sp := range t.specs() {
@@ -86,9 +87,9 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 // same tables.
 func AutoMigrate(ctx context.Context, db *gorm.DB, opts ...TableOption) error {
 	if db == nil {
-		return fmt.Errorf("%w: AutoMigrate needs a db", ErrInvalidOption)
+		return fmt.Errorf("%w: AutoMigrate needs a db", ErrInvalidConfig)
 	}
-	t, err := tablesOf(opts)
+	t, err := TablesOf(opts...)
 	if err != nil {
 		return err
 	}
@@ -159,7 +160,7 @@ func autoMigrate(d *gorm.DB, t Tables) error {
 			if m.HasConstraint(sp.name, name) {
 				continue
 			}
-			q := "ALTER TABLE " + quoteIdent(d, sp.name) + " ADD CONSTRAINT " + quoteIdent(d, name) + " CHECK (" + ck.check + ")"
+			q := "ALTER TABLE " + dbx.QuoteIdent(d, sp.name) + " ADD CONSTRAINT " + dbx.QuoteIdent(d, name) + " CHECK (" + ck.check + ")"
 			if err := d.Exec(q).Error; err != nil {
 				return fmt.Errorf("order: migrate %s: constraint %s: %w", sp.name, name, err)
 			}
@@ -204,14 +205,14 @@ func binaryIDColumns(d *gorm.DB, sp tableSpec) error {
 			typ, width = keyColumnMySQL, MaxReservationIDLen
 		}
 		if r.CollationName == nil || *r.CollationName != "ascii_bin" || r.Width == nil || *r.Width < width {
-			mods = append(mods, "MODIFY "+quoteIdent(d, r.ColumnName)+" "+typ)
+			mods = append(mods, "MODIFY "+dbx.QuoteIdent(d, r.ColumnName)+" "+typ)
 		}
 	}
 	if len(mods) == 0 {
 		return nil
 	}
 	slices.Sort(mods)
-	q := "ALTER TABLE " + quoteIdent(d, sp.name) + " " + strings.Join(mods, ", ")
+	q := "ALTER TABLE " + dbx.QuoteIdent(d, sp.name) + " " + strings.Join(mods, ", ")
 	if err := d.Exec(q).Error; err != nil {
 		return fmt.Errorf("order: migrate %s: id columns: %w", sp.name, err)
 	}
@@ -239,7 +240,7 @@ func varcharIDColumns(d *gorm.DB, sp tableSpec) error {
 	}
 	var alters []string
 	for _, r := range rows {
-		col := quoteIdent(d, r.ColumnName)
+		col := dbx.QuoteIdent(d, r.ColumnName)
 		if slices.Contains(sp.keyColumns, r.ColumnName) {
 			if r.DataType != "character varying" || r.Width == nil || *r.Width < MaxReservationIDLen {
 				alters = append(alters, "ALTER COLUMN "+col+" TYPE VARCHAR(128) USING "+col+"::VARCHAR(128)")
@@ -257,7 +258,7 @@ func varcharIDColumns(d *gorm.DB, sp tableSpec) error {
 	if len(alters) == 0 {
 		return nil
 	}
-	q := "ALTER TABLE " + quoteIdent(d, sp.name) + " " + strings.Join(alters, ", ")
+	q := "ALTER TABLE " + dbx.QuoteIdent(d, sp.name) + " " + strings.Join(alters, ", ")
 	if err := d.Exec(q).Error; err != nil {
 		return fmt.Errorf("order: migrate %s: id columns: %w", sp.name, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/order/internal/dbx"
 )
 
 // wantIndexes is the index set of every table of t, as indexesOf reports
@@ -135,11 +136,11 @@ var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop
 // name; both files declare the indexes AutoMigrate creates.
 func TestSchemaText(t *testing.T) {
 	t.Parallel()
-	for dialect, file := range map[string]string{"mysql": SchemaMySQL, "postgres": SchemaPostgres} {
+	for dialect, file := range map[string]string{"mysql": schemaMySQL, "postgres": schemaPostgres} {
 		ddl, err := Schema(dialect)
 		require.NoError(t, err)
 		assert.Equal(t, file, ddl, dialect)
-		assert.Equal(t, wantIndexes(DefaultTables()), ddlIndexes(t, ddl), dialect)
+		assert.Equal(t, wantIndexes(defaultTables()), ddlIndexes(t, ddl), dialect)
 		assert.Contains(t, ddl, "chk_stock_nonneg")
 
 		other, err := Schema(dialect, WithTables(otherTables))
@@ -150,17 +151,17 @@ func TestSchemaText(t *testing.T) {
 		assert.Contains(t, other, "chk_shop_activity_stock_nonneg")
 	}
 	_, err := Schema("sqlite")
-	assert.ErrorIs(t, err, ErrUnsupportedDialect)
-	for _, bad := range []Tables{{Order: "Order"}, {Order: "1x"}, {Dedup: "a-b"}, {Order: strings.Repeat("x", MaxTableLen+1)},
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	for _, bad := range []Tables{{Order: "Order"}, {Order: "1x"}, {Dedup: "a-b"}, {Order: strings.Repeat("x", maxTableLen+1)},
 		{Order: "message_dedup"}, {Activity: "same", Order: "same"}, {Adjust: "seckill_order"}, {Dedup: "x", Adjust: "x"}} {
 		_, err := Schema("mysql", WithTables(bad))
-		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
-		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidOption, "%+v", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
+		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidConfig, "%+v", bad)
 		_, err = NewProcessor(testenv.SQLite(t), newGen(t, 1), WithTables(bad))
-		assert.ErrorIs(t, err, ErrInvalidOption, "%+v", bad)
+		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
 	}
-	longest := Tables{Activity: strings.Repeat("a", MaxTableLen), Order: strings.Repeat("o", MaxTableLen), Dedup: strings.Repeat("d", MaxTableLen),
-		Adjust: strings.Repeat("j", MaxTableLen)}
+	longest := Tables{Activity: strings.Repeat("a", maxTableLen), Order: strings.Repeat("o", maxTableLen), Dedup: strings.Repeat("d", maxTableLen),
+		Adjust: strings.Repeat("j", maxTableLen)}
 	_, err = Schema("postgres", WithTables(longest))
 	require.NoError(t, err)
 	for _, sp := range longest.specs() {
@@ -180,7 +181,7 @@ func TestSchemaMatchesAutoMigrate(t *testing.T) {
 		ctx := context.Background()
 		dialect := byGorm.Dialector.Name()
 		require.NoError(t, AutoMigrate(ctx, byGorm, WithTables(otherTables)))
-		for _, tabs := range []Tables{DefaultTables(), otherTables} {
+		for _, tabs := range []Tables{defaultTables(), otherTables} {
 			want := wantIndexes(tabs)
 			for _, sp := range tabs.specs() {
 				assert.Equal(t, want[sp.name], indexesOf(t, byGorm, sp.name, sp.model), "indexes of %s: AutoMigrate", sp.name)
@@ -190,7 +191,7 @@ func TestSchemaMatchesAutoMigrate(t *testing.T) {
 			return
 		}
 		byDDL := openDB(t, testenv.DBKind(dialect))
-		for _, tabs := range []Tables{DefaultTables(), otherTables} {
+		for _, tabs := range []Tables{defaultTables(), otherTables} {
 			ddl, err := Schema(dialect, WithTables(tabs))
 			require.NoError(t, err)
 			for _, stmt := range strings.Split(stripSQLComments(ddl), ";") {
@@ -199,7 +200,7 @@ func TestSchemaMatchesAutoMigrate(t *testing.T) {
 				}
 			}
 		}
-		for _, tabs := range []Tables{DefaultTables(), otherTables} {
+		for _, tabs := range []Tables{defaultTables(), otherTables} {
 			for _, sp := range tabs.specs() {
 				assert.Equal(t, indexesOf(t, byGorm, sp.name, sp.model), indexesOf(t, byDDL, sp.name, sp.model), "indexes of %s: DDL vs AutoMigrate", sp.name)
 				assert.Equal(t, columnsOf(t, byGorm, sp.name, sp.model), columnsOf(t, byDDL, sp.name, sp.model), "columns of %s: DDL vs AutoMigrate", sp.name)
@@ -212,12 +213,12 @@ func TestSchemaMatchesAutoMigrate(t *testing.T) {
 		}
 		// The CHECK holds on both, under both names.
 		for _, db := range []*gorm.DB{byGorm, byDDL} {
-			for _, tabs := range []Tables{DefaultTables(), otherTables} {
+			for _, tabs := range []Tables{defaultTables(), otherTables} {
 				addActivityIn(t, db, tabs, "1", 5, 1)
-				err := db.Exec("UPDATE " + quoteIdent(db, tabs.Activity) + " SET stock = stock - 6 WHERE id = '1'").Error
+				err := db.Exec("UPDATE " + dbx.QuoteIdent(db, tabs.Activity) + " SET stock = stock - 6 WHERE id = '1'").Error
 				require.Error(t, err, "CHECK (stock >= 0) on %s", tabs.Activity)
 				var stock int64
-				require.NoError(t, db.Raw("SELECT stock FROM "+quoteIdent(db, tabs.Activity)+" WHERE id = '1'").Scan(&stock).Error)
+				require.NoError(t, db.Raw("SELECT stock FROM "+dbx.QuoteIdent(db, tabs.Activity)+" WHERE id = '1'").Scan(&stock).Error)
 				assert.EqualValues(t, 5, stock)
 			}
 		}

@@ -3,11 +3,13 @@ package order
 import (
 	"context"
 	"database/sql"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/seckillkit/seckill/order/internal/dbx"
 	"gorm.io/gorm"
 )
 
@@ -178,35 +180,60 @@ func chunkSize(db *gorm.DB) int {
 	return preparedChunk
 }
 
-// insertRows writes rows of table t inside tx. args holds columns(t)
-// parameters per row. A chunk uses its prepared statement when the gorm
-// transaction runs on a plain *sql.Tx of the cached *sql.DB and the
-// statement is prepared, and a text INSERT otherwise (a gorm PrepareStmt
-// session, a resolver plugin, a failed prepare).
-func (p *Processor) insertRows(ctx context.Context, tx *gorm.DB, t table, args []any) error {
-	cols := columns(t)
-	rows := len(args) / cols
-	stx, isTx := tx.Statement.ConnPool.(*sql.Tx)
-	lo := 0
-	for _, n := range chunks(rows, chunkSize(tx)) {
-		part := args[lo*cols : (lo+n)*cols]
-		lo += n
-		if s := p.stmts.get(stmtKey{t, n}); isTx && s != nil {
-			_, err := stx.StmtContext(ctx, s).ExecContext(ctx, part...)
-			if err == nil {
-				p.stmts.used.Add(1)
-				continue
-			}
-			if !strings.Contains(err.Error(), "statement from different database") {
-				return err
-			}
-			// The transaction is not on the DB the statements were
-			// prepared on: text from now on.
-			p.stmts.off.Store(true)
-		}
-		if err := rawExec(ctx, tx, p.sql.insertSQL(t, n), part); err != nil {
-			return err
-		}
+// Columns of the raw INSERTs, in the order of orderArgs and dedupArgs.
+var (
+	orderColumns = []string{"id", "order_no", "reservation_id", "user_id", "activity_id", "live_slot", "qty", "price",
+		"product_id", "product_name", "ext", "status", "expire_time", "created_at", "updated_at"}
+	dedupColumns = []string{"msg_id", "reservation_id", "activity_id", "user_id", "outcome", "order_no", "reason", "created_at"}
+)
+
+// sqlText is the raw SQL of one table configuration on one dialect: the
+// statements that bypass gorm's builder (hot path) or must be spelled per
+// dialect.
+type sqlText struct {
+	dialect string
+	tables  Tables
+
+	takeStock    string // UPDATE activity SET stock = stock - ? WHERE id = ? AND stock >= ?
+	restoreStock string // UPDATE activity SET stock = stock + ? WHERE id = ?
+	liveUnits    string // the buyers' live units, locking where it matters
+	lockSpace    int32  // PostgreSQL: first key of the buyers' advisory locks
+	insertHead   [2]string
+	insertRow    [2]string
+}
+
+func newSQLText(db *gorm.DB, t Tables) sqlText {
+	dialect := db.Dialector.Name()
+	act, ord, ded := dbx.QuoteIdent(db, t.Activity), dbx.QuoteIdent(db, t.Order), dbx.QuoteIdent(db, t.Dedup)
+	s := sqlText{
+		dialect:      dialect,
+		tables:       t,
+		takeStock:    "UPDATE " + act + " SET stock = stock - ? WHERE id = ? AND stock >= ?",
+		restoreStock: "UPDATE " + act + " SET stock = stock + ? WHERE id = ?",
+		liveUnits:    "SELECT user_id, qty FROM " + ord + " WHERE user_id IN ? AND activity_id = ? AND status IN ?",
+		lockSpace:    lockSpace(t.Order),
 	}
-	return nil
+	// MySQL/MariaDB: FOR UPDATE takes next-key locks on the (user_id,
+	// activity_id, live_slot) index range, so a concurrent transaction for
+	// the same buyer waits, even when the buyer has no row yet.
+	// PostgreSQL locks rows, not ranges: a buyer without a live order has
+	// nothing to lock, so there the buyers are serialised by an advisory
+	// transaction lock taken first (lockBuyers), and FOR UPDATE also locks
+	// the rows that exist. SQLite serialises writers anyway.
+	if dialect == "mysql" || dialect == "postgres" {
+		s.liveUnits += " FOR UPDATE"
+	}
+	s.insertHead[tableOrder] = "INSERT INTO " + ord + " (" + strings.Join(orderColumns, ",") + ") VALUES "
+	s.insertHead[tableDedup] = "INSERT INTO " + ded + " (" + strings.Join(dedupColumns, ",") + ") VALUES "
+	s.insertRow[tableOrder] = "(" + strings.TrimSuffix(strings.Repeat("?,", len(orderColumns)), ",") + ")"
+	s.insertRow[tableDedup] = "(" + strings.TrimSuffix(strings.Repeat("?,", len(dedupColumns)), ",") + ")"
+	return s
+}
+
+// lockSpace is the first key of the buyers' advisory locks on PostgreSQL
+// (see Processor.lockBuyers): 32 bits of FNV-1a over the order table's name.
+func lockSpace(orderTable string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("seckill/order:" + orderTable))
+	return int32(h.Sum32())
 }

@@ -25,20 +25,9 @@ import "context"
 // headers, to link or start per-order spans from. Default none (every
 // call gets the consumer's context).
 func WithContextFrom(f func(ctx context.Context, headers map[string]string) context.Context) ConsumerOption {
-	return consumerOpt(func(o *options) {
+	return consumerOption(func(o *options) {
 		if f != nil {
 			o.contextFrom = f
 		}
 	})
-}
-
-// msgContext is m's context: [WithContextFrom] applied to its headers.
-func (c *Consumer) msgContext(ctx context.Context, m Message) context.Context {
-	if c.o.contextFrom == nil {
-		return ctx
-	}
-	if mctx := c.o.contextFrom(ctx, m.Headers); mctx != nil {
-		return mctx
-	}
-	return ctx
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 // TestOutcomeTable: every Kind and every Reason, ended by the "force" step
@@ -42,7 +43,7 @@ func TestOutcomeTable(t *testing.T) {
 			200, `{"status":"created","reservation":"` + r1 + `","order_no":"77"}`, ""},
 		{"replayed failed", checkout.Outcome{Kind: checkout.Replayed, Reservation: r1, Result: order.Result{Status: order.StatusFailed, Reason: order.ReasonLimit, ReservationID: r1}},
 			200, `{"status":"failed","reservation":"` + r1 + `","reason":"limit_reached"}`, ""},
-		{"replayed cancelled", checkout.Outcome{Kind: checkout.Replayed, Reservation: r1, Result: order.Result{Status: order.StatusFailed, Reason: order.ReasonCancelled, OrderNo: "78", ReservationID: r1}},
+		{"replayed cancelled", checkout.Outcome{Kind: checkout.Replayed, Reservation: r1, Result: order.Result{Status: order.StatusFailed, Reason: status.ReasonCancelled, OrderNo: "78", ReservationID: r1}},
 			200, `{"status":"cancelled","reservation":"` + r1 + `","order_no":"78"}`, ""},
 		{"sold_out", refused(checkout.SoldOut, true, "sold out"), 409, `{"status":"sold_out","message":"sold out"}`, ""},
 		{"already_bought", refused(checkout.AlreadyBought, true, "the per-buyer limit is reached"), 409, `{"status":"already_bought","message":"the per-buyer limit is reached"}`, ""},

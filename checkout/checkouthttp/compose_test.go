@@ -23,16 +23,18 @@ import (
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
 )
 
 // The composition under test: a real one, small. Redis (miniredis) holds
 // the stock (stock.Deductor) and the results; SQLite holds the orders.
-// order.Submitter hands messages to an in-process publisher, a queue the
+// handoff.Submitter hands messages to an in-process publisher, a queue the
 // test drains into order.Processor (the consumer's transaction), through
-// order.Fence when the hand-off fails. The checkout runs its default steps
+// handoff.Fence when the hand-off fails. The checkout runs its default steps
 // with a link check (a stub verifier: sig "ok" passes) and, first, a
 // "force" step that ends the attempt with an outcome a test sets.
 
@@ -48,7 +50,7 @@ type env struct {
 	db      *gorm.DB
 	stock   *stock.Deductor
 	proc    *order.Processor
-	orders  *order.Orders
+	orders  *status.Orders
 	queue   *queue
 	co      *checkout.Checkout
 	h       *checkouthttp.Handler
@@ -129,7 +131,7 @@ func newEnv(t *testing.T, units int64, opts ...checkouthttp.Option) *env {
 	require.NoError(t, order.AutoMigrate(ctx, e.db))
 	day := testenv.EpochDay(0)
 	require.NoError(t, e.db.Create(&order.Activity{ID: sale, Name: "sale", ActivityPrice: 990, OriginalPrice: 1990,
-		TotalStock: units, Stock: units, UserLimit: 1, Status: order.ActivityActive, StartTime: day, EndTime: day.Add(24 * time.Hour)}).Error)
+		Stock: units, Remaining: units, PerUserLimit: 1, Status: order.ActivityActive, Start: day, End: day.Add(24 * time.Hour)}).Error)
 
 	var err error
 	e.stock, err = stock.New(e.rdb, stock.WithKeyPrefix(testenv.Prefix(t)), stock.WithClock(clock))
@@ -137,22 +139,22 @@ func newEnv(t *testing.T, units int64, opts ...checkouthttp.Option) *env {
 	_, err = e.stock.Load(ctx, stock.Activity{ID: sale, Stock: units, PerUserLimit: 1})
 	require.NoError(t, err)
 
-	results, err := order.NewResults(e.rdb, e.db, order.WithKeyPrefix(testenv.Prefix(t)))
+	results, err := status.NewResults(e.rdb, e.db, status.WithKeyPrefix(testenv.Prefix(t)))
 	require.NoError(t, err)
 	ids, err := orderid.New(1, orderid.WithClock(clock), orderid.WithEpoch(testenv.Epoch().Add(-24*time.Hour)))
 	require.NoError(t, err)
 	e.proc, err = order.NewProcessor(e.db, ids, order.WithClock(clock))
 	require.NoError(t, err)
-	e.orders, err = order.NewOrders(e.db)
+	e.orders, err = status.NewOrders(e.db)
 	require.NoError(t, err)
 	release := order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
 		_, err := e.stock.Release(ctx, activity, id)
 		return err
 	})
-	fence, err := order.NewFence(e.db, release, order.WithResults(results))
+	fence, err := handoff.NewFence(e.db, release, handoff.WithResults(results))
 	require.NoError(t, err)
-	noOutbox := order.FallbackFunc(func(context.Context, order.Message) error { return errors.New("outbox: db 10.0.0.8 down") })
-	sub, err := order.NewSubmitter(e.queue, noOutbox, fence, order.WithResults(results), order.WithClock(clock))
+	noOutbox := handoff.FallbackFunc(func(context.Context, order.Message) error { return errors.New("outbox: db 10.0.0.8 down") })
+	sub, err := handoff.NewSubmitter(e.queue, noOutbox, fence, handoff.WithResults(results), handoff.WithClock(clock))
 	require.NoError(t, err)
 
 	e.co, err = checkout.New(checkout.Config{

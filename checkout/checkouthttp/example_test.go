@@ -14,6 +14,8 @@ import (
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
 )
@@ -62,7 +64,7 @@ func sessionUser(r *http.Request) (string, bool) {
 
 // newSale builds a checkout of one sale of 10 units over an embedded Redis,
 // with a stand-in for the order pipeline (a service passes an
-// *order.Submitter and (*order.Results).Reservation) and for the link
+// *handoff.Submitter and (*status.Results).Reservation) and for the link
 // check ((*token.Signer).Verify).
 func newSale() (*checkout.Checkout, func()) {
 	mr, err := miniredis.Run()
@@ -99,14 +101,14 @@ type pipeline struct {
 	queued map[string]string // reservation → buyer
 }
 
-func (p *pipeline) Submit(_ context.Context, m order.Message) (order.Route, error) {
+func (p *pipeline) Submit(_ context.Context, m order.Message) (handoff.Route, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.queued[m.ReservationID] = m.UserID
-	return order.RouteKafka, nil
+	return handoff.RouteKafka, nil
 }
 
-func (p *pipeline) result(_ context.Context, q order.ResultQuery) (order.Result, error) {
+func (p *pipeline) result(_ context.Context, q status.ResultQuery) (order.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.queued[q.ReservationID] != q.User {

@@ -101,7 +101,7 @@ func WithReservation(f func(*http.Request) string) Option {
 
 // WithOrderStatus sets how a settled result's order is read, so a view
 // says "paid" or "cancelled" rather than "created": f returns the order's
-// status ((*order.Orders).Get's Status, any case). An error keeps
+// status ((*status.Orders).Get's Status, any case). An error keeps
 // "created". Default: none (a new order reads "created").
 func WithOrderStatus(f func(ctx context.Context, orderNo string) (string, error)) Option {
 	return optionFunc(func(o *options) {

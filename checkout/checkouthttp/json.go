@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 // view is the buyer's view of a reservation: the body of a result read, of
@@ -38,7 +39,7 @@ func (h *Handler) view(ctx context.Context, res order.Result) view {
 		v.Status, v.OrderNo, v.Reason = "queued", "", ""
 	case order.StatusFailed:
 		v.Status = "failed"
-		if res.Reason == order.ReasonCancelled && res.OrderNo != "" {
+		if res.Reason == status.ReasonCancelled && res.OrderNo != "" {
 			v.Status, v.Reason = "cancelled", ""
 		}
 	case order.StatusSuccess:

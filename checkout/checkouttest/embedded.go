@@ -16,7 +16,10 @@ import (
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -38,10 +41,10 @@ var (
 // Embedded is the reference composition, every part real and embedded:
 // miniredis (testenv.Miniredis) for the stock ledger (stock.Deductor), the
 // access-token pool (token.Pool), the captcha store (captcha.Store with a
-// fixed answer from captchatest) and the results (order.Results); SQLite
+// fixed answer from captchatest) and the results (status.Results); SQLite
 // (testenv.SQLite) for the activity row, the orders (order.Processor behind
-// order.Consumer), the dedup fence (order.Fence), the outbox (outbox.Writer
-// and outbox.Relay) and the reconciler (order.Reconciler); token.Signer for
+// order.Consumer), the dedup fence (handoff.Fence), the outbox (outbox.Writer
+// and outbox.Relay) and the reconciler (reconcile.Reconciler); token.Signer for
 // the buy link; the default checkout steps. The one stand-in is Kafka: an
 // in-process queue of encoded order messages, consumed by Drain.
 // Faults.KafkaDown fails its publisher, Faults.OutboxDown the outbox write,
@@ -128,8 +131,8 @@ func (e *embedded) build(c Config) {
 	e.must("migrate outbox", outbox.AutoMigrate(ctx, db))
 	now := clk.Now()
 	e.must("activity row", db.Create(&order.Activity{ID: act, Name: "checkouttest", ActivityPrice: 990, OriginalPrice: 1990,
-		TotalStock: c.Stock, Stock: c.Stock, UserLimit: max(c.PerUserLimit, 1), Status: order.ActivityActive,
-		StartTime: now.Add(-time.Hour), EndTime: now.Add(24 * time.Hour)}).Error)
+		Stock: c.Stock, Remaining: c.Stock, PerUserLimit: max(c.PerUserLimit, 1), Status: order.ActivityActive,
+		Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour)}).Error)
 
 	d, err := stock.New(rdb, stock.WithClock(clk))
 	e.must("stock", err)
@@ -146,20 +149,20 @@ func (e *embedded) build(c Config) {
 	captchas, err := captcha.New(rdb, captchatest.Fixed("six times seven?", embeddedAnswer), captcha.WithClock(clk), captcha.WithTTL(24*time.Hour))
 	e.must("captcha", err)
 
-	results, err := order.NewResults(rdb, db, order.WithClock(clk))
+	results, err := status.NewResults(rdb, db, status.WithClock(clk))
 	e.must("results", err)
 	ids, err := orderid.New(1, orderid.WithClock(clk), orderid.WithEpoch(testenv.Epoch().Add(-24*time.Hour)))
 	e.must("order ids", err)
 	proc, err := order.NewProcessor(db, ids, order.WithClock(clk))
 	e.must("processor", err)
 	release := checkout.Releaser(d)
-	fence, err := order.NewFence(db, release, order.WithResults(results), order.WithClock(clk))
+	fence, err := handoff.NewFence(db, release, handoff.WithResults(results), handoff.WithClock(clk))
 	e.must("fence", err)
-	consumer, err := order.NewConsumer(proc, release, order.WithResults(results), order.WithClock(clk))
+	consumer, err := order.NewConsumer(proc, release, order.WithResults(results))
 	e.must("consumer", err)
 	writer, err := outbox.NewWriter(outbox.WithClock(clk))
 	e.must("outbox writer", err)
-	fallback := order.FallbackFunc(func(ctx context.Context, m order.Message) error {
+	fallback := handoff.FallbackFunc(func(ctx context.Context, m order.Message) error {
 		q.mu.Lock()
 		down := q.outboxDown
 		q.mu.Unlock()
@@ -172,27 +175,27 @@ func (e *embedded) build(c Config) {
 		}
 		return writer.Write(ctx, db.WithContext(ctx), outbox.Message{MsgID: m.MsgID, Topic: embeddedTopic, Key: m.Key(), ReservationID: m.ReservationID, Payload: b})
 	})
-	publish := order.PublisherFunc(func(_ context.Context, m order.Message) error {
+	publish := handoff.PublisherFunc(func(_ context.Context, m order.Message) error {
 		b, err := m.Encode()
 		if err != nil {
 			return err
 		}
 		return q.push(m.Key(), b)
 	})
-	submitter, err := order.NewSubmitter(publish, fallback, fence, order.WithResults(results), order.WithClock(clk))
+	submitter, err := handoff.NewSubmitter(publish, fallback, fence, handoff.WithResults(results), handoff.WithClock(clk))
 	e.must("submitter", err)
 	relay, err := outbox.NewRelay(db, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { return q.push(m.Key, m.Payload) }),
 		outbox.WithClock(clk), outbox.WithoutCleanup())
 	e.must("outbox relay", err)
 	ledger := checkout.Ledger(d)
-	pending := order.PendingFunc(func(ctx context.Context, id string) (bool, error) {
+	pending := reconcile.PendingFunc(func(ctx context.Context, id string) (bool, error) {
 		if q.has(id) {
 			return true, nil
 		}
 		return outbox.HasPendingReservation(ctx, db, id)
 	})
-	recon, err := order.NewReconciler(db, ledger, release, order.WithGrace(embeddedGrace), order.WithPending(pending),
-		order.WithResults(results), order.WithClock(clk))
+	recon, err := reconcile.NewReconciler(db, ledger, release, reconcile.WithGrace(embeddedGrace), reconcile.WithPending(pending),
+		reconcile.WithResults(results), reconcile.WithClock(clk))
 	e.must("reconciler", err)
 
 	co, err := checkout.New(checkout.Config{Activity: act, Stock: d, Submitter: submitter, Results: results.Reservation,
@@ -327,7 +330,7 @@ func Count(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string,
 	if err := db.WithContext(ctx).Where("id = ?", activity).First(&a).Error; err != nil {
 		return n, err
 	}
-	n.DBRemaining = a.Stock
+	n.DBRemaining = a.Remaining
 	var orders []order.Order
 	if err := db.WithContext(ctx).Where("activity_id = ?", activity).Find(&orders).Error; err != nil {
 		return n, err

@@ -215,7 +215,7 @@ func kafkaDown(k *kit) {
 	}
 }
 
-// kafkaAndDBDown: the hand-off fails (order.ErrRetry): the attempt is
+// kafkaAndDBDown: the hand-off fails (handoff.ErrRetry): the attempt is
 // refused retryable, its reservation released, its access token given back,
 // its result FAILED for its owner; a later attempt buys.
 func kafkaAndDBDown(k *kit) {

@@ -33,7 +33,10 @@ import (
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -51,7 +54,7 @@ type Shop struct {
 	db     *gorm.DB
 	secret []byte
 	Sale   *checkout.Checkout
-	Recon  *order.Reconciler
+	Recon  *reconcile.Reconciler
 	Stock  *stock.Deductor
 	http   *checkouthttp.Handler
 }
@@ -62,37 +65,37 @@ type Shop struct {
 func Open(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB, p Product, secret []byte, grace time.Duration,
 	steps func([]checkout.Step) []checkout.Step) (*Shop, error) {
 	now, limit := time.Now(), max(p.Limit, 1)
-	act := order.Activity{ID: p.ID, Name: p.Name, ActivityPrice: order.Cents(p.PriceCents), TotalStock: p.FlashStock, Stock: p.FlashStock,
-		UserLimit: limit, Status: order.ActivityActive, StartTime: now.Add(-time.Minute), EndTime: now.Add(24 * time.Hour)}
+	act := order.Activity{ID: p.ID, Name: p.Name, ActivityPrice: order.Cents(p.PriceCents), Stock: p.FlashStock, Remaining: p.FlashStock,
+		PerUserLimit: limit, Status: order.ActivityActive, Start: now.Add(-time.Minute), End: now.Add(24 * time.Hour)}
 	err := errors.Join(db.AutoMigrate(&Product{}), order.AutoMigrate(ctx, db))
 	if err = errors.Join(err, db.Where(Product{ID: p.ID}).FirstOrCreate(&p).Error, db.Where(order.Activity{ID: p.ID}).FirstOrCreate(&act).Error); err != nil {
 		return nil, err
 	}
 	d, err := stock.New(rdb)
 	if err == nil {
-		_, err = d.Load(ctx, stock.Activity{ID: p.ID, Stock: act.TotalStock, PerUserLimit: limit, Start: act.StartTime, End: act.EndTime})
+		_, err = d.Load(ctx, stock.Activity{ID: p.ID, Stock: act.Stock, PerUserLimit: limit, Start: act.Start, End: act.End})
 	}
 	ids, err2 := orderid.New(1)
-	results, err3 := order.NewResults(rdb, db)
+	results, err3 := status.NewResults(rdb, db)
 	if err = errors.Join(err, err2, err3); err != nil {
 		return nil, err
 	}
 	s := &Shop{db: db, secret: secret, Stock: d}
 	release := checkout.Releaser(d)
 	proc, err := order.NewProcessor(db, ids)
-	fence, err2 := order.NewFence(db, release, order.WithResults(results))
+	fence, err2 := handoff.NewFence(db, release, handoff.WithResults(results))
 	consumer, err3 := order.NewConsumer(proc, release, order.WithResults(results))
 	var offset atomic.Int64 // the in-process consumer's partition
-	publish := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
+	publish := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		b, err := m.Encode()
 		if err == nil {
 			_, err = consumer.Consume(ctx, []order.Record{{Topic: "orders", Offset: offset.Add(1), Key: []byte(m.Key()), Value: b}})
 		}
 		return err
 	})
-	noFallback := order.FallbackFunc(func(context.Context, order.Message) error { return order.ErrRetry })
-	submitter, err4 := order.NewSubmitter(publish, noFallback, fence, order.WithResults(results))
-	recon, err5 := order.NewReconciler(db, checkout.Ledger(d), release, order.WithGrace(grace), order.WithResults(results))
+	noFallback := handoff.FallbackFunc(func(context.Context, order.Message) error { return handoff.ErrRetry })
+	submitter, err4 := handoff.NewSubmitter(publish, noFallback, fence, handoff.WithResults(results))
+	recon, err5 := reconcile.NewReconciler(db, checkout.Ledger(d), release, reconcile.WithGrace(grace), reconcile.WithResults(results))
 	if s.Recon, err = recon, errors.Join(err, err2, err3, err4, err5); err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 func TestOneNameForTheReservationID(t *testing.T) {
 	root := filepath.Join("..", "..")
 	banned := map[string]bool{"RequestID": true, "Resv": true, "ResvID": true, "ReservationRef": true}
-	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "limiter", "limiter/redislimit", "token", "captcha", "risk", "outbox", "breaker"} {
+	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "order/handoff", "order/status", "order/reconcile", "order/operate", "limiter", "limiter/redislimit", "token", "captcha", "risk", "outbox", "breaker"} {
 		dir := filepath.Join(root, pkg)
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)

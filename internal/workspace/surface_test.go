@@ -100,7 +100,7 @@ func libraryPackages(root string) ([]string, error) {
 			switch {
 			case rel == ".":
 				return nil
-			case strings.HasPrefix(d.Name(), "."), rel == "internal", rel == "examples", rel == "testdata", rel == "bench", rel == "contrib", rel == "docs", rel == "deploy":
+			case strings.HasPrefix(d.Name(), "."), d.Name() == "internal", rel == "examples", rel == "testdata", rel == "bench", rel == "contrib", rel == "docs", rel == "deploy":
 				return filepath.SkipDir
 			}
 			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {

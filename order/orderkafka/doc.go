@@ -5,7 +5,7 @@
 //   - [SaramaConfig]: the safe client configuration (acks=all, idempotent
 //     producer, one in-flight request, hash partitioner on the user ID;
 //     consumer auto-commit of marked offsets only);
-//   - [Producer]: an order.Publisher over a sarama.SyncProducer, with the
+//   - [Producer]: a handoff.Publisher over a sarama.SyncProducer, with the
 //     trace headers of [WithHeaders];
 //   - [Handler]: the sarama.ConsumerGroupHandler that collects a claim's
 //     records in batches, hands them to an order.Consumer (the processing

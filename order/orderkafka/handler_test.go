@@ -13,11 +13,12 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 )
 
 var (
-	_ order.Publisher  = (*Producer)(nil)
-	_ order.DeadLetter = (*DeadLetterTopic)(nil)
+	_ handoff.Publisher = (*Producer)(nil)
+	_ order.DeadLetter  = (*DeadLetterTopic)(nil)
 )
 
 // runClaim feeds msgs to ConsumeClaim through a fake session and returns
@@ -51,7 +52,7 @@ func TestHandlerBatchesMarksAndRecords(t *testing.T) {
 			return nil
 		}
 		c, err := order.NewConsumer(newProc(t, db, order.WithTxHook(hook)), newLedger(), order.WithBatchSize(3),
-			order.WithDeadLetter(order.DeadLetterFunc(func(_ context.Context, rec order.Record, _ error) error {
+			order.WithDeadLetter(deadLetterFunc(func(_ context.Context, rec order.Record, _ error) error {
 				mu.Lock()
 				defer mu.Unlock()
 				dead = append(dead, rec)

@@ -15,6 +15,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/reconcile"
 )
 
 // The helpers of the order package's own tests that the Kafka tests need,
@@ -23,16 +24,16 @@ import (
 // ledger is an in-memory Redis reservation ledger and Releaser.
 type ledger struct {
 	mu       sync.Mutex
-	resv     map[string]order.Reservation
+	resv     map[string]reconcile.Reservation
 	act      map[string]string
 	released map[string]int
 }
 
 func newLedger() *ledger {
-	return &ledger{resv: map[string]order.Reservation{}, act: map[string]string{}, released: map[string]int{}}
+	return &ledger{resv: map[string]reconcile.Reservation{}, act: map[string]string{}, released: map[string]int{}}
 }
 
-func (l *ledger) reserve(activity string, r order.Reservation) {
+func (l *ledger) reserve(activity string, r reconcile.Reservation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.resv[r.ID] = r
@@ -90,7 +91,7 @@ func addActivity(t testing.TB, db *gorm.DB, id string, stock, limit int64) {
 	now := testenv.EpochDay(0)
 	require.NoError(t, db.Create(&order.Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
 		ProductID: 9000, ProductName: "product " + id,
-		TotalStock: stock, Stock: stock, UserLimit: limit, Status: 1, StartTime: now, EndTime: now.Add(24 * time.Hour)}).Error)
+		Stock: stock, Remaining: stock, PerUserLimit: limit, Status: 1, Start: now, End: now.Add(24 * time.Hour)}).Error)
 }
 
 func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
@@ -112,7 +113,7 @@ func checkConservation(t testing.TB, db *gorm.DB, act string, initial int64) {
 		Select("COALESCE(SUM(qty),0)").Scan(&live).Error)
 	var a order.Activity
 	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
-	require.Equal(t, initial, a.Stock+live, "DB stock + live orders = initial")
+	require.Equal(t, initial, a.Remaining+live, "DB stock + live orders = initial")
 }
 
 // newGen returns an ID generator for machine on the real clock.
@@ -202,4 +203,11 @@ func kmsg(t testing.TB, off int64, m order.Message) *sarama.ConsumerMessage {
 	b, err := m.Encode()
 	require.NoError(t, err)
 	return &sarama.ConsumerMessage{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
+}
+
+// deadLetterFunc adapts a function to order.DeadLetter.
+type deadLetterFunc func(ctx context.Context, rec order.Record, cause error) error
+
+func (f deadLetterFunc) DeadLetter(ctx context.Context, rec order.Record, cause error) error {
+	return f(ctx, rec, cause)
 }

@@ -15,7 +15,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/reconcile"
 )
 
 // testSaramaConfig is SaramaConfig with short timeouts for loopback kfake.
@@ -118,7 +121,7 @@ func TestKafkaDuplicatesAndRebalance(t *testing.T) {
 		publish := func(from, to int) {
 			for i := from; i < to; i++ {
 				m := msg(i, act, uuidUser(1000+i))
-				led.reserve(act, order.Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
+				led.reserve(act, reconcile.Reservation{ID: m.ReservationID, User: m.UserID, Qty: 1})
 				require.NoError(t, prod.Publish(ctx, m))
 				require.NoError(t, prod.Publish(ctx, m), "same message twice")
 				accepted++
@@ -184,7 +187,7 @@ func TestKafkaKilledBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		require.NoError(t, err)
 		for i := 0; i < 30; i++ {
 			m := msg(i, "1", num(1000+i))
-			led.reserve("1", order.Reservation{ID: m.ReservationID})
+			led.reserve("1", reconcile.Reservation{ID: m.ReservationID})
 			require.NoError(t, prod.Publish(context.Background(), m))
 		}
 		newConsumer := func(machine int64, n order.Notifier) *Handler {
@@ -199,14 +202,14 @@ func TestKafkaKilledBetweenDBCommitAndOffsetCommit(t *testing.T) {
 		// Commit call): it dies after its DB commits, before any offset commit.
 		cfg := testSaramaConfig()
 		cfg.Consumer.Offsets.AutoCommit.Enable = false
-		c1 := newConsumer(1, order.NotifierFunc(func(context.Context, order.Result) {}))
+		c1 := newConsumer(1, notifierFunc(func(context.Context, order.Result) {}))
 		r1 := runGroup(t, brokers, cfg, "g-crash", "orders", c1)
 		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 30 }, "first run writes all")
 		r1.stop()
 
 		// Restart: everything is redelivered from the oldest offset.
 		var seen atomic.Int64
-		c2 := newConsumer(2, order.NotifierFunc(func(context.Context, order.Result) { seen.Add(1) }))
+		c2 := newConsumer(2, notifierFunc(func(context.Context, order.Result) { seen.Add(1) }))
 		runGroup(t, brokers, nil, "g-crash", "orders", c2)
 		eventually(t, 20*time.Second, func() bool { return seen.Load() >= 30 }, "redelivery")
 		assert.EqualValues(t, 30, countOrders(t, db, ""), "no duplicate order")
@@ -234,7 +237,13 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 		require.NoError(t, err)
 		p, err := order.NewProcessor(db, newGen(t, 1))
 		require.NoError(t, err)
-		c, err := order.NewConsumer(p, newLedger(), order.WithDeadLetter(dlq))
+		var deadLettered atomic.Int64
+		c, err := order.NewConsumer(p, newLedger(), order.WithDeadLetter(dlq),
+			order.WithObserver(observe.Func(func(_ context.Context, e observe.Event) {
+				if e.Stage == order.StageConsume && e.Outcome == "dead_letter" {
+					deadLettered.Add(int64(e.Value))
+				}
+			})))
 		require.NoError(t, err)
 		runGroup(t, brokers, nil, "g-dlq", "orders", newHandler(t, c, WithLinger(time.Millisecond)))
 		eventually(t, 20*time.Second, func() bool { return countOrders(t, db, "") == 2 }, "neighbours")
@@ -259,7 +268,7 @@ func TestKafkaPoisonToDeadLetterTopic(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("nothing on the dead-letter topic")
 		}
-		assert.EqualValues(t, 1, c.Stats().DeadLettered)
+		assert.EqualValues(t, 1, deadLettered.Load())
 		checkConservation(t, db, "1", 100)
 	})
 }
@@ -277,13 +286,13 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		fb := &memFallback{}
 		prod1, err := NewProducer(syncProducer(t, k1.ListenAddrs()), "orders")
 		require.NoError(t, err)
-		sub, err := order.NewSubmitter(prod1, fb, led)
+		sub, err := handoff.NewSubmitter(prod1, fb, led)
 		require.NoError(t, err)
 		ctx := context.Background()
-		routes := map[order.Route]int{}
+		routes := map[handoff.Route]int{}
 		submit := func(i int) {
 			m := msg(i, "1", num(100+i))
-			led.reserve("1", order.Reservation{ID: m.ReservationID})
+			led.reserve("1", reconcile.Reservation{ID: m.ReservationID})
 			r, err := sub.Submit(ctx, m)
 			require.NoError(t, err)
 			routes[r]++
@@ -295,7 +304,7 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		for i := 5; i < 10; i++ {
 			submit(i)
 		}
-		assert.Equal(t, map[order.Route]int{order.RouteKafka: 5, order.RouteFallback: 5}, routes)
+		assert.Equal(t, map[handoff.Route]int{handoff.RouteKafka: 5, handoff.RouteFallback: 5}, routes)
 		assert.Len(t, fb.rows, 5)
 		assert.Equal(t, 0, led.releases())
 

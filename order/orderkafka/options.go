@@ -43,7 +43,7 @@ type handlerOptions struct {
 // WithHeaders makes the [Producer] add the headers f returns for the
 // publishing context to every record it sends (sarama RecordHeaders, in
 // key order): typically a propagator's injection of the trace context
-// ("traceparent", "tracestate", "baggage"). The order.Submitter passes its
+// ("traceparent", "tracestate", "baggage"). The handoff.Submitter passes its
 // Submit context to Publish, so the buyer's request trace goes with the
 // message; the consumer side makes each message's context from them with
 // order.WithContextFrom. A message stored by the fallback instead carries

@@ -44,7 +44,7 @@ func SaramaConfig() *sarama.Config {
 
 // Producer publishes order messages through a borrowed sarama.SyncProducer
 // (build it with [SaramaConfig]); it never closes it. It is an
-// order.Publisher. Safe for concurrent use.
+// handoff.Publisher. Safe for concurrent use.
 type Producer struct {
 	sp      sarama.SyncProducer
 	topic   string

@@ -13,6 +13,8 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/reconcile"
 )
 
 type traceKey struct{}
@@ -40,7 +42,7 @@ func TestTraceHeadersThroughKafka(t *testing.T) {
 		prod, err := NewProducer(syncProducer(t, brokers), "orders", WithHeaders(inject))
 		require.NoError(t, err)
 		led := newLedger()
-		sub, err := order.NewSubmitter(prod, &memFallback{}, led)
+		sub, err := handoff.NewSubmitter(prod, &memFallback{}, led)
 		require.NoError(t, err)
 
 		var mu sync.Mutex
@@ -73,15 +75,15 @@ func TestTraceHeadersThroughKafka(t *testing.T) {
 
 		for i := 0; i < 3; i++ {
 			m := msg(i, "1", num(100+i))
-			led.reserve("1", order.Reservation{ID: m.ReservationID})
+			led.reserve("1", reconcile.Reservation{ID: m.ReservationID})
 			ctx := context.WithValue(context.Background(), traceKey{}, "trace-"+num(i))
 			route, err := sub.Submit(ctx, m)
 			require.NoError(t, err)
-			require.Equal(t, order.RouteKafka, route)
+			require.Equal(t, handoff.RouteKafka, route)
 		}
 		// a message published without a trace
 		m := msg(3, "1", "103")
-		led.reserve("1", order.Reservation{ID: m.ReservationID})
+		led.reserve("1", reconcile.Reservation{ID: m.ReservationID})
 		_, err = sub.Submit(context.Background(), m)
 		require.NoError(t, err)
 

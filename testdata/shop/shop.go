@@ -72,7 +72,7 @@ func NewMessage(reservationID, saleID, userID string, p Payload) (order.Message,
 	if err != nil {
 		return order.Message{}, err
 	}
-	m := order.Message{Version: order.MessageVersion, MsgID: order.NewMsgID(), ReservationID: reservationID, ActivityID: saleID, UserID: userID,
+	m := order.Message{Version: order.MessageVersion, MsgID: outbox.NewMsgID(), ReservationID: reservationID, ActivityID: saleID, UserID: userID,
 		Qty: 1, Price: p.PricePaid, CreatedAt: time.Now(), Ext: ext}
 	return m, m.Validate()
 }
@@ -97,7 +97,7 @@ func WriteShopOrders(ctx context.Context, tx *gorm.DB, orders []order.Order) err
 	return tx.WithContext(ctx).Create(&rows).Error
 }
 
-// OutboxFallback is the shop's [order.Fallback]: a message Kafka did not
+// OutboxFallback is the shop's [handoff.Fallback]: a message Kafka did not
 // take is stored in the shop's outbox table, in its own transaction, for
 // the relay to publish — with the message's ID as the outbox ID and the
 // user ID as the Kafka key, as the direct path sends it.
@@ -107,7 +107,7 @@ type OutboxFallback struct {
 	Topic  string
 }
 
-// Store implements [order.Fallback].
+// Store implements [handoff.Fallback].
 func (f OutboxFallback) Store(ctx context.Context, m order.Message) error {
 	body, err := m.Encode()
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderid"
 	"github.com/seckillkit/seckill/order/orderkafka"
 	"github.com/seckillkit/seckill/outbox"
@@ -75,8 +76,8 @@ func runShop(t *testing.T, db *gorm.DB) {
 	start := time.Now()
 	for i, s := range sales {
 		must(t, db.Table(OrderTables.Activity).Create(&order.Activity{ID: s.id, Name: s.id, ProductID: int64(7001 + i),
-			ProductName: "sku-" + s.id, OriginalPrice: 1990, ActivityPrice: 990, TotalStock: s.stock, Stock: s.stock,
-			UserLimit: s.cap, Status: 1, StartTime: start, EndTime: start.Add(time.Hour)}).Error)
+			ProductName: "sku-" + s.id, OriginalPrice: 1990, ActivityPrice: 990, Stock: s.stock, Remaining: s.stock,
+			PerUserLimit: s.cap, Status: 1, Start: start, End: start.Add(time.Hour)}).Error)
 	}
 	stock := newStockLedger()
 
@@ -87,7 +88,7 @@ func runShop(t *testing.T, db *gorm.DB) {
 	prod, err := orderkafka.NewProducer(sp, topic)
 	must(t, err)
 	var publishes atomic.Int64
-	flaky := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
+	flaky := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		if publishes.Add(1)%4 == 0 {
 			return errors.New("kafka hiccup") // this one goes to the outbox
 		}
@@ -95,9 +96,9 @@ func runShop(t *testing.T, db *gorm.DB) {
 	})
 	w, err := outbox.NewWriter(outbox.WithTable(OutboxTable))
 	must(t, err)
-	fence, err := order.NewFence(db, stock, order.WithTables(OrderTables))
+	fence, err := handoff.NewFence(db, stock, handoff.WithTables(OrderTables))
 	must(t, err)
-	sub, err := order.NewSubmitter(flaky, OutboxFallback{DB: db, Writer: w, Topic: topic}, fence)
+	sub, err := handoff.NewSubmitter(flaky, OutboxFallback{DB: db, Writer: w, Topic: topic}, fence)
 	must(t, err)
 	obPub, err := outbox.NewSaramaPublisher(sp)
 	must(t, err)
@@ -117,8 +118,8 @@ func runShop(t *testing.T, db *gorm.DB) {
 		p, err := order.NewProcessor(db, ids, order.WithTables(OrderTables), order.WithTxHook(WriteShopOrders))
 		must(t, err)
 		c, err := order.NewConsumer(p, stock, order.WithBatchSize(16),
-			order.WithNotifier(order.NotifierFunc(func(context.Context, order.Result) { delivered.Add(1) })),
-			order.WithDeadLetter(order.DeadLetterFunc(func(_ context.Context, _ order.Record, cause error) error {
+			order.WithNotifier(notifierFunc(func(context.Context, order.Result) { delivered.Add(1) })),
+			order.WithDeadLetter(deadLetterFunc(func(_ context.Context, _ order.Record, cause error) error {
 				dlqMu.Lock()
 				dead = append(dead, cause)
 				dlqMu.Unlock()
@@ -151,7 +152,7 @@ func runShop(t *testing.T, db *gorm.DB) {
 			}
 			route, err := sub.Submit(ctx, b.m)
 			must(t, err)
-			if route == order.RouteNone {
+			if route == handoff.RouteNone {
 				t.Fatalf("submit %s: no route", b.m.ReservationID)
 			}
 			submitted = append(submitted, b)
@@ -496,3 +497,15 @@ func eventually(t *testing.T, cond func() bool, what string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// deadLetterFunc adapts a function to order.DeadLetter.
+type deadLetterFunc func(ctx context.Context, rec order.Record, cause error) error
+
+func (f deadLetterFunc) DeadLetter(ctx context.Context, rec order.Record, cause error) error {
+	return f(ctx, rec, cause)
+}
+
+// notifierFunc adapts a function to order.Notifier.
+type notifierFunc func(ctx context.Context, r order.Result)
+
+func (f notifierFunc) Notify(ctx context.Context, r order.Result) { f(ctx, r) }

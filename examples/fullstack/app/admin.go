@@ -15,6 +15,9 @@ import (
 
 	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/operate"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -37,9 +40,9 @@ import (
 // action fails as a whole: the operator retries it as a new action.
 type adminBackend struct {
 	a      *App
-	orders *order.Orders
-	recon  *order.Reconciler // nil until the workers are wired
-	dry    *order.Reconciler
+	orders *status.Orders
+	recon  *reconcile.Reconciler // nil until the workers are wired
+	dry    *reconcile.Reconciler
 }
 
 var _ admin.Backend = (*adminBackend)(nil)
@@ -51,10 +54,10 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, stock.ErrNotLoaded), errors.Is(err, order.ErrActivityNotFound), errors.Is(err, gorm.ErrRecordNotFound):
 		return fmt.Errorf("%w: %w", admin.ErrNotFound, err)
-	case errors.Is(err, stock.ErrInsufficient), errors.Is(err, order.ErrInsufficientStock), errors.Is(err, order.ErrAdjustConflict):
+	case errors.Is(err, stock.ErrInsufficient), errors.Is(err, operate.ErrInsufficientStock), errors.Is(err, operate.ErrAdjustConflict):
 		return fmt.Errorf("%w: %w", admin.ErrConflict, err)
 	case errors.Is(err, stock.ErrInvalidArgument), errors.Is(err, order.ErrInvalidID),
-		errors.Is(err, order.ErrInvalidAdjust), errors.Is(err, risk.ErrInvalidArgument):
+		errors.Is(err, operate.ErrInvalidAdjust), errors.Is(err, risk.ErrInvalidArgument):
 		return fmt.Errorf("%w: %w", admin.ErrInvalidArgument, err)
 	case errors.Is(err, stock.ErrUnavailable), errors.Is(err, stock.ErrFrozen):
 		return fmt.Errorf("%w: %w", admin.ErrUnavailable, err)
@@ -80,12 +83,12 @@ func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Chan
 		return admin.Change{}, err
 	}
 	limit := max(p.PerUserLimit, 1)
-	row := order.Activity{ID: p.Activity, Name: p.Activity, TotalStock: p.Stock, Stock: p.Stock, UserLimit: limit,
-		Status: order.ActivityActive, StartTime: p.Start, EndTime: p.End}
+	row := order.Activity{ID: p.Activity, Name: p.Activity, Stock: p.Stock, Remaining: p.Stock, PerUserLimit: limit,
+		Status: order.ActivityActive, Start: p.Start, End: p.End}
 	if err := b.a.in.DB.WithContext(ctx).Where("id = ?", p.Activity).FirstOrCreate(&row).Error; err != nil {
 		return admin.Change{}, err
 	}
-	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Stock, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
+	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Remaining, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, p.Activity)
@@ -112,8 +115,8 @@ func (b *adminBackend) Stats(ctx context.Context, activity string) (admin.Stats,
 	case err != nil:
 		return admin.Stats{}, err
 	}
-	out.DB = admin.DBStats{Found: true, Stock: row.Stock, TotalStock: row.TotalStock}
-	live, err := order.LiveReservations(ctx, b.a.in.DB, activity)
+	out.DB = admin.DBStats{Found: true, Stock: row.Remaining, TotalStock: row.Stock}
+	live, err := reconcile.LiveReservations(ctx, b.a.in.DB, activity)
 	if err != nil {
 		return admin.Stats{}, err
 	}
@@ -176,7 +179,7 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 	if o, err := b.orders.ByReservation(ctx, resv); err == nil {
 		s.Order = &admin.Order{OrderNo: o.OrderNo, User: o.UserID, Qty: o.Qty, Status: o.Status, CreatedAt: o.CreatedAt}
 		user = o.UserID
-	} else if !errors.Is(err, order.ErrOrderNotFound) {
+	} else if !errors.Is(err, status.ErrOrderNotFound) {
 		return s, err
 	}
 	var d order.Dedup
@@ -192,7 +195,7 @@ func (b *adminBackend) Story(ctx context.Context, activity, resv string) (admin.
 		s.Ledger.State = storyState(s.Ledger.State, s.Order)
 	}
 	if user != "" {
-		res, err := b.a.p.results.Reservation(ctx, order.ResultQuery{Activity: activity, User: user, ReservationID: resv})
+		res, err := b.a.p.results.Reservation(ctx, status.ResultQuery{Activity: activity, User: user, ReservationID: resv})
 		if err != nil {
 			return s, err
 		}
@@ -251,7 +254,7 @@ func (b *adminBackend) control(ctx context.Context, activity string, f func(cont
 	if err := f(ctx, activity); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
-	if err := order.SetActivityStatus(ctx, b.a.in.DB, activity, status); err != nil {
+	if err := operate.SetActivityStatus(ctx, b.a.in.DB, activity, status); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, activity)
@@ -278,7 +281,7 @@ func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64)
 		return admin.Change{}, err
 	}
 	db := func(id string, d int64) error {
-		_, err := order.AdjustStock(ctx, b.a.in.DB, order.AdjustParams{Activity: activity, ID: id, Delta: d, Operator: act.Operator, Reason: "admin"})
+		_, err := operate.AdjustStock(ctx, b.a.in.DB, operate.AdjustParams{Activity: activity, ID: id, Delta: d, Operator: act.Operator, Reason: "admin"})
 		return err
 	}
 	redis := func(id string, d int64) error {
@@ -365,18 +368,18 @@ func (b *adminBackend) Reconcile(ctx context.Context, p admin.ReconcileParams) (
 // planReconciler is the service's reconciler (buildReconcilers: the same
 // grace, pending check, results and releaser) over the ledger cut to plan:
 // it can release a planned reservation and no other.
-func (b *adminBackend) planReconciler(plan []string) (*order.Reconciler, error) {
+func (b *adminBackend) planReconciler(plan []string) (*reconcile.Reconciler, error) {
 	in := make(map[string]bool, len(plan))
 	for _, id := range plan {
 		in[id] = true
 	}
 	a := b.a
-	ledger := order.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+	ledger := reconcile.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]reconcile.Reservation, uint64, error) {
 		page, next, err := a.ledgerPage(ctx, activity, cursor, count)
 		if err != nil {
 			return nil, 0, err
 		}
-		kept := make([]order.Reservation, 0, len(page))
+		kept := make([]reconcile.Reservation, 0, len(page))
 		for _, r := range page {
 			if in[r.ID] {
 				kept = append(kept, r)
@@ -384,11 +387,11 @@ func (b *adminBackend) planReconciler(plan []string) (*order.Reconciler, error) 
 		}
 		return kept, next, nil
 	})
-	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+	pending := reconcile.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
-	return order.NewReconciler(a.in.DB, ledger, order.ReleaserFunc(a.p.units.release),
-		order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(a.p.results), order.WithLogger(a.log))
+	return reconcile.NewReconciler(a.in.DB, ledger, order.ReleaserFunc(a.p.units.release),
+		reconcile.WithGrace(a.cfg.ReconcileGrace), reconcile.WithPending(pending), reconcile.WithResults(a.p.results), reconcile.WithLogger(a.log))
 }
 
 func (b *adminBackend) outboxStats(ctx context.Context) (admin.OutboxStats, error) {

@@ -21,8 +21,11 @@ import (
 	"github.com/seckillkit/seckill/limiter/redislimit"
 	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderid"
 	"github.com/seckillkit/seckill/order/orderkafka"
+	"github.com/seckillkit/seckill/order/reconcile"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -67,10 +70,10 @@ type parts struct {
 	perUser, tokenLimit, captchaLimit limiter.Limiter
 
 	// Orders: results, the orders (read, pay), the hand-off, reconciliation.
-	results         *order.Results
-	orders          *order.Orders
+	results         *status.Results
+	orders          *status.Orders
 	submit          submitFunc
-	recon, reconDry *order.Reconciler
+	recon, reconDry *reconcile.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
 }
 
@@ -150,8 +153,8 @@ func (a *App) buildStock() (err error) {
 		}
 		out := make([]stock.Activity, 0, len(rows))
 		for _, r := range rows {
-			out = append(out, stock.Activity{ID: r.ID, Stock: r.TotalStock - a.poolQuota(r.ID), PerUserLimit: r.UserLimit,
-				Start: r.StartTime, End: r.EndTime, TTL: cfg.PayTimeout + 24*time.Hour})
+			out = append(out, stock.Activity{ID: r.ID, Stock: r.Stock - a.poolQuota(r.ID), PerUserLimit: r.PerUserLimit,
+				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour})
 		}
 		return out, nil
 	})
@@ -207,7 +210,7 @@ func (a *App) recoverStock(ctx context.Context, act stock.Activity) ([]stock.Res
 			"outbox_pending", backlog.Pending, "kafka_lag", lag)
 		return nil, false, nil
 	}
-	live, err := order.LiveReservations(ctx, a.in.DB, act.ID)
+	live, err := reconcile.LiveReservations(ctx, a.in.DB, act.ID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -237,7 +240,7 @@ func (a *App) afterRebuild(tick context.Context, activity string, rebuilt bool) 
 	}
 	ctx, cancel := context.WithTimeout(a.run.bg, 10*time.Second)
 	defer cancel()
-	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
+	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.Stock); err != nil {
 		a.log.WarnContext(tick, "access-token pool not issued after the rebuild", "activity", activity, "err", err)
 	}
 }
@@ -274,7 +277,7 @@ func (a *App) buildCredentials() (err error) {
 	}
 	a.run.add(worker{name: "token_pool",
 		start: func(ctx context.Context) error {
-			if _, err := p.pool.Issue(ctx, a.sale.key, a.sale.act.TotalStock); err != nil {
+			if _, err := p.pool.Issue(ctx, a.sale.key, a.sale.act.Stock); err != nil {
 				return fmt.Errorf("issue access tokens: %w", err)
 			}
 			return nil
@@ -389,7 +392,7 @@ func (l *leasedIDs) NextID() (int64, error) {
 // outbox relay and the consumer.
 func (a *App) buildOrders() (err error) {
 	p, cfg, db := a.p, a.cfg, a.in.DB
-	if p.results, err = order.NewResults(a.in.Redis, db, order.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
+	if p.results, err = status.NewResults(a.in.Redis, db, status.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
 		return err
 	}
 	proc, err := order.NewProcessor(db, a.leaseIDs(), order.WithPayTimeout(cfg.PayTimeout))
@@ -404,7 +407,7 @@ func (a *App) buildOrders() (err error) {
 	if err != nil {
 		return err
 	}
-	if p.orders, err = order.NewOrders(db, order.WithCanceller(canc)); err != nil {
+	if p.orders, err = status.NewOrders(db, status.WithCanceller(canc)); err != nil {
 		return err
 	}
 	if err := a.buildReconcilers(releaser); err != nil {
@@ -455,14 +458,14 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 	if err != nil {
 		return err
 	}
-	kafkaPub := order.PublisherFunc(func(ctx context.Context, m order.Message) error {
+	kafkaPub := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		return p.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
 	})
 	ow, err := outbox.NewWriter(outbox.WithLogger(log), outbox.WithObserver(p.obs))
 	if err != nil {
 		return err
 	}
-	fallback := order.FallbackFunc(func(ctx context.Context, m order.Message) error {
+	fallback := handoff.FallbackFunc(func(ctx context.Context, m order.Message) error {
 		b, err := m.Encode()
 		if err != nil {
 			return err
@@ -471,18 +474,18 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 			return ow.Write(ctx, tx, outbox.Message{MsgID: m.MsgID, Topic: cfg.Topic, Key: m.Key(), ReservationID: m.ReservationID, Payload: b})
 		})
 	})
-	fence, err := order.NewFence(db, rel, order.WithResults(p.results), order.WithLogger(log))
+	fence, err := handoff.NewFence(db, rel, handoff.WithResults(p.results), handoff.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	sub, err := order.NewSubmitter(kafkaPub, fallback, fence, order.WithResults(p.results), order.WithLogger(log), order.WithObserver(p.obs))
+	sub, err := handoff.NewSubmitter(kafkaPub, fallback, fence, handoff.WithResults(p.results), handoff.WithLogger(log), handoff.WithObserver(p.obs))
 	if err != nil {
 		return err
 	}
-	p.submit = func(ctx context.Context, m order.Message) (order.Route, error) {
+	p.submit = func(ctx context.Context, m order.Message) (handoff.Route, error) {
 		route, err := sub.Submit(ctx, m)
 		if err != nil {
-			a.logger(ctx).Warn("hand-off failed", "reservation", m.ReservationID, "released", errors.Is(err, order.ErrRetry), "err", err)
+			a.logger(ctx).Warn("hand-off failed", "reservation", m.ReservationID, "released", errors.Is(err, handoff.ErrRetry), "err", err)
 			return route, err
 		}
 		a.m.published.WithLabelValues(route.String()).Inc()
@@ -492,10 +495,10 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 }
 
 // submitFunc is the hand-off as checkout takes it (checkout.Submitter).
-type submitFunc func(ctx context.Context, m order.Message) (order.Route, error)
+type submitFunc func(ctx context.Context, m order.Message) (handoff.Route, error)
 
 // Submit hands m on.
-func (f submitFunc) Submit(ctx context.Context, m order.Message) (order.Route, error) {
+func (f submitFunc) Submit(ctx context.Context, m order.Message) (handoff.Route, error) {
 	return f(ctx, m)
 }
 
@@ -508,8 +511,8 @@ func (a *App) buildCheckout() (err error) {
 	a.co, err = checkout.New(checkout.Config{
 		Activity: act.ID,
 		Price:    int64(act.ActivityPrice),
-		Start:    act.StartTime,
-		End:      act.EndTime,
+		Start:    act.Start,
+		End:      act.End,
 		Now:      a.now, // -clock-skew moves this node's window check (tests only)
 		Node:     p.nodeTag,
 
@@ -601,20 +604,20 @@ func (c countedWindow) AllowN(ctx context.Context, key string, n int) (limiter.R
 // buildCanceller: the unpaid-order canceller (Redis delay queue + DB scan
 // backstop). Every node pays through it (parts.orders); a working node runs
 // its loops.
-func (a *App) buildCanceller(rel order.Releaser) (*order.Canceller, error) {
+func (a *App) buildCanceller(rel order.Releaser) (*status.Canceller, error) {
 	log := a.log
 	// The canceller knows each reservation it releases was made (its order
 	// exists): ReleaseOrder turns a ledger entry Redis lost into a freeze
 	// and a rebuild instead of a tombstone.
-	canc, err := order.NewCanceller(a.in.DB, a.in.Redis, orderReleaser{Releaser: rel, a: a},
-		order.WithKeyPrefix(a.cfg.KeyPrefix),
-		order.WithPollInterval(500*time.Millisecond),
-		order.WithScanInterval(30*time.Second),
-		order.WithLogger(log),
-		order.WithOnPayCancelled(func(ctx context.Context, o order.Order) {
+	canc, err := status.NewCanceller(a.in.DB, a.in.Redis, orderReleaser{Releaser: rel, a: a},
+		status.WithKeyPrefix(a.cfg.KeyPrefix),
+		status.WithPollInterval(500*time.Millisecond),
+		status.WithScanInterval(30*time.Second),
+		status.WithLogger(log),
+		status.WithOnPayCancelled(func(ctx context.Context, o order.Order) {
 			log.Warn("payment for a cancelled order: refund it", "order_no", o.OrderNo, "user", o.UserID)
 		}),
-		order.WithOnError(func(ctx context.Context, err error) {
+		status.WithOnError(func(ctx context.Context, err error) {
 			a.m.workerErrors.WithLabelValues("canceller").Inc()
 			log.Warn("canceller", "err", err)
 		}))
@@ -638,15 +641,15 @@ func (a *App) buildCanceller(rel order.Releaser) (*order.Canceller, error) {
 // "queued".
 func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 	p, log := a.p, a.log
-	ledger := order.LedgerFunc(a.ledgerPage)
-	pending := order.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+	ledger := reconcile.LedgerFunc(a.ledgerPage)
+	pending := reconcile.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
-	opts := []order.ReconcilerOption{order.WithGrace(a.cfg.ReconcileGrace), order.WithPending(pending), order.WithResults(p.results), order.WithLogger(log)}
-	if p.recon, err = order.NewReconciler(a.in.DB, ledger, rel, opts...); err != nil {
+	opts := []reconcile.Option{reconcile.WithGrace(a.cfg.ReconcileGrace), reconcile.WithPending(pending), reconcile.WithResults(p.results), reconcile.WithLogger(log)}
+	if p.recon, err = reconcile.NewReconciler(a.in.DB, ledger, rel, opts...); err != nil {
 		return err
 	}
-	if p.reconDry, err = order.NewReconciler(a.in.DB, ledger, rel, append(opts, order.WithDryRun(true))...); err != nil {
+	if p.reconDry, err = reconcile.NewReconciler(a.in.DB, ledger, rel, append(opts, reconcile.WithDryRun(true))...); err != nil {
 		return err
 	}
 	if !a.cfg.works() {
@@ -669,7 +672,7 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 
 // ledgerPage is the reconciler's view of the stock ledger: the held
 // reservations of Redis, and of the DB pool with the last page.
-func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, count int64) ([]order.Reservation, uint64, error) {
+func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, count int64) ([]reconcile.Reservation, uint64, error) {
 	page, next, err := a.p.stock.Reservations(ctx, activity, cursor, count)
 	if err != nil {
 		return nil, 0, err
@@ -681,10 +684,10 @@ func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, co
 		}
 		page = append(page, pool...)
 	}
-	out := make([]order.Reservation, 0, len(page))
+	out := make([]reconcile.Reservation, 0, len(page))
 	for _, r := range page {
 		if r.State == stock.Held {
-			out = append(out, order.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
+			out = append(out, reconcile.Reservation{ID: r.ID, User: r.User, Qty: r.Qty, At: r.ReservedAt})
 		}
 	}
 	return out, next, nil
@@ -714,7 +717,7 @@ func (a *App) buildRelay() error {
 
 // buildConsumer: Kafka → one DB transaction per batch → results → push.
 // The consumer group connects when the worker starts.
-func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *order.Canceller) error {
+func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *status.Canceller) error {
 	cfg, log := a.cfg, a.log
 	dlq, err := orderkafka.NewDeadLetterTopic(a.in.Producer, cfg.Topic+".dlq")
 	if err != nil {
@@ -723,7 +726,7 @@ func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *ord
 	// The push view is built from what the consumer already knows, and only
 	// when a stream on this node waits for the reservation: no DB read on
 	// the consumer goroutine.
-	notify := order.NotifierFunc(func(ctx context.Context, r order.Result) {
+	notify := notifierFunc(func(ctx context.Context, r order.Result) {
 		a.m.consumed.Inc()
 		if r.ReservationID != "" && a.hub.waiting(r.ReservationID) {
 			a.hub.publish(r.ReservationID, settledView(r))
@@ -783,3 +786,8 @@ func consume(ctx context.Context, group sarama.ConsumerGroup, topic string, h sa
 	}
 	return nil
 }
+
+// notifierFunc adapts a function to order.Notifier.
+type notifierFunc func(ctx context.Context, r order.Result)
+
+func (f notifierFunc) Notify(ctx context.Context, r order.Result) { f(ctx, r) }

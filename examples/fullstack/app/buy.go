@@ -112,7 +112,7 @@ func (a *App) answerBuy(w http.ResponseWriter, r *http.Request, o checkout.Outco
 	case checkout.StepReserve:
 		if o.Reason == checkout.AlreadyBought {
 			msg = "one per person"
-			if n := a.sale.act.UserLimit; n > 1 {
+			if n := a.sale.act.PerUserLimit; n > 1 {
 				msg = fmt.Sprintf("at most %d per person", n)
 			}
 		}
@@ -148,7 +148,7 @@ var stepDocs = map[string]struct{ io, does string }{
 	checkout.StepCaptcha:   {"Redis", "captcha, verified once (captcha.Store)"},
 	checkout.StepToken:     {"Redis", "access token, consumed once (token.Pool.Consume)"},
 	checkout.StepReserve:   {"Redis", "stock.Reserve: one Lua call (DB pool when Redis is out)"},
-	checkout.StepSubmit:    {"Kafka|DB", "order.Submitter: Kafka, else outbox, else release"},
+	checkout.StepSubmit:    {"Kafka|DB", "handoff.Submitter: Kafka, else outbox, else release"},
 }
 
 // flowDiagram renders the checkout's steps as the README shows them, after

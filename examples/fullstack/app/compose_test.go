@@ -100,8 +100,8 @@ func offlineApp(t *testing.T, cfg Config, rdb redis.UniversalClient, db *gorm.DB
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &App{cfg: cfg, log: log, m: newMetrics(), hub: newHub(), srv: newServers(),
 		in: &Infra{Redis: rdb, StockRedis: rdb, DB: db, Producer: prod, Brokers: []string{"127.0.0.1:1"}},
-		sale: &sale{key: "1", act: order.Activity{ID: "1", TotalStock: 10, Stock: 10, UserLimit: 1,
-			StartTime: start, EndTime: start.Add(time.Hour)}}}
+		sale: &sale{key: "1", act: order.Activity{ID: "1", Stock: 10, Remaining: 10, PerUserLimit: 1,
+			Start: start, End: start.Add(time.Hour)}}}
 	a.run = newRunner(context.Background(), log, func(string) {})
 	require.NoError(t, a.build("t1", nil))
 	return a

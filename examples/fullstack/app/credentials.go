@@ -274,7 +274,7 @@ func runTokenStep(ctx context.Context, guard func(context.Context, func(context.
 // tokenWindow signs the buy path: the window check is the signed path's
 // own, on the same clock.
 func (a *App) tokenWindow(_ context.Context, t *tokenReq) verdict {
-	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: t.user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: t.user, Start: a.sale.act.Start, Expiry: a.sale.act.End})
 	switch {
 	case errors.Is(err, token.ErrTooEarly):
 		a.m.refused.WithLabelValues("token_window").Inc()
@@ -380,7 +380,7 @@ func (a *App) userLimit(ctx context.Context, l limiter.Limiter, stage, userKey s
 
 func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
-	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.Start, Expiry: a.sale.act.End})
 	switch {
 	case errors.Is(err, token.ErrTooEarly):
 		writeJSON(w, http.StatusTooEarly, map[string]any{"status": "not_started", "message": "the buy link is released shortly before the start", "opens_at": a.sale.pathOpen})

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seckillkit/seckill/internal/testenv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/testenv"
 
 	"github.com/alicebob/miniredis/v2"
 	dto "github.com/prometheus/client_model/go"
@@ -17,7 +18,9 @@ import (
 	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/orderkafka"
+	"github.com/seckillkit/seckill/order/reconcile"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
@@ -44,14 +47,14 @@ func ReserveAs(ctx context.Context, a *App, user, resv string) (stock.Result, er
 
 // ReleaseFenced releases resv through the fence, as the reconciler does.
 func ReleaseFenced(ctx context.Context, a *App, user, resv string) error {
-	f, err := order.NewFence(a.in.DB, order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
+	f, err := handoff.NewFence(a.in.DB, order.ReleaserFunc(func(ctx context.Context, activity, id string) error {
 		_, err := a.p.stock.Release(ctx, activity, id)
 		return err
 	}))
 	if err != nil {
 		return err
 	}
-	return f.ReleaseFor(ctx, order.ReleaseRequest{Activity: a.sale.act.ID, User: user, ReservationID: resv})
+	return f.ReleaseFor(ctx, handoff.ReleaseRequest{Activity: a.sale.act.ID, User: user, ReservationID: resv})
 }
 
 // ClientReservationID is the reservation ID of a client's request ID.
@@ -149,7 +152,7 @@ func Credentials(ctx context.Context, a *App, user string) (checkout.Attempt, er
 	if !ok {
 		return checkout.Attempt{}, fmt.Errorf("no demo answer of captcha %s for %q (demo mode off?)", ch.ID, user)
 	}
-	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.StartTime, Expiry: a.sale.act.EndTime})
+	sig, err := a.p.signer.Sign(token.SignParams{Activity: a.sale.key, User: user, Start: a.sale.act.Start, Expiry: a.sale.act.End})
 	if err != nil {
 		return checkout.Attempt{}, err
 	}
@@ -173,7 +176,7 @@ func Backlog(ctx context.Context, a *App) (outboxPending, kafkaLag int64, err er
 }
 
 // Reconcile runs a's reconciler once over the sale, as its worker does.
-func Reconcile(ctx context.Context, a *App) (order.Report, error) {
+func Reconcile(ctx context.Context, a *App) (reconcile.Report, error) {
 	return a.p.recon.Reconcile(ctx, a.sale.act.ID)
 }
 

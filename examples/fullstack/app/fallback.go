@@ -45,8 +45,8 @@ func openDBPool(ctx context.Context, db *gorm.DB, s *sale, quota int64, log *slo
 	if err := fb.AutoMigrate(ctx); err != nil {
 		return nil, err
 	}
-	act := stock.Activity{ID: s.act.ID, Stock: s.act.TotalStock, PerUserLimit: s.act.UserLimit,
-		Start: s.act.StartTime, End: s.act.EndTime}
+	act := stock.Activity{ID: s.act.ID, Stock: s.act.Stock, PerUserLimit: s.act.PerUserLimit,
+		Start: s.act.Start, End: s.act.End}
 	if err := fb.Open(ctx, act, quota); err != nil {
 		return nil, fmt.Errorf("db fallback pool: %w", err)
 	}
@@ -173,7 +173,7 @@ func (s *saleStock) Held(ctx context.Context, activity, user string) (int64, err
 }
 
 // orderReleaser is the releaser the Canceller gets: Release for the other
-// callers, ReleaseOrder (order.OrderReleaser) for a cancelled order.
+// callers, ReleaseOrder (status.OrderReleaser) for a cancelled order.
 type orderReleaser struct {
 	order.Releaser
 	a *App

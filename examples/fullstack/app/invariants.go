@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/operate"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/stock"
 )
@@ -38,7 +39,7 @@ type Invariants struct {
 
 // Invariants counts, in Redis and the DB, everything the invariants need.
 func (a *App) Invariants(ctx context.Context) (Invariants, error) {
-	iv := Invariants{Activity: a.sale.act.ID, Initial: a.sale.act.TotalStock, Orders: map[string]int64{}}
+	iv := Invariants{Activity: a.sale.act.ID, Initial: a.sale.act.Stock, Orders: map[string]int64{}}
 	held, err := a.heldReservations(ctx, &iv)
 	if err != nil {
 		return iv, err
@@ -135,8 +136,8 @@ func (a *App) dbSnapshot(ctx context.Context, iv *Invariants) ([]order.Order, er
 		if err := tx.Select("stock, total_stock").Where("id = ?", id).Take(&act).Error; err != nil {
 			return fmt.Errorf("activity: %w", err)
 		}
-		iv.DBStock, iv.Total = act.Stock, act.TotalStock
-		adj, err := order.Adjustments(ctx, tx, id)
+		iv.DBStock, iv.Total = act.Remaining, act.Stock
+		adj, err := operate.Adjustments(ctx, tx, id)
 		if err != nil {
 			return fmt.Errorf("adjustments: %w", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/operate"
 )
 
 // adminClient speaks the admin API (the library's admin package).
@@ -165,7 +166,7 @@ func TestOperateLiveSale(t *testing.T) {
 	if err := app.DB(a).Model(&order.Activity{}).Where("id = ?", fmt.Sprint(act)).Pluck("total_stock", &total).Error; err != nil {
 		t.Fatal(err)
 	}
-	adj, err := order.Adjustments(ctx, app.DB(a), fmt.Sprint(act))
+	adj, err := operate.Adjustments(ctx, app.DB(a), fmt.Sprint(act))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestAdjustUndoesTheFirstStore(t *testing.T) {
 	if err := app.DB(a).Model(&order.Activity{}).Where("id = ?", act).Pluck("total_stock", &total).Error; err != nil {
 		t.Fatal(err)
 	}
-	adj, err := order.Adjustments(ctx, app.DB(a), act)
+	adj, err := operate.Adjustments(ctx, app.DB(a), act)
 	if err != nil {
 		t.Fatal(err)
 	}

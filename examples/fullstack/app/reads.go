@@ -30,8 +30,8 @@ func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, activityView{
 		ID: a.sale.act.ID, Name: a.sale.act.Name, ProductName: a.sale.act.ProductName,
 		Price: a.sale.act.ActivityPrice.String(), OriginalPrice: a.sale.act.OriginalPrice.String(),
-		TotalStock: a.sale.act.TotalStock, Remaining: a.cachedRemaining(r.Context()),
-		StartTime: a.sale.act.StartTime, EndTime: a.sale.act.EndTime, PathOpenTime: a.sale.pathOpen,
+		TotalStock: a.sale.act.Stock, Remaining: a.cachedRemaining(r.Context()),
+		StartTime: a.sale.act.Start, EndTime: a.sale.act.End, PathOpenTime: a.sale.pathOpen,
 		ServerTime: time.Now().UTC(), Demo: a.cfg.Demo,
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -40,7 +41,7 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 		}
 		return a.view(ctx, res), nil
 	}
-	res, err := a.p.results.Reservation(ctx, order.ResultQuery{Activity: a.sale.act.ID, User: user, ReservationID: resv})
+	res, err := a.p.results.Reservation(ctx, status.ResultQuery{Activity: a.sale.act.ID, User: user, ReservationID: resv})
 	if err != nil {
 		return resultView{}, err
 	}
@@ -74,7 +75,7 @@ func settledView(res order.Result) resultView {
 		v.Status = "queued"
 	case order.StatusFailed:
 		v.Status = "failed"
-		if res.Reason == order.ReasonCancelled && res.OrderNo != "" {
+		if res.Reason == status.ReasonCancelled && res.OrderNo != "" {
 			v.Status, v.Reason = "cancelled", ""
 		}
 	case order.StatusSuccess:
@@ -123,7 +124,7 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 	}
 	o, err := a.p.orders.Get(r.Context(), req.OrderNo)
 	switch {
-	case errors.Is(err, order.ErrOrderNotFound), err == nil && o.UserID != user:
+	case errors.Is(err, status.ErrOrderNotFound), err == nil && o.UserID != user:
 		writeErr(w, http.StatusNotFound, "not_found", "no such order")
 		return
 	case err != nil:
@@ -132,9 +133,9 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 	}
 	err = a.p.orders.Pay(r.Context(), req.OrderNo)
 	switch {
-	case err == nil, errors.Is(err, order.ErrAlreadyPaid):
+	case err == nil, errors.Is(err, status.ErrAlreadyPaid):
 		writeJSON(w, http.StatusOK, map[string]string{"status": "paid", "order_no": req.OrderNo})
-	case errors.Is(err, order.ErrOrderCancelled):
+	case errors.Is(err, status.ErrOrderCancelled):
 		writeErr(w, http.StatusConflict, "cancelled", "the order was cancelled; your payment will be refunded")
 	default:
 		a.fail(w, r, "pay", err)

@@ -50,8 +50,8 @@ func prepareSale(ctx context.Context, gdb *gorm.DB, cfg Config, log *slog.Logger
 	act := order.Activity{
 		ID: key, Name: "Flash sale #" + key, ProductID: 1000 + cfg.ActivityID,
 		ProductName: cfg.ProductName, OriginalPrice: orig, ActivityPrice: price,
-		TotalStock: cfg.Stock, Stock: cfg.Stock, UserLimit: cfg.PerUserLimit, Status: 1,
-		StartTime: now.Add(cfg.StartIn), EndTime: now.Add(cfg.StartIn + cfg.Duration),
+		Stock: cfg.Stock, Remaining: cfg.Stock, PerUserLimit: cfg.PerUserLimit, Status: 1,
+		Start: now.Add(cfg.StartIn), End: now.Add(cfg.StartIn + cfg.Duration),
 	}
 	s := &sale{key: key}
 	db := gdb.WithContext(ctx)
@@ -60,7 +60,7 @@ func prepareSale(ctx context.Context, gdb *gorm.DB, cfg Config, log *slog.Logger
 	switch {
 	case err == nil:
 		s.act = existing
-		log.Info("joining the existing activity", "activity", existing.ID, "start", existing.StartTime, "stock", existing.Stock)
+		log.Info("joining the existing activity", "activity", existing.ID, "start", existing.Start, "stock", existing.Remaining)
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		if err := db.Create(&act).Error; err != nil {
 			return nil, fmt.Errorf("seed activity: %w", err)
@@ -69,8 +69,8 @@ func prepareSale(ctx context.Context, gdb *gorm.DB, cfg Config, log *slog.Logger
 	default:
 		return nil, fmt.Errorf("read activity: %w", err)
 	}
-	s.act.StartTime, s.act.EndTime = s.act.StartTime.UTC(), s.act.EndTime.UTC()
-	s.pathOpen = s.act.StartTime.Add(-cfg.PathLead)
+	s.act.Start, s.act.End = s.act.Start.UTC(), s.act.End.UTC()
+	s.pathOpen = s.act.Start.Add(-cfg.PathLead)
 	return s, nil
 }
 
@@ -101,7 +101,7 @@ func (a *App) cachedRemaining(ctx context.Context) int64 {
 		if n, err := a.p.stock.Remaining(ctx, s.act.ID); err == nil {
 			s.remaining.Store(n + a.poolRemaining(ctx))
 		} else if errors.Is(err, stock.ErrNotLoaded) {
-			s.remaining.Store(s.act.Stock)
+			s.remaining.Store(s.act.Remaining)
 		}
 	}
 	return s.remaining.Load()

@@ -478,7 +478,7 @@ func (r *run) check(st crash.State) {
 		case hasOrder:
 			orders++
 			// A cancelled order reads as failed, reason cancelled
-			// (order.Results).
+			// (status.Results).
 			want = strings.ToLower(o.Status)
 			if o.Status == order.OrderCancelled {
 				want = "failed"

@@ -137,7 +137,7 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 		if err := tx.Where("id = ?", strconv.FormatInt(s.Activity, 10)).Take(&act).Error; err != nil {
 			return fmt.Errorf("activity: %w", err)
 		}
-		st.Total, st.DBStock = act.TotalStock, act.Stock
+		st.Total, st.DBStock = act.Stock, act.Remaining
 		var orders []order.Order
 		if err := tx.Where("activity_id = ?", strconv.FormatInt(s.Activity, 10)).Find(&orders).Error; err != nil {
 			return fmt.Errorf("orders: %w", err)

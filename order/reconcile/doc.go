@@ -1,0 +1,28 @@
+// Package reconcile compares the Redis stock ledger of an activity with
+// its orders in the database and repairs what a crash left: every
+// reservation ends as exactly one order or one release.
+//
+//	rec, _ := reconcile.NewReconciler(db, ledger, deductor,
+//		reconcile.WithPending(outboxPending), reconcile.WithResults(results))
+//	rep, err := rec.Reconcile(ctx, "sale-42") // rep.Released, rep.Orphans, rep.Drift
+//
+// A reservation without a live order, older than the grace period
+// ([WithGrace]) and with no message still on its way ([Pending]), is
+// released through a handoff.Fence: fenced in the database first, so a
+// message still in Kafka deducts nothing when it arrives, and never
+// released when its order committed meanwhile. The [Report] also counts
+// the conservation stock + sold units = total stock ([Report.Drift]); a
+// dry run ([WithDryRun]) reports without releasing. An activity without a
+// database row fails with order.ErrActivityNotFound and releases nothing.
+// [LiveReservations] lists the reservations of the live orders: what the
+// Redis ledger must hold for them (a Redis rebuild after data loss loads
+// exactly these).
+//
+// The [Ledger] and [Pending] are one-method interfaces the application
+// wires (stock.Deductor.Reservations, the outbox's pending rows). Bad
+// configuration fails with an error wrapping order.ErrInvalidConfig.
+//
+// A Reconciler is safe for concurrent use; releases are idempotent, so two
+// reconcilers at once are safe, if wasteful. It starts no goroutine: call
+// Reconcile on a schedule.
+package reconcile

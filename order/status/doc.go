@@ -1,0 +1,43 @@
+// Package status answers what happens to a purchase after its hand-off:
+// what the buyer sees, what an operator reads and does, and what becomes
+// of an order nobody pays.
+//
+//	results, _ := status.NewResults(rdb, db)
+//	canceller, _ := status.NewCanceller(db, rdb, deductor)
+//	orders, _ := status.NewOrders(db, status.WithCanceller(canceller))
+//	cons, _ := order.NewConsumer(proc, deductor, order.WithResults(results), order.WithScheduler(canceller))
+//	go canceller.Run(ctx)
+//	r, _ := results.Get(ctx, "sale-42", "7") // QUEUED, SUCCESS + order no, or FAILED + reason
+//
+// [Results] keeps the status of each (activity, buyer) in a Redis hash
+// with a TTL and answers from the database when Redis has none (expired,
+// evicted, never written); a QUEUED written late never hides a final
+// status of the same reservation, and a stale entry is repaired from the
+// database. It is an order.ResultWriter: the consumer and the hand-off
+// write into it.
+//
+// [Canceller] cancels the orders whose payment window passed: a Redis
+// delay queue (it is an order.Scheduler, fed by the consumer after each
+// commit) with a database scan as the backstop; the database expire_time,
+// not the queue's score, decides. Pay and Cancel are compare-and-set
+// updates, so they settle every race; a cancellation restores the DB
+// stock and releases the reservation ([OrderReleaser] when the releaser
+// has it), and a payment for a cancelled order calls the refund hook
+// ([WithOnPayCancelled], [ErrOrderCancelled]). Background work runs only
+// inside [Canceller.Run] and stops with its context or [Canceller.Close].
+//
+// [Orders] reads orders (by number, reservation, buyer) and pays or
+// cancels them through its Canceller, so no caller reads the tables.
+//
+// Options: each constructor has its own option type ([ResultsOption],
+// [CancellerOption], [OrdersOption]); [WithClock], [WithLogger] and
+// [WithKeyPrefix] are options of the first two, [WithTables] of all
+// three. Bad configuration fails with an error wrapping
+// order.ErrInvalidConfig. Refusals of Pay and Cancel are sentinels
+// ([ErrOrderNotFound], [ErrAlreadyPaid], …); a Redis reply of an
+// unexpected shape is [ErrBadReply].
+//
+// Every type is safe for concurrent use. Redis 6+, standalone or Cluster:
+// every key is used alone (the results hash of one buyer, the delay
+// queue), so no command spans hash slots.
+package status

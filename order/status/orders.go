@@ -1,0 +1,109 @@
+package status
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seckillkit/seckill/order"
+	"gorm.io/gorm"
+)
+
+// Orders reads orders and acts on them, so that no caller reads the
+// tables itself: [Orders.Get] by order number, [Orders.ByReservation],
+// [Orders.ByUser], and [Orders.Pay] and [Orders.Cancel], which delegate to
+// the [Canceller] given with [WithCanceller]. The [order.Order] returned is the
+// row as committed (Headers nil). Safe for concurrent use.
+type Orders struct {
+	db *gorm.DB
+	c  canceller
+	o  options
+}
+
+// NewOrders returns an order reader over db. Options: [WithTables],
+// [WithCanceller].
+func NewOrders(db *gorm.DB, opts ...OrdersOption) (*Orders, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: NewOrders needs a db", order.ErrInvalidConfig)
+	}
+	o, err := buildOptions(opts, OrdersOption.applyOrders)
+	if err != nil {
+		return nil, err
+	}
+	if o.canceller != nil && o.canceller.tables() != o.tables {
+		return nil, fmt.Errorf("%w: the canceller's tables %+v differ from %+v", order.ErrInvalidConfig, o.canceller.tables(), o.tables)
+	}
+	return &Orders{db: db, c: o.canceller, o: o}, nil
+}
+
+// Get returns the order orderNo, or [ErrOrderNotFound].
+func (s *Orders) Get(ctx context.Context, orderNo string) (order.Order, error) {
+	return s.one(ctx, "order_no", orderNo)
+}
+
+// ByReservation returns the order of a reservation (at most one exists),
+// or [ErrOrderNotFound].
+func (s *Orders) ByReservation(ctx context.Context, reservationID string) (order.Order, error) {
+	return s.one(ctx, "reservation_id", reservationID)
+}
+
+func (s *Orders) one(ctx context.Context, column, value string) (order.Order, error) {
+	if value == "" || len(value) > order.MaxReservationIDLen {
+		return order.Order{}, fmt.Errorf("%w: %s must be 1..%d bytes", ErrOrderNotFound, column, order.MaxReservationIDLen)
+	}
+	var rows []order.Order
+	if err := s.db.WithContext(ctx).Table(s.o.tables.Order).Where(column+" = ?", value).Limit(1).Find(&rows).Error; err != nil {
+		return order.Order{}, fmt.Errorf("order: get by %s: %w", column, err)
+	}
+	if len(rows) == 0 {
+		return order.Order{}, fmt.Errorf("%w: %s %s", ErrOrderNotFound, column, value)
+	}
+	return rows[0], nil
+}
+
+// ByUser returns every order (live and cancelled) of user in activity,
+// oldest first; none is an empty slice, not an error. IDs that are not
+// [order.ValidID] fail with [order.ErrInvalidID].
+func (s *Orders) ByUser(ctx context.Context, activity, user string) ([]order.Order, error) {
+	if err := checkID("activity", activity); err != nil {
+		return nil, err
+	}
+	if err := checkID("user", user); err != nil {
+		return nil, err
+	}
+	rows := []order.Order{}
+	if err := s.db.WithContext(ctx).Table(s.o.tables.Order).Where("user_id = ? AND activity_id = ?", user, activity).
+		Order("created_at").Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("order: orders of %s in %s: %w", user, activity, err)
+	}
+	return rows, nil
+}
+
+// Pay is [Canceller.Pay] on the canceller of [WithCanceller].
+func (s *Orders) Pay(ctx context.Context, orderNo string) error {
+	if s.c == nil {
+		return fmt.Errorf("%w: Orders.Pay needs WithCanceller", order.ErrInvalidConfig)
+	}
+	return s.c.Pay(ctx, orderNo)
+}
+
+// Cancel is [Canceller.Cancel] on the canceller of [WithCanceller].
+func (s *Orders) Cancel(ctx context.Context, orderNo string) error {
+	if s.c == nil {
+		return fmt.Errorf("%w: Orders.Cancel needs WithCanceller", order.ErrInvalidConfig)
+	}
+	return s.c.Cancel(ctx, orderNo)
+}
+
+// WithCanceller gives [NewOrders] the [Canceller] that [Orders.Pay] and
+// [Orders.Cancel] delegate to (its tables must be the same). Default none:
+// then Pay and Cancel fail with order.ErrInvalidConfig; a nil c fails
+// [NewOrders] with it.
+func WithCanceller(c *Canceller) OrdersOption {
+	return ordersOption(func(o *options) {
+		if c == nil {
+			o.fail("nil canceller")
+			return
+		}
+		o.canceller = c
+	})
+}
