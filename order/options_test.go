@@ -66,7 +66,7 @@ func TestEveryConstructorTakesItsOptions(t *testing.T) {
 	_, err = reconcile.NewReconciler(db, led, led, nil, reconcile.WithClock(clock), reconcile.WithLogger(log), reconcile.WithResults(res), reconcile.WithObserver(obs), reconcile.WithTables(defaultTables()),
 		reconcile.WithGrace(time.Minute), reconcile.WithDryRun(true), reconcile.WithPending(reconcile.PendingFunc(func(context.Context, string) (bool, error) { return false, nil })), nil)
 	require.NoError(t, err)
-	_, err = status.NewOrders(db, nil, stabs, status.WithCanceller(canc), nil)
+	_, err = status.NewOrders(db, nil, stabs, nil)
 	require.NoError(t, err)
 
 	// The nil values of the typed nil options are ignored too.
@@ -112,7 +112,6 @@ func TestNilCollaboratorIsAnError(t *testing.T) {
 		"reconciler ledger":  second(reconcile.NewReconciler(db, nil, led)),
 		"reconciler pending": second(reconcile.NewReconciler(db, led, led, reconcile.WithPending(nil))),
 		"orders db":          second(status.NewOrders(nil)),
-		"orders canceller":   second(status.NewOrders(db, status.WithCanceller(nil))),
 		"consumer logger":    second(order.NewConsumer(p, led, order.WithLogger(nil))),
 		"submitter logger":   second(handoff.NewSubmitter(pub, fb, led, handoff.WithLogger(nil))),
 		"fence logger":       second(handoff.NewFence(db, led, handoff.WithLogger(nil))),
@@ -175,7 +174,7 @@ var (
 		"fence_key_prefix":      {`handoff.NewFence(nil, nil, status.WithKeyPrefix("x"))`, "handoff.FenceOption"},
 		"canceller_grace":       {`status.NewCanceller(nil, nil, nil, reconcile.WithGrace(1))`, "status.CancellerOption"},
 		"reconciler_scan_batch": {`reconcile.NewReconciler(nil, nil, nil, status.WithScanBatch(1))`, "reconcile.Option"},
-		"orders_clock":          {`status.NewOrders(nil, status.WithClock(nil))`, "status.OrdersOption"},
+		"orders_clock":          {`status.NewOrders(nil, status.WithClock(nil))`, "status.TableOption"},
 		"migrate_clock":         {`order.AutoMigrate(context.Background(), nil, order.WithClock(nil))`, "order.TableOption"},
 		"prune_clock":           {`operate.PruneDedup(context.Background(), nil, time.Time{}, 1, order.WithClock(nil))`, "order.TableOption"},
 		"fence_batch_size":      {`handoff.NewFence(nil, nil, order.WithBatchSize(1))`, "handoff.FenceOption"},
@@ -189,7 +188,7 @@ var (
 	_, _ = handoff.NewFence(nil, nil, handoff.WithTables(order.Tables{}), handoff.WithClock(nil), handoff.WithLogger(nil), handoff.WithResults(nil))
 	_, _ = status.NewResults(nil, nil, status.WithClock(nil), status.WithTables(order.Tables{}), status.WithResultTTL(1))
 	_, _ = status.NewCanceller(nil, nil, nil, status.WithKeyPrefix(""), status.WithTables(order.Tables{}), status.WithScanBatch(1))
-	_, _ = status.NewOrders(nil, status.WithTables(order.Tables{}), status.WithCanceller(nil))
+	_, _ = status.NewOrders(nil, status.WithTables(order.Tables{}))
 	_, _ = reconcile.NewReconciler(nil, nil, nil, reconcile.WithClock(nil), reconcile.WithGrace(1), reconcile.WithTables(order.Tables{}))
 	_, _ = handoff.NewSubmitter(nil, nil, nil, handoff.WithClock(nil), handoff.WithResults(nil))
 	_ = operate.PruneDedup

@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -182,4 +183,71 @@ func TestSurfaceBudget(t *testing.T) {
 		t.Errorf("the packages of 955fadc export %d names together, over their budget of %d (%q in %s)", sumOld, b, oldTotal, surfaceBudgetFile)
 	}
 	t.Logf("exported names (count / budget):\n%s", report.String())
+}
+
+// TestOptionConstructors holds every library package to at most three
+// constructors that take options (a variadic parameter of a type named
+// …Option), the limit of docs/ARCHITECTURE.md's conventions: a package
+// with more is split by role or gives plain settings a Config struct.
+func TestOptionConstructors(t *testing.T) {
+	root := filepath.Join("..", "..")
+	pkgs, err := libraryPackages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		fset := token.NewFileSet()
+		parsed, err := parser.ParseDir(fset, filepath.Join(root, p), func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ctors []string
+		for _, pkg := range parsed {
+			for _, f := range pkg.Files {
+				for _, d := range f.Decls {
+					fd, ok := d.(*ast.FuncDecl)
+					if !ok || fd.Recv != nil || !fd.Name.IsExported() || fd.Type.Params == nil || len(fd.Type.Params.List) == 0 {
+						continue
+					}
+					last := fd.Type.Params.List[len(fd.Type.Params.List)-1].Type
+					ell, ok := last.(*ast.Ellipsis)
+					if !ok {
+						continue
+					}
+					var name string
+					switch e := ell.Elt.(type) {
+					case *ast.Ident:
+						name = e.Name
+					case *ast.SelectorExpr:
+						name = e.Sel.Name
+					}
+					if strings.HasSuffix(name, "Option") && strings.HasPrefix(fd.Name.Name, "New") {
+						ctors = append(ctors, fd.Name.Name)
+					}
+				}
+			}
+		}
+		sort.Strings(ctors)
+		if len(ctors) > 3 {
+			t.Errorf("%s: %d constructors take options (%s); at most 3", p, len(ctors), strings.Join(ctors, ", "))
+		}
+	}
+}
+
+// TestOrderDocIsShort holds `go doc -short ./order` to at most 60 lines
+// (136 before #23 split the package by role).
+func TestOrderDocIsShort(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	cmd := exec.Command(goTool, "doc", "-short", "./order")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go doc: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "\n"); n > 60 || n < 10 {
+		t.Errorf("go doc -short ./order prints %d lines; want 10..60", n)
+	}
 }

@@ -16,9 +16,12 @@ import (
 	"gorm.io/gorm"
 )
 
-// QueueClient is what the [Canceller]'s delay queue needs from Redis.
+// Client is what the package needs from Redis: scripts and HGETALL for
+// [Results], the sorted set of the [Canceller]'s delay queue.
 // *redis.Client, *redis.ClusterClient and *redis.Ring satisfy it.
-type QueueClient interface {
+type Client interface {
+	redis.Scripter
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	ZAdd(ctx context.Context, key string, members ...redis.Z) *redis.IntCmd
 	ZRangeByScore(ctx context.Context, key string, opt *redis.ZRangeBy) *redis.StringSliceCmd
 	ZRem(ctx context.Context, key string, members ...any) *redis.IntCmd
@@ -41,7 +44,7 @@ type QueueClient interface {
 // only inside [Canceller.Run]; stop it with ctx or [Canceller.Close].
 type Canceller struct {
 	db           *gorm.DB
-	rdb          QueueClient
+	rdb          Client
 	rel          order.Releaser
 	o            options
 	restoreStock string // UPDATE activity SET stock = stock + ? WHERE id = ?
@@ -55,7 +58,7 @@ var _ order.Scheduler = (*Canceller)(nil)
 // [WithPollInterval], [WithScanInterval], [WithScanBatch], [WithBackoff],
 // [WithOnPayCancelled], [WithOnError], [WithLogger], [WithTables],
 // [WithObserver].
-func NewCanceller(db *gorm.DB, rdb QueueClient, rel order.Releaser, opts ...CancellerOption) (*Canceller, error) {
+func NewCanceller(db *gorm.DB, rdb Client, rel order.Releaser, opts ...CancellerOption) (*Canceller, error) {
 	if db == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", order.ErrInvalidConfig)
 	}
@@ -447,4 +450,3 @@ func cancelOutcome(err error) string {
 
 // tables are the names the canceller was built with ([Orders] checks its
 // own against them).
-func (c *Canceller) tables() order.Tables { return c.o.tables }

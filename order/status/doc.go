@@ -4,7 +4,7 @@
 //
 //	results, _ := status.NewResults(rdb, db)
 //	canceller, _ := status.NewCanceller(db, rdb, deductor)
-//	orders, _ := status.NewOrders(db, status.WithCanceller(canceller))
+//	orders, _ := status.NewOrders(db)
 //	cons, _ := order.NewConsumer(proc, deductor, order.WithResults(results), order.WithScheduler(canceller))
 //	go canceller.Run(ctx)
 //	r, _ := results.Get(ctx, "sale-42", "7") // QUEUED, SUCCESS + order no, or FAILED + reason
@@ -26,13 +26,13 @@
 // ([WithOnPayCancelled], [ErrOrderCancelled]). Background work runs only
 // inside [Canceller.Run] and stops with its context or [Canceller.Close].
 //
-// [Orders] reads orders (by number, reservation, buyer) and pays or
-// cancels them through its Canceller, so no caller reads the tables.
+// [Orders] reads orders (by number, reservation, buyer), so no caller
+// reads the tables.
 //
 // Options: each constructor has its own option type ([ResultsOption],
-// [CancellerOption], [OrdersOption]); [WithClock], [WithLogger] and
-// [WithKeyPrefix] are options of the first two, [WithTables] of all
-// three. Bad configuration fails with an error wrapping
+// [CancellerOption]; [NewOrders] takes only [WithTables], a
+// [TableOption]); [WithClock], [WithLogger] and [WithKeyPrefix] are
+// options of the first two, [WithTables] of all three. Bad configuration fails with an error wrapping
 // order.ErrInvalidConfig. Refusals of Pay and Cancel are sentinels
 // ([ErrOrderNotFound], [ErrAlreadyPaid], …); a Redis reply of an
 // unexpected shape is [ErrBadReply].

@@ -13,12 +13,9 @@ import (
 )
 
 var (
-	_ ResultsClient   = (*redis.Client)(nil)
-	_ ResultsClient   = (*redis.ClusterClient)(nil)
-	_ ResultsClient   = (*redis.Ring)(nil)
-	_ QueueClient     = (*redis.Client)(nil)
-	_ QueueClient     = (*redis.ClusterClient)(nil)
-	_ QueueClient     = (*redis.Ring)(nil)
+	_ Client          = (*redis.Client)(nil)
+	_ Client          = (*redis.ClusterClient)(nil)
+	_ Client          = (*redis.Ring)(nil)
 	_ order.IDSource  = (*orderid.Generator)(nil)
 	_ order.Scheduler = (*Canceller)(nil)
 )

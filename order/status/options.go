@@ -21,7 +21,7 @@ import (
 //	                                   WithBackoff, WithOnError, WithObserver,
 //	                                   WithPollInterval, WithScanInterval, WithScanBatch,
 //	                                   WithOnPayCancelled
-//	NewOrders       OrdersOption       WithTables, WithCanceller
+//	NewOrders       TableOption        WithTables
 //
 // [WithClock], [WithLogger] and [WithKeyPrefix] return an [Option], both
 // a ResultsOption and a CancellerOption; [WithTables] a [order.TableOption], an
@@ -32,30 +32,27 @@ type (
 	ResultsOption interface{ applyResults(*options) }
 	// CancellerOption configures [NewCanceller].
 	CancellerOption interface{ applyCanceller(*options) }
-	// OrdersOption configures [NewOrders].
-	OrdersOption interface{ applyOrders(*options) }
 	// Option is an option of [NewResults] and [NewCanceller].
 	Option interface {
 		ResultsOption
 		CancellerOption
 	}
-	// TableOption is an option of every constructor ([WithTables]).
+	// TableOption is an option of every constructor ([WithTables]), the
+	// only option of [NewOrders].
 	TableOption interface {
 		Option
-		OrdersOption
+		applyOrders(*options)
 	}
 )
 
 type (
 	resultsOption   func(*options)
 	cancellerOption func(*options)
-	ordersOption    func(*options)
 	setOption       func(*options)
 )
 
 func (f resultsOption) applyResults(o *options)     { f(o) }
 func (f cancellerOption) applyCanceller(o *options) { f(o) }
-func (f ordersOption) applyOrders(o *options)       { f(o) }
 func (f setOption) applyResults(o *options)         { f(o) }
 func (f setOption) applyCanceller(o *options)       { f(o) }
 func (f setOption) applyOrders(o *options)          { f(o) }
@@ -74,8 +71,7 @@ type options struct {
 	scan        time.Duration
 	scanBatch   int
 	onPayCancel func(context.Context, order.Order)
-	canceller   canceller // WithCanceller (orders.go)
-	err         error     // the first invalid option
+	err         error // the first invalid option
 }
 
 type systemClock struct{}
@@ -218,11 +214,4 @@ func WithObserver(o observe.Observer) CancellerOption {
 			opts.observer = o
 		}
 	})
-}
-
-// canceller is what [Orders] needs of its [Canceller].
-type canceller interface {
-	Pay(ctx context.Context, orderNo string) error
-	Cancel(ctx context.Context, orderNo string) error
-	tables() order.Tables
 }

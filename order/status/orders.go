@@ -8,31 +8,26 @@ import (
 	"gorm.io/gorm"
 )
 
-// Orders reads orders and acts on them, so that no caller reads the
-// tables itself: [Orders.Get] by order number, [Orders.ByReservation],
-// [Orders.ByUser], and [Orders.Pay] and [Orders.Cancel], which delegate to
-// the [Canceller] given with [WithCanceller]. The [order.Order] returned is the
-// row as committed (Headers nil). Safe for concurrent use.
+// Orders reads orders, so that no caller reads the tables itself:
+// [Orders.Get] by order number, [Orders.ByReservation], [Orders.ByUser].
+// The [order.Order] returned is the row as committed (Headers nil). To pay
+// or cancel an order, see [Canceller.Pay] and [Canceller.Cancel]. Safe for
+// concurrent use.
 type Orders struct {
 	db *gorm.DB
-	c  canceller
 	o  options
 }
 
-// NewOrders returns an order reader over db. Options: [WithTables],
-// [WithCanceller].
-func NewOrders(db *gorm.DB, opts ...OrdersOption) (*Orders, error) {
+// NewOrders returns an order reader over db. Option: [WithTables].
+func NewOrders(db *gorm.DB, opts ...TableOption) (*Orders, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: NewOrders needs a db", order.ErrInvalidConfig)
 	}
-	o, err := buildOptions(opts, OrdersOption.applyOrders)
+	o, err := buildOptions(opts, TableOption.applyOrders)
 	if err != nil {
 		return nil, err
 	}
-	if o.canceller != nil && o.canceller.tables() != o.tables {
-		return nil, fmt.Errorf("%w: the canceller's tables %+v differ from %+v", order.ErrInvalidConfig, o.canceller.tables(), o.tables)
-	}
-	return &Orders{db: db, c: o.canceller, o: o}, nil
+	return &Orders{db: db, o: o}, nil
 }
 
 // Get returns the order orderNo, or [ErrOrderNotFound].
@@ -76,34 +71,4 @@ func (s *Orders) ByUser(ctx context.Context, activity, user string) ([]order.Ord
 		return nil, fmt.Errorf("order: orders of %s in %s: %w", user, activity, err)
 	}
 	return rows, nil
-}
-
-// Pay is [Canceller.Pay] on the canceller of [WithCanceller].
-func (s *Orders) Pay(ctx context.Context, orderNo string) error {
-	if s.c == nil {
-		return fmt.Errorf("%w: Orders.Pay needs WithCanceller", order.ErrInvalidConfig)
-	}
-	return s.c.Pay(ctx, orderNo)
-}
-
-// Cancel is [Canceller.Cancel] on the canceller of [WithCanceller].
-func (s *Orders) Cancel(ctx context.Context, orderNo string) error {
-	if s.c == nil {
-		return fmt.Errorf("%w: Orders.Cancel needs WithCanceller", order.ErrInvalidConfig)
-	}
-	return s.c.Cancel(ctx, orderNo)
-}
-
-// WithCanceller gives [NewOrders] the [Canceller] that [Orders.Pay] and
-// [Orders.Cancel] delegate to (its tables must be the same). Default none:
-// then Pay and Cancel fail with order.ErrInvalidConfig; a nil c fails
-// [NewOrders] with it.
-func WithCanceller(c *Canceller) OrdersOption {
-	return ordersOption(func(o *options) {
-		if c == nil {
-			o.fail("nil canceller")
-			return
-		}
-		o.canceller = c
-	})
 }

@@ -29,17 +29,10 @@ type Results struct {
 
 var _ order.ResultWriter = (*Results)(nil)
 
-// ResultsClient is what [Results] needs from Redis: scripts and HGETALL.
-// *redis.Client, *redis.ClusterClient and *redis.Ring satisfy it.
-type ResultsClient interface {
-	redis.Scripter
-	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
-}
-
 // NewResults returns a result store. db may be nil (no fallback).
 // Options: [WithKeyPrefix], [WithResultTTL], [WithClock], [WithTables],
 // [WithLogger].
-func NewResults(rdb ResultsClient, db *gorm.DB, opts ...ResultsOption) (*Results, error) {
+func NewResults(rdb Client, db *gorm.DB, opts ...ResultsOption) (*Results, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", order.ErrInvalidConfig)
 	}

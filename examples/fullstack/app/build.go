@@ -72,6 +72,7 @@ type parts struct {
 	// Orders: results, the orders (read, pay), the hand-off, reconciliation.
 	results         *status.Results
 	orders          *status.Orders
+	canceller       *status.Canceller // pays and cancels orders
 	submit          submitFunc
 	recon, reconDry *reconcile.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
@@ -407,7 +408,8 @@ func (a *App) buildOrders() (err error) {
 	if err != nil {
 		return err
 	}
-	if p.orders, err = status.NewOrders(db, status.WithCanceller(canc)); err != nil {
+	p.canceller = canc
+	if p.orders, err = status.NewOrders(db); err != nil {
 		return err
 	}
 	if err := a.buildReconcilers(releaser); err != nil {

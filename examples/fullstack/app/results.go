@@ -131,7 +131,7 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "pay", err)
 		return
 	}
-	err = a.p.orders.Pay(r.Context(), req.OrderNo)
+	err = a.p.canceller.Pay(r.Context(), req.OrderNo)
 	switch {
 	case err == nil, errors.Is(err, status.ErrAlreadyPaid):
 		writeJSON(w, http.StatusOK, map[string]string{"status": "paid", "order_no": req.OrderNo})
