@@ -84,7 +84,7 @@ type Faults struct {
 	// must take the outbox, and Drain relays it once Kafka is back.
 	KafkaDown func(down bool)
 	// OutboxDown makes the outbox write fail while down. With KafkaDown,
-	// the hand-off fails (order.ErrRetry): the reservation is released
+	// the hand-off fails (handoff.ErrRetry): the reservation is released
 	// through the fence.
 	OutboxDown func(down bool)
 	// Freeze freezes the sale as after a Redis data loss

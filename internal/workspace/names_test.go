@@ -54,7 +54,7 @@ func TestOneNameForTheReservationID(t *testing.T) {
 // function type or interface method of the library takes three or more
 // arguments of one type (context.Context aside); they take a params struct,
 // so swapping two of them does not compile silently
-// (token.ConsumeParams, captcha.VerifyParams, order.ResultQuery, …).
+// (token.ConsumeParams, captcha.VerifyParams, status.ResultQuery, …).
 func TestParamsStructForSameTypedArguments(t *testing.T) {
 	root := filepath.Join("..", "..")
 	check := func(pkg, name string, ft *ast.FuncType, pos token.Position) {
