@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/seckillkit/seckill/observe"
 )
 
 // Each constructor takes its own option type, so an option that does not
 // apply to it does not compile:
 //
 //	constructor  option type     options
-//	NewProducer  ProducerOption  WithHeaders
+//	NewProducer  ProducerOption  WithHeaders, WithBatching, WithObserver
 //	NewHandler   HandlerOption   WithLinger
 //
 // The options of the processing core (batch size, retries, dead-letter
@@ -32,7 +34,11 @@ type handlerOption func(*handlerOptions)
 func (f handlerOption) applyHandler(o *handlerOptions) { f(o) }
 
 type producerOptions struct {
-	headers func(ctx context.Context) map[string]string
+	headers  func(ctx context.Context) map[string]string
+	obs      observe.Observer
+	batching bool
+	linger   time.Duration
+	maxBatch int
 }
 
 type handlerOptions struct {
@@ -54,6 +60,47 @@ func WithHeaders(f func(ctx context.Context) map[string]string) ProducerOption {
 	return producerOption(func(o *producerOptions) {
 		if f != nil {
 			o.headers = f
+		}
+	})
+}
+
+// WithBatching makes the [Producer] gather concurrent Publish calls into
+// one SyncProducer.SendMessages call each: a batch is sent when it holds
+// maxBatch messages or linger after its first message arrived, whichever
+// comes first, and [Producer.Close] sends the one still gathering. Every
+// caller still waits for its own message's acknowledgement (sarama reports
+// an error per message; a message without one was acknowledged), so the
+// guarantee of Publish is unchanged: nil only after the broker
+// acknowledged that message. A caller whose context ends before its batch
+// is sent gets the context's error and its message is never sent; once
+// sent, it waits for its answer.
+//
+// What it saves is the per-call overhead on the Go side (one goroutine
+// hand-off and one expectation per SendMessage, and the observer call):
+// sarama already packs the messages of concurrent SendMessage calls that
+// meet in its queue into one produce request per broker. A lone Publish
+// waits the whole linger. See "Batched hand-off" in BENCHMARKS.md for the
+// measurement. Zero maxBatch means the default, 256; linger 0 sends what
+// gathered until the timer's goroutine runs. A negative linger or a
+// maxBatch outside [0, 4096] fails [NewProducer] with [ErrInvalidConfig].
+// Default: off (one SendMessage per Publish).
+func WithBatching(linger time.Duration, maxBatch int) ProducerOption {
+	return producerOption(func(o *producerOptions) {
+		o.batching, o.linger, o.maxBatch = true, linger, maxBatch
+	})
+}
+
+// WithObserver makes the [Producer] report each produce call — one
+// SendMessage, or one SendMessages of a batch — as an event of stage
+// "orderkafka.produce", outcome "ok" or "error", with the number of
+// messages it carried in Value and the call's duration: the count of these
+// events over the messages published is the produce calls per message.
+// Reported synchronously, after the call. Default none; a nil obs is
+// ignored.
+func WithObserver(obs observe.Observer) ProducerOption {
+	return producerOption(func(o *producerOptions) {
+		if obs != nil {
+			o.obs = obs
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/seckillkit/seckill/observe"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -44,15 +45,20 @@ func SaramaConfig() *sarama.Config {
 
 // Producer publishes order messages through a borrowed sarama.SyncProducer
 // (build it with [SaramaConfig]); it never closes it. It is an
-// handoff.Publisher. Safe for concurrent use.
+// handoff.Publisher. With [WithBatching] it gathers concurrent Publish
+// calls into one SendMessages call; [Producer.Close] then sends what is
+// gathered. Safe for concurrent use.
 type Producer struct {
 	sp      sarama.SyncProducer
 	topic   string
 	headers func(ctx context.Context) map[string]string
+	obs     observe.Observer
+	b       *batcher // nil without WithBatching
 }
 
-// NewProducer returns a producer writing to topic. Options: [WithHeaders].
-// A nil sp or an empty topic fails with [ErrInvalidConfig].
+// NewProducer returns a producer writing to topic. Options: [WithHeaders],
+// [WithBatching], [WithObserver]. A nil sp or an empty topic fails with
+// [ErrInvalidConfig].
 func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (*Producer, error) {
 	if sp == nil || topic == "" {
 		return nil, fmt.Errorf("%w: NewProducer needs a producer and a topic", ErrInvalidConfig)
@@ -63,15 +69,28 @@ func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (
 			opt.applyProducer(&o)
 		}
 	}
-	return &Producer{sp: sp, topic: topic, headers: o.headers}, nil
+	p := &Producer{sp: sp, topic: topic, headers: o.headers, obs: o.obs}
+	if o.batching {
+		maxBatch, err := validBatching(o.linger, o.maxBatch)
+		if err != nil {
+			return nil, err
+		}
+		p.b = &batcher{p: p, linger: o.linger, max: maxBatch}
+	}
+	return p, nil
 }
 
 // Publish encodes m (a zero Version becomes 1, or 2 with an Ext) and sends it
 // keyed by user ID, with the headers of [WithHeaders] made from ctx,
-// waiting for all in-sync replicas. SyncProducer cannot be
-// interrupted: ctx is checked before sending, and the send ends within
-// sarama's own timeouts and retries — so a failure returned here really is a
-// failure, not a message that may still go out later.
+// waiting for all in-sync replicas; it returns nil only once the broker
+// acknowledged this message. SyncProducer cannot be interrupted: ctx is
+// checked before sending, and the send ends within sarama's own timeouts
+// and retries. With [WithBatching] the message waits in a batch first: if
+// ctx ends before the batch is sent, Publish returns ctx's error and the
+// message is never sent; once sent, Publish waits for its own answer
+// whatever ctx does. So a context error always means "not sent"; any other
+// error means "not acknowledged" (a timed-out send may still have been
+// written, which is why handoff.Submitter releases through a fence).
 func (p *Producer) Publish(ctx context.Context, m order.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -84,12 +103,68 @@ func (p *Producer) Publish(ctx context.Context, m order.Message) error {
 	if p.headers != nil {
 		pm.Headers = recordHeaders(p.headers(ctx))
 	}
-	_, _, err = p.sp.SendMessage(pm)
+	if p.b != nil {
+		if c, pb := p.b.enqueue(pm); c != nil {
+			select {
+			case <-pb.done:
+			case <-ctx.Done():
+				if c.state.CompareAndSwap(pubWaiting, pubAbandoned) {
+					return ctx.Err()
+				}
+				<-pb.done // sent before the caller gave up: its answer is on its way
+			}
+			err = c.err
+		} else {
+			err = p.sendOne(ctx, pm) // closed: one by one
+		}
+	} else {
+		err = p.sendOne(ctx, pm)
+	}
 	if err != nil {
 		return fmt.Errorf("orderkafka: publish %s: %w", m.MsgID, err)
 	}
 	return nil
 }
+
+// sendOne sends pm alone.
+func (p *Producer) sendOne(ctx context.Context, pm *sarama.ProducerMessage) error {
+	return p.produce(ctx, []*sarama.ProducerMessage{pm}, func() error {
+		_, _, err := p.sp.SendMessage(pm)
+		return err
+	})
+}
+
+// produce runs send, one produce call carrying msgs, and reports it to the
+// observer with ctx (the caller's for a message sent alone,
+// context.Background() for a batch, which has many callers).
+func (p *Producer) produce(ctx context.Context, msgs []*sarama.ProducerMessage, send func() error) error {
+	if p.obs == nil {
+		return send()
+	}
+	start := time.Now()
+	err := send()
+	e := observe.Event{Stage: stageProduce, Outcome: observe.OK, Value: float64(len(msgs)), Duration: time.Since(start)}
+	if err != nil {
+		e.Outcome, e.Err = observe.Error, err
+	}
+	p.obs.Observe(ctx, e)
+	return err
+}
+
+// Close sends the messages gathered by [WithBatching] at once and waits
+// until every batch sent has its answers; Publish calls after it send one
+// by one. Call it before closing the SyncProducer. It never closes the
+// SyncProducer and returns nil; without batching it does nothing.
+func (p *Producer) Close() error {
+	if p.b != nil {
+		p.b.close()
+	}
+	return nil
+}
+
+// stageProduce is the stage of the event [WithObserver] reports per
+// produce call.
+const stageProduce = "orderkafka.produce"
 
 // DeadLetterTopic is an order.DeadLetter: it sends poison records to a
 // Kafka topic with the original key and value and headers x-error,
