@@ -456,9 +456,18 @@ func (a *App) leaseIDs() *leasedIDs {
 // the fence makes that message deduct nothing when it is consumed.
 func (a *App) buildHandOff(rel order.Releaser) error {
 	p, cfg, db, log := a.p, a.cfg, a.in.DB, a.log
-	prod, err := orderkafka.NewProducer(a.in.Producer, cfg.Topic, orderkafka.WithHeaders(cfg.Trace.Inject))
+	popts := []orderkafka.ProducerOption{orderkafka.WithHeaders(cfg.Trace.Inject), orderkafka.WithObserver(p.obs)}
+	if cfg.ProduceBatch > 0 {
+		popts = append(popts, orderkafka.WithBatching(cfg.ProduceLinger, cfg.ProduceBatch))
+	}
+	prod, err := orderkafka.NewProducer(a.in.Producer, cfg.Topic, popts...)
 	if err != nil {
 		return err
+	}
+	if cfg.ProduceBatch > 0 {
+		// Stopped before the infrastructure closes the SyncProducer: sends
+		// what is gathered and waits for its acknowledgements.
+		a.run.add(worker{name: "order_producer", stop: prod.Close})
 	}
 	kafkaPub := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
 		return p.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })

@@ -62,6 +62,14 @@ type Config struct {
 	KafkaDataDir string
 	Topic        string
 	Partitions   int
+	// ProduceBatch > 0 gathers up to this many concurrent buys' messages
+	// into one produce call (orderkafka.WithBatching), sent after
+	// ProduceLinger or when full; each buyer still waits for its own
+	// message's acknowledgement. 0 (the default): one produce call per buy
+	// — sarama already packs concurrent ones into one request per broker,
+	// and batching measured slower (BENCHMARKS.md, "Batched hand-off").
+	ProduceBatch  int
+	ProduceLinger time.Duration
 
 	// Demo activity.
 	ActivityID  int64
@@ -183,6 +191,7 @@ func DefaultConfig() Config {
 		MySQLDatabase:  "seckill",
 		Topic:          "seckill.orders",
 		Partitions:     3,
+		ProduceLinger:  200 * time.Microsecond,
 		Role:           RoleAll,
 		ActivityID:     1,
 		ProductName:    "Mechanical keyboard, limited edition",
@@ -264,6 +273,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.KafkaDataDir, "kafka-data", "SECKILL_KAFKA_DATA", "directory of the embedded Kafka's log, fsynced per produce (default: -sqlite FILE + \".kafka\", else in memory)")
 	str(&c.Topic, "topic", "SECKILL_TOPIC", "Kafka topic of order messages")
 	intv(&c.Partitions, "partitions", "SECKILL_PARTITIONS", "partitions of the embedded Kafka topic")
+	intv(&c.ProduceBatch, "produce-batch", "SECKILL_PRODUCE_BATCH", "gather up to N concurrent buys' messages into one produce call, each buyer still answered by its own ack (0: one call per buy)")
+	dur(&c.ProduceLinger, "produce-linger", "SECKILL_PRODUCE_LINGER", "with -produce-batch: how long a batch gathers before it is sent")
 	i64(&c.ActivityID, "activity", "SECKILL_ACTIVITY", "demo activity ID")
 	str(&c.ProductName, "product", "SECKILL_PRODUCT", "demo product name")
 	i64(&c.Stock, "stock", "SECKILL_STOCK", "units for sale")
@@ -355,6 +366,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("SECKILL_METRICS_TOKEN has %d bytes, want at least 16", len(c.MetricsToken))
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
+	case c.ProduceBatch < 0 || c.ProduceBatch > 4096 || c.ProduceLinger < 0:
+		return fmt.Errorf("produce-batch must be between 0 and 4096 and produce-linger >= 0, got %d and %v", c.ProduceBatch, c.ProduceLinger)
 	case c.DBFallbackQuota < 0 || c.DBFallbackQuota > c.Stock:
 		return fmt.Errorf("db-fallback-quota must be between 0 and the stock (%d), got %d", c.Stock, c.DBFallbackQuota)
 	case c.ReconcileEvery <= 0 || c.ReconcileGrace <= 0:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 )
@@ -150,7 +151,35 @@ func TestConfigDemoAndSecret(t *testing.T) {
 // these tests parse flags as a user's shell would.
 func cleanEnv(t *testing.T) {
 	for _, k := range []string{"SECKILL_REDIS_ADDR", "SECKILL_REDIS_CLUSTER_ADDRS", "SECKILL_STOCK_REDIS_ADDR", "SECKILL_MYSQL_DSN",
-		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW", "SECKILL_PER_USER_LIMIT"} {
+		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW", "SECKILL_PER_USER_LIMIT", "SECKILL_PRODUCE_BATCH", "SECKILL_PRODUCE_LINGER"} {
 		t.Setenv(k, "")
+	}
+}
+
+// -produce-batch and -produce-linger: off by default, parsed, and checked.
+func TestConfigProduceBatching(t *testing.T) {
+	cleanEnv(t)
+	parse := func(args ...string) (app.Config, error) {
+		c := app.DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return c, err
+		}
+		return c, c.Validate()
+	}
+	c, err := parse()
+	if err != nil || c.ProduceBatch != 0 || c.ProduceLinger != 200*time.Microsecond {
+		t.Fatalf("defaults: batch %d linger %v (%v), want off and 200µs", c.ProduceBatch, c.ProduceLinger, err)
+	}
+	c, err = parse("-produce-batch", "64", "-produce-linger", "1ms")
+	if err != nil || c.ProduceBatch != 64 || c.ProduceLinger != time.Millisecond {
+		t.Fatalf("set: batch %d linger %v (%v)", c.ProduceBatch, c.ProduceLinger, err)
+	}
+	for _, bad := range [][]string{{"-produce-batch", "-1"}, {"-produce-batch", "4097"}, {"-produce-linger", "-1ms"}} {
+		if _, err := parse(bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

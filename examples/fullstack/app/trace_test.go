@@ -87,9 +87,18 @@ func TestTraceCrossesKafka(t *testing.T) {
 // TestMetricsFromTheObserver: every library part reports to the service's
 // one Prometheus observer: after a buy, /metrics counts the library's
 // stages (stock.reserve, token.consume, captcha.verify, order.submit,
-// limiter.allow) and shows the breakers' state gauge.
+// limiter.allow, orderkafka.produce) and shows the breakers' state gauge;
+// with -produce-batch too (the buy's message goes in a batch of one, sent
+// after the linger).
 func TestMetricsFromTheObserver(t *testing.T) {
-	_, base := startApp(t, embeddedConfig(10, 2))
+	t.Run("produce-batch=0", func(t *testing.T) { testMetricsFromTheObserver(t, 0) })
+	t.Run("produce-batch=8", func(t *testing.T) { testMetricsFromTheObserver(t, 8) })
+}
+
+func testMetricsFromTheObserver(t *testing.T, produceBatch int) {
+	cfg := embeddedConfig(10, 2)
+	cfg.ProduceBatch = produceBatch
+	_, base := startApp(t, cfg)
 	u := login(t, base, "user1")
 	cid, ans, tok, path := u.creds()
 	if code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans}); code != http.StatusAccepted {
@@ -106,6 +115,7 @@ func TestMetricsFromTheObserver(t *testing.T) {
 		`seckill_events_total{outcome="ok",stage="token.consume"} 1`,
 		`seckill_events_total{outcome="ok",stage="captcha.verify"} 1`,
 		`seckill_events_total{outcome="kafka",stage="order.submit"} 1`,
+		`seckill_events_total{outcome="ok",stage="orderkafka.produce"} 1`,
 		`stage="limiter.allow"`,
 		`seckill_breaker_state{name="redis"} 0`,
 		`seckill_breaker_state{name="kafka"} 0`,
