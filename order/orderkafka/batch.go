@@ -52,9 +52,10 @@ const (
 
 // batcher gathers concurrent Publish calls into SendMessages calls.
 type batcher struct {
-	p      *Producer
-	linger time.Duration
-	max    int
+	sp      sarama.SyncProducer
+	produce func(ctx context.Context, msgs []*sarama.ProducerMessage, send func() error) error // reports the call
+	linger  time.Duration
+	max     int
 
 	mu     sync.Mutex
 	open   *pubBatch // the batch still accepting messages, or nil
@@ -160,7 +161,7 @@ func (b *batcher) send(pb *pubBatch) {
 	if len(msgs) == 0 {
 		return
 	}
-	err := b.p.produce(context.Background(), msgs, func() error { return b.p.sp.SendMessages(msgs) })
+	err := b.produce(context.Background(), msgs, func() error { return b.sp.SendMessages(msgs) })
 	if err == nil {
 		return
 	}

@@ -75,7 +75,7 @@ func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (
 		if err != nil {
 			return nil, err
 		}
-		p.b = &batcher{p: p, linger: o.linger, max: maxBatch}
+		p.b = &batcher{sp: sp, produce: p.produce, linger: o.linger, max: maxBatch}
 	}
 	return p, nil
 }
