@@ -88,7 +88,7 @@ func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Chan
 	if err := b.a.in.DB.WithContext(ctx).Where("id = ?", p.Activity).FirstOrCreate(&row).Error; err != nil {
 		return admin.Change{}, err
 	}
-	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Remaining, PerUserLimit: limit, Start: p.Start, End: p.End}); err != nil {
+	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Remaining, PerUserLimit: limit, Start: p.Start, End: p.End, Shards: b.a.cfg.Shards}); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, p.Activity)

@@ -113,6 +113,28 @@ func TestLoadEmbedded(t *testing.T) {
 	assertSale(t, rep, users, stock)
 }
 
+// TestLoadEmbeddedShards: the sale split over 4 Redis keys (-shards 4)
+// sells exactly its stock — counted from Redis (every shard) and SQL — with
+// no oversell and no buyer twice, although a buyer's shard runs dry long
+// before the others (units are borrowed between shards) and reservations
+// are coalesced (the default).
+func TestLoadEmbeddedShards(t *testing.T) {
+	const users, stock = 1000, 40
+	cfg := embeddedConfig(users, stock)
+	cfg.Shards = 4
+	a, url := startApp(t, cfg)
+	st, err := app.Stock(a).Stats(context.Background(), app.ActivityID(a))
+	if err != nil || len(st.Shards) != 4 || st.Total != stock {
+		t.Fatalf("the sale in Redis: %d shards, total %d (%v), want 4 shards of %d units together", len(st.Shards), st.Total, err, stock)
+	}
+	rep := runLoad(t, url, users, 64)
+	assertSale(t, rep, users, stock)
+	st, err = app.Stock(a).Stats(context.Background(), app.ActivityID(a))
+	if err != nil || st.Remaining != 0 || st.Buyers != stock || st.InTransfer != 0 {
+		t.Errorf("the shards after the sale: remaining %d, buyers %d, in transfer %d (%v), want 0, %d and 0", st.Remaining, st.Buyers, st.InTransfer, err, stock)
+	}
+}
+
 // TestLoadRealServers is the integration tier: real Redis and MariaDB (and
 // kfake), 10,000 users for 100 units.
 func TestLoadRealServers(t *testing.T) {

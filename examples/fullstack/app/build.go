@@ -124,8 +124,9 @@ func classify(err error) breaker.Outcome {
 	return breaker.DefaultClassifier(err)
 }
 
-// buildStock: the one Lua call with the in-process sold-out flag, the DB
-// pool when there is one, and the preloader that loads the sale from the
+// buildStock: the one Lua call with the in-process sold-out flag (many
+// buyers' in one call with -coalesce-window, the sale over -shards keys),
+// the DB pool when there is one, and the preloader that loads the sale from the
 // database and rebuilds it after Redis lost it.
 func (a *App) buildStock() (err error) {
 	p, cfg, log := a.p, a.cfg, a.log
@@ -143,6 +144,9 @@ func (a *App) buildStock() (err error) {
 	if p.fallback != nil {
 		opts = append(opts, stock.WithFallback(p.fallback.Reserve))
 	}
+	if cfg.CoalesceWindow > 0 {
+		opts = append(opts, stock.WithCoalescing(cfg.CoalesceWindow, cfg.CoalesceBatch))
+	}
 	if p.stock, err = stock.New(a.in.StockRedis, opts...); err != nil {
 		return err
 	}
@@ -155,7 +159,7 @@ func (a *App) buildStock() (err error) {
 		out := make([]stock.Activity, 0, len(rows))
 		for _, r := range rows {
 			out = append(out, stock.Activity{ID: r.ID, Stock: r.Stock - a.poolQuota(r.ID), PerUserLimit: r.PerUserLimit,
-				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour})
+				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour, Shards: cfg.Shards})
 		}
 		return out, nil
 	})

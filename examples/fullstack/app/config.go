@@ -42,8 +42,23 @@ type Config struct {
 	// pool (stock/dbfallback): they are sold when Redis cannot be reached,
 	// and when Redis's share is sold out, so none is stranded. 0: off.
 	DBFallbackQuota int64
-	RedisPoolSize   int
-	KeyPrefix       string // Redis key prefix of every package
+	// CoalesceWindow and CoalesceBatch gather concurrent Reserve calls of
+	// the sale into one script call (stock.WithCoalescing): a batch leaves
+	// when it holds CoalesceBatch requests or CoalesceWindow after its first
+	// arrived. A window of 0 turns coalescing off (one script call per
+	// Reserve). On by default: at the peak a script call per buyer is what
+	// bounds one Redis core (BENCHMARKS.md: ≈ 46k/s one by one, ≈ 220k/s
+	// coalesced), and the price is at most the window of added latency.
+	CoalesceWindow time.Duration
+	CoalesceBatch  int
+	// Shards splits the sale's stock over this many Redis keys, each in
+	// its own Cluster slot (stock.Activity.Shards): one hot sale on several
+	// Redis masters. 1 (the default) on a standalone Redis, where shards
+	// only add calls; on a Cluster, one per master the sale should use.
+	// Every process of a deployment must be given the same value.
+	Shards        int
+	RedisPoolSize int
+	KeyPrefix     string // Redis key prefix of every package
 
 	MySQLDSN            string // go-sql-driver DSN; empty = embedded SQLite
 	MySQLDatabase       string // database created when the DSN names none
@@ -203,6 +218,9 @@ func DefaultConfig() Config {
 		PathLead:       5 * time.Second,
 		PayTimeout:     15 * time.Minute,
 		DemoUsers:      10000,
+		CoalesceWindow: 500 * time.Microsecond,
+		CoalesceBatch:  64,
+		Shards:         1,
 		PerUserLimit:   1,
 		ReconcileEvery: 30 * time.Second,
 		ReconcileGrace: 2 * time.Minute,
@@ -260,6 +278,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	intv(&c.RedisPoolSize, "redis-pool", "SECKILL_REDIS_POOL", "Redis connection pool size")
 	str(&c.StockRedisAddr, "stock-redis", "SECKILL_STOCK_REDIS_ADDR", "standalone Redis host:port for the sale's stock alone (default: the main Redis)")
 	i64(&c.DBFallbackQuota, "db-fallback-quota", "SECKILL_DB_FALLBACK_QUOTA", "units set aside in a DB pool, sold while Redis is unreachable or sold out (0: off)")
+	dur(&c.CoalesceWindow, "coalesce-window", "SECKILL_COALESCE_WINDOW", "gather concurrent reservations of the sale for this long into one Redis script call (0: off, one call per reservation)")
+	intv(&c.CoalesceBatch, "coalesce-batch", "SECKILL_COALESCE_BATCH", "most reservations per coalesced script call (1..1024)")
+	intv(&c.Shards, "shards", "SECKILL_SHARDS", "split the sale's stock over this many Redis keys, each in its own Cluster slot (1..64; 1 on a standalone Redis; the same in every process)")
 	str(&c.KeyPrefix, "prefix", "SECKILL_PREFIX", "Redis key prefix")
 	str(&c.MySQLDSN, "mysql", "SECKILL_MYSQL_DSN", "MySQL/MariaDB DSN, e.g. 'root@tcp(127.0.0.1:3306)/?parseTime=true' (default: embedded SQLite)")
 	str(&c.MySQLDatabase, "mysql-db", "SECKILL_MYSQL_DB", "database created and used when the DSN names none")
@@ -364,6 +385,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("SECKILL_ADMIN_ADDR (-admin-addr): %w", adminListenErr(c.AdminAddr))
 	case c.MetricsToken != "" && len(c.MetricsToken) < 16:
 		return fmt.Errorf("SECKILL_METRICS_TOKEN has %d bytes, want at least 16", len(c.MetricsToken))
+	case c.CoalesceWindow < 0 || c.CoalesceWindow > time.Second:
+		return fmt.Errorf("coalesce-window must be between 0 (off) and 1s, got %v", c.CoalesceWindow)
+	case c.CoalesceBatch < 1 || c.CoalesceBatch > 1024:
+		return fmt.Errorf("coalesce-batch must be between 1 and 1024, got %d", c.CoalesceBatch)
+	case c.Shards < 1 || c.Shards > 64:
+		return fmt.Errorf("shards must be between 1 and 64, got %d", c.Shards)
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions must be >= 1")
 	case c.ProduceBatch < 0 || c.ProduceBatch > 4096 || c.ProduceLinger < 0:

@@ -36,6 +36,13 @@ func TestConfigValidateRolesAndFallback(t *testing.T) {
 		{"negative pool", func(c *app.Config) { c.DBFallbackQuota = -1 }, "db-fallback-quota"},
 		{"three per user", func(c *app.Config) { c.PerUserLimit = 3 }, ""},
 		{"no unit per user", func(c *app.Config) { c.PerUserLimit = 0 }, "per-user-limit"},
+		{"coalescing off", func(c *app.Config) { c.CoalesceWindow = 0 }, ""},
+		{"negative coalescing window", func(c *app.Config) { c.CoalesceWindow = -1 }, "coalesce-window"},
+		{"empty coalesced batch", func(c *app.Config) { c.CoalesceBatch = 0 }, "coalesce-batch"},
+		{"batch beyond the library's", func(c *app.Config) { c.CoalesceBatch = 1025 }, "coalesce-batch"},
+		{"64 shards", func(c *app.Config) { c.Shards = 64 }, ""},
+		{"no shard", func(c *app.Config) { c.Shards = 0 }, "shards"},
+		{"65 shards", func(c *app.Config) { c.Shards = 65 }, "shards"},
 	} {
 		c := app.DefaultConfig()
 		tc.edit(&c)
@@ -46,6 +53,42 @@ func TestConfigValidateRolesAndFallback(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// Coalesced reservations are on by default (500µs, 64 per call) and the
+// sale is one key; -coalesce-window, -coalesce-batch and -shards and their
+// variables set them, the flag over the variable; a window of 0 is off.
+func TestConfigCoalescingAndShards(t *testing.T) {
+	cleanEnv(t)
+	parse := func(args ...string) app.Config {
+		t.Helper()
+		c := app.DefaultConfig()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := parse(); c.CoalesceWindow != 500*time.Microsecond || c.CoalesceBatch != 64 || c.Shards != 1 {
+		t.Errorf("defaults: window %v, batch %d, shards %d; want 500µs, 64, 1", c.CoalesceWindow, c.CoalesceBatch, c.Shards)
+	}
+	if c := parse("-coalesce-window", "0", "-coalesce-batch", "16", "-shards", "3"); c.CoalesceWindow != 0 || c.CoalesceBatch != 16 || c.Shards != 3 {
+		t.Errorf("flags: window %v, batch %d, shards %d", c.CoalesceWindow, c.CoalesceBatch, c.Shards)
+	}
+	t.Setenv("SECKILL_COALESCE_WINDOW", "2ms")
+	t.Setenv("SECKILL_COALESCE_BATCH", "128")
+	t.Setenv("SECKILL_SHARDS", "6")
+	if c := parse(); c.CoalesceWindow != 2*time.Millisecond || c.CoalesceBatch != 128 || c.Shards != 6 {
+		t.Errorf("environment: window %v, batch %d, shards %d", c.CoalesceWindow, c.CoalesceBatch, c.Shards)
+	}
+	if c := parse("-shards", "2"); c.Shards != 2 {
+		t.Errorf("the flag over the variable: shards %d, want 2", c.Shards)
 	}
 }
 
@@ -151,7 +194,8 @@ func TestConfigDemoAndSecret(t *testing.T) {
 // these tests parse flags as a user's shell would.
 func cleanEnv(t *testing.T) {
 	for _, k := range []string{"SECKILL_REDIS_ADDR", "SECKILL_REDIS_CLUSTER_ADDRS", "SECKILL_STOCK_REDIS_ADDR", "SECKILL_MYSQL_DSN",
-		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW", "SECKILL_PER_USER_LIMIT", "SECKILL_PRODUCE_BATCH", "SECKILL_PRODUCE_LINGER"} {
+		"SECKILL_KAFKA_BROKERS", "SECKILL_KAFKA_ADDR_MAP", "SECKILL_SECRET", "SECKILL_DEMO", "SECKILL_DEMO_WITH_REAL_SERVERS", "SECKILL_CLOCK_SKEW", "SECKILL_PER_USER_LIMIT",
+		"SECKILL_COALESCE_WINDOW", "SECKILL_COALESCE_BATCH", "SECKILL_SHARDS", "SECKILL_PRODUCE_BATCH", "SECKILL_PRODUCE_LINGER"} {
 		t.Setenv(k, "")
 	}
 }

@@ -73,6 +73,18 @@ type reportView struct {
 	Latency    chartView
 	Stages     stageView
 	Events     []eventRow
+	Peak       *peakView // nil unless the run is the peak or measured the bare server
+}
+
+// peakView is the page's "Peak" section: the buy phase beside the bare
+// server, the ratios, and the Redis commands per accepted buy.
+type peakView struct {
+	Rows         []peakRow
+	Ratio        string
+	Until        string
+	RedisCalls   string
+	RedisCPU     string
+	Units, Users int64
 }
 
 type chartView struct {
@@ -140,7 +152,26 @@ func (r *Report) view() (*reportView, error) {
 	v.Events = r.eventRows(xmax)
 	v.Params = r.params(v.Generated, v.Bucket)
 	v.Summary = r.summary()
+	if r.Config.Peak || r.BareBefore != nil {
+		v.Peak = r.peakView()
+	}
 	return v, nil
+}
+
+// peakView is the "Peak" section's data (PeakString's figures).
+func (r *Report) peakView() *peakView {
+	p := &peakView{Rows: r.peakRows(), Units: r.Server.Units(), Users: int64(r.Users), Ratio: "-", Until: "-"}
+	if tp, cpu := r.Ratios(); tp > 0 {
+		p.Ratio = fmt.Sprintf("%.2f× the bare server's rate", tp)
+		if cpu > 0 {
+			p.Ratio += fmt.Sprintf(", CPU ratio %.2f", cpu)
+		}
+	}
+	if n, d := r.UntilSoldOut(); n > 0 && d > 0 {
+		p.Until = fmt.Sprintf("%d requests in %v, %.0f/s", n, d.Round(time.Millisecond), float64(n)/d.Seconds())
+	}
+	p.RedisCalls, p.RedisCPU = r.RedisPerAccepted()
+	return p
 }
 
 // colorsOf gives each outcome its fixed colour, or else the next of the

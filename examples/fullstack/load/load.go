@@ -31,6 +31,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -78,6 +79,18 @@ type Config struct {
 	// pause, a stock top-up) calls Report.Mark from any goroutine so the
 	// HTML report shows the instant.
 	OnReport func(*Report)
+	// Redis, when set, reads the service's Redis servers (RedisReading:
+	// INFO commandstats and cpu, summed over them); Run reads them right
+	// before and right after the buy phase, outside its timing, and puts
+	// the difference in Report.Redis (an error: Report.RedisNote). Nil:
+	// not read (miniredis has no INFO commandstats).
+	Redis func(ctx context.Context) (RedisReading, error)
+	// RedisNote says why Redis is not read when Redis is nil (the report
+	// prints it after "n/a").
+	RedisNote string
+	// Peak marks the run as the peak of a sale (loadgen -peak): the
+	// reports show its figures (PeakString, the HTML's "Peak" section).
+	Peak bool
 	// Steps are operator actions scripted into the buy phase (a pause, a
 	// stock top-up, a resume), in At order: step k runs once, when the
 	// first worker is about to send buy request number At (0-based, in
@@ -167,6 +180,14 @@ type Report struct {
 	// process: both figures then measure the same CPU.
 	GenCPU, ServerCPU time.Duration
 	SameProcess       bool
+	// Redis is what the service's Redis servers did in the buy phase,
+	// when Config.Redis read them (nil otherwise; RedisNote says why).
+	Redis     *RedisUse
+	RedisNote string
+	// BareBefore and BareAfter are the bare server measured right before
+	// and right after the buy phase (loadgen -baseline and -peak; nil when
+	// not measured): Ratios and PeakString compare the buy phase with them.
+	BareBefore, BareAfter *Report
 
 	// The run as a time series (filled by Run; see WriteHTML).
 	Config  Config    // the run's parameters, defaults applied
@@ -393,6 +414,7 @@ func (r *runner) buy(ctx context.Context) ([]int, error) {
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(true)
 	}
+	redis0, redisErr := r.readRedis(ctx)
 	srv0, srvOK := r.c.serverCPU(ctx)
 	gen0, genOK := selfCPU()
 	t1 := time.Now()
@@ -422,12 +444,34 @@ func (r *runner) buy(ctx context.Context) ([]int, error) {
 	if cfg.OnBuyPhase != nil {
 		cfg.OnBuyPhase(false)
 	}
+	if redisErr == nil {
+		var redis1 RedisReading
+		if redis1, redisErr = r.readRedis(ctx); redisErr == nil {
+			rep.Redis = redisUse(redis0, redis1)
+		}
+	}
+	if redisErr != nil {
+		rep.RedisNote = redisErr.Error()
+	}
 	if cfg.Beside != nil {
 		if err := cfg.Beside(ctx, false); err != nil {
 			return nil, err
 		}
 	}
 	return order, nil
+}
+
+// readRedis reads the service's Redis servers (Config.Redis); an error
+// when there is no reader says why (Config.RedisNote).
+func (r *runner) readRedis(ctx context.Context) (RedisReading, error) {
+	if r.cfg.Redis == nil {
+		return RedisReading{}, errors.New(cmp.Or(r.cfg.RedisNote, "Redis not read"))
+	}
+	rd, err := r.cfg.Redis(ctx)
+	if err != nil {
+		return rd, fmt.Errorf("reading Redis: %w", err)
+	}
+	return rd, nil
 }
 
 // tally fills the buy phase's figures from the answers: the throughput,

@@ -9,6 +9,18 @@
 //	go run ./examples/fullstack/loadgen -target http://127.0.0.1:8080   # a running server (-demo)
 //	go run ./examples/fullstack/loadgen -redis 127.0.0.1:6379 -mysql 'root@tcp(127.0.0.1:3306)/'
 //	go run ./examples/fullstack/loadgen -report load.html             # also the run as an HTML page
+//	go run ./examples/fullstack/loadgen -peak -users 20000            # the peak: stock for half the users
+//
+// -peak measures the moment that decides a sale: the stock is half the
+// users (unless -stock or SECKILL_STOCK says otherwise), so half the buys
+// are accepted while stock remains and half refused once it is gone; the
+// bare server is measured beside the buy phase (-baseline), and the
+// figures are printed side by side (rate, p50, p99, CPU per request, the
+// ratios), with the Redis commands per accepted buy read from the
+// service's Redis (INFO commandstats and INFO cpu before and after the buy
+// phase; -redis, -stock-redis or -redis-cluster name it, also with
+// -target; "n/a" on the embedded miniredis, which has no INFO
+// commandstats).
 //
 // -report writes one self-contained HTML file (inline SVG, no script, no
 // network): throughput by outcome and latency p50/p90/p99 over time, with
@@ -70,6 +82,11 @@ func run(args []string) (int, error) {
 	defer stop()
 
 	lc.MetricsToken = os.Getenv("SECKILL_METRICS_TOKEN") // the target's, to read its CPU
+	if lc.Peak {
+		read, note, closeRedis := newRedisReader(cfg, lc.Target == "")
+		defer closeRedis()
+		lc.Redis, lc.RedisNote = read, note
+	}
 	if lc.Target == "" {
 		shutdown, err := startEmbedded(ctx, cfg, &lc)
 		if err != nil {
@@ -102,7 +119,10 @@ func run(args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return output(rep, base, cl.report)
+	if base != nil {
+		rep.BareBefore, rep.BareAfter = base.before, base.after
+	}
+	return output(rep, cl.report)
 }
 
 // cmdline is loadgen's parsed command line: the embedded server's flags
@@ -114,6 +134,7 @@ type cmdline struct {
 	quiet      bool        // -q
 	bareServe  string      // -bare-serve
 	baseline   bool        // -baseline
+	peak       bool        // -peak
 	cpuprofile string      // -cpuprofile
 	report     string      // -report
 }
@@ -136,8 +157,24 @@ func parseFlags(args []string) *cmdline {
 	fs.BoolVar(&cl.baseline, "baseline", false, "also measure a bare net/http server (the machine's floor) with the same generator and concurrency, half the buy phase's request count right before it and half right after, and print the service's ratio to it")
 	fs.StringVar(&cl.cpuprofile, "cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
 	fs.StringVar(&cl.report, "report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
+	fs.BoolVar(&cl.peak, "peak", false, "measure the peak of a sale: stock = users / 2 unless -stock (or SECKILL_STOCK) is given, the bare server beside the buy phase (as -baseline), the figures side by side, and the Redis commands and CPU per accepted buy (INFO commandstats of -redis, -stock-redis or -redis-cluster; with -target they name the target's Redis)")
 	_ = fs.Parse(args)
+	cl.applyPeak()
 	return cl
+}
+
+// applyPeak sets -peak's defaults: half the users' worth of stock unless
+// the stock was given, and the bare server beside the buy phase.
+func (cl *cmdline) applyPeak() {
+	if !cl.peak {
+		return
+	}
+	cl.baseline, cl.lc.Peak = true, true
+	given := os.Getenv("SECKILL_STOCK") != ""
+	cl.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "stock" })
+	if !given {
+		cl.cfg.Stock = int64(max(cl.cfg.DemoUsers/2, 1))
+	}
 }
 
 // startEmbedded starts the service in this process, makes it lc's target
@@ -230,50 +267,22 @@ func (b *baseline) measure(ctx context.Context, before bool) error {
 	return nil
 }
 
-// ratios are the service's buy phase against both halves of the baseline:
-// by throughput (requests over the halves' summed time), and by CPU, which
-// is steadier on a shared machine: (bare server + generator CPU per
-// request) ÷ (service + generator CPU per buy). cpu is 0 when a CPU
-// reading is missing.
-func (b *baseline) ratios(rep *load.Report) (throughput, cpu float64) {
-	n := b.before.BuyRequests + b.after.BuyRequests
-	t := b.before.BuyTime + b.after.BuyTime
-	throughput = rep.Throughput / (float64(n) / t.Seconds())
-	bb, ba, svc := phaseCPU(b.before), phaseCPU(b.after), phaseCPU(rep)
-	if bb > 0 && ba > 0 && svc > 0 && rep.BuyRequests > 0 {
-		cpu = (float64(bb+ba) / float64(n)) / (float64(svc) / float64(rep.BuyRequests))
-	}
-	return throughput, cpu
-}
-
-// phaseCPU is the CPU a measured phase cost generator and server together
-// (0 when a reading is missing). In one process the generator's reading
-// already holds the server's.
-func phaseCPU(r *load.Report) time.Duration {
-	switch {
-	case r.GenCPU <= 0:
-		return 0
-	case r.SameProcess:
-		return r.GenCPU
-	case r.ServerCPU <= 0:
-		return 0
-	}
-	return r.GenCPU + r.ServerCPU
-}
-
-// output prints the report (and the baseline's, with the ratios), writes
-// the HTML report when asked, and gives the exit code: 1 when an
-// invariant is violated.
-func output(rep *load.Report, base *baseline, report string) (int, error) {
+// output prints the report (with the bare server's and the ratios when
+// measured, the peak's figures with -peak), writes the HTML report when
+// asked, and gives the exit code: 1 when an invariant is violated.
+func output(rep *load.Report, report string) (int, error) {
 	fmt.Print(rep.String())
-	if base != nil {
-		fmt.Print(base.before.BaselineString("right before the buy phase"))
-		fmt.Print(base.after.BaselineString("right after the buy phase"))
-		tp, cpu := base.ratios(rep)
+	if rep.BareBefore != nil && rep.BareAfter != nil {
+		fmt.Print(rep.BareBefore.BaselineString("right before the buy phase"))
+		fmt.Print(rep.BareAfter.BaselineString("right after the buy phase"))
+		tp, cpu := rep.Ratios()
 		fmt.Printf("ratio       the service's buy phase ran at %.0f%% of the bare server's rate (both halves)\n", 100*tp)
 		if cpu > 0 {
 			fmt.Printf("cpu ratio   %.2f: (bare server + generator CPU per request) / (service + generator CPU per buy)\n", cpu)
 		}
+	}
+	if rep.Config.Peak {
+		fmt.Print(rep.PeakString())
 	}
 	if report != "" {
 		if err := writeReport(report, rep); err != nil {

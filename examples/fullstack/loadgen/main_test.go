@@ -2,16 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
+
+	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/examples/fullstack/load"
 )
 
 // embeddedOnly clears the service's environment (SECKILL_REDIS_ADDR, ...)
@@ -143,4 +148,98 @@ func TestBaselineBesideTheBuyPhase(t *testing.T) {
 	assert.Contains(t, printed, "baseline    bare net/http right after the buy phase, same generator: 300 requests in ")
 	assert.Regexp(t, `ratio       the service's buy phase ran at \d+% of the bare server's rate \(both halves\)`, printed)
 	assert.Regexp(t, `cpu ratio   \d+\.\d\d: \(bare server \+ generator CPU per request\) / \(service \+ generator CPU per buy\)`, printed)
+}
+
+// -peak: the stock is half the users unless it is given (flag or
+// environment), and the bare server is measured beside the buy phase.
+func TestPeakDefaults(t *testing.T) {
+	embeddedOnly(t)
+	cl := parseFlags([]string{"-peak", "-users", "2000"})
+	assert.Equal(t, int64(1000), cl.cfg.Stock)
+	assert.True(t, cl.baseline, "-peak measures the bare server")
+	assert.True(t, cl.lc.Peak)
+
+	cl = parseFlags([]string{"-peak"})
+	assert.Equal(t, int64(cl.cfg.DemoUsers/2), cl.cfg.Stock, "the default users")
+	cl = parseFlags([]string{"-peak", "-users", "1"})
+	assert.Equal(t, int64(1), cl.cfg.Stock, "at least one unit")
+	cl = parseFlags([]string{"-peak", "-users", "2000", "-stock", "7"})
+	assert.Equal(t, int64(7), cl.cfg.Stock, "-stock wins")
+	t.Setenv("SECKILL_STOCK", "9")
+	cl = parseFlags([]string{"-peak", "-users", "2000"})
+	assert.Equal(t, int64(9), cl.cfg.Stock, "SECKILL_STOCK wins")
+	t.Setenv("SECKILL_STOCK", "")
+
+	cl = parseFlags([]string{"-users", "2000"})
+	assert.Equal(t, int64(100), cl.cfg.Stock, "without -peak: the service's default")
+	assert.False(t, cl.baseline)
+	assert.False(t, cl.lc.Peak)
+}
+
+// Without a real Redis the peak says why it has no Redis figures.
+func TestRedisReaderWithoutRedis(t *testing.T) {
+	embeddedOnly(t)
+	cl := parseFlags(nil)
+	read, note, closeAll := redisReader(cl.cfg, true)
+	defer closeAll()
+	assert.Nil(t, read)
+	assert.Contains(t, note, "miniredis has no INFO commandstats")
+	_, note, _ = redisReader(cl.cfg, false)
+	assert.Contains(t, note, "the target's Redis is not known")
+}
+
+// TestPeakEmbedded runs -peak against the embedded server: half the users
+// buy a unit, the figures are printed beside the bare server's, and Redis
+// is read right before and right after the buy phase (a reader of the
+// test's own: miniredis has no INFO commandstats), 300 EVALSHA between the
+// two readings being 2 per accepted buy.
+func TestPeakEmbedded(t *testing.T) {
+	embeddedOnly(t)
+	var reads int
+	newRedisReader = func(app.Config, bool) (func(context.Context) (load.RedisReading, error), string, func()) {
+		return func(context.Context) (load.RedisReading, error) {
+			reads++
+			return load.RedisReading{Calls: map[string]int64{"EVALSHA": int64(300 * (reads - 1)), "INFO": int64(reads)}, CPU: time.Duration(reads) * 15 * time.Millisecond}, nil
+		}, "", func() {}
+	}
+	defer func() { newRedisReader = redisReader }()
+	out := filepath.Join(t.TempDir(), "peak.html")
+	printed, code, err := capture(func() (int, error) {
+		return run([]string{"-q", "-peak", "-users", "300", "-c", "16", "-drain", "2m", "-report", out})
+	})
+	require.NoError(t, err, printed)
+	require.Equal(t, 0, code, printed)
+	assert.Equal(t, 2, reads)
+	assert.Contains(t, printed, "vs 150 stock")
+	assert.Contains(t, printed, "peak        150 units for 300 users (300 buy requests)")
+	assert.Regexp(t, `contended: 150 accepted, 150 refused\s+300\s+\d+/s`, printed)
+	assert.Regexp(t, `bare net/http right before\s+150\s+\d+/s`, printed)
+	assert.Regexp(t, `ratio \d+\.\d\d× the bare server's rate`, printed)
+	assert.Contains(t, printed, "EVALSHA 2.00 (2.00 in all; 300 commands for 150 accepted of 300 buy requests)")
+	assert.Contains(t, printed, "redis cpu   100µs per accepted buy")
+	page, err := os.ReadFile(out)
+	require.NoError(t, err)
+	doc, err := html.Parse(bytes.NewReader(page))
+	require.NoError(t, err)
+	assert.Contains(t, text(byID(t, doc, "redis-calls")), "EVALSHA 2.00")
+	assert.Len(t, find(byID(t, doc, "peak"), func(n *html.Node) bool { return n.Data == "tr" }), 4)
+}
+
+// capture runs f with os.Stdout going to a pipe and returns what it printed.
+func capture(f func() (int, error)) (string, int, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return "", 0, err
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	code, ferr := f()
+	os.Stdout = stdout
+	_ = w.Close()
+	return <-out, code, ferr
 }
