@@ -41,9 +41,15 @@ func TestSoldOutRefusalReadsNoBody(t *testing.T) {
 	assert.JSONEq(t, `{"status":"sold_out","message":"sold out"}`, w.Body.String())
 	assert.Zero(t, rc.reads, "the body of a buyer who won nothing was read")
 
-	// The winner's retry (same attempt) gets its reservation back.
+	// The winner's retry (same attempt) gets its reservation back: still
+	// queued (202), or already an order (200 created) when the consumer was
+	// quicker (CI, a loaded box).
 	code, m := benchCall(t, base, "POST", winPath, winBearer, rawJSON(winBody))
-	assert.Equal(t, http.StatusAccepted, code, m)
+	if code == http.StatusOK {
+		assert.Equal(t, "created", m["status"], m)
+	} else {
+		assert.Equal(t, http.StatusAccepted, code, m)
+	}
 	assert.Equal(t, resv, m["reservation"])
 	// A new attempt of the winner is sold out.
 	_, _, newBody := benchBuyer(t, base, "user1", "winner1-again")
