@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seckillkit/seckill/fused"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -145,6 +147,36 @@ func (s *Store) verify(ctx context.Context, p VerifyParams) error {
 	if err != nil {
 		return fmt.Errorf("captcha: verify: %w", err)
 	}
+	return verifyReply(v)
+}
+
+// VerifyCheck is [Store.Verify] as a check a composer runs in one script
+// with other blocks' checks (package fused): the same Lua, the same
+// decisions, the same observer report. It passes when the answer solved
+// the challenge. An ID that cannot exist fails as Verify fails, before
+// Redis.
+func (s *Store) VerifyCheck(p VerifyParams) (fused.Check[struct{}], error) {
+	if !ValidID(p.ID) {
+		return fused.Check[struct{}]{}, ErrNotFound
+	}
+	a := normalizeAnswer(p.Answer)
+	if len(a) > maxAnswerLen {
+		a = ""
+	}
+	start := time.Now()
+	return fused.Check[struct{}]{Lua: verifyLua, Keys: []string{challengeKey(s.opts.prefix, p.ID)},
+		Args: []any{a, p.User, s.opts.maxAttempts}, Pass: "r[1] == 0",
+		Decode: func(ctx context.Context, v any) (struct{}, error) {
+			err := verifyReply(v)
+			if s.opts.observer != nil {
+				s.report(ctx, StageVerify, start, err)
+			}
+			return struct{}{}, err
+		}}, nil
+}
+
+// verifyReply is verify.lua's reply as Verify returns it.
+func verifyReply(v any) error {
 	arr, ok := v.([]interface{})
 	if !ok || len(arr) != 2 {
 		return fmt.Errorf("captcha: verify: %w: %T", ErrBadReply, v)

@@ -1,6 +1,7 @@
 package checkout
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -35,6 +36,9 @@ type Attempt struct {
 	found       bool  // replay: the attempt's reservation exists, held
 	heldQty     int64 // what the replayed reservation holds
 	released    bool  // the hand-off released the reservation already
+
+	fusedTo int                                           // the fused admission covered the steps before this one
+	replies map[string]func(context.Context) (any, error) // the fused script's answers, by step
 }
 
 // Reservation is the attempt's reservation ID, once a step has set it.

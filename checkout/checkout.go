@@ -32,8 +32,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/fused"
 
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/limiter"
@@ -99,6 +103,21 @@ type Config struct {
 	Global  func() bool                                                           // this process's bucket: (*limiter.TokenBucket).Allow
 	Breaker func(ctx context.Context, fn func(context.Context) error) error       // guarded steps run inside it: (*breaker.Breaker).Execute
 
+	// Redis is the Redis the checks run on, for the fused admission: with
+	// it the Redis checks before Reserve that offer a fused form (package
+	// fused: Tokens as *token.Pool, PerUser as *redislimit.SlidingWindow,
+	// Stock as *stock.Deductor for the replay lookup, CaptchaCheck) run as
+	// one script, one round trip, with the same decisions and side effects
+	// as one call each. A Cluster or Ring client (keys in several slots)
+	// leaves every check its own call. nil: no fusion.
+	Redis redis.Scripter
+	// CaptchaCheck is Captcha's fused form: (*captcha.Store).VerifyCheck.
+	// Optional; without it the captcha is its own call.
+	CaptchaCheck func(p captcha.VerifyParams) (fused.Check[struct{}], error)
+	// Sequential turns the fused admission off: every check its own call,
+	// as without Redis. Default false.
+	Sequential bool
+
 	// Steps edits the default steps (nil keeps them): remove, replace or
 	// insert; the result must keep "reserve" and "submit".
 	Steps func(defaults []Step) []Step
@@ -116,6 +135,10 @@ type Checkout struct {
 	steps []Step
 	node  string
 	seq   atomic.Uint64
+	fuse  bool // the fused admission (Config.Redis)
+
+	mu      sync.Mutex
+	scripts map[string]*redis.Script // the fused scripts by their text
 }
 
 // New checks cfg and lays out its steps.
@@ -144,6 +167,7 @@ func New(cfg Config) (*Checkout, error) {
 	if c.cfg.Now == nil {
 		c.cfg.Now = time.Now
 	}
+	c.fuse = fusing(&c.cfg)
 	c.steps = c.defaultSteps()
 	if cfg.Steps != nil {
 		c.steps = cfg.Steps(append([]Step(nil), c.steps...))
@@ -181,6 +205,9 @@ func (c *Checkout) Buy(ctx context.Context, a *Attempt) Outcome {
 	var out Outcome
 	for i := range c.steps {
 		s := &c.steps[i]
+		if c.fuse && s.fuse == fuseCheck && i >= a.fusedTo {
+			c.prefetch(ctx, i, a)
+		}
 		out = c.run(ctx, s, a)
 		if out.Kind != 0 {
 			out.Step = s.Name

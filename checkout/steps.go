@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/outbox"
@@ -25,6 +26,8 @@ type Step struct {
 	Guarded bool
 	Run     func(ctx context.Context, a *Attempt) Outcome
 	Undo    func(ctx context.Context, a *Attempt)
+
+	fuse fuseRole // the default step's part in the fused admission
 }
 
 // The default steps' names, in the order they run. A step whose part is
@@ -59,19 +62,22 @@ func (c *Checkout) defaultSteps() []Step {
 		steps = append(steps, Step{Name: StepRisk, Guarded: true, Run: c.stepRisk})
 	}
 	if cfg.PerUser != nil {
-		steps = append(steps, Step{Name: StepUserLimit, Run: c.stepUserLimit})
+		_, ok := cfg.PerUser.(windowChecker)
+		steps = append(steps, Step{Name: StepUserLimit, Run: c.stepUserLimit, fuse: role(ok)})
 	}
+	_, ok := cfg.Stock.(lookupChecker)
 	steps = append(steps,
-		Step{Name: StepReplay, Guarded: true, Run: c.stepReplay},
-		Step{Name: StepResubmit, Run: c.stepResubmit})
+		Step{Name: StepReplay, Guarded: true, Run: c.stepReplay, fuse: role(ok)},
+		Step{Name: StepResubmit, Run: c.stepResubmit, fuse: fuseSkip})
 	if cfg.Link != nil {
-		steps = append(steps, Step{Name: StepLink, Run: c.stepLink})
+		steps = append(steps, Step{Name: StepLink, Run: c.stepLink, fuse: fusePure})
 	}
 	if cfg.Captcha != nil {
-		steps = append(steps, Step{Name: StepCaptcha, Guarded: true, Run: c.stepCaptcha})
+		steps = append(steps, Step{Name: StepCaptcha, Guarded: true, Run: c.stepCaptcha, fuse: role(cfg.CaptchaCheck != nil)})
 	}
 	if cfg.Tokens != nil {
-		steps = append(steps, Step{Name: StepToken, Guarded: true, Run: c.stepToken, Undo: c.undoToken})
+		_, ok := cfg.Tokens.(tokenChecker)
+		steps = append(steps, Step{Name: StepToken, Guarded: true, Run: c.stepToken, Undo: c.undoToken, fuse: role(ok)})
 	}
 	return append(steps,
 		Step{Name: StepReserve, Guarded: true, Run: c.stepReserve, Undo: c.undoReserve},
@@ -166,7 +172,7 @@ func riskCode(dec risk.Decision) string {
 }
 
 func (c *Checkout) stepUserLimit(ctx context.Context, a *Attempt) Outcome {
-	lr, err := c.cfg.PerUser.AllowN(ctx, a.User, 1)
+	lr, err := prefetched(ctx, a, StepUserLimit, func() (limiter.Result, error) { return c.cfg.PerUser.AllowN(ctx, a.User, 1) })
 	if err != nil {
 		return busy(err)
 	}
@@ -188,7 +194,7 @@ func (c *Checkout) stepReplay(ctx context.Context, a *Attempt) Outcome {
 	if a.reservation == "" {
 		return Outcome{}
 	}
-	rec, found, err := c.cfg.Stock.Lookup(ctx, c.cfg.Activity, a.reservation)
+	rec, found, err := c.lookup(ctx, a)
 	switch {
 	case errors.Is(err, stock.ErrFrozen):
 		return refuse(TryAgain, false, "the sale is paused for a moment, retry shortly")
@@ -236,7 +242,7 @@ func (c *Checkout) stepLink(ctx context.Context, a *Attempt) Outcome {
 }
 
 func (c *Checkout) stepCaptcha(ctx context.Context, a *Attempt) Outcome {
-	err := c.cfg.Captcha(ctx, captcha.VerifyParams{ID: a.CaptchaID, Answer: a.Captcha, User: a.User})
+	_, err := prefetched(ctx, a, StepCaptcha, func() (struct{}, error) { return struct{}{}, c.cfg.Captcha(ctx, captchaParams(a)) })
 	switch {
 	case err == nil:
 		return Outcome{}
@@ -251,7 +257,7 @@ func (c *Checkout) stepCaptcha(ctx context.Context, a *Attempt) Outcome {
 // answer before Reserve, or its reservation was released): the per-user
 // cap in stock, not the token, stops a second unit.
 func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
-	err := c.cfg.Tokens.Consume(ctx, token.ConsumeParams{Activity: c.cfg.Activity, User: a.User, Token: a.Token})
+	_, err := prefetched(ctx, a, StepToken, func() (struct{}, error) { return struct{}{}, c.cfg.Tokens.Consume(ctx, c.tokenParams(a)) })
 	switch {
 	case err == nil:
 		return Outcome{}
@@ -372,4 +378,30 @@ func (c *Checkout) stepSubmit(ctx context.Context, a *Attempt) Outcome {
 func (c *Checkout) message(a *Attempt, qty int64) order.Message {
 	return order.Message{MsgID: outbox.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
 		Qty: qty, Price: c.cfg.Price, CreatedAt: c.cfg.Now().UTC()}
+}
+
+// role is fuseCheck when the step's part offers a fused form.
+func role(ok bool) fuseRole {
+	if ok {
+		return fuseCheck
+	}
+	return fuseNone
+}
+
+// lookup is the replay step's ledger lookup: from the fused script when it
+// ran, else Stock.Lookup.
+func (c *Checkout) lookup(ctx context.Context, a *Attempt) (stock.Reservation, bool, error) {
+	if a.replies[StepReplay] == nil {
+		return c.cfg.Stock.Lookup(ctx, c.cfg.Activity, a.reservation)
+	}
+	rec, err := prefetched(ctx, a, StepReplay, func() (stock.Reservation, error) { return stock.Reservation{}, nil })
+	return rec, err == nil && rec.ID != "", err
+}
+
+func captchaParams(a *Attempt) captcha.VerifyParams {
+	return captcha.VerifyParams{ID: a.CaptchaID, Answer: a.Captcha, User: a.User}
+}
+
+func (c *Checkout) tokenParams(a *Attempt) token.ConsumeParams {
+	return token.ConsumeParams{Activity: c.cfg.Activity, User: a.User, Token: a.Token}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/fused"
 )
 
 // subscriber is the one plain-client method [Deductor.Run] uses, when the
@@ -844,6 +845,41 @@ func (d *Deductor) Lookup(ctx context.Context, activity, reservationID string) (
 		return found{}, next, err
 	})
 	return f.r, f.ok, err
+}
+
+// LookupCheck is [Deductor.Lookup] as a check a composer runs in one
+// script with other blocks' checks (package fused): the same Lua, the same
+// answers. Its result is the reservation, or the zero Reservation when the
+// ID is not in the ledger; it passes only then (an unknown ID in a loaded
+// ledger that is not frozen). Any other answer of lookup.lua (not loaded,
+// frozen, sharded) is decoded by running Lookup itself. An activity this
+// Deductor knows to be sharded has no such check: the error says so, as do
+// invalid arguments.
+func (d *Deductor) LookupCheck(activity, reservationID string) (fused.Check[Reservation], error) {
+	if err := checkActivity(activity); err != nil {
+		return fused.Check[Reservation]{}, err
+	}
+	if err := d.validateID(reservationID); err != nil {
+		return fused.Check[Reservation]{}, err
+	}
+	if d.layoutOf(activity) != nil {
+		return fused.Check[Reservation]{}, fmt.Errorf("stock: activity %s is sharded: its lookup reads several ledgers", activity)
+	}
+	k := d.keys(activity)
+	return fused.Check[Reservation]{Lua: lookupLua, Keys: []string{k.ledger, k.meta}, Args: []any{reservationID}, Pass: "not r",
+		Decode: func(ctx context.Context, v any) (Reservation, error) {
+			switch x := v.(type) {
+			case nil:
+				return Reservation{}, nil
+			case string:
+				return parseRecord(reservationID, x)
+			}
+			r, ok, err := d.Lookup(ctx, activity, reservationID)
+			if !ok {
+				r = Reservation{}
+			}
+			return r, err
+		}}, nil
 }
 
 // lookupKeys runs lookup.lua on one ledger. shape is lookup.lua's answer

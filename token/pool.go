@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seckillkit/seckill/fused"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -261,6 +263,31 @@ func (p *Pool) consume(ctx context.Context, c ConsumeParams) error {
 	if err != nil {
 		return fmt.Errorf("token: consume %s: %w", c.Activity, err)
 	}
+	return consumeReply(c, v)
+}
+
+// ConsumeCheck is [Pool.Consume] as a check a composer runs in one script
+// with other blocks' checks (package fused): the same Lua, the same
+// decisions, the same observer report. It passes when the token was
+// consumed. Invalid parameters fail as Consume fails, before Redis.
+func (p *Pool) ConsumeCheck(c ConsumeParams) (fused.Check[struct{}], error) {
+	keys, err := p.tokenKeys(c)
+	if err != nil {
+		return fused.Check[struct{}]{}, err
+	}
+	start := time.Now()
+	return fused.Check[struct{}]{Lua: libLua + consumeLua, Keys: keys, Args: []any{c.User, c.Token, p.now()}, Pass: "r == 0",
+		Decode: func(ctx context.Context, v any) (struct{}, error) {
+			err := consumeReply(c, v)
+			if p.opts.observer != nil {
+				report(ctx, p.opts.observer, StageConsume, outcomeOf(err), c.Activity, start, err)
+			}
+			return struct{}{}, err
+		}}, nil
+}
+
+// consumeReply is consume.lua's reply as Consume returns it.
+func consumeReply(c ConsumeParams, v any) error {
 	code, ok := v.(int64)
 	if !ok {
 		return fmt.Errorf("token: consume %s: %w: %T", c.Activity, ErrBadReply, v)

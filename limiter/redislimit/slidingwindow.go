@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/seckillkit/seckill/fused"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/limiter"
@@ -105,6 +107,27 @@ func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (limiter.
 		return s.failed(ctx, key, n, err)
 	}
 	return r, nil
+}
+
+// AllowCheck is [SlidingWindow.AllowN] of one event as a check a composer
+// runs in one script with other blocks' checks (package fused): the same
+// Lua, the same decisions; a malformed reply meets the failure policy, as
+// in AllowN, and the observer hears it. It passes when the event was
+// recorded.
+func (s *SlidingWindow) AllowCheck(key string) fused.Check[limiter.Result] {
+	start := time.Now()
+	return fused.Check[limiter.Result]{Lua: slidingWindowLua, Keys: []string{windowKey(s.o.prefix, s.o.name, key)},
+		Args: []any{s.argWindow, s.argLimit, argOne}, Pass: "r[1] == 1",
+		Decode: func(ctx context.Context, v any) (limiter.Result, error) {
+			r, err := parseDecision(v, nil, s.limit)
+			if err != nil {
+				r, err = s.failed(ctx, key, 1, err)
+			}
+			if s.obs != nil {
+				s.observeAllow(ctx, start, r, err)
+			}
+			return r, err
+		}}
 }
 
 // RefundN implements [limiter.Refunder]: it removes the n newest events of key's

@@ -541,6 +541,10 @@ func (a *App) buildCheckout() (err error) {
 		PerUser:   countedWindow{Limiter: p.perUser, m: a.m, name: "user"},
 		Global:    p.global.Allow,
 		Breaker:   p.brRedis.Execute,
+		// the fused admission: the captcha and the access token in one
+		// script (checkout README, "Fused admission")
+		Redis:        a.in.Redis,
+		CaptchaCheck: p.captcha.store.VerifyCheck,
 
 		Steps:       a.steps,
 		OnUndoError: a.undoFailed,

@@ -1,0 +1,381 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/captcha/captchatest"
+	"github.com/seckillkit/seckill/internal/testenv"
+	"github.com/seckillkit/seckill/limiter/redislimit"
+	"github.com/seckillkit/seckill/stock"
+	"github.com/seckillkit/seckill/token"
+)
+
+const fuseAct = "sale-f"
+
+// fuseWorld is the real composition over one miniredis: the stock ledger,
+// the token pool, the captcha store, a per-user sliding window.
+type fuseWorld struct {
+	rdb      *redis.Client
+	mr       *miniredis.Miniredis
+	d        *stock.Deductor
+	pool     *token.Pool
+	captchas *captcha.Store
+	window   *redislimit.SlidingWindow
+	co       *Checkout
+}
+
+func newFuseWorld(t *testing.T, clk *testenv.Clock, sequential bool, hooks ...redis.Hook) *fuseWorld {
+	t.Helper()
+	ctx := context.Background()
+	w := &fuseWorld{}
+	w.rdb, w.mr = testenv.Miniredis(t)
+	w.mr.SetTime(clk.Now())
+	var err error
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.d, err = stock.New(w.rdb, stock.WithClock(clk))
+	must(err)
+	_, err = w.d.Load(ctx, stock.Activity{ID: fuseAct, Stock: 2, PerUserLimit: 1})
+	must(err)
+	w.pool, err = token.NewPool(w.rdb, token.WithClock(clk), token.WithBindTTL(time.Hour))
+	must(err)
+	_, err = w.pool.Issue(ctx, fuseAct, 8)
+	must(err)
+	w.captchas, err = captcha.New(w.rdb, captchatest.Fixed("6*7?", "42"), captcha.WithClock(clk), captcha.WithTTL(time.Hour))
+	must(err)
+	w.window, err = redislimit.NewSlidingWindow(w.rdb, 3, time.Minute)
+	must(err)
+	for _, h := range hooks {
+		w.rdb.AddHook(h)
+	}
+	w.co, err = New(Config{Activity: fuseAct, Stock: w.d, Submitter: &memSubmitter{}, Results: noResult, Node: "f1", Now: clk.Now,
+		Tokens: w.pool, Captcha: w.captchas.Verify, CaptchaCheck: w.captchas.VerifyCheck, PerUser: w.window,
+		Redis: w.rdb, Sequential: sequential})
+	must(err)
+	return w
+}
+
+// dump is every key of r with its type, value and TTL, sorted.
+func dump(t *testing.T, r *redis.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := r.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		typ := r.Type(ctx, k).Val()
+		var v any
+		switch typ {
+		case "string":
+			v = r.Get(ctx, k).Val()
+		case "hash":
+			h := r.HGetAll(ctx, k).Val()
+			f := make([]string, 0, len(h))
+			for x, y := range h {
+				f = append(f, x+"="+y)
+			}
+			slices.Sort(f)
+			v = f
+		case "zset":
+			v = r.ZRangeWithScores(ctx, k, 0, -1).Val()
+		case "list":
+			v = r.LRange(ctx, k, 0, -1).Val()
+		case "set":
+			s := r.SMembers(ctx, k).Val()
+			slices.Sort(s)
+			v = s
+		}
+		fmt.Fprintf(&b, "%s %s %v ttl=%v\n", k, typ, v, r.PTTL(ctx, k).Val())
+	}
+	return b.String()
+}
+
+// copyState makes to's keys from's.
+func copyState(t *testing.T, from, to *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	to.FlushAll(ctx)
+	for _, k := range from.Keys(ctx, "*").Val() {
+		switch from.Type(ctx, k).Val() {
+		case "string":
+			to.Set(ctx, k, from.Get(ctx, k).Val(), 0)
+		case "hash":
+			for f, v := range from.HGetAll(ctx, k).Val() {
+				to.HSet(ctx, k, f, v)
+			}
+		case "zset":
+			for _, z := range from.ZRangeWithScores(ctx, k, 0, -1).Val() {
+				to.ZAdd(ctx, k, z)
+			}
+		case "list":
+			for _, v := range from.LRange(ctx, k, 0, -1).Val() {
+				to.RPush(ctx, k, v)
+			}
+		case "set":
+			for _, v := range from.SMembers(ctx, k).Val() {
+				to.SAdd(ctx, k, v)
+			}
+		default:
+			t.Fatalf("copy %s: type %s", k, from.Type(ctx, k).Val())
+		}
+		if ttl := from.PTTL(ctx, k).Val(); ttl > 0 {
+			to.PExpire(ctx, k, ttl)
+		}
+	}
+}
+
+// failFirst fails the first command whose name is in names, once.
+type failFirst struct {
+	names []string
+	done  bool
+}
+
+func (f *failFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !f.done && slices.Contains(f.names, cmd.Name()) {
+			f.done = true
+			cmd.SetErr(errors.New("injected: redis down"))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// counter counts what reaches Redis: commands and pipelines.
+type counter struct{ cmds, pipes int }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.cmds++; return next(ctx, cmd) }
+}
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.pipes++; return next(ctx, cmds) }
+}
+func (c *counter) trips() int { return c.cmds + c.pipes }
+
+// TestFusedEquivalence runs the sequential chain and the fused one on the
+// same attempt against two identical Redis states, over every refusal of
+// the fused checks and the faults, and compares the outcomes and the
+// states after.
+func TestFusedEquivalence(t *testing.T) {
+	ctx := context.Background()
+	type fixture struct {
+		w   *fuseWorld // the state is made here (world A), then copied to B
+		tok string     // u1's access token
+		cap string     // u1's captcha
+	}
+	setup := func(t *testing.T, f *fixture, user string) {
+		t.Helper()
+		g, err := f.w.pool.Take(ctx, fuseAct, user)
+		if err != nil || g.Token == "" {
+			t.Fatalf("take: %v %v", g, err)
+		}
+		ch, err := f.w.captchas.Generate(ctx, captcha.GenerateParams{User: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.tok, f.cap = g.Token, ch.ID
+	}
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, f *fixture, a *Attempt) // on world A, before the copy
+		fault   []string                                   // commands that fail once on the fused side
+	}{
+		{name: "accepted"},
+		{name: "accepted with request id", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.RequestID = "req-1" }},
+		{name: "window exceeded", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			for range 3 {
+				if _, err := f.w.window.AllowN(ctx, a.User, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{name: "replay of a known request", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			a.RequestID = "req-2"
+			id, _ := ReservationID(a.User, a.RequestID)
+			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: id}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "replay of a released request", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			a.RequestID = "req-3"
+			id, _ := ReservationID(a.User, a.RequestID)
+			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: id}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.w.d.Release(ctx, fuseAct, id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "captcha wrong", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.Captcha = "41" }},
+		{name: "captcha unknown or expired", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.CaptchaID = "AAAAAAAAAAAAAAAAAAAAAA" }},
+		{name: "captcha used", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			if err := f.w.captchas.Verify(ctx, captcha.VerifyParams{ID: a.CaptchaID, Answer: "42", User: a.User}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "captcha of another user", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			ch, err := f.w.captchas.Generate(ctx, captcha.GenerateParams{User: "u2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.CaptchaID = ch.ID
+		}},
+		{name: "token missing", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.Token = poolToken }},
+		{name: "token used, nothing held", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			if err := f.w.pool.Consume(ctx, token.ConsumeParams{Activity: fuseAct, User: a.User, Token: a.Token}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "token used while holding", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			if err := f.w.pool.Consume(ctx, token.ConsumeParams{Activity: fuseAct, User: a.User, Token: a.Token}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: "rprev"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "token of another user", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			g, err := f.w.pool.Take(ctx, fuseAct, "u2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Token = g.Token
+		}},
+		{name: "sold out", prepare: func(t *testing.T, f *fixture, _ *Attempt) {
+			for _, u := range []string{"u7", "u8"} {
+				if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: u, Qty: 1, ReservationID: "r" + u}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{name: "per-user limit", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: "rmine"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "redis down at the fused call", fault: []string{"evalsha", "eval"}},
+		{name: "captcha key of the wrong type", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			// the captcha's key, found as the only key holding its ID
+			for _, k := range f.w.rdb.Keys(ctx, "*"+a.CaptchaID+"*").Val() {
+				f.w.rdb.Del(ctx, k)
+				f.w.rdb.Set(ctx, k, "x", 0)
+			}
+		}},
+		{name: "window key of the wrong type", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+			if _, err := f.w.window.AllowN(ctx, a.User, 1); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range f.w.rdb.Keys(ctx, "*sw:*"+a.User+"*").Val() {
+				f.w.rdb.Del(ctx, k)
+				f.w.rdb.Set(ctx, k, "x", 0)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testenv.NewEpochClock(0)
+			seq := newFuseWorld(t, clk, true)
+			fault := &failFirst{names: tc.fault}
+			fus := newFuseWorld(t, clk, false, fault)
+			if seq.co.fuse || !fus.co.fuse {
+				t.Fatalf("fuse: sequential %v, fused %v", seq.co.fuse, fus.co.fuse)
+			}
+			f := &fixture{w: seq}
+			setup(t, f, "u1")
+			a := Attempt{User: "u1", Token: f.tok, CaptchaID: f.cap, Captcha: "42"}
+			if tc.prepare != nil {
+				tc.prepare(t, f, &a)
+			}
+			copyState(t, seq.rdb, fus.rdb)
+			if before := dump(t, seq.rdb); before != dump(t, fus.rdb) {
+				t.Fatal("the copy differs")
+			}
+			a1, a2 := a, a
+			o1, o2 := seq.co.Buy(ctx, &a1), fus.co.Buy(ctx, &a2)
+			if len(tc.fault) > 0 && !fault.done {
+				t.Fatal("the fault was not injected")
+			}
+			if o1.Err != nil || o2.Err != nil { // the errors' texts name the call; compare their presence
+				if (o1.Err == nil) != (o2.Err == nil) {
+					t.Fatalf("errors: sequential %v, fused %v", o1.Err, o2.Err)
+				}
+				o1.Err, o2.Err = nil, nil
+			}
+			if o1 != o2 {
+				t.Fatalf("outcomes differ:\nsequential %+v\nfused      %+v", o1, o2)
+			}
+			if s1, s2 := dump(t, seq.rdb), dump(t, fus.rdb); s1 != s2 {
+				t.Fatalf("states differ after %+v:\nsequential:\n%s\nfused:\n%s", o1, s1, s2)
+			}
+			t.Logf("%s: %s %s %s", tc.name, o1.Kind, o1.Step, o1.Reason)
+		})
+	}
+}
+
+// TestFusedRoundTrips counts what reaches Redis during one accepted buy:
+// the sequential chain, then the fused one.
+func TestFusedRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		sequential bool
+		requestID  string
+		max        int
+	}{
+		{"sequential", true, "", 99},
+		{"sequential, request id", true, "req-9", 99},
+		{"fused", false, "", 2},
+		{"fused, request id", false, "req-9", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testenv.NewEpochClock(0)
+			n := &counter{}
+			w := newFuseWorld(t, clk, tc.sequential, n)
+			g, err := w.pool.Take(ctx, fuseAct, "u1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, err := w.captchas.Generate(ctx, captcha.GenerateParams{User: "u1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// one buy first, so the scripts are loaded (EVALSHA, not NOSCRIPT then EVAL)
+			g0, _ := w.pool.Take(ctx, fuseAct, "u0")
+			ch0, _ := w.captchas.Generate(ctx, captcha.GenerateParams{User: "u0"})
+			if out := w.co.Buy(ctx, &Attempt{User: "u0", RequestID: tc.requestID, Token: g0.Token, CaptchaID: ch0.ID, Captcha: "42"}); out.Kind != Accepted {
+				t.Fatalf("warm-up: %+v", out)
+			}
+			*n = counter{}
+			out := w.co.Buy(ctx, &Attempt{User: "u1", RequestID: tc.requestID, Token: g.Token, CaptchaID: ch.ID, Captcha: "42"})
+			if out.Kind != Accepted {
+				t.Fatalf("%+v", out)
+			}
+			t.Logf("%s: %d round trips (%d commands, %d pipelines)", tc.name, n.trips(), n.cmds, n.pipes)
+			if n.trips() > tc.max {
+				t.Fatalf("%d round trips, want <= %d", n.trips(), tc.max)
+			}
+		})
+	}
+}
