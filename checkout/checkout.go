@@ -105,8 +105,9 @@ type Config struct {
 
 	// Redis is the Redis the checks run on, for the fused admission: with
 	// it the Redis checks before Reserve that offer a fused form (package
-	// fused: Tokens as *token.Pool, PerUser as *redislimit.SlidingWindow,
-	// Stock as *stock.Deductor for the replay lookup, CaptchaCheck) run as
+	// fused: RiskCheck, Tokens as *token.Pool, PerUser as
+	// *redislimit.SlidingWindow, Stock as *stock.Deductor for the replay
+	// lookup, CaptchaCheck) run as
 	// one script, one round trip, with the same decisions and side effects
 	// as one call each. A Cluster or Ring client (keys in several slots)
 	// leaves every check its own call. nil: no fusion.
@@ -114,6 +115,10 @@ type Config struct {
 	// CaptchaCheck is Captcha's fused form: (*captcha.Store).VerifyCheck.
 	// Optional; without it the captcha is its own call.
 	CaptchaCheck func(p captcha.VerifyParams) (fused.Check[struct{}], error)
+	// RiskCheck is Risk's fused form: (*risk.Checker).CheckCheck.
+	// Optional; without it, or when it answers an error (a checker with a
+	// rule of its own), risk is its own call.
+	RiskCheck func(s risk.Subject) (fused.Check[risk.Decision], error)
 	// Sequential turns the fused admission off: every check its own call,
 	// as without Redis. Default false.
 	Sequential bool

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckillkit/seckill/fused"
 	"github.com/seckillkit/seckill/limiter"
+	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
 )
@@ -26,7 +27,9 @@ import (
 // open), nothing is taken from it and each step calls its block as before,
 // with that block's failure policy; a check that fails inside the script
 // (a key of the wrong type) ends the script there, and its step and the
-// ones after it call their blocks.
+// ones after it call their blocks. Risk's part (Config.RiskCheck) catches
+// its rules' failures itself and applies the checker's failure policy in
+// the script, as risk.Checker.Check does.
 
 // fuseRole is what a default step is to the fused admission.
 type fuseRole uint8
@@ -40,7 +43,8 @@ const (
 
 // The fused forms checkout recognises on Config.Tokens (*token.Pool),
 // Config.PerUser (*redislimit.SlidingWindow) and Config.Stock
-// (*stock.Deductor).
+// (*stock.Deductor); risk's and captcha's are Config.RiskCheck and
+// Config.CaptchaCheck.
 type (
 	tokenChecker interface {
 		ConsumeCheck(token.ConsumeParams) (fused.Check[struct{}], error)
@@ -84,6 +88,10 @@ func (c *Checkout) part(s *Step, a *Attempt) (part, bool) {
 	var ch part
 	var err error
 	switch s.Name {
+	case StepRisk:
+		var f fused.Check[risk.Decision]
+		f, err = cfg.RiskCheck(riskSubject(a))
+		ch = partOf(s.Name, f)
 	case StepUserLimit:
 		ch = partOf(s.Name, cfg.PerUser.(windowChecker).AllowCheck(a.User))
 	case StepReplay:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,16 +16,19 @@ import (
 
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/captcha/captchatest"
+	"github.com/seckillkit/seckill/fused"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter/redislimit"
+	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/token"
 )
 
 const fuseAct = "sale-f"
 
-// fuseWorld is the real composition over one miniredis: the stock ledger,
-// the token pool, the captcha store, a per-user sliding window.
+// fuseWorld is the real composition over one miniredis: risk (blacklist,
+// behaviour with auto-ban, device binding), the stock ledger, the token
+// pool, the captcha store, a per-user sliding window.
 type fuseWorld struct {
 	rdb      *redis.Client
 	mr       *miniredis.Miniredis
@@ -31,10 +36,21 @@ type fuseWorld struct {
 	pool     *token.Pool
 	captchas *captcha.Store
 	window   *redislimit.SlidingWindow
+	bl       *risk.Blacklist
+	beh      *risk.Behaviour
+	dev      *risk.DeviceBinder
 	co       *Checkout
 }
 
-func newFuseWorld(t *testing.T, clk *testenv.Clock, sequential bool, hooks ...redis.Hook) *fuseWorld {
+// fuseSetup is how a fuseWorld is built.
+type fuseSetup struct {
+	sequential bool
+	risk       []risk.CheckerOption // the risk checker's options
+	edit       func(*Config)        // a last change to the config
+	hooks      []redis.Hook
+}
+
+func newFuseWorld(t *testing.T, clk *testenv.Clock, fs fuseSetup) *fuseWorld {
 	t.Helper()
 	ctx := context.Background()
 	w := &fuseWorld{}
@@ -59,15 +75,32 @@ func newFuseWorld(t *testing.T, clk *testenv.Clock, sequential bool, hooks ...re
 	must(err)
 	w.window, err = redislimit.NewSlidingWindow(w.rdb, 3, time.Minute)
 	must(err)
-	for _, h := range hooks {
+	w.bl, err = risk.NewBlacklist(w.rdb, risk.BlacklistConfig{Clock: clk})
+	must(err)
+	w.beh, err = risk.NewBehaviour(w.rdb, risk.BehaviourConfig{Window: time.Minute, FlagAt: 2, DenyAt: 3, AutoBlacklist: w.bl})
+	must(err)
+	w.dev, err = risk.NewDeviceBinder(w.rdb, risk.DeviceBinderConfig{})
+	must(err)
+	checker, err := risk.NewChecker([]risk.Rule{w.bl, w.beh, w.dev}, fs.risk...)
+	must(err)
+	for _, h := range fs.hooks {
 		w.rdb.AddHook(h)
 	}
-	w.co, err = New(Config{Activity: fuseAct, Stock: w.d, Submitter: &memSubmitter{}, Results: noResult, Node: "f1", Now: clk.Now,
+	cfg := Config{Activity: fuseAct, Stock: w.d, Submitter: &memSubmitter{}, Results: noResult, Node: "f1", Now: clk.Now,
+		Risk: checker.Check, RiskCheck: checker.CheckCheck,
 		Tokens: w.pool, Captcha: w.captchas.Verify, CaptchaCheck: w.captchas.VerifyCheck, PerUser: w.window,
-		Redis: w.rdb, Sequential: sequential})
+		Redis: w.rdb, Sequential: fs.sequential}
+	if fs.edit != nil {
+		fs.edit(&cfg)
+	}
+	w.co, err = New(cfg)
 	must(err)
 	return w
 }
+
+// nonce is the random part of a behaviour log's member: it differs
+// between two worlds by design.
+var nonce = regexp.MustCompile(`-[0-9a-f]{12}\.[0-9a-z]+`)
 
 // dump is every key of r with its type, value and TTL, sorted.
 func dump(t *testing.T, r *redis.Client) string {
@@ -94,7 +127,7 @@ func dump(t *testing.T, r *redis.Client) string {
 			slices.Sort(f)
 			v = f
 		case "zset":
-			v = r.ZRangeWithScores(ctx, k, 0, -1).Val()
+			v = nonce.ReplaceAllString(fmt.Sprint(r.ZRangeWithScores(ctx, k, 0, -1).Val()), "-N")
 		case "list":
 			v = r.LRange(ctx, k, 0, -1).Val()
 		case "set":
@@ -174,51 +207,66 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 func (c *counter) trips() int { return c.cmds + c.pipes }
 
-// TestFusedEquivalence runs the sequential chain and the fused one on the
-// same attempt against two identical Redis states, over every refusal of
-// the fused checks and the faults, and compares the outcomes and the
-// states after.
-func TestFusedEquivalence(t *testing.T) {
+// fuseFixture is what a case of TestFusedEquivalence prepares on.
+type fuseFixture struct {
+	w   *fuseWorld // the state is made here (world A), then copied to B
+	tok string     // u1's access token
+	cap string     // u1's captcha
+}
+
+// fuseCase is one attempt TestFusedEquivalence runs on both chains.
+type fuseCase struct {
+	name    string
+	prepare func(t *testing.T, f *fuseFixture, a *Attempt) // on world A, before the copy
+	fault   []string                                       // commands that fail once on the fused side
+	risk    []risk.CheckerOption                           // the risk checker's options on both sides
+}
+
+// riskDenials are the cases risk refuses.
+var riskDenials = []string{"risk: user banned", "risk: ip banned", "risk: device banned", "risk: too frequent, auto-ban",
+	"risk: device shared", "risk: ban key of the wrong type"}
+
+func fuseCases() []fuseCase {
 	ctx := context.Background()
-	type fixture struct {
-		w   *fuseWorld // the state is made here (world A), then copied to B
-		tok string     // u1's access token
-		cap string     // u1's captcha
-	}
-	setup := func(t *testing.T, f *fixture, user string) {
-		t.Helper()
-		g, err := f.w.pool.Take(ctx, fuseAct, user)
-		if err != nil || g.Token == "" {
-			t.Fatalf("take: %v %v", g, err)
+	ban := func(kind risk.Kind, id string) func(t *testing.T, f *fuseFixture, a *Attempt) {
+		return func(t *testing.T, f *fuseFixture, _ *Attempt) {
+			if _, err := f.w.bl.Add(ctx, kind, id, ""); err != nil {
+				t.Fatal(err)
+			}
 		}
-		ch, err := f.w.captchas.Generate(ctx, captcha.GenerateParams{User: user})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.tok, f.cap = g.Token, ch.ID
 	}
-	cases := []struct {
-		name    string
-		prepare func(t *testing.T, f *fixture, a *Attempt) // on world A, before the copy
-		fault   []string                                   // commands that fail once on the fused side
-	}{
+	record := func(n int) func(t *testing.T, f *fuseFixture, a *Attempt) {
+		return func(t *testing.T, f *fuseFixture, a *Attempt) {
+			for range n {
+				if _, err := f.w.beh.Record(ctx, a.User); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	wrongType := func(pattern string) func(t *testing.T, f *fuseFixture, a *Attempt) {
+		return func(t *testing.T, f *fuseFixture, _ *Attempt) {
+			f.w.rdb.HSet(ctx, pattern, "x", "1")
+		}
+	}
+	return []fuseCase{
 		{name: "accepted"},
-		{name: "accepted with request id", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.RequestID = "req-1" }},
-		{name: "window exceeded", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "accepted with request id", prepare: func(_ *testing.T, _ *fuseFixture, a *Attempt) { a.RequestID = "req-1" }},
+		{name: "window exceeded", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			for range 3 {
 				if _, err := f.w.window.AllowN(ctx, a.User, 1); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}},
-		{name: "replay of a known request", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "replay of a known request", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			a.RequestID = "req-2"
 			id, _ := ReservationID(a.User, a.RequestID)
 			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: id}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "replay of a released request", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "replay of a released request", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			a.RequestID = "req-3"
 			id, _ := ReservationID(a.User, a.RequestID)
 			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: id}); err != nil {
@@ -228,27 +276,27 @@ func TestFusedEquivalence(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "captcha wrong", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.Captcha = "41" }},
-		{name: "captcha unknown or expired", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.CaptchaID = "AAAAAAAAAAAAAAAAAAAAAA" }},
-		{name: "captcha used", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "captcha wrong", prepare: func(_ *testing.T, _ *fuseFixture, a *Attempt) { a.Captcha = "41" }},
+		{name: "captcha unknown or expired", prepare: func(_ *testing.T, _ *fuseFixture, a *Attempt) { a.CaptchaID = "AAAAAAAAAAAAAAAAAAAAAA" }},
+		{name: "captcha used", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			if err := f.w.captchas.Verify(ctx, captcha.VerifyParams{ID: a.CaptchaID, Answer: "42", User: a.User}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "captcha of another user", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "captcha of another user", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			ch, err := f.w.captchas.Generate(ctx, captcha.GenerateParams{User: "u2"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			a.CaptchaID = ch.ID
 		}},
-		{name: "token missing", prepare: func(_ *testing.T, _ *fixture, a *Attempt) { a.Token = poolToken }},
-		{name: "token used, nothing held", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "token missing", prepare: func(_ *testing.T, _ *fuseFixture, a *Attempt) { a.Token = poolToken }},
+		{name: "token used, nothing held", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			if err := f.w.pool.Consume(ctx, token.ConsumeParams{Activity: fuseAct, User: a.User, Token: a.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "token used while holding", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "token used while holding", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			if err := f.w.pool.Consume(ctx, token.ConsumeParams{Activity: fuseAct, User: a.User, Token: a.Token}); err != nil {
 				t.Fatal(err)
 			}
@@ -256,34 +304,34 @@ func TestFusedEquivalence(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "token of another user", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "token of another user", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			g, err := f.w.pool.Take(ctx, fuseAct, "u2")
 			if err != nil {
 				t.Fatal(err)
 			}
 			a.Token = g.Token
 		}},
-		{name: "sold out", prepare: func(t *testing.T, f *fixture, _ *Attempt) {
+		{name: "sold out", prepare: func(t *testing.T, f *fuseFixture, _ *Attempt) {
 			for _, u := range []string{"u7", "u8"} {
 				if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: u, Qty: 1, ReservationID: "r" + u}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}},
-		{name: "per-user limit", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "per-user limit", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			if _, err := f.w.d.Reserve(ctx, stock.Request{Activity: fuseAct, User: a.User, Qty: 1, ReservationID: "rmine"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{name: "redis down at the fused call", fault: []string{"evalsha", "eval"}},
-		{name: "captcha key of the wrong type", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "captcha key of the wrong type", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			// the captcha's key, found as the only key holding its ID
 			for _, k := range f.w.rdb.Keys(ctx, "*"+a.CaptchaID+"*").Val() {
 				f.w.rdb.Del(ctx, k)
 				f.w.rdb.Set(ctx, k, "x", 0)
 			}
 		}},
-		{name: "window key of the wrong type", prepare: func(t *testing.T, f *fixture, a *Attempt) {
+		{name: "window key of the wrong type", prepare: func(t *testing.T, f *fuseFixture, a *Attempt) {
 			if _, err := f.w.window.AllowN(ctx, a.User, 1); err != nil {
 				t.Fatal(err)
 			}
@@ -292,50 +340,116 @@ func TestFusedEquivalence(t *testing.T) {
 				f.w.rdb.Set(ctx, k, "x", 0)
 			}
 		}},
+		{name: "risk: user banned", prepare: ban(risk.KindUser, "u1")},
+		{name: "risk: ip banned", prepare: ban(risk.KindIP, "10.0.0.1")},
+		{name: "risk: device banned", prepare: ban(risk.KindDevice, "dev1")},
+		{name: "risk: challenge (suspicious rate), left to the captcha", prepare: record(2)},
+		{name: "risk: too frequent, auto-ban", prepare: record(3)},
+		{name: "risk: device shared", prepare: func(t *testing.T, f *fuseFixture, _ *Attempt) {
+			if _, err := f.w.dev.Bind(ctx, "dev1", "u2"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "risk: dry run, banned", prepare: ban(risk.KindUser, "u1"), risk: []risk.CheckerOption{risk.WithDryRun(true)}},
+		{name: "risk: ban key of the wrong type", prepare: wrongType("seckill:risk:{bl:u:u1}:ban")},
+		{name: "risk: ban key of the wrong type, fail challenge", prepare: wrongType("seckill:risk:{bl:u:u1}:ban"),
+			risk: []risk.CheckerOption{risk.WithFailurePolicy(risk.FailChallenge)}},
+		{name: "risk: device key of the wrong type, fail open", prepare: wrongType("seckill:risk:{d:dev1}:owner"),
+			risk: []risk.CheckerOption{risk.WithFailurePolicy(risk.FailOpen)}},
+		{name: "risk: redis down at the fused call, fail open", fault: []string{"evalsha", "eval"},
+			risk: []risk.CheckerOption{risk.WithFailurePolicy(risk.FailOpen)}},
 	}
-	for _, tc := range cases {
+}
+
+// TestFusedEquivalence runs the sequential chain and the fused one on the
+// same attempt against two identical Redis states, over every refusal of
+// the fused checks and the faults, and compares the outcomes and the
+// states after.
+func TestFusedEquivalence(t *testing.T) {
+	for _, tc := range fuseCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := testenv.NewEpochClock(0)
-			seq := newFuseWorld(t, clk, true)
-			fault := &failFirst{names: tc.fault}
-			fus := newFuseWorld(t, clk, false, fault)
-			if seq.co.fuse || !fus.co.fuse {
-				t.Fatalf("fuse: sequential %v, fused %v", seq.co.fuse, fus.co.fuse)
+			if diff := compareFused(t, tc, nil); diff != "" {
+				t.Fatal(diff)
 			}
-			f := &fixture{w: seq}
-			setup(t, f, "u1")
-			a := Attempt{User: "u1", Token: f.tok, CaptchaID: f.cap, Captcha: "42"}
-			if tc.prepare != nil {
-				tc.prepare(t, f, &a)
-			}
-			copyState(t, seq.rdb, fus.rdb)
-			if before := dump(t, seq.rdb); before != dump(t, fus.rdb) {
-				t.Fatal("the copy differs")
-			}
-			a1, a2 := a, a
-			o1, o2 := seq.co.Buy(ctx, &a1), fus.co.Buy(ctx, &a2)
-			if len(tc.fault) > 0 && !fault.done {
-				t.Fatal("the fault was not injected")
-			}
-			if o1.Err != nil || o2.Err != nil { // the errors' texts name the call; compare their presence
-				if (o1.Err == nil) != (o2.Err == nil) {
-					t.Fatalf("errors: sequential %v, fused %v", o1.Err, o2.Err)
-				}
-				o1.Err, o2.Err = nil, nil
-			}
-			if o1 != o2 {
-				t.Fatalf("outcomes differ:\nsequential %+v\nfused      %+v", o1, o2)
-			}
-			if s1, s2 := dump(t, seq.rdb), dump(t, fus.rdb); s1 != s2 {
-				t.Fatalf("states differ after %+v:\nsequential:\n%s\nfused:\n%s", o1, s1, s2)
-			}
-			t.Logf("%s: %s %s %s", tc.name, o1.Kind, o1.Step, o1.Reason)
 		})
 	}
 }
 
-// TestFusedRoundTrips counts what reaches Redis during one accepted buy:
-// the sequential chain, then the fused one.
+// TestFusedEquivalenceSeesRiskDropped: with risk's part dropped from the
+// fused script (it answers allow without running a rule), the comparison
+// of TestFusedEquivalence fails for every refusal of risk's.
+func TestFusedEquivalenceSeesRiskDropped(t *testing.T) {
+	drop := func(cfg *Config) {
+		cfg.RiskCheck = func(risk.Subject) (fused.Check[risk.Decision], error) {
+			return fused.Check[risk.Decision]{Lua: "return {0}", Pass: "true",
+				Decode: func(context.Context, any) (risk.Decision, error) { return risk.Decision{}, nil }}, nil
+		}
+	}
+	for _, tc := range fuseCases() {
+		if !slices.Contains(riskDenials, tc.name) {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := compareFused(t, tc, drop); diff == "" {
+				t.Fatal("the comparison did not see risk dropped")
+			}
+		})
+	}
+}
+
+// compareFused runs tc on the sequential chain and on the fused one (its
+// config changed by edit) and returns how they differ, or "".
+func compareFused(t *testing.T, tc fuseCase, edit func(*Config)) string {
+	t.Helper()
+	ctx := context.Background()
+	clk := testenv.NewEpochClock(0)
+	seq := newFuseWorld(t, clk, fuseSetup{sequential: true, risk: tc.risk})
+	fault := &failFirst{names: tc.fault}
+	fus := newFuseWorld(t, clk, fuseSetup{risk: tc.risk, edit: edit, hooks: []redis.Hook{fault}})
+	if seq.co.fuse || !fus.co.fuse {
+		t.Fatalf("fuse: sequential %v, fused %v", seq.co.fuse, fus.co.fuse)
+	}
+	f := &fuseFixture{w: seq}
+	g, err := seq.pool.Take(ctx, fuseAct, "u1")
+	if err != nil || g.Token == "" {
+		t.Fatalf("take: %v %v", g, err)
+	}
+	ch, err := seq.captchas.Generate(ctx, captcha.GenerateParams{User: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tok, f.cap = g.Token, ch.ID
+	a := Attempt{User: "u1", Token: f.tok, CaptchaID: f.cap, Captcha: "42", IP: netip.MustParseAddr("10.0.0.1"), Device: "dev1"}
+	if tc.prepare != nil {
+		tc.prepare(t, f, &a)
+	}
+	copyState(t, seq.rdb, fus.rdb)
+	if before := dump(t, seq.rdb); before != dump(t, fus.rdb) {
+		t.Fatal("the copy differs")
+	}
+	a1, a2 := a, a
+	o1, o2 := seq.co.Buy(ctx, &a1), fus.co.Buy(ctx, &a2)
+	if len(tc.fault) > 0 && !fault.done {
+		t.Fatal("the fault was not injected")
+	}
+	if o1.Err != nil || o2.Err != nil { // the errors' texts name the call; compare their presence
+		if (o1.Err == nil) != (o2.Err == nil) {
+			return fmt.Sprintf("errors: sequential %v, fused %v", o1.Err, o2.Err)
+		}
+		o1.Err, o2.Err = nil, nil
+	}
+	if o1 != o2 {
+		return fmt.Sprintf("outcomes differ:\nsequential %+v\nfused      %+v", o1, o2)
+	}
+	if s1, s2 := dump(t, seq.rdb), dump(t, fus.rdb); s1 != s2 {
+		return fmt.Sprintf("states differ after %+v:\nsequential:\n%s\nfused:\n%s", o1, s1, s2)
+	}
+	t.Logf("%s: %s %s %s", tc.name, o1.Kind, o1.Step, o1.Reason)
+	return ""
+}
+
+// TestFusedRoundTrips counts what reaches Redis during one accepted buy
+// with risk in the chain: the sequential chain, then the fused one.
 func TestFusedRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -352,7 +466,7 @@ func TestFusedRoundTrips(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := testenv.NewEpochClock(0)
 			n := &counter{}
-			w := newFuseWorld(t, clk, tc.sequential, n)
+			w := newFuseWorld(t, clk, fuseSetup{sequential: tc.sequential, hooks: []redis.Hook{n}})
 			g, err := w.pool.Take(ctx, fuseAct, "u1")
 			if err != nil {
 				t.Fatal(err)
@@ -364,11 +478,12 @@ func TestFusedRoundTrips(t *testing.T) {
 			// one buy first, so the scripts are loaded (EVALSHA, not NOSCRIPT then EVAL)
 			g0, _ := w.pool.Take(ctx, fuseAct, "u0")
 			ch0, _ := w.captchas.Generate(ctx, captcha.GenerateParams{User: "u0"})
-			if out := w.co.Buy(ctx, &Attempt{User: "u0", RequestID: tc.requestID, Token: g0.Token, CaptchaID: ch0.ID, Captcha: "42"}); out.Kind != Accepted {
+			ip := netip.MustParseAddr("10.0.0.1") // risk runs all three rules: blacklist (user, IP, device), behaviour, device binding
+			if out := w.co.Buy(ctx, &Attempt{User: "u0", RequestID: tc.requestID, Token: g0.Token, CaptchaID: ch0.ID, Captcha: "42", IP: ip, Device: "dev0"}); out.Kind != Accepted {
 				t.Fatalf("warm-up: %+v", out)
 			}
 			*n = counter{}
-			out := w.co.Buy(ctx, &Attempt{User: "u1", RequestID: tc.requestID, Token: g.Token, CaptchaID: ch.ID, Captcha: "42"})
+			out := w.co.Buy(ctx, &Attempt{User: "u1", RequestID: tc.requestID, Token: g.Token, CaptchaID: ch.ID, Captcha: "42", IP: ip, Device: "dev1"})
 			if out.Kind != Accepted {
 				t.Fatalf("%+v", out)
 			}

@@ -59,7 +59,7 @@ func (c *Checkout) defaultSteps() []Step {
 		steps = append(steps, Step{Name: StepGlobal, Run: c.stepGlobal})
 	}
 	if cfg.Risk != nil {
-		steps = append(steps, Step{Name: StepRisk, Guarded: true, Run: c.stepRisk})
+		steps = append(steps, Step{Name: StepRisk, Guarded: true, Run: c.stepRisk, fuse: role(cfg.RiskCheck != nil)})
 	}
 	if cfg.PerUser != nil {
 		_, ok := cfg.PerUser.(windowChecker)
@@ -150,7 +150,7 @@ func (c *Checkout) stepGlobal(_ context.Context, _ *Attempt) Outcome {
 // stepRisk: blacklist, behaviour, device. A Challenge decision is left to
 // the captcha step.
 func (c *Checkout) stepRisk(ctx context.Context, a *Attempt) Outcome {
-	dec, err := c.cfg.Risk(ctx, risk.Subject{UserID: a.User, IP: a.IP, DeviceID: a.Device})
+	dec, err := prefetched(ctx, a, StepRisk, func() (risk.Decision, error) { return c.cfg.Risk(ctx, riskSubject(a)) })
 	switch {
 	case err != nil:
 		return busy(err)
@@ -396,6 +396,10 @@ func (c *Checkout) lookup(ctx context.Context, a *Attempt) (stock.Reservation, b
 	}
 	rec, err := prefetched(ctx, a, StepReplay, func() (stock.Reservation, error) { return stock.Reservation{}, nil })
 	return rec, err == nil && rec.ID != "", err
+}
+
+func riskSubject(a *Attempt) risk.Subject {
+	return risk.Subject{UserID: a.User, IP: a.IP, DeviceID: a.Device}
 }
 
 func captchaParams(a *Attempt) captcha.VerifyParams {

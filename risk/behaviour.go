@@ -106,12 +106,21 @@ func (b *Behaviour) Record(ctx context.Context, user string) (BehaviourResult, e
 	if err := checkUserID(user); err != nil {
 		return BehaviourResult{}, err
 	}
-	nonce := b.nonceBase + "." + strconv.FormatUint(b.nonceCounter.Add(1), 36)
-	res, err := behaviourScript.Run(ctx, b.rdb, []string{behaviourKey(b.o.prefix, user)},
-		b.window.Milliseconds(), b.deny, nonce).Int64Slice()
+	res, err := behaviourScript.Run(ctx, b.rdb, []string{behaviourKey(b.o.prefix, user)}, b.args()...).Int64Slice()
 	if err != nil {
 		return BehaviourResult{}, fmt.Errorf("risk: behaviour %s: %w", user, err)
 	}
+	return b.result(ctx, user, res)
+}
+
+// args are behaviour.lua's ARGV for one event.
+func (b *Behaviour) args() []any {
+	return []any{b.window.Milliseconds(), b.deny, b.nonceBase + "." + strconv.FormatUint(b.nonceCounter.Add(1), 36)}
+}
+
+// result is Record's answer for behaviour.lua's reply res: the thresholds,
+// then the automatic ban of a user who crossed the deny threshold.
+func (b *Behaviour) result(ctx context.Context, user string, res []int64) (BehaviourResult, error) {
 	if len(res) != 3 {
 		return BehaviourResult{}, fmt.Errorf("risk: behaviour: %w: %v", ErrBadReply, res)
 	}
@@ -148,6 +157,11 @@ func (b *Behaviour) Check(ctx context.Context, s Subject) (Decision, error) {
 		return d, nil
 	}
 	r, err := b.Record(ctx, s.UserID)
+	return b.decide(ctx, s, r, err)
+}
+
+// decide is Check's decision on Record's answer.
+func (b *Behaviour) decide(ctx context.Context, s Subject, r BehaviourResult, err error) (Decision, error) {
 	if err != nil {
 		if !r.Denied {
 			return Decision{}, err

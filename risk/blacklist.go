@@ -373,24 +373,7 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 	if d, bad := invalidSubject(s, true, true); bad {
 		return d, nil
 	}
-	type item struct {
-		kind Kind
-		id   string
-	}
-	var items [3]item
-	n := 0
-	if s.UserID != "" {
-		items[n] = item{KindUser, s.UserID}
-		n++
-	}
-	if s.IP.IsValid() {
-		items[n] = item{KindIP, s.IP.Unmap().WithZone("").String()}
-		n++
-	}
-	if s.DeviceID != "" {
-		items[n] = item{KindDevice, s.DeviceID}
-		n++
-	}
+	items, n := banItems(s)
 	if n == 0 {
 		return Decision{}, nil
 	}
@@ -426,7 +409,39 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 			}
 		}
 	}
-	for i := 0; i < n; i++ {
+	return b.decide(items[:n], vals[:n], found[:n]), nil
+}
+
+// banItem is one subject the blacklist looks up.
+type banItem struct {
+	kind Kind
+	id   string
+}
+
+// banItems are the subjects of s that Check looks up, in its order of
+// precedence: user, IP, device.
+func banItems(s Subject) ([3]banItem, int) {
+	var items [3]banItem
+	n := 0
+	if s.UserID != "" {
+		items[n] = banItem{KindUser, s.UserID}
+		n++
+	}
+	if s.IP.IsValid() {
+		items[n] = banItem{KindIP, s.IP.Unmap().WithZone("").String()}
+		n++
+	}
+	if s.DeviceID != "" {
+		items[n] = banItem{KindDevice, s.DeviceID}
+		n++
+	}
+	return items, n
+}
+
+// decide is Check's decision on the ban keys it read: vals[i] is the value
+// of items[i]'s ban key when found[i].
+func (b *Blacklist) decide(items []banItem, vals []string, found []bool) Decision {
+	for i := range items {
 		if !found[i] {
 			continue
 		}
@@ -439,9 +454,9 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 				d.RetryAfter = rem
 			}
 		}
-		return d, nil
+		return d
 	}
-	return Decision{}, nil
+	return Decision{}
 }
 
 // parseBan reads "until_ms|offence|reason"; until_ms 0 marks a permanent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -37,8 +38,10 @@ func NewRule(name string, fn func(ctx context.Context, s Subject) (Decision, err
 // are all kept), and an all-Allow run allows. A Checker is safe for
 // concurrent use.
 type Checker struct {
-	rules []Rule
-	o     options
+	rules  []Rule
+	o      options
+	nofuse error    // why CheckCheck has no fused form; nil if it has
+	luas   sync.Map // the fused Lua texts by shape (fusedKey)
 }
 
 // NewChecker returns a Checker over rules (evaluated in this order; put the
@@ -58,7 +61,7 @@ func NewChecker(rules []Rule, opts ...CheckerOption) (*Checker, error) {
 		}
 		rs = append(rs, r)
 	}
-	return &Checker{rules: rs, o: o}, nil
+	return &Checker{rules: rs, o: o, nofuse: noFusedForm(rs)}, nil
 }
 
 // Check evaluates the rules for s. The error is non-nil only under
@@ -71,9 +74,15 @@ func (c *Checker) Check(ctx context.Context, s Subject) (Decision, error) {
 	if c.o.observer != nil {
 		start = time.Now()
 	}
+	return c.decide(ctx, s, start, func(_ int, r Rule) (Decision, error) { return r.Check(ctx, s) })
+}
+
+// decide is the aggregation of Check and of its fused form: check(i, r) is
+// the answer of rule i, r.
+func (c *Checker) decide(ctx context.Context, s Subject, start time.Time, check func(i int, r Rule) (Decision, error)) (Decision, error) {
 	var out Decision
-	for _, r := range c.rules {
-		d, err := r.Check(ctx, s)
+	for i, r := range c.rules {
+		d, err := check(i, r)
 		if err != nil {
 			c.reportFailure(ctx, r.Name(), err)
 			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {

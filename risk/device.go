@@ -78,15 +78,24 @@ func (d *DeviceBinder) Bind(ctx context.Context, device, user string) (Binding, 
 	if err := checkUserID(user); err != nil {
 		return Binding{}, err
 	}
+	res, err := deviceBindScript.Run(ctx, d.rdb, []string{deviceKey(d.o.prefix, device)}, d.args(user)...).Slice()
+	if err != nil {
+		return Binding{}, fmt.Errorf("risk: device bind %s: %w", device, err)
+	}
+	return bindReply(res)
+}
+
+// args are device_bind.lua's ARGV for user.
+func (d *DeviceBinder) args(user string) []any {
 	refresh := "0"
 	if d.o.refreshBinding {
 		refresh = "1"
 	}
-	res, err := deviceBindScript.Run(ctx, d.rdb, []string{deviceKey(d.o.prefix, device)},
-		user, d.o.bindTTL.Milliseconds(), refresh).Slice()
-	if err != nil {
-		return Binding{}, fmt.Errorf("risk: device bind %s: %w", device, err)
-	}
+	return []any{user, d.o.bindTTL.Milliseconds(), refresh}
+}
+
+// bindReply is device_bind.lua's reply as Bind returns it.
+func bindReply(res []any) (Binding, error) {
 	if len(res) != 2 {
 		return Binding{}, fmt.Errorf("risk: device bind: %w: %v", ErrBadReply, res)
 	}
@@ -125,8 +134,13 @@ func (d *DeviceBinder) Check(ctx context.Context, s Subject) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
+	return d.decide(b), nil
+}
+
+// decide is Check's decision on a binding.
+func (d *DeviceBinder) decide(b Binding) Decision {
 	if b.Conflict {
-		return Decision{Action: d.o.deviceConflict, Reason: ReasonDeviceShared}, nil
+		return Decision{Action: d.o.deviceConflict, Reason: ReasonDeviceShared}
 	}
-	return Decision{}, nil
+	return Decision{}
 }

@@ -31,6 +31,8 @@
 //     it over HTTP: 403
 //     deny, 429 throttle, 403 "challenge" (configurable), 503 when a
 //     dependency failed under fail-closed. Dry-run mode only reports.
+//     [Checker.CheckCheck] is Check as a check a composer runs in one
+//     script with its other Redis checks (package fused).
 //
 // # Denials and errors
 //

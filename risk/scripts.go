@@ -17,6 +17,10 @@ var (
 	deviceBindSrc string
 	//go:embed revoke.lua
 	revokeSrc string
+	// blacklistCheckSrc is Blacklist.Check's reads as Lua: the blacklist's
+	// part of Checker.CheckCheck (never run on its own).
+	//go:embed blacklist_check.lua
+	blacklistCheckSrc string
 
 	blacklistAddScript   = redis.NewScript(blacklistAddSrc)
 	blacklistIndexScript = redis.NewScript(blacklistIndexSrc)
