@@ -19,7 +19,7 @@ func Releaser(s Stock) order.ReleaserFunc {
 
 // Ledger is d's ledger of held reservations as the order reconciler reads
 // it: released entries and tombstones left out.
-func Ledger(d *stock.Deductor) reconcile.LedgerFunc {
+func Ledger(d *stock.Deductor) reconcile.Ledger {
 	return func(ctx context.Context, activity string, cursor uint64, count int64) ([]reconcile.Reservation, uint64, error) {
 		page, next, err := d.Reservations(ctx, activity, cursor, count)
 		if err != nil {

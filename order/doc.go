@@ -5,7 +5,7 @@
 // # The path of a reservation
 //
 //	stock.Reserve ok ─► handoff.Submitter.Submit ─► orderkafka.Producer.Publish (Kafka, key = user ID)
-//	                      └─ Kafka fails ─► Fallback.Store (outbox row) ─ fails too ─► Releaser.Release + ErrRetry
+//	                      └─ Kafka fails ─► handoff.Fallback (outbox row) ─ fails too ─► Releaser.Release + ErrRetry
 //	Kafka ─► orderkafka.Handler ─► Consumer.Consume ─► Processor: ONE DB transaction per batch =
 //	         dedup rows + orders + one "UPDATE … SET stock = stock - n WHERE id = ? AND stock >= n" per activity
 //	      ─► after commit: Release FAILED reservations, status.Results (Redis), Scheduler, Notifier ─► mark offset
@@ -36,7 +36,7 @@
 //   - github.com/seckillkit/seckill/order/orderid: the snowflake ID
 //     generator (an [IDSource]) and the machine-ID lease in Redis;
 //   - github.com/seckillkit/seckill/order/orderkafka: the sarama edge —
-//     SaramaConfig, the Producer (a handoff.Publisher), the consumer-group
+//     SaramaConfig, the Producer (Publish is a handoff.Publisher), the consumer-group
 //     Handler that drives a [Consumer] with [Record]s, the dead-letter
 //     topic (a [DeadLetter]), consumer lag.
 //
@@ -193,9 +193,9 @@
 //
 // If orders can be written synchronously within the request's budget (low
 // traffic, no flash sale), skip Kafka and call [Processor.Handle] directly.
-// The package does not import stock or outbox: wire them through the
-// one-method interfaces ([Releaser] here; handoff.Fallback,
-// reconcile.Ledger, reconcile.Pending); a Releaser that also implements
+// The package does not import stock or outbox: wire them through
+// [Releaser] here and the function types handoff.Fallback,
+// reconcile.Ledger and reconcile.Pending; a Releaser that also implements
 // status.OrderReleaser gets the whole cancelled order from the
 // status.Canceller.
 package order

@@ -117,8 +117,8 @@ func ExampleCanceller_Pay() {
 // caller is told to retry.
 func ExampleSubmitter_Submit() {
 	ctx := context.Background()
-	kafkaDown := handoff.PublisherFunc(func(context.Context, order.Message) error { return errors.New("kafka down") })
-	outbox := handoff.FallbackFunc(func(_ context.Context, m order.Message) error {
+	kafkaDown := handoff.Publisher(func(context.Context, order.Message) error { return errors.New("kafka down") })
+	outbox := handoff.Fallback(func(_ context.Context, m order.Message) error {
 		fmt.Println("outbox row for", m.ReservationID)
 		return nil
 	})
@@ -130,7 +130,7 @@ func ExampleSubmitter_Submit() {
 	route, err := s.Submit(ctx, order.Message{ReservationID: "resv-1", ActivityID: "42", UserID: "0b8e4c52-77a1-4f1e-b7d2-9c3a5e6f1d20", Qty: 1})
 	fmt.Println(route, err)
 
-	dbDown := handoff.FallbackFunc(func(context.Context, order.Message) error { return errors.New("db down") })
+	dbDown := handoff.Fallback(func(context.Context, order.Message) error { return errors.New("db down") })
 	s, _ = handoff.NewSubmitter(kafkaDown, dbDown, release)
 	_, err = s.Submit(ctx, order.Message{ReservationID: "resv-2", ActivityID: "42", UserID: "8", Qty: 1})
 	fmt.Println(errors.Is(err, handoff.ErrRetry))

@@ -60,7 +60,7 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			late := msg(1, "1", "101") // buyer A: reserved, message stuck behind a backlog
 			led.reserve("1", Reservation{ID: late.ReservationID, User: "101", Qty: 1, At: clock.Now()})
 			clock.Add(3 * time.Minute)
-			rec, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithGrace(2*time.Minute))
+			rec, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock), reconcile.WithGrace(2*time.Minute))
 			require.NoError(t, err)
 			rep, err := rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestLateMessageAfterReconcileDeductsNothing(t *testing.T) {
 			late := msg(1, "1", u)
 			led.reserve("1", Reservation{ID: late.ReservationID, User: u, Qty: 1, At: clock.Now()})
 			clock.Add(time.Hour)
-			rec, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithGrace(2*time.Minute))
+			rec, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock), reconcile.WithGrace(2*time.Minute))
 			require.NoError(t, err)
 			_, err = rec.Reconcile(ctx, "1")
 			require.NoError(t, err)
@@ -263,11 +263,11 @@ func TestSubmitUncertainPublishIsFenced(t *testing.T) {
 		f, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 		require.NoError(t, err)
 		var delivered []order.Message
-		pub := handoff.PublisherFunc(func(_ context.Context, m order.Message) error {
+		pub := handoff.Publisher(func(_ context.Context, m order.Message) error {
 			delivered = append(delivered, m)        // it got through…
 			return errors.New("kafka: i/o timeout") // …but the reply was lost
 		})
-		fb := handoff.FallbackFunc(func(context.Context, order.Message) error { return errors.New("outbox: db down") })
+		fb := handoff.Fallback(func(context.Context, order.Message) error { return errors.New("outbox: db down") })
 		s, err := handoff.NewSubmitter(pub, fb, f, handoff.WithClock(clock))
 		require.NoError(t, err)
 		m := msg(1, "1", "9")

@@ -331,7 +331,7 @@ var otherTables = order.Tables{Activity: "shop_activity", Order: "order", Dedup:
 
 func newReconcilerMust(t *testing.T, db *gorm.DB, led *ledger, clock order.Clock) *reconcile.Reconciler {
 	t.Helper()
-	rec, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock))
+	rec, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock))
 	require.NoError(t, err)
 	return rec
 }

@@ -106,11 +106,11 @@ func TestInvalidIDsRefused(t *testing.T) {
 	require.NoError(t, err)
 	fence, err := handoff.NewFence(db, led)
 	require.NoError(t, err)
-	rec, err := reconcile.NewReconciler(db, led, led)
+	rec, err := reconcile.NewReconciler(db, led.Reservations, led)
 	require.NoError(t, err)
 	p := newProc(t, db)
-	sub, err := handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return nil }),
-		handoff.FallbackFunc(func(context.Context, order.Message) error { return nil }), led)
+	sub, err := handoff.NewSubmitter(handoff.Publisher(func(context.Context, order.Message) error { return nil }),
+		handoff.Fallback(func(context.Context, order.Message) error { return nil }), led)
 	require.NoError(t, err)
 
 	long := strings.Repeat("x", 1000)

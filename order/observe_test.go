@@ -113,8 +113,8 @@ func TestObserveSubmit(t *testing.T) {
 		led := newLedger()
 		led.reserve("1", Reservation{ID: "r-1"})
 		led.setFail(tc.rel)
-		s, err := handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return tc.pub }),
-			handoff.FallbackFunc(func(context.Context, order.Message) error { return tc.fb }), led, handoff.WithObserver(rec))
+		s, err := handoff.NewSubmitter(handoff.Publisher(func(context.Context, order.Message) error { return tc.pub }),
+			handoff.Fallback(func(context.Context, order.Message) error { return tc.fb }), led, handoff.WithObserver(rec))
 		require.NoError(t, err)
 		_, serr := s.Submit(context.Background(), order.Message{ReservationID: "r-1", ActivityID: "1", UserID: "7", Qty: 1})
 		evs := rec.of(handoff.StageSubmit)
@@ -128,7 +128,7 @@ func TestObserveSubmit(t *testing.T) {
 		}
 	}
 	rec := &recorder{}
-	s, err := handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return nil }), &memFallback{}, newLedger(), handoff.WithObserver(rec))
+	s, err := handoff.NewSubmitter(handoff.Publisher(func(context.Context, order.Message) error { return nil }), (&memFallback{}).Store, newLedger(), handoff.WithObserver(rec))
 	require.NoError(t, err)
 	_, err = s.Submit(context.Background(), order.Message{ReservationID: "r", ActivityID: "1", UserID: "1"})
 	require.ErrorIs(t, err, order.ErrInvalidMessage)
@@ -160,7 +160,7 @@ func TestReconcileAfterAdjustNoDrift(t *testing.T) {
 		clock.Add(time.Hour) // every reservation is past the grace period
 
 		rec := &recorder{}
-		r, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithObserver(rec))
+		r, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock), reconcile.WithObserver(rec))
 		require.NoError(t, err)
 		rep, err := r.Reconcile(ctx, "1")
 		require.NoError(t, err)

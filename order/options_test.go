@@ -57,14 +57,14 @@ func TestEveryConstructorTakesItsOptions(t *testing.T) {
 		order.WithHealthCheck(func(context.Context) error { return nil }), order.WithReleaseAttempts(2), order.WithOnError(onErr),
 		order.WithObserver(obs), order.WithContextFrom(func(ctx context.Context, _ map[string]string) context.Context { return ctx }), nil)
 	require.NoError(t, err)
-	_, err = handoff.NewSubmitter(handoff.PublisherFunc(func(context.Context, order.Message) error { return nil }),
-		handoff.FallbackFunc(func(context.Context, order.Message) error { return nil }), led,
+	_, err = handoff.NewSubmitter(handoff.Publisher(func(context.Context, order.Message) error { return nil }),
+		handoff.Fallback(func(context.Context, order.Message) error { return nil }), led,
 		nil, handoff.WithClock(clock), handoff.WithLogger(log), handoff.WithResults(res), handoff.WithObserver(obs), nil)
 	require.NoError(t, err)
 	_, err = handoff.NewFence(db, led, nil, handoff.WithClock(clock), handoff.WithLogger(log), handoff.WithResults(res), handoff.WithTables(defaultTables()), nil)
 	require.NoError(t, err)
-	_, err = reconcile.NewReconciler(db, led, led, nil, reconcile.WithClock(clock), reconcile.WithLogger(log), reconcile.WithResults(res), reconcile.WithObserver(obs), reconcile.WithTables(defaultTables()),
-		reconcile.WithGrace(time.Minute), reconcile.WithDryRun(true), reconcile.WithPending(reconcile.PendingFunc(func(context.Context, string) (bool, error) { return false, nil })), nil)
+	_, err = reconcile.NewReconciler(db, led.Reservations, led, nil, reconcile.WithClock(clock), reconcile.WithLogger(log), reconcile.WithResults(res), reconcile.WithObserver(obs), reconcile.WithTables(defaultTables()),
+		reconcile.WithGrace(time.Minute), reconcile.WithDryRun(true), reconcile.WithPending(reconcile.Pending(func(context.Context, string) (bool, error) { return false, nil })), nil)
 	require.NoError(t, err)
 	_, err = status.NewOrders(db, nil, stabs, nil)
 	require.NoError(t, err)
@@ -88,8 +88,8 @@ func TestNilCollaboratorIsAnError(t *testing.T) {
 	rdb, _ := testenv.Miniredis(t)
 	led := newLedger()
 	p := newProc(t, db)
-	pub := handoff.PublisherFunc(func(context.Context, order.Message) error { return nil })
-	fb := handoff.FallbackFunc(func(context.Context, order.Message) error { return nil })
+	pub := handoff.Publisher(func(context.Context, order.Message) error { return nil })
+	fb := handoff.Fallback(func(context.Context, order.Message) error { return nil })
 	for name, err := range map[string]error{
 		"processor db":       second(order.NewProcessor(nil, newGen(t, 1))),
 		"processor ids":      second(order.NewProcessor(db, nil)),
@@ -110,14 +110,14 @@ func TestNilCollaboratorIsAnError(t *testing.T) {
 		"canceller db":       second(status.NewCanceller(nil, rdb, led)),
 		"canceller releaser": second(status.NewCanceller(db, rdb, nil)),
 		"reconciler ledger":  second(reconcile.NewReconciler(db, nil, led)),
-		"reconciler pending": second(reconcile.NewReconciler(db, led, led, reconcile.WithPending(nil))),
+		"reconciler pending": second(reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithPending(nil))),
 		"orders db":          second(status.NewOrders(nil)),
 		"consumer logger":    second(order.NewConsumer(p, led, order.WithLogger(nil))),
 		"submitter logger":   second(handoff.NewSubmitter(pub, fb, led, handoff.WithLogger(nil))),
 		"fence logger":       second(handoff.NewFence(db, led, handoff.WithLogger(nil))),
 		"results logger":     second(status.NewResults(rdb, db, status.WithLogger(nil))),
 		"canceller logger":   second(status.NewCanceller(db, rdb, led, status.WithLogger(nil))),
-		"reconciler logger":  second(reconcile.NewReconciler(db, led, led, reconcile.WithLogger(nil))),
+		"reconciler logger":  second(reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithLogger(nil))),
 	} {
 		assert.ErrorIs(t, err, order.ErrInvalidConfig, name)
 	}

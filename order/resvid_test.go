@@ -48,10 +48,10 @@ func TestLongReservationIDs(t *testing.T) {
 		fence, err := handoff.NewFence(db, led, handoff.WithClock(clock))
 		require.NoError(t, err)
 		var published []order.Message
-		sub, err := handoff.NewSubmitter(handoff.PublisherFunc(func(_ context.Context, m order.Message) error {
+		sub, err := handoff.NewSubmitter(handoff.Publisher(func(_ context.Context, m order.Message) error {
 			published = append(published, m)
 			return nil
-		}), &memFallback{}, fence)
+		}), (&memFallback{}).Store, fence)
 		require.NoError(t, err)
 		p, err := order.NewProcessor(db, newGen(t, 1), order.WithClock(clock))
 		require.NoError(t, err)

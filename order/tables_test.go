@@ -168,13 +168,13 @@ func TestTwoTableConfigurationsSideBySide(t *testing.T) {
 
 		led := newLedger()
 		led.reserve("1", Reservation{ID: "r-2", User: "102", Qty: 1, At: clock.Now()})
-		recB, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithDryRun(true), reconcile.WithTables(other))
+		recB, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock), reconcile.WithDryRun(true), reconcile.WithTables(other))
 		require.NoError(t, err)
 		rep, err := recB.Reconcile(ctx, "1")
 		require.NoError(t, err)
 		assert.Equal(t, reconcile.Report{Activity: "1", DryRun: true, Reservations: 1, ReservedUnits: 1, DBStock: 20, TotalStock: 20,
 			Conserved: true, Released: []string{"r-2"}, ReleaseErrors: map[string]error{}}, rep)
-		recA, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock), reconcile.WithDryRun(true))
+		recA, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock), reconcile.WithDryRun(true))
 		require.NoError(t, err)
 		rep, err = recA.Reconcile(ctx, "1")
 		require.NoError(t, err)

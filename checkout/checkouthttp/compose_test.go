@@ -153,8 +153,8 @@ func newEnv(t *testing.T, units int64, opts ...checkouthttp.Option) *env {
 	})
 	fence, err := handoff.NewFence(e.db, release, handoff.WithResults(results))
 	require.NoError(t, err)
-	noOutbox := handoff.FallbackFunc(func(context.Context, order.Message) error { return errors.New("outbox: db 10.0.0.8 down") })
-	sub, err := handoff.NewSubmitter(e.queue, noOutbox, fence, handoff.WithResults(results), handoff.WithClock(clock))
+	noOutbox := handoff.Fallback(func(context.Context, order.Message) error { return errors.New("outbox: db 10.0.0.8 down") })
+	sub, err := handoff.NewSubmitter(e.queue.Publish, noOutbox, fence, handoff.WithResults(results), handoff.WithClock(clock))
 	require.NoError(t, err)
 
 	e.co, err = checkout.New(checkout.Config{

@@ -162,7 +162,7 @@ func (e *embedded) build(c Config) {
 	e.must("consumer", err)
 	writer, err := outbox.NewWriter(outbox.WithClock(clk))
 	e.must("outbox writer", err)
-	fallback := handoff.FallbackFunc(func(ctx context.Context, m order.Message) error {
+	fallback := handoff.Fallback(func(ctx context.Context, m order.Message) error {
 		q.mu.Lock()
 		down := q.outboxDown
 		q.mu.Unlock()
@@ -175,7 +175,7 @@ func (e *embedded) build(c Config) {
 		}
 		return writer.Write(ctx, db.WithContext(ctx), outbox.Message{MsgID: m.MsgID, Topic: embeddedTopic, Key: m.Key(), ReservationID: m.ReservationID, Payload: b})
 	})
-	publish := handoff.PublisherFunc(func(_ context.Context, m order.Message) error {
+	publish := handoff.Publisher(func(_ context.Context, m order.Message) error {
 		b, err := m.Encode()
 		if err != nil {
 			return err
@@ -188,7 +188,7 @@ func (e *embedded) build(c Config) {
 		outbox.WithClock(clk), outbox.WithoutCleanup())
 	e.must("outbox relay", err)
 	ledger := checkout.Ledger(d)
-	pending := reconcile.PendingFunc(func(ctx context.Context, id string) (bool, error) {
+	pending := reconcile.Pending(func(ctx context.Context, id string) (bool, error) {
 		if q.has(id) {
 			return true, nil
 		}

@@ -86,14 +86,14 @@ func Open(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB, p Product
 	fence, err2 := handoff.NewFence(db, release, handoff.WithResults(results))
 	consumer, err3 := order.NewConsumer(proc, release, order.WithResults(results))
 	var offset atomic.Int64 // the in-process consumer's partition
-	publish := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
+	publish := handoff.Publisher(func(ctx context.Context, m order.Message) error {
 		b, err := m.Encode()
 		if err == nil {
 			_, err = consumer.Consume(ctx, []order.Record{{Topic: "orders", Offset: offset.Add(1), Key: []byte(m.Key()), Value: b}})
 		}
 		return err
 	})
-	noFallback := handoff.FallbackFunc(func(context.Context, order.Message) error { return handoff.ErrRetry })
+	noFallback := handoff.Fallback(func(context.Context, order.Message) error { return handoff.ErrRetry })
 	submitter, err4 := handoff.NewSubmitter(publish, noFallback, fence, handoff.WithResults(results))
 	recon, err5 := reconcile.NewReconciler(db, checkout.Ledger(d), release, reconcile.WithGrace(grace), reconcile.WithResults(results))
 	if s.Recon, err = recon, errors.Join(err, err2, err3, err4, err5); err != nil {

@@ -104,3 +104,53 @@ func TestParamsStructForSameTypedArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestSingleMethodCollaboratorsAreFunctionTypes: in order/handoff and
+// order/reconcile a collaborator of one method (Publisher, Fallback,
+// Ledger, Pending) is one function type, the shape stock.Source has: no
+// interface with one exported method next to a …Func adapter, which cost
+// two more names each and a reader the choice between them.
+func TestSingleMethodCollaboratorsAreFunctionTypes(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, pkg := range []string{"order/handoff", "order/reconcile"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, filepath.Join(root, pkg), func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", pkg, err)
+		}
+		for _, p := range pkgs {
+			for _, f := range p.Files {
+				for _, d := range f.Decls {
+					gd, ok := d.(*ast.GenDecl)
+					if !ok || gd.Tok != token.TYPE {
+						continue
+					}
+					for _, s := range gd.Specs {
+						ts := s.(*ast.TypeSpec)
+						if !ts.Name.IsExported() {
+							continue
+						}
+						if strings.HasSuffix(ts.Name.Name, "Func") {
+							t.Errorf("%s.%s: an adapter type; make the collaborator a function type (%s)", pkg, ts.Name.Name, fset.Position(ts.Pos()))
+						}
+						it, ok := ts.Type.(*ast.InterfaceType)
+						if !ok {
+							continue
+						}
+						exported := 0
+						for _, m := range it.Methods.List {
+							for _, nm := range m.Names {
+								if nm.IsExported() {
+									exported++
+								}
+							}
+						}
+						if exported == 1 {
+							t.Errorf("%s.%s: an interface of one method; make it a function type (%s)", pkg, ts.Name.Name, fset.Position(ts.Pos()))
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -3,12 +3,13 @@
 // reservation back without ever giving back a unit that became an order.
 //
 //	fence, _ := handoff.NewFence(db, deductor, handoff.WithResults(results))
-//	sub, _ := handoff.NewSubmitter(producer, outboxFallback, fence, handoff.WithResults(results))
+//	sub, _ := handoff.NewSubmitter(producer.Publish, outboxFallback, fence, handoff.WithResults(results))
 //	route, err := sub.Submit(ctx, order.Message{ReservationID: id, ActivityID: "sale-42", UserID: "7", Qty: 1})
 //	// err wraps ErrRetry: neither Kafka nor the outbox took it, the reservation was released
 //
-// [Submitter.Submit] publishes the message ([Publisher]: orderkafka.Producer);
-// when that fails it stores it with the [Fallback] (an outbox row a relay
+// [Submitter.Submit] publishes the message with the [Publisher] (a
+// function: orderkafka.Producer's Publish method); when that fails it
+// stores it with the [Fallback] (a function too: an outbox row a relay
 // publishes later); when that fails too it releases the reservation
 // through its releaser and returns [ErrRetry]. An empty MsgID is filled
 // with a random one, a zero CreatedAt with now.

@@ -14,8 +14,8 @@ import (
 func ExampleSubmitter() {
 	ctx := context.Background()
 	down := errors.New("down")
-	kafka := handoff.PublisherFunc(func(context.Context, order.Message) error { return down })
-	outbox := handoff.FallbackFunc(func(context.Context, order.Message) error { return down })
+	kafka := handoff.Publisher(func(context.Context, order.Message) error { return down })
+	outbox := handoff.Fallback(func(context.Context, order.Message) error { return down })
 	released := 0
 	stock := order.ReleaserFunc(func(context.Context, string, string) error { released++; return nil })
 

@@ -88,11 +88,11 @@ func (s *Submitter) Submit(ctx context.Context, m order.Message) (accepted Route
 		return RouteNone, err
 	}
 	route := RouteKafka
-	perr := s.pub.Publish(ctx, m)
+	perr := s.pub(ctx, m)
 	if perr != nil {
 		// The fallback gets its own chance even if ctx is done: the
 		// reservation is already taken and must end somewhere.
-		ferr := s.fb.Store(context.WithoutCancel(ctx), m)
+		ferr := s.fb(context.WithoutCancel(ctx), m)
 		if ferr != nil {
 			rerr := s.release(context.WithoutCancel(ctx), m)
 			released = rerr == nil

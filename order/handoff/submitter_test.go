@@ -32,7 +32,7 @@ func TestSubmitBranches(t *testing.T) {
 			led.reserve("1", Reservation{ID: "r-1"})
 			led.setFail(tc.relEr)
 			var published []order.Message
-			pub := PublisherFunc(func(_ context.Context, m order.Message) error {
+			pub := Publisher(func(_ context.Context, m order.Message) error {
 				if tc.pubErr != nil {
 					return tc.pubErr
 				}
@@ -40,7 +40,7 @@ func TestSubmitBranches(t *testing.T) {
 				return nil
 			})
 			fb := &memFallback{fail: tc.fbErr}
-			s, err := NewSubmitter(pub, fb, led)
+			s, err := NewSubmitter(pub, fb.Store, led)
 			require.NoError(t, err)
 			// a cancelled request context must not stop the compensation
 			ctx, cancel := context.WithCancel(context.Background())
@@ -74,10 +74,10 @@ func TestSubmitBranches(t *testing.T) {
 func TestSubmitInvalid(t *testing.T) {
 	t.Parallel()
 	led := newLedger()
-	s, err := NewSubmitter(PublisherFunc(func(context.Context, order.Message) error { return nil }), &memFallback{}, led)
+	s, err := NewSubmitter(Publisher(func(context.Context, order.Message) error { return nil }), (&memFallback{}).Store, led)
 	require.NoError(t, err)
 	_, err = s.Submit(context.Background(), order.Message{ReservationID: "r", ActivityID: "1", UserID: "1"})
 	assert.ErrorIs(t, err, order.ErrInvalidMessage)
-	_, err = NewSubmitter(nil, &memFallback{}, led)
+	_, err = NewSubmitter(nil, (&memFallback{}).Store, led)
 	assert.Error(t, err)
 }

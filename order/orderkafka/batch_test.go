@@ -410,7 +410,7 @@ func TestKafkaBatchingSubmitterInvariant(t *testing.T) {
 	require.NoError(t, err)
 	led := newLedger()
 	fb := &memFallback{}
-	sub, err := handoff.NewSubmitter(p, fb, led)
+	sub, err := handoff.NewSubmitter(p.Publish, fb.Store, led)
 	require.NoError(t, err)
 
 	type outcome struct {

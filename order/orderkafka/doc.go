@@ -5,14 +5,15 @@
 //   - [SaramaConfig]: the safe client configuration (acks=all, idempotent
 //     producer, one in-flight request, hash partitioner on the user ID;
 //     consumer auto-commit of marked offsets only);
-//   - [Producer]: a handoff.Publisher over a sarama.SyncProducer, with the
-//     trace headers of [WithHeaders]; Publish returns nil only once the
-//     broker acknowledged that message. [WithBatching] gathers concurrent
-//     Publish calls into one SendMessages call, each caller still answered
-//     by its own message's acknowledgement (off by default: sarama already
-//     packs concurrent sends into one request per broker, and batching on
-//     top measured slower, see BENCHMARKS.md); [WithObserver] reports each
-//     produce call; [Producer.Close] sends what is gathered;
+//   - [Producer]: publishes over a sarama.SyncProducer (its Publish method
+//     is a handoff.Publisher), with the trace headers of [WithHeaders];
+//     Publish returns nil only once the broker acknowledged that message.
+//     [WithBatching] gathers concurrent Publish calls into one
+//     SendMessages call, each caller still answered by its own message's
+//     acknowledgement (off by default: sarama already packs concurrent
+//     sends into one request per broker, and batching on top measured
+//     slower, see BENCHMARKS.md); [WithObserver] reports each produce call;
+//     [Producer.Close] sends what is gathered;
 //   - [Handler]: the sarama.ConsumerGroupHandler that collects a claim's
 //     records in batches, hands them to an order.Consumer (the processing
 //     core: decode, one DB transaction per batch, release, dead-letter) and

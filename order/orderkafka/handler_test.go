@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	_ handoff.Publisher = (*Producer)(nil)
+	_ handoff.Publisher = (*Producer)(nil).Publish
 	_ order.DeadLetter  = (*DeadLetterTopic)(nil)
 )
 

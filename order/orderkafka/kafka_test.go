@@ -286,7 +286,7 @@ func TestKafkaDownFallbackThenLaterDelivery(t *testing.T) {
 		fb := &memFallback{}
 		prod1, err := NewProducer(syncProducer(t, k1.ListenAddrs()), "orders")
 		require.NoError(t, err)
-		sub, err := handoff.NewSubmitter(prod1, fb, led)
+		sub, err := handoff.NewSubmitter(prod1.Publish, fb.Store, led)
 		require.NoError(t, err)
 		ctx := context.Background()
 		routes := map[handoff.Route]int{}

@@ -44,8 +44,8 @@ func SaramaConfig() *sarama.Config {
 }
 
 // Producer publishes order messages through a borrowed sarama.SyncProducer
-// (build it with [SaramaConfig]); it never closes it. It is an
-// handoff.Publisher. With [WithBatching] it gathers concurrent Publish
+// (build it with [SaramaConfig]); it never closes it. Its Publish method
+// is a handoff.Publisher. With [WithBatching] it gathers concurrent Publish
 // calls into one SendMessages call; [Producer.Close] then sends what is
 // gathered. Safe for concurrent use.
 type Producer struct {

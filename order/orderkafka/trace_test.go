@@ -42,7 +42,7 @@ func TestTraceHeadersThroughKafka(t *testing.T) {
 		prod, err := NewProducer(syncProducer(t, brokers), "orders", WithHeaders(inject))
 		require.NoError(t, err)
 		led := newLedger()
-		sub, err := handoff.NewSubmitter(prod, &memFallback{}, led)
+		sub, err := handoff.NewSubmitter(prod.Publish, (&memFallback{}).Store, led)
 		require.NoError(t, err)
 
 		var mu sync.Mutex

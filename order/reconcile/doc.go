@@ -2,7 +2,7 @@
 // its orders in the database and repairs what a crash left: every
 // reservation ends as exactly one order or one release.
 //
-//	rec, _ := reconcile.NewReconciler(db, ledger, deductor,
+//	rec, _ := reconcile.NewReconciler(db, checkout.Ledger(deductor), checkout.Releaser(deductor),
 //		reconcile.WithPending(outboxPending), reconcile.WithResults(results))
 //	rep, err := rec.Reconcile(ctx, "sale-42") // rep.Released, rep.Orphans, rep.Drift
 //
@@ -18,8 +18,9 @@
 // Redis ledger must hold for them (a Redis rebuild after data loss loads
 // exactly these).
 //
-// The [Ledger] and [Pending] are one-method interfaces the application
-// wires (stock.Deductor.Reservations, the outbox's pending rows). Bad
+// The [Ledger] and [Pending] are function types the application wires
+// (checkout.Ledger over stock.Deductor.Reservations; a closure over
+// outbox.HasPendingReservation). Bad
 // configuration fails with an error wrapping order.ErrInvalidConfig.
 //
 // A Reconciler is safe for concurrent use; releases are idempotent, so two

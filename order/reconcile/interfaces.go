@@ -15,28 +15,8 @@ type Reservation struct {
 
 // Ledger lists the reservations Redis holds for an activity, a page at a
 // time: start with cursor 0, stop when next is 0 (HSCAN semantics).
-type Ledger interface {
-	Reservations(ctx context.Context, activity string, cursor uint64, count int64) (page []Reservation, next uint64, err error)
-}
-
-// LedgerFunc adapts a function to [Ledger].
-type LedgerFunc func(ctx context.Context, activity string, cursor uint64, count int64) ([]Reservation, uint64, error)
-
-// Reservations calls f.
-func (f LedgerFunc) Reservations(ctx context.Context, activity string, cursor uint64, count int64) ([]Reservation, uint64, error) {
-	return f(ctx, activity, cursor, count)
-}
+type Ledger func(ctx context.Context, activity string, cursor uint64, count int64) (page []Reservation, next uint64, err error)
 
 // Pending reports whether a reservation still has a message on its way
 // (an unsent outbox row, say), so the [Reconciler] must not release it.
-type Pending interface {
-	Pending(ctx context.Context, reservationID string) (bool, error)
-}
-
-// PendingFunc adapts a function to [Pending].
-type PendingFunc func(ctx context.Context, reservationID string) (bool, error)
-
-// Pending calls f.
-func (f PendingFunc) Pending(ctx context.Context, reservationID string) (bool, error) {
-	return f(ctx, reservationID)
-}
+type Pending func(ctx context.Context, reservationID string) (bool, error)

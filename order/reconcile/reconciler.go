@@ -155,7 +155,7 @@ func (r *Reconciler) readLedger(ctx context.Context, activity string) (map[strin
 	resv := map[string]Reservation{}
 	var cursor uint64
 	for pages := 0; ; pages++ {
-		page, next, err := r.ledger.Reservations(ctx, activity, cursor, ledgerPage)
+		page, next, err := r.ledger(ctx, activity, cursor, ledgerPage)
 		if err != nil {
 			return nil, fmt.Errorf("order: reconcile %s: ledger: %w", activity, err)
 		}
@@ -256,7 +256,7 @@ func (r *Reconciler) due(ctx context.Context, rep *Report, x Reservation, now ti
 	if r.o.pending == nil {
 		return true
 	}
-	p, err := r.o.pending.Pending(ctx, x.ID)
+	p, err := r.o.pending(ctx, x.ID)
 	if err != nil {
 		rep.ReleaseErrors[x.ID] = fmt.Errorf("order: pending %s: %w", x.ID, err)
 		return false

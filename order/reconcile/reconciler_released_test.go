@@ -29,7 +29,7 @@ func TestReconcilerFailedReleaseNotInReleased(t *testing.T) {
 			}
 			return led.Release(ctx, activity, id)
 		})
-		rec, err := NewReconciler(db, led, rel, WithClock(clock), WithGrace(0))
+		rec, err := NewReconciler(db, led.Reservations, rel, WithClock(clock), WithGrace(0))
 		require.NoError(t, err)
 		rep, err := rec.Reconcile(ctx, "1")
 		require.NoError(t, err)

@@ -50,9 +50,9 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 		require.ErrorIs(t, canc.Cancel(ctx, mustOrderNo(t, db, "r-0")), status.ErrReleasePending)
 
 		clock.Add(10*time.Minute + time.Second)
-		pending := PendingFunc(func(_ context.Context, id string) (bool, error) { return id == "r-7", nil })
+		pending := Pending(func(_ context.Context, id string) (bool, error) { return id == "r-7", nil })
 
-		dry, err := NewReconciler(db, led, led, WithClock(clock), WithPending(pending), WithDryRun(true))
+		dry, err := NewReconciler(db, led.Reservations, led, WithClock(clock), WithPending(pending), WithDryRun(true))
 		require.NoError(t, err)
 		rep, err := dry.Reconcile(ctx, "1")
 		require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestReconcilerRepairsLostMessage(t *testing.T) {
 		assert.Equal(t, []string{"r-0", "r-5"}, rep.Released)
 		assert.Equal(t, 0, led.releases(), "dry run releases nothing")
 
-		rec, err := NewReconciler(db, led, led, WithClock(clock), WithPending(pending))
+		rec, err := NewReconciler(db, led.Reservations, led, WithClock(clock), WithPending(pending))
 		require.NoError(t, err)
 		rep, err = rec.Reconcile(ctx, "1")
 		require.NoError(t, err)
@@ -98,7 +98,7 @@ func mustOrderNo(t *testing.T, db *gorm.DB, resv string) string {
 func TestReconcilerLedgerError(t *testing.T) {
 	t.Parallel()
 	eachDB(t, func(t *testing.T, db *gorm.DB) {
-		rec, err := NewReconciler(db, LedgerFunc(func(context.Context, string, uint64, int64) ([]Reservation, uint64, error) {
+		rec, err := NewReconciler(db, Ledger(func(context.Context, string, uint64, int64) ([]Reservation, uint64, error) {
 			return nil, 0, errors.New("redis down")
 		}), newLedger())
 		require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestReconcilerPagesLedger(t *testing.T) {
 		clock := newClock()
 		all := []Reservation{{ID: "a", Qty: 1}, {ID: "b", Qty: 1}, {ID: "c", Qty: 2}}
 		var cursors []uint64
-		pages := LedgerFunc(func(_ context.Context, _ string, cursor uint64, _ int64) ([]Reservation, uint64, error) {
+		pages := Ledger(func(_ context.Context, _ string, cursor uint64, _ int64) ([]Reservation, uint64, error) {
 			cursors = append(cursors, cursor)
 			if cursor >= uint64(len(all)-1) {
 				return all[cursor:], 0, nil
@@ -147,7 +147,7 @@ func TestReconcilerActivityMissing(t *testing.T) {
 		}
 		clock.Add(time.Hour) // far past the grace period
 		for _, dry := range []bool{true, false} {
-			rec, err := NewReconciler(db, led, led, WithClock(clock), WithDryRun(dry))
+			rec, err := NewReconciler(db, led.Reservations, led, WithClock(clock), WithDryRun(dry))
 			require.NoError(t, err)
 			rep, err := rec.Reconcile(ctx, "2")
 			require.ErrorIs(t, err, order.ErrActivityNotFound, "dry run %v", dry)
@@ -169,7 +169,7 @@ func TestReconcilerActivityMissing(t *testing.T) {
 
 func newReconcilerMust(t *testing.T, db *gorm.DB, led *ledger, clock order.Clock) *Reconciler {
 	t.Helper()
-	rec, err := NewReconciler(db, led, led, WithClock(clock))
+	rec, err := NewReconciler(db, led.Reservations, led, WithClock(clock))
 	require.NoError(t, err)
 	return rec
 }

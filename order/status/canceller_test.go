@@ -351,7 +351,7 @@ func TestPayExpiredReleaseFails(t *testing.T) {
 		assert.Equal(t, 2, f.led.releases())
 		checkConservation(t, f.db, "1", 10)
 
-		rec, err := reconcile.NewReconciler(f.db, f.led, f.led, reconcile.WithClock(f.clock))
+		rec, err := reconcile.NewReconciler(f.db, f.led.Reservations, f.led, reconcile.WithClock(f.clock))
 		require.NoError(t, err)
 		rep, err := rec.Reconcile(ctx, "1")
 		require.NoError(t, err)
@@ -387,7 +387,7 @@ func TestPayExpiredReleaseLeftToReconciler(t *testing.T) {
 		assert.Equal(t, 0, led.releases())
 
 		led.setFail(nil)
-		rec, err := reconcile.NewReconciler(db, led, led, reconcile.WithClock(clock))
+		rec, err := reconcile.NewReconciler(db, led.Reservations, led, reconcile.WithClock(clock))
 		require.NoError(t, err)
 		for i := 0; i < 2; i++ {
 			rep, err := rec.Reconcile(ctx, "1")

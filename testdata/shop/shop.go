@@ -97,9 +97,9 @@ func WriteShopOrders(ctx context.Context, tx *gorm.DB, orders []order.Order) err
 	return tx.WithContext(ctx).Create(&rows).Error
 }
 
-// OutboxFallback is the shop's [handoff.Fallback]: a message Kafka did not
-// take is stored in the shop's outbox table, in its own transaction, for
-// the relay to publish — with the message's ID as the outbox ID and the
+// OutboxFallback is the shop's fallback (its Store method is the
+// [handoff.Fallback]): a message Kafka did not take is stored in the
+// shop's outbox table, in its own transaction, for the relay to publish — with the message's ID as the outbox ID and the
 // user ID as the Kafka key, as the direct path sends it.
 type OutboxFallback struct {
 	DB     *gorm.DB
@@ -107,7 +107,7 @@ type OutboxFallback struct {
 	Topic  string
 }
 
-// Store implements [handoff.Fallback].
+// Store is the shop's [handoff.Fallback].
 func (f OutboxFallback) Store(ctx context.Context, m order.Message) error {
 	body, err := m.Encode()
 	if err != nil {

@@ -88,7 +88,7 @@ func runShop(t *testing.T, db *gorm.DB) {
 	prod, err := orderkafka.NewProducer(sp, topic)
 	must(t, err)
 	var publishes atomic.Int64
-	flaky := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
+	flaky := handoff.Publisher(func(ctx context.Context, m order.Message) error {
 		if publishes.Add(1)%4 == 0 {
 			return errors.New("kafka hiccup") // this one goes to the outbox
 		}
@@ -98,7 +98,7 @@ func runShop(t *testing.T, db *gorm.DB) {
 	must(t, err)
 	fence, err := handoff.NewFence(db, stock, handoff.WithTables(OrderTables))
 	must(t, err)
-	sub, err := handoff.NewSubmitter(flaky, OutboxFallback{DB: db, Writer: w, Topic: topic}, fence)
+	sub, err := handoff.NewSubmitter(flaky, OutboxFallback{DB: db, Writer: w, Topic: topic}.Store, fence)
 	must(t, err)
 	obPub, err := outbox.NewSaramaPublisher(sp)
 	must(t, err)

@@ -374,7 +374,7 @@ func (b *adminBackend) planReconciler(plan []string) (*reconcile.Reconciler, err
 		in[id] = true
 	}
 	a := b.a
-	ledger := reconcile.LedgerFunc(func(ctx context.Context, activity string, cursor uint64, count int64) ([]reconcile.Reservation, uint64, error) {
+	ledger := reconcile.Ledger(func(ctx context.Context, activity string, cursor uint64, count int64) ([]reconcile.Reservation, uint64, error) {
 		page, next, err := a.ledgerPage(ctx, activity, cursor, count)
 		if err != nil {
 			return nil, 0, err
@@ -387,7 +387,7 @@ func (b *adminBackend) planReconciler(plan []string) (*reconcile.Reconciler, err
 		}
 		return kept, next, nil
 	})
-	pending := reconcile.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+	pending := reconcile.Pending(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
 	return reconcile.NewReconciler(a.in.DB, ledger, order.ReleaserFunc(a.p.units.release),

@@ -473,14 +473,14 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 		// what is gathered and waits for its acknowledgements.
 		a.run.add(worker{name: "order_producer", stop: prod.Close})
 	}
-	kafkaPub := handoff.PublisherFunc(func(ctx context.Context, m order.Message) error {
+	kafkaPub := handoff.Publisher(func(ctx context.Context, m order.Message) error {
 		return p.brKafka.Execute(ctx, func(ctx context.Context) error { return prod.Publish(ctx, m) })
 	})
 	ow, err := outbox.NewWriter(outbox.WithLogger(log), outbox.WithObserver(p.obs))
 	if err != nil {
 		return err
 	}
-	fallback := handoff.FallbackFunc(func(ctx context.Context, m order.Message) error {
+	fallback := handoff.Fallback(func(ctx context.Context, m order.Message) error {
 		b, err := m.Encode()
 		if err != nil {
 			return err
@@ -660,8 +660,8 @@ func (a *App) buildCanceller(rel order.Releaser) (*status.Canceller, error) {
 // "queued".
 func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 	p, log := a.p, a.log
-	ledger := reconcile.LedgerFunc(a.ledgerPage)
-	pending := reconcile.PendingFunc(func(ctx context.Context, resv string) (bool, error) {
+	ledger := reconcile.Ledger(a.ledgerPage)
+	pending := reconcile.Pending(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
 	opts := []reconcile.Option{reconcile.WithGrace(a.cfg.ReconcileGrace), reconcile.WithPending(pending), reconcile.WithResults(p.results), reconcile.WithLogger(log)}
