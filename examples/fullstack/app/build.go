@@ -532,7 +532,7 @@ func (a *App) buildCheckout() (err error) {
 		Now:      a.now, // -clock-skew moves this node's window check (tests only)
 		Node:     p.nodeTag,
 
-		Stock:     p.units.forCheckout(),
+		Stock:     p.units.forCheckout(a.in.StockRedis == a.in.Redis),
 		Submitter: p.submit,
 		Results:   p.results.Reservation,
 		Tokens:    p.pool,
@@ -543,8 +543,9 @@ func (a *App) buildCheckout() (err error) {
 		Global:    p.global.Allow,
 		Breaker:   p.brRedis.Execute,
 		// the fused admission: the per-user window, the replay lookup
-		// (without a DB pool: fusedStock), the captcha and the access
-		// token in one script (checkout README, "Fused admission")
+		// (without a DB pool or -stock-redis: forCheckout), the captcha
+		// and the access token in one script (checkout README, "Fused
+		// admission"); never on a Cluster
 		Redis:        a.in.Redis,
 		Sequential:   a.cfg.SequentialAdmission,
 		CaptchaCheck: p.captcha.store.VerifyCheck,

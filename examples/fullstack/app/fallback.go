@@ -163,14 +163,17 @@ func (s *saleStock) Lookup(ctx context.Context, activity, id string) (stock.Rese
 	return s.pool.Lookup(ctx, activity, id)
 }
 
-// forCheckout is s as checkout takes it: with no DB pool, a fusedStock,
-// whose replay lookup runs in the fused admission; with a pool, s itself,
-// which offers no fused form. A lookup that misses in Redis reads the pool
-// too, and the fused script cannot: it goes on past a Redis miss to the
-// captcha and the access token, spending them, where the chain would
-// answer a reservation the pool holds before reaching them.
-func (s *saleStock) forCheckout() checkout.Stock {
-	if s.pool != nil {
+// forCheckout is s as checkout takes it. With no DB pool and the stock in
+// the Redis of the fused admission (fused: no -stock-redis), a fusedStock,
+// whose replay lookup runs in the fused script; otherwise s itself, which
+// offers no fused form. With a pool, a lookup that misses in Redis reads
+// the pool too, and the fused script cannot: it goes on past a Redis miss
+// to the captcha and the access token, spending them, where the chain
+// answers the reservation the pool holds before reaching them. With the
+// stock in its own Redis, the script would read a ledger that is not
+// there.
+func (s *saleStock) forCheckout(fused bool) checkout.Stock {
+	if s.pool != nil || !fused {
 		return s
 	}
 	return fusedStock{s}
