@@ -77,6 +77,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 			return nil, err
 		}
 	}
+	if cfg.redisHook != nil { // tests: before any worker calls Redis
+		a.in.Redis.AddHook(cfg.redisHook)
+		if a.in.StockRedis != a.in.Redis {
+			a.in.StockRedis.AddHook(cfg.redisHook)
+		}
+	}
 	node := newNodeTag()
 	if err = a.in.ConnectKafka(node); err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/seckillkit/seckill/breaker"
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/fused"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/limiter/redislimit"
 	"github.com/seckillkit/seckill/observe"
@@ -531,19 +532,22 @@ func (a *App) buildCheckout() (err error) {
 		Now:      a.now, // -clock-skew moves this node's window check (tests only)
 		Node:     p.nodeTag,
 
-		Stock:     p.units,
+		Stock:     p.units.forCheckout(a.in.StockRedis == a.in.Redis),
 		Submitter: p.submit,
 		Results:   p.results.Reservation,
 		Tokens:    p.pool,
 		Link:      p.signer.Verify,
 		Captcha:   p.captcha.check,
 		Risk:      p.checker.Check,
-		PerUser:   countedWindow{Limiter: p.perUser, m: a.m, name: "user"},
+		PerUser:   counted(p.perUser, a.m, "user"),
 		Global:    p.global.Allow,
 		Breaker:   p.brRedis.Execute,
-		// the fused admission: the captcha and the access token in one
-		// script (checkout README, "Fused admission")
+		// the fused admission: the per-user window, the replay lookup
+		// (without a DB pool or -stock-redis: forCheckout), the captcha
+		// and the access token in one script (checkout README, "Fused
+		// admission"); never on a Cluster
 		Redis:        a.in.Redis,
+		Sequential:   a.cfg.SequentialAdmission,
 		CaptchaCheck: p.captcha.store.VerifyCheck,
 
 		Steps:       a.steps,
@@ -611,13 +615,56 @@ func (c countedWindow) AllowN(ctx context.Context, key string, n int) (limiter.R
 	if err != nil {
 		return res, err
 	}
+	c.count(res)
+	return res, nil
+}
+
+func (c countedWindow) count(res limiter.Result) {
 	if res.Degraded {
 		c.m.limited.WithLabelValues(c.name + "_fallback").Inc()
 	}
 	if !res.Allowed {
 		c.m.limited.WithLabelValues(c.name).Inc()
 	}
-	return res, nil
+}
+
+// windowCheck is the fused form of a per-user window
+// (*redislimit.SlidingWindow's), which checkout recognises on
+// Config.PerUser.
+type windowCheck interface {
+	AllowCheck(key string) fused.Check[limiter.Result]
+}
+
+// fusedWindow is a countedWindow whose window offers the fused form: it
+// offers it too, counting in the decoder what AllowN counts.
+type fusedWindow struct {
+	countedWindow
+	w windowCheck
+}
+
+// AllowCheck is the window's fused check; its answer is counted as
+// AllowN's.
+func (f fusedWindow) AllowCheck(key string) fused.Check[limiter.Result] {
+	ch := f.w.AllowCheck(key)
+	decode := ch.Decode
+	ch.Decode = func(ctx context.Context, reply any) (limiter.Result, error) {
+		res, err := decode(ctx, reply)
+		if err == nil {
+			f.count(res)
+		}
+		return res, err
+	}
+	return ch
+}
+
+// counted is l with its answers counted under name: a fusedWindow when l
+// offers the fused form, so checkout runs it in the fused admission.
+func counted(l limiter.Limiter, m *metrics, name string) limiter.Limiter {
+	c := countedWindow{Limiter: l, m: m, name: name}
+	if w, ok := l.(windowCheck); ok {
+		return fusedWindow{countedWindow: c, w: w}
+	}
+	return c
 }
 
 // buildCanceller: the unpaid-order canceller (Redis delay queue + DB scan

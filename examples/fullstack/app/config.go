@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/observe"
 )
@@ -51,6 +52,12 @@ type Config struct {
 	// coalesced), and the price is at most the window of added latency.
 	CoalesceWindow time.Duration
 	CoalesceBatch  int
+	// SequentialAdmission turns the fused admission off
+	// (checkout.Config.Sequential): the per-user window, the replay lookup,
+	// the captcha and the access token each cost their own Redis round
+	// trip, as before the fusion. Off by default; on a Redis Cluster the
+	// admission is never fused.
+	SequentialAdmission bool
 	// Shards splits the sale's stock over this many Redis keys, each in
 	// its own Cluster slot (stock.Activity.Shards): one hot sale on several
 	// Redis masters. 1 (the default) on a standalone Redis, where shards
@@ -186,6 +193,9 @@ type Config struct {
 	// dbHook, set by tests only, is called with the database before any
 	// worker starts.
 	dbHook func(*gorm.DB) error
+	// redisHook, set by tests only, is added to the Redis clients before
+	// any worker starts.
+	redisHook redis.Hook
 	// checkoutSteps, set by tests only, edits the checkout's steps after
 	// the app's own edit (shapeAfterGlobal): the conformance kit's faults.
 	checkoutSteps func([]checkout.Step) []checkout.Step
@@ -279,6 +289,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.StockRedisAddr, "stock-redis", "SECKILL_STOCK_REDIS_ADDR", "standalone Redis host:port for the sale's stock alone (default: the main Redis)")
 	i64(&c.DBFallbackQuota, "db-fallback-quota", "SECKILL_DB_FALLBACK_QUOTA", "units set aside in a DB pool, sold while Redis is unreachable or sold out (0: off)")
 	dur(&c.CoalesceWindow, "coalesce-window", "SECKILL_COALESCE_WINDOW", "gather concurrent reservations of the sale for this long into one Redis script call (0: off, one call per reservation)")
+	boolv(&c.SequentialAdmission, "sequential-admission", "SECKILL_SEQUENTIAL_ADMISSION", "run the Redis checks before the reservation one call each instead of in one script (the fused admission)")
 	intv(&c.CoalesceBatch, "coalesce-batch", "SECKILL_COALESCE_BATCH", "most reservations per coalesced script call (1..1024)")
 	intv(&c.Shards, "shards", "SECKILL_SHARDS", "split the sale's stock over this many Redis keys, each in its own Cluster slot (1..64; 1 on a standalone Redis; the same in every process)")
 	str(&c.KeyPrefix, "prefix", "SECKILL_PREFIX", "Redis key prefix")

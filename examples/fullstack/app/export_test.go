@@ -214,3 +214,14 @@ func FailOutboxWrites(cfg *Config) func(down bool) {
 	}
 	return down.Store
 }
+
+// HookRedis adds h to the Redis clients of an app built from cfg before
+// any worker starts (counting round trips).
+func HookRedis(cfg *Config, h redis.Hook) { cfg.redisHook = h }
+
+// Limited reads seckill_limiter_refusals_total{limiter=name}.
+func Limited(a *App, name string) float64 {
+	m := &dto.Metric{}
+	_ = a.m.limited.WithLabelValues(name).Write(m)
+	return m.GetCounter().GetValue()
+}

@@ -10,6 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/fused"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/stock/dbfallback"
@@ -159,6 +161,32 @@ func (s *saleStock) Lookup(ctx context.Context, activity, id string) (stock.Rese
 		return r, ok, err
 	}
 	return s.pool.Lookup(ctx, activity, id)
+}
+
+// forCheckout is s as checkout takes it. With no DB pool and the stock in
+// the Redis of the fused admission (fused: no -stock-redis), a fusedStock,
+// whose replay lookup runs in the fused script; otherwise s itself, which
+// offers no fused form. With a pool, a lookup that misses in Redis reads
+// the pool too, and the fused script cannot: it goes on past a Redis miss
+// to the captcha and the access token, spending them, where the chain
+// answers the reservation the pool holds before reaching them. With the
+// stock in its own Redis, the script would read a ledger that is not
+// there.
+func (s *saleStock) forCheckout(fused bool) checkout.Stock {
+	if s.pool != nil || !fused {
+		return s
+	}
+	return fusedStock{s}
+}
+
+// fusedStock is a saleStock without a DB pool, whose Lookup is the
+// deductor's: it offers the deductor's fused lookup, which answers the
+// same.
+type fusedStock struct{ *saleStock }
+
+// LookupCheck is the deductor's fused lookup (checkout's replay step).
+func (f fusedStock) LookupCheck(activity, id string) (fused.Check[stock.Reservation], error) {
+	return f.d.LookupCheck(activity, id)
 }
 
 // Held is what user holds in the sale across both stores. Zero means no
