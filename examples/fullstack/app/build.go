@@ -549,6 +549,7 @@ func (a *App) buildCheckout() (err error) {
 		Redis:        a.in.Redis,
 		Sequential:   a.cfg.SequentialAdmission,
 		CaptchaCheck: p.captcha.store.VerifyCheck,
+		RiskCheck:    p.checker.CheckCheck, // its three built-in rules join the script
 
 		Steps:       a.steps,
 		OnUndoError: a.undoFailed,

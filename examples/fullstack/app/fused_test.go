@@ -70,7 +70,7 @@ func (c *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	}
 }
 
-// steps drops the risk step (its rules are not fused yet) unless risk,
+// steps drops the risk step unless risk,
 // and marks the hand-off's calls of a counted buy as such.
 func steps(risk bool) func([]checkout.Step) []checkout.Step {
 	return func(steps []checkout.Step) []checkout.Step {
@@ -101,8 +101,8 @@ func steps(risk bool) func([]checkout.Step) []checkout.Step {
 // reference deployment's checkout, after a warm-up buy so the scripts are
 // loaded: the per-user window (counted by the app), the replay lookup, the
 // captcha and the access token in one script, then the reservation: at
-// most 2 before the hand-off. The hand-off's own calls (the QUEUED result)
-// and the risk rules, which are not fused, are reported.
+// most 2 before the hand-off, with the risk rules (risk.Checker.CheckCheck)
+// or without. The hand-off's own calls (the QUEUED result) are reported.
 func TestFusedAdmissionRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -112,7 +112,7 @@ func TestFusedAdmissionRoundTrips(t *testing.T) {
 	}{
 		{"fused, no risk", false, false, 2},
 		{"sequential, no risk", true, false, 0},
-		{"fused, risk", false, true, 0},
+		{"fused, risk", false, true, 2},
 		{"sequential, risk", true, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
