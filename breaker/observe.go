@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Stages and outcomes reported to [WithObserver]. They are stable (metric

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Clock is the source of "now". A breaker reads it to time the open state and,

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Clock tells the time; it only computes [Challenge.ExpiresAt] (expiry

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 
 	"github.com/redis/go-redis/v9"
 )

@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/limiter"

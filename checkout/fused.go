@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"

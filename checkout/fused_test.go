@@ -16,7 +16,7 @@ import (
 
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/captcha/captchatest"
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter/redislimit"
 	"github.com/seckillkit/seckill/risk"

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // KeyFunc extracts the key to charge from a request (a user ID, a device

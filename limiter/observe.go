@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // StageHTTP is the stage the middleware reports to an [observe.Observer]

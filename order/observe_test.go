@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/operate"

@@ -12,7 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // obsRecorder is an observe.Observer that keeps every event and checks it was

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Clock supplies the current time. All timestamps the package stores and

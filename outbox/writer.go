@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 	"gorm.io/gorm"
 )
 

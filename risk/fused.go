@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 )
 
 // CheckCheck is [Checker.Check] of s as a check a composer runs in one

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Stages reported to [WithObserver], one event per call. They are stable

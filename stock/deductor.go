@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 )
 
 // subscriber is the one plain-client method [Deductor.Run] uses, when the

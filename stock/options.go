@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Clock supplies the current time. It drives the in-process sold-out cache

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // PoolOption configures [NewPool]. The options that apply only to a Pool

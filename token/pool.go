@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 
 	"github.com/redis/go-redis/v9"
 )

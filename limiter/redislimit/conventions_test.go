@@ -16,7 +16,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/limiter/redislimit"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // TestOptionIsSealed: Option is an interface whose methods are all

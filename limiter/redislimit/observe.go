@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/limiter"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // StageAllow is the stage reported to an [observe.Observer] ([WithObserver])

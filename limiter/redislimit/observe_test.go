@@ -14,7 +14,7 @@ import (
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/limiter/redislimit"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // recorder is an observe.Observer that keeps every event and the value of ctxKey

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/seckillkit/seckill/limiter"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Option configures [NewSlidingWindow] and [NewBucket], which read the

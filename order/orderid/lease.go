@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/lifecycle"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Lease is a machine ID leased from Redis (SET NX PX, renewed every

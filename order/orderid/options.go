@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Clock supplies the current time; inject one with [WithClock] in tests.

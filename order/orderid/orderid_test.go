@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckillkit/seckill/internal/testenv"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 func TestIDGeneratorMonotonicAndUnique(t *testing.T) {

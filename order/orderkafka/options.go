@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Each constructor takes its own option type, so an option that does not

@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/reconcile"

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
 	"gorm.io/gorm"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/lifecycle"
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/internal/dbx"
 	"gorm.io/gorm"

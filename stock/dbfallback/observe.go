@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Stages and outcomes reported to an [observe.Observer] ([WithObserver]).

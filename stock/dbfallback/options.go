@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // Clock supplies the current time. The Store checks the activity window

@@ -17,7 +17,7 @@ import (
 	"github.com/seckillkit/seckill/breaker"
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/checkout"
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/limiter/redislimit"
 	"github.com/seckillkit/seckill/observe"

@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/checkout"
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/stock/dbfallback"

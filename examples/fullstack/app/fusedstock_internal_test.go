@@ -3,7 +3,7 @@ package app
 import (
 	"testing"
 
-	"github.com/seckillkit/seckill/fused"
+	"github.com/seckillkit/seckill/internal/fused"
 	"github.com/seckillkit/seckill/stock"
 	"github.com/seckillkit/seckill/stock/dbfallback"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/internal/observe"
 )
 
 type key struct{}

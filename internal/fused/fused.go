@@ -5,9 +5,9 @@
 //
 // A block builds a [Check] from the same Lua text its own call runs (never
 // a fork of it) and decodes the reply with the same code, so the fused
-// form decides exactly what the block's own call decides. Like observe,
-// fused is a seam, not a building block: every package may import it, and
-// it imports nothing of the library.
+// form decides exactly what the block's own call decides. Like
+// internal/observe, it is a seam under internal/ (so no building block
+// imports a sibling), and it imports nothing of the library.
 package fused
 
 import "context"
