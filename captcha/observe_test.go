@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 // recorder is an observe.Observer that keeps every event and checks it was given

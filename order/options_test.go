@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
 	"github.com/seckillkit/seckill/order/reconcile"

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
-	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 // obsRecorder is an observe.Observer that keeps every event and checks it was

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/limiter/redislimit"
-	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // TestOptionIsSealed: Option is an interface whose methods are all

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/limiter"
 )
 
 // redisBase is what the Redis limiters share: the client, options, the

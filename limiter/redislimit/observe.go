@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/limiter"
 )
 
 // StageAllow is the stage reported to an [observe.Observer] ([WithObserver])

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/limiter/redislimit"
-	"github.com/seckillkit/seckill/internal/observe"
 )
 
 // recorder is an observe.Observer that keeps every event and the value of ctxKey

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/limiter"
 )
 
 // Option configures [NewSlidingWindow] and [NewBucket], which read the

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 func TestIDGeneratorMonotonicAndUnique(t *testing.T) {

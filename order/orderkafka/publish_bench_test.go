@@ -9,8 +9,8 @@ import (
 
 	kafkamsg "github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
 )
 
