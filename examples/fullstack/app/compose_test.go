@@ -143,17 +143,21 @@ func TestRunnerContract(t *testing.T) {
 	require.Empty(t, failed)
 
 	// A run that fails is counted, and the others keep running.
+	// The test waits for the failure to be counted before it stops the
+	// runner: a stop between the run's return and the count is a shutdown,
+	// not a failure (CI: waiting only for the run's return raced with it).
 	var failedMu sync.Mutex
 	failed = nil
+	counted := make(chan struct{})
 	r = newRunner(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), func(name string) {
 		failedMu.Lock()
 		failed = append(failed, name)
 		failedMu.Unlock()
+		close(counted)
 	})
-	ended := make(chan struct{})
-	r.add(worker{name: "bad", run: func(context.Context) error { defer close(ended); return errors.New("lost") }})
+	r.add(worker{name: "bad", run: func(context.Context) error { return errors.New("lost") }})
 	require.NoError(t, r.start(context.Background()))
-	<-ended
+	<-counted
 	require.NoError(t, r.stop()) // waits for the run: failed is final
 	require.Equal(t, []string{"bad"}, failed)
 }
