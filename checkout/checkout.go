@@ -253,10 +253,15 @@ func (c *Checkout) run(ctx context.Context, s *Step, a *Attempt) Outcome {
 	return out
 }
 
-// Result is the result of reservation for user: what the database says
-// whenever it knows the reservation, else the ledger. It never answers
-// another buyer's: a reservation that is not user's reads as unknown
-// (order.StatusNone).
+// Result is the result of reservation for user: what Results says
+// whenever it knows an outcome (the database decides: an order, or a
+// FAILED outcome such as a fenced release), else the stock ledger: a
+// reservation user holds reads [order.StatusQueued], one released without
+// an order reads [order.StatusFailed] with [handoff.ReasonReleased]. So an
+// in-flight reservation reads queued without a QUEUED result written at the
+// hand-off (a [handoff.Submitter] without [handoff.WithResults] saves that
+// Redis round trip per accepted buy). It never answers another buyer's: a
+// reservation that is not user's reads as unknown (order.StatusNone).
 func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.Result, error) {
 	if !stock.ValidID(user) || !stock.ValidReservationID(reservation) {
 		return order.Result{}, nil
@@ -268,7 +273,25 @@ func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.
 	if res.User != "" && res.User != user || res.ReservationID != "" && res.ReservationID != reservation {
 		return order.Result{}, nil
 	}
-	return res, nil
+	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
+		return res, nil
+	}
+	r, ok, err := c.cfg.Stock.Lookup(ctx, c.cfg.Activity, reservation)
+	switch {
+	case err != nil && res.Status == order.StatusQueued:
+		return res, nil // what Results knows; the ledger is out of reach
+	case errors.Is(err, stock.ErrInvalidArgument):
+		return order.Result{}, nil
+	case err != nil:
+		return order.Result{}, err
+	case !ok || r.User != user:
+		return order.Result{}, nil
+	case r.State == stock.Held:
+		return order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusQueued, ReservationID: reservation, At: r.ReservedAt}, nil
+	default:
+		return order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusFailed, Reason: handoff.ReasonReleased,
+			ReservationID: reservation, At: r.ReleasedAt}, nil
+	}
 }
 
 // SoldOutFor reports, with no I/O, that the sale is sold out and none of

@@ -526,3 +526,54 @@ type allowAll struct{}
 func (allowAll) AllowN(context.Context, string, int) (limiter.Result, error) {
 	return limiter.Result{Allowed: true}, nil
 }
+
+// TestResultFromLedger: with no outcome recorded (a hand-off that wrote no
+// QUEUED result), Result answers from the stock ledger: the buyer's held
+// reservation is queued, a released one failed (released), another
+// buyer's or an absent one unknown; an outcome Results knows wins.
+func TestResultFromLedger(t *testing.T) {
+	st := newMemStock(2)
+	cfg := baseConfig(st, &memSubmitter{stock: st})
+	known := map[string]order.Result{}
+	cfg.Results = func(_ context.Context, q status.ResultQuery) (order.Result, error) {
+		return known[q.ReservationID], nil
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	held, _ := ReservationID("owner", "r1")
+	freed, _ := ReservationID("owner", "r2")
+	for _, id := range []string{held, freed} {
+		if _, err := st.Reserve(ctx, stock.Request{Activity: "sale-1", User: "owner", ReservationID: id, Qty: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Release(ctx, "sale-1", freed); err != nil {
+		t.Fatal(err)
+	}
+	absent, _ := ReservationID("owner", "r3")
+	for _, tc := range []struct {
+		user, id string
+		want     order.Status
+		reason   string
+	}{
+		{"owner", held, order.StatusQueued, ""},
+		{"owner", freed, order.StatusFailed, handoff.ReasonReleased},
+		{"owner", absent, order.StatusNone, ""},
+		{"other", held, order.StatusNone, ""},
+	} {
+		res, err := c.Result(ctx, tc.user, tc.id)
+		if err != nil || res.Status != tc.want || res.Reason != tc.reason {
+			t.Errorf("Result(%s, %s) = %+v, %v; want %q %q", tc.user, tc.id, res, err, tc.want, tc.reason)
+		}
+		if tc.want != order.StatusNone && (res.User != tc.user || res.ReservationID != tc.id) {
+			t.Errorf("Result(%s, %s) names %q / %q", tc.user, tc.id, res.User, res.ReservationID)
+		}
+	}
+	known[held] = order.Result{Activity: "sale-1", User: "owner", ReservationID: held, Status: order.StatusSuccess, OrderNo: "o1"}
+	if res, _ := c.Result(ctx, "owner", held); res.Status != order.StatusSuccess || res.OrderNo != "o1" {
+		t.Errorf("a known outcome: %+v", res)
+	}
+}

@@ -94,6 +94,9 @@ func WithLogger(l *slog.Logger) Option {
 // message, and the [Fence] FAILED after a release (the reason of the
 // release: [ReasonHandoff] for a failed hand-off), in r (status.Results).
 // Default none; a nil r fails the constructor with order.ErrInvalidConfig.
+// A composition that answers an in-flight reservation from the stock
+// ledger (checkout.Checkout.Result does) can leave it off the Submitter,
+// saving one Redis round trip per accepted buy, and keep it on the Fence.
 func WithResults(r order.ResultWriter) Option {
 	return optionFunc(func(o *options) {
 		if r == nil {

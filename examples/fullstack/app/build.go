@@ -494,7 +494,11 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 	if err != nil {
 		return err
 	}
-	sub, err := handoff.NewSubmitter(kafkaPub, fallback, fence, handoff.WithResults(p.results), handoff.WithLogger(log), handoff.WithObserver(p.obs))
+	// No QUEUED result at the hand-off: a reservation in flight reads
+	// queued from the stock ledger (resultOf, checkout.Result), which
+	// saves a Redis round trip per accepted buy; the fence still records
+	// FAILED after a release, and the consumer the outcome.
+	sub, err := handoff.NewSubmitter(kafkaPub, fallback, fence, handoff.WithLogger(log), handoff.WithObserver(p.obs))
 	if err != nil {
 		return err
 	}

@@ -101,8 +101,9 @@ func steps(risk bool) func([]checkout.Step) []checkout.Step {
 // reference deployment's checkout, after a warm-up buy so the scripts are
 // loaded: the per-user window (counted by the app), the replay lookup, the
 // captcha and the access token in one script, then the reservation: at
-// most 2 before the hand-off, with the risk rules (risk.Checker.CheckCheck)
-// or without. The hand-off's own calls (the QUEUED result) are reported.
+// most 2 for the whole buy, with the risk rules (risk.Checker.CheckCheck)
+// or without: the hand-off writes no QUEUED result (a reservation in
+// flight reads queued from the ledger), so it adds none.
 func TestFusedAdmissionRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -141,8 +142,8 @@ func TestFusedAdmissionRoundTrips(t *testing.T) {
 			got, names := n.read("admission")
 			h, hnames := n.read("handoff")
 			t.Logf("%s: %d round trips to Redis up to the reserve (%s), %d in the hand-off (%s)", tc.name, got, names, h, hnames)
-			if tc.max > 0 && got > tc.max {
-				t.Fatalf("%d round trips up to the reserve, want <= %d", got, tc.max)
+			if tc.max > 0 && got+h > tc.max {
+				t.Fatalf("%d round trips up to the reserve and %d in the hand-off, want <= %d in all", got, h, tc.max)
 			}
 		})
 	}

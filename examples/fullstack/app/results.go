@@ -8,7 +8,6 @@ import (
 
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/status"
-	"github.com/seckillkit/seckill/stock"
 )
 
 // Results: what became of a reservation, and paying for the order.
@@ -28,11 +27,12 @@ func (v resultView) final() bool {
 }
 
 // resultOf answers for one reservation of the user (or, without one, for
-// the user's latest): the database decides whenever it knows the
-// reservation (an order, or a FAILED outcome such as a fenced release), so
-// the answer never contradicts it; a reservation the database does not know
-// yet is asked of the stock ledger: held = still queued, released or
-// tombstoned = failed, absent or another user's = unknown.
+// the user's latest): checkout.Result, so the database decides whenever it
+// knows the reservation (an order, or a FAILED outcome such as a fenced
+// release) and the answer never contradicts it; a reservation the database
+// does not know yet is read from the stock ledger (held = still queued,
+// released = failed; absent or another user's = unknown). The hand-off
+// writes no QUEUED result (build.go), so the ledger is what says queued.
 func (a *App) resultOf(ctx context.Context, user string, resv string) (resultView, error) {
 	if resv == "" {
 		res, err := a.p.results.Get(ctx, a.sale.act.ID, user)
@@ -41,26 +41,14 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 		}
 		return a.view(ctx, res), nil
 	}
-	res, err := a.p.results.Reservation(ctx, status.ResultQuery{Activity: a.sale.act.ID, User: user, ReservationID: resv})
+	res, err := a.co.Result(ctx, user, resv)
 	if err != nil {
 		return resultView{}, err
 	}
-	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
-		return a.view(ctx, res), nil
-	}
-	r, ok, err := a.p.units.Lookup(ctx, a.sale.act.ID, resv)
-	switch {
-	case errors.Is(err, stock.ErrInvalidArgument):
+	if res.Status == order.StatusNone {
 		return resultView{Status: "unknown", Reservation: resv}, nil
-	case err != nil:
-		return resultView{}, err
-	case !ok || r.User != user:
-		return resultView{Status: "unknown", Reservation: resv}, nil
-	case r.State == stock.Held:
-		return resultView{Status: "queued", Reservation: resv}, nil
-	default:
-		return resultView{Status: "failed", Reservation: resv, Reason: "released"}, nil
 	}
+	return a.view(ctx, res), nil
 }
 
 // settledView is the push view of an outcome the consumer has just
