@@ -25,6 +25,12 @@ type redisBase struct {
 
 // failed applies the failure policy to a failed store call.
 func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) (limiter.Result, error) {
+	return b.failedTo(ctx, key, n, cause, b.fallback, key)
+}
+
+// failedTo is failed with the [limiter.FallbackLocal] decision asked of fb
+// for fbKey (a [Priority] asks its in-process classes for the class).
+func (b *redisBase) failedTo(ctx context.Context, key string, n int, cause error, fb limiter.Limiter, fbKey string) (limiter.Result, error) {
 	if ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)) {
 		// The caller gave up: not a store failure, no policy, no hook.
 		return limiter.Result{Limit: b.limit}, fmt.Errorf("redislimit: %s %q: %w", b.o.name, key, cause)
@@ -39,7 +45,7 @@ func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) 
 	case limiter.FailOpen:
 		return limiter.Result{Allowed: true, Limit: b.limit, Remaining: b.limit - n, Degraded: true}, nil
 	case limiter.FallbackLocal:
-		r, ferr := b.fallback.AllowN(ctx, key, n)
+		r, ferr := fb.AllowN(ctx, fbKey, n)
 		r.Degraded = true
 		return r, ferr
 	default:
