@@ -22,7 +22,8 @@
 // [Option], an interface with an unexported method (options come from the
 // With… functions only): [WithKeyPrefix], [WithName], [WithFailurePolicy],
 // [WithFallback], [WithOnFailure], [WithObserver], [WithLogger],
-// [WithBatching]. A nil option is ignored; a nil collaborator (a nil Redis
+// [WithBatching], [WithException] (a key's own limit: a hot item, a VIP
+// user). A nil option is ignored; a nil collaborator (a nil Redis
 // client, [WithFallback] limiter or [WithLogger] logger) is an error
 // wrapping [limiter.ErrInvalidConfig]. The logger defaults to
 // slog.Default(); pass slog.New(slog.DiscardHandler) to silence it.

@@ -30,25 +30,27 @@ import (
 // times the budget); with the bucket's own [WithFallback] limiter, that
 // limiter decides for the bucket key, without classes.
 type Priority struct {
-	b        *Bucket
-	key      string
-	redisKey string
-	names    []string
-	argBurst []any // per class: burst − floor
-	limits   []int
-	local    *limiter.Priority // validates the classes; the default fallback
+	b           *Bucket
+	key         string
+	redisKey    string
+	argInterval any
+	names       []string
+	argBurst    []any // per class: burst − floor
+	limits      []int
+	local       *limiter.Priority // validates the classes; the default fallback
 }
 
 // NewPriority shares b's key key among classes, given from the highest to
 // the lowest. The classes follow [limiter.NewPriority]'s rules (names
 // unique and not empty, floors increasing from 0 up, each below the
-// bucket's burst); a nil b or a bad class is an error wrapping
-// [limiter.ErrInvalidConfig].
+// bucket's burst, or the key's own under [WithException]); a nil b or a
+// bad class is an error wrapping [limiter.ErrInvalidConfig].
 func NewPriority(b *Bucket, key string, classes ...limiter.PriorityClass) (*Priority, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: priority over a nil bucket", limiter.ErrInvalidConfig)
 	}
-	tb, err := limiter.NewTokenBucket(b.rate, b.limit)
+	burst, argInterval, _ := b.args(key) // the key's own burst under WithException
+	tb, err := limiter.NewTokenBucket(b.rate*limiter.Limit(burst)/limiter.Limit(b.limit), burst)
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +58,11 @@ func NewPriority(b *Bucket, key string, classes ...limiter.PriorityClass) (*Prio
 	if err != nil {
 		return nil, err
 	}
-	p := &Priority{b: b, key: key, redisKey: bucketKey(b.o.prefix, b.o.name, key), local: local}
+	p := &Priority{b: b, key: key, redisKey: bucketKey(b.o.prefix, b.o.name, key), argInterval: argInterval, local: local}
 	for _, c := range classes {
 		p.names = append(p.names, c.Name)
-		p.limits = append(p.limits, b.limit-c.Floor)
-		p.argBurst = append(p.argBurst, strconv.Itoa(b.limit-c.Floor))
+		p.limits = append(p.limits, burst-c.Floor)
+		p.argBurst = append(p.argBurst, strconv.Itoa(burst-c.Floor))
 	}
 	return p, nil
 }
@@ -102,7 +104,7 @@ func (p *Priority) allowN(ctx context.Context, class string, n int) (limiter.Res
 	if n != 1 {
 		argN = strconv.Itoa(n)
 	}
-	v, err := p.b.allow.run(ctx, p.redisKey, p.b.argInterval, p.argBurst[i], argN)
+	v, err := p.b.allow.run(ctx, p.redisKey, p.argInterval, p.argBurst[i], argN)
 	r, err := parseDecision(v, err, limit)
 	if err != nil {
 		fb, fbKey := p.b.fallback, p.key
