@@ -137,3 +137,16 @@ func TestRedisExceptionValidation(t *testing.T) {
 	assert.True(t, r.Allowed)
 	assert.Equal(t, 10, r.Limit)
 }
+
+// TestRedisBucketRateOne: a rate of 1/s is an interval of 1000000 µs, sent
+// in plain decimals (miniredis's Lua reads "1e+06" as nil).
+func TestRedisBucketRateOne(t *testing.T) {
+	t.Parallel()
+	c, m := testenv.Miniredis(t)
+	m.SetTime(t0)
+	b, err := redislimit.NewBucket(c, 1, 2, redislimit.WithKeyPrefix(testenv.Prefix(t)))
+	require.NoError(t, err)
+	assert.Equal(t, 2, countAllowed(t, b, "k", 5))
+	m.SetTime(t0.Add(time.Second))
+	assert.Equal(t, 1, countAllowed(t, b, "k", 5))
+}
