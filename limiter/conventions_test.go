@@ -29,6 +29,7 @@ func TestOptionsBelongToConstructor(t *testing.T) {
 	check("WithClock", limiter.WithClock(nil), applies{tb: true, keyed: true})
 	check("WithMaxKeys", limiter.WithMaxKeys(1), applies{keyed: true})
 	check("WithShards", limiter.WithShards(1), applies{keyed: true})
+	check("WithException", limiter.WithException("k", 1, 1), applies{keyed: true})
 	for name, o := range map[string]any{
 		"WithKeyFailurePolicy": limiter.WithKeyFailurePolicy(limiter.FailOpen),
 		"WithOnError":          limiter.WithOnError(nil), "WithOnDenied": limiter.WithOnDenied(nil),
@@ -77,6 +78,7 @@ func TestNilCollaborators(t *testing.T) {
 			return err
 		},
 		"DryRun nil limiter":       func() error { _, err := limiter.NewDryRun(nil, nil); return err },
+		"Priority nil bucket":      func() error { _, err := limiter.NewPriority(nil, limiter.PriorityClass{Name: "a"}); return err },
 		"DryRun typed nil limiter": func() error { _, err := limiter.NewDryRun(nilKeyed, nil); return err },
 		"Middleware typed nil limiter": func() error {
 			_, err := limiter.NewMiddleware([]limiter.Rule{{Limiter: nilKeyed}})

@@ -14,7 +14,17 @@
 //     fast when the wait would pass them). Zero, infinite and invalid rates
 //     have defined meanings (see the type).
 //   - [Keyed]: a token bucket per key (user, device, IP) on one node, with
-//     bounded memory (idle keys evicted exactly, a cap on keys).
+//     bounded memory (idle keys evicted exactly, a cap on keys); a key can
+//     have its own rate and burst ([WithException]: a VIP user, a hot
+//     item).
+//   - [Priority]: ordered traffic classes (say verified, normal, suspect:
+//     the caller names them) sharing one [TokenBucket], each class keeping
+//     a floor of tokens for the classes above, so under overload the lowest
+//     class is shed first and the higher ones keep their admitted rate (the
+//     guarantees are stated on the type). The key of its AllowN is the
+//     class, so in [NewMiddleware] a [Rule] whose Key maps the request to a
+//     class (a risk score, a verified account) applies it.
+//     redislimit.Priority does the same on one key of a Redis bucket.
 //   - redislimit.SlidingWindow: at most N events per key in any window of
 //     length W, shared by all app servers through Redis. An exact sliding
 //     log: no boundary burst.

@@ -29,18 +29,30 @@ import (
 //     more keys than the cap can regain burst for the keys pushed out: size
 //     the cap above the number of keys active within burst/rate seconds.
 //
+// # Exceptions
+//
+// [WithException] gives a key its own rate and burst (a VIP user, a hot
+// item); every other key gets the limiter's. An exception's state lives in
+// the same map under the same memory rules.
+//
 // rate must be positive (or [Inf], which allows everything and stores
 // nothing); burst >= 1. Options read: [WithClock], [WithMaxKeys],
-// [WithShards].
+// [WithShards], [WithException].
 type Keyed struct {
 	g         gcra
 	unlimited bool
+	exc       map[string]*keyedLimit // nil without exceptions
 	clock     nanoClock
 	seed      maphash.Seed
 	shards    []keyedShard
 	mask      uint64
 	perShard  int
-	burst     int
+}
+
+// keyedLimit is the limit of the keys given by [WithException].
+type keyedLimit struct {
+	g         gcra
+	unlimited bool
 }
 
 type keyedShard struct {
@@ -78,7 +90,12 @@ func NewKeyed(rate Limit, burst int, opts ...KeyedOption) (*Keyed, error) {
 	for ns > 1 && o.maxKeys/ns < 8 {
 		ns >>= 1 // keep at least 8 keys per shard so the cap is honoured
 	}
+	exc, err := newExceptions(o.exceptions)
+	if err != nil {
+		return nil, err
+	}
 	k := &Keyed{
+		exc:       exc,
 		g:         g,
 		unlimited: mode == modeUnlimited,
 		clock:     toNanoClock(o.clock),
@@ -86,7 +103,6 @@ func NewKeyed(rate Limit, burst int, opts ...KeyedOption) (*Keyed, error) {
 		shards:    make([]keyedShard, ns),
 		mask:      uint64(ns - 1),
 		perShard:  o.maxKeys / ns,
-		burst:     burst,
 	}
 	for i := range k.shards {
 		k.shards[i].m = make(map[string]*atomic.Int64)
@@ -95,13 +111,45 @@ func NewKeyed(rate Limit, burst int, opts ...KeyedOption) (*Keyed, error) {
 	return k, nil
 }
 
+func newExceptions(m map[string]keyLimit) (map[string]*keyedLimit, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	exc := make(map[string]*keyedLimit, len(m))
+	for key, l := range m {
+		if key == "" {
+			return nil, fmt.Errorf("%w: exception for an empty key", ErrInvalidConfig)
+		}
+		if float64(l.rate) == 0 {
+			return nil, fmt.Errorf("%w: exception %q: rate must be > 0 (or Inf)", ErrInvalidConfig, key)
+		}
+		g, mode, err := newGCRA(l.rate, l.burst)
+		if err != nil {
+			return nil, fmt.Errorf("exception %q: %w", key, err)
+		}
+		exc[key] = &keyedLimit{g: g, unlimited: mode == modeUnlimited}
+	}
+	return exc, nil
+}
+
+// limitOf returns the limit of key: its exception's, or the limiter's.
+func (k *Keyed) limitOf(key string) (*gcra, bool) {
+	if k.exc != nil {
+		if l := k.exc[key]; l != nil {
+			return &l.g, l.unlimited
+		}
+	}
+	return &k.g, k.unlimited
+}
+
 // Allow reports whether one event for key may happen now, spending it if
 // so. It is the allocation-free fast path of AllowN.
 func (k *Keyed) Allow(key string) bool {
-	if k.unlimited {
+	g, unlimited := k.limitOf(key)
+	if unlimited {
 		return true
 	}
-	ok, _ := k.take(k.clock.nanotime()<<tickShift, key, 1)
+	ok, _ := k.take(g, k.clock.nanotime()<<tickShift, key, 1)
 	return ok
 }
 
@@ -112,21 +160,22 @@ func (k *Keyed) AllowN(_ context.Context, key string, n int) (Result, error) {
 }
 
 func (k *Keyed) decide(now int64, key string, n int) (Result, error) {
-	if n < 1 || (!k.unlimited && n > k.burst) {
-		return Result{Limit: k.burst}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidArgument, n, k.burst)
+	g, unlimited := k.limitOf(key)
+	if n < 1 || (!unlimited && n > g.burst) {
+		return Result{Limit: g.burst}, fmt.Errorf("%w: %d (limit %d)", ErrInvalidArgument, n, g.burst)
 	}
-	if k.unlimited {
-		return Result{Allowed: true, Limit: k.burst, Remaining: math.MaxInt32}, nil
+	if unlimited {
+		return Result{Allowed: true, Limit: g.burst, Remaining: math.MaxInt32}, nil
 	}
-	ok, tat := k.take(now, key, n)
-	return k.g.result(now, tat, n, ok), nil
+	ok, tat := k.take(g, now, key, n)
+	return g.result(now, tat, n, ok), nil
 }
 
 func (k *Keyed) shard(key string) *keyedShard {
 	return &k.shards[maphash.String(k.seed, key)&k.mask]
 }
 
-func (k *Keyed) take(now int64, key string, n int) (bool, int64) {
+func (k *Keyed) take(g *gcra, now int64, key string, n int) (bool, int64) {
 	s := k.shard(key)
 	for {
 		s.mu.RLock()
@@ -135,7 +184,7 @@ func (k *Keyed) take(now int64, key string, n int) (bool, int64) {
 		if p == nil {
 			p = s.insert(key, now, k.perShard)
 		}
-		ok, tat, dead := k.g.take(p, now, n)
+		ok, tat, dead := g.take(p, now, n)
 		if !dead {
 			return ok, tat
 		}
@@ -196,7 +245,8 @@ func (s *keyedShard) evictOne(now int64) {
 // RefundN implements [Refunder]: it gives n tokens back to key (never
 // beyond full). Refunding an evicted key is a no-op.
 func (k *Keyed) RefundN(_ context.Context, key string, n int) error {
-	if k.unlimited || n < 1 {
+	g, unlimited := k.limitOf(key)
+	if unlimited || n < 1 {
 		return nil
 	}
 	s := k.shard(key)
@@ -204,7 +254,7 @@ func (k *Keyed) RefundN(_ context.Context, key string, n int) error {
 	p := s.m[key]
 	s.mu.RUnlock()
 	if p != nil {
-		k.g.give(p, k.clock.nanotime()<<tickShift, n)
+		g.give(p, k.clock.nanotime()<<tickShift, n)
 	}
 	return nil
 }

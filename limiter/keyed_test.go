@@ -129,3 +129,94 @@ func TestKeyedRefundMissingKey(t *testing.T) {
 	require.NoError(t, k.RefundN(context.Background(), "nobody", 0))
 	assert.Zero(t, k.Len())
 }
+
+// TestKeyedExceptions: a key given WithException has its own rate and
+// burst (counted at a frozen clock, then after a refill); the other keys
+// keep the limiter's; an Inf exception is not limited.
+func TestKeyedExceptions(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	k, err := limiter.NewKeyed(1, 2, limiter.WithClock(clk),
+		limiter.WithException("vip", 10, 5),
+		limiter.WithException("hot-item", limiter.Every(time.Minute), 1),
+		limiter.WithException("internal", limiter.Inf, 0))
+	require.NoError(t, err)
+	count := func(key string, tries int) int {
+		n := 0
+		for range tries {
+			if k.Allow(key) {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 5, count("vip", 20), "vip: its own burst")
+	assert.Equal(t, 2, count("user", 20), "others: the limiter's burst")
+	assert.Equal(t, 1, count("hot-item", 20), "hot item: its own, lower burst")
+	assert.Equal(t, 100, count("internal", 100), "an Inf exception is not limited")
+
+	clk.Advance(500 * time.Millisecond)
+	assert.Equal(t, 5, count("vip", 20), "vip refilled at 10/s")
+	assert.Equal(t, 0, count("user", 20), "user refills at 1/s")
+	assert.Equal(t, 0, count("hot-item", 20), "hot item refills at 1/min")
+
+	ctx := context.Background()
+	r, err := k.AllowN(ctx, "vip", 1)
+	require.NoError(t, err)
+	assert.Equal(t, limiter.Result{Limit: 5, RetryAfter: 100 * time.Millisecond, ResetAfter: 500 * time.Millisecond}, r,
+		"the Result is the exception's")
+	_, err = k.AllowN(ctx, "vip", 5)
+	require.NoError(t, err, "a cost up to the exception's burst is valid")
+	_, err = k.AllowN(ctx, "user", 5)
+	require.ErrorIs(t, err, limiter.ErrInvalidArgument, "above the limiter's burst for other keys")
+	require.NoError(t, k.RefundN(ctx, "vip", 100))
+	assert.Equal(t, 5, count("vip", 20), "a refund fills the exception's bucket, never beyond its burst")
+}
+
+func TestKeyedExceptionValidation(t *testing.T) {
+	t.Parallel()
+	for name, opt := range map[string]limiter.KeyedOption{
+		"empty key":          limiter.WithException("", 1, 1),
+		"zero rate":          limiter.WithException("k", 0, 1),
+		"negative rate":      limiter.WithException("k", -1, 1),
+		"zero burst":         limiter.WithException("k", 1, 0),
+		"last one given bad": limiter.KeyedOption(nil),
+	} {
+		opts := []limiter.KeyedOption{opt}
+		if name == "last one given bad" {
+			opts = []limiter.KeyedOption{limiter.WithException("k", 1, 1), limiter.WithException("k", 1, 0)}
+		}
+		k, err := limiter.NewKeyed(1, 1, opts...)
+		require.ErrorIs(t, err, limiter.ErrInvalidConfig, name)
+		require.Nil(t, k, name)
+	}
+	// An exception under an unlimited limiter still limits its key.
+	k, err := limiter.NewKeyed(limiter.Inf, 0, limiter.WithException("hot", 1, 1))
+	require.NoError(t, err)
+	assert.True(t, k.Allow("hot"))
+	assert.False(t, k.Allow("hot"))
+	assert.True(t, k.Allow("other"))
+	assert.True(t, k.Allow("other"))
+}
+
+// BenchmarkKeyedExceptions: Keyed.Allow without exceptions (the anchor)
+// beside the same call on a limiter holding exceptions, for a plain key and
+// for an excepted one.
+func BenchmarkKeyedExceptions(b *testing.B) {
+	plain, err := limiter.NewKeyed(1e9, 1e6)
+	require.NoError(b, err)
+	exc, err := limiter.NewKeyed(1e9, 1e6, limiter.WithException("vip", 2e9, 2e6), limiter.WithException("hot", 1e8, 1e5))
+	require.NoError(b, err)
+	for _, bc := range []struct {
+		name string
+		k    *limiter.Keyed
+		key  string
+	}{{"impl=no-exceptions", plain, "user:42"}, {"impl=exceptions/key=plain", exc, "user:42"}, {"impl=exceptions/key=excepted", exc, "vip"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.k.Allow(bc.key)
+			}
+		})
+	}
+}

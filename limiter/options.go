@@ -14,7 +14,7 @@ import (
 //
 //	option                               TokenBucket  Keyed  Middleware
 //	WithClock (ClockOption)              ✓            ✓
-//	WithMaxKeys, WithShards                           ✓
+//	WithMaxKeys, WithShards, WithException            ✓
 //	WithKeyFailurePolicy, WithOnDenied,                      ✓
 //	WithOnError, WithObserver
 //
@@ -50,10 +50,17 @@ func (f keyedOpt) applyKeyed(o *options)       { f(o) }
 func (f mwOpt) applyMiddleware(o *mwOptions)   { f(o) }
 
 type options struct {
-	clock    Clock
-	clockSet bool
-	maxKeys  int
-	shards   int
+	clock      Clock
+	clockSet   bool
+	maxKeys    int
+	shards     int
+	exceptions map[string]keyLimit
+}
+
+// keyLimit is the rate and burst given to one key by [WithException].
+type keyLimit struct {
+	rate  Limit
+	burst int
 }
 
 // buildOptions applies opts (nil ones are ignored) with apply, the method
@@ -92,6 +99,22 @@ func WithMaxKeys(n int) KeyedOption { return keyedOpt(func(o *options) { o.maxKe
 // WithShards sets the number of lock shards of a [Keyed] limiter (rounded
 // up to a power of two). Default 64.
 func WithShards(n int) KeyedOption { return keyedOpt(func(o *options) { o.shards = n }) }
+
+// WithException gives one key of a [Keyed] limiter its own rate and burst
+// instead of the limiter's (a VIP user, a hot item: Sentinel's
+// hot-parameter exceptions). Give it once per key; given twice for one key,
+// the last wins. The same rules hold as for [NewKeyed]: rate > 0 or [Inf]
+// (that key is not limited), burst >= 1 for a finite rate; an empty key or
+// a bad rate or burst makes [NewKeyed] return an error wrapping
+// [ErrInvalidConfig]. Default: no exception.
+func WithException(key string, rate Limit, burst int) KeyedOption {
+	return keyedOpt(func(o *options) {
+		if o.exceptions == nil {
+			o.exceptions = make(map[string]keyLimit)
+		}
+		o.exceptions[key] = keyLimit{rate: rate, burst: burst}
+	})
+}
 
 // isNil reports whether v is nil or an interface holding a nil pointer
 // (a (*Keyed)(nil) passed as a Limiter).

@@ -46,7 +46,7 @@ type Bucket struct {
 // and neither above 2^53-1 (the script's numbers are Lua doubles).
 // Options read: [WithKeyPrefix], [WithName], [WithFailurePolicy],
 // [WithFallback], [WithOnFailure], [WithLogger], [WithBatching],
-// [WithObserver].
+// [WithObserver], [WithException].
 func NewBucket(rdb redis.Scripter, rate limiter.Limit, burst int, opts ...Option) (*Bucket, error) {
 	o := buildOptions(opts)
 	b := &Bucket{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: burst}, rate: rate}
@@ -70,8 +70,19 @@ func NewBucket(rdb redis.Scripter, rate limiter.Limit, burst int, opts ...Option
 	if interval*float64(burst) > 1e15 {
 		return nil, fmt.Errorf("%w: rate %v with burst %d spans too long a time", limiter.ErrInvalidConfig, r, burst)
 	}
+	fbExc, err := b.exceptions(func(key string, l int) (keyArgs, limiter.Limit, error) {
+		kr := r * float64(l) / float64(burst)
+		if l < 1 || int64(l) > maxScriptInt || kr > maxScriptInt {
+			return keyArgs{}, 0, fmt.Errorf("%w: exception %q: burst %d (rate %v) must be in [1, %d]", limiter.ErrInvalidConfig, key, l, kr, int64(maxScriptInt))
+		}
+		ki := interval * float64(burst) / float64(l) // the same time to fill
+		return keyArgs{limit: l, argLimit: strconv.Itoa(l), argInterval: strconv.FormatFloat(ki, 'f', -1, 64)}, limiter.Limit(kr), nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	if o.policy == limiter.FallbackLocal && !o.fallbackSet {
-		k, err := limiter.NewKeyed(rate, burst)
+		k, err := limiter.NewKeyed(rate, burst, fbExc...)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +91,7 @@ func NewBucket(rdb redis.Scripter, rate limiter.Limit, burst int, opts ...Option
 		b.fallback = o.fallback
 	}
 	b.allow = newBatcher(rdb, gcraScript, o.batch)
-	b.argInterval = strconv.FormatFloat(interval, 'g', -1, 64)
+	b.argInterval = strconv.FormatFloat(interval, 'f', -1, 64) // 'f': gopher-lua (miniredis) reads "1e+06" as nil
 	b.argBurst = strconv.Itoa(burst)
 	return b, nil
 }
@@ -98,19 +109,28 @@ func (b *Bucket) AllowN(ctx context.Context, key string, n int) (limiter.Result,
 }
 
 func (b *Bucket) allowN(ctx context.Context, key string, n int) (limiter.Result, error) {
-	if n < 1 || n > b.limit {
-		return limiter.Result{Limit: b.limit}, fmt.Errorf("%w: %d (burst %d)", limiter.ErrInvalidArgument, n, b.limit)
+	limit, argInterval, argBurst := b.args(key)
+	if n < 1 || n > limit {
+		return limiter.Result{Limit: limit}, fmt.Errorf("%w: %d (burst %d)", limiter.ErrInvalidArgument, n, limit)
 	}
 	argN := argOne
 	if n != 1 {
 		argN = strconv.Itoa(n)
 	}
-	v, err := b.allow.run(ctx, bucketKey(b.o.prefix, b.o.name, key), b.argInterval, b.argBurst, argN)
-	r, err := parseDecision(v, err, b.limit)
+	v, err := b.allow.run(ctx, bucketKey(b.o.prefix, b.o.name, key), argInterval, argBurst, argN)
+	r, err := parseDecision(v, err, limit)
 	if err != nil {
 		return b.failed(ctx, key, n, err)
 	}
 	return r, nil
+}
+
+// args returns key's burst and script arguments ([WithException]).
+func (b *Bucket) args(key string) (int, any, any) {
+	if e, ok := b.exc[key]; ok {
+		return e.limit, e.argInterval, e.argLimit
+	}
+	return b.limit, b.argInterval, b.argBurst
 }
 
 // RefundN implements [limiter.Refunder]: it puts n tokens back (never beyond
@@ -124,8 +144,9 @@ func (b *Bucket) RefundN(ctx context.Context, key string, n int) error {
 	if err := checkScriptN(n); err != nil {
 		return err
 	}
+	_, argInterval, argBurst := b.args(key)
 	err := gcraScript.Run(ctx, b.rdb, []string{bucketKey(b.o.prefix, b.o.name, key)},
-		b.argInterval, b.argBurst, -n).Err()
+		argInterval, argBurst, -n).Err()
 	if err != nil {
 		err = fmt.Errorf("%w: refund %s %q: %w", limiter.ErrUnavailable, b.o.name, key, err)
 		if b.o.onFailure != nil {

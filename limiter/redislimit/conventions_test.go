@@ -33,7 +33,7 @@ func TestOptionIsSealed(t *testing.T) {
 	opts := []redislimit.Option{redislimit.WithKeyPrefix(testenv.Prefix(t)), redislimit.WithName("n"),
 		redislimit.WithFailurePolicy(limiter.FailOpen), redislimit.WithOnFailure(nil),
 		redislimit.WithObserver(nil), redislimit.WithLogger(slog.New(slog.DiscardHandler)),
-		redislimit.WithBatching(0)}
+		redislimit.WithBatching(0), redislimit.WithException("k", 1)}
 	_, err := redislimit.NewSlidingWindow(c, 1, time.Second, opts...)
 	require.NoError(t, err)
 	_, err = redislimit.NewBucket(c, 1, 1, opts...)

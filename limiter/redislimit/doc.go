@@ -2,7 +2,10 @@
 // app server: [SlidingWindow] (at most N events per key in any window of
 // length W, an exact sliding log with no boundary burst) and [Bucket] (a
 // token bucket per key, GCRA; with one constant key it is the
-// cluster-wide global limit).
+// cluster-wide global limit), and [Priority], which shares one key of a
+// Bucket among ordered traffic classes so that under overload the lowest
+// class is shed first (package limiter's priority classes, across every
+// app server).
 //
 // They speak the vocabulary of package limiter: both implement
 // [limiter.Limiter] and [limiter.Refunder], return a [limiter.Result] (a
@@ -19,7 +22,8 @@
 // [Option], an interface with an unexported method (options come from the
 // With… functions only): [WithKeyPrefix], [WithName], [WithFailurePolicy],
 // [WithFallback], [WithOnFailure], [WithObserver], [WithLogger],
-// [WithBatching]. A nil option is ignored; a nil collaborator (a nil Redis
+// [WithBatching], [WithException] (a key's own limit: a hot item, a VIP
+// user). A nil option is ignored; a nil collaborator (a nil Redis
 // client, [WithFallback] limiter or [WithLogger] logger) is an error
 // wrapping [limiter.ErrInvalidConfig]. The logger defaults to
 // slog.Default(); pass slog.New(slog.DiscardHandler) to silence it.

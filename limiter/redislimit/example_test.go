@@ -73,3 +73,43 @@ func Example_failurePolicy() {
 	// allowed=true fallback=true
 	// allowed=false fallback=true
 }
+
+// A cluster-wide budget of 10 tokens shared by three classes: suspect
+// traffic may take only while more than 6 are left, normal while more than
+// 3. Under a flood from every class, suspect is shed first.
+func ExampleNewPriority() {
+	m, err := miniredis.Run() // stands in for your Redis
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	// A fixed date is safe here: the only clock is miniredis TIME (fake, set here).
+	m.SetTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer rdb.Close()
+
+	global, _ := redislimit.NewBucket(rdb, 100, 10, redislimit.WithName("global"))
+	prio, err := redislimit.NewPriority(global, "all",
+		limiter.PriorityClass{Name: "verified"},
+		limiter.PriorityClass{Name: "normal", Floor: 3},
+		limiter.PriorityClass{Name: "suspect", Floor: 6})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	admitted := map[string]int{}
+	for range 10 {
+		for _, class := range []string{"suspect", "normal", "verified"} {
+			r, err := prio.AllowN(ctx, class, 1)
+			if err != nil {
+				panic(err)
+			}
+			if r.Allowed {
+				admitted[class]++
+			}
+		}
+	}
+	fmt.Println("suspect", admitted["suspect"], "normal", admitted["normal"], "verified", admitted["verified"])
+	// Output:
+	// suspect 2 normal 3 verified 5
+}

@@ -20,14 +20,55 @@ type redisBase struct {
 	o        options
 	fallback limiter.Limiter
 	limit    int
-	obs      observe.Observer // nil: nothing is measured
+	obs      observe.Observer   // nil: nothing is measured
+	exc      map[string]keyArgs // WithException; nil without
+}
+
+// keyArgs are the script arguments of a key given by [WithException].
+type keyArgs struct {
+	limit       int
+	argLimit    any // the window's limit, the bucket's burst
+	argInterval any // Bucket only: µs per token
+}
+
+// limitOf returns key's limit: its exception's, or the limiter's.
+func (b *redisBase) limitOf(key string) int {
+	if e, ok := b.exc[key]; ok {
+		return e.limit
+	}
+	return b.limit
+}
+
+// exceptions builds the keyArgs of every [WithException] with mk, and the
+// per-key options of the default fallback.
+func (b *redisBase) exceptions(mk func(key string, limit int) (keyArgs, limiter.Limit, error)) ([]limiter.KeyedOption, error) {
+	if len(b.o.exceptions) == 0 {
+		return nil, nil
+	}
+	b.exc = make(map[string]keyArgs, len(b.o.exceptions))
+	var fb []limiter.KeyedOption
+	for key, limit := range b.o.exceptions {
+		a, rate, err := mk(key, limit)
+		if err != nil {
+			return nil, err
+		}
+		b.exc[key] = a
+		fb = append(fb, limiter.WithException(key, rate, limit))
+	}
+	return fb, nil
 }
 
 // failed applies the failure policy to a failed store call.
 func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) (limiter.Result, error) {
+	return b.failedTo(ctx, key, n, cause, b.fallback, key)
+}
+
+// failedTo is failed with the [limiter.FallbackLocal] decision asked of fb
+// for fbKey (a [Priority] asks its in-process classes for the class).
+func (b *redisBase) failedTo(ctx context.Context, key string, n int, cause error, fb limiter.Limiter, fbKey string) (limiter.Result, error) {
 	if ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded)) {
 		// The caller gave up: not a store failure, no policy, no hook.
-		return limiter.Result{Limit: b.limit}, fmt.Errorf("redislimit: %s %q: %w", b.o.name, key, cause)
+		return limiter.Result{Limit: b.limitOf(key)}, fmt.Errorf("redislimit: %s %q: %w", b.o.name, key, cause)
 	}
 	err := fmt.Errorf("%w: %s %q: %w", limiter.ErrUnavailable, b.o.name, key, cause)
 	if b.o.onFailure != nil {
@@ -37,13 +78,14 @@ func (b *redisBase) failed(ctx context.Context, key string, n int, cause error) 
 		"policy", b.o.policy.String(), "err", err)
 	switch b.o.policy {
 	case limiter.FailOpen:
-		return limiter.Result{Allowed: true, Limit: b.limit, Remaining: b.limit - n, Degraded: true}, nil
+		limit := b.limitOf(key)
+		return limiter.Result{Allowed: true, Limit: limit, Remaining: max(limit-n, 0), Degraded: true}, nil
 	case limiter.FallbackLocal:
-		r, ferr := b.fallback.AllowN(ctx, key, n)
+		r, ferr := fb.AllowN(ctx, fbKey, n)
 		r.Degraded = true
 		return r, ferr
 	default:
-		return limiter.Result{Limit: b.limit}, err
+		return limiter.Result{Limit: b.limitOf(key)}, err
 	}
 }
 

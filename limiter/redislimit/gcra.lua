@@ -1,9 +1,12 @@
--- gcra.lua: token bucket in GCRA form (RedisBucket.AllowN / RefundN).
+-- gcra.lua: token bucket in GCRA form (Bucket.AllowN / RefundN,
+-- Priority.AllowN).
 --
 -- KEYS[1]  string: theoretical arrival time (tat) in µs since 2023-11-14
 --          (Unix 1700000000), kept exact in a double until ~2308
 -- ARGV[1]  emission interval in µs per token (decimal, > 0)
--- ARGV[2]  burst (integer > 0)
+-- ARGV[2]  burst (integer > 0); for a Priority class, the bucket's burst
+--          minus the class's floor, so the take succeeds only while the
+--          bucket keeps floor tokens (remaining is then above the floor)
 -- ARGV[3]  n: tokens to take (1 <= n <= burst), or -n to give n back
 --
 -- Now is Redis TIME, so every app server shares one clock.

@@ -30,6 +30,7 @@ type options struct {
 	logger      *slog.Logger
 	loggerSet   bool
 	batch       int
+	exceptions  map[string]int
 }
 
 // buildOptions applies opts (nil ones are ignored) over the defaults.
@@ -108,6 +109,25 @@ func WithObserver(o observe.Observer) Option {
 // pass slog.New(slog.DiscardHandler). Default: [slog.Default].
 func WithLogger(l *slog.Logger) Option {
 	return optFunc(func(o *options) { o.logger, o.loggerSet = l, true })
+}
+
+// WithException gives one key its own limit instead of the limiter's (a
+// hot item, a VIP user: Sentinel's hot-parameter exceptions), counted over
+// the same period: for a [SlidingWindow], at most limit events in any
+// window; for a [Bucket], a burst of limit refilled in the time the
+// limiter's burst is (rate × limit / burst per second). Give it once per
+// key; given twice for one key, the last wins. The default fallback of
+// [limiter.FallbackLocal] applies the exception too. A limit out of the
+// limiter's range (below 1; for a SlidingWindow above 1<<20; for a Bucket a
+// rate or burst above 2^53-1) is an error wrapping
+// [limiter.ErrInvalidConfig]. Default: no exception.
+func WithException(key string, limit int) Option {
+	return optFunc(func(o *options) {
+		if o.exceptions == nil {
+			o.exceptions = make(map[string]int)
+		}
+		o.exceptions[key] = limit
+	})
 }
 
 // WithBatching sets how many pipelines the limiter keeps in flight before

@@ -51,7 +51,8 @@ type SlidingWindow struct {
 // NewSlidingWindow returns a limiter of limit events per window per key.
 // The window is kept in microseconds and must be at least 1 ms. Options
 // read: [WithKeyPrefix], [WithName], [WithFailurePolicy], [WithFallback],
-// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver].
+// [WithOnFailure], [WithLogger], [WithBatching], [WithObserver],
+// [WithException].
 func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts ...Option) (*SlidingWindow, error) {
 	o := buildOptions(opts)
 	s := &SlidingWindow{redisBase: redisBase{rdb: rdb, o: o, obs: o.observer, limit: limit}, window: window}
@@ -64,8 +65,17 @@ func NewSlidingWindow(rdb redis.Scripter, limit int, window time.Duration, opts 
 	if window < time.Millisecond {
 		return nil, fmt.Errorf("%w: window %v must be >= 1ms", limiter.ErrInvalidConfig, window)
 	}
+	fbExc, err := s.exceptions(func(key string, l int) (keyArgs, limiter.Limit, error) {
+		if l < 1 || l > maxWindowLimit {
+			return keyArgs{}, 0, fmt.Errorf("%w: exception %q: limit %d must be in [1, %d]", limiter.ErrInvalidConfig, key, l, maxWindowLimit)
+		}
+		return keyArgs{limit: l, argLimit: strconv.Itoa(l)}, limiter.Per(l, window), nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	if o.policy == limiter.FallbackLocal && !o.fallbackSet {
-		k, err := limiter.NewKeyed(limiter.Per(limit, window), limit)
+		k, err := limiter.NewKeyed(limiter.Per(limit, window), limit, fbExc...)
 		if err != nil {
 			return nil, err
 		}
@@ -94,19 +104,28 @@ func (s *SlidingWindow) AllowN(ctx context.Context, key string, n int) (limiter.
 }
 
 func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (limiter.Result, error) {
-	if n < 1 || n > s.limit {
-		return limiter.Result{Limit: s.limit}, fmt.Errorf("%w: %d (limit %d)", limiter.ErrInvalidArgument, n, s.limit)
+	limit, argLimit := s.args(key)
+	if n < 1 || n > limit {
+		return limiter.Result{Limit: limit}, fmt.Errorf("%w: %d (limit %d)", limiter.ErrInvalidArgument, n, limit)
 	}
 	argN := argOne
 	if n != 1 {
 		argN = strconv.Itoa(n)
 	}
-	v, err := s.allow.run(ctx, windowKey(s.o.prefix, s.o.name, key), s.argWindow, s.argLimit, argN)
-	r, err := parseDecision(v, err, s.limit)
+	v, err := s.allow.run(ctx, windowKey(s.o.prefix, s.o.name, key), s.argWindow, argLimit, argN)
+	r, err := parseDecision(v, err, limit)
 	if err != nil {
 		return s.failed(ctx, key, n, err)
 	}
 	return r, nil
+}
+
+// args returns key's limit and its script argument ([WithException]).
+func (s *SlidingWindow) args(key string) (int, any) {
+	if e, ok := s.exc[key]; ok {
+		return e.limit, e.argLimit
+	}
+	return s.limit, s.argLimit
 }
 
 // AllowCheck is [SlidingWindow.AllowN] of one event as a check a composer
@@ -116,10 +135,11 @@ func (s *SlidingWindow) allowN(ctx context.Context, key string, n int) (limiter.
 // recorded.
 func (s *SlidingWindow) AllowCheck(key string) fused.Check[limiter.Result] {
 	start := time.Now()
+	limit, argLimit := s.args(key)
 	return fused.Check[limiter.Result]{Lua: slidingWindowLua, Keys: []string{windowKey(s.o.prefix, s.o.name, key)},
-		Args: []any{s.argWindow, s.argLimit, argOne}, Pass: "r[1] == 1",
+		Args: []any{s.argWindow, argLimit, argOne}, Pass: "r[1] == 1",
 		Decode: func(ctx context.Context, v any) (limiter.Result, error) {
-			r, err := parseDecision(v, nil, s.limit)
+			r, err := parseDecision(v, nil, limit)
 			if err != nil {
 				r, err = s.failed(ctx, key, 1, err)
 			}
