@@ -224,6 +224,7 @@ func Check(ops []Op, truth Truth) Verdict {
 	byResv := map[string][]Op{}
 	owner := map[string]Op{} // the first accepted answer of each reservation
 	attempts := map[[2]string]Op{}
+	promised := map[string]bool{} // answered 202 or a replay's 200, not only 409 failed
 	sorted := slices.Clone(ops)
 	slices.SortStableFunc(sorted, func(a, b Op) int { return cmp.Compare(a.Start, b.Start) })
 	for _, op := range sorted {
@@ -234,6 +235,7 @@ func Check(ops []Op, truth Truth) Verdict {
 		if !accepted(op) {
 			continue
 		}
+		promised[op.Reservation] = promised[op.Reservation] || op.Code != 409
 		if o, ok := owner[op.Reservation]; !ok {
 			owner[op.Reservation] = op
 		} else if o.User != op.User {
@@ -281,13 +283,16 @@ func Check(ops []Op, truth Truth) Verdict {
 			continue // never given to a recorded buyer: nothing promised
 		}
 		v.Reservations++
-		v.checkOne(resv, ownerUser, mine, truth, add)
+		v.checkOne(resv, ownerUser, promised[resv], mine, truth, add)
 	}
 	return v
 }
 
 // checkOne checks the owner's answers about one accepted reservation.
-func (v *Verdict) checkOne(resv, user string, mine []Op, truth Truth, add func(kind, resv, user, f string, a ...any)) {
+// A reservation only ever answered 409 failed (a retry of an attempt whose
+// first answer was lost) need not have a FAILED outcome in SQL, only no
+// order.
+func (v *Verdict) checkOne(resv, user string, promised bool, mine []Op, truth Truth, add func(kind, resv, user, f string, a ...any)) {
 	var pops []porcupine.Operation
 	var seen []Op
 	var last *Op
@@ -323,7 +328,7 @@ func (v *Verdict) checkOne(resv, user string, mine []Op, truth Truth, add func(k
 	}
 	told := fmt.Sprintf("told %v at %v", lastObs, at(last.End))
 	switch {
-	case !ok || (f.Status == "" && !f.Failed):
+	case (!ok || (f.Status == "" && !f.Failed)) && (promised || lastObs.Status != Failed):
 		add(Untruthful, resv, user, "%s; SQL has neither an order nor a FAILED outcome", told)
 	case lastObs.Status == Failed && f.Status != "":
 		add(Untruthful, resv, user, "%s; SQL has the order %s, %s", told, f.OrderNo, f.Status)

@@ -194,3 +194,20 @@ func TestRecorderConcurrentClients(t *testing.T) {
 	var nilClient *Client
 	nilClient.Add(Op{}) // a run that records nothing
 }
+
+// TestCheckReleasedRetryNeedsNoFailedRecord: a reservation only ever
+// answered "409 failed (released)" (the retry of an attempt whose 202 was
+// lost) is settled by that answer; SQL need hold no FAILED outcome for it,
+// only no order.
+func TestCheckReleasedRetryNeedsNoFailedRecord(t *testing.T) {
+	b, truth := clean()
+	b.seq(6, "6", Op{Kind: Buy, Attempt: "q", Reservation: "r9", Code: 409, Status: Failed, Reason: "released"})
+	if v := Check(b.ops, truth); len(v.Violations) != 0 || v.Reservations != 5 {
+		t.Fatalf("%+v", v)
+	}
+	truth["r9"] = Fact{User: "6", OrderNo: "o9", Status: Created}
+	v := Check(b.ops, truth)
+	if len(v.Violations) != 1 || v.Violations[0].Kind != Untruthful {
+		t.Fatalf("told failed, SQL has the order: %v", v.Violations)
+	}
+}
