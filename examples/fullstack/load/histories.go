@@ -1,16 +1,23 @@
 package load
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/history"
 )
 
 // The buyers' histories: while the pipeline drains every buyer with an
-// accepted reservation polls its result, as the page does; after the final
+// accepted reservation polls its result, as the page does, and the first
+// pushStreams of them also follow it on the SSE stream; after the final
 // answers every third buyer told "created" pays and reads the result again,
 // and a few buyers read a reservation of another buyer. Every answer is
 // recorded per attempt (history.Client, one goroutine at a time), and the
@@ -20,7 +27,78 @@ const (
 	pollWorkers = 32                    // result polls in parallel during the drain
 	pollPause   = 50 * time.Millisecond // between poll rounds: paces the polling, synchronises nothing
 	crossReads  = 50                    // reads of another buyer's reservation
+	pushStreams = 20                    // buyers that also follow their result on the SSE stream
 )
+
+// pushDuring opens the SSE result stream (a ticket, then GET
+// /api/events/{reservation}) of the first pushStreams accepted attempts,
+// each recording the views pushed to it in a history client of its own
+// (same user: the polls of the attempt run meanwhile), until the final
+// view or the returned stop (which waits for the streams to close).
+func (r *runner) pushDuring(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: pushStreams}} // net/http: the body is read as it comes
+	var wg sync.WaitGroup
+	acc := r.accepted()
+	for _, a := range acc[:min(pushStreams, len(acc))] {
+		h := r.rec.NewClient(strings.TrimPrefix(a.user, "user"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := r.c.follow(ctx, hc, a, h)
+			r.pushed.Add(int64(n))
+			if n > 0 {
+				r.streams.Add(1)
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait(); hc.CloseIdleConnections() }
+}
+
+// follow reads a's result stream until its final view or ctx ends,
+// recording each pushed view in h, and returns how many it read. A
+// pushed view was read by the service after the stream was asked for:
+// its interval runs from the request to its arrival.
+func (c *client) follow(ctx context.Context, hc *http.Client, a *attempt, h *history.Client) int {
+	var tk struct {
+		Ticket string `json:"ticket"`
+	}
+	if code, err := c.do(ctx, "POST", "/api/events/"+a.resv+"/ticket", a.bearer, struct{}{}, &tk); err != nil || code != 200 || tk.Ticket == "" {
+		return 0
+	}
+	start := h.Now()
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/api/events/"+a.resv+"?ticket="+url.QueryEscape(tk.Ticket), nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0
+	}
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var v apiResp
+		if json.Unmarshal([]byte(data), &v) != nil {
+			continue
+		}
+		n++
+		h.Add(history.Op{Kind: history.Push, Reservation: a.resv, Start: start, End: h.Now(), Code: 200,
+			Status: v.Status, OrderNo: v.OrderNo, Reason: v.Reason, Named: v.Reservation})
+		if v.Status != "queued" && v.Status != "unknown" {
+			return n
+		}
+	}
+	return n
+}
 
 // accepted lists the attempts answered 202.
 func (r *runner) accepted() []*attempt {
@@ -149,6 +227,7 @@ func (r *runner) histories(ctx context.Context, activity string) error {
 	}
 	v := history.Check(r.rec.Ops(), truth)
 	r.rep.History = v
+	r.rep.Pushed, r.rep.Streams = int(r.pushed.Load()), int(r.streams.Load())
 	for i, x := range v.Violations {
 		if i == 20 {
 			r.rep.Violations = append(r.rep.Violations, fmt.Sprintf("history: and %d more violations", len(v.Violations)-i))
@@ -167,6 +246,9 @@ func (r *Report) historyLine() string {
 	s := r.History.String()
 	if r.HistoryNote != "" {
 		s += "; " + r.HistoryNote
+	}
+	if r.Pushed > 0 {
+		s += fmt.Sprintf("; %d views pushed on %d SSE streams", r.Pushed, r.Streams)
 	}
 	if len(r.Paid) > 0 {
 		s += "; payments " + fmtMap(r.Paid)

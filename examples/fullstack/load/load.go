@@ -189,6 +189,8 @@ type Report struct {
 	History     history.Verdict
 	HistoryNote string         // why the SQL cross-check was left out, when it was
 	Paid        map[string]int // answers to the payments, by "code status"
+	Pushed      int            // result views pushed to the buyers following their result on SSE
+	Streams     int            // SSE streams that pushed a view
 	DrainTime   time.Duration
 	// CPU used during the buy phase: by this process (GenCPU) and by the
 	// server process as its /metrics reports it (ServerCPU; zero when
@@ -306,9 +308,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.tally(order)
-	stopPolls := r.pollDuring(ctx)
+	stopPolls, stopPushes := r.pollDuring(ctx), r.pushDuring(ctx)
 	err = r.drain(ctx)
 	stopPolls()
+	stopPushes()
 	if err != nil {
 		return nil, err
 	}
@@ -331,6 +334,9 @@ type runner struct {
 	rep  *Report
 	atts []*attempt // cfg.Repeat per user, user by user
 	rec  *history.Recorder
+	// pushed and streams count the views pushed and the streams that
+	// pushed one (pushDuring).
+	pushed, streams atomic.Int64
 }
 
 // attempts lists the buy attempts of a run: cfg.Repeat for each of the
