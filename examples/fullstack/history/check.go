@@ -75,7 +75,7 @@ func (v Verdict) String() string {
 	if v.Truth {
 		how += ", last word against SQL"
 	} else {
-		how += ", no SQL cross-check (no database to read)"
+		how += ", no SQL cross-check"
 	}
 	s := fmt.Sprintf("%d reservation histories of %d clients, %d answers checked (%s): %d violations",
 		v.Reservations, v.Clients, v.Ops, how, len(v.Violations))

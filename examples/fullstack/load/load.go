@@ -3,6 +3,12 @@
 // generator waits for the order pipeline to drain and checks the invariants
 // the server reads from its database and Redis.
 //
+// Every buyer's history is checked too, not only the end state: each
+// attempt records its answers (the buy, result polls during and after the
+// drain, SSE pushes, the payment, reads of another buyer's reservation)
+// and package history checks them against the model of a buy and, given
+// Config.Truth, SQL (Report.History; see histories.go).
+//
 // It needs a server started with -demo: the demo-only captcha hook lets the
 // generator pass the captcha, and /api/demo/invariants reports the counts.
 //
