@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 )
 
 // agent is one user driven step by step over HTTP (the attacks, the
@@ -20,6 +22,7 @@ type agent struct {
 	bearer string
 	token  string
 	path   string
+	hist   *history.Client // the answers of result and pay, when recorded (run.agentFor)
 }
 
 func newAgent(hc *http.Client, base string, user int64) *agent {
@@ -141,12 +144,22 @@ func (g *agent) buy(ctx context.Context, path, tok, capID, capAns, requestID str
 
 // result reads /api/result/{resv}.
 func (g *agent) result(ctx context.Context, resv string) reply {
-	return g.retry(ctx, 8, func() reply { return g.do(ctx, http.MethodGet, "/api/result/"+resv, nil) })
+	return g.retry(ctx, 8, func() reply {
+		start := g.hist.Now()
+		r := g.do(ctx, http.MethodGet, "/api/result/"+resv, nil)
+		g.hist.Add(history.Op{Kind: history.Result, Reservation: resv, Start: start, End: g.hist.Now(), Code: r.Code,
+			Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason, Named: r.Reservation})
+		return r
+	})
 }
 
-// pay pays the order.
-func (g *agent) pay(ctx context.Context, orderNo string) reply {
+// pay pays the order of reservation resv.
+func (g *agent) pay(ctx context.Context, resv, orderNo string) reply {
 	return g.retry(ctx, 8, func() reply {
-		return g.do(ctx, http.MethodPost, "/api/pay", map[string]string{"order_no": orderNo})
+		start := g.hist.Now()
+		r := g.do(ctx, http.MethodPost, "/api/pay", map[string]string{"order_no": orderNo})
+		g.hist.Add(history.Op{Kind: history.Pay, Reservation: resv, Start: start, End: g.hist.Now(), Code: r.Code,
+			Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason})
+		return r
 	})
 }

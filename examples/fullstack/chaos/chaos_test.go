@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/crash"
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 )
 
 var serviceBin, brokerBin string
@@ -449,11 +450,12 @@ func runScenario(t *testing.T, dsn string, k knobs, sc scenario, seed uint64) *r
 	}
 	r := &run{t: t, ctx: ctx, name: sc.id, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xc4a05)),
 		counts: map[string]int{}, extra: map[string]int64{}, seen: map[string]string{},
-		hc: &http.Client{Timeout: 20 * time.Second}}
+		hc: &http.Client{Timeout: 20 * time.Second}, rec: history.NewRecorder()}
 	t.Cleanup(r.hc.CloseIdleConnections)
 	r.sys = startSystem(t, dsn, cfg)
 	for i, a := range r.sys.apis {
 		c := crash.NewCrowd(a.URL, k.users, seed*4+uint64(i))
+		c.History = r.rec
 		t.Cleanup(c.Close)
 		r.crowds = append(r.crowds, c)
 	}

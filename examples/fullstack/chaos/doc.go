@@ -11,7 +11,9 @@
 // ±5 s, a Redis Cluster master killed and its replica promoted, attacks on
 // the signed links, tokens and captchas), then waits for the stores to
 // settle and counts every invariant straight from SQL and Redis, through
-// the crash package's checker.
+// the crash package's checker, and checks every buyer's history: each
+// answer the crowds and agents were given, in real-time order, against
+// the model of a buy and the settled state (package history).
 //
 // What the Kafka proxies cover: the broker's metadata advertises its own
 // listen addresses, so the shared proxies ("kafka-<i>") carry the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/crash"
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -71,6 +72,7 @@ type run struct {
 	crowds []*crash.Crowd // crowds[i] buys on apis[i]
 	hc     *http.Client
 	start  time.Time
+	rec    *history.Recorder // every crowd buyer's and agentFor agent's answers
 
 	mu       sync.Mutex
 	timeline []event
@@ -311,7 +313,11 @@ func (r *run) peekResults() {
 
 // agentFor returns a fresh agent of user on api i (mod the apis).
 func (r *run) agentFor(user int64, i int) *agent {
-	return newAgent(r.hc, r.sys.apis[i%len(r.sys.apis)].URL, user)
+	g := newAgent(r.hc, r.sys.apis[i%len(r.sys.apis)].URL, user)
+	if r.rec != nil {
+		g.hist = r.rec.NewClient(strconv.FormatInt(user, 10))
+	}
+	return g
 }
 
 // probeLockout: every buyer (at most probeMax) that spent its access token
@@ -377,7 +383,7 @@ func (r *run) pay(st crash.State) {
 			continue
 		}
 		a := r.agentFor(uid, int(uid))
-		p := a.pay(r.ctx, o.OrderNo)
+		p := a.pay(r.ctx, o.ReservationID, o.OrderNo)
 		answers[o.ReservationID] = p.key()
 		r.count("pay "+p.key(), 1)
 	}
@@ -528,4 +534,25 @@ func (r *run) check(st crash.State) {
 	r.count("stock", int(st.Total))
 	r.count("redis left", int(st.RedisRemaining()))
 	r.count("db left", int(st.DBStock))
+	r.checkHistories(st)
+}
+
+// checkHistories checks every recorded buyer's history (the crowds' buys
+// and result reads, the agents' result reads and payments, this check's
+// final reads included) against the model of a buy and the settled state
+// st (package history).
+func (r *run) checkHistories(st crash.State) {
+	if r.rec == nil {
+		return
+	}
+	v := history.Check(r.rec.Ops(), st.Truth())
+	for _, x := range v.Violations {
+		r.violation("history %s", x)
+	}
+	if v.Undecided > 0 {
+		r.violation("history: %d reservation histories undecided (checker timeout)", v.Undecided)
+	}
+	r.count("histories checked", v.Reservations)
+	r.count("history answers", v.Ops)
+	r.note("buyer histories: %s", v)
 }

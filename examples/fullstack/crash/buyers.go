@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 )
 
 // Answer is one answer a buyer got: an HTTP status and the JSON status, or
@@ -56,6 +58,7 @@ type Buyer struct {
 	Stop     string // why the last wave stopped driving this buyer
 
 	bearer, token, path string
+	hist                *history.Client // with Crowd.History: this buyer's answers
 }
 
 // Accepted returns the buyer's accepted attempts.
@@ -89,6 +92,10 @@ type Crowd struct {
 	// number of buy requests sent so far, this one included (from a
 	// buyer's goroutine; the request waits for it).
 	OnBuy func(n int64)
+	// History, when set (before the first wave), records every buyer's
+	// buy and result answers with their times, one history.Client per
+	// buyer, for history.Check.
+	History *history.Recorder
 
 	base     string
 	hc       *http.Client
@@ -284,8 +291,12 @@ func (c *Crowd) buyCall(ctx context.Context, b *Buyer, att *Attempt, capID, capA
 	if n := c.buys.Add(1); c.OnBuy != nil {
 		c.OnBuy(n)
 	}
-	a, _ := c.call(ctx, "buy", http.MethodPost, path, b.bearer, map[string]string{
+	h := c.historyOf(b)
+	start := h.Now()
+	a, r := c.call(ctx, "buy", http.MethodPost, path, b.bearer, map[string]string{
 		"token": b.token, "captcha_id": capID, "captcha": capAns, "request_id": att.RequestID})
+	h.Add(history.Op{Kind: history.Buy, Attempt: att.RequestID, Reservation: r.Reservation, Start: start, End: h.Now(),
+		Code: a.Code, Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason})
 	att.Answers = append(att.Answers, a)
 	if a.Reservation != "" {
 		att.Reservation = a.Reservation
@@ -493,10 +504,23 @@ func (c *Crowd) Resend(ctx context.Context, b *Buyer, att *Attempt) Answer {
 // Result is GET /api/result/{reservation} as the buyer (signing in again
 // on 401, retried on transport errors and 5xx).
 func (c *Crowd) Result(ctx context.Context, b *Buyer, reservation string) Answer {
+	h := c.historyOf(b)
 	return c.retryCall(ctx, b, 8, func() Answer {
-		a, _ := c.call(ctx, "result", http.MethodGet, "/api/result/"+reservation, b.bearer, nil)
+		start := h.Now()
+		a, r := c.call(ctx, "result", http.MethodGet, "/api/result/"+reservation, b.bearer, nil)
+		h.Add(history.Op{Kind: history.Result, Reservation: reservation, Start: start, End: h.Now(), Code: a.Code,
+			Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason, Named: r.Reservation})
 		return a
 	})
+}
+
+// historyOf is b's history client (nil without Crowd.History); b is
+// driven by one goroutine at a time, which creates it the first time.
+func (c *Crowd) historyOf(b *Buyer) *history.Client {
+	if b.hist == nil && c.History != nil {
+		b.hist = c.History.NewClient(strconv.FormatInt(b.User, 10))
+	}
+	return b.hist
 }
 
 // FormatCounts renders a count map sorted by key: "a=1 b=2".

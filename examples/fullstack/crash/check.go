@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/outbox"
 )
@@ -213,6 +214,23 @@ func (st State) LiveUnits() int64 {
 func (st State) Failed(resv string) (order.Dedup, bool) {
 	d, ok := st.Dedup[resv]
 	return d, ok && d.Outcome == string(order.StatusFailed)
+}
+
+// Truth is st's facts by reservation for history.Check: each order's user,
+// number and status (lower case), each FAILED outcome.
+func (st State) Truth() history.Truth {
+	t := history.Truth{}
+	for id, o := range st.Orders {
+		t[id] = history.Fact{User: o.UserID, OrderNo: o.OrderNo, Status: strings.ToLower(o.Status)}
+	}
+	for id := range st.Dedup {
+		if _, failed := st.Failed(id); failed {
+			f := t[id]
+			f.Failed = true
+			t[id] = f
+		}
+	}
+	return t
 }
 
 // RedisRemaining is the meta's stock (-1 when absent).

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 )
 
 // The bounds are limits for a loaded 2-core machine, not expectations:
@@ -140,6 +142,7 @@ func newRig(t *testing.T, rc rigConfig) *rig {
 		r.store.Redis = r.redis.Client()
 	}
 	r.crowd = NewCrowd(r.svc.URL, rc.users, rc.seed)
+	r.crowd.History = history.NewRecorder()
 	t.Cleanup(r.crowd.Close)
 	t.Logf("service pid %d on %s (%s)", r.svc.PID(), r.svc.Addr, strings.Join(cfg.Args(r.svc.Addr), " "))
 	return r
@@ -298,6 +301,13 @@ func (r *rig) checkAccepted(label string, st State) (orders int, failed map[stri
 			r.t.Errorf("%s: user %d has %d accepted reservations that are live orders", label, u, n)
 		}
 	}
+	// Every buyer's history so far (every accepted reservation was just
+	// read again): no answer contradicts an earlier one, each ends as told.
+	v := history.Check(r.crowd.History.Ops(), st.Truth())
+	for _, x := range v.Violations {
+		r.t.Errorf("%s: history %s", label, x)
+	}
+	r.t.Logf("%s: buyer histories: %s", label, v)
 	return orders, failed
 }
 

@@ -19,7 +19,10 @@
 //   - [Crowd] is N demo users buying over HTTP the way the page does
 //     (login, captcha through the demo hook, access token and signed path,
 //     buy with a request_id kept across retries of one attempt); it records
-//     every answer;
+//     every answer, and with Crowd.History each buyer's buy and result
+//     answers with their times, for history.Check (the rig checks every
+//     buyer's history against the settled state with the other
+//     invariants);
 //   - [Store] reads the truth straight from SQL and from Redis, never
 //     through the service, and [State] checks the invariants by counting.
 //

@@ -66,6 +66,7 @@ type reportView struct {
 	Generated  string
 	OK         bool
 	Violations []string
+	Histories  string // the buyers' histories checked (histories's line)
 	Params     [][2]string
 	Summary    [][2]string
 	Bucket     string
@@ -138,6 +139,7 @@ func (r *Report) view() (*reportView, error) {
 		Title:      "seckill load report",
 		OK:         len(r.Violations) == 0,
 		Violations: r.Violations,
+		Histories:  r.historyLine(),
 		Bucket:     width.String(),
 	}
 	if !r.Started.IsZero() {

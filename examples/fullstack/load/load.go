@@ -3,6 +3,12 @@
 // generator waits for the order pipeline to drain and checks the invariants
 // the server reads from its database and Redis.
 //
+// Every buyer's history is checked too, not only the end state: each
+// attempt records its answers (the buy, result polls during and after the
+// drain, SSE pushes, the payment, reads of another buyer's reservation)
+// and package history checks them against the model of a buy and, given
+// Config.Truth, SQL (Report.History; see histories.go).
+//
 // It needs a server started with -demo: the demo-only captcha hook lets the
 // generator pass the captcha, and /api/demo/invariants reports the counts.
 //
@@ -51,6 +57,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/valyala/fasthttp"
+
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 )
 
 // Config of one run.
@@ -98,6 +106,12 @@ type Config struct {
 	// returned. Each is marked in the report under its Name. An error
 	// aborts the run.
 	Steps []Step
+	// Truth, when set, reads the stores' facts about the sale's
+	// reservations straight from SQL (history.Truth: each order's user,
+	// number and status, each FAILED outcome) after the run settled: the
+	// buyers' histories are checked against it. Nil: they are checked
+	// against the model of a buy only (loadgen's embedded server sets it).
+	Truth func(ctx context.Context, activity string) (history.Truth, error)
 }
 
 // Step is one scripted operator action (Config.Steps).
@@ -173,6 +187,16 @@ type Report struct {
 	Final       map[string]int // final result of each accepted reservation (created, failed, ...)
 	Server      Invariants     // counts read by the server from its DB and Redis
 	Violations  []string       // empty = every invariant holds
+	// History is the check of every buyer's history (package history):
+	// every answer each buyer was given about its reservations (the buy,
+	// the result polls during and after the drain, the payment of every
+	// third order, reads of another buyer's reservation) against the model
+	// of a buy and SQL. Its violations are in Violations too.
+	History     history.Verdict
+	HistoryNote string         // why the SQL cross-check was left out, when it was
+	Paid        map[string]int // answers to the payments, by "code status"
+	Pushed      int            // result views pushed to the buyers following their result on SSE
+	Streams     int            // SSE streams that pushed a view
 	DrainTime   time.Duration
 	// CPU used during the buy phase: by this process (GenCPU) and by the
 	// server process as its /metrics reports it (ServerCPU; zero when
@@ -245,6 +269,10 @@ type attempt struct {
 	start   time.Time // when the buy request was sent
 	body    []byte    // the buy request, encoded before the start line
 	latency time.Duration
+	reqID   string          // the buy's request_id
+	h       *history.Client // the attempt's history: one client, one goroutine at a time
+	last    string          // the result status last answered
+	orderNo string          // the order number last answered
 }
 
 // Run executes the load and returns the report. An error means the run
@@ -269,11 +297,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}, Config: cfg}
+	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}, Paid: map[string]int{}, Config: cfg}
 	if cfg.OnReport != nil {
 		cfg.OnReport(rep)
 	}
-	r := &runner{cfg: cfg, c: c, rep: rep, atts: attempts(cfg)}
+	rec := history.NewRecorder()
+	r := &runner{cfg: cfg, c: c, rep: rep, atts: attempts(cfg, rec), rec: rec}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -285,7 +314,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.tally(order)
-	if err := r.drain(ctx); err != nil {
+	stopPolls, stopPushes := r.pollDuring(ctx), r.pushDuring(ctx)
+	err = r.drain(ctx)
+	stopPolls()
+	stopPushes()
+	if err != nil {
 		return nil, err
 	}
 	rep.resolveMarks()
@@ -293,6 +326,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Violations = check(rep, act.TotalStock, cfg)
+	if err := r.histories(ctx, act.ID); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 
@@ -303,16 +339,20 @@ type runner struct {
 	c    *client
 	rep  *Report
 	atts []*attempt // cfg.Repeat per user, user by user
+	rec  *history.Recorder
+	// pushed and streams count the views pushed and the streams that
+	// pushed one (pushDuring).
+	pushed, streams atomic.Int64
 }
 
 // attempts lists the buy attempts of a run: cfg.Repeat for each of the
 // users cfg.FirstUser … cfg.FirstUser+cfg.Users-1.
-func attempts(cfg Config) []*attempt {
+func attempts(cfg Config, rec *history.Recorder) []*attempt {
 	atts := make([]*attempt, 0, cfg.Users*cfg.Repeat)
 	for i := 0; i < cfg.Users; i++ {
-		name := "user" + strconv.Itoa(cfg.FirstUser+i)
+		id := strconv.Itoa(cfg.FirstUser + i)
 		for r := 0; r < cfg.Repeat; r++ {
-			atts = append(atts, &attempt{user: name})
+			atts = append(atts, &attempt{user: "user" + id, h: rec.NewClient(id)})
 		}
 	}
 	return atts
@@ -647,6 +687,7 @@ func (r *Report) String() string {
 			b.WriteString("  - " + v + "\n")
 		}
 	}
+	fmt.Fprintf(&b, "histories   %s\n", r.historyLine())
 	return b.String()
 }
 
@@ -772,6 +813,7 @@ type apiResp struct {
 	Reservation string `json:"reservation"`
 	OrderNo     string `json:"order_no"`
 	Stage       string `json:"stage"` // the stage that refused, when the service says
+	Reason      string `json:"reason"`
 }
 
 // doRetry is do, retried a few times while the server answers 503 (busy):
@@ -894,8 +936,9 @@ func (c *client) prepare(ctx context.Context, a *attempt) error {
 		// its reservation back instead of a refusal.
 		var rid [9]byte
 		_, _ = crand.Read(rid[:])
+		a.reqID = hex.EncodeToString(rid[:])
 		a.body, _ = json.Marshal(map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer,
-			"request_id": hex.EncodeToString(rid[:])})
+			"request_id": a.reqID})
 	}()
 	if a.path != "" {
 		return nil // the token answer carried the signed path
@@ -927,6 +970,8 @@ func (c *client) buy(ctx context.Context, a *attempt) error {
 	a.start = time.Now()
 	code, err := c.do(ctx, "POST", path, a.bearer, a.body, &r)
 	a.latency = time.Since(a.start)
+	a.h.Add(history.Op{Kind: history.Buy, Attempt: a.reqID, Reservation: r.Reservation, Start: a.h.Since(a.start),
+		End: a.h.Since(a.start.Add(a.latency)), Code: code, Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason})
 	if err != nil {
 		return err
 	}
@@ -953,13 +998,29 @@ func (c *client) buy(ctx context.Context, a *attempt) error {
 }
 
 func (c *client) result(ctx context.Context, a *attempt) (string, error) {
+	return c.resultOf(ctx, a, a.resv)
+}
+
+// resultOf is GET /api/result/{resv} as a's buyer, recorded in a's
+// history; it returns the answer's status (an error for anything but
+// 200).
+func (c *client) resultOf(ctx context.Context, a *attempt, resv string) (string, error) {
 	var r apiResp
-	code, err := c.do(ctx, "GET", "/api/result/"+a.resv, a.bearer, nil, &r)
+	start := a.h.Now()
+	code, err := c.do(ctx, "GET", "/api/result/"+resv, a.bearer, nil, &r)
+	a.h.Add(history.Op{Kind: history.Result, Reservation: resv, Start: start, End: a.h.Now(), Code: code,
+		Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason, Named: r.Reservation})
 	if err != nil {
 		return "", err
 	}
+	if resv == a.resv && code == 200 {
+		a.last = r.Status
+		if r.OrderNo != "" {
+			a.orderNo = r.OrderNo
+		}
+	}
 	if code != 200 {
-		return "", fmt.Errorf("load: result %s: %d %s", a.resv, code, r.Message)
+		return "", fmt.Errorf("load: result %s: %d %s", resv, code, r.Message)
 	}
 	return r.Status, nil
 }

@@ -191,6 +191,9 @@ func startEmbedded(ctx context.Context, cfg app.Config, lc *load.Config) (func()
 	}
 	lc.Target = url
 	lc.SameProcess = true
+	if db := a.Infra().DB; db != nil {
+		lc.Truth = newTruth(db) // the buyers' histories are checked against SQL
+	}
 	fmt.Printf("embedded server at %s (redis %s, db %s, kafka %s), %d users vs %d stock\n",
 		url, a.Infra().RedisKind, a.Infra().DBKind, a.Infra().KafkaKind, lc.Users, cfg.Stock)
 	return func() {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
+	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/examples/fullstack/history"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 )
 
@@ -84,6 +87,12 @@ func TestReportFlag(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Contains(t, attr(byID(t, doc, "invariants"), "class"), "ok")
+	// Every accepted buyer's history was checked, against SQL too.
+	hist := text(byID(t, doc, "histories"))
+	assert.Contains(t, hist, strconv.Itoa(stock)+" reservation histories of ")
+	assert.Contains(t, hist, "SSE streams")
+	assert.Contains(t, hist, "last word against SQL")
+	assert.Contains(t, hist, ": 0 violations")
 	// The stage table counts each buy request once; "queued" = the stock.
 	total, queued := 0, 0
 	for _, row := range find(byID(t, doc, "stage-table"), func(n *html.Node) bool { return n.Data == "tr" })[1:] {
@@ -242,4 +251,52 @@ func capture(f func() (int, error)) (string, int, error) {
 	os.Stdout = stdout
 	_ = w.Close()
 	return <-out, code, ferr
+}
+
+// TestHistoryViolationFailsTheRun: the buyers' histories are part of the
+// run's invariants. With the stores' facts read from SQL doctored so that
+// one sold reservation is an order of another user, the run reports a
+// "not theirs" violation for it, prints it with the other invariants and
+// exits 1; the real facts give 0 violations (TestReportFlag).
+func TestHistoryViolationFailsTheRun(t *testing.T) {
+	embeddedOnly(t)
+	newTruth = func(db *gorm.DB) func(context.Context, string) (history.Truth, error) {
+		read := truthOf(db)
+		return func(ctx context.Context, activity string) (history.Truth, error) {
+			truth, err := read(ctx, activity)
+			if err != nil {
+				return nil, err
+			}
+			ids := make([]string, 0, len(truth))
+			for id := range truth {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			require.NotEmpty(t, ids, "no order in SQL")
+			f := truth[ids[0]]
+			f.User += "0" // the order of someone else
+			truth[ids[0]] = f
+			return truth, nil
+		}
+	}
+	t.Cleanup(func() { newTruth = truthOf })
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stdout := os.Stdout
+	os.Stdout = w
+	defer func() { os.Stdout = stdout }()
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	code, err := run([]string{"-q", "-users", "60", "-stock", "10", "-c", "8", "-drain", "2m"})
+	_ = w.Close()
+	os.Stdout = stdout
+	printed := <-out
+	require.NoError(t, err)
+	assert.Equal(t, 1, code, "a history violation fails the run:\n%s", printed)
+	assert.Contains(t, printed, "invariants  VIOLATED")
+	assert.Contains(t, printed, "history not theirs: reservation")
+	assert.Contains(t, printed, ": 1 violations")
 }
