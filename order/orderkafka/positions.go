@@ -94,16 +94,19 @@ const positionsPage = 1000
 
 // Pending reads, once, what one reconcile pass of activity needs — the
 // recorded positions (HSCAN), the group's committed offsets (one
-// OffsetFetch) and the log start offsets (one ListOffsets per partition
-// leader), only for the partitions that hold a recorded message — and
-// returns the answer per reservation (a reconcile.Pending): true while its
-// message is deliverable, that is at or after the committed offset of its
-// partition (every retained message when the group has committed none)
-// and at or after the partition's log start offset. False when the
-// message was passed (the consumer committed beyond it: it became an
-// order, a FAILED outcome or a dead letter) or trimmed by retention, and
-// when no position was recorded (published before Positions, or the
-// Record failed): the reconciler's grace decides those alone.
+// OffsetFetch) and the log start and end offsets (a ListOffsets of each
+// per partition leader), only for the partitions that hold a recorded
+// message — and returns the answer per reservation (a reconcile.Pending):
+// true while its message is deliverable, that is at or after the
+// committed offset of its partition (every retained message when the
+// group has committed none), at or after the partition's log start offset
+// and before its end. False when the message was passed (the consumer
+// committed beyond it: it became an order, a FAILED outcome or a dead
+// letter), trimmed by retention, or is past the log's end (the log was
+// lost: a broker without persistence restarted; with acks=all an
+// acknowledged offset is below the high-water mark), and when no position
+// was recorded (published before Positions, or the Record failed): the
+// reconciler's grace decides those alone.
 //
 // The fields of messages no longer deliverable are deleted. Any read that
 // fails makes Pending fail (the reconciler then releases nothing that
@@ -122,17 +125,17 @@ func (p *Positions) Pending(ctx context.Context, activity string) (func(ctx cont
 	for _, x := range at {
 		parts[x.partition] = true
 	}
-	next := map[int32]int64{} // the first offset still deliverable, per partition
+	var span map[int32]deliverable
 	if len(parts) > 0 {
-		if next, err = p.firstDeliverable(ctx, parts); err != nil {
+		if span, err = p.deliverable(ctx, parts); err != nil {
 			return nil, err
 		}
 	}
 	live := make(map[string]bool, len(at))
 	var gone []string
 	for id, x := range at {
-		from, ok := next[x.partition]
-		if ok && x.offset >= from {
+		d, ok := span[x.partition]
+		if ok && x.offset >= d.from && x.offset < d.end {
 			live[id] = true
 		} else {
 			gone = append(gone, id)
@@ -183,10 +186,15 @@ func parsePosition(v string) (position, bool) {
 	return position{partition: int32(part), offset: off}, true
 }
 
-// firstDeliverable returns, for each partition of parts, the first offset
-// the group will still deliver: max(committed, log start), the log start
-// where the group committed nothing.
-func (p *Positions) firstDeliverable(ctx context.Context, parts map[int32]bool) (map[int32]int64, error) {
+// deliverable is the span of a partition's offsets the group will still
+// deliver: [from, end).
+type deliverable struct {
+	from int64 // max(committed, log start); the log start where the group committed nothing
+	end  int64 // the log end offset (high-water mark): an offset at or after it is not in the log (lost with it)
+}
+
+// deliverable returns the deliverable span of each partition of parts.
+func (p *Positions) deliverable(ctx context.Context, parts map[int32]bool) (map[int32]deliverable, error) {
 	list := make([]int32, 0, len(parts))
 	for part := range parts {
 		list = append(list, part)
@@ -202,11 +210,15 @@ func (p *Positions) firstDeliverable(ctx context.Context, parts map[int32]bool) 
 	case resp.Err != sarama.ErrNoError:
 		return nil, fmt.Errorf("orderkafka: positions: offsets of group %s: %w", p.cfg.Group, resp.Err)
 	}
-	start, err := p.logStart(ctx, list)
+	start, err := p.logOffsets(ctx, list, sarama.OffsetOldest)
 	if err != nil {
 		return nil, err
 	}
-	next := make(map[int32]int64, len(list))
+	end, err := p.logOffsets(ctx, list, sarama.OffsetNewest)
+	if err != nil {
+		return nil, err
+	}
+	span := make(map[int32]deliverable, len(list))
 	for _, part := range list {
 		from := start[part]
 		if resp != nil {
@@ -217,14 +229,15 @@ func (p *Positions) firstDeliverable(ctx context.Context, parts map[int32]bool) 
 				from = max(from, b.Offset) // -1: none committed
 			}
 		}
-		next[part] = from
+		span[part] = deliverable{from: from, end: end[part]}
 	}
-	return next, nil
+	return span, nil
 }
 
-// logStart asks each leader, in one ListOffsets request, for the oldest
-// retained offset of its partitions among list.
-func (p *Positions) logStart(ctx context.Context, list []int32) (map[int32]int64, error) {
+// logOffsets asks each leader, in one ListOffsets request, for the log
+// start (sarama.OffsetOldest) or end (sarama.OffsetNewest) offset of its
+// partitions among list.
+func (p *Positions) logOffsets(ctx context.Context, list []int32, which int64) (map[int32]int64, error) {
 	byLeader := map[*sarama.Broker][]int32{}
 	for _, part := range list {
 		b, err := p.client.Leader(p.cfg.Topic, part)
@@ -240,19 +253,19 @@ func (p *Positions) logStart(ctx context.Context, list []int32) (map[int32]int64
 		}
 		req := sarama.NewOffsetRequest(p.client.Config().Version)
 		for _, part := range parts {
-			req.AddBlock(p.cfg.Topic, part, sarama.OffsetOldest, 1)
+			req.AddBlock(p.cfg.Topic, part, which, 1)
 		}
 		resp, err := b.GetAvailableOffsets(req)
 		if err != nil {
-			return nil, fmt.Errorf("orderkafka: positions: log start offsets from broker %d: %w", b.ID(), err)
+			return nil, fmt.Errorf("orderkafka: positions: log offsets from broker %d: %w", b.ID(), err)
 		}
 		for _, part := range parts {
 			blk := resp.GetBlock(p.cfg.Topic, part)
 			switch {
 			case blk == nil || len(blk.Offsets) != 1:
-				return nil, fmt.Errorf("orderkafka: positions: log start of %s/%d: %w", p.cfg.Topic, part, sarama.ErrIncompleteResponse)
+				return nil, fmt.Errorf("orderkafka: positions: log offset of %s/%d: %w", p.cfg.Topic, part, sarama.ErrIncompleteResponse)
 			case blk.Err != sarama.ErrNoError:
-				return nil, fmt.Errorf("orderkafka: positions: log start of %s/%d: %w", p.cfg.Topic, part, blk.Err)
+				return nil, fmt.Errorf("orderkafka: positions: log offset of %s/%d: %w", p.cfg.Topic, part, blk.Err)
 			}
 			start[part] = blk.Offsets[0]
 		}

@@ -113,6 +113,21 @@ func TestPositionsPending(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, map[string]string{"r-4": "0:4"}, fields)
 
+			// a position past the log's end: the log that held it was lost
+			lost := msg(7, act, "107")
+			require.NoError(t, pos.Record(ctx, lost, 0, 100))
+			pend, err := pos.Pending(ctx, act)
+			require.NoError(t, err)
+			ok, err := pend(ctx, lost.ReservationID)
+			require.NoError(t, err)
+			assert.False(t, ok, "an offset at or past the high-water mark is not in the log")
+			ok, err = pend(ctx, "r-4")
+			require.NoError(t, err)
+			assert.True(t, ok)
+			fields, err = rdb.HGetAll(ctx, key).Result()
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{"r-4": "0:4"}, fields)
+
 			// bad input
 			assert.ErrorIs(t, pos.Record(ctx, msg(9, "bad{id}", "1"), 0, 1), order.ErrInvalidID)
 			assert.ErrorIs(t, pos.Record(ctx, msg(9, act, "1"), 0, -1), order.ErrInvalidMessage)
