@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,4 +164,35 @@ func TestPositionsConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok)
 	assert.EqualValues(t, 0, admin.fetches.Load(), "no recorded position: Kafka is not asked")
+}
+
+// WithOnAck with WithBatching: every message of a batch is reported once,
+// at its own offset (sarama sets each message's from the ack).
+func TestOnAckBatched(t *testing.T) {
+	t.Parallel()
+	brokers := testenv.Kafka(t, 1, "orders")
+	var mu sync.Mutex
+	got := map[string]int64{}
+	prod, err := NewProducer(syncProducer(t, brokers), "orders", WithBatching(time.Millisecond, 8),
+		WithOnAck(func(_ context.Context, m order.Message, p int32, off int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			_, dup := got[m.ReservationID]
+			assert.False(t, dup, "reported twice: %s", m.ReservationID)
+			got[m.ReservationID] = off
+		}))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { assert.NoError(t, prod.Publish(context.Background(), msg(i, "1", num(100+i)))) })
+	}
+	wg.Wait()
+	require.NoError(t, prod.Close())
+	require.Len(t, got, 20)
+	seen := map[int64]bool{}
+	for _, off := range got {
+		assert.False(t, seen[off], "offset %d twice", off)
+		assert.True(t, off >= 0 && off < 20, "offset %d", off)
+		seen[off] = true
+	}
 }
