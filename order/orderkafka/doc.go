@@ -22,7 +22,12 @@
 //   - [DeadLetterTopic]: an order.DeadLetter writing poison records to a
 //     topic;
 //   - [ObserveLag]: the consumer group's lag, as a number and, given an
-//     observer, as the gauge order.consumer_lag.
+//     observer, as the gauge order.consumer_lag;
+//   - [Positions]: where the broker wrote each message (recorded in Redis
+//     from [WithOnAck]), and, once per reconcile pass, which reservations
+//     the group will still deliver (at or after its committed offset, not
+//     trimmed by retention): the reconciler's PendingPass, so a consumer
+//     lagging past the reconcile grace fails no sale.
 //
 // Options are interfaces, one per constructor ([ProducerOption],
 // [HandlerOption]); bad configuration wraps [ErrInvalidConfig].

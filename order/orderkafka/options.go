@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/internal/observe"
+	"github.com/seckillkit/seckill/order"
 )
 
 // Each constructor takes its own option type, so an option that does not
 // apply to it does not compile:
 //
 //	constructor  option type     options
-//	NewProducer  ProducerOption  WithHeaders, WithBatching, WithObserver
+//	NewProducer  ProducerOption  WithHeaders, WithBatching, WithObserver, WithOnAck
 //	NewHandler   HandlerOption   WithLinger
 //
 // The options of the processing core (batch size, retries, dead-letter
@@ -36,6 +37,7 @@ func (f handlerOption) applyHandler(o *handlerOptions) { f(o) }
 type producerOptions struct {
 	headers  func(ctx context.Context) map[string]string
 	obs      observe.Observer
+	onAck    func(ctx context.Context, m order.Message, partition int32, offset int64)
 	batching bool
 	linger   time.Duration
 	maxBatch int
@@ -116,5 +118,20 @@ func WithLinger(d time.Duration) HandlerOption {
 			return
 		}
 		o.linger = d
+	})
+}
+
+// WithOnAck makes the [Producer] call f with the partition and offset the
+// broker acknowledged for m, once per message Publish sends successfully,
+// before Publish returns (so synchronously, on the publishing goroutine,
+// with Publish's ctx): pass [Positions.Record] (wrapped to log its error),
+// so the reconciler knows the message is still on its way however long
+// the consumer lags. f is not called for a message not acknowledged. A
+// nil f is ignored. Default none.
+func WithOnAck(f func(ctx context.Context, m order.Message, partition int32, offset int64)) ProducerOption {
+	return producerOption(func(o *producerOptions) {
+		if f != nil {
+			o.onAck = f
+		}
 	})
 }

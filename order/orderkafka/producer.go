@@ -53,11 +53,12 @@ type Producer struct {
 	topic   string
 	headers func(ctx context.Context) map[string]string
 	obs     observe.Observer
+	onAck   func(ctx context.Context, m order.Message, partition int32, offset int64)
 	b       *batcher // nil without WithBatching
 }
 
 // NewProducer returns a producer writing to topic. Options: [WithHeaders],
-// [WithBatching], [WithObserver]. A nil sp or an empty topic fails with
+// [WithBatching], [WithObserver], [WithOnAck]. A nil sp or an empty topic fails with
 // [ErrInvalidConfig].
 func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (*Producer, error) {
 	if sp == nil || topic == "" {
@@ -69,7 +70,7 @@ func NewProducer(sp sarama.SyncProducer, topic string, opts ...ProducerOption) (
 			opt.applyProducer(&o)
 		}
 	}
-	p := &Producer{sp: sp, topic: topic, headers: o.headers, obs: o.obs}
+	p := &Producer{sp: sp, topic: topic, headers: o.headers, obs: o.obs, onAck: o.onAck}
 	if o.batching {
 		maxBatch, err := validBatching(o.linger, o.maxBatch)
 		if err != nil {
@@ -122,6 +123,9 @@ func (p *Producer) Publish(ctx context.Context, m order.Message) error {
 	}
 	if err != nil {
 		return fmt.Errorf("orderkafka: publish %s: %w", m.MsgID, err)
+	}
+	if p.onAck != nil {
+		p.onAck(ctx, m, pm.Partition, pm.Offset) // sarama set them from the acknowledgement
 	}
 	return nil
 }

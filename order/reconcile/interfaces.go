@@ -20,3 +20,10 @@ type Ledger func(ctx context.Context, activity string, cursor uint64, count int6
 // Pending reports whether a reservation still has a message on its way
 // (an unsent outbox row, say), so the [Reconciler] must not release it.
 type Pending func(ctx context.Context, reservationID string) (bool, error)
+
+// PendingPass is asked once per [Reconciler.Reconcile] of an activity,
+// when the first reservation without an order is past the grace, and
+// returns the [Pending] of that pass: it reads at once what every answer
+// needs (orderkafka.Positions.Pending: the consumer group's committed
+// offsets and the recorded positions of the messages).
+type PendingPass func(ctx context.Context, activity string) (Pending, error)

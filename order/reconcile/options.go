@@ -13,7 +13,7 @@ import (
 
 // Option configures [NewReconciler]: [WithClock], [WithLogger],
 // [WithResults], [WithObserver], [WithTables], [WithGrace], [WithDryRun],
-// [WithPending]. A nil option is ignored.
+// [WithPending], [WithPendingPass]. A nil option is ignored.
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -29,6 +29,7 @@ type options struct {
 	grace    time.Duration
 	dryRun   bool
 	pending  Pending
+	pass     PendingPass
 	err      error // the first invalid option
 }
 
@@ -149,5 +150,22 @@ func WithPending(p Pending) Option {
 			return
 		}
 		o.pending = p
+	})
+}
+
+// WithPendingPass tells the [Reconciler] how to ask, once per pass,
+// whether reservations still have a message on its way (the consumer
+// group's backlog: orderkafka.Positions.Pending). With [WithPending] as
+// well, a reservation either reports as pending is pending. A pass that
+// fails releases no reservation without an order (each is listed in
+// Report.ReleaseErrors). Default: none; a nil p fails [NewReconciler]
+// with order.ErrInvalidConfig.
+func WithPendingPass(p PendingPass) Option {
+	return optionFunc(func(o *options) {
+		if p == nil {
+			o.fail("nil pending pass")
+			return
+		}
+		o.pass = p
 	})
 }

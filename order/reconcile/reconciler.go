@@ -226,6 +226,7 @@ func (r *Reconciler) readOrders(ctx context.Context, rep *Report, resv map[strin
 // message pending, or released.
 func (r *Reconciler) settle(ctx context.Context, rep *Report, resv map[string]Reservation, status map[string]string) {
 	now := r.o.clock.Now()
+	pending := r.passPending(rep.Activity)
 	ids := make([]string, 0, len(resv))
 	for id := range resv {
 		ids = append(ids, id)
@@ -239,33 +240,67 @@ func (r *Reconciler) settle(ctx context.Context, rep *Report, resv map[string]Re
 			rep.Matched++
 		case hasOrder: // cancelled, but still held in Redis
 			r.release(ctx, rep, x, true)
-		case r.due(ctx, rep, x, now):
+		case r.due(ctx, rep, x, now, pending):
 			r.release(ctx, rep, x, false)
 		}
 	}
 }
 
 // due reports whether a reservation without an order may be released: it
-// is past the grace period and [Pending] does not report its message as
-// queued. It records the other cases in the report.
-func (r *Reconciler) due(ctx context.Context, rep *Report, x Reservation, now time.Time) bool {
+// is past the grace period and neither [Pending] nor the pass's pending
+// ([PendingPass]) reports its message as on its way. It records the other
+// cases in the report.
+func (r *Reconciler) due(ctx context.Context, rep *Report, x Reservation, now time.Time, pass func(context.Context) (Pending, error)) bool {
 	if now.Sub(x.At) < r.o.grace {
 		rep.InGrace = append(rep.InGrace, x.ID)
 		return false
 	}
-	if r.o.pending == nil {
-		return true
-	}
-	p, err := r.o.pending(ctx, x.ID)
-	if err != nil {
-		rep.ReleaseErrors[x.ID] = fmt.Errorf("order: pending %s: %w", x.ID, err)
-		return false
-	}
-	if p {
-		rep.Pending = append(rep.Pending, x.ID)
-		return false
+	for _, ask := range []func() (Pending, error){
+		func() (Pending, error) { return r.o.pending, nil },
+		func() (Pending, error) { return pass(ctx) },
+	} {
+		pending, err := ask()
+		if err != nil {
+			rep.ReleaseErrors[x.ID] = fmt.Errorf("order: pending %s: %w", x.ID, err)
+			return false
+		}
+		if pending == nil {
+			continue
+		}
+		p, err := pending(ctx, x.ID)
+		if err != nil {
+			rep.ReleaseErrors[x.ID] = fmt.Errorf("order: pending %s: %w", x.ID, err)
+			return false
+		}
+		if p {
+			rep.Pending = append(rep.Pending, x.ID)
+			return false
+		}
 	}
 	return true
+}
+
+// passPending returns the pass's pending, built from [PendingPass] at its
+// first call (once per Reconcile, and only when a reservation needs it);
+// it returns a nil Pending without a PendingPass.
+func (r *Reconciler) passPending(activity string) func(ctx context.Context) (Pending, error) {
+	var (
+		done bool
+		p    Pending
+		err  error
+	)
+	return func(ctx context.Context) (Pending, error) {
+		if r.o.pass == nil {
+			return nil, nil
+		}
+		if !done {
+			done = true
+			if p, err = r.o.pass(ctx, activity); err == nil && p == nil {
+				err = fmt.Errorf("%w: the pending pass returned no Pending", order.ErrInvalidConfig)
+			}
+		}
+		return p, err
+	}
 }
 
 // release gives a reservation back (or, in a dry run, only lists it). A

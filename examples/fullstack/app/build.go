@@ -77,6 +77,15 @@ type parts struct {
 	submit          submitFunc
 	recon, reconDry *reconcile.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
+	// positions: where the broker wrote each order message (the hand-off's
+	// and the relay's acknowledgements), so the reconciler keeps a
+	// reservation whose message the consumer group will still deliver.
+	positions *orderkafka.Positions
+
+	// The consumer's handler and group (the worker's start sets the
+	// group): tests stop and restart the consumer through them.
+	handler sarama.ConsumerGroupHandler
+	group   sarama.ConsumerGroup
 }
 
 // build puts every library part together over a's connections, lists the
@@ -401,6 +410,12 @@ func (a *App) buildOrders() (err error) {
 	if p.results, err = status.NewResults(a.in.Redis, db, status.WithKeyPrefix(cfg.KeyPrefix)); err != nil {
 		return err
 	}
+	if a.in.KafkaAdmin != nil { // nil only in a test's offline build (TestBuildDoesNoIO)
+		if p.positions, err = orderkafka.NewPositions(a.in.Redis, a.in.KafkaAdmin, a.in.KafkaClient,
+			orderkafka.PositionsConfig{Group: consumerGroup, Topic: cfg.Topic, KeyPrefix: cfg.KeyPrefix}); err != nil {
+			return err
+		}
+	}
 	proc, err := order.NewProcessor(db, a.leaseIDs(), order.WithPayTimeout(cfg.PayTimeout))
 	if err != nil {
 		return err
@@ -461,7 +476,8 @@ func (a *App) leaseIDs() *leasedIDs {
 // the fence makes that message deduct nothing when it is consumed.
 func (a *App) buildHandOff(rel order.Releaser) error {
 	p, cfg, db, log := a.p, a.cfg, a.in.DB, a.log
-	popts := []orderkafka.ProducerOption{orderkafka.WithHeaders(cfg.Trace.Inject), orderkafka.WithObserver(p.obs)}
+	popts := []orderkafka.ProducerOption{orderkafka.WithHeaders(cfg.Trace.Inject), orderkafka.WithObserver(p.obs),
+		orderkafka.WithOnAck(a.recordPosition)}
 	if cfg.ProduceBatch > 0 {
 		popts = append(popts, orderkafka.WithBatching(cfg.ProduceLinger, cfg.ProduceBatch))
 	}
@@ -512,6 +528,70 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 		return route, nil
 	}
 	return nil
+}
+
+// recordPosition records where the broker wrote m (orderkafka.WithOnAck).
+// A failure is logged and leaves the position unknown: the reconciler then
+// applies its grace alone to m's reservation (buildReconcilers).
+func (a *App) recordPosition(ctx context.Context, m order.Message, partition int32, offset int64) {
+	if a.p.positions == nil {
+		return
+	}
+	if err := a.p.positions.Record(context.WithoutCancel(ctx), m, partition, offset); err != nil {
+		a.logger(ctx).Warn("kafka position not recorded; the reconcile grace alone guards the reservation",
+			"reservation", m.ReservationID, "partition", partition, "offset", offset, "err", err)
+	}
+}
+
+// ackedProducer is the relay's SyncProducer: it records the position of
+// each order message it sends (the outbox keeps the encoded message; other
+// payloads are sent as they are).
+type ackedProducer struct {
+	sarama.SyncProducer
+	a     *App
+	topic string
+}
+
+func (p ackedProducer) SendMessage(pm *sarama.ProducerMessage) (int32, int64, error) {
+	part, off, err := p.SyncProducer.SendMessage(pm)
+	if err == nil {
+		p.record(pm)
+	}
+	return part, off, err
+}
+
+func (p ackedProducer) SendMessages(pms []*sarama.ProducerMessage) error {
+	err := p.SyncProducer.SendMessages(pms)
+	var failed sarama.ProducerErrors
+	errors.As(err, &failed)
+	bad := make(map[*sarama.ProducerMessage]bool, len(failed))
+	for _, e := range failed {
+		bad[e.Msg] = true
+	}
+	if err != nil && len(failed) == 0 {
+		return err // no message is known to be acknowledged
+	}
+	for _, pm := range pms {
+		if !bad[pm] {
+			p.record(pm)
+		}
+	}
+	return err
+}
+
+func (p ackedProducer) record(pm *sarama.ProducerMessage) {
+	if pm.Topic != p.topic || pm.Value == nil {
+		return
+	}
+	b, err := pm.Value.Encode()
+	if err != nil {
+		return
+	}
+	m, err := order.Decode(b)
+	if err != nil {
+		return
+	}
+	p.a.recordPosition(context.Background(), m, pm.Partition, pm.Offset)
 }
 
 // submitFunc is the hand-off as checkout takes it (checkout.Submitter).
@@ -706,17 +786,30 @@ func (a *App) buildCanceller(rel order.Releaser) (*status.Canceller, error) {
 // buildReconcilers: the Redis ledger against the DB, every ReconcileEvery
 // on a working node, and its dry-run twin for the admin API. A reservation
 // is released only when it has no live order, is older than the grace
-// period and no outbox row still carries its message; and it is fenced in
-// the DB first, so a message still in Kafka (a consumer lagging past the
-// grace) deducts nothing when it arrives and its buyer reads "failed", not
-// "queued".
+// period, no outbox row still carries its message, and its message is not
+// still deliverable in Kafka: recorded at or after the consumer group's
+// committed offset of its partition and not trimmed by retention (read
+// once per pass, orderkafka.Positions), however long the consumer lags —
+// the buyer reads "queued" meanwhile. A reservation whose message position
+// is unknown (the record failed) has the grace alone. A released
+// reservation is fenced in the DB first, so a late message deducts
+// nothing and its buyer reads "failed".
 func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 	p, log := a.p, a.log
 	ledger := reconcile.Ledger(a.ledgerPage)
 	pending := reconcile.Pending(func(ctx context.Context, resv string) (bool, error) {
 		return outbox.HasPendingReservation(ctx, a.in.DB, resv)
 	})
-	opts := []reconcile.Option{reconcile.WithGrace(a.cfg.ReconcileGrace), reconcile.WithPending(pending), reconcile.WithResults(p.results), reconcile.WithLogger(log)}
+	opts := []reconcile.Option{reconcile.WithGrace(a.cfg.ReconcileGrace), reconcile.WithPending(pending),
+		reconcile.WithResults(p.results), reconcile.WithLogger(log)}
+	if p.positions != nil {
+		opts = append(opts, reconcile.WithPendingPass(func(ctx context.Context, activity string) (reconcile.Pending, error) {
+			return p.positions.Pending(ctx, activity)
+		}))
+	}
+	if a.cfg.reconcileClock != nil { // tests only
+		opts = append(opts, reconcile.WithClock(a.cfg.reconcileClock))
+	}
 	if p.recon, err = reconcile.NewReconciler(a.in.DB, ledger, rel, opts...); err != nil {
 		return err
 	}
@@ -767,7 +860,7 @@ func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, co
 // buildRelay: outbox rows → Kafka (the same producer, behind the Kafka
 // breaker).
 func (a *App) buildRelay() error {
-	spub, err := outbox.NewSaramaPublisher(a.in.Producer)
+	spub, err := outbox.NewSaramaPublisher(ackedProducer{SyncProducer: a.in.Producer, a: a, topic: a.cfg.Topic})
 	if err != nil {
 		return err
 	}
@@ -816,16 +909,16 @@ func (a *App) buildConsumer(proc *order.Processor, rel order.Releaser, canc *sta
 	if err != nil {
 		return err
 	}
-	var group sarama.ConsumerGroup
+	a.p.handler = handler
 	a.run.add(worker{name: "consumer",
 		start: func(ctx context.Context) (err error) {
-			if group, err = sarama.NewConsumerGroup(a.in.Brokers, consumerGroup, a.in.kafkaCfg); err != nil {
+			if a.p.group, err = sarama.NewConsumerGroup(a.in.Brokers, consumerGroup, a.in.kafkaCfg); err != nil {
 				return fmt.Errorf("kafka consumer group: %w", err)
 			}
 			return nil
 		},
-		run:  func(ctx context.Context) error { return consume(ctx, group, cfg.Topic, handler, a.log) },
-		stop: func() error { return group.Close() },
+		run:  func(ctx context.Context) error { return consume(ctx, a.p.group, cfg.Topic, handler, a.log) },
+		stop: func() error { return a.p.group.Close() },
 	})
 	return nil
 }

@@ -202,6 +202,9 @@ type Config struct {
 	// preloadEvery, set by tests only, replaces the preloader's 5 s poll
 	// (the conformance kit's frozen scenario must not be rebuilt under it).
 	preloadEvery time.Duration
+	// reconcileClock, set by tests only, is the reconcilers' clock (the
+	// grace), so a test moves time past it without waiting.
+	reconcileClock interface{ Now() time.Time }
 
 	LogLevel string
 	Quiet    bool // only warnings and errors

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/seckillkit/seckill/internal/testenv"
 
@@ -224,4 +227,79 @@ func Limited(a *App, name string) float64 {
 	m := &dto.Metric{}
 	_ = a.m.limited.WithLabelValues(name).Write(m)
 	return m.GetCounter().GetValue()
+}
+
+// SetReconcileClock makes the reconcilers of an app built from cfg read
+// the time from c (the grace), so a test moves past it without waiting.
+func SetReconcileClock(cfg *Config, c interface{ Now() time.Time }) { cfg.reconcileClock = c }
+
+// KillConsumer closes the consumer group of a's worker, as a killed worker
+// leaves it: nothing is consumed until a member joins again
+// (JoinConsumer). It returns once the group is closed (its marked offsets
+// committed).
+func KillConsumer(a *App) error { return a.p.group.Close() }
+
+// Member is one consumer-group member JoinConsumer started.
+type Member struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	group  sarama.ConsumerGroup
+	once   sync.Once
+}
+
+// Leave closes the member's group (it leaves: a rebalance) and waits for
+// its loop to end. Safe to call more than once.
+func (m *Member) Leave() {
+	m.once.Do(func() {
+		m.cancel()
+		_ = m.group.Close()
+		<-m.done
+	})
+}
+
+// JoinConsumer joins a's consumer group with a new member over a's own
+// handler, as a restarted worker does; while hold is open (not closed) its
+// sessions consume nothing — each claim waits for hold or for the
+// session's end (a rebalance) — as a consumer stalled by rebalances or a
+// slow database. A nil hold consumes at once. The member leaves at
+// cleanup.
+func JoinConsumer(t interface{ Cleanup(func()) }, a *App, hold <-chan struct{}) (*Member, error) {
+	g, err := sarama.NewConsumerGroup(a.in.Brokers, consumerGroup, a.in.kafkaCfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Member{cancel: cancel, done: make(chan struct{}), group: g}
+	var h sarama.ConsumerGroupHandler = a.p.handler
+	if hold != nil {
+		h = heldHandler{ConsumerGroupHandler: h, hold: hold}
+	}
+	go func() {
+		defer close(m.done)
+		_ = consume(ctx, g, a.cfg.Topic, h, a.log)
+	}()
+	t.Cleanup(m.Leave)
+	return m, nil
+}
+
+// heldHandler delays every claim until hold is closed or its session ends.
+type heldHandler struct {
+	sarama.ConsumerGroupHandler
+	hold <-chan struct{}
+}
+
+func (h heldHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	select {
+	case <-h.hold:
+		return h.ConsumerGroupHandler.ConsumeClaim(sess, claim)
+	case <-sess.Context().Done():
+		return nil
+	}
+}
+
+// BuyerResult is what GET /api/result answers user about resv ("queued",
+// "created", "failed", …).
+func BuyerResult(ctx context.Context, a *App, user, resv string) (string, error) {
+	v, err := a.resultOf(ctx, user, resv)
+	return v.Status, err
 }
