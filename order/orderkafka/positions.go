@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/IBM/sarama"
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,10 @@ type PositionsConfig struct {
 	// KeyPrefix prefixes the Redis keys; default "seckill:" (the prefix of
 	// the stock and the results, so an activity's keys share a Cluster node).
 	KeyPrefix string
+	// OnError, when set, hears of a batch of positions Redis did not take
+	// ([Positions.Record] writes in the background); those positions stay
+	// unknown, and the reconciler's grace alone decides their reservations.
+	OnError func(ctx context.Context, err error)
 }
 
 // Positions remembers where the broker wrote each order message
@@ -35,11 +40,22 @@ type PositionsConfig struct {
 // "<partition>:<offset>"; [Positions.Pending] deletes the fields of
 // messages the group has passed, so the hash holds about the messages
 // still in flight. Safe for concurrent use.
+//
+// Record never waits for Redis: the positions recorded while one batch is
+// being written gather and leave together as the next batch (one pipelined
+// HSET per activity), so the hand-off adds no round trip to a buy and the
+// batches grow with the load. [Positions.Pending] first writes what was
+// recorded before it in this process.
 type Positions struct {
 	rdb    redis.UniversalClient
 	admin  sarama.ClusterAdmin
 	client sarama.Client
 	cfg    PositionsConfig
+
+	wmu      sync.Mutex                // held while a batch is written
+	mu       sync.Mutex                // guards queue and flushing
+	queue    map[string]map[string]any // Redis key → reservation ID → "<partition>:<offset>"
+	flushing bool                      // a background writer runs
 }
 
 // NewPositions returns positions stored in rdb, checked against the
@@ -64,9 +80,11 @@ func positionsKey(prefix, activity string) string {
 }
 
 // Record stores where the broker wrote m (its acknowledgement's partition
-// and offset), under m's activity and reservation. Call it from
-// [WithOnAck]; a failure leaves the position unknown, and the reconciler
-// then applies its grace alone, as without Positions. An activity that is
+// and offset), under m's activity and reservation, in the background (see
+// [Positions]). Call it from [WithOnAck]; a write that fails
+// ([PositionsConfig.OnError]) or never happens (the process ends first)
+// leaves the position unknown, and the reconciler then applies its grace
+// alone, as without Positions. An activity that is
 // not order.ValidID wraps order.ErrInvalidID; no reservation ID, a
 // negative partition or offset, wraps order.ErrInvalidMessage.
 func (p *Positions) Record(ctx context.Context, m order.Message, partition int32, offset int64) error {
@@ -77,8 +95,72 @@ func (p *Positions) Record(ctx context.Context, m order.Message, partition int32
 		return fmt.Errorf("%w: position of reservation %.64q at %d:%d", order.ErrInvalidMessage, m.ReservationID, partition, offset)
 	}
 	v := strconv.FormatInt(int64(partition), 10) + ":" + strconv.FormatInt(offset, 10)
-	if err := p.rdb.HSet(ctx, positionsKey(p.cfg.KeyPrefix, m.ActivityID), m.ReservationID, v).Err(); err != nil {
-		return fmt.Errorf("orderkafka: record position of %s: %w", m.ReservationID, err)
+	key := positionsKey(p.cfg.KeyPrefix, m.ActivityID)
+	p.mu.Lock()
+	if p.queue == nil {
+		p.queue = map[string]map[string]any{}
+	}
+	if p.queue[key] == nil {
+		p.queue[key] = map[string]any{}
+	}
+	p.queue[key][m.ReservationID] = v
+	start := !p.flushing
+	p.flushing = true
+	p.mu.Unlock()
+	if start {
+		go p.writeBehind(context.WithoutCancel(ctx))
+	}
+	return nil
+}
+
+// writeBehind writes the queued positions, a batch at a time, until none
+// is left.
+func (p *Positions) writeBehind(ctx context.Context) {
+	for {
+		p.wmu.Lock()
+		p.mu.Lock()
+		q := p.queue
+		p.queue = nil
+		if len(q) == 0 {
+			p.flushing = false
+			p.mu.Unlock()
+			p.wmu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		err := p.write(ctx, q)
+		p.wmu.Unlock()
+		if err != nil && p.cfg.OnError != nil {
+			p.cfg.OnError(ctx, err)
+		}
+	}
+}
+
+// flush writes what was recorded before the call: the batch being written
+// (it waits for it) and the queue.
+func (p *Positions) flush(ctx context.Context) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.mu.Lock()
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	if len(q) == 0 {
+		return nil
+	}
+	return p.write(ctx, q)
+}
+
+// write stores a batch: one HSET per activity, pipelined.
+func (p *Positions) write(ctx context.Context, q map[string]map[string]any) error {
+	pipe := p.rdb.Pipeline()
+	n := 0
+	for key, fields := range q {
+		pipe.HSet(ctx, key, fields)
+		n += len(fields)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("orderkafka: record %d positions: %w", n, err)
 	}
 	return nil
 }
@@ -115,6 +197,9 @@ const positionsPage = 1000
 func (p *Positions) Pending(ctx context.Context, activity string) (func(ctx context.Context, reservationID string) (bool, error), error) {
 	if !order.ValidID(activity) {
 		return nil, fmt.Errorf("%w: activity %.64q", order.ErrInvalidID, activity)
+	}
+	if err := p.flush(ctx); err != nil {
+		return nil, err
 	}
 	key := positionsKey(p.cfg.KeyPrefix, activity)
 	at, err := p.read(ctx, key)

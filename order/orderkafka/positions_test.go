@@ -69,6 +69,7 @@ func TestPositionsPending(t *testing.T) {
 				require.NoError(t, prod.Publish(ctx, msg(i, act, num(100+i))))
 			}
 			require.Nil(t, recErr.Load())
+			require.NoError(t, pos.flush(ctx)) // Record writes in the background
 			key := positionsKey(prefix, act)
 			fields, err := rdb.HGetAll(ctx, key).Result()
 			require.NoError(t, err)
@@ -195,4 +196,65 @@ func TestOnAckBatched(t *testing.T) {
 		assert.True(t, off >= 0 && off < 20, "offset %d", off)
 		seen[off] = true
 	}
+}
+
+// blockingHook holds the first pipeline of HSETs until release is closed,
+// and counts those pipelines and their HSETs.
+type blockingHook struct {
+	entered   chan struct{}
+	release   chan struct{}
+	once      sync.Once
+	pipelines atomic.Int64
+	hsets     atomic.Int64
+}
+
+func (h *blockingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *blockingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h *blockingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var n int64
+		for _, c := range cmds {
+			if c.Name() == "hset" {
+				n++
+			}
+		}
+		if n == 0 {
+			return next(ctx, cmds) // the connection's handshake
+		}
+		h.pipelines.Add(1)
+		h.hsets.Add(n)
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.entered)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestPositionsRecordWritesBehind: Record never waits for Redis, and the
+// positions recorded while a batch is being written leave together as the
+// next one: 101 positions recorded, one held up in the first write, reach
+// Redis in 2 pipelines, not 101 round trips; Pending sees all of them.
+func TestPositionsRecordWritesBehind(t *testing.T) {
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	h := &blockingHook{entered: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(h)
+	pos := &Positions{rdb: rdb, cfg: PositionsConfig{Group: "g", Topic: "t", KeyPrefix: "wb:"}}
+	require.NoError(t, pos.Record(ctx, msg(0, "sale-1", "100"), 0, 0))
+	<-h.entered // the first batch is being written, and held there
+	for i := 1; i <= 100; i++ {
+		require.NoError(t, pos.Record(ctx, msg(i, "sale-1", num(100+i)), 0, int64(i)))
+	}
+	close(h.release)
+	require.NoError(t, pos.flush(ctx))
+	n, err := rdb.HLen(ctx, positionsKey("wb:", "sale-1")).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(101), n, "every recorded position stored")
+	assert.Equal(t, int64(2), h.pipelines.Load(), "the first position alone, then the 100 gathered behind it")
+	assert.Equal(t, int64(2), h.hsets.Load(), "one HSET per activity per batch")
 }

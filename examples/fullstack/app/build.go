@@ -412,7 +412,10 @@ func (a *App) buildOrders() (err error) {
 	}
 	if a.in.KafkaAdmin != nil { // nil only in a test's offline build (TestBuildDoesNoIO)
 		if p.positions, err = orderkafka.NewPositions(a.in.Redis, a.in.KafkaAdmin, a.in.KafkaClient,
-			orderkafka.PositionsConfig{Group: consumerGroup, Topic: cfg.Topic, KeyPrefix: cfg.KeyPrefix}); err != nil {
+			orderkafka.PositionsConfig{Group: consumerGroup, Topic: cfg.Topic, KeyPrefix: cfg.KeyPrefix,
+				OnError: func(ctx context.Context, err error) {
+					a.logger(ctx).Warn("kafka positions not recorded; the reconcile grace alone guards their reservations", "err", err)
+				}}); err != nil {
 			return err
 		}
 	}
