@@ -42,6 +42,7 @@ const (
 	ReasonTooFrequent       = "too_frequent"      // behaviour: over the deny threshold
 	ReasonSuspicious        = "suspicious_rate"   // behaviour: over the flag threshold
 	ReasonDeviceShared      = "device_other_user" // device bound to another user
+	ReasonDeviceMissing     = "device_missing"    // a user without a device ID where a DeviceBinder runs
 	ReasonUnavailable       = "unavailable"       // a rule failed under FailChallenge
 	ReasonInvalidUser       = "invalid_user"      // Subject.UserID set but not ValidUserID
 	ReasonInvalidDevice     = "invalid_device"    // Subject.DeviceID set but not ValidDeviceID
