@@ -43,9 +43,13 @@ const (
 	ReasonSuspicious        = "suspicious_rate"   // behaviour: over the flag threshold
 	ReasonDeviceShared      = "device_other_user" // device bound to another user
 	ReasonDeviceMissing     = "device_missing"    // a user without a device ID where a DeviceBinder runs
-	ReasonUnavailable       = "unavailable"       // a rule failed under FailChallenge
-	ReasonInvalidUser       = "invalid_user"      // Subject.UserID set but not ValidUserID
-	ReasonInvalidDevice     = "invalid_device"    // Subject.DeviceID set but not ValidDeviceID
+	// Attestation (NewAttestationRule).
+	ReasonAttestationFailed  = "attestation_failed"  // token invalid, or not the genuine app
+	ReasonAttestationWeak    = "attestation_weak"    // the device does not meet integrity
+	ReasonAttestationMissing = "attestation_missing" // no token (denied with RequireToken, else a flag)
+	ReasonUnavailable        = "unavailable"         // a rule failed under FailChallenge
+	ReasonInvalidUser        = "invalid_user"        // Subject.UserID set but not ValidUserID
+	ReasonInvalidDevice      = "invalid_device"      // Subject.DeviceID set but not ValidDeviceID
 )
 
 // Subject is who and what a request comes from. Empty fields are skipped by
@@ -57,6 +61,11 @@ type Subject struct {
 	UserID   string
 	IP       netip.Addr
 	DeviceID string
+	// AttestToken is the client's attestation token (a Play Integrity
+	// token, an App Attest assertion), read only by the rule of [NewAttestationRule];
+	// the [NewMiddleware] middleware takes it from the X-Attestation
+	// header.
+	AttestToken string
 }
 
 // Decision is the outcome of a rule or of a [Checker].

@@ -277,7 +277,8 @@ func WithDeviceHeader(name string) MiddlewareOption {
 // WithSubjectFunc replaces how the [NewMiddleware] middleware builds the
 // [Subject] of a request; an error answers 400. Default: user from
 // [UserFrom], IP from the resolver ([WithIPResolver]), device from the
-// device header ([WithDeviceHeader]).
+// device header ([WithDeviceHeader]), attestation token from the X-Attestation
+// header ([Subject.AttestToken]).
 func WithSubjectFunc(fn func(r *http.Request) (Subject, error)) MiddlewareOption {
 	return middlewareOpt(func(o *options) { o.subjectFunc = fn })
 }
