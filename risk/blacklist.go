@@ -73,11 +73,14 @@ type Ban struct {
 // version of this package, or by hand, has no index entry and is not
 // listed (it is still enforced; its next Add or AddFor lists it).
 //
-// As a [Rule] it denies a [Subject] whose user, IP or device is banned,
-// checking all three in one pipelined round trip. The IP part only ever
-// denies an IP that was added explicitly (by an operator or your own code):
-// nothing in this package bans an IP automatically, because thousands of
-// honest users can share one corporate or carrier NAT address.
+// As a [Rule] it denies a [Subject] whose user, IP (its address or one of
+// its networks, [BlacklistConfig.IPv4Prefixes]) or device is banned,
+// checking them all in one pipelined round trip. The IP part only ever
+// denies an IP or network that was added explicitly (by an operator or
+// your own code) or by an automatic ban you opted into
+// ([BehaviourConfig.AutoBlacklistKinds]): by default nothing in this
+// package bans an IP automatically, because thousands of honest users can
+// share one corporate or carrier NAT address.
 //
 // A Blacklist is safe for concurrent use.
 type Blacklist struct {

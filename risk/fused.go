@@ -30,8 +30,11 @@ import (
 // captcha step); a composer that stops at a Challenge passes only r[1] == 0.
 //
 // Only a checker whose rules are all [Blacklist], [Behaviour] or
-// [DeviceBinder] values has a fused form; with any other rule CheckCheck
-// returns an error, and the caller runs Check.
+// [DeviceBinder] values has a fused form; with any other rule (the
+// attestation rule of [NewAttestationRule] too: its verdict is not in
+// Redis) CheckCheck returns an error, and the caller runs Check. The
+// network bans, the missing-device policy and the automatic device and
+// network bans are part of the fused form.
 func (c *Checker) CheckCheck(s Subject) (fused.Check[Decision], error) {
 	if c.nofuse != nil {
 		return fused.Check[Decision]{}, c.nofuse
