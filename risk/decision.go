@@ -53,7 +53,8 @@ const (
 )
 
 // Subject is who and what a request comes from. Empty fields are skipped by
-// the rules that need them. A UserID that is set but not [ValidUserID], or a
+// the rules that need them, but for the device ID of a subject with a user,
+// which a [DeviceBinder] never skips ([ReasonDeviceMissing]). A UserID that is set but not [ValidUserID], or a
 // DeviceID that is set but not [ValidDeviceID], is denied by [Blacklist],
 // [Behaviour] and [DeviceBinder] (reason [ReasonInvalidUser] or
 // [ReasonInvalidDevice]) without a Redis command.
