@@ -223,7 +223,7 @@ type fuseCase struct {
 }
 
 // riskDenials are the cases risk refuses.
-var riskDenials = []string{"risk: user banned", "risk: ip banned", "risk: device banned", "risk: too frequent, auto-ban",
+var riskDenials = []string{"risk: user banned", "risk: ip banned", "risk: ip network banned", "risk: device banned", "risk: too frequent, auto-ban",
 	"risk: device shared", "risk: ban key of the wrong type"}
 
 func fuseCases() []fuseCase {
@@ -342,6 +342,7 @@ func fuseCases() []fuseCase {
 		}},
 		{name: "risk: user banned", prepare: ban(risk.KindUser, "u1")},
 		{name: "risk: ip banned", prepare: ban(risk.KindIP, "10.0.0.1")},
+		{name: "risk: ip network banned", prepare: ban(risk.KindIP, "10.0.0.0/24")},
 		{name: "risk: device banned", prepare: ban(risk.KindDevice, "dev1")},
 		{name: "risk: challenge (suspicious rate), left to the captcha", prepare: record(2)},
 		{name: "risk: too frequent, auto-ban", prepare: record(3)},

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -47,8 +49,9 @@ type BehaviourResult struct {
 	Crossed bool
 	// RetryAfter is, when Denied, the time until the window frees a slot.
 	RetryAfter time.Duration
-	// Ban is set when this call banned the user
-	// ([BehaviourConfig.AutoBlacklist]).
+	// Ban is set when this call banned the user (or, without [KindUser]
+	// in [BehaviourConfig.AutoBlacklistKinds], the first of the kinds it
+	// banned; [BehaviourConfig.AutoBlacklist]).
 	Ban *Ban
 }
 
@@ -67,6 +70,15 @@ type BehaviourConfig struct {
 	// [ReasonTooFrequent]) once each time the user crosses DenyAt.
 	// Default: no automatic ban.
 	AutoBlacklist *Blacklist
+	// AutoBlacklistKinds are what of the crossing request's [Subject]
+	// AutoBlacklist bans, each escalating on its own: [KindUser] its user,
+	// [KindDevice] its device (when it has one), [KindIP] its network:
+	// an IPv6 address's /64 (the longest of the blacklist's
+	// [BlacklistConfig.IPv6Prefixes]; a client picks any address of its
+	// /64), an IPv4 address alone — opt in for IPs only where clients do
+	// not share NAT addresses. Default: [KindUser] only. [Behaviour.Record]
+	// knows only the user and bans it only.
+	AutoBlacklistKinds []Kind
 	// FlagOnly makes a flagged user (between the thresholds) pass: the
 	// decision is Allow and carries the flag in [Decision.Flags]. Default
 	// off: a flagged user is challenged ([Challenge]).
@@ -87,6 +99,18 @@ func NewBehaviour(rdb Client, cfg BehaviourConfig) (*Behaviour, error) {
 	o := defaultOptions()
 	o.setCommon(cfg.KeyPrefix, nil, cfg.Logger)
 	o.autoBlacklist = cfg.AutoBlacklist
+	o.autoKinds = []Kind{KindUser}
+	if cfg.AutoBlacklistKinds != nil {
+		o.autoKinds = nil
+		for _, k := range cfg.AutoBlacklistKinds {
+			if k != KindUser && k != KindIP && k != KindDevice {
+				return nil, fmt.Errorf("risk: unknown kind %.16q in AutoBlacklistKinds: %w", k, ErrInvalidConfig)
+			}
+			if !slices.Contains(o.autoKinds, k) {
+				o.autoKinds = append(o.autoKinds, k)
+			}
+		}
+	}
 	if cfg.FlagOnly {
 		o.flagAction = Allow
 	}
@@ -106,11 +130,16 @@ func (b *Behaviour) Record(ctx context.Context, user string) (BehaviourResult, e
 	if err := checkUserID(user); err != nil {
 		return BehaviourResult{}, err
 	}
-	res, err := behaviourScript.Run(ctx, b.rdb, []string{behaviourKey(b.o.prefix, user)}, b.args()...).Int64Slice()
+	return b.record(ctx, Subject{UserID: user})
+}
+
+// record is Record of s.UserID, whose automatic bans cover s.
+func (b *Behaviour) record(ctx context.Context, s Subject) (BehaviourResult, error) {
+	res, err := behaviourScript.Run(ctx, b.rdb, []string{behaviourKey(b.o.prefix, s.UserID)}, b.args()...).Int64Slice()
 	if err != nil {
-		return BehaviourResult{}, fmt.Errorf("risk: behaviour %s: %w", user, err)
+		return BehaviourResult{}, fmt.Errorf("risk: behaviour %s: %w", s.UserID, err)
 	}
-	return b.result(ctx, user, res)
+	return b.result(ctx, s, res)
 }
 
 // args are behaviour.lua's ARGV for one event.
@@ -119,8 +148,9 @@ func (b *Behaviour) args() []any {
 }
 
 // result is Record's answer for behaviour.lua's reply res: the thresholds,
-// then the automatic ban of a user who crossed the deny threshold.
-func (b *Behaviour) result(ctx context.Context, user string, res []int64) (BehaviourResult, error) {
+// then the automatic bans of a subject whose user crossed the deny
+// threshold.
+func (b *Behaviour) result(ctx context.Context, s Subject, res []int64) (BehaviourResult, error) {
 	if len(res) != 3 {
 		return BehaviourResult{}, fmt.Errorf("risk: behaviour: %w: %v", ErrBadReply, res)
 	}
@@ -130,19 +160,37 @@ func (b *Behaviour) result(ctx context.Context, user string, res []int64) (Behav
 	if r.Denied {
 		r.RetryAfter = time.Duration(res[2]) * time.Millisecond
 	}
-	if r.Crossed && b.o.autoBlacklist != nil {
-		ban, err := b.o.autoBlacklist.Add(ctx, KindUser, user, ReasonTooFrequent)
+	if !r.Crossed || b.o.autoBlacklist == nil {
+		return r, nil
+	}
+	var errs []error
+	for _, kind := range b.o.autoKinds {
+		var id string
+		switch {
+		case kind == KindUser:
+			id = s.UserID
+		case kind == KindDevice && s.DeviceID != "":
+			id = s.DeviceID
+		case kind == KindIP && s.IP.IsValid():
+			id = b.o.autoBlacklist.autoIPID(s.IP)
+		default:
+			continue
+		}
+		ban, err := b.o.autoBlacklist.Add(ctx, kind, id, ReasonTooFrequent)
 		if err != nil {
 			// The count is recorded; the ban failed. Report it: the caller
 			// still gets the deny from r.Denied.
-			return r, fmt.Errorf("risk: behaviour auto-blacklist %s: %w", user, err)
+			errs = append(errs, fmt.Errorf("risk: behaviour auto-blacklist %s:%s: %w", kind, id, err))
+			continue
 		}
-		r.Ban = &ban
+		if r.Ban == nil {
+			r.Ban = &ban
+		}
 		if ban.Duration > r.RetryAfter {
 			r.RetryAfter = ban.Duration
 		}
 	}
-	return r, nil
+	return r, errors.Join(errs...)
 }
 
 // Check records one event of s.UserID (skipped when empty) and decides:
@@ -156,7 +204,7 @@ func (b *Behaviour) Check(ctx context.Context, s Subject) (Decision, error) {
 	if d, bad := invalidSubject(s, true, false); bad {
 		return d, nil
 	}
-	r, err := b.Record(ctx, s.UserID)
+	r, err := b.record(ctx, s)
 	return b.decide(ctx, s, r, err)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,11 +73,14 @@ type Ban struct {
 // version of this package, or by hand, has no index entry and is not
 // listed (it is still enforced; its next Add or AddFor lists it).
 //
-// As a [Rule] it denies a [Subject] whose user, IP or device is banned,
-// checking all three in one pipelined round trip. The IP part only ever
-// denies an IP that was added explicitly (by an operator or your own code):
-// nothing in this package bans an IP automatically, because thousands of
-// honest users can share one corporate or carrier NAT address.
+// As a [Rule] it denies a [Subject] whose user, IP (its address or one of
+// its networks, [BlacklistConfig.IPv4Prefixes]) or device is banned,
+// checking them all in one pipelined round trip. The IP part only ever
+// denies an IP or network that was added explicitly (by an operator or
+// your own code) or by an automatic ban you opted into
+// ([BehaviourConfig.AutoBlacklistKinds]): by default nothing in this
+// package bans an IP automatically, because thousands of honest users can
+// share one corporate or carrier NAT address.
 //
 // A Blacklist is safe for concurrent use.
 type Blacklist struct {
@@ -101,6 +106,42 @@ type BlacklistConfig struct {
 	// OffenceMemory is how long past offences count towards escalation
 	// (refreshed at each offence). Default 7 days; at least 1ms.
 	OffenceMemory time.Duration
+	// IPv4Prefixes and IPv6Prefixes are the network prefix lengths
+	// (CIDR) a [KindIP] ban may cover besides a single address, and so the
+	// ones [Blacklist.Check] looks a request's address up at: its own
+	// address (/32, /128) always, then its network at each of these
+	// lengths, each one exact GET. Default: IPv4 /24, IPv6 /64 (one
+	// subscriber's LAN, and the unit of automatic IP bans, see
+	// [BehaviourConfig.AutoBlacklistKinds]). At most 4 each: IPv4 1..32,
+	// IPv6 1..128 (a full-length one is the address itself). A non-nil
+	// empty slice turns that family's network bans off.
+	IPv4Prefixes, IPv6Prefixes []int
+}
+
+// maxPrefixes bounds BlacklistConfig.IPv4Prefixes and IPv6Prefixes.
+const maxPrefixes = 4
+
+// prefixLens is a family's configured prefix lengths: nil keeps def,
+// sorted longest first, without duplicates and without the full length
+// (the address itself, always checked).
+func prefixLens(v []int, def []int, full int) ([]int, bool) {
+	if v == nil {
+		return def, true
+	}
+	if len(v) > maxPrefixes {
+		return nil, false
+	}
+	out := make([]int, 0, len(v))
+	for _, l := range v {
+		if l < 1 || l > full {
+			return nil, false
+		}
+		if l < full && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b int) int { return b - a })
+	return out, true
 }
 
 // NewBlacklist returns a Blacklist with the settings of cfg. A nil client
@@ -121,6 +162,12 @@ func NewBlacklist(rdb Client, cfg BlacklistConfig) (*Blacklist, error) {
 	if o.offenceMemory < time.Millisecond {
 		o.fail("offence memory must be >= 1ms")
 	}
+	var ok4, ok6 bool
+	o.net4, ok4 = prefixLens(cfg.IPv4Prefixes, []int{24}, 32)
+	o.net6, ok6 = prefixLens(cfg.IPv6Prefixes, []int{64}, 128)
+	if !ok4 || !ok6 {
+		o.fail("IPv4Prefixes must be at most 4 of 1..32, IPv6Prefixes at most 4 of 1..128")
+	}
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -134,7 +181,9 @@ func (b *Blacklist) Name() string { return "blacklist" }
 // device ids must be [ValidUserID] / [ValidDeviceID] (else [ErrInvalidArgument]);
 // IP ids are canonicalised ("::ffff:10.0.0.1" and "10.0.0.1" are one
 // subject, IPv6 in its compressed form, at most 45 bytes) so bans added by
-// hand match the [IPResolver]'s output.
+// hand match the [IPResolver]'s output; a network ("203.0.113.0/24",
+// "2001:db8:1:2::/64") is masked and printed in CIDR form, and a
+// full-length one is its address ("10.0.0.1/32" is "10.0.0.1").
 func subjectID(kind Kind, id string) (string, error) {
 	switch kind {
 	case KindUser:
@@ -144,6 +193,13 @@ func subjectID(kind Kind, id string) (string, error) {
 	case KindIP:
 		if id == "" {
 			return "", fmt.Errorf("risk: empty ip: %w", ErrInvalidArgument)
+		}
+		if strings.IndexByte(id, '/') >= 0 {
+			p, ok := parseNet(id)
+			if !ok {
+				return "", fmt.Errorf("risk: ip network %s: %w", describeID(id, "an address/prefix length"), ErrInvalidArgument)
+			}
+			return netID(p), nil
 		}
 		a, ok := parseHop(id)
 		if !ok {
@@ -186,6 +242,9 @@ func (b *Blacklist) AddFor(ctx context.Context, kind Kind, id, reason string, d 
 func (b *Blacklist) add(ctx context.Context, kind Kind, id, reason string, fixed time.Duration) (Ban, error) {
 	id, err := subjectID(kind, id)
 	if err != nil {
+		return Ban{}, err
+	}
+	if err := b.checkNet(kind, id); err != nil {
 		return Ban{}, err
 	}
 	if reason == "" {
@@ -365,20 +424,25 @@ func (b *Blacklist) List(ctx context.Context, kind Kind, after string, limit int
 	return bans, next, nil
 }
 
-// Check denies s if its user, IP or device is banned (in that order of
-// precedence), in one pipelined round trip. Empty fields are skipped; an
-// invalid user or device ID is denied ([ReasonInvalidUser],
-// [ReasonInvalidDevice]) without a Redis command.
+// Check denies s if its user, IP (its address, then its networks at the
+// configured prefix lengths, longest first: [BlacklistConfig.IPv4Prefixes])
+// or device is banned (in that order of precedence), in one pipelined
+// round trip. Each subject is one exact key, so a check costs at most 2 +
+// the family's prefix lengths (4 by default: user, address, /24 or /64,
+// device) GETs, whatever the number of bans: O(1) in the bans, O(k) in the
+// configured lengths. Empty fields are skipped; an invalid user or device
+// ID is denied ([ReasonInvalidUser], [ReasonInvalidDevice]) without a
+// Redis command.
 func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 	if d, bad := invalidSubject(s, true, true); bad {
 		return d, nil
 	}
-	items, n := banItems(s)
+	items, n := b.banItems(s)
 	if n == 0 {
 		return Decision{}, nil
 	}
-	var vals [3]string
-	var found [3]bool
+	var vals [maxBanItems]string
+	var found [maxBanItems]bool
 	if n == 1 {
 		v, err := b.rdb.Get(ctx, banKey(b.o.prefix, items[0].kind, items[0].id)).Result()
 		switch {
@@ -390,7 +454,7 @@ func (b *Blacklist) Check(ctx context.Context, s Subject) (Decision, error) {
 		}
 	} else {
 		pipe := b.rdb.Pipeline()
-		var cmds [3]*redis.StringCmd
+		var cmds [maxBanItems]*redis.StringCmd
 		for i := 0; i < n; i++ {
 			cmds[i] = pipe.Get(ctx, banKey(b.o.prefix, items[i].kind, items[i].id))
 		}
@@ -418,24 +482,96 @@ type banItem struct {
 	id   string
 }
 
+// maxBanItems bounds the subjects of one check: user, address, its
+// networks, device.
+const maxBanItems = 3 + maxPrefixes
+
 // banItems are the subjects of s that Check looks up, in its order of
-// precedence: user, IP, device.
-func banItems(s Subject) ([3]banItem, int) {
-	var items [3]banItem
+// precedence: user, IP address, its networks (longest prefix first),
+// device.
+func (b *Blacklist) banItems(s Subject) ([maxBanItems]banItem, int) {
+	var items [maxBanItems]banItem
 	n := 0
 	if s.UserID != "" {
 		items[n] = banItem{KindUser, s.UserID}
 		n++
 	}
 	if s.IP.IsValid() {
-		items[n] = banItem{KindIP, s.IP.Unmap().WithZone("").String()}
+		a := s.IP.Unmap().WithZone("")
+		items[n] = banItem{KindIP, a.String()}
 		n++
+		lens := b.o.net6
+		if a.Is4() {
+			lens = b.o.net4
+		}
+		for _, l := range lens {
+			p, _ := a.Prefix(l) // l is within a's bit length (prefixLens)
+			items[n] = banItem{KindIP, p.String()}
+			n++
+		}
 	}
 	if s.DeviceID != "" {
 		items[n] = banItem{KindDevice, s.DeviceID}
 		n++
 	}
 	return items, n
+}
+
+// parseNet parses an IP network in CIDR form; an IPv4-mapped IPv6 one of
+// length >= 96 is its IPv4 network. The result is masked.
+func parseNet(id string) (netip.Prefix, bool) {
+	if len(id) > 64 {
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(strings.TrimSpace(id))
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), true
+}
+
+// netID is a network's ID as stored: CIDR, or the address alone for a
+// full-length prefix (the key Check reads for the address).
+func netID(p netip.Prefix) string {
+	if p.Bits() == p.Addr().BitLen() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+// checkNet refuses to ban a network at a prefix length the blacklist does
+// not look up ([BlacklistConfig.IPv4Prefixes]): such a ban would never be
+// enforced.
+func (b *Blacklist) checkNet(kind Kind, id string) error {
+	if kind != KindIP || strings.IndexByte(id, '/') < 0 {
+		return nil
+	}
+	p, _ := netip.ParsePrefix(id) // canonical: subjectID made it
+	lens := b.o.net6
+	if p.Addr().Is4() {
+		lens = b.o.net4
+	}
+	if !slices.Contains(lens, p.Bits()) {
+		return fmt.Errorf("risk: ip network %s: prefix length /%d is not looked up (BlacklistConfig prefixes %v): %w",
+			id, p.Bits(), lens, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// autoIPID is the IP subject an automatic ban of address a bans: an IPv6
+// address's network at the longest configured IPv6 prefix length (/64 by
+// default: one subscriber, who can pick any of its 2^64 addresses), an
+// IPv4 address alone.
+func (b *Blacklist) autoIPID(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	if a.Is6() && len(b.o.net6) > 0 {
+		p, _ := a.Prefix(b.o.net6[0])
+		return p.String()
+	}
+	return a.String()
 }
 
 // decide is Check's decision on the ban keys it read: vals[i] is the value

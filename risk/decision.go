@@ -42,13 +42,19 @@ const (
 	ReasonTooFrequent       = "too_frequent"      // behaviour: over the deny threshold
 	ReasonSuspicious        = "suspicious_rate"   // behaviour: over the flag threshold
 	ReasonDeviceShared      = "device_other_user" // device bound to another user
-	ReasonUnavailable       = "unavailable"       // a rule failed under FailChallenge
-	ReasonInvalidUser       = "invalid_user"      // Subject.UserID set but not ValidUserID
-	ReasonInvalidDevice     = "invalid_device"    // Subject.DeviceID set but not ValidDeviceID
+	ReasonDeviceMissing     = "device_missing"    // a user without a device ID where a DeviceBinder runs
+	// Attestation (NewAttestationRule).
+	ReasonAttestationFailed  = "attestation_failed"  // token invalid, or not the genuine app
+	ReasonAttestationWeak    = "attestation_weak"    // the device does not meet integrity
+	ReasonAttestationMissing = "attestation_missing" // no token (denied with RequireToken, else a flag)
+	ReasonUnavailable        = "unavailable"         // a rule failed under FailChallenge
+	ReasonInvalidUser        = "invalid_user"        // Subject.UserID set but not ValidUserID
+	ReasonInvalidDevice      = "invalid_device"      // Subject.DeviceID set but not ValidDeviceID
 )
 
 // Subject is who and what a request comes from. Empty fields are skipped by
-// the rules that need them. A UserID that is set but not [ValidUserID], or a
+// the rules that need them, but for the device ID of a subject with a user,
+// which a [DeviceBinder] never skips ([ReasonDeviceMissing]). A UserID that is set but not [ValidUserID], or a
 // DeviceID that is set but not [ValidDeviceID], is denied by [Blacklist],
 // [Behaviour] and [DeviceBinder] (reason [ReasonInvalidUser] or
 // [ReasonInvalidDevice]) without a Redis command.
@@ -56,6 +62,11 @@ type Subject struct {
 	UserID   string
 	IP       netip.Addr
 	DeviceID string
+	// AttestToken is the client's attestation token (a Play Integrity
+	// token, an App Attest assertion), read only by the rule of [NewAttestationRule];
+	// the [NewMiddleware] middleware takes it from the X-Attestation
+	// header.
+	AttestToken string
 }
 
 // Decision is the outcome of a rule or of a [Checker].

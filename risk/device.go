@@ -3,6 +3,7 @@ package risk
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -10,7 +11,16 @@ import (
 // semantics with a TTL, in one Lua call) and refuses the device to every
 // other user while the binding lives: one phone or browser profile cannot
 // buy for a farm of accounts. A conflict is denied or challenged
-// ([DeviceBinderConfig.ChallengeConflict]).
+// ([DeviceBinderConfig.ChallengeConflict]), and with
+// [DeviceBinderConfig.AutoBlacklist] the device is banned, escalating
+// like a user's automatic ban.
+//
+// A request that carries no device ID cannot go around the binding by
+// leaving it out: a subject with a user and no device is challenged by
+// default (reason [ReasonDeviceMissing]), denied with
+// [DeviceBinderConfig.RequireDevice] (a sale whose clients always send one,
+// e.g. an app), or only flagged with [DeviceBinderConfig.FlagMissing] (a
+// risk signal in [Decision.Flags] for a caller that scores).
 //
 // A DeviceBinder is safe for concurrent use; of many simultaneous first
 // uses of a device, exactly one user binds it.
@@ -43,6 +53,23 @@ type DeviceBinderConfig struct {
 	// FixedExpiry keeps a binding's expiry where its creation put it.
 	// Default off: each use by the owner pushes it to now + BindTTL.
 	FixedExpiry bool
+	// RequireDevice denies a subject that has a user but no device ID
+	// (reason [ReasonDeviceMissing]). Default off: it is challenged, with
+	// the same reason.
+	RequireDevice bool
+	// FlagMissing lets a subject without a device ID pass, with
+	// [ReasonDeviceMissing] in [Decision.Flags] (a signal to score, not a
+	// gate). Default off (challenged). Setting it with RequireDevice fails
+	// with [ErrInvalidConfig].
+	FlagMissing bool
+	// AutoBlacklist, when set, bans the device through it ([KindDevice],
+	// escalating as [Blacklist.Add], reason [ReasonDeviceShared]) each
+	// time a user other than its owner presents it: a device that keeps
+	// changing hands is refused to everyone, its owner too, for longer
+	// each time. Default: no automatic ban.
+	AutoBlacklist *Blacklist
+	// Logger logs a failed automatic ban. Default: discard.
+	Logger *slog.Logger
 }
 
 // NewDeviceBinder returns a DeviceBinder with the settings of cfg. A nil
@@ -61,7 +88,21 @@ func NewDeviceBinder(rdb Client, cfg DeviceBinderConfig) (*DeviceBinder, error) 
 	if cfg.ChallengeConflict {
 		o.deviceConflict = Challenge
 	}
+	switch {
+	case cfg.RequireDevice && cfg.FlagMissing:
+		return nil, fmt.Errorf("risk: RequireDevice and FlagMissing both set: %w", ErrInvalidConfig)
+	case cfg.RequireDevice:
+		o.deviceMissing = Deny
+	case cfg.FlagMissing:
+		o.deviceMissing = Allow
+	}
 	o.refreshBinding = !cfg.FixedExpiry
+	o.autoBlacklist = cfg.AutoBlacklist
+	if cfg.Logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	} else {
+		o.logger = cfg.Logger
+	}
 	return &DeviceBinder{rdb: rdb, o: o}, nil
 }
 
@@ -119,28 +160,56 @@ func (d *DeviceBinder) Unbind(ctx context.Context, device string) error {
 	return nil
 }
 
-// Check binds s.DeviceID to s.UserID (skipped unless both are set) and
-// denies or challenges (reason [ReasonDeviceShared]) when the device
-// belongs to another user. An invalid device or user ID is denied
-// ([ReasonInvalidDevice], [ReasonInvalidUser]) and nothing is written.
+// Check binds s.DeviceID to s.UserID and denies or challenges (reason
+// [ReasonDeviceShared]) when the device belongs to another user, banning
+// it with [DeviceBinderConfig.AutoBlacklist]. A subject without a user is
+// skipped; one with a user and no device is challenged, denied or flagged
+// ([ReasonDeviceMissing], see [DeviceBinderConfig.RequireDevice]). An
+// invalid device or user ID is denied ([ReasonInvalidDevice],
+// [ReasonInvalidUser]) and nothing is written.
 func (d *DeviceBinder) Check(ctx context.Context, s Subject) (Decision, error) {
-	if s.DeviceID == "" || s.UserID == "" {
-		return Decision{}, nil
-	}
-	if dec, bad := invalidSubject(s, true, true); bad {
+	if dec, done := d.precheck(s); done {
 		return dec, nil
 	}
 	b, err := d.Bind(ctx, s.DeviceID, s.UserID)
 	if err != nil {
 		return Decision{}, err
 	}
-	return d.decide(b), nil
+	return d.decide(ctx, s, b), nil
 }
 
-// decide is Check's decision on a binding.
-func (d *DeviceBinder) decide(b Binding) Decision {
-	if b.Conflict {
-		return Decision{Action: d.o.deviceConflict, Reason: ReasonDeviceShared}
+// precheck is Check's decision before Redis, done when it needs none.
+func (d *DeviceBinder) precheck(s Subject) (Decision, bool) {
+	switch {
+	case s.UserID == "":
+		return Decision{}, true
+	case s.DeviceID == "":
+		if dec, bad := invalidSubject(s, true, false); bad {
+			return dec, true
+		}
+		if d.o.deviceMissing == Allow {
+			return Decision{Flags: []string{ReasonDeviceMissing}}, true
+		}
+		return Decision{Action: d.o.deviceMissing, Reason: ReasonDeviceMissing}, true
 	}
-	return Decision{}
+	return invalidSubject(s, true, true)
+}
+
+// decide is Check's decision on a binding, after the automatic ban of a
+// device presented by another user.
+func (d *DeviceBinder) decide(ctx context.Context, s Subject, b Binding) Decision {
+	if !b.Conflict {
+		return Decision{}
+	}
+	dec := Decision{Action: d.o.deviceConflict, Reason: ReasonDeviceShared}
+	if bl := d.o.autoBlacklist; bl != nil {
+		ban, err := bl.Add(ctx, KindDevice, s.DeviceID, ReasonDeviceShared)
+		if err != nil {
+			// The conflict stands; the ban failed.
+			d.o.logger.WarnContext(ctx, "risk: device auto-blacklist failed", "device", s.DeviceID, "err", err)
+		} else if dec.Action == Deny && ban.Duration > 0 {
+			dec.RetryAfter = ban.Duration
+		}
+	}
+	return dec
 }

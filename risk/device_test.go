@@ -92,7 +92,8 @@ func TestDeviceBinder(t *testing.T) {
 			assert.Equal(t, ReasonDeviceShared, dec.Reason)
 			dec, err = d.Check(bg, Subject{UserID: "bob"})
 			require.NoError(t, err)
-			assert.Equal(t, Allow, dec.Action, "no device: skipped")
+			assert.Equal(t, Challenge, dec.Action, "no device: challenged by default, never skipped")
+			assert.Equal(t, ReasonDeviceMissing, dec.Reason)
 			dec, err = d.Check(bg, Subject{DeviceID: "phone"})
 			require.NoError(t, err)
 			assert.Equal(t, Allow, dec.Action, "no user: skipped")
@@ -161,4 +162,104 @@ func TestDeviceBinderErrors(t *testing.T) {
 	_, err = d.Check(bg, Subject{UserID: "u", DeviceID: "d"})
 	assert.Error(t, err)
 	assert.Error(t, d.Unbind(bg, "d"))
+}
+
+// TestDeviceMissingIsNotAWayAround: the device is bound to alice; bob is
+// refused it with the header, and leaving the header out must not let
+// him through silently (today's bypass): challenged by default, denied
+// with RequireDevice, flagged with FlagMissing; the fused form decides
+// the same.
+func TestDeviceMissingIsNotAWayAround(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		cfg    DeviceBinderConfig
+		action Action
+		flags  []string
+	}{
+		{"default: challenge", DeviceBinderConfig{}, Challenge, nil},
+		{"require device: deny", DeviceBinderConfig{RequireDevice: true}, Deny, nil},
+		{"flag missing: a signal only", DeviceBinderConfig{FlagMissing: true}, Allow, []string{ReasonDeviceMissing}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+				cfg := c.cfg
+				cfg.KeyPrefix = prefix
+				d, err := NewDeviceBinder(rdb, cfg)
+				require.NoError(t, err)
+				dec, err := d.Check(bg, Subject{UserID: "alice", DeviceID: "phone"})
+				require.NoError(t, err)
+				require.Equal(t, Allow, dec.Action)
+				dec, err = d.Check(bg, Subject{UserID: "bob", DeviceID: "phone"})
+				require.NoError(t, err)
+				require.Equal(t, Deny, dec.Action, "with the header")
+
+				dec, err = d.Check(bg, Subject{UserID: "bob", IP: netipMust("203.0.113.7")})
+				require.NoError(t, err)
+				assert.Equal(t, c.action, dec.Action, "without the header")
+				assert.Equal(t, c.flags, dec.Flags)
+				if c.action != Allow {
+					assert.Equal(t, ReasonDeviceMissing, dec.Reason)
+				}
+				chk, err := NewChecker([]Rule{d})
+				require.NoError(t, err)
+				cd, err := chk.Check(bg, Subject{UserID: "bob"})
+				require.NoError(t, err)
+				assert.Equal(t, dec.Action, cd.Action, "through a Checker")
+				// Nothing was written for bob: the device is still alice's.
+				owner, err := rdb.Get(bg, deviceKey(prefix, "phone")).Result()
+				require.NoError(t, err)
+				assert.Equal(t, "alice", owner)
+			})
+		})
+	}
+	_, err := NewDeviceBinder(redis.NewClient(&redis.Options{}), DeviceBinderConfig{RequireDevice: true, FlagMissing: true})
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+// TestDeviceAutoBlacklist: with AutoBlacklist, each presentation of a
+// device by a user other than its owner bans the device, escalating as
+// a user's automatic ban (1m, then 2m, ...), and the blacklist then
+// refuses it to everyone, its owner too.
+func TestDeviceAutoBlacklist(t *testing.T) {
+	t.Parallel()
+	eachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		bl, err := NewBlacklist(rdb, BlacklistConfig{KeyPrefix: prefix, Clock: newFakeClock()})
+		require.NoError(t, err)
+		d, err := NewDeviceBinder(rdb, DeviceBinderConfig{KeyPrefix: prefix, AutoBlacklist: bl})
+		require.NoError(t, err)
+		c, err := NewChecker([]Rule{bl, d})
+		require.NoError(t, err)
+		dec, err := c.Check(bg, Subject{UserID: "alice", DeviceID: "phone"})
+		require.NoError(t, err)
+		require.Equal(t, Allow, dec.Action)
+		_, banned, err := bl.Banned(bg, KindDevice, "phone")
+		require.NoError(t, err)
+		require.False(t, banned, "the owner's use bans nothing")
+
+		for i, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+			dec, err := d.Check(bg, Subject{UserID: fmt.Sprintf("farm%d", i), DeviceID: "phone"})
+			require.NoError(t, err)
+			assert.Equal(t, Deny, dec.Action)
+			assert.Equal(t, ReasonDeviceShared, dec.Reason)
+			assert.Equal(t, want, dec.RetryAfter)
+			// Counted from Redis: the ban key's TTL and offence.
+			ttl, err := rdb.PTTL(bg, banKey(prefix, KindDevice, "phone")).Result()
+			require.NoError(t, err)
+			assert.InDelta(t, float64(want), float64(ttl), float64(time.Second))
+			n, err := rdb.Get(bg, offenceKey(prefix, KindDevice, "phone")).Int64()
+			require.NoError(t, err)
+			assert.Equal(t, int64(i+1), n)
+		}
+		dec, err = c.Check(bg, Subject{UserID: "alice", DeviceID: "phone"})
+		require.NoError(t, err)
+		assert.Equal(t, Deny, dec.Action)
+		assert.Equal(t, ReasonDeviceBlacklisted, dec.Reason, "banned for its owner too")
+		bans, _, err := bl.List(bg, KindDevice, "", 10)
+		require.NoError(t, err)
+		require.Len(t, bans, 1)
+		assert.Equal(t, ReasonDeviceShared, bans[0].Reason)
+	})
 }

@@ -17,15 +17,28 @@
 //   - [IPResolver]: the client IP from trusted proxies' X-Forwarded-For
 //     (right-most untrusted hop) or, opt-in, X-Real-IP; headers from
 //     untrusted peers are ignored.
-//   - [Blacklist]: bans of users, IPs and devices with TTL and escalation
-//     (first offence base, then ×factor up to a max); bans only grow (a
-//     later Add keeps the longer of the two, and a ban key without a TTL
-//     is permanent and stays so); one pipelined round trip checks all
-//     three.
+//   - [Blacklist]: bans of users, IPs, IP networks and devices with TTL
+//     and escalation (first offence base, then ×factor up to a max); bans
+//     only grow (a later Add keeps the longer of the two, and a ban key
+//     without a TTL is permanent and stays so); one pipelined round trip
+//     checks them all. A [KindIP] ban is an address or a CIDR network;
+//     a request's address is looked up as exact keys at each configured
+//     prefix length ([BlacklistConfig.IPv4Prefixes]: IPv4 /24 and IPv6
+//     /64 by default), so a check costs O(prefix lengths), never a scan of
+//     the bans.
 //   - [Behaviour]: per-user sliding-window counter that challenges above one
-//     threshold, throttles above another, and can ban automatically.
+//     threshold, throttles above another, and can ban automatically: the
+//     user, and with [BehaviourConfig.AutoBlacklistKinds] its device and
+//     its IPv6 /64.
 //   - [DeviceBinder]: a device belongs to the first user who presents it; any
-//     other user is denied or challenged.
+//     other user is denied or challenged (and the device banned, escalating,
+//     with [DeviceBinderConfig.AutoBlacklist]). A user without a device ID
+//     is challenged ([ReasonDeviceMissing]), denied
+//     ([DeviceBinderConfig.RequireDevice]) or flagged
+//     ([DeviceBinderConfig.FlagMissing]): leaving the header out is no way
+//     around the binding.
+//   - [NewAttestationRule]: a rule over an [Attestor], your verifier of
+//     app attestation tokens (see "Attestation" below).
 //   - [Checker] composes [Rule]s into a [Decision] (first deny wins,
 //     challenges accumulate) and the [NewMiddleware] middleware enforces
 //     it over HTTP: 403
@@ -111,13 +124,46 @@
 // invalid_token, or error when the authenticator failed). See
 // [StageCheck].
 //
+// # Attestation
+//
+// An [Attestor] verifies a mobile client's attestation token
+// ([Subject.AttestToken], header X-Attestation) and answers an
+// [Attestation]; the rule of [NewAttestationRule] maps it: Valid or App
+// false → [Deny] ([ReasonAttestationFailed]), Device false → [Challenge]
+// ([ReasonAttestationWeak]), Signals → [Decision.Flags] (the request
+// passes; a caller scores them). No token: a flag
+// ([ReasonAttestationMissing]; browsers cannot attest), or a Deny with
+// [AttestationConfig.RequireToken]. An Attestor error meets the Checker's
+// failure policy. The platforms' verdicts map onto it so:
+//
+//	Attestation      Google Play Integrity (decoded verdict)              Apple App Attest (server-side check)
+//	Valid  (deny)    token decrypted and verified; requestDetails          attestation: certificate chain to Apple's App
+//	                 .requestHash (or .nonce) is this request's;           Attestation root, nonce = SHA-256(authData ‖
+//	                 .timestampMillis fresh; .requestPackageName yours;    clientDataHash); assertion: signature by the
+//	                 the token not seen before                             stored key over this request, counter grown
+//	App    (deny)    appIntegrity.appRecognitionVerdict = PLAY_RECOGNIZED  rpIdHash = SHA-256(team ID + "." + bundle ID);
+//	                 and packageName, certificateSha256Digest yours        aaguid "appattest" (not "appattestdevelop")
+//	Device (challenge) deviceIntegrity.deviceRecognitionVerdict has       true: the key lives in a genuine device's
+//	                 MEETS_DEVICE_INTEGRITY or MEETS_STRONG_INTEGRITY      Secure Enclave (a valid attestation says so)
+//	Signals (score)  only MEETS_BASIC_INTEGRITY or MEETS_VIRTUAL_INTEGRITY; the receipt's risk metric (attested keys
+//	                 accountDetails.appLicensingVerdict != LICENSED;        per device) above your threshold
+//	                 environmentDetails.appAccessRiskVerdict with
+//	                 UNKNOWN_CAPTURING or UNKNOWN_CONTROLLING;
+//	                 playProtectVerdict HIGH_RISK or POSSIBLE_RISK
+//
+// UNRECOGNIZED_VERSION or UNEVALUATED app verdicts, an empty device
+// verdict, a wrong package or app ID, a replayed nonce or a stale
+// timestamp are all Valid or App false: a Deny.
+//
 // # Shared IPs
 //
 // Thousands of honest buyers can share one corporate or carrier NAT
 // address. Nothing in this package denies an IP for being shared: the
 // behaviour counter is per user, device binding is per device, and an IP
 // is only ever denied after an explicit [Blacklist.Add] / [Blacklist.AddFor]
-// by an operator or your own code.
+// by an operator or your own code, or by an automatic ban you opted into
+// ([BehaviourConfig.AutoBlacklistKinds] with [KindIP]: an IPv6 client's
+// /64, an IPv4 address alone).
 //
 // # Redis
 //

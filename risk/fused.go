@@ -30,8 +30,11 @@ import (
 // captcha step); a composer that stops at a Challenge passes only r[1] == 0.
 //
 // Only a checker whose rules are all [Blacklist], [Behaviour] or
-// [DeviceBinder] values has a fused form; with any other rule CheckCheck
-// returns an error, and the caller runs Check.
+// [DeviceBinder] values has a fused form; with any other rule (the
+// attestation rule of [NewAttestationRule] too: its verdict is not in
+// Redis) CheckCheck returns an error, and the caller runs Check. The
+// network bans, the missing-device policy and the automatic device and
+// network bans are part of the fused form.
 func (c *Checker) CheckCheck(s Subject) (fused.Check[Decision], error) {
 	if c.nofuse != nil {
 		return fused.Check[Decision]{}, c.nofuse
@@ -173,15 +176,25 @@ func int64s(v any, n int) ([]int64, bool) {
 	return out, true
 }
 
-// blacklistAct is the Blacklist's action over its n ban keys read.
-var blacklistAct = [4]string{"", "(r[1] and 2 or 0)", "((r[1] or r[2]) and 2 or 0)", "((r[1] or r[2] or r[3]) and 2 or 0)"}
+// blacklistAct is the Blacklist's action over its n ban keys read: deny
+// if any of r[1..n] exists.
+var blacklistAct = func() (acts [maxBanItems + 1]string) {
+	for n := 1; n <= maxBanItems; n++ {
+		terms := make([]string, n)
+		for i := range terms {
+			terms[i] = "r[" + strconv.Itoa(i+1) + "]"
+		}
+		acts[n] = "((" + strings.Join(terms, " or ") + ") and 2 or 0)"
+	}
+	return acts
+}()
 
 // part is Check of s as a fused part: the ban keys read in one Lua call.
 func (b *Blacklist) part(s Subject) rulePart {
 	if d, bad := invalidSubject(s, true, true); bad {
 		return rulePart{dec: d}
 	}
-	items, n := banItems(s)
+	items, n := b.banItems(s)
 	if n == 0 {
 		return rulePart{}
 	}
@@ -195,8 +208,8 @@ func (b *Blacklist) part(s Subject) rulePart {
 			if !ok || len(arr) != n {
 				return Decision{}, fmt.Errorf("risk: blacklist check: %w: %v", ErrBadReply, v)
 			}
-			var vals [3]string
-			var found [3]bool
+			var vals [maxBanItems]string
+			var found [maxBanItems]bool
 			for i, x := range arr {
 				switch x := x.(type) {
 				case nil:
@@ -230,27 +243,24 @@ func (b *Behaviour) part(s Subject) rulePart {
 			if !ok {
 				return b.decide(ctx, s, BehaviourResult{}, fmt.Errorf("risk: behaviour: %w: %v", ErrBadReply, v))
 			}
-			r, err := b.result(ctx, s.UserID, res)
+			r, err := b.result(ctx, s, res)
 			return b.decide(ctx, s, r, err)
 		}}
 }
 
 // part is Check of s as a fused part: device_bind.lua.
 func (d *DeviceBinder) part(s Subject) rulePart {
-	if s.DeviceID == "" || s.UserID == "" {
-		return rulePart{}
-	}
-	if dec, bad := invalidSubject(s, true, true); bad {
+	if dec, done := d.precheck(s); done {
 		return rulePart{dec: dec}
 	}
 	return rulePart{lua: deviceBindSrc, keys: []string{deviceKey(d.o.prefix, s.DeviceID)}, args: d.args(s.UserID),
 		act: "(r[1] == 0 and " + strconv.Itoa(int(d.o.deviceConflict)) + " or 0)",
-		decode: func(_ context.Context, v any) (Decision, error) {
+		decode: func(ctx context.Context, v any) (Decision, error) {
 			arr, _ := v.([]any)
 			bnd, err := bindReply(arr)
 			if err != nil {
 				return Decision{}, err
 			}
-			return d.decide(bnd), nil
+			return d.decide(ctx, s, bnd), nil
 		}}
 }

@@ -25,17 +25,22 @@ type fuseRules struct {
 	dev *DeviceBinder
 }
 
-func newFuseRules(t *testing.T, rdb *redis.Client, clk Clock, flagOnly, challengeConflict bool) fuseRules {
+func newFuseRules(t *testing.T, rdb *redis.Client, clk Clock, flagOnly, challengeConflict bool, more ...func(*BehaviourConfig, *DeviceBinderConfig)) fuseRules {
 	t.Helper()
 	bl, err := NewBlacklist(rdb, BlacklistConfig{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	beh, err := NewBehaviour(rdb, BehaviourConfig{Window: time.Minute, FlagAt: 2, DenyAt: 3, AutoBlacklist: bl, FlagOnly: flagOnly})
+	bcfg := BehaviourConfig{Window: time.Minute, FlagAt: 2, DenyAt: 3, AutoBlacklist: bl, FlagOnly: flagOnly}
+	dcfg := DeviceBinderConfig{ChallengeConflict: challengeConflict}
+	for _, f := range more {
+		f(&bcfg, &dcfg)
+	}
+	beh, err := NewBehaviour(rdb, bcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := NewDeviceBinder(rdb, DeviceBinderConfig{ChallengeConflict: challengeConflict})
+	dev, err := NewDeviceBinder(rdb, dcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +116,13 @@ func TestCheckCheckDecodesAsCheck(t *testing.T) {
 			}
 		}
 	}
+	full6 := Subject{UserID: "u1", IP: netip.MustParseAddr("2001:db8:1:2::99"), DeviceID: "dev1"}
+	auto := func(bc *BehaviourConfig, dc *DeviceBinderConfig) {
+		bc.AutoBlacklistKinds = []Kind{KindUser, KindIP, KindDevice}
+		dc.AutoBlacklist = bc.AutoBlacklist
+	}
+	require := func(bc *BehaviourConfig, dc *DeviceBinderConfig) { dc.RequireDevice = true }
+	flagMissing := func(bc *BehaviourConfig, dc *DeviceBinderConfig) { dc.FlagMissing = true }
 	banKeyOf := func(r fuseRules) string { return banKey(r.bl.o.prefix, KindUser, "u1") }
 	devKeyOf := func(r fuseRules) string { return deviceKey(r.dev.o.prefix, "dev1") }
 	cases := []struct {
@@ -119,6 +131,7 @@ func TestCheckCheckDecodesAsCheck(t *testing.T) {
 		prepare           func(t *testing.T, r fuseRules)
 		opts              []CheckerOption
 		flagOnly, conflct bool
+		more              []func(*BehaviourConfig, *DeviceBinderConfig)
 	}{
 		{name: "allow", s: full},
 		{name: "user only", s: user},
@@ -129,6 +142,24 @@ func TestCheckCheckDecodesAsCheck(t *testing.T) {
 		{name: "user banned, user only", s: user, prepare: ban(KindUser, "u1")},
 		{name: "ip banned", s: full, prepare: ban(KindIP, "10.0.0.1")},
 		{name: "device banned", s: full, prepare: ban(KindDevice, "dev1")},
+		{name: "ipv4 network banned", s: full, prepare: ban(KindIP, "10.0.0.0/24")},
+		{name: "ipv6 network banned", s: full6, prepare: ban(KindIP, "2001:db8:1:2::/64")},
+		{name: "ipv6 other network banned", s: full6, prepare: ban(KindIP, "2001:db8:1:3::/64")},
+		{name: "no device: challenge", s: user},
+		{name: "no device: required", s: user, more: []func(*BehaviourConfig, *DeviceBinderConfig){require}},
+		{name: "no device: flagged", s: user, more: []func(*BehaviourConfig, *DeviceBinderConfig){flagMissing}},
+		{name: "no device, banned user", s: user, prepare: ban(KindUser, "u1"), more: []func(*BehaviourConfig, *DeviceBinderConfig){require}},
+		{name: "too frequent: auto-ban of user, /64, device", s: full6, prepare: record(3), more: []func(*BehaviourConfig, *DeviceBinderConfig){auto}},
+		{name: "device shared: auto-ban of the device", s: full, prepare: bind, more: []func(*BehaviourConfig, *DeviceBinderConfig){auto}},
+		{name: "device shared again: escalated", s: full, prepare: func(t *testing.T, r fuseRules) {
+			bind(t, r)
+			if _, err := r.dev.Check(bg, Subject{UserID: "u3", DeviceID: "dev1"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.bl.Remove(bg, KindDevice, "dev1"); err != nil {
+				t.Fatal(err)
+			}
+		}, more: []func(*BehaviourConfig, *DeviceBinderConfig){auto}},
 		{name: "ban without ttl", s: full, prepare: func(t *testing.T, r fuseRules) {
 			r.rdb.Set(bg, banKey(r.bl.o.prefix, KindIP, "10.0.0.1"), "junk", 0)
 		}},
@@ -159,7 +190,7 @@ func TestCheckCheckDecodesAsCheck(t *testing.T) {
 				rdb, mr := testenv.Miniredis(t)
 				clk := newFakeClock()
 				mr.SetTime(clk.Now())
-				r := newFuseRules(t, rdb, clk, tc.flagOnly, tc.conflct)
+				r := newFuseRules(t, rdb, clk, tc.flagOnly, tc.conflct, tc.more...)
 				h := &heard{}
 				opts := append([]CheckerOption{
 					WithOnDecision(func(_ context.Context, s Subject, d Decision) {

@@ -7,6 +7,7 @@ package risk
 //
 //	<prefix>risk:{s:<sha256(token)>}        session → user ID (STRING, TTL)
 //	<prefix>risk:{bl:<kind>:<id>}:ban       active ban (STRING "until|offence|reason", TTL = ban)
+//	                                        (<id> of an IP network: CIDR, "203.0.113.0/24")
 //	<prefix>risk:{bl:<kind>:<id>}:n         offence counter (INT, TTL = offence memory)
 //	<prefix>risk:{bl:<kind>}:until          ban index of a kind (ZSET id → end ms, +inf permanent)
 //	<prefix>risk:{bl:<kind>}:ids            ban index of a kind (ZSET id → 0, lexical paging)

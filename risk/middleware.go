@@ -48,6 +48,9 @@ type middleware struct {
 	o options
 }
 
+// attestHeader is the header the default subject's AttestToken comes from.
+const attestHeader = "X-Attestation"
+
 // subject returns the subject the middleware checks for r.
 func (m *middleware) subject(r *http.Request) (Subject, error) {
 	if m.o.subjectFunc != nil {
@@ -61,6 +64,7 @@ func (m *middleware) subject(r *http.Request) (Subject, error) {
 		// (ReasonInvalidDevice) before it reaches Redis.
 		s.DeviceID = r.Header.Get(m.o.deviceHeader)
 	}
+	s.AttestToken = r.Header.Get(attestHeader)
 	return s, nil
 }
 

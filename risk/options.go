@@ -77,14 +77,17 @@ type options struct {
 	banBase, banMax time.Duration
 	banFactor       int
 	offenceMemory   time.Duration
+	net4, net6      []int // network prefix lengths looked up, longest first
 
 	// Behaviour
-	autoBlacklist *Blacklist
+	autoBlacklist *Blacklist // Behaviour and DeviceBinder
+	autoKinds     []Kind     // Behaviour: what of the subject it bans
 	flagAction    Action
 
 	// DeviceBinder
 	bindTTL        time.Duration
 	deviceConflict Action
+	deviceMissing  Action // a subject with a user and no device
 	refreshBinding bool
 
 	// Checker
@@ -129,6 +132,7 @@ func defaultOptions() options {
 		flagAction:     Challenge,
 		bindTTL:        30 * 24 * time.Hour,
 		deviceConflict: Deny,
+		deviceMissing:  Challenge,
 		refreshBinding: true,
 		failure:        FailClosed,
 		deviceHeader:   "X-Device-ID",
@@ -273,7 +277,8 @@ func WithDeviceHeader(name string) MiddlewareOption {
 // WithSubjectFunc replaces how the [NewMiddleware] middleware builds the
 // [Subject] of a request; an error answers 400. Default: user from
 // [UserFrom], IP from the resolver ([WithIPResolver]), device from the
-// device header ([WithDeviceHeader]).
+// device header ([WithDeviceHeader]), attestation token from the X-Attestation
+// header ([Subject.AttestToken]).
 func WithSubjectFunc(fn func(r *http.Request) (Subject, error)) MiddlewareOption {
 	return middlewareOpt(func(o *options) { o.subjectFunc = fn })
 }
