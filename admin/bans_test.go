@@ -48,3 +48,35 @@ func TestBansPaged(t *testing.T) {
 	f.mustError(f.get("/admin/bans?limit=0"), http.StatusBadRequest, admin.CodeInvalidArgument)
 	f.mustError(f.get("/admin/bans?limit=1001"), http.StatusBadRequest, admin.CodeInvalidArgument)
 }
+
+// A network (CIDR) bans and unbans through the API like an address; it is
+// stored masked, an address-sized prefix as the address; a malformed one
+// is a 400.
+func TestBanNetwork(t *testing.T) {
+	f := newFixture(t, nil)
+	var bc admin.BanChange
+	f.mustOK(f.post("/admin/ban", `{"kind":"ip","id":"2001:db8:1:2:3::/64","reason":"farm"}`, ""), &bc)
+	if bc.After == nil || bc.After.ID != "2001:db8:1:2::/64" {
+		t.Fatalf("ban %+v", bc)
+	}
+	f.mustOK(f.post("/admin/ban", `{"kind":"ip","id":"::ffff:203.0.113.9/120","reason":"farm"}`, ""), &bc)
+	if bc.After == nil || bc.After.ID != "203.0.113.0/24" {
+		t.Fatalf("ban %+v", bc)
+	}
+	f.mustOK(f.post("/admin/ban", `{"kind":"ip","id":"10.0.0.1/32","reason":"bot"}`, ""), &bc)
+	if bc.After == nil || bc.After.ID != "10.0.0.1" {
+		t.Fatalf("ban %+v", bc)
+	}
+	var bans admin.BansAnswer
+	f.mustOK(f.get("/admin/bans?kind=ip"), &bans)
+	if len(bans.Bans) != 3 {
+		t.Fatalf("bans %+v", bans)
+	}
+	f.mustOK(f.post("/admin/unban", `{"kind":"ip","id":"2001:db8:1:2::/64"}`, ""), &bc)
+	if bc.Before == nil || bc.After != nil {
+		t.Fatalf("unban %+v", bc)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "10.0.0.0/", "fe80::1%eth0/64", "/24"} {
+		f.mustError(f.post("/admin/ban", `{"kind":"ip","id":"`+bad+`","reason":"x"}`, ""), http.StatusBadRequest, admin.CodeInvalidArgument)
+	}
+}

@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 )
 
 // MaxIDLen is the longest activity, user, reservation or device ID (and ban
@@ -39,12 +40,27 @@ func banSubject(kind BanKind, id string) (string, error) {
 	case BanUser, BanDevice:
 		return id, checkID("id", id)
 	case BanIP:
+		const shape = "%w: id must be an IP address or a network (CIDR: 203.0.113.0/24, 2001:db8::/64)"
 		if len(id) > 64 {
-			return "", fmt.Errorf("%w: id must be an IP address", ErrInvalidArgument)
+			return "", fmt.Errorf(shape, ErrInvalidArgument)
+		}
+		if strings.Contains(id, "/") {
+			p, err := netip.ParsePrefix(id)
+			if err != nil || p.Addr().Zone() != "" {
+				return "", fmt.Errorf(shape, ErrInvalidArgument)
+			}
+			if p.Addr().Is4In6() && p.Bits() >= 96 {
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			}
+			p = p.Masked()
+			if p.IsSingleIP() {
+				return p.Addr().String(), nil
+			}
+			return p.String(), nil
 		}
 		a, err := netip.ParseAddr(id)
 		if err != nil || a.Zone() != "" {
-			return "", fmt.Errorf("%w: id must be an IP address", ErrInvalidArgument)
+			return "", fmt.Errorf(shape, ErrInvalidArgument)
 		}
 		return a.Unmap().String(), nil
 	}
