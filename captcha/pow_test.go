@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -522,6 +523,9 @@ func TestSolve(t *testing.T) {
 // TestPoWCheckAllocs: the stateless check of a valid payload — base64,
 // JSON, two SHA-256, one HMAC, the clock — allocates nothing.
 func TestPoWCheckAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items: allocation counts are meaningless")
+	}
 	rdb, _ := testenv.Miniredis(t)
 	p, err := NewPoW(rdb, []PoWKey{oldKey, newKey}, PoWConfig{MaxNumber: 100})
 	require.NoError(t, err)
@@ -582,4 +586,20 @@ func TestQueryEscape(t *testing.T) {
 	assert.False(t, queryEscapedEqual([]byte("%40"), "A"))
 	assert.False(t, validQueryEscaped([]byte("a%4")))
 	assert.False(t, validQueryEscaped([]byte("a&b")))
+}
+
+// TestPoWReasonsAreRefusals: every reason PoW.Verify gives wraps the one
+// sentinel it names and the umbrella, and no other sentinel.
+func TestPoWReasonsAreRefusals(t *testing.T) {
+	t.Parallel()
+	for e, want := range map[error]error{
+		errPoWMalformed: ErrWrongAnswer, errPoWUnsolved: ErrWrongAnswer, errPoWForged: ErrWrongAnswer,
+		errPoWUnknownKey: ErrNotFound, errPoWOtherID: ErrNotFound, errPoWExpired: ErrNotFound, errPoWRedeemed: ErrNotFound,
+	} {
+		assert.ErrorIs(t, e, ErrRefused, e.Error())
+		for name, other := range refusalSentinels {
+			assert.Equal(t, other == want, errors.Is(e, other), "%s is %s", e, name)
+		}
+		assert.True(t, strings.HasPrefix(e.Error(), want.Error()+": pow "), e.Error())
+	}
 }
