@@ -256,15 +256,16 @@ func (p *PoW) Generate(g GenerateParams) ([]byte, error) {
 // in Redis (SET NX, until it has expired on every server) and every later
 // one is refused.
 //
-// Refusals wrap [ErrRefused]: [ErrWrongAnswer] for a payload that is
-// malformed, whose number does not solve the challenge or whose signature
-// does not verify (the challenge is not used up); [ErrNotFound] for a
-// challenge signed by a key no longer held, expired, of another ID, or
-// already redeemed; [ErrWrongUser] for a challenge bound to another user.
-// Checks run in that order, the one Redis round trip last, so a refused
-// payload never burns a challenge. A user longer than 256 bytes is an
-// [ErrInvalidArgument]; any other error is a Redis failure or a cancelled
-// context and must be treated as "not verified".
+// Refusals wrap [ErrRefused] and say why; the checks run in this order,
+// the one Redis round trip last, so a refused payload never burns a
+// challenge: a malformed payload ([ErrWrongAnswer]), another ID than p.ID
+// or a key no longer held ([ErrNotFound]), a number that does not solve
+// the challenge or a signature that does not verify ([ErrWrongAnswer]),
+// an expired challenge ([ErrNotFound]), a challenge bound to another user
+// ([ErrWrongUser]), a challenge already redeemed ([ErrNotFound]). A user
+// longer than 256 bytes is an [ErrInvalidArgument]; any other error is a
+// Redis failure or a cancelled context and must be treated as "not
+// verified".
 //
 // The checks before Redis cost two SHA-256 computations and one HMAC,
 // whatever the cost of the challenge, and allocate nothing.

@@ -402,6 +402,7 @@ func TestPoWMalformed(t *testing.T) {
 		"leading zero":   b64(strings.Replace(obj(""), `"number":`+strconv.FormatInt(good.Number, 10), `"number":0`+strconv.FormatInt(good.Number, 10), 1)),
 		"short hash":     b64(strings.Replace(obj(""), c.Challenge, c.Challenge[:62], 1)),
 		"salt no &":      b64(strings.Replace(obj(""), c.Salt, strings.TrimSuffix(c.Salt, "&"), 1)),
+		"salt too long":  b64(strings.Replace(obj(""), c.Salt, c.Salt+"u="+strings.Repeat("a", 900)+"&", 1)),
 		"salt extra":     b64(strings.Replace(obj(""), c.Salt, c.Salt+"z=1&", 1)),
 		"missing number": b64(strings.Replace(obj(""), `"number":`+strconv.FormatInt(good.Number, 10)+`,`, ``, 1)),
 		// altcha-lib 2.10.0's v1 fix: the signed salt cut at an earlier '&'

@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 )
 
-// Limits of a payload [PoW.Verify] reads: the decoded JSON is at most 4 KiB
-// (a payload of [PoW.Generate]'s challenge is under 1.2 KiB even with every
-// byte of the salt escaped as \u00XX... beyond that it is refused unread).
+// Limits of a payload [PoW.Verify] reads: the decoded JSON is at most 4 KiB,
+// the base64 at most 5460 bytes; longer is refused unread. A solution of a
+// challenge from [PoW.Generate] is under 1.2 KiB (its salt at most 842
+// bytes), which leaves room for escapes such as Go's \u0026 for '&'.
 const (
 	powMaxJSON    = 4096
 	powMaxEncoded = powMaxJSON / 3 * 4
@@ -308,7 +309,7 @@ type powSalt struct {
 // salt: a salt that does not end in it is refused.
 func parseSalt(b []byte) (powSalt, bool) {
 	var s powSalt
-	if len(b) < idLen+1 || b[idLen] != '?' || !ValidID(string(b[:idLen])) {
+	if len(b) < idLen+1 || len(b) > powMaxSaltLen || b[idLen] != '?' || !ValidID(string(b[:idLen])) {
 		return s, false
 	}
 	s.id, b = b[:idLen], b[idLen+1:]
