@@ -81,7 +81,7 @@
 // two SHA-256 and one HMAC, the expiry by the injected clock) cost the same
 // whatever the challenge's cost and allocate nothing (the buffers live in
 // a sync.Pool, like token.Signer's). The cost is [PoWConfig.MaxNumber]
-// (default 100000: a solver computes half of it on average, about 20 ms
+// (default 100000: a solver computes half of it on average, 10–20 ms
 // in Go on one core, more in a browser) or [GenerateParams.MaxNumber] per
 // challenge, e.g. higher for a client risk distrusts. [Solve] is the
 // widget's loop in Go, for load generators and tests.
