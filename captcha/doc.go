@@ -43,11 +43,54 @@
 // Drawing a 240×80 PNG costs several milliseconds of CPU: rate-limit
 // [Store.Generate] per user or IP.
 //
+// # Proof of work
+//
+// A [PoW] ([NewPoW]) issues and verifies proof-of-work challenges in
+// ALTCHA's open v1 format, so ALTCHA's browser widget (releases before
+// 3.0; widget 3 speaks ALTCHA's PoW v2) solves them invisibly before the
+// buy. What was matched, from ALTCHA's sources (altcha-org/altcha-lib
+// lib/index.ts and lib/types.ts, altcha-org/altcha-lib-go v1/altcha.go):
+//
+//   - the challenge JSON {algorithm:"SHA-256", challenge, maxnumber, salt,
+//     signature}, with challenge = hex(SHA-256(salt + decimal number)) for
+//     a secret number drawn from 0..maxnumber and signature =
+//     hex(HMAC-SHA256(key, challenge)), the hex string being the HMAC's
+//     message;
+//   - the salt's URL-query parameters, "?expires=<Unix seconds>" among
+//     them (the widget reads it), and the '&' altcha-lib-go appends as the
+//     last byte so digits of the number cannot be spliced into the salt;
+//     expired means now > expires, as there;
+//   - the payload the widget posts, base64(JSON{algorithm, challenge,
+//     number, salt, signature, took}) (btoa(JSON.stringify(…))), which
+//     [Solve] also writes.
+//
+// Beyond ALTCHA: the salt also names the signing key (k=, so keys rotate
+// like token.Signer's, [PoW.SetKeys]) and, for a bound challenge, the user
+// (u=, query-escaped; another user's [PoW.Verify] fails with
+// [ErrWrongUser]); its first 22 bytes are the challenge ID. The salt is
+// parsed strictly — exactly the parameters [PoW.Generate] writes, ending
+// in '&' — and the number must be a JSON integer, so neither splice
+// (altcha-lib 2.10.0's fix: a salt cut at an earlier '&' with its rest sent
+// in a string number) gets through. A solution passes once: the first
+// success sets a Redis key named by the challenge's hash (SET NX in one
+// script, one key, so any Cluster works) that lives until the challenge
+// has expired on every server ([PoWConfig.MaxNodeSkew]); a replay is
+// [ErrNotFound].
+//
+// Verify's checks before Redis (base64, the JSON fields, the strict salt,
+// two SHA-256 and one HMAC, the expiry by the injected clock) cost the same
+// whatever the challenge's cost and allocate nothing (the buffers live in
+// a sync.Pool, like token.Signer's). The cost is [PoWConfig.MaxNumber]
+// (default 100000: a solver computes half of it on average, 10–20 ms
+// in Go on one core, more in a browser) or [GenerateParams.MaxNumber] per
+// challenge, e.g. higher for a client risk distrusts. [Solve] is the
+// widget's loop in Go, for load generators and tests.
+//
 // # Concurrency and failures
 //
-// A Store is safe for concurrent use. A Redis failure is a wrapped error
-// distinct from every refusal sentinel: treat it as "not verified" (fail
-// closed). A failed Verify call does not consume the challenge unless the
+// A Store and a PoW are safe for concurrent use. A Redis failure is a
+// wrapped error distinct from every refusal sentinel: treat it as "not
+// verified" (fail closed). A failed Verify call does not consume the challenge unless the
 // script ran (go-redis may retry after a read timeout; the retry then
 // reports [ErrNotFound] for an answer the first run accepted).
 //
@@ -57,10 +100,15 @@
 // and [Store.Verify] as "captcha.verify" (ok, not_found, wrong_answer,
 // too_many_attempts, wrong_user, error) to the observer shape shared by
 // every seckill package ([observe.Event], [observe.Observer]), synchronously, with the
-// caller's ctx; "error" carries Err. See [StageCreate].
+// caller's ctx; "error" carries Err. See [StageCreate]. A [PoW] reports
+// [PoW.Verify] as "captcha.verify" with Name "pow" when
+// [PoWConfig.Observer] is set (ok, not_found, wrong_answer, wrong_user,
+// error).
 //
 // # Redis
 //
-// Any Redis 2.6+ with Lua, and Redis Cluster: each script touches one key,
-// <prefix>captcha:{<id>}. IDs are 22 URL-safe characters (128 random bits).
+// Any Redis 2.6.12+ with Lua, and Redis Cluster: each script touches one
+// key, <prefix>captcha:{<id>} for a [Store], <prefix>captcha:pow:{<SHA-256
+// of the challenge, hex>} for a [PoW]. IDs are 22 URL-safe characters (128
+// random bits).
 package captcha

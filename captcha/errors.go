@@ -18,7 +18,29 @@ type refusal struct{ msg string }
 func (e *refusal) Error() string { return e.msg }
 func (e *refusal) Unwrap() error { return ErrRefused }
 
-// Verification refusals, returned by [Store.Verify]. Each is distinct so
+// reason is a refusal of [PoW.Verify] that says why: its own message,
+// wrapping one refusal sentinel (and so [ErrRefused]). Package-level
+// values, so a refusal allocates nothing.
+type reason struct {
+	msg string
+	is  error
+}
+
+func (e *reason) Error() string { return e.msg }
+func (e *reason) Unwrap() error { return e.is }
+
+// The reasons of [PoW.Verify]'s refusals.
+var (
+	errPoWMalformed  error = &reason{"captcha: wrong answer: pow payload malformed", ErrWrongAnswer}
+	errPoWUnsolved   error = &reason{"captcha: wrong answer: pow number does not solve the challenge", ErrWrongAnswer}
+	errPoWForged     error = &reason{"captcha: wrong answer: pow signature does not verify", ErrWrongAnswer}
+	errPoWUnknownKey error = &reason{"captcha: challenge not found or expired: pow key not held", ErrNotFound}
+	errPoWOtherID    error = &reason{"captcha: challenge not found or expired: pow challenge of another ID", ErrNotFound}
+	errPoWExpired    error = &reason{"captcha: challenge not found or expired: pow challenge expired", ErrNotFound}
+	errPoWRedeemed   error = &reason{"captcha: challenge not found or expired: pow challenge already redeemed", ErrNotFound}
+)
+
+// Verification refusals, returned by [Store.Verify] and [PoW.Verify]. Each is distinct so
 // callers can count refusals by reason with [errors.Is], and each wraps
 // [ErrRefused].
 var (
@@ -26,9 +48,14 @@ var (
 	// solved, burnt by too many attempts, or expired. Redis deletes a
 	// challenge when its TTL ends, so an expired challenge cannot be told
 	// apart from one that never existed; there is no separate ErrExpired.
+	// From [PoW.Verify]: a challenge expired, already redeemed, of another
+	// ID or signed by a key no longer held (the error says which).
 	ErrNotFound error = &refusal{"captcha: challenge not found or expired"}
 	// ErrWrongAnswer: the answer is wrong; the challenge survives until the
-	// attempt limit. The error is an [*AttemptsError] carrying the attempts left.
+	// attempt limit. From [Store.Verify] the error is an [*AttemptsError]
+	// carrying the attempts left; from [PoW.Verify] (no attempt limit) it
+	// says why: a malformed payload, a number that does not solve the
+	// challenge, a signature that does not verify.
 	ErrWrongAnswer error = &refusal{"captcha: wrong answer"}
 	// ErrTooManyAttempts: the answer was wrong and the attempt limit is
 	// reached; the challenge is deleted, so the client must fetch a new one.
@@ -43,11 +70,14 @@ var (
 // them wraps [ErrRefused].
 var (
 	// ErrInvalidConfig: [New] was given a nil Redis client, a nil
-	// [Generator] or an option out of range, or [Letters] / [Arithmetic] a
-	// length or [Style] out of range.
+	// [Generator] or an option out of range, [Letters] / [Arithmetic] a
+	// length or [Style] out of range, or [NewPoW] / [PoW.SetKeys] a nil
+	// client, a bad key set or a [PoWConfig] field out of range.
 	ErrInvalidConfig = errors.New("captcha: invalid configuration")
-	// ErrInvalidArgument: [Store.Generate] was given a user ID longer than
-	// 256 bytes.
+	// ErrInvalidArgument: [Store.Generate] or [PoW.Generate] was given a
+	// user ID longer than 256 bytes or a cost out of range, [PoW.Verify] a
+	// user ID longer than 256 bytes, or [Solve] a challenge it cannot
+	// solve.
 	ErrInvalidArgument = errors.New("captcha: invalid argument")
 	// ErrBadReply: Redis answered a script with an unexpected type or code.
 	ErrBadReply = errors.New("captcha: unexpected reply from redis")

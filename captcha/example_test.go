@@ -76,3 +76,39 @@ func ExampleGeneratorFunc() {
 	// What is the capital of France?
 	// <nil>
 }
+
+func ExamplePoW() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	keys := []captcha.PoWKey{{ID: "2026-12", Secret: []byte("32 random bytes from a secret store")}}
+	pow, err := captcha.NewPoW(rdb, keys, captcha.PoWConfig{MaxNumber: 1000})
+	if err != nil {
+		panic(err)
+	}
+	// Serve this JSON at the ALTCHA widget's challenge URL.
+	challenge, err := pow.Generate(captcha.GenerateParams{User: "alice"})
+	if err != nil {
+		panic(err)
+	}
+	// The widget solves it in the browser and posts the payload; a load
+	// generator calls Solve.
+	payload, err := captcha.Solve(ctx, challenge)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("other user:", pow.Verify(ctx, captcha.VerifyParams{Answer: payload, User: "bob"}))
+	fmt.Println("alice:", pow.Verify(ctx, captcha.VerifyParams{Answer: payload, User: "alice"}))
+	err = pow.Verify(ctx, captcha.VerifyParams{Answer: payload, User: "alice"})
+	fmt.Println("replayed:", errors.Is(err, captcha.ErrRefused), err)
+	// Output:
+	// other user: captcha: challenge bound to another user
+	// alice: <nil>
+	// replayed: true captcha: challenge not found or expired: pow challenge already redeemed
+}

@@ -12,7 +12,10 @@ var (
 	createLua string
 	//go:embed verify.lua
 	verifyLua string
+	//go:embed claim.lua
+	claimLua string
 
 	createScript = redis.NewScript(createLua)
 	verifyScript = redis.NewScript(verifyLua)
+	claimScript  = redis.NewScript(claimLua)
 )

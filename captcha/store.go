@@ -36,6 +36,10 @@ type GenerateParams struct {
 	// User binds the challenge to a user: [Store.Verify] from anyone else
 	// fails with [ErrWrongUser]. "" leaves it unbound.
 	User string
+	// MaxNumber is the cost of one [PoW.Generate] challenge (0: the
+	// [PoWConfig.MaxNumber]). [Store.Generate] has no cost and refuses a
+	// non-zero value with [ErrInvalidArgument].
+	MaxNumber int64
 }
 
 // Store keeps challenges in Redis: one hash per challenge, expiring by TTL,
@@ -87,6 +91,9 @@ func (s *Store) Generate(ctx context.Context, p GenerateParams) (Challenge, erro
 func (s *Store) generate(ctx context.Context, p GenerateParams) (Challenge, error) {
 	if len(p.User) > 256 {
 		return Challenge{}, fmt.Errorf("%w: user ID longer than 256 bytes", ErrInvalidArgument)
+	}
+	if p.MaxNumber != 0 {
+		return Challenge{}, fmt.Errorf("%w: MaxNumber is a proof-of-work cost", ErrInvalidArgument)
 	}
 	for range 3 { // a random 128-bit ID collides only if crypto/rand is broken
 		id := newID()

@@ -1,0 +1,5 @@
+//go:build !race
+
+package captcha
+
+const raceEnabled = false
