@@ -362,7 +362,9 @@ func TestPayRefundRacingCancel(t *testing.T) {
 				}
 			})
 			for range 2 {
-				wg.Go(func() { res.add(t, "cancel", f.c.Cancel(ctx, no), ErrAlreadyPaid, ErrAlreadyRefunded, ErrAlreadyCancelled) })
+				wg.Go(func() {
+					res.add(t, "cancel", f.c.Cancel(ctx, no), ErrAlreadyPaid, ErrAlreadyRefunded, ErrAlreadyCancelled)
+				})
 			}
 		}
 		wg.Wait()
