@@ -130,10 +130,11 @@ type Client interface {
 //
 // Answers: 200 with {"outcome": …} when the event was applied or its
 // refusal recorded (paid, conflict, late, refunded, already_refunded,
-// not_paid, cancelled, already_cancelled, already_paid, duplicate); 401
-// for a forged or stale callback; 400 for a malformed event; 404 for an
-// unknown order; 409 while the same event is being applied; 500 for a
-// failure — the provider retries the last three. Safe for concurrent use.
+// cancelled, already_cancelled, already_paid, duplicate); 401 for a
+// forged or stale callback; 400 for a malformed event; 404 for an unknown
+// order; 409 while the same event is being applied, or for a refund that
+// arrived before its payment (not_paid); 500 for a failure — the provider
+// retries the last three, the guard letting the retry through.
 type Handler struct {
 	provider string
 	c        *status.Canceller
@@ -246,7 +247,8 @@ func (h *Handler) apply(ctx context.Context, e Event) (int, string, error) {
 		case errors.Is(err, status.ErrAlreadyRefunded):
 			return http.StatusOK, "already_refunded", nil
 		case errors.Is(err, status.ErrNotPaid):
-			return http.StatusOK, "not_paid", nil
+			// out of order: the payment's callback is still to come
+			return http.StatusConflict, "not_paid", err
 		case errors.Is(err, status.ErrAlreadyCancelled):
 			return http.StatusOK, "already_cancelled", nil
 		}

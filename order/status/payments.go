@@ -200,6 +200,39 @@ func (c *Canceller) Refund(ctx context.Context, orderNo string, restock Restock)
 	default:
 		return fmt.Errorf("%w: restock %q", order.ErrInvalidArgument, restock)
 	}
+	var o order.Order
+	var err error
+	for range 3 { // a CAS lost to the payment it was waiting for: try again
+		if o, err = c.refundOnce(ctx, orderNo, restock); !errors.Is(err, errCASLost) {
+			break
+		}
+	}
+	if errors.Is(err, errCASLost) {
+		err = fmt.Errorf("order: refund %s: the order keeps changing", orderNo)
+	}
+	if c.o.observer != nil {
+		c.o.observer.Observe(ctx, observe.Event{Stage: StageRefund, Outcome: refundOutcome(err), Activity: o.ActivityID, Err: errIf(err)})
+	}
+	switch {
+	case err == nil, errors.Is(err, ErrAlreadyRefunded):
+		if o.Restock != string(RestockSale) {
+			return err
+		}
+		if rerr := c.release(context.WithoutCancel(ctx), o); rerr != nil {
+			return errors.Join(err, fmt.Errorf("%w: refunded order %s, reservation %s: %w", ErrReleasePending, orderNo, o.ReservationID, rerr))
+		}
+		return err
+	case errors.Is(err, ErrNotPaid), errors.Is(err, ErrAlreadyCancelled), errors.Is(err, ErrOrderNotFound):
+		return err
+	default:
+		return fmt.Errorf("order: refund %s: %w", orderNo, err)
+	}
+}
+
+// refundOnce is one attempt of Refund: the CAS and its restock in one
+// transaction, or, when the CAS changed nothing, the order's state as an
+// error — errCASLost when it is PAID (paid since the CAS looked).
+func (c *Canceller) refundOnce(ctx context.Context, orderNo string, restock Restock) (order.Order, error) {
 	now := c.o.clock.Now()
 	var o order.Order
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -229,6 +262,8 @@ func (c *Canceller) Refund(ctx context.Context, orderNo string, restock Restock)
 	if errors.Is(err, errCASLost) {
 		if o, err = c.find(c.db.WithContext(ctx), orderNo); err == nil {
 			switch o.Status {
+			case order.OrderPaid:
+				err = errCASLost
 			case order.OrderRefunded:
 				err = ErrAlreadyRefunded
 			case order.OrderCreated:
@@ -238,23 +273,7 @@ func (c *Canceller) Refund(ctx context.Context, orderNo string, restock Restock)
 			}
 		}
 	}
-	if c.o.observer != nil {
-		c.o.observer.Observe(ctx, observe.Event{Stage: StageRefund, Outcome: refundOutcome(err), Activity: o.ActivityID, Err: errIf(err)})
-	}
-	switch {
-	case err == nil, errors.Is(err, ErrAlreadyRefunded):
-		if o.Restock != string(RestockSale) {
-			return err
-		}
-		if rerr := c.release(context.WithoutCancel(ctx), o); rerr != nil {
-			return errors.Join(err, fmt.Errorf("%w: refunded order %s, reservation %s: %w", ErrReleasePending, orderNo, o.ReservationID, rerr))
-		}
-		return err
-	case errors.Is(err, ErrNotPaid), errors.Is(err, ErrAlreadyCancelled), errors.Is(err, ErrOrderNotFound):
-		return err
-	default:
-		return fmt.Errorf("order: refund %s: %w", orderNo, err)
-	}
+	return o, err
 }
 
 func refundOutcome(err error) string {
