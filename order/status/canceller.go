@@ -28,7 +28,8 @@ type Client interface {
 }
 
 // Canceller owns the life of an order after it is written: payment
-// ([Canceller.Pay]) and the unpaid cancellation ([Canceller.Cancel]), run at
+// ([Canceller.Pay], by provider reference [Canceller.PayRef]), refund
+// ([Canceller.Refund]) and the unpaid cancellation ([Canceller.Cancel]), run at
 // expiry by a Redis delay queue (a sorted set of order numbers scored by
 // expiry) with a periodic DB scan as backstop — a queue entry lost to a
 // crash, or never scheduled, is still found by the scan.
@@ -56,8 +57,8 @@ var _ order.Scheduler = (*Canceller)(nil)
 // NewCanceller returns a canceller. rdb may be nil: then Schedule is a
 // no-op and only the DB scan cancels. Options: [WithClock], [WithKeyPrefix],
 // [WithPollInterval], [WithScanInterval], [WithScanBatch], [WithBackoff],
-// [WithOnPayCancelled], [WithOnError], [WithLogger], [WithTables],
-// [WithObserver].
+// [WithOnPayCancelled], [WithOnPayConflict], [WithRefundHook],
+// [WithOnError], [WithLogger], [WithTables], [WithObserver].
 func NewCanceller(db *gorm.DB, rdb Client, rel order.Releaser, opts ...CancellerOption) (*Canceller, error) {
 	if db == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", order.ErrInvalidConfig)

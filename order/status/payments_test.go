@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/internal/observe"
 	"github.com/seckillkit/seckill/order"
 )
 
@@ -374,5 +375,27 @@ func TestPayRefundRacingCancel(t *testing.T) {
 		stock, held, _ := f.rs.counts(t)
 		assert.EqualValues(t, 50, stock, "every unit back on sale")
 		assert.Zero(t, held)
+	})
+}
+
+func TestRefundObserved(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		var got []string
+		obs := observe.Func(func(_ context.Context, e observe.Event) {
+			if e.Stage == StageRefund {
+				mu.Lock()
+				got = append(got, e.Outcome+" "+e.Activity)
+				mu.Unlock()
+			}
+		})
+		f := newPayFixture(t, db, 10, 2, WithObserver(obs))
+		require.NoError(t, f.c.PayRef(ctx, f.nos[0], Payment{Provider: "stripe", Reference: "pi_1"}))
+		require.NoError(t, f.c.Refund(ctx, f.nos[0], RestockNone))
+		assert.ErrorIs(t, f.c.Refund(ctx, f.nos[0], RestockNone), ErrAlreadyRefunded)
+		assert.ErrorIs(t, f.c.Refund(ctx, f.nos[1], RestockNone), ErrNotPaid)
+		assert.Equal(t, []string{"ok 1", "already_refunded 1", "not_paid 1"}, got)
 	})
 }
