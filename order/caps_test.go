@@ -190,3 +190,29 @@ func TestPostgresBatchReadsFollowTheTableSize(t *testing.T) {
 	mustProcess(t, p, batch(100))
 	assert.Less(t, seqRead, int64(bulk/2), "the batch's dedup read scanned the whole table")
 }
+
+// A refund without a restock to the sale leaves the buyer the units (as
+// the Redis reservation does), so they count against the cap; one
+// restocked to the sale gave them back.
+func TestCapCountsRefundsWithoutRestock(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, "1", 10, 2)
+		p := newProc(t, db)
+		for i := 0; i < 2; i++ {
+			out, err := p.Handle(ctx, msg(i, "1", "7"))
+			require.NoError(t, err)
+			require.Equal(t, StatusSuccess, out.Status)
+		}
+		require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, restock = ? WHERE reservation_id = ?", OrderRefunded, "none", "r-0").Error)
+		require.NoError(t, db.Exec("UPDATE seckill_order SET status = ?, restock = ?, live_slot = NULL WHERE reservation_id = ?",
+			OrderRefunded, "sale", "r-1").Error)
+		out, err := p.Handle(ctx, msg(2, "1", "7"))
+		require.NoError(t, err)
+		assert.Equal(t, StatusSuccess, out.Status, "the refund to the sale freed a unit of the cap")
+		out, err = p.Handle(ctx, msg(3, "1", "7"))
+		require.NoError(t, err)
+		assert.Equal(t, StatusFailed, out.Status, "the refund without restock still holds one")
+	})
+}

@@ -109,8 +109,10 @@
 //
 // # Tables
 //
-// Four tables, seckill_activity, seckill_order, message_dedup and
-// seckill_activity_adjust (the stock ledger of operate.AdjustStock) by default:
+// Five tables, seckill_activity, seckill_order, message_dedup,
+// seckill_activity_adjust (the stock ledger of operate.AdjustStock) and
+// seckill_payment (the payments providers reported, one row per (provider,
+// reference): status.Canceller.PayRef) by default:
 // [AutoMigrate], or the DDL of [Schema] (schema.sql and
 // schema_postgres.sql). [WithTables] names others, so that several
 // services (or a shop's naming scheme) share a database: give the same

@@ -41,6 +41,12 @@ var (
 	// nil db or logger, a non-positive pay timeout, a dialect [Schema] has
 	// no DDL for, …).
 	ErrInvalidConfig = errors.New("order: invalid configuration")
+
+	// ErrInvalidArgument is returned by calls given a bad argument other
+	// than an ID (those are [ErrInvalidID]): a payment reference that is
+	// empty or too long, an unknown restock choice (status.Canceller.PayRef,
+	// status.Canceller.Refund).
+	ErrInvalidArgument = errors.New("order: invalid argument")
 )
 
 // PermanentError marks a failure that retrying cannot fix: an undecodable or

@@ -14,6 +14,11 @@ const (
 	OrderCreated   = "CREATED"
 	OrderPaid      = "PAID"
 	OrderCancelled = "CANCELLED"
+	// OrderRefunded is a paid order whose payment went back
+	// (status.Canceller.Refund); its Restock column says where its units
+	// went: "sale" (back to the sale's stock, DB and Redis), "shop" (the
+	// shop's own inventory) or "none" (they stay sold).
+	OrderRefunded = "REFUNDED"
 )
 
 // Cents is a money amount in hundredths, stored in a DECIMAL(12,2) column.
@@ -182,6 +187,8 @@ type Order struct {
 	ExpireTime    time.Time `gorm:"not null"`
 	PayTime       *time.Time
 	CancelTime    *time.Time
+	RefundTime    *time.Time // set with OrderRefunded
+	Restock       string     `gorm:"size:8;not null;default:''"` // of a refunded order: "sale", "shop" or "none"; else ''
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	// Headers are the Kafka headers of the message that made the order
@@ -255,10 +262,27 @@ type adjustment struct {
 
 func (adjustment) TableName() string { return defaultAdjustTable }
 
+// payment is a row of seckill_payment: one payment a provider reported
+// for an order (status.Canceller.PayRef), keyed by (provider, reference),
+// the primary key, so the same payment reported twice is one row. Outcome
+// is what it did: PAID (it paid the order), CONFLICT (a second payment of
+// a paid order, handed back to the shop), LATE (it came for a cancelled or
+// expired order). Written in the transaction of the order's state change.
+type payment struct {
+	Provider  string    `gorm:"primaryKey;type:varchar(64);size:64"`
+	Reference string    `gorm:"primaryKey;type:varchar(128);size:128"`
+	OrderNo   string    `gorm:"size:32;not null"`
+	Outcome   string    `gorm:"size:16;not null"`
+	CreatedAt time.Time `gorm:"not null"`
+}
+
+func (payment) TableName() string { return defaultPaymentTable }
+
 // The default names (the gorm TableName of the models).
 const (
 	defaultActivityTable = "seckill_activity"
 	defaultOrderTable    = "seckill_order"
 	defaultDedupTable    = "message_dedup"
 	defaultAdjustTable   = "seckill_activity_adjust"
+	defaultPaymentTable  = "seckill_payment"
 )

@@ -299,6 +299,9 @@ func (t tablesOption) applyTables(dst *Tables) {
 	if t.Adjust != "" {
 		dst.Adjust = t.Adjust
 	}
+	if t.Payment != "" {
+		dst.Payment = t.Payment
+	}
 }
 
 func (t tablesOption) applyProcessor(o *options) { t.applyTables(&o.tables) }

@@ -507,8 +507,9 @@ func (p *Processor) takeStock(tx *gorm.DB, actIDs []string, totals map[string]in
 	return nil
 }
 
-// liveUnits returns the units of the live (CREATED or PAID) orders of users
-// in activity, read so that a concurrent transaction for the same buyer
+// liveUnits returns the units of the live (CREATED or PAID, or REFUNDED
+// without a restock to the sale: the buyer keeps those units, as Redis
+// does) orders of users in activity, read so that a concurrent transaction for the same buyer
 // cannot pass the same check: MySQL/MariaDB's FOR UPDATE takes next-key
 // locks on the (user_id, activity_id, live_slot) index range, so the other
 // transaction waits, or — gap locks do not exclude each other — deadlocks
@@ -525,7 +526,7 @@ func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity string,
 		Qty    int64
 	}
 	var rows []row
-	if err := tx.WithContext(ctx).Raw(p.sql.liveUnits, users, activity, []string{OrderCreated, OrderPaid}).Scan(&rows).Error; err != nil {
+	if err := tx.WithContext(ctx).Raw(p.sql.liveUnits, users, activity, []string{OrderCreated, OrderPaid}, OrderRefunded, "sale").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: live units: %w", err)
 	}
 	held := make(map[string]int64, len(users))

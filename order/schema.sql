@@ -35,10 +35,12 @@ CREATE TABLE IF NOT EXISTS `seckill_order` (
   product_id     BIGINT        NOT NULL DEFAULT 0,   -- snapshot of the activity's product
   product_name   VARCHAR(255)  NOT NULL DEFAULT '',
   ext            TEXT          NULL,                 -- Message.Ext: opaque JSON, at most 4 KiB
-  status         VARCHAR(16)   NOT NULL,             -- CREATED / PAID / CANCELLED
+  status         VARCHAR(16)   NOT NULL,             -- CREATED / PAID / CANCELLED / REFUNDED
   expire_time    DATETIME(3)   NOT NULL,
   pay_time       DATETIME(3)   NULL,
   cancel_time    DATETIME(3)   NULL,
+  refund_time    DATETIME(3)   NULL,
+  restock        VARCHAR(8)    NOT NULL DEFAULT '',  -- of a REFUNDED order: sale / shop / none
   created_at     DATETIME(3)   NULL,
   updated_at     DATETIME(3)   NULL,
   PRIMARY KEY (id),
@@ -71,4 +73,14 @@ CREATE TABLE IF NOT EXISTS `seckill_activity_adjust` (
   created_at     DATETIME(3)   NOT NULL,
   PRIMARY KEY (adjust_id),
   KEY `idx_adjust_activity` (activity_id, created_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `seckill_payment` (
+  provider       VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- the payment provider (order.ValidID)
+  reference      VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- its payment reference
+  order_no       VARCHAR(32)   NOT NULL,
+  outcome        VARCHAR(16)   NOT NULL,             -- PAID / CONFLICT / LATE
+  created_at     DATETIME(3)   NOT NULL,
+  PRIMARY KEY (provider, reference),                 -- the same payment reported twice is one row
+  KEY `idx_payment_order` (order_no)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

@@ -38,10 +38,12 @@ CREATE TABLE IF NOT EXISTS "seckill_order" (
   "product_id"     BIGINT         NOT NULL DEFAULT 0,  -- snapshot of the activity's product
   "product_name"   VARCHAR(255)   NOT NULL DEFAULT '',
   "ext"            TEXT           NULL,                -- Message.Ext: opaque JSON, at most 4 KiB
-  "status"         VARCHAR(16)    NOT NULL,            -- CREATED / PAID / CANCELLED
+  "status"         VARCHAR(16)    NOT NULL,            -- CREATED / PAID / CANCELLED / REFUNDED
   "expire_time"    TIMESTAMPTZ    NOT NULL,
   "pay_time"       TIMESTAMPTZ    NULL,
   "cancel_time"    TIMESTAMPTZ    NULL,
+  "refund_time"    TIMESTAMPTZ    NULL,
+  "restock"        VARCHAR(8)     NOT NULL DEFAULT '', -- of a REFUNDED order: sale / shop / none
   "created_at"     TIMESTAMPTZ    NULL,
   "updated_at"     TIMESTAMPTZ    NULL,
   PRIMARY KEY ("id")
@@ -75,3 +77,13 @@ CREATE TABLE IF NOT EXISTS "seckill_activity_adjust" (
   PRIMARY KEY ("adjust_id")
 );
 CREATE INDEX IF NOT EXISTS "idx_adjust_activity" ON "seckill_activity_adjust" ("activity_id", "created_at");
+
+CREATE TABLE IF NOT EXISTS "seckill_payment" (
+  "provider"       VARCHAR(64)    NOT NULL,            -- the payment provider (order.ValidID)
+  "reference"      VARCHAR(128)   NOT NULL,            -- its payment reference
+  "order_no"       VARCHAR(32)    NOT NULL,
+  "outcome"        VARCHAR(16)    NOT NULL,            -- PAID / CONFLICT / LATE
+  "created_at"     TIMESTAMPTZ    NOT NULL,
+  PRIMARY KEY ("provider", "reference")               -- the same payment reported twice is one row
+);
+CREATE INDEX IF NOT EXISTS "idx_payment_order" ON "seckill_payment" ("order_no");

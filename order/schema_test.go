@@ -129,7 +129,7 @@ func ddlIndexes(t *testing.T, ddl string) map[string][]string {
 	return out
 }
 
-var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust"}
+var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust", Payment: "shop_payment"}
 
 // The DDL files are the templates of Schema: the default names give them
 // back unchanged, other names replace every table, index and constraint
@@ -153,7 +153,8 @@ func TestSchemaText(t *testing.T) {
 	_, err := Schema("sqlite")
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	for _, bad := range []Tables{{Order: "Order"}, {Order: "1x"}, {Dedup: "a-b"}, {Order: strings.Repeat("x", maxTableLen+1)},
-		{Order: "message_dedup"}, {Activity: "same", Order: "same"}, {Adjust: "seckill_order"}, {Dedup: "x", Adjust: "x"}} {
+		{Order: "message_dedup"}, {Activity: "same", Order: "same"}, {Adjust: "seckill_order"}, {Dedup: "x", Adjust: "x"},
+		{Payment: "seckill_order"}, {Payment: "Pay"}} {
 		_, err := Schema("mysql", WithTables(bad))
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
 		assert.ErrorIs(t, AutoMigrate(context.Background(), testenv.SQLite(t), WithTables(bad)), ErrInvalidConfig, "%+v", bad)
@@ -161,7 +162,7 @@ func TestSchemaText(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
 	}
 	longest := Tables{Activity: strings.Repeat("a", maxTableLen), Order: strings.Repeat("o", maxTableLen), Dedup: strings.Repeat("d", maxTableLen),
-		Adjust: strings.Repeat("j", maxTableLen)}
+		Adjust: strings.Repeat("j", maxTableLen), Payment: strings.Repeat("p", maxTableLen)}
 	_, err = Schema("postgres", WithTables(longest))
 	require.NoError(t, err)
 	for _, sp := range longest.specs() {

@@ -210,7 +210,7 @@ func newSQLText(db *gorm.DB, t Tables) sqlText {
 		tables:       t,
 		takeStock:    "UPDATE " + act + " SET stock = stock - ? WHERE id = ? AND stock >= ?",
 		restoreStock: "UPDATE " + act + " SET stock = stock + ? WHERE id = ?",
-		liveUnits:    "SELECT user_id, qty FROM " + ord + " WHERE user_id IN ? AND activity_id = ? AND status IN ?",
+		liveUnits:    "SELECT user_id, qty FROM " + ord + " WHERE user_id IN ? AND activity_id = ? AND (status IN ? OR status = ? AND restock <> ?)",
 		lockSpace:    lockSpace(t.Order),
 	}
 	// MySQL/MariaDB: FOR UPDATE takes next-key locks on the (user_id,

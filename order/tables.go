@@ -28,14 +28,16 @@ type Tables struct {
 	Order    string // the orders (default seckill_order)
 	Dedup    string // one outcome per message and per reservation (default message_dedup)
 	Adjust   string // the stock adjustments of the activities, a ledger (default seckill_activity_adjust)
+	Payment  string // the payments providers reported, by (provider, reference) (default seckill_payment)
 }
 
 func defaultTables() Tables {
-	return Tables{Activity: defaultActivityTable, Order: defaultOrderTable, Dedup: defaultDedupTable, Adjust: defaultAdjustTable}
+	return Tables{Activity: defaultActivityTable, Order: defaultOrderTable, Dedup: defaultDedupTable, Adjust: defaultAdjustTable,
+		Payment: defaultPaymentTable}
 }
 
 func (t Tables) validate() error {
-	names := []string{t.Activity, t.Order, t.Dedup, t.Adjust}
+	names := []string{t.Activity, t.Order, t.Dedup, t.Adjust, t.Payment}
 	for i, n := range names {
 		if err := validTableName(n); err != nil {
 			return err
@@ -103,6 +105,9 @@ var (
 	adjustIndexes = []index{
 		{legacy: "idx_adjust_activity", prefix: "idx", suffix: "adjust_activity", columns: []string{"activity_id", "created_at"}},
 	}
+	paymentIndexes = []index{
+		{legacy: "idx_payment_order", prefix: "idx", suffix: "payment_order", columns: []string{"order_no"}},
+	}
 	activityChecks = []index{
 		{legacy: "chk_stock_nonneg", prefix: "chk", suffix: "stock_nonneg", check: "stock >= 0"},
 	}
@@ -127,6 +132,8 @@ func (t Tables) specs() []tableSpec {
 			keyColumns: []string{"reservation_id"}},
 		{name: t.Adjust, def: defaultAdjustTable, model: &adjustment{}, indexes: adjustIndexes, idColumns: []string{"activity_id"},
 			keyColumns: []string{"adjust_id"}},
+		{name: t.Payment, def: defaultPaymentTable, model: &payment{}, indexes: paymentIndexes, idColumns: []string{"provider"},
+			keyColumns: []string{"reference"}},
 	}
 }
 

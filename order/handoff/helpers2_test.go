@@ -33,4 +33,4 @@ func defaultTables() order.Tables {
 }
 
 // otherTables are table names other than the defaults.
-var otherTables = order.Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust"}
+var otherTables = order.Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust", Payment: "shop_payment"}

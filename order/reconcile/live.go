@@ -9,7 +9,8 @@ import (
 )
 
 // LiveReservations returns the reservations of an activity's live (CREATED
-// or PAID) orders: what the Redis ledger must hold for them. A Redis
+// or PAID, or REFUNDED without a restock to the sale: those units stay
+// sold) orders: what the Redis ledger must hold for them. A Redis
 // rebuild after data loss (stock.Deductor.Rebuild) loads exactly these,
 // once nothing is in flight any more. The only option is order.WithTables. An
 // activity that is not [order.ValidID] fails with [order.ErrInvalidID].
@@ -26,7 +27,8 @@ func LiveReservations(ctx context.Context, db *gorm.DB, activity string, opts ..
 	}
 	var rows []order.Order
 	if err := db.WithContext(ctx).Table(t.Order).Select("reservation_id", "user_id", "qty", "created_at").
-		Where("activity_id = ? AND status IN ?", activity, []string{order.OrderCreated, order.OrderPaid}).
+		Where("activity_id = ? AND (status IN ? OR status = ? AND restock <> ?)", activity, []string{order.OrderCreated, order.OrderPaid},
+			order.OrderRefunded, "sale").
 		Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: live reservations of %s: %w", activity, err)
 	}

@@ -26,11 +26,14 @@ type Report struct {
 
 	Reservations  int   // entries in the Redis ledger
 	ReservedUnits int64 // their quantity
-	LiveOrders    int   // CREATED + PAID orders in the DB
-	SoldUnits     int64 // their quantity: the truth for sold units
-	DBStock       int64 // seckill_activity.stock
-	TotalStock    int64 // seckill_activity.total_stock
-	Conserved     bool  // DBStock + SoldUnits == TotalStock
+	// LiveOrders: the orders holding units, CREATED + PAID + REFUNDED
+	// without a restock to the sale (a refund restocked to the sale gave
+	// its units back to DBStock, as a cancellation does).
+	LiveOrders int
+	SoldUnits  int64 // their quantity: the truth for sold units
+	DBStock    int64 // seckill_activity.stock
+	TotalStock int64 // seckill_activity.total_stock
+	Conserved  bool  // DBStock + SoldUnits == TotalStock
 	// Drift is TotalStock − DBStock − SoldUnits: units the DB lost (> 0)
 	// or made up (< 0); 0 when Conserved. [AdjustStock] moves stock and
 	// total_stock together, so top-ups and withdrawals make no drift.
@@ -39,8 +42,8 @@ type Report struct {
 	Matched int // reservations with a live order
 	// Released: reservations without a live order, older than the grace
 	// period and with no message pending — released (or, in a dry run,
-	// to be released). Includes reservations of cancelled orders whose
-	// release was lost. Only releases that took effect are listed: a
+	// to be released). Includes reservations of cancelled orders, and of
+	// orders refunded with a restock to the sale, whose release was lost. Only releases that took effect are listed: a
 	// failed one is in ReleaseErrors instead.
 	Released []string
 	// InGrace: reservations without an order, younger than the grace
@@ -198,18 +201,20 @@ func (r *Reconciler) readOrders(ctx context.Context, rep *Report, resv map[strin
 		ReservationID string
 		Qty           int64
 		Status        string
+		Restock       string
 	}
 	var rows []row
-	if err := r.db.WithContext(ctx).Table(r.tables.Order).Select("order_no", "reservation_id", "qty", "status").
+	if err := r.db.WithContext(ctx).Table(r.tables.Order).Select("order_no", "reservation_id", "qty", "status", "restock").
 		Where("activity_id = ?", rep.Activity).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: reconcile %s: orders: %w", rep.Activity, err)
 	}
 	status := make(map[string]string, len(rows))
 	for _, o := range rows {
-		status[o.ReservationID] = o.Status
-		if o.Status == order.OrderCancelled {
+		if !holds(o.Status, o.Restock) {
+			status[o.ReservationID] = order.OrderCancelled // its units went back: its reservation must go
 			continue
 		}
+		status[o.ReservationID] = o.Status
 		rep.LiveOrders++
 		rep.SoldUnits += o.Qty
 		if _, ok := resv[o.ReservationID]; !ok {
@@ -219,6 +224,19 @@ func (r *Reconciler) readOrders(ctx context.Context, rep *Report, resv map[strin
 	rep.Conserved = rep.DBStock+rep.SoldUnits == rep.TotalStock
 	rep.Drift = rep.TotalStock - rep.DBStock - rep.SoldUnits
 	return status, nil
+}
+
+// holds reports whether an order of status (and restock, when refunded)
+// holds its units: CREATED, PAID, and REFUNDED unless restocked to the
+// sale ("sale": the refund gave them back, as a cancellation does).
+func holds(status, restock string) bool {
+	switch status {
+	case order.OrderCancelled:
+		return false
+	case order.OrderRefunded:
+		return restock != "sale"
+	}
+	return true
 }
 
 // settle decides, reservation by reservation in ID order, what becomes of

@@ -28,7 +28,8 @@ type Client interface {
 }
 
 // Canceller owns the life of an order after it is written: payment
-// ([Canceller.Pay]) and the unpaid cancellation ([Canceller.Cancel]), run at
+// ([Canceller.Pay], by provider reference [Canceller.PayRef]), refund
+// ([Canceller.Refund]) and the unpaid cancellation ([Canceller.Cancel]), run at
 // expiry by a Redis delay queue (a sorted set of order numbers scored by
 // expiry) with a periodic DB scan as backstop — a queue entry lost to a
 // crash, or never scheduled, is still found by the scan.
@@ -56,8 +57,8 @@ var _ order.Scheduler = (*Canceller)(nil)
 // NewCanceller returns a canceller. rdb may be nil: then Schedule is a
 // no-op and only the DB scan cancels. Options: [WithClock], [WithKeyPrefix],
 // [WithPollInterval], [WithScanInterval], [WithScanBatch], [WithBackoff],
-// [WithOnPayCancelled], [WithOnError], [WithLogger], [WithTables],
-// [WithObserver].
+// [WithOnPayCancelled], [WithOnPayConflict], [WithRefundHook],
+// [WithOnError], [WithLogger], [WithTables], [WithObserver].
 func NewCanceller(db *gorm.DB, rdb Client, rel order.Releaser, opts ...CancellerOption) (*Canceller, error) {
 	if db == nil || rel == nil {
 		return nil, fmt.Errorf("%w: NewCanceller needs a db and a releaser", order.ErrInvalidConfig)
@@ -109,6 +110,8 @@ func statusErr(status string) error {
 		return ErrAlreadyPaid
 	case order.OrderCancelled:
 		return ErrAlreadyCancelled
+	case order.OrderRefunded:
+		return ErrAlreadyRefunded
 	default:
 		return fmt.Errorf("order: unexpected status %q", status)
 	}
@@ -161,24 +164,9 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 		}()
 	}
 	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		// CAS first: under REPEATABLE READ a status read before the update
-		// could be a stale snapshot.
-		q := tx.Table(c.o.tables.Order).Where("order_no = ? AND status = ?", orderNo, order.OrderCreated)
-		if expiredOnly {
-			q = q.Where("expire_time <= ?", now)
-		}
-		res := q.Updates(map[string]any{"status": order.OrderCancelled, "cancel_time": now, "live_slot": nil, "updated_at": now})
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			return errCASLost
-		}
 		var err error
-		if o, err = c.find(tx, orderNo); err != nil {
-			return err
-		}
-		return tx.Exec(c.restoreStock, o.Qty, o.ActivityID).Error
+		o, err = c.cancelTx(tx, orderNo, now, expiredOnly)
+		return err
 	})
 	if errors.Is(err, errCASLost) {
 		// Not CREATED (or gone, or not expired): read the committed state
@@ -196,11 +184,36 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 			return errors.Join(err, fmt.Errorf("%w: order %s, reservation %s: %w", ErrReleasePending, orderNo, o.ReservationID, rerr))
 		}
 		return err
-	case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrOrderNotFound):
+	case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrOrderNotFound), errors.Is(err, ErrAlreadyRefunded):
 		return err
 	default:
 		return fmt.Errorf("order: cancel %s: %w", orderNo, err)
 	}
+}
+
+// cancelTx is the transaction of a cancellation: the CAS CREATED →
+// CANCELLED (with expiredOnly, only once expire_time <= now), the slot
+// freed and the DB stock restored; errCASLost when the CAS changed
+// nothing.
+func (c *Canceller) cancelTx(tx *gorm.DB, orderNo string, now time.Time, expiredOnly bool) (order.Order, error) {
+	// CAS first: under REPEATABLE READ a status read before the update
+	// could be a stale snapshot.
+	q := tx.Table(c.o.tables.Order).Where("order_no = ? AND status = ?", orderNo, order.OrderCreated)
+	if expiredOnly {
+		q = q.Where("expire_time <= ?", now)
+	}
+	res := q.Updates(map[string]any{"status": order.OrderCancelled, "cancel_time": now, "live_slot": nil, "updated_at": now})
+	if res.Error != nil {
+		return order.Order{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return order.Order{}, errCASLost
+	}
+	o, err := c.find(tx, orderNo)
+	if err != nil {
+		return o, err
+	}
+	return o, tx.Exec(c.restoreStock, o.Qty, o.ActivityID).Error
 }
 
 // release gives the cancelled order's reservation back, through
@@ -242,13 +255,13 @@ func (c *Canceller) Pay(ctx context.Context, orderNo string) error {
 	}
 	var pending error
 	switch o.Status {
-	case order.OrderPaid:
+	case order.OrderPaid, order.OrderRefunded:
 		return ErrAlreadyPaid
 	case order.OrderCreated: // expired at now, not yet cancelled: cancel it now
 		cerr := c.cancelOrder(ctx, orderNo, now, true)
 		switch {
 		case cerr == nil, errors.Is(cerr, ErrAlreadyCancelled) && !errors.Is(cerr, ErrReleasePending):
-		case errors.Is(cerr, ErrAlreadyPaid):
+		case errors.Is(cerr, ErrAlreadyPaid), errors.Is(cerr, ErrAlreadyRefunded):
 			return ErrAlreadyPaid
 		case errors.Is(cerr, ErrReleasePending):
 			// CANCELLED in the DB, the reservation still held in Redis.
@@ -318,7 +331,7 @@ func (c *Canceller) CancelDue(ctx context.Context) (int, error) {
 		switch {
 		case err == nil:
 			n++
-		case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrOrderNotFound),
+		case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrOrderNotFound), errors.Is(err, ErrAlreadyRefunded),
 			errors.Is(err, ErrAlreadyCancelled) && !errors.Is(err, ErrReleasePending):
 		case errors.Is(err, ErrReleasePending):
 			if !errors.Is(err, ErrAlreadyCancelled) {
@@ -365,7 +378,8 @@ func (c *Canceller) ScanExpired(ctx context.Context) (int, error) {
 		switch {
 		case err == nil:
 			n++
-		case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrAlreadyCancelled) && !errors.Is(err, ErrReleasePending):
+		case errors.Is(err, ErrAlreadyPaid), errors.Is(err, ErrAlreadyRefunded),
+			errors.Is(err, ErrAlreadyCancelled) && !errors.Is(err, ErrReleasePending):
 		case errors.Is(err, ErrReleasePending):
 			// CANCELLED now, so the scan will not see it again: the queue
 			// retries the release (or, without Redis, the Reconciler).
@@ -442,6 +456,8 @@ func cancelOutcome(err error) string {
 		return "already_cancelled"
 	case errors.Is(err, ErrAlreadyPaid):
 		return "already_paid"
+	case errors.Is(err, ErrAlreadyRefunded):
+		return "already_refunded"
 	case errors.Is(err, ErrOrderNotFound):
 		return "not_found"
 	}

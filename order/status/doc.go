@@ -26,6 +26,17 @@
 // ([WithOnPayCancelled], [ErrOrderCancelled]). Background work runs only
 // inside [Canceller.Run] and stops with its context or [Canceller.Close].
 //
+// Payments and refunds: [Canceller.PayRef] pays an order by its provider's
+// reference ([Payment]), recorded by (provider, reference) in the same
+// transaction as the order's state, so the same payment reported again is
+// answered as the first time and a second payment of a paid order is a
+// conflict handed to [WithOnPayConflict]. [Canceller.Refund] moves a PAID
+// order to REFUNDED (a CAS) and puts its units where the [Restock] choice
+// says: back on sale (DB stock in the transaction, the Redis reservation
+// released after, like a cancellation), into the shop's own inventory
+// ([WithRefundHook], in the transaction) or nowhere; only the transition's
+// own transaction restocks, so retries and races restock once.
+//
 // [Orders] reads orders (by number, reservation, buyer), so no caller
 // reads the tables.
 //

@@ -20,7 +20,8 @@ import (
 //	NewCanceller    CancellerOption    WithClock, WithLogger, WithKeyPrefix, WithTables,
 //	                                   WithBackoff, WithOnError, WithObserver,
 //	                                   WithPollInterval, WithScanInterval, WithScanBatch,
-//	                                   WithOnPayCancelled
+//	                                   WithOnPayCancelled, WithOnPayConflict,
+//	                                   WithRefundHook
 //	NewOrders       TableOption        WithTables
 //
 // [WithClock], [WithLogger] and [WithKeyPrefix] return an [Option], both
@@ -58,20 +59,22 @@ func (f setOption) applyCanceller(o *options)       { f(o) }
 func (f setOption) applyOrders(o *options)          { f(o) }
 
 type options struct {
-	clock       order.Clock
-	logger      *slog.Logger
-	prefix      string
-	tables      order.Tables
-	resultTTL   time.Duration
-	backoffMin  time.Duration
-	backoffMax  time.Duration
-	onError     func(context.Context, error)
-	observer    observe.Observer
-	poll        time.Duration
-	scan        time.Duration
-	scanBatch   int
-	onPayCancel func(context.Context, order.Order)
-	err         error // the first invalid option
+	clock         order.Clock
+	logger        *slog.Logger
+	prefix        string
+	tables        order.Tables
+	resultTTL     time.Duration
+	backoffMin    time.Duration
+	backoffMax    time.Duration
+	onError       func(context.Context, error)
+	observer      observe.Observer
+	poll          time.Duration
+	scan          time.Duration
+	scanBatch     int
+	onPayCancel   func(context.Context, order.Order)
+	onPayConflict func(context.Context, order.Order, Payment)
+	refundHook    order.TxHook
+	err           error // the first invalid option
 }
 
 type systemClock struct{}
@@ -176,6 +179,31 @@ func WithOnPayCancelled(f func(ctx context.Context, o order.Order)) CancellerOpt
 	return cancellerOption(func(o *options) { o.onPayCancel = f })
 }
 
+// WithOnPayConflict sets the conflict hook: [Canceller.PayRef] calls it
+// (after the commit, outside any transaction) with the order and the
+// payment when a second, different payment arrives for a paid (or
+// refunded) order; the shop refunds that payment. At least once: a
+// repeat of the same payment calls it again. Default none.
+func WithOnPayConflict(f func(ctx context.Context, o order.Order, p Payment)) CancellerOption {
+	return cancellerOption(func(o *options) { o.onPayConflict = f })
+}
+
+// WithRefundHook sets the refund hook, an [order.TxHook] (the shape of the
+// consumer's): [Canceller.Refund] with [RestockShop] calls it inside the
+// refund's transaction, after the CAS to REFUNDED, with the refunded order,
+// so the shop's own inventory rows commit or roll back with the refund —
+// exactly once per refund. An error rolls the refund back and is returned.
+// Default none (RestockShop is then refused); a nil h fails the constructor.
+func WithRefundHook(h order.TxHook) CancellerOption {
+	return cancellerOption(func(o *options) {
+		if h == nil {
+			o.fail("nil refund hook")
+			return
+		}
+		o.refundHook = h
+	})
+}
+
 // WithPollInterval sets how often [Canceller.Run] polls the delay queue.
 // Default 1 s.
 func WithPollInterval(d time.Duration) CancellerOption {
@@ -204,6 +232,11 @@ const ReasonCancelled = "cancelled"
 // already_paid | not_found | not_due | release_pending | error and the
 // attempt's Duration.
 const StageCancel = "order.cancel"
+
+// StageRefund is the stage [WithObserver] reports for every
+// [Canceller.Refund], with the outcome ok | already_refunded | not_paid |
+// already_cancelled | not_found | error.
+const StageRefund = "order.refund"
 
 // WithObserver reports the [Canceller]'s cancellations to o
 // ([StageCancel]), synchronously, after each. Default none; a nil o is
