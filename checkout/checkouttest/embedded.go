@@ -337,7 +337,9 @@ func Count(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string,
 	}
 	for _, o := range orders {
 		n.Rows[o.ReservationID]++
-		if o.Status != order.OrderCancelled {
+		// cancelled orders and refunds restocked to the sale hold nothing;
+		// a refund without restock to the sale stays sold
+		if o.Status != order.OrderCancelled && !(o.Status == order.OrderRefunded && o.Restock == "sale") {
 			u := n.Live[o.ReservationID]
 			u.User, u.Qty = o.UserID, u.Qty+o.Qty
 			n.Live[o.ReservationID] = u

@@ -154,7 +154,7 @@ func (a *App) dbSnapshot(ctx context.Context, iv *Invariants) ([]order.Order, er
 		for _, r := range byStatus {
 			iv.Orders[r.Status] = r.N
 		}
-		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND status IN ?", id, []string{order.OrderCreated, order.OrderPaid}).Find(&live).Error; err != nil {
+		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND (status IN ? OR status = ? AND restock <> ?)", id, []string{order.OrderCreated, order.OrderPaid}, order.OrderRefunded, "sale").Find(&live).Error; err != nil {
 			return fmt.Errorf("live orders: %w", err)
 		}
 		return nil

@@ -196,8 +196,11 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// live reports whether an order holds its units (CREATED or PAID).
-func live(o order.Order) bool { return o.Status == order.OrderCreated || o.Status == order.OrderPaid }
+// live reports whether an order holds its units: CREATED, PAID, or
+// REFUNDED without restock to the sale (the units stay sold).
+func live(o order.Order) bool {
+	return o.Status == order.OrderCreated || o.Status == order.OrderPaid || o.Status == order.OrderRefunded && o.Restock != "sale"
+}
 
 // LiveUnits is the units in live orders.
 func (st State) LiveUnits() int64 {
