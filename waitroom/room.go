@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -164,7 +165,7 @@ func (r *Room) Configure(ctx context.Context, sale string, c Config) error {
 	switch {
 	case c.Start.IsZero():
 		return fmt.Errorf("%w: configure %s: zero start", ErrInvalidArgument, sale)
-	case len(c.Commitment) != 64:
+	case len(c.Commitment) != 64 || !isHex(c.Commitment):
 		return fmt.Errorf("%w: configure %s: commitment is not a hex SHA-256", ErrInvalidArgument, sale)
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.MaxActive < 0:
 		return fmt.Errorf("%w: configure %s: negative rate or cap", ErrInvalidArgument, sale)
@@ -389,4 +390,9 @@ func (r *Room) Stats(ctx context.Context, sale string) (Stats, error) {
 	}
 	return Stats{Waiting: v[1], PreQueue: v[2], Admitted: v[3], Active: v[4], Abandoned: v[5],
 		Rate: float64(v[6]) / 1000, MaxActive: v[7], Paused: v[8] == 1, Placed: v[9] == 1}, nil
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
 }

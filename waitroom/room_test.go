@@ -264,3 +264,27 @@ func TestInvalidInput(t *testing.T) {
 		t.Fatalf("admit 0: %v", err)
 	}
 }
+
+// TestDefaultClockIsRedisTime: without WithClock the scripts read Redis
+// TIME (here miniredis' settable time), not the process clock.
+func TestDefaultClockIsRedisTime(t *testing.T) {
+	ctx := context.Background()
+	rdb, mr := testenv.Miniredis(t)
+	r, err := New(rdb, testKeys, WithKeyPrefix(testenv.Prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(t, r, "s1", 10, 0)
+	mr.SetTime(t0.Add(-time.Minute))
+	if _, err := r.Join(ctx, "s1", "early"); err != nil {
+		t.Fatal(err)
+	}
+	mr.SetTime(t0.Add(time.Second))
+	if _, err := r.Join(ctx, "s1", "late"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := r.Stats(ctx, "s1")
+	if st.PreQueue != 1 || st.Waiting != 2 {
+		t.Fatalf("stats %+v: want one pre-queue entry by Redis TIME", st)
+	}
+}
