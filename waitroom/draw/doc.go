@@ -8,6 +8,10 @@
 // [Drawer.Outcome] tells a user where they stand; [Verify] lets anyone
 // check a published draw.
 //
+// Use it when every entrant should have the same chance whatever their
+// speed; not when the stock should go to whoever comes first (no room at
+// all) or to everyone in a fair order over time (the [waitroom.Room]).
+//
 // Reservations, pay deadlines and telling losers are the shop's: it
 // reserves for each winner, and calls Replace when a winner's deadline
 // passes unpaid.
