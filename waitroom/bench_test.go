@@ -1,0 +1,159 @@
+package waitroom
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seckillkit/seckill/internal/testenv"
+)
+
+// Redis-bound benchmarks run only against a real server
+// (SECKILL_REDIS_ADDR); miniredis figures are never reported.
+func benchRoom(b *testing.B, c Clock) (*Room, *redis.Client) {
+	b.Helper()
+	rdb := testenv.RealRedis(b)
+	r, err := New(rdb, testKeys, WithKeyPrefix(testenv.Prefix(b)), WithClock(c))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, rdb
+}
+
+// anchorScript is the trivial script the anchor runs: one EVALSHA round
+// trip that does nothing, the floor of any one-script operation.
+var anchorScript = redis.NewScript("return 1")
+
+// BenchmarkJoin measures Join (one script, plus signing the ticket) of
+// distinct users after the start, in parallel, next to the anchor: a bare
+// EVALSHA of a trivial script on the same client in the same run.
+func BenchmarkJoin(b *testing.B) {
+	ctx := context.Background()
+	c := testenv.NewClock(t0)
+	r, rdb := benchRoom(b, c)
+	configure(b, r, "bench", 1000, 0)
+	b.Run("join", func(b *testing.B) {
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := r.Join(ctx, "bench", "u"+strconv.FormatInt(n.Add(1), 10)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("anchor-evalsha-return-1", func(b *testing.B) { benchAnchor(b, rdb) })
+}
+
+func benchAnchor(b *testing.B, rdb *redis.Client) {
+	ctx := context.Background()
+	if err := anchorScript.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := anchorScript.Run(ctx, rdb, []string{"{anchor}"}).Err(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkAdmit measures Admit calls that each admit one user (the clock
+// moves one allowance step per call), in parallel, next to the anchor.
+func BenchmarkAdmit(b *testing.B) {
+	ctx := context.Background()
+	c := testenv.NewClock(t0)
+	r, rdb := benchRoom(b, c)
+	b.Run("admit-1", func(b *testing.B) {
+		sale := fmt.Sprintf("admit%d", b.N)
+		configure(b, r, sale, 1000, 0)
+		pipe := rdb.Pipeline()
+		k := newRoomKeys(r.opts.prefix, sale)
+		for i := range b.N + 1 {
+			joinScript.Run(ctx, pipe, []string{k.meta, k.ent, k.q}, "u"+strconv.Itoa(i), c.Now().UnixMilli())
+			if pipe.Len() == 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Start(ctx, sale, testSeed); err != nil {
+			b.Fatal(err)
+		}
+		r.Admit(ctx, sale, 1)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c.Add(time.Millisecond) // one user's allowance at 1,000/s
+				if _, err := r.Admit(ctx, sale, 1); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("anchor-evalsha-return-1", func(b *testing.B) { benchAnchor(b, rdb) })
+}
+
+// BenchmarkMemoryPerWaitingUser joins 100,000 users (IDs "u0".."u99999",
+// 2–6 bytes; a snowflake ID adds its extra length) and reports Redis
+// MEMORY USAGE (exact, SAMPLES 0) of the room's keys per waiting user:
+// "pre" for a placed pre-queue (entry hash + pq list), "fifo" for entries
+// that joined after the start (entry hash + q list).
+func BenchmarkMemoryPerWaitingUser(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	c := testenv.NewClock(t0.Add(-time.Hour))
+	r, rdb := benchRoom(b, c)
+	fill := func(sale string) roomKeys {
+		k := newRoomKeys(r.opts.prefix, sale)
+		pipe := rdb.Pipeline()
+		for i := range n {
+			joinScript.Run(ctx, pipe, []string{k.meta, k.ent, k.q}, "u"+strconv.Itoa(i), c.Now().UnixMilli())
+			if pipe.Len() == 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return k
+	}
+	var pre, fifo float64
+	for i := 0; b.Loop(); i++ {
+		c.Set(t0.Add(-time.Hour))
+		s1, s2 := fmt.Sprintf("pre%d", i), fmt.Sprintf("fifo%d", i)
+		configure(b, r, s1, 100, 0)
+		configure(b, r, s2, 100, 0)
+		k1 := fill(s1)
+		c.Set(t0)
+		if err := r.Start(ctx, s1, testSeed); err != nil {
+			b.Fatal(err)
+		}
+		k2 := fill(s2)
+		mem := func(k roomKeys) float64 {
+			var sum int64
+			for _, key := range []string{k.meta, k.ent, k.pq, k.q, k.adm} {
+				sum += rdb.MemoryUsage(ctx, key, 0).Val()
+			}
+			return float64(sum) / n
+		}
+		pre, fifo = mem(k1), mem(k2)
+		rdb.Unlink(ctx, k1.meta, k1.ent, k1.pq, k1.q, k1.adm)
+		rdb.Unlink(ctx, k2.meta, k2.ent, k2.pq, k2.q, k2.adm)
+	}
+	b.ReportMetric(pre, "B/user-pre")
+	b.ReportMetric(fifo, "B/user-fifo")
+}
