@@ -69,7 +69,7 @@ func TestParamsStructForSameTypedArguments(t *testing.T) {
 			}
 		}
 	}
-	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "order/orderid", "order/orderkafka", "limiter", "limiter/redislimit", "token", "captcha", "risk", "outbox", "breaker", "admin", "admin/admintest"} {
+	for _, pkg := range []string{"stock", "stock/dbfallback", "order", "order/orderid", "order/orderkafka", "limiter", "limiter/redislimit", "token", "captcha", "risk", "outbox", "breaker", "admin", "admin/admintest", "waitroom", "waitroom/draw", "order/status", "order/payment"} {
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, filepath.Join(root, pkg), func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 		if err != nil {
