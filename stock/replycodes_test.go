@@ -31,8 +31,16 @@ type replySpec struct {
 
 // replySpecs lists every script whose reply the Go side decodes by code.
 var replySpecs = map[string]replySpec{
-	"reserve.lua":      {src: reserveLua, typ: "reserveCode"},
-	"reserve_many.lua": {src: reserveManyLua, typ: "reserveCode", at: `\bout\[i\]\s*=`},
+	"reserve.lua":      {src: reserveLua, typ: "reserveCode", skip: []string{"reserveNotTried"}},
+	"reserve_many.lua": {src: reserveManyLua, typ: "reserveCode", at: `\bout\[i\]\s*=`, skip: []string{"reserveNotTried"}},
+	"reserve_lines.lua": {src: reserveLinesLua, typ: "varsCode"},
+	"reserve_lines.lua (lines)": {src: reserveLinesLua, typ: "reserveCode", at: `\bout\[[ik]\]\s*=`,
+		skip: []string{"reserveDirectory"}},
+	"vstock.lua":     {src: vstockLua, typ: "varsCode"},
+	"vload.lua":      {src: vloadLua, typ: "writeCode"},
+	"extend.lua":     {src: extendLua, typ: "extendCode"},
+	"group_take.lua": {src: groupTakeLua, typ: "groupCode"},
+	"group_give.lua": {src: groupGiveLua, typ: "giveBackCode"},
 	"release.lua":      {src: releaseLua, typ: "releaseCode"},
 	"load.lua":         {src: loadLua, typ: "writeCode"},
 	"directory.lua":    {src: directoryLua, typ: "writeCode"},
@@ -467,7 +475,7 @@ func TestReplyCodesFileIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	consts, types := replyConsts(t)
-	if len(types) < 9 || len(consts["reserveCode"]) != 12 {
+	if len(types) < 9 || len(consts["reserveCode"]) != 13 {
 		t.Fatalf("read %d reply types and %d reserve codes from replycodes.go", len(types), len(consts["reserveCode"]))
 	}
 	for _, c := range consts["reserveCode"] {
