@@ -29,7 +29,7 @@ type Line struct {
 
 // Lines asks for several lines for one buyer, all or nothing
 // ([Deductor.ReserveLines]). Line i is recorded in its activity's ledger
-// under [LineID](ReservationID, i): an ordinary ledger entry with the
+// under "<ReservationID>#<i>": an ordinary ledger entry with the
 // buyer and the Redis time, which Release, Lookup, Reservations and the
 // reconciler see like any other.
 type Lines struct {
@@ -57,9 +57,9 @@ type LinesResult struct {
 	Lines []Result
 }
 
-// LineID returns the reservation ID of line i of a multi-line
+// lineID returns the reservation ID of line i of a multi-line
 // reservation: "<reservationID>#<i>".
-func LineID(reservationID string, i int) string {
+func lineID(reservationID string, i int) string {
 	return reservationID + "#" + strconv.Itoa(i)
 }
 
@@ -71,7 +71,7 @@ func (d *Deductor) validateLines(req Lines) error {
 	if n == 0 || n > maxLines {
 		return fmt.Errorf("%w: %d lines, want 1 to %d", ErrInvalidArgument, n, maxLines)
 	}
-	if !ValidReservationID(req.ReservationID) || len(LineID(req.ReservationID, n-1)) > d.o.maxIDBytes {
+	if !ValidReservationID(req.ReservationID) || len(lineID(req.ReservationID, n-1)) > d.o.maxIDBytes {
 		return fmt.Errorf("%w: reservation ID %s: printable ASCII, with room for %q within %d bytes",
 			ErrInvalidArgument, strconv.Quote(req.ReservationID), "#"+strconv.Itoa(n-1), d.o.maxIDBytes)
 	}
@@ -131,7 +131,7 @@ func steps(req Lines) [][]int {
 var errStopped = errors.New("stock: stopped by the test hook")
 
 // ReserveLines reserves every line of req for req.User, all or nothing,
-// idempotent by req.ReservationID (line i under [LineID]). The protocol:
+// idempotent by req.ReservationID (line i under "<ReservationID>#<i>"). The protocol:
 //
 //  1. Each line with a limit group takes its allowance first, in line
 //     order, in the group's own script and slot (group_take.lua,
@@ -163,7 +163,7 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 	n := len(req.Lines)
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = LineID(req.ReservationID, i)
+		ids[i] = lineID(req.ReservationID, i)
 	}
 	results := make([]Result, n)
 	var taken []int
@@ -280,7 +280,7 @@ func (d *Deductor) ReleaseLines(ctx context.Context, req Lines) ([]ReleaseResult
 	out := make([]ReleaseResult, len(req.Lines))
 	var errs []error
 	for i, l := range req.Lines {
-		id := LineID(req.ReservationID, i)
+		id := lineID(req.ReservationID, i)
 		r, err := d.Release(ctx, l.Activity, id)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("line %d: %w", i, err))
@@ -319,7 +319,7 @@ func (d *Deductor) ExtendLines(ctx context.Context, req Lines, by time.Duration)
 		if err != nil {
 			return time.Time{}, false, err
 		}
-		vals, err := extendScript.Run(ctx, d.rdb, []string{k.meta, k.ledger, k.ext}, LineID(req.ReservationID, i),
+		vals, err := extendScript.Run(ctx, d.rdb, []string{k.meta, k.ledger, k.ext}, lineID(req.ReservationID, i),
 			req.User, by.Milliseconds()).Slice()
 		if err != nil {
 			return time.Time{}, false, classify("extend", err)
