@@ -95,7 +95,7 @@ func TestReleaseChannel(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "seckill:stock:released", releaseChannel(defaultKeyPrefix))
 	assert.Equal(t, activityKeys("p:", "7"), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv",
-		ever: "p:{a:7}:ever", adj: "p:{a:7}:adj"})
+		ever: "p:{a:7}:ever", adj: "p:{a:7}:adj", ext: "p:{a:7}:ext"})
 }
 
 // TestNumericKeysUnchanged: since IDs became strings, a numeric ID given in

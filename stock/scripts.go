@@ -100,26 +100,26 @@ var (
 	pendingScript = redis.NewScript(pendingLua)
 
 	//go:embed reserve_lines.lua
-	reserveLinesLua string
+	reserveLinesLua    string
 	reserveLinesScript = redis.NewScript(reserveLinesLua)
 
 	//go:embed vload.lua
-	vloadLua string
+	vloadLua    string
 	vloadScript = redis.NewScript(vloadLua)
 
 	//go:embed vstock.lua
-	vstockLua string
+	vstockLua    string
 	vstockScript = redis.NewScript(vstockLua)
 
 	//go:embed extend.lua
-	extendLua string
+	extendLua    string
 	extendScript = redis.NewScript(extendLua)
 
 	//go:embed group_take.lua
-	groupTakeLua string
+	groupTakeLua    string
 	groupTakeScript = redis.NewScript(groupTakeLua)
 
 	//go:embed group_give.lua
-	groupGiveLua string
+	groupGiveLua    string
 	groupGiveScript = redis.NewScript(groupGiveLua)
 )

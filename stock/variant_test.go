@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	
+
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/stretchr/testify/assert"
