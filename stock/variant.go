@@ -153,33 +153,9 @@ func (d *Deductor) learnVars(activity, list string) *varInfo {
 // variant's ledger as Load would load an activity. It reports whether this
 // call wrote any of them; a Load cut short is completed by the next.
 func (d *Deductor) loadVariants(ctx context.Context, a Activity, mode int) (bool, error) {
-	ids := make([]string, len(a.Variants))
-	for i, v := range a.Variants {
-		ids[i] = v.ID
-	}
-	list := strings.Join(ids, ",")
-	reset := "0"
-	if mode == loadReset {
-		reset = "1"
-	}
-	vals, err := vloadScript.Run(ctx, d.rdb, []string{varsKey(d.o.prefix, a.ID)}, list, a.limit(), unixMilli(a.End),
-		a.ttl().Milliseconds(), reset).Slice()
-	if err != nil {
-		return false, classify("load", err)
-	}
-	n, err := ints("load", vals, 2)
+	loaded, err := d.writeVars(ctx, a, mode == loadReset)
 	if err != nil {
 		return false, err
-	}
-	loaded := false
-	switch writeCode(n[0]) {
-	case writeDone:
-		loaded = true
-	case writePresent:
-	case writeExpired:
-		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
-	default:
-		return false, badReply("load", "status code %d", n[0])
 	}
 	for _, v := range a.Variants {
 		ok, err := d.load(ctx, a.variantActivity(v), mode)
@@ -189,6 +165,37 @@ func (d *Deductor) loadVariants(ctx context.Context, a Activity, mode int) (bool
 		loaded = loaded || ok
 	}
 	return loaded, nil
+}
+
+// writeVars writes the vars hash of a (set-if-absent, or overwritten when
+// reset) and reports whether it wrote it.
+func (d *Deductor) writeVars(ctx context.Context, a Activity, reset bool) (bool, error) {
+	ids := make([]string, len(a.Variants))
+	for i, v := range a.Variants {
+		ids[i] = v.ID
+	}
+	r := "0"
+	if reset {
+		r = "1"
+	}
+	vals, err := vloadScript.Run(ctx, d.rdb, []string{varsKey(d.o.prefix, a.ID)}, strings.Join(ids, ","), a.limit(),
+		unixMilli(a.End), a.ttl().Milliseconds(), r).Slice()
+	if err != nil {
+		return false, classify("load", err)
+	}
+	n, err := ints("load", vals, 2)
+	if err != nil {
+		return false, err
+	}
+	switch writeCode(n[0]) {
+	case writeDone:
+		return true, nil
+	case writePresent:
+		return false, nil
+	case writeExpired:
+		return false, fmt.Errorf("%w: activity %s: end + TTL is already past in Redis time", ErrInvalidArgument, a.ID)
+	}
+	return false, badReply("load", "status code %d", n[0])
 }
 
 // Variants returns the variants of an activity loaded with

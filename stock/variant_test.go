@@ -257,3 +257,70 @@ func TestVariantHammer(t *testing.T) {
 		assert.Positive(t, stock[ids[0]], "an unpopular size is left")
 	})
 }
+
+// TestVariantRecovery: a Preloader with WithRecovery recovers an activity
+// with variants variant by variant: after Redis lost every key of the
+// activity, each variant is rebuilt from its live reservations (stock =
+// total - live), the activity's limit over the variants holds again, and
+// a variant whose recovery is not ready stays frozen.
+func TestVariantRecovery(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		a := Activity{ID: "rv", PerUserLimit: 2, Variants: []Variant{{ID: "A", Stock: 5}, {ID: "B", Stock: 5}}}
+		mustLoad(t, d, a)
+		A, B := VariantOf("rv", "A"), VariantOf("rv", "B")
+		for i, r := range []Request{{Activity: A, User: "1", Qty: 1, ReservationID: "x"}, {Activity: B, User: "1", Qty: 1, ReservationID: "y"}} {
+			res, err := d.Reserve(ctx, r)
+			require.NoError(t, err, i)
+			require.Equal(t, Reserved, res.Status)
+		}
+		live := map[string][]Reservation{}
+		for _, v := range []string{A, B} {
+			for _, r := range ledger(t, d, v) {
+				live[v] = append(live[v], Reservation{ID: r.ID, User: r.User, Qty: r.Qty, ReservedAt: r.ReservedAt})
+			}
+		}
+		// Redis loses the whole activity.
+		var all []string
+		for _, v := range []string{A, B} {
+			k := activityKeys(prefix, v)
+			all = append(all, k.list()...)
+		}
+		all = append(all, varsKey(prefix, "rv"))
+		for _, k := range all {
+			require.NoError(t, rdb.Del(ctx, k).Err())
+		}
+		ready := map[string]bool{A: true}
+		var asked []string
+		var mu sync.Mutex
+		p, err := NewPreloader(d, (&table{acts: []Activity{a}}).Upcoming, WithRecovery(func(_ context.Context, va Activity) ([]Reservation, bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, va.ID)
+			return live[va.ID], ready[va.ID], nil
+		}))
+		require.NoError(t, err)
+		n, err := p.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+		assert.ElementsMatch(t, []string{A, B}, asked)
+		assert.Equal(t, int64(4), hint(t, rdb, activityKeys(prefix, A).meta, "stock"), "total - live")
+		assert.Equal(t, "1", hgetall(t, rdb, activityKeys(prefix, B).meta)["frozen"], "B not ready: frozen")
+		res, err := d.Reserve(ctx, Request{Activity: B, User: "2", Qty: 1, ReservationID: "z"})
+		require.NoError(t, err)
+		assert.Equal(t, Frozen, res.Status)
+
+		ready[B] = true
+		_, err = p.Tick(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(4), hint(t, rdb, activityKeys(prefix, B).meta, "stock"))
+		// Buyer 1 holds 2 again (one per variant): the activity's limit holds.
+		res, err = d.Reserve(ctx, Request{Activity: A, User: "1", Qty: 1, ReservationID: "w"})
+		require.NoError(t, err)
+		assert.Equal(t, LimitReached, res.Status)
+		res, err = d.Reserve(ctx, Request{Activity: B, User: "2", Qty: 1, ReservationID: "z"})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+	})
+}
