@@ -386,7 +386,9 @@
 // variants is not sharded. NoRebuy holds per variant; the activity's limit
 // counts the units held now. Load writes the vars hash first, then each
 // variant (set-if-absent each, so a Load cut short is completed by the
-// next); Reset overwrites both; Rebuild and the Preloader's recovery take
+// next); Reset overwrites both (a variant it drops is off sale, answering
+// [NotLoaded], though its keys stay until they expire); Rebuild and the
+// Preloader's recovery take
 // one variant at a time (Activity.ID = VariantOf(...)).
 //
 // # Multi-line reservations

@@ -147,7 +147,9 @@ var errStopped = errors.New("stock: stopped by the test hook")
 // What it guarantees: no oversell and every per-variant, per-activity and
 // group cap, at every moment; once ReserveLines returns a result, either
 // every line is held or none is. A retry with the same ID replays what
-// was reserved and continues; after a refusal it answers Released. An
+// was reserved and continues; after a refusal that had reserved a step or
+// taken an allowance it answers Released (a new attempt takes a new ID),
+// after one that wrote nothing it is decided afresh. An
 // error (Redis failed, or a kill between steps) can leave the first steps
 // held: retry with the same ID, or call [Deductor.ReleaseLines], or leave
 // them to the reconciler, which sees ordinary ledger entries with no order

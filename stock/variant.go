@@ -109,6 +109,7 @@ func (a Activity) variantActivity(v Variant) Activity {
 type varInfo struct {
 	list   string
 	ids    []string
+	has    map[string]bool
 	buyers []string
 	metas  []string
 }
@@ -130,11 +131,12 @@ func (d *Deductor) varsOf(activity string) *varInfo {
 
 // learnVars records list as the variant list of activity.
 func (d *Deductor) learnVars(activity, list string) *varInfo {
-	v := &varInfo{list: list}
+	v := &varInfo{list: list, has: map[string]bool{}}
 	if list != "" {
 		v.ids = strings.Split(list, ",")
 	}
 	for _, id := range v.ids {
+		v.has[id] = true
 		k := activityKeys(d.o.prefix, VariantOf(activity, id))
 		v.buyers = append(v.buyers, k.buyers)
 		v.metas = append(v.metas, k.meta)
@@ -282,6 +284,18 @@ func (d *Deductor) linesCall(ctx context.Context, parent string, reqs []Request)
 		units[i] = plain(r.Activity)
 	}
 	for range 3 {
+		if vi.list != "" {
+			// A variant not in the list (dropped by a Reset to fewer
+			// variants) is not for sale, whatever keys it left: the script
+			// checks that the list is still this one.
+			for i, r := range reqs {
+				if _, v, _ := strings.Cut(r.Activity, string(variantSep)); !vi.has[v] {
+					out := make([]unitReply, n)
+					out[i].res = Result{Status: NotLoaded}
+					return out, nil
+				}
+			}
+		}
 		ks := make([]string, 0, 1+4*n+len(vi.buyers))
 		ks = append(ks, varsKey(d.o.prefix, parent))
 		sts := make([]*actState, n)

@@ -324,3 +324,27 @@ func TestVariantRecovery(t *testing.T) {
 		assert.Equal(t, Reserved, res.Status)
 	})
 }
+
+// TestVariantDroppedByReset: a Reset to fewer variants takes the dropped
+// one off sale, though its keys remain until they expire.
+func TestVariantDroppedByReset(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		mustLoad(t, d, Activity{ID: "dr", PerUserLimit: 2, Variants: []Variant{{ID: "A", Stock: 5}, {ID: "B", Stock: 5}}})
+		B := VariantOf("dr", "B")
+		res, err := d.Reserve(ctx, Request{Activity: B, User: "1", Qty: 1, ReservationID: "b1"})
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		require.NoError(t, d.Reset(ctx, Activity{ID: "dr", PerUserLimit: 2, Variants: []Variant{{ID: "A", Stock: 5}}}))
+		for _, dd := range []*Deductor{d, newTestDeductor(t, rdb, prefix)} {
+			res, err = dd.Reserve(ctx, Request{Activity: B, User: "2", Qty: 1, ReservationID: "b2"})
+			require.NoError(t, err)
+			assert.Equal(t, NotLoaded, res.Status)
+		}
+		assert.Equal(t, int64(4), hint(t, rdb, activityKeys(prefix, B).meta, "stock"), "nothing taken from B")
+		vs, err := d.Variants(ctx, "dr")
+		require.NoError(t, err)
+		assert.Equal(t, []Variant{{ID: "A", Stock: 5, PerUserLimit: 2}}, vs)
+	})
+}
