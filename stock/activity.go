@@ -39,6 +39,14 @@ type Activity struct {
 	// reserved are kept per buyer in "<prefix>{a:<id>}:ever", written only
 	// when NoRebuy is set.
 	NoRebuy bool
+	// Variants splits the sale into keyed sub-stocks (sizes, colours),
+	// each with its own counter, per-user limit and ledger, all under the
+	// activity's hash tag (see "Variants" in the package doc). Empty (the
+	// default): one counter, today's layout and path. With variants,
+	// Stock must be 0 or their sum, PerUserLimit caps a buyer's units over
+	// all variants, and Shards must be 0 or 1. Reserve a variant with
+	// Request.Activity = VariantOf(ID, variant ID).
+	Variants []Variant
 }
 
 // noRebuyArg is the script argument of a.NoRebuy.
@@ -50,7 +58,10 @@ func (a Activity) noRebuyArg() string {
 }
 
 func (a Activity) validate() error {
-	if err := checkID(ErrInvalidArgument, "activity ID", a.ID); err != nil {
+	if err := checkActivity(a.ID); err != nil {
+		return err
+	}
+	if err := a.validateVariants(); err != nil {
 		return err
 	}
 	switch {

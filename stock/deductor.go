@@ -51,6 +51,12 @@ type Deductor struct {
 
 	co *coalescer // nil unless WithCoalescing
 
+	vars varTable // the variant lists of activities with variants (variant.go)
+
+	// linesStep, when set (tests only), runs in ReserveLines before each
+	// step after the first; true stops the call there, as a crash would.
+	linesStep func(step int) bool
+
 	// afterPeek, when set (tests only), runs in a sharded withdrawal between
 	// the read of every shard and the first step.
 	afterPeek func()
@@ -291,6 +297,9 @@ type unitReply struct {
 // reserveUnit decides req on one ledger (k are its KEYS): one reserve.lua
 // call, or a place in a batch of that ledger with coalescing on.
 func (d *Deductor) reserveUnit(ctx context.Context, u unit, k []string, req Request) (unitReply, error) {
+	if parent, ok := parentOf(u.activity); ok {
+		return d.reserveVariant(ctx, parent, req)
+	}
 	if d.co != nil {
 		return d.co.reserve(ctx, u, k, req)
 	}
@@ -515,6 +524,9 @@ func (d *Deductor) releaseUnit(ctx context.Context, u unit, k []string, reservat
 // a freshly started one does not; a [Preloader] with [WithRecovery]
 // rebuilds from the database instead of loading.
 func (d *Deductor) Load(ctx context.Context, a Activity) (loaded bool, err error) {
+	if err := variantLoad(a.ID); err != nil {
+		return false, err
+	}
 	return d.load(ctx, a, loadPlain)
 }
 
@@ -524,6 +536,9 @@ func (d *Deductor) Load(ctx context.Context, a Activity) (loaded bool, err error
 // or after reconciling with the database. The reset copy has a new epoch,
 // which Deductors accept as a deliberate replacement.
 func (d *Deductor) Reset(ctx context.Context, a Activity) error {
+	if err := variantLoad(a.ID); err != nil {
+		return err
+	}
 	_, err := d.load(ctx, a, loadReset)
 	if err == nil {
 		d.clearSoldOut(ctx, a.ID)
@@ -541,6 +556,9 @@ const (
 func (d *Deductor) load(ctx context.Context, a Activity, mode int) (bool, error) {
 	if err := a.validate(); err != nil {
 		return false, err
+	}
+	if len(a.Variants) > 0 {
+		return d.loadVariants(ctx, a, mode)
 	}
 	if a.shards() > 1 {
 		return d.loadSharded(ctx, a, mode)
@@ -635,6 +653,9 @@ func (d *Deductor) Rebuild(ctx context.Context, a Activity, live []Reservation) 
 func (d *Deductor) rebuild(ctx context.Context, a Activity, live []Reservation, expect string) (Stats, error) {
 	if err := a.validate(); err != nil {
 		return Stats{}, err
+	}
+	if len(a.Variants) > 0 {
+		return Stats{}, fmt.Errorf("%w: rebuild each variant of activity %s on its own (ID VariantOf(activity, variant))", ErrInvalidArgument, a.ID)
 	}
 	if err := d.validateLive(a, live); err != nil {
 		return Stats{}, err

@@ -357,6 +357,80 @@
 // too (its entry is there) but is answered Frozen. A Rebuild from the
 // database drops both kinds that did not become orders.
 //
+// # Variants
+//
+// [Activity.Variants] splits a sale into keyed sub-stocks (sizes, colours,
+// capacities). Each variant is a ledger of its own, with the keys of an
+// activity under the activity's hash tag:
+// "<prefix>{a:<id>}:v:<variant>:meta|buyers|resv|ever|adj", beside the
+// activity's "<prefix>{a:<id>}:vars" (the variant list and the per-user
+// limit over all variants). A variant is addressed by the activity string
+// [VariantOf](id, variant) = "<id>/<variant>" ('/' is outside ValidID's
+// alphabet) wherever an activity ID is taken, so everything that holds for
+// an activity holds per variant: no oversell, idempotence by reservation
+// ID, conservation (remaining + held = total ± adjustments, per variant),
+// the data-loss fence (each variant has its epoch and seq; a lost variant
+// is frozen alone), Pause and Resume, Adjust (a top-up or withdrawal of one
+// variant), Freeze, Rebuild (one variant at a time), the sold-out cache
+// (sold out per variant; the activity is sold out overall when
+// [Deductor.Variants] shows every variant at 0) and the ledger the
+// reconciler reads ([Deductor.Reservations] of the variant).
+//
+// A variant's Reserve runs reserve_lines.lua with one line: the variant's
+// own checks as reserve.lua makes them (its per-user limit, default the
+// activity's), then the activity's per-user limit over all its variants
+// (the buyer's held units summed over the variants' buyers hashes, all in
+// one slot). An activity loaded without Variants is today's layout and
+// runs reserve.lua exactly as before (a single-variant sale needs no
+// Variants). Coalescing does not batch variant Reserves; a sale with
+// variants is not sharded. NoRebuy holds per variant; the activity's limit
+// counts the units held now. Load writes the vars hash first, then each
+// variant (set-if-absent each, so a Load cut short is completed by the
+// next); Reset overwrites both (a variant it drops is off sale, answering
+// [NotLoaded], though its keys stay until they expire); Rebuild and the
+// Preloader's recovery take
+// one variant at a time (Activity.ID = VariantOf(...)).
+//
+// # Multi-line reservations
+//
+// [Deductor.ReserveLines] reserves a cart ([Lines]) for one buyer, all or
+// nothing, idempotent by its reservation ID; line i is an ordinary ledger
+// entry "<id>#<i>" of its activity or variant (buyer, quantity, Redis
+// time). The variant lines of one activity are one script call (one slot,
+// atomic). Lines of different activities (different slots) are reserved
+// one step at a time in a fixed order; a refusal releases the steps
+// already reserved before answering, so a returned refusal holds nothing.
+// A kill between steps (or a Redis failure) leaves the first steps held as
+// ordinary entries with no order: a retry with the same ID continues, and
+// otherwise [Deductor.ReleaseLines] or the reconciler (no order for the
+// entry: Release) gives them back; ReleaseLines tombstones the lines never
+// reserved, so a late step deducts nothing. Between the steps other buyers
+// may see the first lines held; never more than the stock.
+//
+// A hold's expiry is counted by the order pipeline from the entry's time
+// (ReservedAt). [Deductor.ExtendLines] moves that time forward once per
+// line, for the buyer only (extend.lua); a second extension changes
+// nothing.
+//
+// # Limit groups
+//
+// A [Line] with a Group counts against the buyer's allowance in that limit
+// group: at most GroupLimit units of a product over all of its sales. The
+// group has its own hash tag, "<prefix>{g:<group>}:held|resv" (a counter
+// per buyer and a ledger by line reservation ID), so it may live on
+// another Cluster master than any sale. ReserveLines takes the allowance
+// first (group_take.lua: held + qty <= GroupLimit, atomically, idempotent
+// by the line's ID), then reserves the stock, and gives the allowance back
+// on a refusal and in ReleaseLines (group_give.lua, exactly once; an ID
+// never taken is tombstoned). A buyer can therefore never hold more than
+// GroupLimit over the group, whatever runs concurrently on whatever slot;
+// a crash between the take and the stock errs on the buyer's side (the
+// allowance stays taken until ReleaseLines, or the group's keys expire 30
+// days after its last take). A Release of one line gives back its stock,
+// not its allowance (the units were bought). The database side of the
+// group limit is the order consumer's: count a buyer's live order lines of
+// the group before inserting (see the stock README).
+//
 // # Redis and Cluster
 //
 // Redis 7.0 or later (tested on 7.0.15) or miniredis; EVAL scripts only, no

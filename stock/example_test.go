@@ -187,3 +187,50 @@ func ExampleDeductor_Pause() {
 	// true {10 11}
 	// reserved 9
 }
+
+// A sneaker in sizes, a cart of several lines all or nothing, and a limit
+// group: at most 2 pairs of this model per buyer over all its sales.
+func ExampleDeductor_ReserveLines() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	d, _ := stock.New(rdb)
+
+	// Each size has its own counter; a buyer holds at most 2 units over all sizes.
+	_, _ = d.Load(ctx, stock.Activity{ID: "drop-1", PerUserLimit: 2, Variants: []stock.Variant{
+		{ID: "42", Stock: 1}, {ID: "43", Stock: 5}, {ID: "44", Stock: 5}}})
+	_, _ = d.Load(ctx, stock.Activity{ID: "socks", Stock: 100, PerUserLimit: 5})
+
+	// One size is one Reserve of stock.VariantOf(activity, size).
+	res, _ := d.Reserve(ctx, stock.Request{Activity: stock.VariantOf("drop-1", "42"), User: "7", Qty: 1, ReservationID: "r-1"})
+	fmt.Println(res.Status)
+
+	// A cart: size 42 is gone, so nothing is held, not even the socks.
+	cart := stock.Lines{User: "8", ReservationID: "cart-1", Lines: []stock.Line{
+		{Activity: "socks", Qty: 2},
+		{Activity: stock.VariantOf("drop-1", "43"), Qty: 1, Group: "model-x", GroupLimit: 2},
+		{Activity: stock.VariantOf("drop-1", "42"), Qty: 1, Group: "model-x", GroupLimit: 2},
+	}}
+	lr, _ := d.ReserveLines(ctx, cart)
+	fmt.Println(lr.Status, "on line", lr.Line)
+
+	cart.ReservationID = "cart-2"
+	cart.Lines = cart.Lines[:2]
+	lr, _ = d.ReserveLines(ctx, cart)
+	fmt.Println(lr.Status, lr.Line)
+
+	vs, _ := d.Variants(ctx, "drop-1")
+	for _, v := range vs {
+		fmt.Println("size", v.ID, "left", v.Stock)
+	}
+	_, _ = d.ReleaseLines(ctx, cart) // the order was cancelled
+	// Output:
+	// reserved
+	// sold out on line 2
+	// reserved -1
+	// size 42 left 0
+	// size 43 left 4
+	// size 44 left 5
+}

@@ -90,9 +90,12 @@ func decimalID(id string) (int64, bool) {
 }
 
 // checkActivity checks the activity ID given to a Reserve, Release or
-// lookup.
+// lookup: a [ValidID], or a variant of one ([VariantOf]).
 func checkActivity(activity string) error {
-	return checkID(ErrInvalidArgument, "activity ID", activity)
+	if ValidID(activity) || validVariant(activity) {
+		return nil
+	}
+	return idError(ErrInvalidArgument, "activity ID", activity)
 }
 
 // showID returns id for a message: as it is when valid, else quoted and cut

@@ -24,6 +24,7 @@ type keys struct {
 	ledger string // hash: reservationID -> "user:qty:state:atMs[:relMs]"
 	ever   string // hash: user -> units ever reserved (written only for an Activity.NoRebuy sale)
 	adj    string // hash: adjustmentID -> "delta:atMs:stockAfter:totalAfter:requested" (Deductor.Adjust)
+	ext    string // hash: reservationID -> its ReservedAt before its one hold extension (extend.lua); not in list
 	// Shards only (empty for the un-sharded layout):
 	xout string // hash: transferID -> "to:qty:epochTo:atMs", transfers out of this shard not yet settled
 	xin  string // hash: transferID -> "A|V:from:qty:atMs", transfers into this shard, applied (A) or void (V)
@@ -36,24 +37,49 @@ func tag(prefix, activity string) string {
 }
 
 // activityKeys returns the keys of an un-sharded activity (or of a sharded
-// activity's directory). The five names are cut from one string: one
-// allocation on the Reserve path of an activity not seen loaded yet.
+// activity's directory). The names are cut from one string: one
+// allocation on the Reserve path of an activity not seen loaded yet. A
+// variant "<activity>/<variant>" ([VariantOf]) has the same keys under its
+// activity's hash tag: "<prefix>{a:<activity>}:v:<variant>:meta|...", so
+// every ledger of one activity shares one Cluster slot.
 func activityKeys(prefix, activity string) keys {
-	suffixes := [...]string{"meta", "buyers", "resv", "ever", "adj"}
+	suffixes := [...]string{"meta", "buyers", "resv", "ever", "adj", "ext"}
+	parent, variant := activity, ""
+	if i := strings.IndexByte(activity, variantSep); i >= 0 {
+		parent, variant = activity[:i], activity[i+1:]
+	}
 	var b strings.Builder
-	b.Grow(5*(len(prefix)+len(activity)+5) + 21)
-	var end [5]int
+	b.Grow(len(suffixes)*(len(prefix)+len(activity)+8) + 24)
+	var end [len(suffixes)]int
 	for i, s := range suffixes {
 		b.WriteString(prefix)
 		b.WriteString("{a:")
-		b.WriteString(activity)
+		b.WriteString(parent)
 		b.WriteString("}:")
+		if variant != "" {
+			b.WriteString("v:")
+			b.WriteString(variant)
+			b.WriteByte(':')
+		}
 		b.WriteString(s)
 		end[i] = b.Len()
 	}
 	all := b.String()
 	return keys{meta: all[:end[0]], buyers: all[end[0]:end[1]], ledger: all[end[1]:end[2]], ever: all[end[2]:end[3]],
-		adj: all[end[3]:end[4]]}
+		adj: all[end[3]:end[4]], ext: all[end[4]:end[5]]}
+}
+
+// varsKey returns "<prefix>{a:<activity>}:vars", the hash of an activity
+// with variants: list (the variant IDs, comma-separated, in load order),
+// limit (the per-user limit over all variants), exp.
+func varsKey(prefix, activity string) string { return tag(prefix, activity) + "vars" }
+
+// groupKeys returns the keys of limit group g, under its own hash tag
+// {g:<group>}: held (user -> units taken) and ledger (line reservation ID
+// -> "user:qty:state:atMs", state R taken, X given back, T tombstone).
+func groupKeys(prefix, group string) []string {
+	t := prefix + "{g:" + group + "}:"
+	return []string{t + "held", t + "resv"}
 }
 
 // shardTagBody returns "a:<activity>:s<k>/<n>:<salt>", the inside of the
@@ -100,7 +126,7 @@ func shardKeys(prefix, activity string, n, k int) keys {
 	b = append(b, "}:"...)
 	t := string(b)
 	return keys{meta: t + "meta", buyers: t + "buyers", ledger: t + "resv", ever: t + "ever", adj: t + "adj",
-		xout: t + "xout", xin: t + "xin"}
+		ext: t + "ext", xout: t + "xout", xin: t + "xin"}
 }
 
 // list returns the keys in the order every script expects them: meta,

@@ -13,6 +13,29 @@ import (
 
 // TestKeysShareOneTag is the unit check miniredis cannot make: every key a
 // script receives carries the same {a:<id>} tag.
+// TestVariantKeysShareTheActivityTag: every key of every variant of an
+// activity, its vars hash, and the plain keys carry the activity's tag, so
+// a multi-line reserve within one activity is one slot; a limit group has
+// its own tag.
+func TestVariantKeysShareTheActivityTag(t *testing.T) {
+	t.Parallel()
+	for _, a := range testActivityIDs {
+		want := "{a:" + a + "}"
+		assert.Equal(t, want, hashTag(varsKey("p:", a)))
+		for _, v := range []string{"S", "M", "42", "red.128GB"} {
+			k := activityKeys("p:", VariantOf(a, v))
+			for _, key := range append(k.list(), k.ext) {
+				assert.Equal(t, want, hashTag(key), key)
+				assert.Equal(t, keySlot(varsKey("p:", a)), keySlot(key), key)
+			}
+			assert.Equal(t, "p:{a:"+a+"}:v:"+v+":meta", k.meta)
+		}
+	}
+	for _, key := range groupKeys("p:", "sneaker-1") {
+		assert.Equal(t, "{g:sneaker-1}", hashTag(key))
+	}
+}
+
 func TestKeysShareOneTag(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{"seckill:", "", "app:v2:"} {
@@ -72,7 +95,7 @@ func TestReleaseChannel(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "seckill:stock:released", releaseChannel(defaultKeyPrefix))
 	assert.Equal(t, activityKeys("p:", "7"), keys{meta: "p:{a:7}:meta", buyers: "p:{a:7}:buyers", ledger: "p:{a:7}:resv",
-		ever: "p:{a:7}:ever", adj: "p:{a:7}:adj"})
+		ever: "p:{a:7}:ever", adj: "p:{a:7}:adj", ext: "p:{a:7}:ext"})
 }
 
 // TestNumericKeysUnchanged: since IDs became strings, a numeric ID given in
@@ -82,7 +105,7 @@ func TestReleaseChannel(t *testing.T) {
 func TestNumericKeysUnchanged(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, keys{meta: "seckill:{a:7}:meta", buyers: "seckill:{a:7}:buyers", ledger: "seckill:{a:7}:resv",
-		ever: "seckill:{a:7}:ever", adj: "seckill:{a:7}:adj"},
+		ever: "seckill:{a:7}:ever", adj: "seckill:{a:7}:adj", ext: "seckill:{a:7}:ext"},
 		activityKeys(defaultKeyPrefix, strconv.FormatInt(7, 10)))
 	assert.Equal(t, "seckill:{a:987654321}:resv", activityKeys(defaultKeyPrefix, "987654321").ledger)
 	for _, g := range []struct {

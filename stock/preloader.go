@@ -64,7 +64,10 @@ func WithPollInterval(d time.Duration) PreloaderOption {
 // rebuilt as a whole. A nil r is an [ErrInvalidConfig] error of
 // [NewPreloader]. Default: none; activities are loaded with
 // [Deductor.Load], which reopens a sale whose keys Redis lost at full
-// stock.
+// stock. An activity with variants is recovered variant by variant: r is
+// asked with each variant's Activity (ID [VariantOf](activity, variant),
+// its Stock and PerUserLimit) and returns that variant's live
+// reservations.
 func WithRecovery(r func(ctx context.Context, a Activity) (live []Reservation, ready bool, err error)) PreloaderOption {
 	return preloaderOption(func(o *preloaderOptions) { o.recovery, o.recoverySet = r, true })
 }
@@ -160,6 +163,9 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 	if err := a.validate(); err != nil {
 		return false, err
 	}
+	if len(a.Variants) > 0 {
+		return p.recoverVariants(ctx, a)
+	}
 	st, err := p.d.Stats(ctx, a.ID)
 	if err != nil {
 		return false, err
@@ -210,6 +216,26 @@ func (p *Preloader) recover(ctx context.Context, a Activity) (bool, error) {
 		p.o.onRecover(ctx, a.ID, true)
 	}
 	return true, nil
+}
+
+// recoverVariants is recover for an activity with variants: its vars hash
+// is written if absent, then each variant is recovered as an activity of
+// its own (the recovery is asked with the variant's Activity, ID
+// VariantOf(a.ID, v.ID), and returns that variant's live reservations).
+func (p *Preloader) recoverVariants(ctx context.Context, a Activity) (bool, error) {
+	if _, err := p.d.writeVars(ctx, a, false); err != nil {
+		return false, err
+	}
+	done := false
+	var errs []error
+	for _, v := range a.Variants {
+		ok, err := p.recover(ctx, a.variantActivity(v))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("variant %s: %w", v.ID, err))
+		}
+		done = done || ok
+	}
+	return done, errors.Join(errs...)
 }
 
 // recoverSharded is recover when the activity is, or is to be, sharded:

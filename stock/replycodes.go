@@ -73,6 +73,7 @@ const (
 	reserveFrozen       reserveCode = 8  // Frozen
 	reserveDirectory    reserveCode = 9  // KEYS[1] is a directory; remaining is its number of shards
 	reservePaused       reserveCode = 10 // Paused
+	reserveNotTried     reserveCode = 12 // reserve_lines.lua: would have been reserved, but another line was refused
 	reserveOverLimit    reserveCode = -1 // qty above the per-user limit: ErrInvalidArgument
 	reserveConflict     reserveCode = -2 // the reservation ID is in the ledger with another user or qty
 )
@@ -202,4 +203,42 @@ const (
 	settleApplied   settleCode = 1 // settled as applied
 	settleRefunded  settleCode = 2 // void at the recipient: refunded to the donor
 	settleNotLoaded settleCode = 4 // the donor is not loaded
+)
+
+// varsCode is the first value of a reply of reserve_lines.lua and of
+// vstock.lua, which both check the caller's idea of the variant list.
+type varsCode int64
+
+const (
+	varsLearn   varsCode = 0 // the list is not the caller's: the reply's next value is the list ("" absent)
+	varsDecided varsCode = 1 // decided: the reply's next value is the answer
+)
+
+// extendCode is the first value of a reply of extend.lua.
+type extendCode int64
+
+const (
+	extendNow     extendCode = 1  // extended by this call
+	extendBefore  extendCode = 2  // extended before: nothing written
+	extendNotHeld extendCode = 3  // absent, released or a tombstone: nothing written
+	extendOther   extendCode = -2 // held by another user: nothing written
+)
+
+// groupCode is the first value of a reply of group_take.lua.
+type groupCode int64
+
+const (
+	groupTaken    groupCode = 1  // taken, now or before
+	groupOver     groupCode = 3  // the group's limit would be exceeded: nothing written
+	groupReleased groupCode = 7  // given back (or tombstoned) before: nothing written
+	groupConflict groupCode = -2 // the ID is in the group's ledger with another user or qty
+)
+
+// giveBackCode is the reply of group_give.lua.
+type giveBackCode int64
+
+const (
+	giveBackNow       giveBackCode = 1 // given back by this call
+	giveBackBefore    giveBackCode = 2 // given back or tombstoned before
+	giveBackTombstone giveBackCode = 3 // unknown ID: tombstone written
 )

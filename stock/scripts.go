@@ -98,4 +98,28 @@ var (
 	//go:embed pending.lua
 	pendingLua    string
 	pendingScript = redis.NewScript(pendingLua)
+
+	//go:embed reserve_lines.lua
+	reserveLinesLua    string
+	reserveLinesScript = redis.NewScript(reserveLinesLua)
+
+	//go:embed vload.lua
+	vloadLua    string
+	vloadScript = redis.NewScript(vloadLua)
+
+	//go:embed vstock.lua
+	vstockLua    string
+	vstockScript = redis.NewScript(vstockLua)
+
+	//go:embed extend.lua
+	extendLua    string
+	extendScript = redis.NewScript(extendLua)
+
+	//go:embed group_take.lua
+	groupTakeLua    string
+	groupTakeScript = redis.NewScript(groupTakeLua)
+
+	//go:embed group_give.lua
+	groupGiveLua    string
+	groupGiveScript = redis.NewScript(groupGiveLua)
 )

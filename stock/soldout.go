@@ -348,7 +348,7 @@ func (d *Deductor) Run(ctx context.Context) error {
 				continue
 			}
 			a := m.Payload
-			if !ValidID(a) {
+			if !ValidID(a) && !validVariant(a) {
 				d.o.logger.Warn("stock: bad release message", "bytes", len(a))
 				continue
 			}

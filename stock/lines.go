@@ -1,0 +1,400 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// maxLines is the most lines of one [Lines] request.
+const maxLines = 64
+
+// groupTTL is how long a limit group's keys live after its last take.
+const groupTTL = 30 * 24 * time.Hour
+
+// Line is one line of a multi-line reservation ([Deductor.ReserveLines]):
+// Qty units of Activity (an activity ID, or a variant: [VariantOf]).
+type Line struct {
+	Activity string
+	Qty      int64 // > 0, <= the line's per-user limits
+	// Group, when not empty, names a limit group (a [ValidID], for example
+	// the product's ID): the line's units count against GroupLimit, the
+	// most units one buyer may hold over every line of that group, in all
+	// the sales that sell it. Lines of one group give the same GroupLimit.
+	Group      string
+	GroupLimit int64 // >= 1 when Group is set
+}
+
+// Lines asks for several lines for one buyer, all or nothing
+// ([Deductor.ReserveLines]). Line i is recorded in its activity's ledger
+// under "<ReservationID>#<i>": an ordinary ledger entry with the
+// buyer and the Redis time, which Release, Lookup, Reservations and the
+// reconciler see like any other.
+type Lines struct {
+	User          string
+	ReservationID string // the cart's; printable ASCII, and room for "#<i>" within the ID limit
+	Lines         []Line
+}
+
+// LinesResult is the outcome of [Deductor.ReserveLines].
+type LinesResult struct {
+	// Status is Reserved when every line is held; otherwise the refusal of
+	// line Line (SoldOut, LimitReached, Paused, Released, …), and nothing
+	// is held by this cart.
+	Status Status
+	// Line is the index of the refused line, -1 when Reserved.
+	Line int
+	// Group is true when the refusal is the line's limit group's:
+	// LimitReached (the buyer would exceed GroupLimit) or Released (the
+	// line's allowance was given back before).
+	Group bool
+	// Replayed is true when every line was reserved before (a retry).
+	Replayed bool
+	// Lines holds each line's Result when Reserved (a refused attempt
+	// fills the refused line's, and those decided before it).
+	Lines []Result
+}
+
+// lineID returns the reservation ID of line i of a multi-line
+// reservation: "<reservationID>#<i>".
+func lineID(reservationID string, i int) string {
+	return reservationID + "#" + strconv.Itoa(i)
+}
+
+func (d *Deductor) validateLines(req Lines) error {
+	if err := checkID(ErrInvalidArgument, "user ID", req.User); err != nil {
+		return err
+	}
+	n := len(req.Lines)
+	if n == 0 || n > maxLines {
+		return fmt.Errorf("%w: %d lines, want 1 to %d", ErrInvalidArgument, n, maxLines)
+	}
+	if !ValidReservationID(req.ReservationID) || len(lineID(req.ReservationID, n-1)) > d.o.maxIDBytes {
+		return fmt.Errorf("%w: reservation ID %s: printable ASCII, with room for %q within %d bytes",
+			ErrInvalidArgument, strconv.Quote(req.ReservationID), "#"+strconv.Itoa(n-1), d.o.maxIDBytes)
+	}
+	seen := make(map[string]bool, n)
+	limits := map[string]int64{}
+	for i, l := range req.Lines {
+		if err := checkActivity(l.Activity); err != nil {
+			return fmt.Errorf("line %d: %w", i, err)
+		}
+		switch {
+		case seen[l.Activity]:
+			return fmt.Errorf("%w: line %d: activity %s is in two lines", ErrInvalidArgument, i, l.Activity)
+		case l.Qty <= 0 || l.Qty > MaxQuantity:
+			return fmt.Errorf("%w: line %d: qty %d must be in [1, 2^53-1]", ErrInvalidArgument, i, l.Qty)
+		}
+		seen[l.Activity] = true
+		if l.Group == "" {
+			continue
+		}
+		if err := checkID(ErrInvalidArgument, "limit group", l.Group); err != nil {
+			return fmt.Errorf("line %d: %w", i, err)
+		}
+		if l.GroupLimit < 1 || l.GroupLimit > MaxQuantity {
+			return fmt.Errorf("%w: line %d: group limit %d must be in [1, 2^53-1]", ErrInvalidArgument, i, l.GroupLimit)
+		}
+		if g, ok := limits[l.Group]; ok && g != l.GroupLimit {
+			return fmt.Errorf("%w: line %d: group %s with limits %d and %d", ErrInvalidArgument, i, l.Group, g, l.GroupLimit)
+		}
+		limits[l.Group] = l.GroupLimit
+	}
+	return nil
+}
+
+// steps splits the lines into the steps of the protocol, in a fixed order
+// (that of each step's first line): the variant lines of one activity are
+// one step (one script, one slot); every other line is a step of its own.
+func steps(req Lines) [][]int {
+	var out [][]int
+	at := map[string]int{}
+	for i, l := range req.Lines {
+		parent, ok := parentOf(l.Activity)
+		if !ok {
+			out = append(out, []int{i})
+			continue
+		}
+		if k, ok := at[parent]; ok {
+			out[k] = append(out[k], i)
+			continue
+		}
+		at[parent] = len(out)
+		out = append(out, []int{i})
+	}
+	return out
+}
+
+// errStopped is what ReserveLines returns when the test hook stops it.
+var errStopped = errors.New("stock: stopped by the test hook")
+
+// ReserveLines reserves every line of req for req.User, all or nothing,
+// idempotent by req.ReservationID (line i under "<ReservationID>#<i>"). The protocol:
+//
+//  1. Each line with a limit group takes its allowance first, in line
+//     order, in the group's own script and slot (group_take.lua,
+//     idempotent by the line's ID): a buyer never holds more than
+//     GroupLimit over the group, whatever runs concurrently.
+//  2. The lines are reserved one step at a time in a fixed order: all the
+//     variant lines of one activity in one script call (all or nothing,
+//     one slot), any other line as Reserve reserves it.
+//  3. On a refusal, the steps already reserved are released and the
+//     allowances given back (on a context without cancel), so nothing is
+//     held; the result names the refused line.
+//
+// What it guarantees: no oversell and every per-variant, per-activity and
+// group cap, at every moment; once ReserveLines returns a result, either
+// every line is held or none is. A retry with the same ID replays what
+// was reserved and continues; after a refusal that had reserved a step or
+// taken an allowance it answers Released (a new attempt takes a new ID),
+// after one that wrote nothing it is decided afresh. An
+// error (Redis failed, or a kill between steps) can leave the first steps
+// held: retry with the same ID, or call [Deductor.ReleaseLines], or leave
+// them to the reconciler, which sees ordinary ledger entries with no order
+// and releases them; a group allowance is given back by ReleaseLines only,
+// so until then it errs on the buyer's side (it refuses, never
+// over-allows). Between steps, other buyers can see the first lines held.
+//
+// Use it for a cart; for one line, Reserve is the same without the suffix.
+func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, error) {
+	if err := d.validateLines(req); err != nil {
+		return LinesResult{}, err
+	}
+	n := len(req.Lines)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = lineID(req.ReservationID, i)
+	}
+	results := make([]Result, n)
+	var taken []int
+	for i, l := range req.Lines {
+		if l.Group == "" {
+			continue
+		}
+		code, err := d.groupTake(ctx, l.Group, ids[i], req.User, l.Qty, l.GroupLimit)
+		if err != nil {
+			return LinesResult{}, err
+		}
+		switch code {
+		case groupTaken:
+			taken = append(taken, i)
+			continue
+		case groupConflict:
+			return LinesResult{}, fmt.Errorf("%w: line %d (%s) in limit group %s", ErrIDConflict, i, ids[i], l.Group)
+		}
+		st := LimitReached
+		if code == groupReleased {
+			st = Released
+		}
+		err = d.undoLines(ctx, req, ids, nil, taken)
+		return LinesResult{Status: st, Line: i, Group: true, Lines: results}, err
+	}
+	var done []int
+	for k, step := range steps(req) {
+		if k > 0 && d.linesStep != nil && d.linesStep(k) {
+			return LinesResult{}, errStopped
+		}
+		rs, err := d.reserveStep(ctx, req, ids, step)
+		if err != nil {
+			return LinesResult{}, err
+		}
+		refused := -1
+		for j, i := range step {
+			results[i] = rs[j]
+			if refused < 0 && rs[j].Status != Reserved && rs[j].Status != 0 {
+				refused = i
+			}
+		}
+		if refused >= 0 {
+			err := d.undoLines(ctx, req, ids, done, taken)
+			return LinesResult{Status: results[refused].Status, Line: refused, Lines: results}, err
+		}
+		done = append(done, step...)
+	}
+	replayed := true
+	for _, r := range results {
+		replayed = replayed && r.Replayed
+	}
+	return LinesResult{Status: Reserved, Line: -1, Replayed: replayed, Lines: results}, nil
+}
+
+// reserveStep reserves the lines step of req: the variant lines of one
+// activity in one reserve_lines.lua call, or one other line as Reserve
+// does (sharding, coalescing and the fence included).
+func (d *Deductor) reserveStep(ctx context.Context, req Lines, ids []string, step []int) ([]Result, error) {
+	reqs := make([]Request, len(step))
+	for j, i := range step {
+		l := req.Lines[i]
+		reqs[j] = Request{Activity: l.Activity, User: req.User, Qty: l.Qty, ReservationID: ids[i]}
+	}
+	parent, ok := parentOf(reqs[0].Activity)
+	if !ok {
+		res, _, err := d.reserve(ctx, reqs[0])
+		return []Result{res}, err
+	}
+	rs, err := d.linesCall(ctx, parent, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Result, len(rs))
+	for j, r := range rs {
+		out[j] = r.res
+	}
+	return out, nil
+}
+
+// undoLines releases the lines done and gives back the allowances taken,
+// on a context without cancel: the compensation of a refused cart.
+func (d *Deductor) undoLines(ctx context.Context, req Lines, ids []string, done, taken []int) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for _, i := range done {
+		if _, err := d.Release(ctx, req.Lines[i].Activity, ids[i]); err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %w", i, err))
+		}
+	}
+	for _, i := range taken {
+		if _, err := d.groupGive(ctx, req.Lines[i].Group, ids[i]); err != nil {
+			errs = append(errs, fmt.Errorf("line %d, group %s: %w", i, req.Lines[i].Group, err))
+		}
+	}
+	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		d.o.logger.WarnContext(ctx, "stock: undo of a refused multi-line reservation failed; ReleaseLines finishes it",
+			"request", req.ReservationID, "err", err)
+		return err
+	}
+	return nil
+}
+
+// ReleaseLines gives back every line of req (as Release does, tombstoning
+// a line never reserved, so its late reservation deducts nothing) and every
+// line's limit-group allowance, exactly once however often it is called.
+// It is the cancellation of a cart, and what finishes a ReserveLines cut
+// short. It returns each line's ReleaseResult; the error joins the lines'
+// failures (retry: it is idempotent).
+func (d *Deductor) ReleaseLines(ctx context.Context, req Lines) ([]ReleaseResult, error) {
+	if err := d.validateLines(req); err != nil {
+		return nil, err
+	}
+	out := make([]ReleaseResult, len(req.Lines))
+	var errs []error
+	for i, l := range req.Lines {
+		id := lineID(req.ReservationID, i)
+		r, err := d.Release(ctx, l.Activity, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %w", i, err))
+		}
+		out[i] = r
+		if l.Group != "" {
+			if _, err := d.groupGive(ctx, l.Group, id); err != nil {
+				errs = append(errs, fmt.Errorf("line %d, group %s: %w", i, l.Group, err))
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// ExtendLines extends the hold of every line of req once, by by: each
+// line's ledger time (ReservedAt, from which the order pipeline counts the
+// hold's expiry) moves forward by by, so a reconciler that releases holds
+// older than its payment window gives them that much longer. It reports
+// the earliest ReservedAt of the lines after the call and whether this
+// call extended any. A second extension changes nothing: it returns the
+// extended time and false, as does a retry of the first (the hold is
+// extended once either way). A line not held (released, never reserved,
+// another buyer's) makes it return the zero time and false; the lines
+// before it stay extended. One script call per line.
+func (d *Deductor) ExtendLines(ctx context.Context, req Lines, by time.Duration) (time.Time, bool, error) {
+	if err := d.validateLines(req); err != nil {
+		return time.Time{}, false, err
+	}
+	if by < time.Millisecond {
+		return time.Time{}, false, fmt.Errorf("%w: extension %v must be at least 1ms", ErrInvalidArgument, by)
+	}
+	var earliest int64
+	extended := false
+	for i, l := range req.Lines {
+		k, err := d.holdKeys(ctx, l.Activity, req.User)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		vals, err := extendScript.Run(ctx, d.rdb, []string{k.meta, k.ledger, k.ext}, lineID(req.ReservationID, i),
+			req.User, by.Milliseconds()).Slice()
+		if err != nil {
+			return time.Time{}, false, classify("extend", err)
+		}
+		n, err := ints("extend", vals, 2)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		switch extendCode(n[0]) {
+		case extendNow:
+			extended = true
+		case extendBefore:
+		case extendNotHeld, extendOther:
+			return time.Time{}, false, nil
+		default:
+			return time.Time{}, false, badReply("extend", "status code %d", n[0])
+		}
+		if earliest == 0 || n[1] < earliest {
+			earliest = n[1]
+		}
+	}
+	return fromMilli(earliest), extended, nil
+}
+
+// holdKeys returns the keys of the ledger that holds user's reservations
+// of activity: the activity's (or variant's), or the buyer's shard's.
+func (d *Deductor) holdKeys(ctx context.Context, activity, user string) (keys, error) {
+	if _, ok := parentOf(activity); ok {
+		return d.keys(activity), nil
+	}
+	l := d.layoutOf(activity)
+	if l == nil {
+		kind, n, err := d.readLayout(ctx, activity)
+		if err != nil {
+			return keys{}, err
+		}
+		if kind != metaDirectory {
+			return d.keys(activity), nil
+		}
+		if l, err = d.learn(activity, n); err != nil {
+			return keys{}, err
+		}
+	}
+	return l.keys[shardOf(user, l.n)], nil
+}
+
+// groupTake takes qty of user's allowance in group under line ID id.
+func (d *Deductor) groupTake(ctx context.Context, group, id, user string, qty, limit int64) (groupCode, error) {
+	vals, err := groupTakeScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, user, qty, limit,
+		groupTTL.Milliseconds()).Slice()
+	if err != nil {
+		return 0, classify("group", err)
+	}
+	n, err := ints("group", vals, 2)
+	if err != nil {
+		return 0, err
+	}
+	switch c := groupCode(n[0]); c {
+	case groupTaken, groupOver, groupReleased, groupConflict:
+		return c, nil
+	}
+	return 0, badReply("group", "status code %d", n[0])
+}
+
+// groupGive gives back the allowance line ID id took in group, once.
+func (d *Deductor) groupGive(ctx context.Context, group, id string) (giveBackCode, error) {
+	v, err := groupGiveScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, groupTTL.Milliseconds()).Int64()
+	if err != nil {
+		return 0, classify("group", err)
+	}
+	switch c := giveBackCode(v); c {
+	case giveBackNow, giveBackBefore, giveBackTombstone:
+		return c, nil
+	}
+	return 0, badReply("group", "status code %d", v)
+}

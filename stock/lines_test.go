@@ -1,0 +1,354 @@
+package stock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// heldInRedis counts, straight from Redis, the units held in the ledgers
+// of the given activities (or variants) and the stock each has left.
+func heldInRedis(t *testing.T, rdb redis.UniversalClient, prefix string, activities ...string) (held int64, left map[string]int64) {
+	t.Helper()
+	left = map[string]int64{}
+	for _, a := range activities {
+		k := activityKeys(prefix, a)
+		left[a] = hint(t, rdb, k.meta, "stock")
+		for _, s := range hgetall(t, rdb, k.buyers) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			require.NoError(t, err)
+			held += n
+		}
+		for id, rec := range hgetall(t, rdb, k.ledger) {
+			r, err := parseRecord(id, rec)
+			require.NoError(t, err)
+			if r.State == Held {
+				assert.Positive(t, r.Qty)
+			}
+		}
+	}
+	return held, left
+}
+
+// cartFixture loads a plain activity "p1", a plain activity "p2" and an
+// activity "v" with variants A, B, C (C holds one unit).
+func cartFixture(t *testing.T, d *Deductor) []string {
+	t.Helper()
+	mustLoad(t, d, Activity{ID: "p1", Stock: 10, PerUserLimit: 5})
+	mustLoad(t, d, Activity{ID: "p2", Stock: 10, PerUserLimit: 5})
+	mustLoad(t, d, Activity{ID: "v", PerUserLimit: 5, Variants: []Variant{{ID: "A", Stock: 10}, {ID: "B", Stock: 10}, {ID: "C", Stock: 1}}})
+	return []string{"p1", "p2", VariantOf("v", "A"), VariantOf("v", "B"), VariantOf("v", "C")}
+}
+
+// TestLinesAllOrNothing: a 3-line cart is held whole or not at all, within
+// one activity (one script) and across activities (steps undone on a
+// refusal); a retry replays; ReleaseLines gives everything back once.
+func TestLinesAllOrNothing(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		all := cartFixture(t, d)
+		A, B, C := all[2], all[3], all[4]
+
+		// Within one activity: line 3 (C, 1 unit) refuses 2 units.
+		one := Lines{User: "1", ReservationID: "cart1", Lines: []Line{{Activity: A, Qty: 1}, {Activity: B, Qty: 1}, {Activity: C, Qty: 2}}}
+		res, err := d.ReserveLines(ctx, one)
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status)
+		assert.Equal(t, 2, res.Line)
+		held, left := heldInRedis(t, rdb, prefix, all...)
+		assert.Zero(t, held, "a refusal on line 3 leaves nothing held")
+		assert.Equal(t, int64(10), left[A])
+		assert.Empty(t, hgetall(t, rdb, activityKeys(prefix, A).ledger), "one script: nothing written")
+
+		// Across activities: p1, p2, then C refuses: p1 and p2 undone.
+		across := Lines{User: "1", ReservationID: "cart2", Lines: []Line{{Activity: "p1", Qty: 2}, {Activity: "p2", Qty: 1}, {Activity: C, Qty: 2}}}
+		res, err = d.ReserveLines(ctx, across)
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status)
+		assert.Equal(t, 2, res.Line)
+		held, left = heldInRedis(t, rdb, prefix, all...)
+		assert.Zero(t, held, "the lines before the refusal are released")
+		assert.Equal(t, int64(10), left["p1"])
+		res, err = d.ReserveLines(ctx, across)
+		require.NoError(t, err)
+		assert.Equal(t, Released, res.Status, "a retry of a refused cart holds nothing")
+		held, _ = heldInRedis(t, rdb, prefix, all...)
+		assert.Zero(t, held)
+
+		// A cart that fits: held whole, a retry replays without deducting.
+		ok := Lines{User: "1", ReservationID: "cart3", Lines: []Line{{Activity: "p1", Qty: 2}, {Activity: A, Qty: 1}, {Activity: C, Qty: 1}}}
+		res, err = d.ReserveLines(ctx, ok)
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		assert.Equal(t, -1, res.Line)
+		assert.False(t, res.Replayed)
+		res, err = d.ReserveLines(ctx, ok)
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+		assert.True(t, res.Replayed)
+		held, left = heldInRedis(t, rdb, prefix, all...)
+		assert.Equal(t, int64(4), held)
+		assert.Equal(t, int64(8), left["p1"])
+		assert.Zero(t, left[C])
+		assert.Equal(t, Held, ledger(t, d, C)[lineID("cart3", 2)].State, "an ordinary ledger entry")
+
+		rels, err := d.ReleaseLines(ctx, ok)
+		require.NoError(t, err)
+		for _, r := range rels {
+			assert.Equal(t, ReleaseDone, r.Status)
+		}
+		rels, err = d.ReleaseLines(ctx, ok)
+		require.NoError(t, err)
+		for _, r := range rels {
+			assert.Equal(t, ReleaseDuplicate, r.Status)
+		}
+		held, left = heldInRedis(t, rdb, prefix, all...)
+		assert.Zero(t, held)
+		assert.Equal(t, int64(10), left["p1"])
+		assert.Equal(t, int64(1), left[C])
+	})
+}
+
+// TestLinesCrashBetweenSteps: a kill after the first step (the test hook
+// stops the call there) leaves line 1 held as an ordinary ledger entry;
+// the reconciler's path (walk the ledger, release what has no order) or
+// ReleaseLines leaves nothing held, and a late retry deducts nothing.
+func TestLinesCrashBetweenSteps(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		all := cartFixture(t, d)
+		d.linesStep = func(step int) bool { return step == 1 }
+		for _, how := range []string{"reconciler", "release-lines"} {
+			cart := Lines{User: "7", ReservationID: "crash-" + how, Lines: []Line{{Activity: "p1", Qty: 1}, {Activity: "p2", Qty: 1},
+				{Activity: all[2], Qty: 1}}}
+			_, err := d.ReserveLines(ctx, cart)
+			require.ErrorIs(t, err, errStopped)
+			held, _ := heldInRedis(t, rdb, prefix, all...)
+			require.Equal(t, int64(1), held, "line 1 is held after the crash")
+			r := ledger(t, d, "p1")[lineID(cart.ReservationID, 0)]
+			assert.Equal(t, "7", r.User, "with the buyer")
+			assert.False(t, r.ReservedAt.IsZero(), "and the time")
+			switch how {
+			case "reconciler":
+				// No order exists for any entry: release every held one.
+				for _, a := range all {
+					for id, r := range ledger(t, d, a) {
+						if r.State == Held {
+							_, err := d.Release(ctx, a, id)
+							require.NoError(t, err)
+						}
+					}
+				}
+			default:
+				_, err := d.ReleaseLines(ctx, cart)
+				require.NoError(t, err)
+			}
+			held, left := heldInRedis(t, rdb, prefix, all...)
+			assert.Zero(t, held, how)
+			assert.Equal(t, int64(10), left["p1"], how)
+		}
+		d.linesStep = nil
+		cart := Lines{User: "7", ReservationID: "crash-release-lines", Lines: []Line{{Activity: "p1", Qty: 1}, {Activity: "p2", Qty: 1},
+			{Activity: all[2], Qty: 1}}}
+		res, err := d.ReserveLines(ctx, cart)
+		require.NoError(t, err)
+		assert.Equal(t, Released, res.Status, "a retry after ReleaseLines deducts nothing")
+		held, _ := heldInRedis(t, rdb, prefix, all...)
+		assert.Zero(t, held)
+	})
+}
+
+// TestLimitGroupHammer: 3 concurrent sales of one product in a limit group
+// of 2 units per buyer; many goroutines per buyer, each with its own
+// reservation ID, on random sales: no buyer ever holds more than 2 over the
+// 3 sales, the group counter equals the units held, and releasing gives
+// the allowance back.
+func TestLimitGroupHammer(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		sales := []string{"s1", "s2", "s3"}
+		for _, s := range sales {
+			mustLoad(t, d, Activity{ID: s, Stock: 1000, PerUserLimit: 2})
+		}
+		const buyers, perBuyer, limit = 8, 24, 2
+		var wg sync.WaitGroup
+		errs := make(chan error, buyers*perBuyer)
+		for b := range buyers {
+			for g := range perBuyer {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := d.ReserveLines(ctx, Lines{User: uid(b), ReservationID: fmt.Sprint("g", b, "-", g),
+						Lines: []Line{{Activity: sales[g%3], Qty: 1, Group: "shoe", GroupLimit: limit}}})
+					if err != nil {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		perUser := map[string]int64{}
+		for _, s := range sales {
+			_, per := heldSum(ledger(t, d, s))
+			for u, n := range per {
+				perUser[u] += n
+			}
+		}
+		gk := groupKeys(prefix, "shoe")
+		for b := range buyers {
+			u := uid(b)
+			assert.Equal(t, int64(limit), perUser[u], "buyer %s holds the group's limit, no more", u)
+			assert.Equal(t, perUser[u], hint(t, rdb, gk[0], u), "the group counter agrees")
+		}
+		// Release one of buyer 0's lines: the allowance comes back.
+		var id, sale string
+		for _, s := range sales {
+			for rid, r := range ledger(t, d, s) {
+				if r.User == "0" && r.State == Held {
+					id, sale = rid, s
+				}
+			}
+		}
+		require.NotEmpty(t, id)
+		var g, n int
+		_, err := fmt.Sscanf(id, "g0-%d#%d", &g, &n)
+		require.NoError(t, err)
+		cart := Lines{User: "0", ReservationID: fmt.Sprint("g0-", g), Lines: []Line{{Activity: sale, Qty: 1, Group: "shoe", GroupLimit: limit}}}
+		_, err = d.ReleaseLines(ctx, cart)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), hint(t, rdb, gk[0], "0"))
+		res, err := d.ReserveLines(ctx, Lines{User: "0", ReservationID: "again", Lines: []Line{{Activity: "s3", Qty: 1, Group: "shoe", GroupLimit: limit}}})
+		require.NoError(t, err)
+		assert.Equal(t, Reserved, res.Status)
+		res, err = d.ReserveLines(ctx, Lines{User: "0", ReservationID: "over", Lines: []Line{{Activity: "s1", Qty: 1, Group: "shoe", GroupLimit: limit}}})
+		require.NoError(t, err)
+		assert.Equal(t, LimitReached, res.Status)
+		assert.True(t, res.Group)
+		assert.Equal(t, int64(2), hint(t, rdb, gk[0], "0"))
+	})
+}
+
+// TestLimitGroupGivenBackOnRefusal: a cart whose stock line is refused
+// gives its group allowance back; a retry of a taken line replays.
+func TestLimitGroupGivenBackOnRefusal(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		mustLoad(t, d, Activity{ID: "x", Stock: 0, PerUserLimit: 2})
+		mustLoad(t, d, Activity{ID: "y", Stock: 5, PerUserLimit: 2})
+		gk := groupKeys(prefix, "p")
+		res, err := d.ReserveLines(ctx, Lines{User: "1", ReservationID: "c", Lines: []Line{
+			{Activity: "y", Qty: 1, Group: "p", GroupLimit: 3}, {Activity: "x", Qty: 1, Group: "p", GroupLimit: 3}}})
+		require.NoError(t, err)
+		assert.Equal(t, SoldOut, res.Status)
+		assert.False(t, res.Group)
+		held, err := rdb.HGet(ctx, gk[0], "1").Int64()
+		if err != redis.Nil {
+			require.NoError(t, err)
+		}
+		assert.Zero(t, held, "the allowance is given back")
+		y := activityKeys(prefix, "y")
+		assert.Equal(t, int64(5), hint(t, rdb, y.meta, "stock"))
+
+		code, err := d.groupTake(ctx, "p", "r#0", "2", 2, 3)
+		require.NoError(t, err)
+		assert.Equal(t, groupTaken, code)
+		code, err = d.groupTake(ctx, "p", "r#0", "2", 2, 3)
+		require.NoError(t, err)
+		assert.Equal(t, groupTaken, code, "a retry replays")
+		assert.Equal(t, int64(2), hint(t, rdb, gk[0], "2"), "and takes nothing more")
+		code, err = d.groupTake(ctx, "p", "r#0", "3", 2, 3)
+		require.NoError(t, err)
+		assert.Equal(t, groupConflict, code)
+		g, err := d.groupGive(ctx, "p", "r#0")
+		require.NoError(t, err)
+		assert.Equal(t, giveBackNow, g)
+		g, err = d.groupGive(ctx, "p", "r#0")
+		require.NoError(t, err)
+		assert.Equal(t, giveBackBefore, g)
+		g, err = d.groupGive(ctx, "p", "late#0")
+		require.NoError(t, err)
+		assert.Equal(t, giveBackTombstone, g)
+		code, err = d.groupTake(ctx, "p", "late#0", "2", 1, 3)
+		require.NoError(t, err)
+		assert.Equal(t, groupReleased, code, "a take after its give-back takes nothing")
+	})
+}
+
+// TestExtendLinesOnce: a hold is extended once by its buyer: ReservedAt
+// moves forward by the extension; a second extension (or a retry) changes
+// nothing; another buyer or a released line cannot extend.
+func TestExtendLinesOnce(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		all := cartFixture(t, d)
+		cart := Lines{User: "1", ReservationID: "e", Lines: []Line{{Activity: "p1", Qty: 1}, {Activity: all[3], Qty: 1}}}
+		res, err := d.ReserveLines(ctx, cart)
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		before := ledger(t, d, "p1")[lineID("e", 0)].ReservedAt
+
+		at, first, err := d.ExtendLines(ctx, cart, 10*time.Minute)
+		require.NoError(t, err)
+		assert.True(t, first)
+		assert.Equal(t, before.Add(10*time.Minute), at)
+		assert.Equal(t, at, ledger(t, d, "p1")[lineID("e", 0)].ReservedAt, "the ledger time moved")
+		assert.Equal(t, res.Lines[1].ReservedAt.Add(10*time.Minute), ledger(t, d, all[3])[lineID("e", 1)].ReservedAt, "each line's")
+
+		at2, first, err := d.ExtendLines(ctx, cart, 10*time.Minute)
+		require.NoError(t, err)
+		assert.False(t, first, "a second extension is refused")
+		assert.Equal(t, at, at2, "and changes nothing")
+		assert.Equal(t, at, ledger(t, d, "p1")[lineID("e", 0)].ReservedAt)
+
+		other := cart
+		other.User = "2"
+		at3, first, err := d.ExtendLines(ctx, other, time.Minute)
+		require.NoError(t, err)
+		assert.False(t, first)
+		assert.True(t, at3.IsZero(), "another buyer cannot extend")
+
+		_, err = d.ReleaseLines(ctx, cart)
+		require.NoError(t, err)
+		cart.ReservationID = "never"
+		at4, first, err := d.ExtendLines(ctx, cart, time.Minute)
+		require.NoError(t, err)
+		assert.False(t, first)
+		assert.True(t, at4.IsZero())
+	})
+}
+
+func TestLinesInvalid(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		long := fmt.Sprintf("%0127d", 1) // no room for "#0"
+		for _, req := range []Lines{
+			{User: "1", ReservationID: "r"},
+			{User: "1", ReservationID: "r", Lines: []Line{{Activity: "a", Qty: 1}, {Activity: "a", Qty: 1}}},
+			{User: "1", ReservationID: "r", Lines: []Line{{Activity: "a", Qty: 0}}},
+			{User: "1", ReservationID: long, Lines: []Line{{Activity: "a", Qty: 1}}},
+			{User: "1", ReservationID: "r", Lines: []Line{{Activity: "a", Qty: 1, Group: "g"}}},
+			{User: "1", ReservationID: "r", Lines: []Line{{Activity: "a", Qty: 1, Group: "g", GroupLimit: 1}, {Activity: "b", Qty: 1, Group: "g", GroupLimit: 2}}},
+			{User: "a:b", ReservationID: "r", Lines: []Line{{Activity: "a", Qty: 1}}},
+		} {
+			_, err := d.ReserveLines(ctx, req)
+			require.ErrorIs(t, err, ErrInvalidArgument, "%+v", req)
+		}
+	})
+}
