@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckillkit/seckill/internal/keyring"
 	"github.com/seckillkit/seckill/internal/observe"
 )
 
@@ -66,35 +66,15 @@ type PoWConfig struct {
 // concurrent use.
 type PoW struct {
 	rdb     redis.Scripter
-	ring    atomic.Pointer[powRing]
+	ring    atomic.Pointer[keyring.Ring]
 	cfg     PoWConfig
 	scratch sync.Pool // of *powScratch: keeps the check free of allocations
-}
-
-type powRing struct {
-	signer *powKey
-	byID   map[string]*powKey
-}
-
-type powKey struct {
-	id   string
-	pool sync.Pool // of hash.Hash (keyed HMAC-SHA256), reused via Reset
-}
-
-// mac appends the HMAC of msg to dst.
-func (k *powKey) mac(dst, msg []byte) []byte {
-	h := k.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(msg)
-	dst = h.Sum(dst)
-	k.pool.Put(h)
-	return dst
 }
 
 // Layout limits of a PoW challenge.
 const (
 	powAlgorithm     = "SHA-256"
-	powMaxKeyIDLen   = 16
+	powMaxKeyIDLen   = keyring.MaxIDLen
 	powMaxNumber     = 1_000_000_000
 	powDefaultNumber = 100_000
 	powMaxUserLen    = 256
@@ -151,46 +131,16 @@ func NewPoW(rdb redis.Scripter, keys []PoWKey, cfg PoWConfig) (*PoW, error) {
 // [A-Za-z0-9._-] or repeated) fails with [ErrInvalidConfig] and leaves the
 // current keys in place.
 func (p *PoW) SetKeys(keys []PoWKey) error {
-	if len(keys) == 0 {
-		return fmt.Errorf("%w: no pow key", ErrInvalidConfig)
-	}
-	r := &powRing{byID: make(map[string]*powKey, len(keys))}
+	ks := make([]keyring.Key, len(keys))
 	for i, k := range keys {
-		if !validKeyID(k.ID) {
-			return fmt.Errorf("%w: pow key ID %q", ErrInvalidConfig, k.ID)
-		}
-		if len(k.Secret) < 16 {
-			return fmt.Errorf("%w: pow key %q: secret shorter than 16 bytes", ErrInvalidConfig, k.ID)
-		}
-		if _, dup := r.byID[k.ID]; dup {
-			return fmt.Errorf("%w: duplicate pow key ID %q", ErrInvalidConfig, k.ID)
-		}
-		secret := append([]byte(nil), k.Secret...)
-		e := &powKey{id: k.ID}
-		e.pool.New = func() any { return hmac.New(sha256.New, secret) }
-		r.byID[k.ID] = e
-		if i == 0 {
-			r.signer = e
-		}
+		ks[i] = keyring.Key{ID: k.ID, Secret: k.Secret}
+	}
+	r, err := keyring.New(ks)
+	if err != nil {
+		return fmt.Errorf("%w: pow %v", ErrInvalidConfig, err)
 	}
 	p.ring.Store(r)
 	return nil
-}
-
-func validKeyID(id string) bool {
-	if len(id) == 0 || len(id) > powMaxKeyIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if !keyIDByte(id[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func keyIDByte(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Generate returns a new challenge as the JSON object ALTCHA's widget
@@ -216,14 +166,14 @@ func (p *PoW) Generate(g GenerateParams) ([]byte, error) {
 	if maxN < 1 || maxN > powMaxNumber {
 		return nil, fmt.Errorf("%w: pow max number %d not in 1..%d", ErrInvalidArgument, maxN, powMaxNumber)
 	}
-	k := p.ring.Load().signer
+	k := p.ring.Load().Signer()
 	exp := p.cfg.Clock.Now().Add(p.cfg.TTL + time.Second - 1).Unix() // TTL rounded up to a second
 	salt := make([]byte, 0, powMaxSaltLen)
 	salt = append(salt, newID()...)
 	salt = append(salt, "?expires="...)
 	salt = strconv.AppendInt(salt, exp, 10)
 	salt = append(salt, "&k="...)
-	salt = append(salt, k.id...)
+	salt = append(salt, k.ID()...)
 	if g.User != "" {
 		salt = append(salt, "&u="...)
 		salt = appendQueryEscape(salt, g.User)
@@ -243,7 +193,7 @@ func (p *PoW) Generate(g GenerateParams) ([]byte, error) {
 	out = append(out, salt...) // no byte of it needs a JSON escape
 	out = append(out, `","signature":"`...)
 	var mac [sha256.Size]byte
-	out = hex.AppendEncode(out, k.mac(mac[:0], challenge))
+	out = hex.AppendEncode(out, k.MAC(mac[:0], challenge))
 	out = append(out, `"}`...)
 	return out, nil
 }
@@ -326,7 +276,7 @@ func (p *PoW) check(sc *powScratch, v *VerifyParams) (int64, error) {
 	if v.ID != "" && v.ID != string(s.id) {
 		return 0, errPoWOtherID
 	}
-	k := p.ring.Load().byID[string(s.kid)]
+	k := p.ring.Load().Key(string(s.kid))
 	if k == nil {
 		return 0, errPoWUnknownKey
 	}
@@ -339,7 +289,7 @@ func (p *PoW) check(sc *powScratch, v *VerifyParams) (int64, error) {
 	}
 	// The challenge must be ours: HMAC(key, hex(challenge)).
 	hexSum := hex.AppendEncode(sc.hex[:0], sc.sum[:])
-	if !hmac.Equal(k.mac(sc.mac[:0], hexSum), pl.signature[:]) {
+	if !hmac.Equal(k.MAC(sc.mac[:0], hexSum), pl.signature[:]) {
 		return 0, errPoWForged
 	}
 	if p.cfg.Clock.Now().Unix() > s.expires { // ALTCHA: expired once now > expires

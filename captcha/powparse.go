@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+
+	"github.com/seckillkit/seckill/internal/keyring"
 )
 
 // Limits of a payload [PoW.Verify] reads: the decoded JSON is at most 4 KiB,
@@ -327,7 +329,7 @@ func parseSalt(b []byte) (powSalt, bool) {
 		return s, false
 	}
 	for _, c := range s.kid {
-		if !keyIDByte(c) {
+		if !keyring.IDByte(c) {
 			return s, false
 		}
 	}

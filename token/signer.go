@@ -8,10 +8,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"hash"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/keyring"
 )
 
 // Key is one HMAC-SHA256 key of a [Signer].
@@ -58,7 +59,7 @@ type Claims struct {
 // Keys rotate without downtime: the first key of the set signs, every key
 // verifies; see [Signer.SetKeys]. A Signer is safe for concurrent use.
 type Signer struct {
-	ring    atomic.Pointer[keyring]
+	ring    atomic.Pointer[keyring.Ring]
 	opts    options
 	scratch sync.Pool // of *scratch: keeps Verify free of allocations
 }
@@ -70,29 +71,10 @@ type scratch struct {
 	sum [macLen]byte
 }
 
-type keyring struct {
-	signer *keyEntry
-	byID   map[string]*keyEntry
-}
-
-type keyEntry struct {
-	id   string
-	pool sync.Pool // of hash.Hash (keyed HMAC-SHA256), reused via Reset
-}
-
-func (k *keyEntry) mac(dst, msg []byte) []byte {
-	h := k.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(msg)
-	dst = h.Sum(dst)
-	k.pool.Put(h)
-	return dst
-}
-
 // Layout limits of the v1 token.
 const (
 	version1    = 1
-	maxKeyIDLen = 16
+	maxKeyIDLen = keyring.MaxIDLen
 	nonceLen    = 12
 	macLen      = sha256.Size
 	// 1 version + 1+16 kid + 1+128 activity + 1+128 user + 8 nbf + 8 exp + nonce + mac
@@ -132,43 +114,16 @@ func NewSigner(keys []Key, opts ...SignerOption) (*Signer, error) {
 // a key ID that is empty, longer than 16 bytes or repeated) fails with
 // [ErrInvalidConfig] and leaves the current keys in place.
 func (s *Signer) SetKeys(keys []Key) error {
-	if len(keys) == 0 {
-		return fmt.Errorf("%w: no key", ErrInvalidConfig)
-	}
-	r := &keyring{byID: make(map[string]*keyEntry, len(keys))}
+	ks := make([]keyring.Key, len(keys))
 	for i, k := range keys {
-		if !validKeyID(k.ID) {
-			return fmt.Errorf("%w: key ID %q", ErrInvalidConfig, k.ID)
-		}
-		if len(k.Secret) < 16 {
-			return fmt.Errorf("%w: key %q: secret shorter than 16 bytes", ErrInvalidConfig, k.ID)
-		}
-		if _, dup := r.byID[k.ID]; dup {
-			return fmt.Errorf("%w: duplicate key ID %q", ErrInvalidConfig, k.ID)
-		}
-		secret := append([]byte(nil), k.Secret...)
-		e := &keyEntry{id: k.ID}
-		e.pool.New = func() any { return hmac.New(sha256.New, secret) }
-		r.byID[k.ID] = e
-		if i == 0 {
-			r.signer = e
-		}
+		ks[i] = keyring.Key{ID: k.ID, Secret: k.Secret}
+	}
+	r, err := keyring.New(ks)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	s.ring.Store(r)
 	return nil
-}
-
-func validKeyID(id string) bool {
-	if len(id) == 0 || len(id) > maxKeyIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // Sign returns the URL token for p. It refuses with [ErrTooEarly] before
@@ -195,11 +150,11 @@ func (s *Signer) Sign(p SignParams) (string, error) {
 	if !now.Before(exp) {
 		return "", ErrExpired
 	}
-	k := s.ring.Load().signer
+	k := s.ring.Load().Signer()
 	var buf [maxRawLen]byte
 	b := buf[:0]
-	b = append(b, version1, byte(len(k.id)))
-	b = append(b, k.id...)
+	b = append(b, version1, byte(len(k.ID())))
+	b = append(b, k.ID()...)
 	b = append(b, byte(len(p.Activity)))
 	b = append(b, p.Activity...)
 	b = append(b, byte(len(p.User)))
@@ -209,7 +164,7 @@ func (s *Signer) Sign(p SignParams) (string, error) {
 	var nonce [nonceLen]byte
 	_, _ = rand.Read(nonce[:])
 	b = append(b, nonce[:]...)
-	b = k.mac(b, b)
+	b = k.MAC(b, b)
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
@@ -288,11 +243,11 @@ func (s *Signer) check(sc *scratch, p *VerifyParams) (checked, error) {
 	if err != nil {
 		return checked{}, err
 	}
-	k := s.ring.Load().byID[string(d.kid)]
+	k := s.ring.Load().Key(string(d.kid))
 	if k == nil {
 		return checked{}, ErrUnknownKey
 	}
-	if !hmac.Equal(k.mac(sc.sum[:0], d.msg), d.mac) {
+	if !hmac.Equal(k.MAC(sc.sum[:0], d.msg), d.mac) {
 		return checked{}, ErrInvalidSignature
 	}
 	if string(d.activity) != p.Activity {
@@ -301,7 +256,7 @@ func (s *Signer) check(sc *scratch, p *VerifyParams) (checked, error) {
 	if string(d.user) != p.User {
 		return checked{}, ErrWrongUser
 	}
-	c := checked{kid: k.id, nbf: d.nbf, exp: d.exp}
+	c := checked{kid: k.ID(), nbf: d.nbf, exp: d.exp}
 	copy(c.nonce[:], d.nonce)
 	return c, nil
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/keyring"
 )
 
 // Key is one HMAC-SHA256 key of a [Room], for its tickets and passes.
@@ -18,22 +20,9 @@ type Key struct {
 	Secret []byte
 }
 
-// keyring is an immutable key set: signer signs, every key verifies.
-type keyring struct {
-	signer *keyEntry
-	byID   map[string]*keyEntry
-}
-
-type keyEntry struct {
-	id     string
-	secret []byte
-}
-
-func (k *keyEntry) mac(dst, msg []byte) []byte {
-	h := hmac.New(sha256.New, k.secret)
-	h.Write(msg)
-	return h.Sum(dst)
-}
+// credRing signs and verifies a room's credentials with its key set
+// (internal/keyring: the first key signs, every key verifies).
+type credRing struct{ *keyring.Ring }
 
 // Credential kinds: the first byte after the version, so a ticket never
 // passes as a pass.
@@ -47,62 +36,37 @@ const (
 // everything before it.
 const (
 	version1    = 1
-	maxKeyIDLen = 16
+	maxKeyIDLen = keyring.MaxIDLen
 	macLen      = sha256.Size
 	maxRawLen   = 1 + 1 + 1 + maxKeyIDLen + 1 + maxIDLen + 1 + maxIDLen + 8 + macLen
 	maxEncLen   = (maxRawLen*8 + 5) / 6
 )
 
-func newKeyring(keys []Key) (*keyring, error) {
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: no key", ErrInvalidConfig)
-	}
-	r := &keyring{byID: make(map[string]*keyEntry, len(keys))}
+func newKeyring(keys []Key) (*credRing, error) {
+	ks := make([]keyring.Key, len(keys))
 	for i, k := range keys {
-		if !validKeyID(k.ID) {
-			return nil, fmt.Errorf("%w: key ID %q", ErrInvalidConfig, k.ID)
-		}
-		if len(k.Secret) < 16 {
-			return nil, fmt.Errorf("%w: key %q: secret shorter than 16 bytes", ErrInvalidConfig, k.ID)
-		}
-		if _, dup := r.byID[k.ID]; dup {
-			return nil, fmt.Errorf("%w: duplicate key ID %q", ErrInvalidConfig, k.ID)
-		}
-		e := &keyEntry{id: k.ID, secret: append([]byte(nil), k.Secret...)}
-		r.byID[k.ID] = e
-		if i == 0 {
-			r.signer = e
-		}
+		ks[i] = keyring.Key{ID: k.ID, Secret: k.Secret}
 	}
-	return r, nil
-}
-
-func validKeyID(id string) bool {
-	if len(id) == 0 || len(id) > maxKeyIDLen {
-		return false
+	r, err := keyring.New(ks)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return &credRing{r}, nil
 }
 
 // sign returns the credential of kind for (sale, user), valid until exp.
 // sale and user are valid IDs (checked by the caller).
-func (r *keyring) sign(kind byte, sale, user string, exp time.Time) string {
-	k := r.signer
+func (r *credRing) sign(kind byte, sale, user string, exp time.Time) string {
+	k := r.Signer()
 	b := make([]byte, 0, maxRawLen)
-	b = append(b, version1, kind, byte(len(k.id)))
-	b = append(b, k.id...)
+	b = append(b, version1, kind, byte(len(k.ID())))
+	b = append(b, k.ID()...)
 	b = append(b, byte(len(sale)))
 	b = append(b, sale...)
 	b = append(b, byte(len(user)))
 	b = append(b, user...)
 	b = binary.BigEndian.AppendUint64(b, uint64(exp.UnixMilli()))
-	b = k.mac(b, b)
+	b = k.MAC(b, b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -159,7 +123,7 @@ func decode(tok string) (credential, error) {
 // verify checks tok as a credential of kind for (sale, user) at now, in
 // this order: shape and kind, key and HMAC (constant-time), sale and user,
 // expiry. It returns the expiry.
-func (r *keyring) verify(kind byte, tok, sale, user string, now time.Time) (time.Time, error) {
+func (r *credRing) verify(kind byte, tok, sale, user string, now time.Time) (time.Time, error) {
 	c, err := decode(tok)
 	if err != nil {
 		return time.Time{}, err
@@ -167,8 +131,8 @@ func (r *keyring) verify(kind byte, tok, sale, user string, now time.Time) (time
 	if c.kind != kind {
 		return time.Time{}, ErrMalformed
 	}
-	k := r.byID[string(c.kid)]
-	if k == nil || !hmac.Equal(k.mac(nil, c.msg), c.mac) {
+	k := r.Key(string(c.kid))
+	if k == nil || !hmac.Equal(k.MAC(nil, c.msg), c.mac) {
 		return time.Time{}, ErrInvalidSignature
 	}
 	if string(c.sale) != sale || string(c.user) != user {

@@ -18,7 +18,7 @@ import (
 // queue, one allowance and one cap. A Room is safe for concurrent use.
 type Room struct {
 	rdb  redis.UniversalClient
-	ring atomic.Pointer[keyring]
+	ring atomic.Pointer[credRing]
 	opts options
 
 	// batch is how many places one place.lua call writes (tests lower it);

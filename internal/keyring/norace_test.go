@@ -1,0 +1,5 @@
+//go:build !race
+
+package keyring
+
+const raceEnabled = false
