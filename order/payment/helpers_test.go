@@ -8,65 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/internal/ordertest"
 	"github.com/seckillkit/seckill/order/orderid"
 	"github.com/seckillkit/seckill/order/status"
 )
 
-// eachDB runs f on a fresh database of every kind available (SQLite
-// always; MariaDB and PostgreSQL with SECKILL_MYSQL_DSN and
-// SECKILL_POSTGRES_DSN), migrated.
-func eachDB(t *testing.T, f func(t *testing.T, db *gorm.DB)) {
-	t.Helper()
-	for kind, db := range testenv.AllDB(t) {
-		t.Run(string(kind), func(t *testing.T) {
-			t.Parallel()
-			require.NoError(t, order.AutoMigrate(context.Background(), db))
-			f(t, db)
-		})
-	}
-}
-
-// redisStock is a reservation ledger in Redis (stock counter, reservation
-// hash, release counts per reservation) whose Release gives a
-// reservation's units back once.
-type redisStock struct {
-	rdb                   redis.UniversalClient
-	stock, resv, released string
-}
-
-var releaseScript = redis.NewScript(`
-local q = redis.call('HGET', KEYS[2], ARGV[1])
-if not q then return 0 end
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('INCRBY', KEYS[1], q)
-redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
-return 1`)
-
-func (s *redisStock) Release(ctx context.Context, _ string, id string) error {
-	return releaseScript.Run(ctx, s.rdb, []string{s.stock, s.resv, s.released}, id).Err()
-}
-
-func (s *redisStock) counts(t testing.TB) (stock, held int64, released map[string]string) {
-	t.Helper()
-	ctx := context.Background()
-	stock, err := s.rdb.Get(ctx, s.stock).Int64()
-	require.NoError(t, err)
-	resv, err := s.rdb.HGetAll(ctx, s.resv).Result()
-	require.NoError(t, err)
-	for _, v := range resv {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		held += n
-	}
-	released, err = s.rdb.HGetAll(ctx, s.released).Result()
-	require.NoError(t, err)
-	return stock, held, released
-}
+var eachDB = ordertest.EachDB
 
 // fakeProvider is a payment provider with the state of each
 // authorization, answering by idempotency key: a repeated key gets the
@@ -166,7 +118,7 @@ func (p *fakeProvider) stateOf(resv string) string {
 
 type fixture struct {
 	db     *gorm.DB
-	rs     *redisStock
+	rs     *ordertest.RedisStock
 	prov   *fakeProvider
 	flow   *Flow
 	c      *status.Canceller // on the clock
@@ -192,10 +144,7 @@ func newFixture(t *testing.T, db *gorm.DB, initial int64, n int, opts ...status.
 	day := testenv.EpochDay(0)
 	require.NoError(t, db.Create(&order.Activity{ID: "1", Name: "a1", ActivityPrice: 990, Stock: initial, Remaining: initial,
 		PerUserLimit: 1, Status: 1, Start: day, End: day.Add(24 * time.Hour)}).Error)
-	rdb := testenv.Redis(t)
-	p := testenv.Prefix(t) + "{1}:"
-	f.rs = &redisStock{rdb: rdb, stock: p + "stock", resv: p + "resv", released: p + "released"}
-	require.NoError(t, rdb.Set(ctx, f.rs.stock, initial, 0).Err())
+	f.rs = ordertest.NewRedisStock(t, "1", initial)
 	var err error
 	f.orders, err = status.NewOrders(db)
 	require.NoError(t, err)
@@ -216,8 +165,7 @@ func newFixture(t *testing.T, db *gorm.DB, initial int64, n int, opts ...status.
 	for i := 0; i < n; i++ {
 		m := order.Message{Version: order.MessageVersion, MsgID: "m-" + strconv.Itoa(i), ReservationID: "r-" + strconv.Itoa(i),
 			ActivityID: "1", UserID: strconv.Itoa(100 + i), Qty: 1, CreatedAt: testenv.Epoch()}
-		require.NoError(t, rdb.DecrBy(ctx, f.rs.stock, 1).Err())
-		require.NoError(t, rdb.HSet(ctx, f.rs.resv, m.ReservationID, 1).Err())
+		f.rs.Reserve(t, m.ReservationID, 1)
 		require.NoError(t, f.flow.Authorize(ctx, Authorization{Activity: "1", User: m.UserID, ReservationID: m.ReservationID, Amount: 990}))
 		out, err := proc.Handle(ctx, m)
 		require.NoError(t, err)
@@ -255,7 +203,7 @@ func (f *fixture) order(t testing.TB, no string) order.Order {
 // both.
 func (f *fixture) check(t *testing.T) {
 	t.Helper()
-	stock, held, released := f.rs.counts(t)
+	stock, held, released := f.rs.Counts(t)
 	require.Equal(t, f.init, stock+held, "Redis: stock + held = initial")
 	var dbStock, holding int64
 	require.NoError(t, f.db.Raw("SELECT stock FROM seckill_activity WHERE id = '1'").Scan(&dbStock).Error)
@@ -273,7 +221,7 @@ func (f *fixture) check(t *testing.T) {
 			}
 		case order.OrderCancelled:
 			require.Equal(t, "voided", f.prov.stateOf(r), "%s %s", no, o.Status)
-			require.Equal(t, "1", released[r], no)
+			require.Equal(t, int64(1), released[r], no)
 		case order.OrderCreated:
 			require.Equal(t, "authorized", f.prov.stateOf(r), "%s %s", no, o.Status)
 		default:
