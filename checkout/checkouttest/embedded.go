@@ -182,7 +182,10 @@ func (e *embedded) build(c Config) {
 		}
 		return q.push(m.Key(), b)
 	})
-	submitter, err := handoff.NewSubmitter(publish, fallback, fence, handoff.WithResults(results), handoff.WithClock(clk))
+	// No QUEUED result at the hand-off, as in the reference deployment:
+	// checkout.Checkout.Result answers an in-flight reservation from the
+	// ledger (the non_owner_result scenario reads it before the drain).
+	submitter, err := handoff.NewSubmitter(publish, fallback, fence, handoff.WithClock(clk))
 	e.must("submitter", err)
 	relay, err := outbox.NewRelay(db, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { return q.push(m.Key, m.Payload) }),
 		outbox.WithClock(clk), outbox.WithoutCleanup())
