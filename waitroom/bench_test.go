@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -111,7 +112,10 @@ func BenchmarkAdmit(b *testing.B) {
 // "pre" for a placed pre-queue (entry hash + pq list), "fifo" for entries
 // that joined after the start (entry hash + q list).
 func BenchmarkMemoryPerWaitingUser(b *testing.B) {
-	const n = 100_000
+	n := 100_000 // SECKILL_WAITROOM_MEMORY_N=1000000 for the million
+	if v, err := strconv.Atoi(os.Getenv("SECKILL_WAITROOM_MEMORY_N")); err == nil && v > 0 {
+		n = v
+	}
 	ctx := context.Background()
 	c := testenv.NewClock(t0.Add(-time.Hour))
 	r, rdb := benchRoom(b, c)
@@ -148,7 +152,7 @@ func BenchmarkMemoryPerWaitingUser(b *testing.B) {
 			for _, key := range []string{k.meta, k.ent, k.pq, k.q, k.adm} {
 				sum += rdb.MemoryUsage(ctx, key, 0).Val()
 			}
-			return float64(sum) / n
+			return float64(sum) / float64(n)
 		}
 		pre, fifo = mem(k1), mem(k2)
 		rdb.Unlink(ctx, k1.meta, k1.ent, k1.pq, k1.q, k1.adm)
