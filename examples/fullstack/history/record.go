@@ -18,7 +18,7 @@
 // streams, the buy's own answer and its replays, the payment), moves
 // through
 //
-//	queued ──► created ──► paid
+//	queued ──► created ──► paid ──► refunded   (refunded by the shop)
 //	   │          └──────► cancelled   (unpaid past the payment timeout)
 //	   └─────────────────► failed      (released: it can never become an order)
 //
