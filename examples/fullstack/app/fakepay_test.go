@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/order/payment"
 	"github.com/seckillkit/seckill/order/status"
@@ -120,8 +121,16 @@ func TestPayAndRefundThroughTheCallback(t *testing.T) {
 	if code, m := u2.do("POST", "/api/pay", map[string]string{"order_no": o2}); code != 200 || m["status"] != "paid" {
 		t.Fatalf("pay directly: %d %v", code, m)
 	}
-	if err := a.Refund(ctx, o2, status.RestockNone); err != nil {
-		t.Fatalf("refund without restock: %v", err)
+	b := app.AdminBackend(t, a)
+	if _, err := b.Refund(ctx, admin.RefundParams{Activity: "other", OrderNo: o2, Restock: "none"}); !errors.Is(err, admin.ErrNotFound) {
+		t.Fatalf("admin refund of an order of another activity: %v, want ErrNotFound", err)
+	}
+	ch, err := b.Refund(ctx, admin.RefundParams{Activity: app.ActivityID(a), OrderNo: o2, Restock: "none"})
+	if err != nil || ch.Before.Status != "PAID" || ch.After.Status != "REFUNDED" || ch.After.Restock != "none" {
+		t.Fatalf("admin refund without restock: %+v %v", ch, err)
+	}
+	if _, err := b.Refund(ctx, admin.RefundParams{Activity: app.ActivityID(a), OrderNo: o2, Restock: "sale"}); !errors.Is(err, admin.ErrConflict) {
+		t.Fatalf("admin refund again: %v, want ErrConflict", err)
 	}
 	iv = conserved(t, a)
 	if iv.LiveOrders != 1 || iv.RedisRemain != remain+1 || iv.Orders["REFUNDED"] != 2 {
