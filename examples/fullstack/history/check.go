@@ -176,8 +176,8 @@ func legal(from, to obs) bool {
 	switch from.Status {
 	case "", Queued:
 		return true
-	case Created:
-		return to.Status == Created || to.Status == Paid || to.Status == Cancelled
+	case Created: // refunded: paid, then refunded, between two answers
+		return to.Status == Created || to.Status == Paid || to.Status == Refunded || to.Status == Cancelled
 	case Paid:
 		return to.Status == Paid || to.Status == Refunded
 	case Refunded, Cancelled, Failed:

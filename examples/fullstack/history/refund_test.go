@@ -12,12 +12,19 @@ func refunded() (*h, Truth) {
 	return b, truth
 }
 
-// TestCheckRefundedAfterPaid: refunded is a legal state after paid, and the
-// state after it is refunded alone; the last word is checked against SQL.
+// TestCheckRefundedAfterPaid: refunded is a legal state after paid (and
+// after created: paid and refunded between two answers), and the state
+// after it is refunded alone; the last word is checked against SQL.
 func TestCheckRefundedAfterPaid(t *testing.T) {
 	b, truth := refunded()
 	if v := Check(b.ops, truth); len(v.Violations) != 0 {
 		t.Fatalf("paid then refunded: %v", v.Violations)
+	}
+	b, truth = clean()
+	b.at(3, "4", 800, 810, result("r4", Refunded, "o4", ""))
+	truth["r4"] = Fact{User: "4", OrderNo: "o4", Status: Refunded}
+	if v := Check(b.ops, truth); len(v.Violations) != 0 {
+		t.Fatalf("created then refunded: %v", v.Violations)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -27,7 +34,7 @@ func TestCheckRefundedAfterPaid(t *testing.T) {
 	}{
 		{"refunded then paid", func(b *h, _ Truth) { b.seq(0, "1", result("r1", Paid, "o1", "")) }, Contradiction, "r1"},
 		{"refunded then cancelled", func(b *h, _ Truth) { b.seq(0, "1", result("r1", Cancelled, "o1", "")) }, Contradiction, "r1"},
-		{"created then refunded", func(b *h, _ Truth) { b.seq(3, "4", result("r4", Refunded, "o4", "")) }, Contradiction, "r4"},
+		{"released then refunded", func(b *h, _ Truth) { b.seq(2, "3", result("r3", Refunded, "o3", "")) }, Contradiction, "r3"},
 		{"cancelled then refunded", func(b *h, _ Truth) { b.seq(1, "2", result("r2", Refunded, "o2", "")) }, Contradiction, "r2"},
 		{"told refunded, SQL says paid", func(_ *h, truth Truth) { truth["r1"] = Fact{User: "1", OrderNo: "o1", Status: Paid} }, Untruthful, "r1"},
 	} {
