@@ -54,6 +54,11 @@ type Backend interface {
 	// Unban lifts a ban; lifting a ban that does not exist is no error
 	// (Before is nil).
 	Unban(ctx context.Context, kind BanKind, id string) (BanChange, error)
+	// Refund refunds the activity's PAID order p.OrderNo; its units go
+	// where p.Restock says. The change is the order before and after. An
+	// order refunded before, or not paid, is ErrConflict and changes
+	// nothing; an order the activity does not have is ErrNotFound.
+	Refund(ctx context.Context, p RefundParams) (OrderChange, error)
 	// Bans returns a page of the active bans of kind (user, ip or device),
 	// in lexical order of their IDs: up to limit (1..[MaxBansPage]) bans
 	// with an ID after after ("" starts at the beginning), and the cursor
@@ -170,7 +175,25 @@ type Order struct {
 	User      string    `json:"user"`
 	Qty       int64     `json:"qty"`
 	Status    string    `json:"status"`
+	Restock   string    `json:"restock,omitempty"` // a refunded order's: sale, shop or none
 	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// RefundParams is the input of [Backend.Refund] (and the body of its
+// route: {"restock": …}).
+type RefundParams struct {
+	Activity string `json:"-"`
+	OrderNo  string `json:"-"`
+	// Restock is where the units go: "sale" (back on sale), "shop" (to
+	// the shop's own inventory) or "none" (they stay sold). Required.
+	Restock string `json:"restock"`
+}
+
+// OrderChange is the answer of [Backend.Refund]: the order before and
+// after.
+type OrderChange struct {
+	Before Order `json:"before"`
+	After  Order `json:"after"`
 }
 
 // Dedup is the consumer's dedup record of a reservation's message.

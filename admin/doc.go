@@ -1,7 +1,7 @@
 // Package admin is the operator's API of a sale: an http.Handler,
 // mountable in any service under a prefix of its choosing, over a
-// [Backend] (load, inspect, pause, resume, top up, withdraw, reconcile,
-// outbox retry, bans), with its own authentication hook and an audit log in
+// [Backend] (load, inspect, pause, resume, top up, withdraw, refund,
+// reconcile, outbox retry, bans), with its own authentication hook and an audit log in
 // a gorm database. The seckillctl command (examples/fullstack/cmd/seckillctl)
 // is its client; the reference deployment (examples/fullstack/app) has the
 // Backend over stock, order, outbox and risk.
@@ -25,6 +25,7 @@
 //	GET  activities/{activity}/reservations?user=U
 //	GET  activities/{activity}/reservations/{reservation}   the story
 //	POST activities/{activity}/load|pause|resume|topup|withdraw|reconcile
+//	POST activities/{activity}/orders/{order}/refund
 //	GET  outbox/stats                POST outbox/retry
 //	GET  bans?kind=&after=&limit=    POST ban, POST unban
 //	GET  audit?activity=&limit=&before=
@@ -42,8 +43,8 @@
 //
 // # Audit
 //
-// Every action — load, pause, resume, topup, withdraw, reconcile (applied),
-// outbox_retry, ban, unban — is recorded in the audit table
+// Every action — load, pause, resume, topup, withdraw, refund, reconcile
+// (applied), outbox_retry, ban, unban — is recorded in the audit table
 // ("seckill_admin_audit" unless [WithTable] names another) with the
 // operator, the action, its activity or target, the request's parameters,
 // the state before and after, the outcome and answer, the times and the

@@ -44,6 +44,7 @@ var routes = []route{
 	newRoute(http.MethodPost, "activities/{activity}/topup", nil, (*Handler).topUp),
 	newRoute(http.MethodPost, "activities/{activity}/withdraw", nil, (*Handler).withdraw),
 	newRoute(http.MethodPost, "activities/{activity}/reconcile", nil, (*Handler).reconcile),
+	newRoute(http.MethodPost, "activities/{activity}/orders/{order}/refund", nil, (*Handler).refund),
 	newRoute(http.MethodGet, "outbox/stats", nil, (*Handler).outboxStats),
 	newRoute(http.MethodPost, "outbox/retry", nil, (*Handler).outboxRetry),
 	newRoute(http.MethodGet, "bans", []string{"kind", "after", "limit"}, (*Handler).bans),

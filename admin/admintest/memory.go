@@ -530,3 +530,55 @@ func (m *Memory) Bans(ctx context.Context, kind admin.BanKind, after string, lim
 	}
 	return out[:limit], out[limit-1].ID, nil
 }
+
+// Pay marks the order of a reservation paid (for setup).
+func (m *Memory) Pay(activity, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, err := m.get("pay", activity)
+	if err != nil {
+		return err
+	}
+	o, ok := a.orders[id]
+	if !ok {
+		return admin.ErrNotFound
+	}
+	o.Status = "PAID"
+	a.orders[id] = o
+	return nil
+}
+
+// Refund refunds a PAID order: REFUNDED with its restock choice; with
+// "sale" its units go back to the remaining stock.
+func (m *Memory) Refund(ctx context.Context, p admin.RefundParams) (admin.OrderChange, error) {
+	activity, orderNo, restock := p.Activity, p.OrderNo, p.Restock
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.enter(ctx, "refund", activity, orderNo); err != nil {
+		return admin.OrderChange{}, err
+	}
+	if restock != "sale" && restock != "shop" && restock != "none" {
+		m.bad = append(m.bad, fmt.Sprintf("refund: restock %q", restock))
+		return admin.OrderChange{}, admin.ErrInvalidArgument
+	}
+	a, err := m.get("refund", activity)
+	if err != nil {
+		return admin.OrderChange{}, err
+	}
+	for id, o := range a.orders {
+		if o.OrderNo != orderNo {
+			continue
+		}
+		if o.Status != "PAID" {
+			return admin.OrderChange{}, fmt.Errorf("admintest: refund %s: the order is %s: %w", orderNo, o.Status, admin.ErrConflict)
+		}
+		after := o
+		after.Status, after.Restock = "REFUNDED", restock
+		a.orders[id] = after
+		if restock == "sale" {
+			a.remaining += o.Qty
+		}
+		return admin.OrderChange{Before: o, After: after}, nil
+	}
+	return admin.OrderChange{}, fmt.Errorf("admintest: refund %s: %w", orderNo, admin.ErrNotFound)
+}

@@ -305,10 +305,22 @@ func TestBrowserBuy(t *testing.T) {
 	if n := app.Pushed(a, "ws"); n < 1 {
 		t.Errorf("%v result messages pushed over WebSocket, want at least 1 (sse: %v)", n, app.Pushed(a, "sse"))
 	}
+	// Pay as a buyer does: the fake provider's signed callback pays the
+	// order; the shop's refund (through the provider too) shows as
+	// refunded on the page, which re-reads a paid order (#28).
+	step("pay", chromedp.Click(chromedp.CSS("#pay-btn")))
+	until("paid shown", status+` === "paid"`)
+	if err := a.Infra().DB.WithContext(ctxDB).Where("order_no = ?", orderNo).Find(&rows).Error; err != nil || len(rows) != 1 || rows[0].Status != order.OrderPaid {
+		t.Errorf("the order after the page's payment: %+v %v, want PAID", rows, err)
+	}
+	if err := a.Refund(ctxDB, orderNo, "sale"); err != nil {
+		t.Fatalf("refund: %v", err)
+	}
+	until("refunded shown", status+` === "refunded"`)
 	if p := os.Getenv("FULLSTACK_SCREENSHOT"); p != "" {
 		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 			_ = os.WriteFile(p, png, 0o644)
 		}
 	}
-	t.Logf("order %s, message %q", orderNo, msg)
+	t.Logf("order %s, message %q, then paid and refunded", orderNo, msg)
 }

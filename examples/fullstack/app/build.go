@@ -74,6 +74,7 @@ type parts struct {
 	results         *status.Results
 	orders          *status.Orders
 	canceller       *status.Canceller // pays and cancels orders
+	pay             *payments         // the payment callback and the fake provider (fakepay.go)
 	submit          submitFunc
 	recon, reconDry *reconcile.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
@@ -432,6 +433,9 @@ func (a *App) buildOrders() (err error) {
 		return err
 	}
 	p.canceller = canc
+	if err := a.buildPayments(); err != nil {
+		return err
+	}
 	if p.orders, err = status.NewOrders(db); err != nil {
 		return err
 	}
@@ -763,7 +767,7 @@ func (a *App) buildCanceller(rel order.Releaser) (*status.Canceller, error) {
 	// The canceller knows each reservation it releases was made (its order
 	// exists): ReleaseOrder turns a ledger entry Redis lost into a freeze
 	// and a rebuild instead of a tombstone.
-	canc, err := status.NewCanceller(a.in.DB, a.in.Redis, orderReleaser{Releaser: rel, a: a},
+	canc, err := status.NewCanceller(a.in.DB, a.in.Redis, orderReleaser{Releaser: rel, a: a}, append(a.payCancellerOptions(),
 		status.WithKeyPrefix(a.cfg.KeyPrefix),
 		status.WithPollInterval(500*time.Millisecond),
 		status.WithScanInterval(30*time.Second),
@@ -774,7 +778,7 @@ func (a *App) buildCanceller(rel order.Releaser) (*status.Canceller, error) {
 		status.WithOnError(func(ctx context.Context, err error) {
 			a.m.workerErrors.WithLabelValues("canceller").Inc()
 			log.Warn("canceller", "err", err)
-		}))
+		}))...)
 	if err != nil {
 		return nil, err
 	}

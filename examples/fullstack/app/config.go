@@ -161,6 +161,11 @@ type Config struct {
 	// process (one instance only).
 	Secret string
 
+	// PaySecret is the payment provider's callback secret (fakepay.go),
+	// >= 32 bytes, from SECKILL_PAY_SECRET or -pay-secret-file; empty:
+	// random per process (the fake provider runs in the process).
+	PaySecret string
+
 	// AdminAddr is where the admin API (pause, top-up, inspect, repair;
 	// package admin of the library) listens, never the public address; it is
 	// off unless AdminToken is set too. host:port, or the URL the service
@@ -341,6 +346,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 			c.Secret = strings.TrimRight(string(b), "\r\n")
 			return nil
 		})
+	secretFile(&c.PaySecret, fs, "pay-secret-file", "SECKILL_PAY_SECRET", "file holding the payment provider's callback secret (>= 32 bytes); or env SECKILL_PAY_SECRET (default: random per process)")
 	boolv(&c.DemoWithRealServers, "demo-with-real-servers", "SECKILL_DEMO_WITH_REAL_SERVERS", "TESTS ONLY: allow -demo against real servers (load and fault tests); never in production")
 	dur(&c.ClockSkew, "clock-skew", "SECKILL_CLOCK_SKEW", "TESTS ONLY: offset this process's clock by this much (the buy handler's sale-window check, signed paths, the access-token window); Redis TIME is not moved")
 	str(&c.LogLevel, "log-level", "SECKILL_LOG_LEVEL", "debug, info, warn or error")
@@ -391,6 +397,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("clock-skew must be within ±1h, got %v", c.ClockSkew)
 	case c.Secret != "" && len(c.Secret) < MinSecretLen:
 		return fmt.Errorf("the secret has %d bytes, want at least %d (24 random bytes in base64)", len(c.Secret), MinSecretLen)
+	case c.PaySecret != "" && len(c.PaySecret) < MinSecretLen:
+		return fmt.Errorf("the payment secret has %d bytes, want at least %d", len(c.PaySecret), MinSecretLen)
 	case c.Demo && !c.Embedded() && !c.DemoWithRealServers:
 		return fmt.Errorf("demo mode hands out captcha answers and lets anyone sign in as a seeded user: it runs only in the embedded quick start; with real servers pass -demo=false (or, for load and fault tests only, -demo-with-real-servers)")
 	case c.AdminToken != "" && len(c.AdminToken) < AdminMinTokenLen:

@@ -29,7 +29,8 @@ type Invariants struct {
 	PoolLive      int64            `json:"pool_live"`      // DB fallback pool: reservations held
 	DBStock       int64            `json:"db_stock"`
 	Orders        map[string]int64 `json:"orders"`
-	LiveOrders    int64            `json:"live_orders"`
+	LiveOrders    int64            `json:"live_orders"`   // CREATED, PAID, and REFUNDED not to the sale: units
+	RefundedSale  int64            `json:"refunded_sale"` // REFUNDED orders whose units went back on sale
 	DistinctUsers int64            `json:"distinct_users"`
 	MaxPerUser    int64            `json:"max_per_user"`
 	OutboxPending int64            `json:"outbox_pending"`
@@ -153,6 +154,9 @@ func (a *App) dbSnapshot(ctx context.Context, iv *Invariants) ([]order.Order, er
 		}
 		for _, r := range byStatus {
 			iv.Orders[r.Status] = r.N
+		}
+		if err := tx.Model(&order.Order{}).Where("activity_id = ? AND status = ? AND restock = ?", id, order.OrderRefunded, "sale").Count(&iv.RefundedSale).Error; err != nil {
+			return fmt.Errorf("refunded orders: %w", err)
 		}
 		if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND (status IN ? OR status = ? AND restock <> ?)", id, []string{order.OrderCreated, order.OrderPaid}, order.OrderRefunded, "sale").Find(&live).Error; err != nil {
 			return fmt.Errorf("live orders: %w", err)

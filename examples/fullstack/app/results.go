@@ -13,7 +13,7 @@ import (
 // Results: what became of a reservation, and paying for the order.
 
 type resultView struct {
-	Status      string `json:"status"` // queued | created | paid | cancelled | failed | unknown
+	Status      string `json:"status"` // queued | created | paid | refunded | cancelled | failed | unknown
 	Reservation string `json:"reservation,omitempty"`
 	OrderNo     string `json:"order_no,omitempty"`
 	Reason      string `json:"reason,omitempty"`
@@ -75,7 +75,7 @@ func settledView(res order.Result) resultView {
 }
 
 // view is the read path's view of a result: an order's current status
-// (created, paid, cancelled) is read from the database.
+// (created, paid, refunded, cancelled) is read from the database.
 func (a *App) view(ctx context.Context, res order.Result) resultView {
 	v := settledView(res)
 	if res.Status == order.StatusSuccess {
@@ -119,10 +119,15 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "pay", err)
 		return
 	}
-	err = a.p.canceller.Pay(r.Context(), req.OrderNo)
+	// The "direct" provider: one payment per order (its reference), so a
+	// repeat is the same payment and a payment by another provider is a
+	// conflict (fakepay.go).
+	err = a.p.canceller.PayRef(r.Context(), req.OrderNo, status.Payment{Provider: directProvider, Reference: "direct-" + req.OrderNo})
 	switch {
-	case err == nil, errors.Is(err, status.ErrAlreadyPaid):
-		writeJSON(w, http.StatusOK, map[string]string{"status": "paid", "order_no": req.OrderNo})
+	case err == nil:
+		a.answerPaid(w, r, req.OrderNo)
+	case errors.Is(err, status.ErrPaymentConflict):
+		writeErr(w, http.StatusConflict, "conflict", "the order was paid already; this payment will be refunded")
 	case errors.Is(err, status.ErrOrderCancelled):
 		writeErr(w, http.StatusConflict, "cancelled", "the order was cancelled; your payment will be refunded")
 	default:

@@ -39,6 +39,8 @@ func (a *App) Handler() http.Handler {
 	handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
 	handle("GET /api/ws/{reservation}", a.route("ws", a.handleWS))
 	handle("POST /api/pay", authed("pay", a.handlePay))
+	handle("POST /api/pay/fake", authed("pay", a.handleFakePay))
+	handle("POST /api/payments/callback", a.route("payment_callback", a.p.pay.h.ServeHTTP))
 	if a.cfg.Demo {
 		// DEMO ONLY (-demo): lets scripts, the load generator and the
 		// browser test pass the captcha. Never enable in production.

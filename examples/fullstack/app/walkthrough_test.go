@@ -59,7 +59,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 	got := out.String()
 	t.Logf("walkthrough output:\n%s", got)
-	for _, want := range []string{`unknown field \"colour\"`, `"paid"`, `"action": "topup"`} {
+	for _, want := range []string{`unknown field \"colour\"`, `"paid"`, `"action": "topup"`, `"status": "REFUNDED"`, `"restock": "sale"`, `"action": "refund"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("walkthrough output lacks %s", want)
 		}

@@ -394,7 +394,7 @@ func TestChaos(t *testing.T) {
 	k := readKnobs(t)
 	var rows []row
 	var mu sync.Mutex
-	for _, sc := range scenarios() {
+	for _, sc := range append(scenarios(), paymentScenario()) {
 		if k.only != nil && !k.only[sc.id] {
 			continue
 		}
@@ -482,6 +482,9 @@ func runScenario(t *testing.T, dsn string, k knobs, sc scenario, seed uint64) *r
 	r.probeLockout(st)
 	st = r.settle("after the lock-out probe")
 	r.pay(st)
+	if sc.fault.payments != nil {
+		sc.fault.payments(r, st)
+	}
 	st = r.quiesce(cfg.payTimeout)
 	r.check(st)
 	if sc.fault.check != nil {

@@ -9,7 +9,9 @@
 // partition, latency and connection resets, a broker outage, a rebalance
 // storm, consumer lag past the reconcile grace, two apis' clocks skewed
 // ±5 s, a Redis Cluster master killed and its replica promoted, attacks on
-// the signed links, tokens and captchas), then waits for the stores to
+// the signed links, tokens and captchas; P1: the payment provider's
+// callbacks duplicated and reordered, an api killed between a charge and
+// its callback, refunds racing the expiry), then waits for the stores to
 // settle and counts every invariant straight from SQL and Redis, through
 // the crash package's checker, and checks every buyer's history: each
 // answer the crowds and agents were given, in real-time order, against

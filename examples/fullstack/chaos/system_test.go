@@ -367,7 +367,7 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	}
 	common := func(n string) []string {
 		a := append(append(append([]string{}, procRedis[n]...), procKafka[n]...),
-			"-mysql", procDSN[n], "-mysql-db", s.db, "-prefix", prefix, "-secret-file", s.secretFile,
+			"-mysql", procDSN[n], "-mysql-db", s.db, "-prefix", prefix, "-secret-file", s.secretFile, "-pay-secret-file", s.secretFile,
 			"-stock", strconv.FormatInt(sc.stock, 10), "-users", strconv.Itoa(sc.users),
 			"-reconcile-every", reconcileEvery.String(), "-reconcile-grace", sc.grace.String(),
 			"-pay-timeout", sc.payTimeout.String())

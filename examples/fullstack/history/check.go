@@ -15,6 +15,7 @@ const (
 	Queued    = "queued"
 	Created   = "created"
 	Paid      = "paid"
+	Refunded  = "refunded" // after paid: the payment was refunded (#28)
 	Cancelled = "cancelled"
 	Failed    = "failed"
 	Unknown   = "unknown"
@@ -25,7 +26,7 @@ const (
 type Fact struct {
 	User    string // the order's user ID ("" without an order)
 	OrderNo string
-	Status  string // the order's status, lower case (created, paid, cancelled); "" = no order
+	Status  string // the order's status, lower case (created, paid, refunded, cancelled); "" = no order
 	Failed  bool   // a FAILED outcome is recorded (message_dedup)
 }
 
@@ -104,10 +105,11 @@ func (o obs) String() string {
 }
 
 // final reports whether status is an outcome (the end of a buy's life,
-// or created, which only goes on to paid or cancelled).
+// or created, which only goes on to paid or cancelled, and paid, which
+// only goes on to refunded).
 func final(status string) bool {
 	switch status {
-	case Created, Paid, Cancelled, Failed:
+	case Created, Paid, Refunded, Cancelled, Failed:
 		return true
 	}
 	return false
@@ -144,8 +146,8 @@ func observe(op Op) (obs, bool) {
 		}
 	case Pay:
 		switch {
-		case op.Code == 200 && op.Status == Paid:
-			return obs{Status: Paid, OrderNo: op.OrderNo}, true
+		case op.Code == 200 && (op.Status == Paid || op.Status == Refunded):
+			return obs{Status: op.Status, OrderNo: op.OrderNo}, true
 		case op.Code == 409 && op.Status == Cancelled:
 			return obs{Status: Cancelled, OrderNo: op.OrderNo}, true
 		case op.Code == 404:
@@ -167,16 +169,18 @@ func legal(from, to obs) bool {
 		return false
 	}
 	switch to.Status {
-	case Queued, Created, Paid, Cancelled, Failed, Unknown:
+	case Queued, Created, Paid, Refunded, Cancelled, Failed, Unknown:
 	default:
 		return false // not a state of the API
 	}
 	switch from.Status {
 	case "", Queued:
 		return true
-	case Created:
-		return to.Status == Created || to.Status == Paid || to.Status == Cancelled
-	case Paid, Cancelled, Failed:
+	case Created: // refunded: paid, then refunded, between two answers
+		return to.Status == Created || to.Status == Paid || to.Status == Refunded || to.Status == Cancelled
+	case Paid:
+		return to.Status == Paid || to.Status == Refunded
+	case Refunded, Cancelled, Failed:
 		return to.Status == from.Status
 	}
 	return false
@@ -336,7 +340,7 @@ func (v *Verdict) checkOne(resv, user string, promised bool, mine []Op, truth Tr
 		add(Untruthful, resv, user, "%s; SQL has no order", told)
 	case lastObs.OrderNo != "" && lastObs.OrderNo != f.OrderNo:
 		add(Untruthful, resv, user, "%s; SQL's order is %s", told, f.OrderNo)
-	case (lastObs.Status == Paid || lastObs.Status == Cancelled) && f.Status != lastObs.Status:
+	case (lastObs.Status == Paid || lastObs.Status == Refunded || lastObs.Status == Cancelled) && f.Status != lastObs.Status:
 		add(Untruthful, resv, user, "%s; SQL says %s", told, f.Status)
 	}
 }

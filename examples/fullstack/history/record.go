@@ -18,11 +18,12 @@
 // streams, the buy's own answer and its replays, the payment), moves
 // through
 //
-//	queued ──► created ──► paid
+//	queued ──► created ──► paid ──► refunded   (refunded by the shop)
 //	   │          └──────► cancelled   (unpaid past the payment timeout)
 //	   └─────────────────► failed      (released: it can never become an order)
 //
-// "unknown" (the service does not know the reservation, or it is another
+// A refund may be read right after created (paid and refunded between
+// the two answers). "unknown" (the service does not know the reservation, or it is another
 // buyer's) carries no state and is legal only before any outcome. The
 // result API spells a cancelled order two ways ("cancelled", and "failed"
 // with reason "cancelled" and the order number); both are the state

@@ -140,13 +140,14 @@ func (r *runner) pollDuring(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// pay makes every third accepted attempt whose final answer was "created"
-// pay its order, then read its result again; the answers are counted in
-// Report.Paid.
+// pay makes a share (Config.PayShare, default every third) of the accepted
+// attempts whose final answer was "created" pay their order, half through
+// the fake provider (refunds.go), then read their result again; the
+// answers are counted in Report.Paid. Then some are refunded (refunds).
 func (r *runner) pay(ctx context.Context) error {
 	var payers []*attempt
 	for i, a := range r.accepted() {
-		if i%3 == 0 && a.last == "created" && a.orderNo != "" {
+		if r.payer(i) && a.last == "created" && a.orderNo != "" {
 			payers = append(payers, a)
 		}
 	}
@@ -155,7 +156,7 @@ func (r *runner) pay(ctx context.Context) error {
 		a := payers[i]
 		var resp apiResp
 		start := a.h.Now()
-		code, err := r.c.do(ctx, "POST", "/api/pay", a.bearer, map[string]string{"order_no": a.orderNo}, &resp)
+		code, err := r.c.do(ctx, "POST", payPath(i), a.bearer, map[string]string{"order_no": a.orderNo}, &resp)
 		a.h.Add(history.Op{Kind: history.Pay, Reservation: a.resv, Start: start, End: a.h.Now(), Code: code,
 			Status: resp.Status, OrderNo: resp.OrderNo, Reason: resp.Reason})
 		if err != nil {
@@ -173,7 +174,7 @@ func (r *runner) pay(ctx context.Context) error {
 	for _, k := range keys {
 		r.rep.Paid[k]++
 	}
-	return nil
+	return r.refunds(ctx, payers)
 }
 
 // crossRead makes up to crossReads buyers read the reservation of another
@@ -252,6 +253,9 @@ func (r *Report) historyLine() string {
 	}
 	if len(r.Paid) > 0 {
 		s += "; payments " + fmtMap(r.Paid)
+	}
+	if len(r.Refunded) > 0 {
+		s += "; refunds " + fmtMap(r.Refunded)
 	}
 	return s
 }

@@ -112,6 +112,13 @@ type Config struct {
 	// buyers' histories are checked against it. Nil: they are checked
 	// against the model of a buy only (loadgen's embedded server sets it).
 	Truth func(ctx context.Context, activity string) (history.Truth, error)
+	// Payments (refunds.go): PayShare of the orders are paid (0: the
+	// default, 1/3; below 0: none), half through the fake provider's callback, half by POST
+	// /api/pay; RefundShare of the paid ones are refunded through Refund
+	// (the operator's refund; nil: none), restocked to the sale, not at
+	// all, and to the shop in turn; the invariants are read again after.
+	PayShare, RefundShare float64
+	Refund                func(ctx context.Context, orderNo, restock string) error
 }
 
 // Step is one scripted operator action (Config.Steps).
@@ -195,6 +202,7 @@ type Report struct {
 	History     history.Verdict
 	HistoryNote string         // why the SQL cross-check was left out, when it was
 	Paid        map[string]int // answers to the payments, by "code status"
+	Refunded    map[string]int // the refunds, by "restock outcome" (refunds.go)
 	Pushed      int            // result views pushed to the buyers following their result on SSE
 	Streams     int            // SSE streams that pushed a view
 	DrainTime   time.Duration
@@ -240,7 +248,8 @@ type Invariants struct {
 	RedisReleased int64          `json:"redis_released"`  // reservations released
 	DBStock       int64          `json:"db_stock"`        // activity.stock in the DB
 	Orders        map[string]int `json:"orders"`          // DB orders by status
-	LiveOrders    int64          `json:"live_orders"`     // CREATED + PAID
+	LiveOrders    int64          `json:"live_orders"`     // CREATED + PAID + REFUNDED not to the sale
+	RefundedSale  int64          `json:"refunded_sale"`   // orders REFUNDED with their units back on sale
 	DistinctUsers int64          `json:"distinct_users"`  // users holding a live order
 	MaxPerUser    int64          `json:"max_per_user"`    // most live units one user holds
 	OutboxPending int64          `json:"outbox_pending"`
@@ -297,7 +306,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}, Paid: map[string]int{}, Config: cfg}
+	rep := &Report{Users: cfg.Users, Outcomes: map[string]int{}, PrepErrors: map[string]int{}, Final: map[string]int{}, Paid: map[string]int{}, Refunded: map[string]int{}, Config: cfg}
 	if cfg.OnReport != nil {
 		cfg.OnReport(rep)
 	}
@@ -325,10 +334,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.finals(ctx); err != nil {
 		return nil, err
 	}
-	rep.Violations = check(rep, act.TotalStock, cfg)
 	if err := r.histories(ctx, act.ID); err != nil {
 		return nil, err
 	}
+	// After the payments and refunds (which read the counts again).
+	rep.Violations = append(check(rep, act.TotalStock, cfg), rep.Violations...)
 	return rep, nil
 }
 
@@ -622,8 +632,9 @@ func check(rep *Report, total int64, cfg Config) []string {
 		add("I1 negative stock: redis %d, db %d", iv.RedisRemain, iv.DBStock)
 	}
 	// sold = stock when demand exceeds supply (each user may buy one).
-	if int64(cfg.Users) >= units && iv.Sold() != units {
-		add("sold %d != stock %d although %d users wanted one each", iv.Sold(), units, cfg.Users)
+	// (A refund to the sale after the buy phase puts its unit back.)
+	if int64(cfg.Users) >= units && iv.Sold()+iv.RefundedSale != units {
+		add("sold %d + refunded to the sale %d != stock %d although %d users wanted one each", iv.Sold(), iv.RefundedSale, units, cfg.Users)
 	}
 	// I2/I4 no user twice.
 	if iv.MaxPerUser > 1 {
@@ -634,9 +645,9 @@ func check(rep *Report, total int64, cfg Config) []string {
 	}
 	// I3 nothing lost: orders = accepted - released.
 	released := int64(rep.Final["failed"] + rep.Final["released"])
-	if iv.LiveOrders+int64(iv.Orders["CANCELLED"]) != int64(rep.Accepted)-released {
-		add("I3 orders %d (live %d + cancelled %d) != accepted %d - released %d",
-			iv.LiveOrders+int64(iv.Orders["CANCELLED"]), iv.LiveOrders, iv.Orders["CANCELLED"], rep.Accepted, released)
+	if n := iv.LiveOrders + int64(iv.Orders["CANCELLED"]) + iv.RefundedSale; n != int64(rep.Accepted)-released {
+		add("I3 orders %d (live %d + cancelled %d + refunded to the sale %d) != accepted %d - released %d",
+			n, iv.LiveOrders, iv.Orders["CANCELLED"], iv.RefundedSale, rep.Accepted, released)
 	}
 	if iv.RedisLive+iv.PoolLive != iv.LiveOrders {
 		add("I3 redis (and the DB pool) hold %d+%d live reservations but the DB %d live orders", iv.RedisLive, iv.PoolLive, iv.LiveOrders)

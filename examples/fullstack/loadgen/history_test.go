@@ -51,7 +51,7 @@ func TestHistoryCatchesAContradictionOnTheWire(t *testing.T) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		path := resp.Request.URL.Path
-		if resp.StatusCode != http.StatusOK || !(path == "/api/pay" || strings.HasPrefix(path, "/api/result/")) {
+		if resp.StatusCode != http.StatusOK || !(strings.HasPrefix(path, "/api/pay") || strings.HasPrefix(path, "/api/result/")) {
 			return nil
 		}
 		body, err := io.ReadAll(resp.Body)
@@ -67,7 +67,7 @@ func TestHistoryCatchesAContradictionOnTheWire(t *testing.T) {
 		_ = json.Unmarshal(body, &v)
 		mu.Lock()
 		switch {
-		case path == "/api/pay" && v.Status == "paid" && victim == "":
+		case strings.HasPrefix(path, "/api/pay") && v.Status == "paid" && victim == "":
 			victim = resvOf[v.OrderNo]
 		case path == "/api/result/"+victim && !rewritten:
 			body, rewritten = []byte(`{"status":"queued","reservation":"`+victim+`"}`), true

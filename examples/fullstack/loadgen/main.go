@@ -10,6 +10,7 @@
 //	go run ./examples/fullstack/loadgen -redis 127.0.0.1:6379 -mysql 'root@tcp(127.0.0.1:3306)/'
 //	go run ./examples/fullstack/loadgen -report load.html             # also the run as an HTML page
 //	go run ./examples/fullstack/loadgen -peak -users 20000            # the peak: stock for half the users
+//	go run ./examples/fullstack/loadgen -pay-share 0.5 -refund-share 0.5 # pay half the orders, refund half of those
 //
 // -peak measures the moment that decides a sale: the stock is half the
 // users (unless -stock or SECKILL_STOCK says otherwise), so half the buys
@@ -48,6 +49,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
+	"github.com/seckillkit/seckill/order/status"
 )
 
 func main() {
@@ -153,12 +155,17 @@ func parseFlags(args []string) *cmdline {
 	fs.IntVar(&cl.lc.Concurrency, "c", 256, "parallel connections")
 	fs.DurationVar(&cl.lc.Drain, "drain", 60*time.Second, "how long to wait for the order pipeline to settle")
 	fs.BoolVar(&cl.quiet, "q", false, "no progress bars")
+	fs.Float64Var(&cl.lc.PayShare, "pay-share", 1.0/3, "share of the orders paid after the drain (0..1), half through the fake provider's signed callback, half by POST /api/pay")
+	fs.Float64Var(&cl.lc.RefundShare, "refund-share", 0, "share of the paid orders refunded (0..1), restocked to the sale, not at all and to the shop in turn (the in-process server only)")
 	fs.StringVar(&cl.bareServe, "bare-serve", "", "internal: serve the bare baseline server on this address and print its URL (used by -baseline with -target)")
 	fs.BoolVar(&cl.baseline, "baseline", false, "also measure a bare net/http server (the machine's floor) with the same generator and concurrency, half the buy phase's request count right before it and half right after, and print the service's ratio to it")
 	fs.StringVar(&cl.cpuprofile, "cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
 	fs.StringVar(&cl.report, "report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
 	fs.BoolVar(&cl.peak, "peak", false, "measure the peak of a sale: stock = users / 2 unless -stock (or SECKILL_STOCK) is given, the bare server beside the buy phase (as -baseline), the figures side by side, and the Redis commands and CPU per accepted buy (INFO commandstats of -redis, -stock-redis or -redis-cluster; with -target they name the target's Redis)")
 	_ = fs.Parse(args)
+	if cl.lc.PayShare == 0 { // -pay-share 0: none (load.Config's 0 is its default)
+		cl.lc.PayShare = -1
+	}
 	cl.applyPeak()
 	return cl
 }
@@ -191,6 +198,9 @@ func startEmbedded(ctx context.Context, cfg app.Config, lc *load.Config) (func()
 	}
 	lc.Target = url
 	lc.SameProcess = true
+	lc.Refund = func(ctx context.Context, orderNo, restock string) error {
+		return a.Refund(ctx, orderNo, status.Restock(restock))
+	}
 	if db := a.Infra().DB; db != nil {
 		lc.Truth = newTruth(db) // the buyers' histories are checked against SQL
 	}

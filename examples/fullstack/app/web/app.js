@@ -35,6 +35,8 @@
     unauthorized: ["Please sign in again.", "bad"],
     created: ["Success! Your order is placed — pay within the time limit.", "ok"],
     paid: ["Paid. Thank you!", "ok"],
+    refunded: ["Your payment was refunded.", "ok"],
+    conflict: ["The order was paid already; this payment will be refunded.", "bad"],
     cancelled: ["Your order was cancelled (not paid in time).", "bad"],
     failed: ["Your order could not be completed; the item was released.", "bad"],
   };
@@ -268,11 +270,25 @@
     });
   }
 
+  // pay: the fake payment provider charges and calls the shop back (a
+  // signed callback, fakepay.go); the answer is the order's state. A paid
+  // order is read again now and then: the shop may refund it.
   async function pay() {
     $("pay-btn").disabled = true;
-    const r = await api("POST", "/api/pay", { order_no: state.orderNo });
-    if (r.ok) { say("paid"); $("pay-btn").classList.add("hidden"); }
+    const r = await api("POST", "/api/pay/fake", { order_no: state.orderNo });
+    if (r.ok) { say(r.data.status); $("pay-btn").classList.add("hidden"); watchRefund(); }
     else { say(r.data.status || "retry", r.data.message); $("pay-btn").disabled = false; }
+  }
+
+  function watchRefund() {
+    const resv = state.reservation;
+    const again = async () => {
+      if (!resv || resv !== state.reservation) return;
+      const r = await api("GET", "/api/result/" + encodeURIComponent(resv)).catch(() => null);
+      if (r && r.ok && r.data.status === "refunded") { say("refunded"); return; }
+      setTimeout(again, 5000);
+    };
+    setTimeout(again, 5000);
   }
 
   $("login-form").addEventListener("submit", login);

@@ -115,6 +115,7 @@ func newRoot(out io.Writer, getenv func(string) string, hc *http.Client) (*cobra
 		})),
 		act(c.actionCmd("topup ACTIVITY N", "Add N units to an activity", 2, c.units("topup"))),
 		act(c.actionCmd("withdraw ACTIVITY N", "Take N unsold units off sale", 2, c.units("withdraw"))),
+		act(c.refundCmd()),
 		act(c.reconcileCmd()),
 		c.outboxCmd(act),
 		act(c.banCmd()),

@@ -1,13 +1,14 @@
 // Command seckillctl operates a live sale through the admin API, the
 // library's package admin (github.com/seckillkit/seckill/admin) as the
 // reference deployment or any shop mounts it: load an activity, inspect it,
-// pause and resume it, top it up or withdraw units, reconcile it (dry run
-// first), retry FAILED outbox rows, ban and unban, and read the audit log.
+// pause and resume it, top it up or withdraw units, refund a paid order,
+// reconcile it (dry run first), retry FAILED outbox rows, ban and unban, and read the audit log.
 //
 //	export SECKILL_ADMIN_TOKEN=…        # never on the command line (or --token-file FILE, - for stdin)
 //	seckillctl --addr http://127.0.0.1:9090/admin/ stats 42
 //	seckillctl pause 42
 //	seckillctl topup 42 50 --idempotency-key topup-42-1
+//	seckillctl refund 42 1000042 --restock sale      # or shop, or none: required
 //	seckillctl reconcile 42                          # dry run: prints a dry-run ID and its plan
 //	seckillctl reconcile 42 --apply --dry-run-id <id> # releases that plan's still-due reservations, no other
 //	seckillctl ban user 7 --reason bot               # prints "ban ends <time>"
