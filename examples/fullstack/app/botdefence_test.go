@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/seckillkit/seckill/captcha"
+	"github.com/seckillkit/seckill/examples/fullstack/load"
 )
 
 // botClient is a signed-in demo user with a device ID and a client address
@@ -152,4 +154,32 @@ func TestBotDefenceDeviceAndNetworkBans(t *testing.T) {
 	if code, _, raw := outside.call("POST", "/api/activity/token", struct{}{}); code != 200 {
 		t.Fatalf("address of another /64: %d %s, want 200", code, raw)
 	}
+}
+
+// TestBotFarm runs a small bot farm (load.BotFarm) against the defences on
+// and counts: the units the report gives humans and bots are the units
+// Redis took (no oversell, nothing double-counted), and every bot that got
+// past the network rule's deny threshold was refused.
+func TestBotFarm(t *testing.T) {
+	cfg := embeddedConfig(60, 20)
+	cfg.BotDefence = []string{"pow", "risk", "priority"}
+	cfg.PoWCost = 500
+	cfg.TrustedProxies = []string{"127.0.0.1/32"}
+	a, url := startApp(t, cfg)
+	rep, err := load.BotFarm(context.Background(), load.BotFarmConfig{Target: url, Humans: 20, Bots: 40, Think: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv, err := a.Invariants(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := iv.RedisTotal - iv.RedisRemain
+	if got := int64(rep.HumanUnits + rep.BotUnits); got != taken || taken > 20 {
+		t.Fatalf("report: %d units (humans %d, bots %d); Redis: %d taken of 20\n%v", got, rep.HumanUnits, rep.BotUnits, taken, rep)
+	}
+	if rep.Outcomes["bot denied"] == 0 {
+		t.Fatalf("no bot refused by risk control with the network rule on:\n%v", rep)
+	}
+	t.Log(rep)
 }
