@@ -183,3 +183,39 @@ func TestBotFarm(t *testing.T) {
 	}
 	t.Log(rep)
 }
+
+// buyImage buys with an image captcha (the demo hook) and no proof of work.
+func (c *botClient) buyImage(reqID string) (int, []byte) {
+	c.t.Helper()
+	tok, path := c.tokenAndPath()
+	_, ch, _ := c.call("GET", "/api/captcha?image=none", nil)
+	code, _, raw := c.call("POST", path, map[string]string{"token": tok, "captcha_id": c.str(ch, "id"), "captcha": c.str(ch, "demo_answer"), "request_id": reqID})
+	return code, raw
+}
+
+// TestBotDefencePriority: with -bot-defence=priority the global bucket is
+// shared by classes from risk's decision: once the verified buyers have
+// taken it below the suspect class's floor (half the burst), a buy risk
+// challenges (no device ID) is refused as limited while a verified one is
+// still admitted. With one plain bucket the suspect buy would pass.
+func TestBotDefencePriority(t *testing.T) {
+	cfg := embeddedConfig(40, 100)
+	cfg.BotDefence = []string{"priority"}
+	cfg.GlobalRate, cfg.GlobalBurst = 1, 40 // floors: normal 10, suspect 20; refills 1 a second
+	_, url := startApp(t, cfg)
+	for i := 1; i <= 25; i++ { // the bucket: 40 − 25 = 15 (+1 a second) < 20 + 1
+		u := "user" + strconv.Itoa(i)
+		c := &botClient{apiClient: login(t, url, u), device: "dev-" + u}
+		if code, raw := c.buyImage("a"); code != 202 {
+			t.Fatalf("verified buy %d: %d %s", i, code, raw)
+		}
+	}
+	suspect := &botClient{apiClient: login(t, url, "user30")} // no device ID: challenged
+	if code, raw := suspect.buyImage("a"); code != 429 {
+		t.Fatalf("suspect buy below its floor: %d %s, want 429", code, raw)
+	}
+	verified := &botClient{apiClient: login(t, url, "user31"), device: "dev-31"}
+	if code, raw := verified.buyImage("a"); code != 202 {
+		t.Fatalf("verified buy above its floor: %d %s, want 202", code, raw)
+	}
+}
