@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -27,19 +28,25 @@ type Attempt struct {
 	Token     string // the access token ([Config.Tokens])
 	CaptchaID string // the captcha ([Config.Captcha])
 	Captcha   string
+	PoW       string     // the proof of work's payload ([Config.PoW])
 	Link      string     // the signed buy path's token ([Config.Link])
 	IP        netip.Addr // for [Config.Risk]
 	Device    string
 	At        time.Time // when it arrived; zero: now
 
 	reservation string
-	found       bool  // replay: the attempt's reservation exists, held
-	heldQty     int64 // what the replayed reservation holds
-	released    bool  // the hand-off released the reservation already
+	risk        risk.Decision // the risk step's decision
+	found       bool          // replay: the attempt's reservation exists, held
+	heldQty     int64         // what the replayed reservation holds
+	released    bool          // the hand-off released the reservation already
 
 	fusedTo int                                           // the fused admission covered the steps before this one
 	replies map[string]func(context.Context) (any, error) // the fused script's answers, by step
 }
+
+// Risk is the risk step's decision, once it has run (for a step of one's
+// own after it, e.g. a priority class by risk; zero before).
+func (a *Attempt) Risk() risk.Decision { return a.risk }
 
 // Reservation is the attempt's reservation ID, once a step has set it.
 func (a *Attempt) Reservation() string { return a.reservation }
@@ -128,6 +135,10 @@ func refuse(r Reason, final bool, msg string) Outcome {
 func busy(err error) Outcome {
 	return Outcome{Kind: Busy, Reason: TryAgain, Message: "busy, retry shortly", Err: err}
 }
+
+// CaptchaRequired is the message of the refusal ([BadCaptcha]) that asks
+// an attempt risk challenged for a captcha, under [Config.PoW].
+const CaptchaRequired = "captcha required"
 
 // MaxRequestIDLen is the longest [Attempt.RequestID]: with a user ID of at
 // most stock.MaxIDLen (64) bytes, a client attempt's reservation ID

@@ -98,10 +98,15 @@ type Config struct {
 	Tokens  Tokens                                                                // the access token, consumed once
 	Link    func(ctx context.Context, p token.VerifyParams) (token.Claims, error) // the signed buy path: (*token.Signer).Verify
 	Captcha func(ctx context.Context, p captcha.VerifyParams) error               // (*captcha.Store).Verify
-	Risk    func(ctx context.Context, s risk.Subject) (risk.Decision, error)      // (*risk.Checker).Check
-	PerUser limiter.Limiter                                                       // a per-user window (key: the user)
-	Global  func() bool                                                           // this process's bucket: (*limiter.TokenBucket).Allow
-	Breaker func(ctx context.Context, fn func(context.Context) error) error       // guarded steps run inside it: (*breaker.Breaker).Execute
+	// PoW verifies every attempt's proof of work ([Attempt.PoW]; Answer
+	// is the payload, ID empty): (*captcha.PoW).Verify. With it, the
+	// Captcha is asked only of an attempt Risk answered Challenge, and
+	// refused as [CaptchaRequired] without one. Optional.
+	PoW     func(ctx context.Context, p captcha.VerifyParams) error
+	Risk    func(ctx context.Context, s risk.Subject) (risk.Decision, error) // (*risk.Checker).Check
+	PerUser limiter.Limiter                                                  // a per-user window (key: the user)
+	Global  func() bool                                                      // this process's bucket: (*limiter.TokenBucket).Allow
+	Breaker func(ctx context.Context, fn func(context.Context) error) error  // guarded steps run inside it: (*breaker.Breaker).Execute
 
 	// Redis is the Redis the checks run on, for the fused admission: with
 	// it the Redis checks before Reserve that offer a fused form (package

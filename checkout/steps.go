@@ -42,7 +42,8 @@ const (
 	StepReplay    = "replay"       // guarded: a retried attempt's reservation, from the ledger
 	StepResubmit  = "resubmit"     // … answered from the DB, or its message handed on again
 	StepLink      = "link"         // Config.Link: the signed buy path (HMAC, no I/O by default)
-	StepCaptcha   = "captcha"      // guarded: Config.Captcha, verified once
+	StepPoW       = "pow"          // guarded: Config.PoW, verified once
+	StepCaptcha   = "captcha"      // guarded: Config.Captcha, verified once (with Config.PoW: only when risk challenges)
 	StepToken     = "access_token" // guarded: Config.Tokens, consumed once; undone by a retryable refusal
 	StepReserve   = "reserve"      // guarded: Stock.Reserve; undone by a retryable refusal
 	StepSubmit    = "submit"       // Submitter: Kafka, else the outbox, else a release through the fence
@@ -72,8 +73,13 @@ func (c *Checkout) defaultSteps() []Step {
 	if cfg.Link != nil {
 		steps = append(steps, Step{Name: StepLink, Run: c.stepLink, fuse: fusePure})
 	}
+	if cfg.PoW != nil {
+		steps = append(steps, Step{Name: StepPoW, Guarded: true, Run: c.stepPoW})
+	}
 	if cfg.Captcha != nil {
-		steps = append(steps, Step{Name: StepCaptcha, Guarded: true, Run: c.stepCaptcha, fuse: role(cfg.CaptchaCheck != nil)})
+		// With a proof of work the captcha is asked only when risk
+		// challenges: a decision the fused script cannot wait for.
+		steps = append(steps, Step{Name: StepCaptcha, Guarded: true, Run: c.stepCaptcha, fuse: role(cfg.CaptchaCheck != nil && cfg.PoW == nil)})
 	}
 	if cfg.Tokens != nil {
 		_, ok := cfg.Tokens.(tokenChecker)
@@ -98,7 +104,9 @@ func (c *Checkout) stepShape(_ context.Context, a *Attempt) Outcome {
 		return refuse(BadRequest, true, "invalid quantity")
 	case c.cfg.Tokens != nil && !token.ValidPoolToken(a.Token):
 		return refuse(BadToken, true, "no valid access token")
-	case c.cfg.Captcha != nil && (!captcha.ValidID(a.CaptchaID) || a.Captcha == ""):
+	case c.cfg.PoW != nil && a.PoW == "":
+		return refuse(BadCaptcha, false, "proof of work missing")
+	case c.cfg.Captcha != nil && c.cfg.PoW == nil && (!captcha.ValidID(a.CaptchaID) || a.Captcha == ""):
 		return refuse(BadCaptcha, false, "captcha missing")
 	case a.RequestID == "":
 		return Outcome{}
@@ -151,6 +159,7 @@ func (c *Checkout) stepGlobal(_ context.Context, _ *Attempt) Outcome {
 // the captcha step.
 func (c *Checkout) stepRisk(ctx context.Context, a *Attempt) Outcome {
 	dec, err := prefetched(ctx, a, StepRisk, func() (risk.Decision, error) { return c.cfg.Risk(ctx, riskSubject(a)) })
+	a.risk = dec
 	switch {
 	case err != nil:
 		return busy(err)
@@ -241,7 +250,29 @@ func (c *Checkout) stepLink(ctx context.Context, a *Attempt) Outcome {
 	return Outcome{}
 }
 
+// stepPoW verifies the proof of work (once: a replayed payload is refused).
+func (c *Checkout) stepPoW(ctx context.Context, a *Attempt) Outcome {
+	err := c.cfg.PoW(ctx, captcha.VerifyParams{Answer: a.PoW, User: a.User})
+	switch {
+	case err == nil:
+		return Outcome{}
+	case errors.Is(err, captcha.ErrRefused), errors.Is(err, captcha.ErrInvalidArgument):
+		return refuse(BadCaptcha, false, "wrong or expired proof of work")
+	}
+	return busy(err)
+}
+
+// stepCaptcha verifies the captcha; with Config.PoW, only for an attempt
+// risk challenged, and one without a captcha is then told to solve one.
 func (c *Checkout) stepCaptcha(ctx context.Context, a *Attempt) Outcome {
+	if c.cfg.PoW != nil {
+		if a.risk.Action != risk.Challenge {
+			return Outcome{}
+		}
+		if !captcha.ValidID(a.CaptchaID) || a.Captcha == "" {
+			return refuse(BadCaptcha, false, CaptchaRequired)
+		}
+	}
 	_, err := prefetched(ctx, a, StepCaptcha, func() (struct{}, error) { return struct{}{}, c.cfg.Captcha(ctx, captchaParams(a)) })
 	switch {
 	case err == nil:

@@ -209,6 +209,7 @@ type buyRequest struct {
 	Token     string `json:"token"`
 	CaptchaID string `json:"captcha_id"`
 	Captcha   string `json:"captcha"`
+	PoW       string `json:"pow"` // the proof of work's payload (checkout.Config.PoW)
 	RequestID string `json:"request_id"`
 }
 
@@ -246,7 +247,7 @@ func (h *Handler) Buy(w http.ResponseWriter, r *http.Request) {
 		h.heard(r, code, o)
 		return
 	}
-	a := &checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha}
+	a := &checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha, PoW: req.PoW}
 	if h.o.link != nil {
 		a.Link = h.o.link(r)
 	}

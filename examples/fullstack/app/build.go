@@ -69,6 +69,7 @@ type parts struct {
 	// Limits: the node's global bucket and the per-user windows.
 	global                            *limiter.TokenBucket
 	perUser, tokenLimit, captchaLimit limiter.Limiter
+	bots                              botParts // -bot-defence (botdefence.go)
 
 	// Orders: results, the orders (read, pay), the hand-off, reconciliation.
 	results         *status.Results
@@ -98,7 +99,7 @@ func (a *App) build(node string, pool *dbfallback.Store) error {
 		p.obs = append(p.obs, a.cfg.Observer)
 	}
 	a.p = p
-	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildOrders, a.buildCheckout} {
+	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildBotDefence, a.buildOrders, a.buildCheckout} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -629,9 +630,10 @@ func (a *App) buildCheckout() (err error) {
 		Tokens:    p.pool,
 		Link:      p.signer.Verify,
 		Captcha:   p.captcha.check,
+		PoW:       a.powCheck(), // -bot-defence=pow
 		Risk:      p.checker.Check,
 		PerUser:   counted(p.perUser, a.m, "user"),
-		Global:    p.global.Allow,
+		Global:    a.globalAllow(), // -bot-defence=priority: the classes' step instead
 		Breaker:   p.brRedis.Execute,
 		// the fused admission: the per-user window, the replay lookup
 		// (without a DB pool or -stock-redis: forCheckout), the captcha
@@ -651,7 +653,7 @@ func (a *App) buildCheckout() (err error) {
 // steps is the app's edit of checkout's default steps (shapeAfterGlobal),
 // then a test's (Config.checkoutSteps), which is applied last.
 func (a *App) steps(defaults []checkout.Step) []checkout.Step {
-	steps := shapeAfterGlobal(defaults)
+	steps := a.botSteps(shapeAfterGlobal(defaults))
 	if a.cfg.checkoutSteps != nil {
 		steps = a.cfg.checkoutSteps(steps)
 	}

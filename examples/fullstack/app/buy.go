@@ -61,7 +61,7 @@ func (a *App) buy(w http.ResponseWriter, r *http.Request, user string) string {
 		writeJSON(w, http.StatusBadRequest, badBody("bad body", err))
 		return "bad_request"
 	}
-	at := checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha,
+	at := checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha, PoW: req.PoW,
 		Link: r.PathValue("sig"), IP: a.p.ips.ClientIP(r), Device: r.Header.Get("X-Device-ID")}
 	return a.answerBuy(w, r, a.co.Buy(r.Context(), &at))
 }
@@ -179,6 +179,7 @@ type buyRequest struct {
 	Token     string `json:"token"`
 	CaptchaID string `json:"captcha_id"`
 	Captcha   string `json:"captcha"`
+	PoW       string `json:"pow"` // -bot-defence=pow: the solved challenge
 	// RequestID is the client's idempotency key for one purchase attempt
 	// (1–40 of [A-Za-z0-9_-]), reused on every retry of that attempt: the
 	// reservation ID is derived from it, so a retry after a lost answer
@@ -269,6 +270,8 @@ func parseBuyRequest(s string, req *buyRequest) bool {
 			req.CaptchaID = val
 		case "captcha":
 			req.Captcha = val
+		case "pow":
+			req.PoW = val
 		case "request_id":
 			req.RequestID = val
 		default:

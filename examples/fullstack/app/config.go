@@ -153,6 +153,8 @@ type Config struct {
 	Trace Tracing
 
 	TrustedProxies []string // CIDRs of reverse proxies whose X-Forwarded-For is believed
+	BotDefence     []string // #29: pow, risk, priority (botdefence.go); none by default
+	PoWCost        int      // -bot-defence=pow: the challenges' maxnumber
 
 	// Secret is the HMAC key of signed paths and stream tickets, shared by
 	// every instance: at least 32 bytes (of random: 24 random bytes in
@@ -221,6 +223,7 @@ func DefaultConfig() Config {
 		Addr:           "127.0.0.1:8080",
 		RedisPoolSize:  128,
 		KeyPrefix:      "seckill:",
+		PoWCost:        50000,
 		MySQLDatabase:  "seckill",
 		Topic:          "seckill.orders",
 		Partitions:     3,
@@ -333,6 +336,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	intv(&c.GlobalRate, "global-rate", "SECKILL_GLOBAL_RATE", "buy requests per second admitted by this node")
 	intv(&c.GlobalBurst, "global-burst", "SECKILL_GLOBAL_BURST", "burst of the node-local global bucket")
 	boolv(&c.Demo, "demo", "SECKILL_DEMO", "DEMO ONLY: expose captcha answers to demo users (load generator, browser test); never in production")
+	list(&c.BotDefence, "bot-defence", "SECKILL_BOT_DEFENCE", "bot defences on, comma separated: pow (proof of work on every buy, image captcha only when risk challenges), risk (device and network bans), priority (global bucket shared by risk classes)")
+	intv(&c.PoWCost, "pow-cost", "SECKILL_POW_COST", "with -bot-defence=pow: the challenge's maxnumber (a solver hashes half of it on average)")
 	list(&c.TrustedProxies, "trusted-proxies", "SECKILL_TRUSTED_PROXIES", "reverse proxies (CIDR or address) whose X-Forwarded-For is believed")
 	if v := os.Getenv("SECKILL_SECRET"); v != "" {
 		c.Secret = v
@@ -376,6 +381,9 @@ func (c *Config) Resolve(fs *flag.FlagSet) {
 
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
+	if err := validBotDefence(c.BotDefence, c.PoWCost); err != nil {
+		return err
+	}
 	switch {
 	case c.Stock < 0:
 		return fmt.Errorf("stock must be >= 0, got %d", c.Stock)

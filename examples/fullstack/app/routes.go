@@ -28,6 +28,7 @@ func (a *App) Handler() http.Handler {
 	handle("POST /api/logout", authed("logout", a.handleLogout))
 	handle("GET /api/activity", a.route("activity", a.handleActivity))
 	handle("GET /api/captcha", authed("captcha", a.handleCaptcha))
+	handle("GET /api/pow", authed("pow", a.handlePoW)) // -bot-defence=pow
 	handle("POST /api/activity/token", authed("token", a.handleToken))
 	handle("GET /api/activity/path", authed("path", a.handlePath))
 	handle("POST /api/buy/{activity}/{sig}", authed("buy", a.handleBuy))

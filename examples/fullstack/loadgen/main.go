@@ -77,6 +77,7 @@ func run(args []string) (int, error) {
 	// it is a test tool, never a deployment.
 	cfg.Demo, cfg.DemoWithRealServers = true, true
 	lc.Users = cfg.DemoUsers
+	botFarmServer(cl, &cfg)
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
@@ -97,6 +98,9 @@ func run(args []string) (int, error) {
 		defer shutdown()
 	} else {
 		fmt.Printf("target %s, %d users\n", lc.Target, lc.Users)
+	}
+	if cl.botfarm > 0 {
+		return runBotFarm(ctx, cl.botfarm, lc)
 	}
 	if !cl.quiet {
 		lc.Progress = os.Stderr
@@ -139,6 +143,7 @@ type cmdline struct {
 	peak       bool        // -peak
 	cpuprofile string      // -cpuprofile
 	report     string      // -report
+	botfarm    int         // -botfarm (botfarm.go)
 }
 
 // parseFlags registers and parses the flags; bad flags exit (status 2)
@@ -162,6 +167,7 @@ func parseFlags(args []string) *cmdline {
 	fs.StringVar(&cl.cpuprofile, "cpuprofile", "", "write a CPU profile of the buy phase (this process: generator + embedded server) to this file")
 	fs.StringVar(&cl.report, "report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
 	fs.BoolVar(&cl.peak, "peak", false, "measure the peak of a sale: stock = users / 2 unless -stock (or SECKILL_STOCK) is given, the bare server beside the buy phase (as -baseline), the figures side by side, and the Redis commands and CPU per accepted buy (INFO commandstats of -redis, -stock-redis or -redis-cluster; with -target they name the target's Redis)")
+	fs.IntVar(&cl.botfarm, "botfarm", 0, "bot-farm mode (#29): the last N of -users are scripted bots (no delay, rotating devices and addresses in one IPv6 /64, solving the proof of work) beside human-paced clients; prints who got the stock and the humans' latency (the embedded server trusts 127.0.0.1's X-Forwarded-For)")
 	_ = fs.Parse(args)
 	if cl.lc.PayShare == 0 { // -pay-share 0: none (load.Config's 0 is its default)
 		cl.lc.PayShare = -1

@@ -365,7 +365,7 @@ const banDefault = "the server's escalation: in the reference service 1m for a f
 
 func (c *cli) banCmd() *cobra.Command {
 	var reason, duration string
-	cmd := c.actionCmd("ban KIND ID --reason R", "Ban a user, IP or device (KIND: user, ip or device) and print when the ban ends", 2, func(a []string) (string, any, error) {
+	cmd := c.actionCmd("ban KIND ID --reason R", "Ban a user, IP or device (KIND: user, ip or device; an ip may be a network in CIDR, e.g. 2001:db8:1:2::/64) and print when the ban ends", 2, func(a []string) (string, any, error) {
 		body := map[string]string{"kind": a[0], "id": a[1], "reason": reason}
 		if duration != "" {
 			body["duration"] = duration
