@@ -123,7 +123,10 @@ type Client interface {
 //
 // The replay guard is a Redis key per (provider, event ID), claimed with
 // SET NX before the event is applied and marked done after (kept 24 h); a
-// failure deletes it so the provider's retry goes through. The guard saves
+// failure deletes it so the provider's retry goes through. The claim is a
+// lease of [claimLease] (at most twice the tolerance): a node that dies
+// while applying an event holds up the provider's retries (409) for that
+// long, not until the order's payment window has closed. The guard saves
 // work; the truth is the database: every effect is idempotent (a payment
 // by reference, a refund, a cancellation answer a repeat as the first
 // time), so an event the guard has forgotten changes nothing twice.
@@ -197,7 +200,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	k := eventKey(h.o.prefix, h.provider, e.ID)
-	claimed, err := h.rdb.SetNX(ctx, k, "pending", h.o.tolerance*2).Result()
+	claimed, err := h.rdb.SetNX(ctx, k, "pending", min(claimLease, h.o.tolerance*2)).Result()
 	if err != nil {
 		answer(w, http.StatusInternalServerError, "error")
 		return
@@ -219,6 +222,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	answer(w, code, outcome)
 }
+
+// claimLease is how long a claim of an event being applied stands: far
+// longer than applying one takes (a transaction or two), short enough
+// that a dead node's claim lapses while the provider still retries.
+const claimLease = 30 * time.Second
 
 // apply applies a verified, fresh, first-seen event.
 func (h *Handler) apply(ctx context.Context, e Event) (int, string, error) {

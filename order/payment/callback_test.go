@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -298,4 +301,58 @@ func canonical(sig string) string {
 		}
 	}
 	return "t=" + t + ",v1=" + v
+}
+
+// setArgsHook records the arguments of every SET NX.
+type setArgsHook struct {
+	mu   sync.Mutex
+	args [][]any
+}
+
+func (h *setArgsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *setArgsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *setArgsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); cmd.Name() == "set" && slices.ContainsFunc(a, func(x any) bool { s, _ := x.(string); return strings.EqualFold(s, "nx") }) {
+			h.mu.Lock()
+			h.args = append(h.args, a)
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestCallbackClaimIsALease: the replay guard's claim of an event being
+// applied lapses after claimLease, not twice the tolerance: a node that
+// dies mid-apply holds up the provider's retries for seconds, not for the
+// order's payment window.
+func TestCallbackClaimIsALease(t *testing.T) {
+	t.Parallel()
+	db := testenv.SQLite(t)
+	require.NoError(t, order.AutoMigrate(context.Background(), db))
+	cf := newCallbackFixture(t, db, 1)
+	rdb, _ := testenv.Miniredis(t)
+	hook := &setArgsHook{}
+	rdb.AddHook(hook)
+	h, err := NewHandler("stripe", cf.c, rdb, HMACSHA256(testSecret), WithClock(cf.now), WithTolerance(time.Hour))
+	require.NoError(t, err)
+	cf.h = h
+	code, out := cf.send(t, Event{ID: "evt_lease", Type: EventPaid, OrderNo: cf.nos[0], Reference: "pi_lease"})
+	require.Equal(t, http.StatusOK, code, out)
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	require.Len(t, hook.args, 1, "one claim")
+	a := hook.args[0] // set key pending ex|px N nx
+	var ttl time.Duration
+	for i := 0; i+1 < len(a); i++ {
+		switch s, _ := a[i].(string); strings.ToLower(s) {
+		case "ex":
+			ttl = time.Duration(a[i+1].(int64)) * time.Second
+		case "px":
+			ttl = time.Duration(a[i+1].(int64)) * time.Millisecond
+		}
+	}
+	require.Equal(t, claimLease, ttl, "the claim's TTL (args %v)", a)
 }

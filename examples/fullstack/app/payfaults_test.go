@@ -121,8 +121,8 @@ func TestPayFaultDuplicateAndReorderedCallbacks(t *testing.T) {
 // node died while applying its callback, leaving the replay guard claimed
 // — before the order changed, and after it changed but before the guard
 // was marked done. The provider's retries are answered 409 in_progress
-// until the claim lapses (twice the tolerance), then applied: the order is
-// paid, by one payment, either way.
+// until the claim lapses (payment.Handler's claim is a 30 s lease), then
+// applied: the order is paid, by one payment, either way.
 func TestPayFaultCrashBetweenChargeAndCallback(t *testing.T) {
 	a, base := startApp(t, embeddedConfig(3, 3))
 	mr := app.Miniredis(a)
@@ -142,11 +142,11 @@ func TestPayFaultCrashBetweenChargeAndCallback(t *testing.T) {
 		}
 		key := prefix + "payment:event:{fakepay:" + id + "}"
 		mr.Set(key, "pending") // the dead node's claim
-		mr.SetTTL(key, 10*time.Minute)
+		mr.SetTTL(key, 30*time.Second) // the lease the dead node's claim had
 		if code, out := callback(t, a, base, paid(no, id)); code != http.StatusConflict || out != "in_progress" {
 			t.Fatalf("%s: the retry while the claim stands: %d %s, want 409 in_progress", crash, code, out)
 		}
-		mr.FastForward(10*time.Minute + time.Second)
+		mr.FastForward(30*time.Second + time.Millisecond)
 		if code, out := callback(t, a, base, paid(no, id)); code != 200 || out != "paid" {
 			t.Fatalf("%s: the retry after the claim lapsed: %d %s, want paid", crash, code, out)
 		}

@@ -147,8 +147,7 @@ func payFaults(r *run, st crash.State) {
 	// A crash between the charge and the callback: the charged orders'
 	// callbacks go to api1 as it is killed; the provider retries on both
 	// apis until an answer 200, for at most 40 s (a claim the dead api
-	// left stays in_progress for twice the tolerance: the order's window
-	// may close first, and the payment is then late).
+	// left stays in_progress for its 30 s lease, then the retry applies).
 	if len(crashed) > 0 {
 		for _, o := range crashed {
 			wg.Add(1)
