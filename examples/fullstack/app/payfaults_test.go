@@ -141,7 +141,7 @@ func TestPayFaultCrashBetweenChargeAndCallback(t *testing.T) {
 			}
 		}
 		key := prefix + "payment:event:{fakepay:" + id + "}"
-		mr.Set(key, "pending") // the dead node's claim
+		mr.Set(key, "pending")         // the dead node's claim
 		mr.SetTTL(key, 30*time.Second) // the lease the dead node's claim had
 		if code, out := callback(t, a, base, paid(no, id)); code != http.StatusConflict || out != "in_progress" {
 			t.Fatalf("%s: the retry while the claim stands: %d %s, want 409 in_progress", crash, code, out)
