@@ -516,5 +516,5 @@ func (a *App) adminHandler() (http.Handler, error) {
 	if err := h.AutoMigrate(ctx); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return a.fairAdmin(h, auth), nil
 }

@@ -39,6 +39,7 @@ func (a *App) Handler() http.Handler {
 	handle("GET /api/events/{reservation}", a.route("events", a.handleEvents))
 	handle("GET /api/ws/{reservation}", a.route("ws", a.handleWS))
 	handle("POST /api/pay", authed("pay", a.handlePay))
+	a.fairRoutes(handle, authed)
 	if a.cfg.Demo {
 		// DEMO ONLY (-demo): lets scripts, the load generator and the
 		// browser test pass the captcha. Never enable in production.

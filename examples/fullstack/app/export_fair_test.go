@@ -1,0 +1,10 @@
+package app
+
+import "context"
+
+// FairPublished reads the fair sale's published record (admin: queue
+// published).
+func FairPublished(ctx context.Context, a *App) (Published, error) { return a.fairPublished(ctx) }
+
+// FairStatsOf reads the fair sale's figures (admin: queue stats).
+func FairStatsOf(ctx context.Context, a *App) (FairStats, error) { return a.fairStats(ctx) }
