@@ -99,6 +99,8 @@ type fair struct {
 	rdb    redis.UniversalClient
 	app    string // the app's own hash of the sale: seed, drawn_at, due:<user>
 	alog   string // queue mode: the admission log, one entry per Admit batch
+	pq     string // queue mode: the room's placed pre-queue (popped by Admit)
+	pqcopy string // queue mode: its copy, the published order (snapshot)
 	auto   []byte // the seed the app commits to itself (admin API off), else nil
 
 	mu    sync.Mutex
@@ -133,6 +135,8 @@ func (a *App) buildFair() error {
 		}
 		f.app = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:app"
 		f.alog = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:alog"
+		f.pq = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:pq"
+		f.pqcopy = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:pqorder"
 	case SaleDraw:
 		if f.drawer, err = draw.New(a.in.Redis, draw.WithKeyPrefix(a.cfg.KeyPrefix)); err != nil {
 			return err
@@ -220,6 +224,10 @@ func (a *App) queueTick(ctx context.Context) {
 			return
 		}
 	}
+	if ok, err := f.snapshot(ctx); !ok {
+		a.fairWarn(ctx, "waitroom snapshot", err)
+		return
+	}
 	users, err := f.room.Admit(ctx, f.sale, 1000)
 	if err != nil {
 		a.fairWarn(ctx, "waitroom admit", err)
@@ -236,6 +244,38 @@ func (a *App) queueTick(ctx context.Context) {
 	if err := f.rdb.RPush(ctx, f.alog, strings.Join(users, ",")).Err(); err != nil {
 		a.fairWarn(ctx, "waitroom log", err)
 	}
+}
+
+// snapSet keeps the placed pre-queue, once, before anyone is admitted
+// (Admit pops the room's own list): KEYS app hash, the copy; ARGV the
+// order. A copy read after another instance's copy was set (and admission
+// began) is dropped.
+var snapSet = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], 'snap') == 1 then return 0 end
+redis.call('DEL', KEYS[2])
+for i = 1, #ARGV, 1000 do redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV))) end
+redis.call('HSET', KEYS[1], 'snap', #ARGV)
+return 1`)
+
+// snapshot copies the placed pre-queue (the published order) before the
+// first admission; every instance admits only once it is set.
+func (f *fair) snapshot(ctx context.Context) (bool, error) {
+	n, err := f.rdb.HExists(ctx, f.app, "snap").Result()
+	if err != nil || n {
+		return n, err
+	}
+	order, err := f.rdb.LRange(ctx, f.pq, 0, -1).Result()
+	if err != nil {
+		return false, err
+	}
+	args := make([]any, len(order))
+	for i, u := range order {
+		args[i] = u
+	}
+	if err := snapSet.Run(ctx, f.rdb, []string{f.app, f.pqcopy}, args...).Err(); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // drawTick draws once the sale started and the seed is revealed, then
@@ -413,7 +453,7 @@ func (a *App) fairPublished(ctx context.Context) (Published, error) {
 	if f.room != nil {
 		tag := a.cfg.KeyPrefix + "{wr:" + f.sale + "}"
 		out.Commitment, _ = f.rdb.HGet(ctx, tag+":meta", "commit").Result()
-		if out.Order, err = f.rdb.LRange(ctx, tag+":pq", 0, -1).Result(); err != nil {
+		if out.Order, err = f.rdb.LRange(ctx, f.pqcopy, 0, -1).Result(); err != nil {
 			return out, err
 		}
 		out.Entries = slices.Sorted(slices.Values(out.Order))
