@@ -8,3 +8,8 @@ func FairPublished(ctx context.Context, a *App) (Published, error) { return a.fa
 
 // FairStatsOf reads the fair sale's figures (admin: queue stats).
 func FairStatsOf(ctx context.Context, a *App) (FairStats, error) { return a.fairStats(ctx) }
+
+// PauseQueue pauses or resumes the queue's admission (admin: queue pause).
+func PauseQueue(ctx context.Context, a *App, paused bool) error {
+	return a.p.fair.room.SetPaused(ctx, a.p.fair.sale, paused)
+}
