@@ -388,6 +388,24 @@ type FairStats struct {
 	Commitment string  `json:"commitment,omitempty"`
 }
 
+// FairStats reads the fair sale's figures (admin: queue stats); it fails
+// in fcfs mode.
+func (a *App) FairStats(ctx context.Context) (FairStats, error) {
+	if a.p.fair == nil {
+		return FairStats{}, errors.New("not a fair sale (-sale-mode fcfs)")
+	}
+	return a.fairStats(ctx)
+}
+
+// FairPublished reads the fair sale's published record (admin: queue
+// published); it fails in fcfs mode.
+func (a *App) FairPublished(ctx context.Context) (Published, error) {
+	if a.p.fair == nil {
+		return Published{}, errors.New("not a fair sale (-sale-mode fcfs)")
+	}
+	return a.fairPublished(ctx)
+}
+
 func (a *App) fairStats(ctx context.Context) (FairStats, error) {
 	f := a.p.fair
 	out := FairStats{Mode: f.mode, Activity: f.sale}
