@@ -13,3 +13,6 @@ func FairStatsOf(ctx context.Context, a *App) (FairStats, error) { return a.Fair
 func PauseQueue(ctx context.Context, a *App, paused bool) error {
 	return a.p.fair.room.SetPaused(ctx, a.p.fair.sale, paused)
 }
+
+// FairAdmits is how many users this instance's Admit calls admitted.
+func FairAdmits(a *App) float64 { return float64(a.p.fair.admitsN.Load()) }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -109,6 +110,7 @@ type fair struct {
 
 	waiting, admitted, active, rate prometheus.Gauge
 	admits, replaced                prometheus.Counter
+	admitsN                         atomic.Int64 // admits, for the tests
 }
 
 // buildFair builds the fair mode's parts and workers (no I/O).
@@ -237,6 +239,7 @@ func (a *App) queueTick(ctx context.Context) {
 		return
 	}
 	f.admits.Add(float64(len(users)))
+	f.admitsN.Add(int64(len(users)))
 	// The admission log (loadgen's and the fault battery's checks): one
 	// entry per batch, the users in admission order. Written after the
 	// batch; an instance killed between the two leaves that batch out

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,7 +358,18 @@ func (f *fairLoad) check(ctx context.Context, a *app.App, cfg app.Config, r *fai
 		}
 		seen := map[string]bool{}
 		last, later := -1, false
-		for _, b := range pub.Batches {
+		// Each batch is one Admit script, contiguous in the queue; instances
+		// may log their batches in another order: put them in the order of
+		// their first user's place (later entries after the pre-queue).
+		batches := slices.Clone(pub.Batches)
+		place := func(b []string) int {
+			if i, ok := pre[b[0]]; ok {
+				return i
+			}
+			return len(pre)
+		}
+		slices.SortStableFunc(batches, func(x, y []string) int { return place(x) - place(y) })
+		for _, b := range batches {
 			for _, u := range b {
 				i, ok := pre[u]
 				switch {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -144,7 +145,18 @@ func (p published) verify() (string, error) {
 	}
 	seen := map[string]bool{}
 	last, later := -1, false
-	for _, b := range p.Batches {
+	// Each batch is one Admit script, contiguous in the queue; instances
+	// may log their batches in another order: put them in the order of
+	// their first user's place (later entries after the pre-queue).
+	batches := slices.Clone(p.Batches)
+	place := func(b []string) int {
+		if i, ok := pre[b[0]]; ok {
+			return i
+		}
+		return len(pre)
+	}
+	slices.SortStableFunc(batches, func(x, y []string) int { return place(x) - place(y) })
+	for _, b := range batches {
 		for _, u := range b {
 			if seen[u] {
 				return "", fmt.Errorf("user %s admitted twice", u)
