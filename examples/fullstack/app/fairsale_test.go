@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"net/http"
 	"slices"
 	"strconv"
@@ -288,5 +289,37 @@ func TestQueuePreQueueVerified(t *testing.T) {
 	}
 	if !slices.Equal(admitted, pub.Order) {
 		t.Fatalf("admission order %v, want the verified order %v", admitted, pub.Order)
+	}
+}
+
+// TestConfigSaleMode: the flag and its environment variable, and the
+// validation of each mode's settings.
+func TestConfigSaleMode(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("SECKILL_SALE_MODE", "queue")
+	t.Setenv("SECKILL_QUEUE_RATE", "12.5")
+	c := app.DefaultConfig()
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-queue-cap", "7"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.SaleMode != app.SaleQueue || c.QueueRate != 12.5 || c.QueueCap != 7 || c.Validate() != nil {
+		t.Fatalf("parsed %q %v %d, validate %v", c.SaleMode, c.QueueRate, c.QueueCap, c.Validate())
+	}
+	if d := app.DefaultConfig(); d.SaleMode != app.SaleFCFS || d.Validate() != nil {
+		t.Fatalf("default sale mode %q, %v", d.SaleMode, d.Validate())
+	}
+	for _, bad := range []func(*app.Config){
+		func(c *app.Config) { c.SaleMode = "lottery" },
+		func(c *app.Config) { c.SaleMode, c.QueueRate, c.QueueCap = app.SaleQueue, 0, 0 },
+		func(c *app.Config) { c.SaleMode, c.QueueRate = app.SaleQueue, -1 },
+		func(c *app.Config) { c.SaleMode, c.DrawDeadline = app.SaleDraw, 0 },
+	} {
+		c := app.DefaultConfig()
+		bad(&c)
+		if c.Validate() == nil {
+			t.Errorf("%+v validated", c.SaleMode)
+		}
 	}
 }
