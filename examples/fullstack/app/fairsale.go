@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/waitroom"
 	"github.com/seckillkit/seckill/waitroom/draw"
 )
@@ -440,6 +441,75 @@ func (a *App) fairStats(ctx context.Context) (FairStats, error) {
 	}
 	f.mu.Unlock()
 	return out, nil
+}
+
+// FairCounts are the fair mode's invariants, counted from Redis and SQL
+// (Invariants.Fair): no user admitted twice (AdmittedTwice = 0, from the
+// admission log), no place lost (Admitted + Waiting + Abandoned = Joined),
+// and every live order's buyer was admitted (queue) or is a winner (draw):
+// BuyersNotAdmitted = 0.
+type FairCounts struct {
+	Mode              string `json:"mode"`
+	Joined            int64  `json:"joined"`   // queue: entries; draw: entries
+	Admitted          int64  `json:"admitted"` // queue: admitted; draw: winners now
+	Waiting           int64  `json:"waiting"`
+	Abandoned         int64  `json:"abandoned"`
+	Logged            int64  `json:"logged"` // queue: distinct users in the admission log
+	AdmittedTwice     int64  `json:"admitted_twice"`
+	BuyersNotAdmitted int64  `json:"buyers_not_admitted"`
+}
+
+// fairCounts counts the fair mode's invariants; nil in fcfs mode.
+func (a *App) fairCounts(ctx context.Context, live []order.Order) (*FairCounts, error) {
+	f := a.p.fair
+	if f == nil {
+		return nil, nil
+	}
+	c := &FairCounts{Mode: f.mode}
+	var ent string
+	if f.room != nil {
+		ent = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:ent"
+		st, err := f.room.Stats(ctx, f.sale)
+		if err != nil {
+			return nil, err
+		}
+		c.Admitted, c.Waiting, c.Abandoned = st.Admitted, st.Waiting, st.Abandoned
+		logs, err := f.rdb.LRange(ctx, f.alog, 0, -1).Result()
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for _, l := range logs {
+			for _, u := range strings.Split(l, ",") {
+				if seen[u] {
+					c.AdmittedTwice++
+				}
+				seen[u] = true
+			}
+		}
+		c.Logged = int64(len(seen))
+	} else {
+		ent = a.cfg.KeyPrefix + "{dr:" + f.sale + "}:ent"
+	}
+	vals, err := f.rdb.HGetAll(ctx, ent).Result()
+	if err != nil {
+		return nil, err
+	}
+	c.Joined = int64(len(vals))
+	if f.drawer != nil {
+		for _, v := range vals {
+			if strings.HasPrefix(v, "w") {
+				c.Admitted++
+			}
+		}
+	}
+	for _, o := range live {
+		v := vals[o.UserID]
+		if (f.room != nil && v != "a" && v != "d") || (f.drawer != nil && !strings.HasPrefix(v, "w")) {
+			c.BuyersNotAdmitted++
+		}
+	}
+	return c, nil
 }
 
 // Published is what a fair sale publishes so anyone can check it

@@ -157,6 +157,29 @@ func TestQueueModeEndToEnd(t *testing.T) {
 	if err != nil || st.Admitted != n || st.Waiting != 0 {
 		t.Fatalf("stats %+v %v: want %d admitted, none waiting", st, err, n)
 	}
+	checkFairCounts(t, a)
+}
+
+// checkFairCounts reads the invariants' fair counts once the buys
+// settled: nobody admitted twice, no place lost, every buyer admitted.
+func checkFairCounts(t *testing.T, a *app.App) {
+	t.Helper()
+	var iv app.Invariants
+	until(t, time.Minute, "the buys settled", func() bool {
+		var err error
+		iv, err = a.Invariants(context.Background())
+		return err == nil && iv.Settled && iv.LiveOrders > 0
+	})
+	c := iv.Fair
+	if c == nil {
+		t.Fatal("no fair counts in a fair mode's invariants")
+	}
+	if c.AdmittedTwice != 0 || c.BuyersNotAdmitted != 0 {
+		t.Fatalf("fair counts %+v: want nobody admitted twice, every buyer admitted", *c)
+	}
+	if c.Mode == app.SaleQueue && c.Admitted+c.Waiting+c.Abandoned != c.Joined {
+		t.Fatalf("fair counts %+v: a place lost", *c)
+	}
 }
 
 // TestDrawModeEndToEnd: entries before the start, the draw at the start
@@ -232,15 +255,22 @@ func TestDrawModeEndToEnd(t *testing.T) {
 	if winners != 2 {
 		t.Fatalf("%d winners, want the stock (2)", winners)
 	}
+	checkFairCounts(t, a)
+	if iv, _ := a.Invariants(ctx); iv.Fair.Admitted != 2 || iv.LiveOrders != 2 {
+		t.Fatalf("fair counts %+v, %d live orders: want 2 winners, 2 orders", *iv.Fair, iv.LiveOrders)
+	}
 }
 
 // TestFCFSModeUnchanged: the default mode has no fair route and no
 // sale_mode in /api/activity.
 func TestFCFSModeUnchanged(t *testing.T) {
-	_, base := startApp(t, embeddedConfig(2, 1))
+	a, base := startApp(t, embeddedConfig(2, 1))
 	_, act := fairCall(t, base, "GET", "/api/activity", "", nil, nil)
 	if _, ok := act["sale_mode"]; ok {
 		t.Fatalf("fcfs /api/activity has sale_mode: %v", act)
+	}
+	if iv, err := a.Invariants(context.Background()); err != nil || iv.Fair != nil {
+		t.Fatalf("fcfs invariants have fair counts: %+v %v", iv.Fair, err)
 	}
 	_, m := fairCall(t, base, "POST", "/api/login", "", nil, map[string]string{"username": "user1"})
 	b, _ := m["token"].(string)

@@ -432,6 +432,9 @@ func (f *fairLoad) check(ctx context.Context, a *app.App, cfg app.Config, r *fai
 			if iv.RedisRemain+iv.RedisLive != iv.RedisTotal {
 				bad("stock not conserved: remaining %d + live %d != total %d", iv.RedisRemain, iv.RedisLive, iv.RedisTotal)
 			}
+			if c := iv.Fair; c == nil || c.AdmittedTwice != 0 || c.BuyersNotAdmitted != 0 {
+				bad("fair counts %+v: want nobody admitted twice and every buyer admitted (or a winner)", c)
+			}
 			if iv.Settled && iv.LiveOrders != r.Bought {
 				bad("%d buys accepted, %d live orders", r.Bought, iv.LiveOrders)
 			}
