@@ -881,6 +881,16 @@ func (a *App) fairAdmin(h http.Handler, auth func(*http.Request) (string, error)
 	return mux
 }
 
+// fairPause pauses or resumes the queue's admission with the sale's pause
+// (the admin API's pause and resume of the activity).
+func (a *App) fairPause(ctx context.Context, activity string, paused bool) error {
+	f := a.p.fair
+	if f == nil || f.room == nil || activity != f.sale {
+		return nil
+	}
+	return f.room.SetPaused(ctx, f.sale, paused)
+}
+
 func (a *App) fairAdminErr(w http.ResponseWriter, err error) {
 	if errors.Is(err, waitroom.ErrInvalidArgument) || errors.Is(err, draw.ErrInvalidArgument) {
 		writeErr(w, http.StatusBadRequest, "bad_request", err.Error())

@@ -353,3 +353,27 @@ func TestConfigSaleMode(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuePausesWithTheSale: the admin API's pause of the activity pauses
+// the queue's admission, and its resume resumes it.
+func TestQueuePausesWithTheSale(t *testing.T) {
+	cfg := embeddedConfig(10, 5)
+	cfg.SaleMode = app.SaleQueue
+	a, _ := startApp(t, cfg)
+	ctx := context.Background()
+	b := app.AdminBackend(t, a)
+	for _, paused := range []bool{true, false} {
+		var err error
+		if paused {
+			_, err = b.Pause(ctx, app.ActivityID(a))
+		} else {
+			_, err = b.Resume(ctx, app.ActivityID(a))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := app.FairStatsOf(ctx, a); err != nil || st.Paused != paused {
+			t.Fatalf("queue paused = %v (%v) after the sale's pause = %v", st.Paused, err, paused)
+		}
+	}
+}
