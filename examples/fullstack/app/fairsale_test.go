@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,6 +270,9 @@ func TestFCFSModeUnchanged(t *testing.T) {
 	if _, ok := act["sale_mode"]; ok {
 		t.Fatalf("fcfs /api/activity has sale_mode: %v", act)
 	}
+	if _, body := getText(t, base+"/metrics", ""); strings.Contains(body, "seckill_fair_") {
+		t.Error("fcfs /metrics has seckill_fair_ metrics")
+	}
 	if iv, err := a.Invariants(context.Background()); err != nil || iv.Fair != nil {
 		t.Fatalf("fcfs invariants have fair counts: %+v %v", iv.Fair, err)
 	}
@@ -375,5 +379,69 @@ func TestQueuePausesWithTheSale(t *testing.T) {
 		if st, err := app.FairStatsOf(ctx, a); err != nil || st.Paused != paused {
 			t.Fatalf("queue paused = %v (%v) after the sale's pause = %v", st.Paused, err, paused)
 		}
+	}
+}
+
+// getText is a GET with an optional bearer; it returns the code and body.
+func getText(t *testing.T, url, bearer string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// TestQueueOperatorPlane: the queue's metrics on /metrics, and its admin
+// routes behind the admin token (401 without, 404 for another activity,
+// 400 for a commitment that is not one).
+func TestQueueOperatorPlane(t *testing.T) {
+	cfg := embeddedConfig(10, 5)
+	cfg.SaleMode = app.SaleQueue
+	cfg.AdminAddr, cfg.AdminToken = "127.0.0.1:0", strings.Repeat("a", 40)
+	a, base := startApp(t, cfg)
+	until(t, time.Minute, "the fair gauges", func() bool {
+		_, body := getText(t, base+"/metrics", "")
+		return strings.Contains(body, "seckill_fair_waiting 0") && strings.Contains(body, "seckill_fair_rate 0") // no commitment yet: not configured
+	})
+	admin := a.AdminURL() + app.AdminPath + "queue/"
+	if code, _ := getText(t, admin+"1/stats", ""); code != 401 {
+		t.Errorf("stats without the token: %d, want 401", code)
+	}
+	if code, _ := getText(t, admin+"2/stats", cfg.AdminToken); code != 404 {
+		t.Errorf("stats of another activity: %d, want 404", code)
+	}
+	code, body := getText(t, admin+"1/stats", cfg.AdminToken)
+	if code != 200 || !strings.Contains(body, `"mode":"queue"`) {
+		t.Errorf("stats: %d %s", code, body)
+	}
+	req, _ := http.NewRequest("POST", admin+"1/commit", strings.NewReader(`{"commitment":"not-a-hash"}`))
+	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("commit of a bad commitment: %d, want 400", resp.StatusCode)
+	}
+	// A commitment configures the room with the flags' rate.
+	req, _ = http.NewRequest("POST", admin+"1/commit", strings.NewReader(`{"commitment":"`+waitroom.Commit([]byte(strings.Repeat("z", 32)))+`"}`))
+	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code, body := getText(t, admin+"1/stats", cfg.AdminToken); resp.StatusCode != 200 || code != 200 || !strings.Contains(body, `"rate":50`) {
+		t.Errorf("after the commitment (%d): stats %d %s", resp.StatusCode, code, body)
 	}
 }
