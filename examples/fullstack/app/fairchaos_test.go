@@ -255,3 +255,23 @@ func TestQueueRateTwoInstances(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueSecondInstanceWithoutSharedSecret: without the admin API each
+// process commits to a seed of its own; a second process (or a restart)
+// after the start joins the first one's commitment instead of failing.
+func TestQueueSecondInstanceWithoutSharedSecret(t *testing.T) {
+	cfg := embeddedConfig(10, 5)
+	cfg.SaleMode = app.SaleQueue
+	a, _ := startApp(t, cfg)
+	before, err := app.FairStatsOf(context.Background(), a)
+	if err != nil || before.Commitment == "" {
+		t.Fatalf("stats %+v %v", before, err)
+	}
+	cfgB := cfg
+	cfgB.RedisAddr = app.Miniredis(a).Addr()
+	b, _ := startApp(t, cfgB)
+	after, err := app.FairStatsOf(context.Background(), b)
+	if err != nil || after.Commitment != before.Commitment {
+		t.Fatalf("B's commitment %q (%v), want A's %q", after.Commitment, err, before.Commitment)
+	}
+}

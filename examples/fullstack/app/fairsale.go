@@ -169,16 +169,23 @@ func (a *App) buildFair() error {
 	return nil
 }
 
-// fairSetup commits to the app's own seed when the admin API is off.
+// fairSetup commits to the app's own seed when the admin API is off. The
+// first process to start keeps its seed in Redis (HSETNX) and every
+// process, a restart too, commits to that one: the commitment is the same
+// whoever starts first, with or without a shared secret.
 func (a *App) fairSetup(ctx context.Context) error {
 	f := a.p.fair
 	if f.auto == nil {
 		return nil
 	}
-	if err := a.fairCommit(ctx, waitroom.Commit(f.auto)); err != nil {
+	if err := f.rdb.HSetNX(ctx, f.app, "seed", hex.EncodeToString(f.auto)).Err(); err != nil {
 		return err
 	}
-	return f.rdb.HSet(ctx, f.app, "seed", hex.EncodeToString(f.auto)).Err()
+	seed, err := f.seed(ctx)
+	if err != nil {
+		return err
+	}
+	return a.fairCommit(ctx, waitroom.Commit(seed))
 }
 
 // fairCommit sets the commitment (admin: queue commit).
