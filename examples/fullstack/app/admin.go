@@ -254,6 +254,9 @@ func (b *adminBackend) control(ctx context.Context, activity string, f func(cont
 	if err := f(ctx, activity); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
+	if err := b.a.fairPause(ctx, activity, status == order.ActivityPaused); err != nil { // the queue pauses with the sale
+		return admin.Change{}, err
+	}
 	if err := operate.SetActivityStatus(ctx, b.a.in.DB, activity, status); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
@@ -516,5 +519,5 @@ func (a *App) adminHandler() (http.Handler, error) {
 	if err := h.AutoMigrate(ctx); err != nil {
 		return nil, err
 	}
-	return h, nil
+	return a.fairAdmin(h, auth), nil
 }

@@ -88,6 +88,9 @@ type parts struct {
 	// group): tests stop and restart the consumer through them.
 	handler sarama.ConsumerGroupHandler
 	group   sarama.ConsumerGroup
+
+	fair      *fair       // the fair sale mode (fairsale.go); nil in fcfs mode
+	fairChain []tokenStep // its token chain (tokenSteps)
 }
 
 // build puts every library part together over a's connections, lists the
@@ -99,7 +102,7 @@ func (a *App) build(node string, pool *dbfallback.Store) error {
 		p.obs = append(p.obs, a.cfg.Observer)
 	}
 	a.p = p
-	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildBotDefence, a.buildOrders, a.buildCheckout} {
+	for _, step := range []func() error{a.buildBreakers, a.buildStock, a.buildCredentials, a.buildRisk, a.buildLimits, a.buildBotDefence, a.buildOrders, a.buildFair, a.buildCheckout} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -653,7 +656,7 @@ func (a *App) buildCheckout() (err error) {
 // steps is the app's edit of checkout's default steps (shapeAfterGlobal),
 // then a test's (Config.checkoutSteps), which is applied last.
 func (a *App) steps(defaults []checkout.Step) []checkout.Step {
-	steps := a.botSteps(shapeAfterGlobal(defaults))
+	steps := a.fairSteps(a.botSteps(shapeAfterGlobal(defaults)))
 	if a.cfg.checkoutSteps != nil {
 		steps = a.cfg.checkoutSteps(steps)
 	}

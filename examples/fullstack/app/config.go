@@ -213,6 +213,13 @@ type Config struct {
 	// grace), so a test moves time past it without waiting.
 	reconcileClock interface{ Now() time.Time }
 
+	// SaleMode, QueueRate, QueueCap, DrawDeadline: the fair sale modes
+	// (fairsale.go): fcfs (the default), queue or draw.
+	SaleMode     string
+	QueueRate    float64
+	QueueCap     int64
+	DrawDeadline time.Duration
+
 	LogLevel string
 	Quiet    bool // only warnings and errors
 }
@@ -250,6 +257,9 @@ func DefaultConfig() Config {
 		GlobalRate:     100000,
 		GlobalBurst:    20000,
 		LogLevel:       "info",
+		SaleMode:       SaleFCFS,
+		QueueRate:      50,
+		DrawDeadline:   15 * time.Minute,
 	}
 }
 
@@ -354,6 +364,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	secretFile(&c.PaySecret, fs, "pay-secret-file", "SECKILL_PAY_SECRET", "file holding the payment provider's callback secret (>= 32 bytes); or env SECKILL_PAY_SECRET (default: random per process)")
 	boolv(&c.DemoWithRealServers, "demo-with-real-servers", "SECKILL_DEMO_WITH_REAL_SERVERS", "TESTS ONLY: allow -demo against real servers (load and fault tests); never in production")
 	dur(&c.ClockSkew, "clock-skew", "SECKILL_CLOCK_SKEW", "TESTS ONLY: offset this process's clock by this much (the buy handler's sale-window check, signed paths, the access-token window); Redis TIME is not moved")
+	c.registerFairFlags(fs)
 	str(&c.LogLevel, "log-level", "SECKILL_LOG_LEVEL", "debug, info, warn or error")
 	if v := os.Getenv("SECKILL_ADMIN_LISTEN"); v != "" && os.Getenv("SECKILL_ADMIN_ADDR") == "" {
 		c.AdminAddr, c.adminAddrOld = v, true // the deprecated name
@@ -429,6 +440,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("db-fallback-quota must be between 0 and the stock (%d), got %d", c.Stock, c.DBFallbackQuota)
 	case c.ReconcileEvery <= 0 || c.ReconcileGrace <= 0:
 		return fmt.Errorf("reconcile-every and reconcile-grace must be positive")
+	case c.fairErr() != nil:
+		return c.fairErr()
 	case c.UserRate < 1 || c.UserWindow <= 0 || c.GlobalRate < 1 || c.GlobalBurst < 1:
 		return fmt.Errorf("limits must be positive")
 	}

@@ -243,7 +243,7 @@ var tokenChain = []tokenStep{
 func (a *App) handleToken(w http.ResponseWriter, r *http.Request) {
 	t := &tokenReq{r: r}
 	t.user, _ = userOf(r)
-	for _, s := range tokenChain {
+	for _, s := range a.tokenSteps() {
 		if v := runTokenStep(r.Context(), a.p.brRedis.Execute, a, s, t); v.done() {
 			a.answerStep(w, r, s.stage, v)
 			return

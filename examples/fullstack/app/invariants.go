@@ -36,6 +36,7 @@ type Invariants struct {
 	OutboxPending int64            `json:"outbox_pending"`
 	InFlight      int64            `json:"in_flight"`
 	Settled       bool             `json:"settled"`
+	Fair          *FairCounts      `json:"fair,omitempty"` // the fair sale mode's counts (fairsale.go); absent in fcfs mode
 }
 
 // Invariants counts, in Redis and the DB, everything the invariants need.
@@ -71,6 +72,9 @@ func (a *App) Invariants(ctx context.Context) (Invariants, error) {
 	}
 	iv.OutboxPending = bl.Pending
 	iv.Settled = iv.InFlight == 0 && iv.OutboxPending == 0
+	if iv.Fair, err = a.fairCounts(ctx, live); err != nil {
+		return iv, fmt.Errorf("fair sale: %w", err)
+	}
 	return iv, nil
 }
 

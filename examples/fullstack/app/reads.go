@@ -24,6 +24,7 @@ type activityView struct {
 	PathOpenTime  time.Time `json:"path_open_time"`
 	ServerTime    time.Time `json:"server_time"`
 	Demo          bool      `json:"demo"`
+	SaleMode      string    `json:"sale_mode,omitempty"` // queue or draw (fairsale.go); absent in fcfs mode
 }
 
 func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
@@ -31,7 +32,7 @@ func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
 		ID: a.sale.act.ID, Name: a.sale.act.Name, ProductName: a.sale.act.ProductName,
 		Price: a.sale.act.ActivityPrice.String(), OriginalPrice: a.sale.act.OriginalPrice.String(),
 		TotalStock: a.sale.act.Stock, Remaining: a.cachedRemaining(r.Context()),
-		StartTime: a.sale.act.Start, EndTime: a.sale.act.End, PathOpenTime: a.sale.pathOpen,
+		StartTime: a.sale.act.Start, EndTime: a.sale.act.End, PathOpenTime: a.sale.pathOpen, SaleMode: a.fairMode(),
 		ServerTime: time.Now().UTC(), Demo: a.cfg.Demo,
 	})
 }

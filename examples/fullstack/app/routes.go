@@ -42,6 +42,7 @@ func (a *App) Handler() http.Handler {
 	handle("POST /api/pay", authed("pay", a.handlePay))
 	handle("POST /api/pay/fake", authed("pay", a.handleFakePay))
 	handle("POST /api/payments/callback", a.route("payment_callback", a.p.pay.h.ServeHTTP))
+	a.fairRoutes(handle, authed)
 	if a.cfg.Demo {
 		// DEMO ONLY (-demo): lets scripts, the load generator and the
 		// browser test pass the captcha. Never enable in production.

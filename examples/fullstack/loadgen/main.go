@@ -84,6 +84,9 @@ func run(args []string) (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if cfg.SaleMode == app.SaleQueue || cfg.SaleMode == app.SaleDraw { // fair.go
+		return runFair(ctx, cfg, lc.Target, lc.Concurrency, lc.Drain, cl.report)
+	}
 	lc.MetricsToken = os.Getenv("SECKILL_METRICS_TOKEN") // the target's, to read its CPU
 	if lc.Peak {
 		read, note, closeRedis := newRedisReader(cfg, lc.Target == "")

@@ -54,6 +54,7 @@
     if (state.token) headers["Authorization"] = "Bearer " + state.token;
     if (state.pow && !state.noDevice) headers["X-Device-ID"] = deviceID(); // -bot-defence: the device rules
     if (body !== undefined) headers["Content-Type"] = "application/json";
+    if (window.seckillFairHeaders) Object.assign(headers, window.seckillFairHeaders(path)); // fair.js: the queue pass
     const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     let data = {};
     try { data = await res.json(); } catch (_) {}

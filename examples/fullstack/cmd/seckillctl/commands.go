@@ -124,6 +124,7 @@ func newRoot(out io.Writer, getenv func(string) string, hc *http.Client) (*cobra
 		})),
 		c.bansCmd(),
 		c.auditCmd(),
+		c.queueCmd(act),
 	)
 	return root, c
 }

@@ -1,0 +1,98 @@
+// Fair sale modes of the seckill demo page (-sale-mode queue | draw). In
+// first-come mode (the default) /api/activity has no sale_mode and this
+// file does nothing.
+// - queue: join the waiting room once signed in, poll the place (position,
+//   ETA) every second, show the moment of admission; the admission pass
+//   goes with the access-token request (X-Queue-Pass, via app.js's api()).
+// - draw: enter before the start, then poll the outcome (winner with a
+//   deadline, waitlisted, not drawn); only a winner sees the buy button.
+(() => {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const fair = { mode: "", ticket: "", pass: "", entered: false };
+  window.seckillFairHeaders = (path) =>
+    path === "/api/activity/token" && fair.pass ? { "X-Queue-Pass": fair.pass } : {};
+  const bearer = () => sessionStorage.getItem("seckill.token") || "";
+
+  async function call(method, path, headers) {
+    const h = Object.assign({ "Accept": "application/json", "Authorization": "Bearer " + bearer() }, headers || {});
+    let body;
+    if (method === "POST") { h["Content-Type"] = "application/json"; body = "{}"; }
+    const res = await fetch(path, { method, headers: h, body });
+    let data = {};
+    try { data = await res.json(); } catch (_) {}
+    return { ok: res.ok, code: res.status, data };
+  }
+  function show(text, state) {
+    const el = $("fair-status");
+    el.textContent = text;
+    el.dataset.state = state;
+  }
+  const buyButton = (on) => $("buy-btn").classList.toggle("hidden", !on);
+  const secs = (ms) => Math.max(1, Math.round(ms / 1000)) + " s";
+
+  async function queueTick() {
+    if (!bearer()) return;
+    if (!fair.ticket) {
+      const j = await call("POST", "/api/queue/join");
+      if (!j.ok) { show(j.data.message || "Could not join the queue — retrying…", "error"); return; }
+      fair.ticket = j.data.ticket;
+    }
+    const r = await call("GET", "/api/queue/poll", { "X-Queue-Ticket": fair.ticket });
+    if (r.code === 403) { fair.ticket = ""; return; } // join again
+    if (!r.ok) return;
+    const p = r.data;
+    $("fair-position").textContent = p.position || "";
+    if (p.state === "waiting") {
+      buyButton(false);
+      show(p.position > 0
+        ? "You are number " + p.position + " in the queue" + (p.eta_ms > 0 ? " — about " + secs(p.eta_ms) + " to go." : ".")
+        : "You are in the queue. Everyone who joins before the start gets a place by a fair draw at the start.", "waiting");
+    } else if (p.state === "admitted") {
+      if (!fair.pass) $("fair-admitted").textContent = new Date().toISOString().substring(11, 19) + " UTC";
+      fair.pass = p.pass;
+      buyButton(true);
+      show("It is your turn! Admitted at " + $("fair-admitted").textContent + " — buy before " +
+        new Date(p.expiry).toISOString().substring(11, 19) + " UTC.", "admitted");
+    } else if (p.state === "done") {
+      show("You used your turn.", "done");
+    } else {
+      fair.pass = ""; buyButton(false);
+      show("You left the queue (the page stopped asking, or your turn lapsed).", "left");
+    }
+  }
+
+  async function drawTick() {
+    if (!bearer()) return;
+    $("draw-enter").classList.toggle("hidden", fair.entered);
+    if (!fair.entered) {
+      const o = await call("GET", "/api/draw/outcome");
+      if (o.ok && o.data.status !== "not_entered") fair.entered = true; else { show("Enter the draw before the start.", "open"); return; }
+    }
+    const r = await call("GET", "/api/draw/outcome");
+    if (!r.ok) return;
+    const o = r.data;
+    buyButton(o.status === "winner");
+    if (o.status === "entered") show("You are in the draw. Winners are drawn at the start.", "entered");
+    else if (o.status === "winner") show("You won the draw (#" + o.rank + ")!" + (o.deadline ? " Buy before " + new Date(o.deadline).toISOString().substring(11, 19) + " UTC." : ""), "winner");
+    else if (o.status === "waitlisted") show("You are on the waitlist (#" + o.position + "): you get a unit if a winner does not buy.", "waitlisted");
+    else if (o.status === "lost") show("Not drawn this time.", "lost");
+  }
+
+  async function enterDraw() {
+    const r = await call("POST", "/api/draw/enter");
+    if (r.ok) { fair.entered = true; drawTick(); } else show(r.data.message || "Could not enter the draw.", "error");
+  }
+
+  fetch("/api/activity").then((r) => r.json()).then((a) => {
+    fair.mode = a.sale_mode || "";
+    if (!fair.mode) return;
+    $("fair-card").classList.remove("hidden");
+    $("fair-title").textContent = fair.mode === "queue" ? "Waiting room" : "Draw";
+    buyButton(false);
+    if (fair.mode === "draw") $("draw-enter").addEventListener("click", enterDraw);
+    const tick = fair.mode === "queue" ? queueTick : drawTick;
+    const loop = () => tick().catch(() => {}).finally(() => setTimeout(loop, 1000));
+    loop();
+  }).catch(() => {});
+})();
