@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/examples/fullstack/internal/admitlog"
 	"github.com/seckillkit/seckill/waitroom"
 	"github.com/seckillkit/seckill/waitroom/draw"
 )
@@ -352,40 +352,9 @@ func (f *fairLoad) check(ctx context.Context, a *app.App, cfg app.Config, r *fai
 		if err := waitroom.VerifyOrder(seed, pub.Commitment, pub.Entries, pub.Order); err != nil {
 			bad("the published pre-queue does not verify: %v", err)
 		}
-		pre := map[string]int{}
-		for i, u := range pub.Order {
-			pre[u] = i
-		}
-		seen := map[string]bool{}
-		last, later := -1, false
-		// Each batch is one Admit script, contiguous in the queue; instances
-		// may log their batches in another order: put them in the order of
-		// their first user's place (later entries after the pre-queue).
-		batches := slices.Clone(pub.Batches)
-		place := func(b []string) int {
-			if i, ok := pre[b[0]]; ok {
-				return i
-			}
-			return len(pre)
-		}
-		slices.SortStableFunc(batches, func(x, y []string) int { return place(x) - place(y) })
-		for _, b := range batches {
-			for _, u := range b {
-				i, ok := pre[u]
-				switch {
-				case seen[u]:
-					bad("user %s admitted twice", u)
-				case !ok:
-					later = true
-				case later:
-					bad("pre-queue user %s admitted after a later entry", u)
-				case i < last:
-					bad("pre-queue user %s admitted out of the verified order", u)
-				default:
-					last = i
-				}
-				seen[u] = true
-			}
+		seen, _, err := admitlog.Check(pub.Order, pub.Batches)
+		if err != nil {
+			bad("%v", err)
 		}
 		if int64(len(seen)) != st.Admitted {
 			bad("the admission log holds %d users, the room counts %d admitted", len(seen), st.Admitted)

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/seckillkit/seckill/examples/fullstack/internal/admitlog"
 	"github.com/seckillkit/seckill/waitroom"
 	"github.com/seckillkit/seckill/waitroom/draw"
 )
@@ -139,47 +139,9 @@ func (p published) verify() (string, error) {
 	if err := waitroom.VerifyOrder(seed, p.Commitment, p.Entries, p.Order); err != nil {
 		return "", err
 	}
-	pre := map[string]int{}
-	for i, u := range p.Order {
-		pre[u] = i
-	}
-	seen := map[string]bool{}
-	last, later := -1, false
-	// Each batch is one Admit script, contiguous in the queue; instances
-	// may log their batches in another order: put them in the order of
-	// their first user's place (later entries after the pre-queue).
-	batches := slices.Clone(p.Batches)
-	place := func(b []string) int {
-		if i, ok := pre[b[0]]; ok {
-			return i
-		}
-		return len(pre)
-	}
-	slices.SortStableFunc(batches, func(x, y []string) int { return place(x) - place(y) })
-	for _, b := range batches {
-		for _, u := range b {
-			if seen[u] {
-				return "", fmt.Errorf("user %s admitted twice", u)
-			}
-			seen[u] = true
-			i, ok := pre[u]
-			switch {
-			case !ok:
-				later = true
-			case later:
-				return "", fmt.Errorf("pre-queue user %s admitted after a later entry", u)
-			case i < last:
-				return "", fmt.Errorf("pre-queue user %s admitted out of the verified order", u)
-			default:
-				last = i
-			}
-		}
-	}
-	skipped := 0
-	for _, u := range p.Order[:last+1] {
-		if !seen[u] {
-			skipped++ // abandoned: skipped at its turn
-		}
+	seen, skipped, err := admitlog.Check(p.Order, p.Batches)
+	if err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("verified: pre-queue of %d in the order of seed %s…; %d admitted, each once, in that order (%d skipped as abandoned)",
 		len(p.Order), p.Seed[:8], len(seen), skipped), nil
