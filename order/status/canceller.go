@@ -163,11 +163,22 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 			c.observeCancel(ctx, start, o.ActivityID, cerr)
 		}()
 	}
-	err := c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		o, err = c.cancelTx(tx, orderNo, now, expiredOnly)
-		return err
-	})
+	var err error
+	for attempt := range payAttempts { // a deadlock the database broke by rolling this one back: run it again
+		if attempt > 0 {
+			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
+				break
+			}
+		}
+		err = c.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var err error
+			o, err = c.cancelTx(tx, orderNo, now, expiredOnly)
+			return err
+		})
+		if !dbx.IsRetryable(err) {
+			break
+		}
+	}
 	if errors.Is(err, errCASLost) {
 		// Not CREATED (or gone, or not expired): read the committed state
 		// outside the transaction.

@@ -30,6 +30,12 @@ type paymentRow struct {
 
 var errPaymentRace = errors.New("order: payment recorded concurrently")
 
+// payAttempts bounds PayRef's and Refund's runs of their transaction: a
+// concurrent report of the same payment, a CAS lost to a payment, or a
+// deadlock the database broke by rolling one back (InnoDB does under
+// concurrent payments of one order) is run again.
+const payAttempts = 8
+
 // PayRef pays orderNo with p, in one transaction with the order's state:
 // the payment is recorded by (provider, reference) — the same payment
 // reported again (a provider's retry, a callback out of order) finds its
@@ -58,7 +64,12 @@ func (c *Canceller) PayRef(ctx context.Context, orderNo string, p Payment) error
 			dbx.DescribeID(p.Reference, order.MaxReservationIDLen), order.MaxReservationIDLen)
 	}
 	var err error
-	for range 3 { // a concurrent report of the same payment: read its row
+	for attempt := range payAttempts { // a concurrent report of the same payment: read its row
+		if attempt > 0 && dbx.IsRetryable(err) {
+			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
+				return fmt.Errorf("order: pay %s: %w", orderNo, errors.Join(err, serr))
+			}
+		}
 		var out string
 		var o order.Order
 		var cancelled bool
@@ -68,8 +79,8 @@ func (c *Canceller) PayRef(ctx context.Context, orderNo string, p Payment) error
 			out, o, cancelled, e = c.payTx(tx, orderNo, p, now)
 			return e
 		})
-		if errors.Is(err, errPaymentRace) {
-			continue
+		if errors.Is(err, errPaymentRace) || dbx.IsRetryable(err) {
+			continue // the database rolled it back: run it again
 		}
 		if err != nil {
 			if errors.Is(err, ErrOrderNotFound) || errors.Is(err, ErrPaymentConflict) {
@@ -202,8 +213,13 @@ func (c *Canceller) Refund(ctx context.Context, orderNo string, restock Restock)
 	}
 	var o order.Order
 	var err error
-	for range 3 { // a CAS lost to the payment it was waiting for: try again
-		if o, err = c.refundOnce(ctx, orderNo, restock); !errors.Is(err, errCASLost) {
+	for attempt := range payAttempts { // a CAS lost to the payment it was waiting for, or a deadlock rolled back: try again
+		if attempt > 0 && dbx.IsRetryable(err) {
+			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
+				break
+			}
+		}
+		if o, err = c.refundOnce(ctx, orderNo, restock); !errors.Is(err, errCASLost) && !dbx.IsRetryable(err) {
 			break
 		}
 	}

@@ -37,6 +37,24 @@ func IsDuplicate(err error) bool {
 	return strings.Contains(s, "UNIQUE constraint failed") || strings.Contains(s, "Duplicate entry")
 }
 
+// IsRetryable reports a transaction the database rolled back to break a
+// deadlock or a serialization conflict — MySQL/MariaDB 1213, PostgreSQL
+// SQLSTATE 40P01 and 40001 — which succeeds when run again.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) && me.Number == 1213 {
+		return true
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && (st.SQLState() == "40P01" || st.SQLState() == "40001") {
+		return true
+	}
+	return false
+}
+
 // QuoteIdent quotes a (validated) name for db's dialect: `t` on MySQL and
 // SQLite, "t" on PostgreSQL.
 func QuoteIdent(db *gorm.DB, name string) string {

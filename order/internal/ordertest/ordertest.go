@@ -6,9 +6,12 @@ package ordertest
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/order/orderid"
 )
 
 // EachDB runs f on a fresh database of every kind available (SQLite
@@ -115,3 +119,147 @@ func (s *RedisStock) Counts(t testing.TB) (stock, held int64, released map[strin
 	}
 	return stock, held, released
 }
+
+// DBKinds lists the kinds of database available, as testenv.AllDB would
+// return them, in a fixed order (for benchmarks).
+func DBKinds() []testenv.DBKind {
+	kinds := []testenv.DBKind{testenv.KindSQLite}
+	if os.Getenv(testenv.EnvMySQLDSN) != "" {
+		kinds = append(kinds, testenv.KindMySQL)
+	}
+	if os.Getenv(testenv.EnvPostgresDSN) != "" {
+		kinds = append(kinds, testenv.KindPostgres)
+	}
+	return kinds
+}
+
+// OpenDB returns a fresh database of the given kind, without tables.
+func OpenDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
+	t.Helper()
+	switch kind {
+	case testenv.KindMySQL:
+		return testenv.MySQL(t)
+	case testenv.KindPostgres:
+		return testenv.Postgres(t)
+	}
+	return testenv.SQLite(t)
+}
+
+// AddActivityIn adds an activity row to the activity table of tabs.
+func AddActivityIn(t testing.TB, db *gorm.DB, tabs order.Tables, id string, stock, limit int64) {
+	t.Helper()
+	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
+	require.NoError(t, db.Table(tabs.Activity).Create(&order.Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
+		ProductID: ProductOf(id), ProductName: "product " + id,
+		Stock: stock, Remaining: stock, PerUserLimit: limit, Status: 1, Start: now, End: now.Add(24 * time.Hour)}).Error)
+}
+
+// CountOrders counts the orders matching where (all without one).
+func CountOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	q := db.Model(&order.Order{})
+	if where != "" {
+		q = q.Where(where, args...)
+	}
+	require.NoError(t, q.Count(&n).Error)
+	return n
+}
+
+// LiveOrders is the units of act's orders that hold theirs: not
+// cancelled, not refunded to the sale.
+func LiveOrders(t testing.TB, db *gorm.DB, act string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, db.Model(&order.Order{}).Where("activity_id = ? AND status <> ? AND NOT (status = ? AND restock = ?)", act, order.OrderCancelled, order.OrderRefunded, "sale").
+		Select("COALESCE(SUM(qty),0)").Scan(&n).Error)
+	return n
+}
+
+// DBStock is act's remaining stock in the database.
+func DBStock(t testing.TB, db *gorm.DB, act string) int64 {
+	t.Helper()
+	var a order.Activity
+	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
+	return a.Remaining
+}
+
+// CheckConservation asserts DB stock + live orders = initial.
+func CheckConservation(t testing.TB, db *gorm.DB, act string, initial int64) {
+	t.Helper()
+	require.Equal(t, initial, DBStock(t, db, act)+LiveOrders(t, db, act), "DB stock + live orders = initial")
+}
+
+// NewGen returns an ID generator for machine on the real clock with the
+// default ID epoch.
+func NewGen(t testing.TB, machine int64) *orderid.Generator {
+	t.Helper()
+	g, err := orderid.New(machine)
+	require.NoError(t, err)
+	return g
+}
+
+// NewGenOn returns an ID generator for machine on the test clock, with the
+// ID epoch IDEpoch (which moves with SECKILL_TEST_EPOCH: on the real
+// clock it would lie decades after the real now under "future").
+func NewGenOn(t testing.TB, machine int64, clock *testenv.Clock) *orderid.Generator {
+	t.Helper()
+	g, err := orderid.New(machine, orderid.WithClock(clock), orderid.WithEpoch(IDEpoch()))
+	require.NoError(t, err)
+	return g
+}
+
+// Msg is message i of user in activity act, at the current version.
+func Msg(i int, act, user string) order.Message {
+	return order.Message{Version: order.MessageVersion, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+		ActivityID: act, UserID: user, Qty: 1, CreatedAt: testenv.Epoch()}
+}
+
+// KMsg is m as a consumed record at offset off.
+func KMsg(t testing.TB, off int64, m order.Message) order.Record {
+	t.Helper()
+	b, err := m.Encode()
+	require.NoError(t, err)
+	return order.Record{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
+}
+
+// Eventually polls cond (Kafka delivery has no clock to move).
+func Eventually(t testing.TB, d time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout: "+format, args...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// UUIDUser returns a UUID-shaped user ID for i: the string IDs of a shop
+// (the numeric ones of the tests are plain decimal strings).
+func UUIDUser(i int) string {
+	return fmt.Sprintf("%08x-4b1d-4c0e-9a7f-%012x", uint32(i)*2654435761, i)
+}
+
+// ProductOf is the product ID tests give the activity id: 9000 + id for a
+// numeric id, else 9000.
+func ProductOf(id string) int64 {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return 9000
+	}
+	return 9000 + n
+}
+
+// IDEpoch is the ID epoch of every generator that runs on a test clock
+// (NewGenOn): a day before the test epoch.
+// The default ID epoch, 2024-01-01, is after the "past" test epoch (a
+// generator refuses a clock before its epoch) and more than 41 bits of
+// milliseconds before a late enough one (IDs overflow). Generators on the
+// real clock keep the default.
+func IDEpoch() time.Time { return testenv.Epoch().Add(-24 * time.Hour) }
+
+// NewClock returns a fake clock standing at the test epoch. It meets no real
+// time: the package compares its readings only with each other (expiry,
+// grace, queue scores), never with a deadline, a TTL or a server's NOW().
+func NewClock() *testenv.Clock { return testenv.NewEpochClock(0) }
