@@ -350,6 +350,7 @@ func scenarios() []scenario {
 				sys:    func(sc *sysConfig) { sc.cluster = true },
 				strike: killMasterOf(prefix+"{a:1}:meta", seededWindow(time.Second, 2*time.Second)),
 				heal:   promoteAndRejoin, check: checkLedgerKept}},
+		{id: "F13", what: "Redis Cluster resharding mid-sale: the sale's slot migrated to another master (SETSLOT IMPORTING/MIGRATING, MIGRATE in batches) while buys run, and back", skipIf: needRedisCLI, fault: reshardFault()},
 		{id: "SEC", what: "under load: forged, foreign and cross-instance replayed links, stolen tokens, captcha brute force", fault: fault{
 			// Stock for the whole crowd and more: the sale must still be on
 			// while the attacks run, or the in-process sold-out refusal
