@@ -126,6 +126,14 @@ func ping(ctx context.Context, c redis.UniversalClient, what string) error {
 // openDB opens MariaDB/MySQL, or a pure-Go SQLite file (a temporary one
 // unless -sqlite names it).
 func (in *Infra) openDB(ctx context.Context, cfg Config) error {
+	if cfg.PostgresDSN != "" {
+		db, drop, err := openPostgres(ctx, cfg.PostgresDSN, cfg.MySQLDatabase, cfg.DropDatabaseOnClose)
+		if err != nil {
+			return err
+		}
+		in.DB, in.DBKind, in.dropDB = db, "postgres", drop
+		return nil
+	}
 	if cfg.MySQLDSN != "" {
 		db, drop, err := openMySQL(ctx, cfg.MySQLDSN, cfg.MySQLDatabase, cfg.DropDatabaseOnClose)
 		if err != nil {
@@ -168,7 +176,7 @@ func (in *Infra) startKafka(_ context.Context, cfg Config) error {
 		kfake.SeedTopics(int32(cfg.Partitions), cfg.Topic, cfg.Topic+".dlq"),
 	}
 	dir := cfg.KafkaDataDir
-	if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" {
+	if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" && cfg.PostgresDSN == "" {
 		dir = cfg.SQLitePath + ".kafka"
 	}
 	kind := "kfake (in memory: a crash loses queued buys)"

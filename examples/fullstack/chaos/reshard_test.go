@@ -23,7 +23,7 @@ import (
 // the stock ledger (checkLedgerKept) with no data-loss alert.
 
 // reshardBatch is how many keys one MIGRATE moves.
-const reshardBatch = 20
+const reshardBatch = 4
 
 func reshardFault() fault {
 	return fault{

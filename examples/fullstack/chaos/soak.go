@@ -14,6 +14,11 @@ import (
 // (SECKILL_SOAK_SEED). The strikes and heals themselves are the battery's
 // (soak_test.go).
 
+// The proxy names of process proc's Redis and database connections (see
+// system_test.go for every proxy name).
+func redisProxy(proc string) string { return proc + "-redis" }
+func dbProxy(proc string) string    { return proc + "-db" }
+
 // nemesisFault is one kind of fault the nemesis draws.
 type nemesisFault struct {
 	name string
