@@ -87,6 +87,12 @@ func (in *Infra) connectRedis(ctx context.Context, cfg Config) error {
 		in.Redis = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster, PoolSize: o.PoolSize,
 			MaxRetries: o.MaxRetries, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout})
 		in.RedisKind = "cluster"
+	case cfg.RedisSentinel != "":
+		c, err := sentinelClient(cfg.RedisSentinel, cfg.RedisPoolSize)
+		if err != nil {
+			return err
+		}
+		in.Redis, in.RedisKind = c, "sentinel"
 	case cfg.RedisAddr != "":
 		in.Redis, in.RedisKind = redis.NewClient(redisOptions(cfg.RedisAddr, cfg.RedisPoolSize)), "standalone"
 	default:

@@ -372,6 +372,9 @@ func scenarios() []scenario {
 			sys:    func(sc *sysConfig) { sc.postgres = true },
 			strike: partition(fixed(dbProxy("worker1")), false), window: seededWindow(2*time.Second, 4*time.Second),
 			heal: partition(fixed(dbProxy("worker1")), true)}},
+		{id: "F12s", what: "Sentinel-managed Redis (master + replica, 3 Sentinels; services on -redis-sentinel): kill -9 of the master, the replica promoted by the Sentinels, the node restarted as a replica", fault: fault{
+			sys:    func(sc *sysConfig) { sc.sentinel = true },
+			strike: sentinelKill, heal: sentinelHeal, check: checkLedgerKept}},
 		{id: "F13", what: "Redis Cluster resharding mid-sale: the sale's slot migrated to another master (SETSLOT IMPORTING/MIGRATING, MIGRATE in batches) while buys run, and back", skipIf: needRedisCLI, fault: reshardFault()},
 		{id: "SEC", what: "under load: forged, foreign and cross-instance replayed links, stolen tokens, captcha brute force", fault: fault{
 			// Stock for the whole crowd and more: the sale must still be on

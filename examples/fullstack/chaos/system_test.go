@@ -216,6 +216,7 @@ type system struct {
 	secretFile string             // -secret-file of every service process
 	redis      *crash.RedisServer // nil with a cluster
 	cluster    *redisCluster      // F12: a private Redis Cluster instead
+	sentinel   *redisSentinel     // F12s: a private Sentinel-managed Redis instead
 	mdb        *mariaDB           // F5: a private MariaDB instead of SECKILL_MYSQL_DSN's
 	pg         *pgServer          // F5p: a private PostgreSQL server
 	broker     *proc
@@ -253,6 +254,9 @@ type sysConfig struct {
 	// cluster runs a private 3-master + 3-replica Redis Cluster (F12)
 	// instead of the standalone redis-server.
 	cluster bool
+	// sentinel runs a private master + replica + 3 Sentinels (F12s)
+	// instead of the standalone redis-server.
+	sentinel bool
 	// ownKafka names the processes whose every Kafka connection goes
 	// through proxies of their own (-kafka-addr-map maps each broker's
 	// advertised address to the process's proxy in front of it).
@@ -262,9 +266,12 @@ type sysConfig struct {
 func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	t.Helper()
 	s := &system{t: t, px: newProxies(t), secretFile: crash.WriteSecret(t)}
-	if sc.cluster {
+	switch {
+	case sc.sentinel:
+		s.sentinel = startRedisSentinel(t)
+	case sc.cluster:
 		s.cluster = startRedisCluster(t)
-	} else {
+	default:
 		s.redis = crash.StartRedis(t, crash.AOFEverySec)
 	}
 	if sc.privateDB {
@@ -360,9 +367,12 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 		own[n] = true
 	}
 	for _, n := range names {
-		if s.cluster != nil {
+		switch {
+		case s.sentinel != nil:
+			procRedis[n] = []string{"-redis-sentinel", s.sentinel.spec()}
+		case s.cluster != nil:
 			procRedis[n] = []string{"-redis-cluster", strings.Join(s.cluster.addrs, ",")}
-		} else {
+		default:
 			ra, err := s.px.add(redisProxy(n), s.redis.Addr())
 			if err != nil {
 				t.Fatal(err)
@@ -438,6 +448,8 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 			t.Fatalf("no master of slot %d: %v", slot, err)
 		}
 		s.setCheckerRedis(m.addr)
+	} else if s.sentinel != nil {
+		s.setCheckerRedis(s.sentinel.addrs[0])
 	} else {
 		s.store.Redis = s.redis.Client()
 	}
