@@ -299,7 +299,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	intv(&c.CoalesceBatch, "coalesce-batch", "SECKILL_COALESCE_BATCH", "most reservations per coalesced script call (1..1024)")
 	intv(&c.Shards, "shards", "SECKILL_SHARDS", "split the sale's stock over this many Redis keys, each in its own Cluster slot (1..64; 1 on a standalone Redis; the same in every process)")
 	str(&c.KeyPrefix, "prefix", "SECKILL_PREFIX", "Redis key prefix")
-	str(&c.PostgresDSN, "postgres", "SECKILL_POSTGRES_DSN", "PostgreSQL DSN instead of -mysql, e.g. 'host=127.0.0.1 port=5432 user=postgres dbname=postgres sslmode=disable'; -mysql-db, if set, is the database created and used on that server")
+	str(&c.PostgresDSN, "postgres", "SECKILL_PG_DSN", "PostgreSQL DSN instead of -mysql, e.g. 'host=127.0.0.1 port=5432 user=postgres dbname=postgres sslmode=disable'; -mysql-db, if set, is the database created and used on that server")
 	str(&c.MySQLDSN, "mysql", "SECKILL_MYSQL_DSN", "MySQL/MariaDB DSN, e.g. 'root@tcp(127.0.0.1:3306)/?parseTime=true' (default: embedded SQLite)")
 	str(&c.MySQLDatabase, "mysql-db", "SECKILL_MYSQL_DB", "database created and used when the DSN names none")
 	str(&c.SQLitePath, "sqlite", "SECKILL_SQLITE", "embedded SQLite file (default: a temp file)")
