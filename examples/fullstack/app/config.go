@@ -33,8 +33,9 @@ type Config struct {
 	// Redis, database and broker.
 	Role string
 
-	RedisAddr    string   // standalone Redis; empty + no cluster = embedded miniredis
-	RedisCluster []string // Redis Cluster seed nodes
+	RedisAddr     string   // standalone Redis; empty + no cluster = embedded miniredis
+	RedisCluster  []string // Redis Cluster seed nodes
+	RedisSentinel string   // MASTER@host:port,...: a Sentinel-managed master
 	// StockRedisAddr puts the sale's stock on its own standalone Redis
 	// (the hot keys apart from sessions, captchas and tokens). Empty: the
 	// main Redis.
@@ -68,6 +69,7 @@ type Config struct {
 	KeyPrefix     string // Redis key prefix of every package
 
 	MySQLDSN            string // go-sql-driver DSN; empty = embedded SQLite
+	PostgresDSN         string // pgx DSN (keyword/value or URL): PostgreSQL instead of MySQL
 	MySQLDatabase       string // database created when the DSN names none
 	DropDatabaseOnClose bool   // tests only
 	SQLitePath          string // embedded SQLite file; empty = temp dir
@@ -306,6 +308,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.Role, "role", "SECKILL_ROLE", "what this process runs: all (HTTP + workers), api (HTTP only) or worker (consumer, relay, canceller, reconciler; no HTTP)")
 	str(&c.RedisAddr, "redis", "SECKILL_REDIS_ADDR", "standalone Redis host:port (default: embedded miniredis)")
 	list(&c.RedisCluster, "redis-cluster", "SECKILL_REDIS_CLUSTER_ADDRS", "Redis Cluster seed nodes host:port")
+	str(&c.RedisSentinel, "redis-sentinel", "SECKILL_REDIS_SENTINEL", "a Sentinel-managed Redis master instead of -redis: MASTER@host:port,host:port,... (the master's name, the Sentinels)")
 	intv(&c.RedisPoolSize, "redis-pool", "SECKILL_REDIS_POOL", "Redis connection pool size")
 	str(&c.StockRedisAddr, "stock-redis", "SECKILL_STOCK_REDIS_ADDR", "standalone Redis host:port for the sale's stock alone (default: the main Redis)")
 	i64(&c.DBFallbackQuota, "db-fallback-quota", "SECKILL_DB_FALLBACK_QUOTA", "units set aside in a DB pool, sold while Redis is unreachable or sold out (0: off)")
@@ -314,6 +317,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	intv(&c.CoalesceBatch, "coalesce-batch", "SECKILL_COALESCE_BATCH", "most reservations per coalesced script call (1..1024)")
 	intv(&c.Shards, "shards", "SECKILL_SHARDS", "split the sale's stock over this many Redis keys, each in its own Cluster slot (1..64; 1 on a standalone Redis; the same in every process)")
 	str(&c.KeyPrefix, "prefix", "SECKILL_PREFIX", "Redis key prefix")
+	str(&c.PostgresDSN, "postgres", "SECKILL_PG_DSN", "PostgreSQL DSN instead of -mysql, e.g. 'host=127.0.0.1 port=5432 user=postgres dbname=postgres sslmode=disable'; -mysql-db, if set, is the database created and used on that server")
 	str(&c.MySQLDSN, "mysql", "SECKILL_MYSQL_DSN", "MySQL/MariaDB DSN, e.g. 'root@tcp(127.0.0.1:3306)/?parseTime=true' (default: embedded SQLite)")
 	str(&c.MySQLDatabase, "mysql-db", "SECKILL_MYSQL_DB", "database created and used when the DSN names none")
 	str(&c.SQLitePath, "sqlite", "SECKILL_SQLITE", "embedded SQLite file (default: a temp file)")
@@ -380,6 +384,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 func (c *Config) Resolve(fs *flag.FlagSet) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["redis-sentinel"] {
+		c.RedisAddr, c.RedisCluster = "", nil
+	}
 	switch {
 	case set["redis"] && !set["redis-cluster"]:
 		c.RedisCluster = nil
@@ -408,8 +415,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("set -redis or -redis-cluster, not both")
 	case c.Role != RoleAll && c.Role != RoleAPI && c.Role != RoleWorker:
 		return fmt.Errorf("role must be all, api or worker, got %q", c.Role)
-	case c.Role != RoleAll && (len(c.KafkaBrokers) == 0 || c.MySQLDSN == "" || (c.RedisAddr == "" && len(c.RedisCluster) == 0)):
-		return fmt.Errorf("role %s shares Redis, the database and the broker with other processes: set -redis (or -redis-cluster), -mysql and -kafka (embedded ones live in one process)", c.Role)
+	case c.MySQLDSN != "" && c.PostgresDSN != "":
+		return fmt.Errorf("set -mysql or -postgres, not both")
+	case sentinelErr(c.RedisSentinel) != nil:
+		return sentinelErr(c.RedisSentinel)
+	case c.RedisSentinel != "" && (c.RedisAddr != "" || len(c.RedisCluster) > 0):
+		return fmt.Errorf("set -redis-sentinel or -redis / -redis-cluster, not both")
+	case c.Role != RoleAll && (len(c.KafkaBrokers) == 0 || (c.MySQLDSN == "" && c.PostgresDSN == "") || (c.RedisAddr == "" && len(c.RedisCluster) == 0 && c.RedisSentinel == "")):
+		return fmt.Errorf("role %s shares Redis, the database and the broker with other processes: set -redis (or -redis-cluster), -mysql (or -postgres) and -kafka (embedded ones live in one process)", c.Role)
 	case c.addrMapErr != nil:
 		return fmt.Errorf("SECKILL_KAFKA_ADDR_MAP: %w", c.addrMapErr)
 	case c.ClockSkew < -time.Hour || c.ClockSkew > time.Hour:
@@ -529,7 +542,7 @@ const MinSecretLen = 32
 // Embedded reports whether c runs on embedded servers only (the quick
 // start): no Redis, database or Kafka address is set.
 func (c Config) Embedded() bool {
-	return c.RedisAddr == "" && len(c.RedisCluster) == 0 && c.StockRedisAddr == "" && c.MySQLDSN == "" && len(c.KafkaBrokers) == 0
+	return c.RedisAddr == "" && len(c.RedisCluster) == 0 && c.RedisSentinel == "" && c.StockRedisAddr == "" && c.MySQLDSN == "" && c.PostgresDSN == "" && len(c.KafkaBrokers) == 0
 }
 
 // Roles of a process (Config.Role).

@@ -87,6 +87,12 @@ func (in *Infra) connectRedis(ctx context.Context, cfg Config) error {
 		in.Redis = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster, PoolSize: o.PoolSize,
 			MaxRetries: o.MaxRetries, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout})
 		in.RedisKind = "cluster"
+	case cfg.RedisSentinel != "":
+		c, err := sentinelClient(cfg.RedisSentinel, cfg.RedisPoolSize)
+		if err != nil {
+			return err
+		}
+		in.Redis, in.RedisKind = c, "sentinel"
 	case cfg.RedisAddr != "":
 		in.Redis, in.RedisKind = redis.NewClient(redisOptions(cfg.RedisAddr, cfg.RedisPoolSize)), "standalone"
 	default:
@@ -126,6 +132,14 @@ func ping(ctx context.Context, c redis.UniversalClient, what string) error {
 // openDB opens MariaDB/MySQL, or a pure-Go SQLite file (a temporary one
 // unless -sqlite names it).
 func (in *Infra) openDB(ctx context.Context, cfg Config) error {
+	if cfg.PostgresDSN != "" {
+		db, drop, err := openPostgres(ctx, cfg.PostgresDSN, cfg.MySQLDatabase, cfg.DropDatabaseOnClose)
+		if err != nil {
+			return err
+		}
+		in.DB, in.DBKind, in.dropDB = db, "postgres", drop
+		return nil
+	}
 	if cfg.MySQLDSN != "" {
 		db, drop, err := openMySQL(ctx, cfg.MySQLDSN, cfg.MySQLDatabase, cfg.DropDatabaseOnClose)
 		if err != nil {
@@ -168,7 +182,7 @@ func (in *Infra) startKafka(_ context.Context, cfg Config) error {
 		kfake.SeedTopics(int32(cfg.Partitions), cfg.Topic, cfg.Topic+".dlq"),
 	}
 	dir := cfg.KafkaDataDir
-	if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" {
+	if dir == "" && cfg.SQLitePath != "" && cfg.MySQLDSN == "" && cfg.PostgresDSN == "" {
 		dir = cfg.SQLitePath + ".kafka"
 	}
 	kind := "kfake (in memory: a crash loses queued buys)"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -166,14 +167,15 @@ func (a *App) dbSnapshot(ctx context.Context, iv *Invariants) ([]order.Order, er
 			return fmt.Errorf("live orders: %w", err)
 		}
 		return nil
-	}, &sql.TxOptions{ReadOnly: a.in.DBKind == "mysql", Isolation: isolation(a.in.DBKind)})
+	}, &sql.TxOptions{ReadOnly: a.in.DBKind != "" && !strings.HasPrefix(a.in.DBKind, "sqlite"), Isolation: isolation(a.in.DBKind)})
 	return live, err
 }
 
-// isolation is a snapshot for MySQL (REPEATABLE READ, consistent read) and
-// the default for SQLite (one connection: transactions are serial anyway).
+// isolation is a snapshot for MySQL and PostgreSQL (REPEATABLE READ:
+// consistent read, snapshot isolation) and the default for SQLite (one
+// connection: transactions are serial anyway).
 func isolation(kind string) sql.IsolationLevel {
-	if kind == "mysql" {
+	if kind == "mysql" || kind == "postgres" {
 		return sql.LevelRepeatableRead
 	}
 	return sql.LevelDefault

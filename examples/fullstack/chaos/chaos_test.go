@@ -350,6 +350,32 @@ func scenarios() []scenario {
 				sys:    func(sc *sysConfig) { sc.cluster = true },
 				strike: killMasterOf(prefix+"{a:1}:meta", seededWindow(time.Second, 2*time.Second)),
 				heal:   promoteAndRejoin, check: checkLedgerKept}},
+		{id: "F5p", what: "kill -9 of PostgreSQL (a private server, fsync and synchronous_commit on), restarted on its data directory", skipIf: needPrivatePostgres, fault: fault{
+			sys: func(sc *sysConfig) { sc.postgres, sc.privatePG = true, true },
+			strike: func(r *run) error {
+				r.note("kill -9 postgres (pid %d)", r.sys.pg.p.pid())
+				return r.sys.pg.kill()
+			},
+			window: seededWindow(time.Second, 3*time.Second),
+			heal: func(r *run) error {
+				if err := r.sys.pg.start(); err != nil {
+					return err
+				}
+				r.note("postgres restarted (pid %d) on its data directory, accepting sessions", r.sys.pg.p.pid())
+				return nil
+			}}},
+		{id: "F7bp", what: "partition api1 ↔ PostgreSQL", skipIf: needPostgres, fault: fault{
+			sys:    func(sc *sysConfig) { sc.postgres = true },
+			strike: partition(fixed(dbProxy("api1")), false), window: seededWindow(2*time.Second, 4*time.Second),
+			heal: partition(fixed(dbProxy("api1")), true)}},
+		{id: "F7cp", what: "partition worker ↔ PostgreSQL", skipIf: needPostgres, fault: fault{
+			sys:    func(sc *sysConfig) { sc.postgres = true },
+			strike: partition(fixed(dbProxy("worker1")), false), window: seededWindow(2*time.Second, 4*time.Second),
+			heal: partition(fixed(dbProxy("worker1")), true)}},
+		{id: "F12s", what: "Sentinel-managed Redis (master + replica, 3 Sentinels; services on -redis-sentinel): kill -9 of the master, the replica promoted by the Sentinels, the node restarted as a replica", fault: fault{
+			sys:    func(sc *sysConfig) { sc.sentinel = true },
+			strike: sentinelKill, heal: sentinelHeal, check: checkLedgerKept}},
+		{id: "F13", what: "Redis Cluster resharding mid-sale: the sale's slot migrated to another master (SETSLOT IMPORTING/MIGRATING, MIGRATE in batches) while buys run, and back", skipIf: needRedisCLI, fault: reshardFault()},
 		{id: "SEC", what: "under load: forged, foreign and cross-instance replayed links, stolen tokens, captcha brute force", fault: fault{
 			// Stock for the whole crowd and more: the sale must still be on
 			// while the attacks run, or the in-process sold-out refusal

@@ -29,6 +29,26 @@
 // (SIGSTOP, F6, as well as disabling its proxies) or killed and restarted
 // with its log (F6k).
 //
+// F5p, F7bp and F7cp run the chain on PostgreSQL (the service's
+// -postgres): the partitions on SECKILL_POSTGRES_DSN's server, in a fresh
+// database, the kill -9 on a private server (initdb; as the postgres user
+// when run as root). F12s runs the services on a private Sentinel-managed
+// Redis (-redis-sentinel: a master, its replica and 3 Sentinels) and kills
+// the master. F13 reshards the private Redis Cluster mid-sale: the sale's
+// slot migrated to another master and back (SETSLOT IMPORTING/MIGRATING,
+// MIGRATE in small batches) while the buys run.
+//
+// The soak (TestSoak, soak.go: SECKILL_SOAK=short in CI, long for `make
+// soak`) runs the same chain for minutes or hours under continuous load
+// while a nemesis strikes faults of this catalogue on a seeded random
+// schedule with overlaps (kill -9 of an api, a worker, redis-server with
+// and without its data, the broker or mariadbd; both workers down longer
+// than the grace; the broker stalled; partitions; Redis latency and
+// resets; the database down for everyone; api2's clock 3 s ahead
+// throughout), checks every invariant and every buyer's history at each
+// quiet checkpoint and at the end, and prints each seed with the line
+// that replays its schedule (SECKILL_SOAK_SEED).
+//
 // F5 runs a private mariadbd (the CI MariaDB is shared and must not be
 // killed) and F12 a private 3-master + 3-replica Redis Cluster, which the
 // services reach directly (a Cluster's redirections name the nodes' own

@@ -455,7 +455,7 @@ func (r *run) check(st crash.State) {
 		N             int
 	}
 	if err := r.sys.store.DB.WithContext(r.ctx).Model(&order.Order{}).Select("reservation_id, COUNT(*) AS n").
-		Where("activity_id = ?", 1).Group("reservation_id").Having("COUNT(*) > 1").Scan(&dups).Error; err != nil {
+		Where("activity_id = ?", "1").Group("reservation_id").Having("COUNT(*) > 1").Scan(&dups).Error; err != nil {
 		r.violation("duplicate query: %v", err)
 	}
 	for _, d := range dups {

@@ -216,7 +216,9 @@ type system struct {
 	secretFile string             // -secret-file of every service process
 	redis      *crash.RedisServer // nil with a cluster
 	cluster    *redisCluster      // F12: a private Redis Cluster instead
+	sentinel   *redisSentinel     // F12s: a private Sentinel-managed Redis instead
 	mdb        *mariaDB           // F5: a private MariaDB instead of SECKILL_MYSQL_DSN's
+	pg         *pgServer          // F5p: a private PostgreSQL server
 	broker     *proc
 	brokerA    []string // the broker's own addresses
 	px         *proxies
@@ -230,8 +232,6 @@ type system struct {
 // proxy names: "<process>-redis", "<process>-db", "kafka-<i>" (shared:
 // see the package doc on what the Kafka proxies cover) and
 // "<process>-kafka-<i>" (a process's own, with -kafka-addr-map).
-func redisProxy(proc string) string { return proc + "-redis" }
-func dbProxy(proc string) string    { return proc + "-db" }
 func kafkaProxy(proc string, i int) string {
 	return proc + "-kafka-" + strconv.Itoa(i)
 }
@@ -248,9 +248,15 @@ type sysConfig struct {
 	procExtra     map[string][]string // more flags for one process (by name), after extra
 	// privateDB runs a private mariadbd (F5) instead of using dsn's server.
 	privateDB bool
+	// postgres runs the chain on PostgreSQL (SECKILL_POSTGRES_DSN's
+	// server, or a private one with privatePG: F5p) instead of MariaDB.
+	postgres, privatePG bool
 	// cluster runs a private 3-master + 3-replica Redis Cluster (F12)
 	// instead of the standalone redis-server.
 	cluster bool
+	// sentinel runs a private master + replica + 3 Sentinels (F12s)
+	// instead of the standalone redis-server.
+	sentinel bool
 	// ownKafka names the processes whose every Kafka connection goes
 	// through proxies of their own (-kafka-addr-map maps each broker's
 	// advertised address to the process's proxy in front of it).
@@ -260,9 +266,12 @@ type sysConfig struct {
 func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	t.Helper()
 	s := &system{t: t, px: newProxies(t), secretFile: crash.WriteSecret(t)}
-	if sc.cluster {
+	switch {
+	case sc.sentinel:
+		s.sentinel = startRedisSentinel(t)
+	case sc.cluster:
 		s.cluster = startRedisCluster(t)
-	} else {
+	default:
 		s.redis = crash.StartRedis(t, crash.AOFEverySec)
 	}
 	if sc.privateDB {
@@ -310,18 +319,40 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 		kafka = append(kafka, l)
 	}
 
-	// MariaDB: a fresh database, reached through a proxy per process.
-	cfg, err := mysqldrv.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("parse SECKILL_MYSQL_DSN: %v", err)
-	}
-	if cfg.Net != "tcp" {
-		t.Skipf("SECKILL_MYSQL_DSN uses %q: the fault proxy needs a TCP address", cfg.Net)
-	}
+	// MariaDB (or PostgreSQL): a fresh database, reached through a proxy
+	// per process.
 	var b [4]byte
 	_, _ = crand.Read(b[:])
 	s.db = "chaos_" + hex.EncodeToString(b[:])
-	crash.DropMySQLAtCleanup(t, dsn, s.db)
+	dbUp, dbFlag, dbVia := "", "-mysql", func(addr string) string { return "" }
+	openStore := func() *crash.Store {
+		return &crash.Store{DB: crash.OpenMySQL(t, dsn, s.db), MySQL: true, Prefix: prefix, Activity: 1}
+	}
+	if sc.postgres {
+		pgDSN := os.Getenv("SECKILL_POSTGRES_DSN")
+		if sc.privatePG {
+			s.pg, pgDSN = startPostgres(t)
+		}
+		a, err := pgAddr(pgDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbUp, dbFlag, dbVia = a, "-postgres", func(addr string) string { return pgVia(pgDSN, addr) }
+		openStore = func() *crash.Store {
+			return &crash.Store{DB: openPostgresDB(t, pgDSN, s.db), MySQL: true, Prefix: prefix, Activity: 1}
+		}
+	} else {
+		cfg, err := mysqldrv.ParseDSN(dsn)
+		if err != nil {
+			t.Fatalf("parse SECKILL_MYSQL_DSN: %v", err)
+		}
+		if cfg.Net != "tcp" {
+			t.Skipf("SECKILL_MYSQL_DSN uses %q: the fault proxy needs a TCP address", cfg.Net)
+		}
+		crash.DropMySQLAtCleanup(t, dsn, s.db)
+		dbUp = cfg.Addr
+		dbVia = func(addr string) string { c := cfg.Clone(); c.Addr = addr; return c.FormatDSN() }
+	}
 
 	names := []string{}
 	for i := 1; i <= sc.apis; i++ {
@@ -336,22 +367,23 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 		own[n] = true
 	}
 	for _, n := range names {
-		if s.cluster != nil {
+		switch {
+		case s.sentinel != nil:
+			procRedis[n] = []string{"-redis-sentinel", s.sentinel.spec()}
+		case s.cluster != nil:
 			procRedis[n] = []string{"-redis-cluster", strings.Join(s.cluster.addrs, ",")}
-		} else {
+		default:
 			ra, err := s.px.add(redisProxy(n), s.redis.Addr())
 			if err != nil {
 				t.Fatal(err)
 			}
 			procRedis[n] = []string{"-redis", ra}
 		}
-		da, err := s.px.add(dbProxy(n), cfg.Addr)
+		da, err := s.px.add(dbProxy(n), dbUp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := cfg.Clone()
-		c.Addr = da
-		procDSN[n] = c.FormatDSN()
+		procDSN[n] = dbVia(da)
 		procKafka[n] = []string{"-kafka", strings.Join(kafka, ",")}
 		if own[n] {
 			var seeds, pairs []string
@@ -367,7 +399,7 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	}
 	common := func(n string) []string {
 		a := append(append(append([]string{}, procRedis[n]...), procKafka[n]...),
-			"-mysql", procDSN[n], "-mysql-db", s.db, "-prefix", prefix, "-secret-file", s.secretFile, "-pay-secret-file", s.secretFile,
+			dbFlag, procDSN[n], "-mysql-db", s.db, "-prefix", prefix, "-secret-file", s.secretFile, "-pay-secret-file", s.secretFile,
 			"-stock", strconv.FormatInt(sc.stock, 10), "-users", strconv.Itoa(sc.users),
 			"-reconcile-every", reconcileEvery.String(), "-reconcile-grace", sc.grace.String(),
 			"-pay-timeout", sc.payTimeout.String())
@@ -401,7 +433,7 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 	for i := 2; i <= sc.apis; i++ {
 		s.apis = append(s.apis, s.startAPI("api"+strconv.Itoa(i)))
 	}
-	s.store = &crash.Store{DB: crash.OpenMySQL(t, dsn, s.db), MySQL: true, Prefix: prefix, Activity: 1}
+	s.store = openStore()
 	if s.cluster != nil {
 		// The checker reads the master of the sale's slot (every key of
 		// the activity shares the hash tag {a:<id>}).
@@ -416,6 +448,8 @@ func startSystem(t *testing.T, dsn string, sc sysConfig) *system {
 			t.Fatalf("no master of slot %d: %v", slot, err)
 		}
 		s.setCheckerRedis(m.addr)
+	} else if s.sentinel != nil {
+		s.setCheckerRedis(s.sentinel.addrs[0])
 	} else {
 		s.store.Redis = s.redis.Client()
 	}

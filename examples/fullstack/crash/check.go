@@ -94,7 +94,7 @@ func closeAtCleanup(t testing.TB, db *gorm.DB) {
 // (never through the service).
 type Store struct {
 	DB       *gorm.DB
-	MySQL    bool          // DB is MySQL/MariaDB (read in a REPEATABLE READ snapshot)
+	MySQL    bool          // DB is a server, MySQL/MariaDB or PostgreSQL (read in a REPEATABLE READ snapshot)
 	Redis    *redis.Client // nil when the service's Redis is embedded in it
 	Prefix   string        // the service's -prefix
 	Activity int64
