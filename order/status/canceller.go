@@ -143,6 +143,12 @@ func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
 	return c.cancelOrder(ctx, orderNo, c.o.clock.Now(), false)
 }
 
+// txAttempts bounds the runs of one transaction of Cancel, PayRef and
+// Refund: a concurrent report of the same payment, a CAS lost to a
+// payment, or a deadlock the database broke by rolling one back (InnoDB
+// does under concurrent payments of one order) is run again.
+const txAttempts = 8
+
 // notDueError reports that the unpaid cancellation found the order CREATED
 // and its expire_time, the truth, still ahead: a delay-queue entry scored
 // early (a skewed or buggy scheduler) or an expiry moved later.
@@ -164,7 +170,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 		}()
 	}
 	var err error
-	for attempt := range payAttempts { // a deadlock the database broke by rolling this one back: run it again
+	for attempt := range txAttempts { // a deadlock the database broke by rolling this one back: run it again
 		if attempt > 0 {
 			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
 				break

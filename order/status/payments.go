@@ -30,12 +30,6 @@ type paymentRow struct {
 
 var errPaymentRace = errors.New("order: payment recorded concurrently")
 
-// payAttempts bounds PayRef's and Refund's runs of their transaction: a
-// concurrent report of the same payment, a CAS lost to a payment, or a
-// deadlock the database broke by rolling one back (InnoDB does under
-// concurrent payments of one order) is run again.
-const payAttempts = 8
-
 // PayRef pays orderNo with p, in one transaction with the order's state:
 // the payment is recorded by (provider, reference) — the same payment
 // reported again (a provider's retry, a callback out of order) finds its
@@ -64,7 +58,7 @@ func (c *Canceller) PayRef(ctx context.Context, orderNo string, p Payment) error
 			dbx.DescribeID(p.Reference, order.MaxReservationIDLen), order.MaxReservationIDLen)
 	}
 	var err error
-	for attempt := range payAttempts { // a concurrent report of the same payment: read its row
+	for attempt := range txAttempts { // a concurrent report of the same payment: read its row
 		if attempt > 0 && dbx.IsRetryable(err) {
 			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
 				return fmt.Errorf("order: pay %s: %w", orderNo, errors.Join(err, serr))
@@ -213,7 +207,7 @@ func (c *Canceller) Refund(ctx context.Context, orderNo string, restock Restock)
 	}
 	var o order.Order
 	var err error
-	for attempt := range payAttempts { // a CAS lost to the payment it was waiting for, or a deadlock rolled back: try again
+	for attempt := range txAttempts { // a CAS lost to the payment it was waiting for, or a deadlock rolled back: try again
 		if attempt > 0 && dbx.IsRetryable(err) {
 			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
 				break
