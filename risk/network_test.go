@@ -188,8 +188,12 @@ func TestAutoBanIPv6Network(t *testing.T) {
 			_, err := c.Check(bg, s4)
 			require.NoError(t, err)
 		}
-		n, err := rdb.Exists(bg, banKey(prefix, KindIP, "198.51.100.7"), banKey(prefix, KindIP, "198.51.100.0/24")).Result()
-		require.NoError(t, err)
+		var n int64
+		for _, k := range []string{banKey(prefix, KindIP, "198.51.100.7"), banKey(prefix, KindIP, "198.51.100.0/24")} {
+			e, err := rdb.Exists(bg, k).Result() // one key a call: on a Cluster they sit in different slots
+			require.NoError(t, err)
+			n += e
+		}
 		assert.Equal(t, int64(1), n, "an IPv4 address is banned alone")
 	})
 	rdb, _ := testenv.Miniredis(t)

@@ -13,6 +13,13 @@ import (
 // challenges (its network flagged: 21 requests in the window) is
 // shown the image captcha, and buys once it is solved.
 func TestBrowserPoW(t *testing.T) {
+	if raceEnabled {
+		// The page solves the proof of work with WebCrypto while the race
+		// detector slows the server several times over: the captcha asked
+		// after it outlives its window (a CI run saw "Wrong captcha"). The
+		// test runs in the tier without -race.
+		t.Skip("skipped under -race")
+	}
 	bin := findChromium()
 	if bin == "" {
 		t.Skip("no Chromium found (set CHROMIUM=path): browser test skipped")

@@ -349,6 +349,8 @@ func TestConfigSaleMode(t *testing.T) {
 		func(c *app.Config) { c.SaleMode, c.QueueRate, c.QueueCap = app.SaleQueue, 0, 0 },
 		func(c *app.Config) { c.SaleMode, c.QueueRate = app.SaleQueue, -1 },
 		func(c *app.Config) { c.SaleMode, c.DrawDeadline = app.SaleDraw, 0 },
+		func(c *app.Config) { c.SaleMode, c.RedisCluster = app.SaleDraw, []string{"127.0.0.1:7000"} }, // not on a Cluster yet
+		func(c *app.Config) { c.SaleMode, c.RedisCluster = app.SaleQueue, []string{"127.0.0.1:7000"} },
 	} {
 		c := app.DefaultConfig()
 		bad(&c)

@@ -320,22 +320,26 @@ func scenarios() []scenario {
 				return nil
 			}}},
 		{id: "F9", what: "clock skew: api1 at +5 s, api2 at -5 s (-clock-skew); the sale opens and closes during the wave", fault: skewFault()},
-		{id: "F10", what: "rebalance storm: 2 workers, worker2 killed and restarted 3 times", fault: fault{
-			sys: func(sc *sysConfig) { sc.workers = 2 },
-			strike: func(r *run) error {
-				for i := 0; i < 3; i++ {
-					if err := killWorker(1)(r); err != nil {
-						return err
+		{id: "F10", what: "rebalance storm: 2 workers, worker2 killed and restarted 3 times",
+			known: "the test broker (cmd/broker, kfake) stops serving the consumer group after worker2 is killed three times in 2 s; " +
+				"since the reconciler keeps a reservation whose message Kafka can still deliver (#25), nothing releases those reservations " +
+				"and the sale does not settle (before, the reconciler turned them FAILED); the soak finds the same wedge (RELIABILITY, the randomized soak)",
+			fault: fault{
+				sys: func(sc *sysConfig) { sc.workers = 2 },
+				strike: func(r *run) error {
+					for i := 0; i < 3; i++ {
+						if err := killWorker(1)(r); err != nil {
+							return err
+						}
+						d := seededWindow(200*time.Millisecond, time.Second)(r.rng)
+						t := time.NewTimer(d) // the storm's pace: a schedule, not a synchronisation
+						<-t.C
+						if err := restartWorker(1)(r); err != nil {
+							return err
+						}
 					}
-					d := seededWindow(200*time.Millisecond, time.Second)(r.rng)
-					t := time.NewTimer(d) // the storm's pace: a schedule, not a synchronisation
-					<-t.C
-					if err := restartWorker(1)(r); err != nil {
-						return err
-					}
-				}
-				return nil
-			}}},
+					return nil
+				}}},
 		{id: "F11", what: "consumer lag beyond -reconcile-grace: the only worker down longer than the grace", fault: fault{
 			sys:    func(sc *sysConfig) { sc.grace = 3 * time.Second },
 			strike: killWorker(0),
