@@ -147,7 +147,7 @@ func (c *Canceller) Cancel(ctx context.Context, orderNo string) error {
 // Refund: a concurrent report of the same payment, a CAS lost to a
 // payment, or a deadlock the database broke by rolling one back (InnoDB
 // does under concurrent payments of one order) is run again.
-const txAttempts = 8
+const txAttempts = 32
 
 // notDueError reports that the unpaid cancellation found the order CREATED
 // and its expire_time, the truth, still ahead: a delay-queue entry scored
@@ -172,7 +172,7 @@ func (c *Canceller) cancelOrder(ctx context.Context, orderNo string, now time.Ti
 	var err error
 	for attempt := range txAttempts { // a deadlock the database broke by rolling this one back: run it again
 		if attempt > 0 {
-			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
+			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 100*time.Millisecond, attempt); serr != nil {
 				break
 			}
 		}

@@ -60,7 +60,7 @@ func (c *Canceller) PayRef(ctx context.Context, orderNo string, p Payment) error
 	var err error
 	for attempt := range txAttempts { // a concurrent report of the same payment: read its row
 		if attempt > 0 && dbx.IsRetryable(err) {
-			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
+			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 100*time.Millisecond, attempt); serr != nil {
 				return fmt.Errorf("order: pay %s: %w", orderNo, errors.Join(err, serr))
 			}
 		}
@@ -209,7 +209,7 @@ func (c *Canceller) Refund(ctx context.Context, orderNo string, restock Restock)
 	var err error
 	for attempt := range txAttempts { // a CAS lost to the payment it was waiting for, or a deadlock rolled back: try again
 		if attempt > 0 && dbx.IsRetryable(err) {
-			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 50*time.Millisecond, attempt); serr != nil {
+			if serr := dbx.SleepBackoff(ctx, time.Millisecond, 100*time.Millisecond, attempt); serr != nil {
 				break
 			}
 		}
