@@ -3,17 +3,14 @@ package order_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
-	"github.com/seckillkit/seckill/order/orderid"
+	"github.com/seckillkit/seckill/order/internal/ordertest"
 	"github.com/seckillkit/seckill/order/reconcile"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -93,128 +90,9 @@ func (l *ledger) setFail(err error) {
 
 type fixedClock = testenv.Clock
 
-// newClock returns a fake clock standing at the test epoch. It meets no real
-// time: the package compares its readings only with each other (expiry,
-// grace, queue scores), never with a deadline, a TTL or a server's NOW().
-func newClock() *fixedClock { return testenv.NewEpochClock(0) }
-
-// testIDEpoch is the ID epoch of every generator that runs on a test clock
-// (newGenOn): a day before the test epoch.
-// The default ID epoch, 2024-01-01, is after the "past" test epoch (a
-// generator refuses a clock before its epoch) and more than 41 bits of
-// milliseconds before a late enough one (IDs overflow). Generators on the
-// real clock keep the default.
-func testIDEpoch() time.Time { return testenv.Epoch().Add(-24 * time.Hour) }
-
-// eachDB runs f as a parallel subtest, named after the kind, on a fresh
-// database of every kind available (testenv.AllDB: SQLite always, MariaDB
-// and PostgreSQL when SECKILL_MYSQL_DSN and SECKILL_POSTGRES_DSN are set),
-// with the order tables under their default names.
-func eachDB(t *testing.T, f func(t *testing.T, db *gorm.DB)) {
-	t.Helper()
-	for kind, db := range testenv.AllDB(t) {
-		t.Run(string(kind), func(t *testing.T) {
-			t.Parallel()
-			require.NoError(t, order.AutoMigrate(context.Background(), db))
-			f(t, db)
-		})
-	}
-}
-
-// dbKinds lists the kinds of database available, as testenv.AllDB would
-// return them, in a fixed order (for benchmarks).
-func dbKinds() []testenv.DBKind {
-	kinds := []testenv.DBKind{testenv.KindSQLite}
-	if os.Getenv(testenv.EnvMySQLDSN) != "" {
-		kinds = append(kinds, testenv.KindMySQL)
-	}
-	if os.Getenv(testenv.EnvPostgresDSN) != "" {
-		kinds = append(kinds, testenv.KindPostgres)
-	}
-	return kinds
-}
-
-// openDB returns a fresh database of the given kind, without tables.
-func openDB(t testing.TB, kind testenv.DBKind) *gorm.DB {
-	t.Helper()
-	switch kind {
-	case testenv.KindMySQL:
-		return testenv.MySQL(t)
-	case testenv.KindPostgres:
-		return testenv.Postgres(t)
-	}
-	return testenv.SQLite(t)
-}
-
 func addActivity(t testing.TB, db *gorm.DB, id string, stock, limit int64) {
 	t.Helper()
 	addActivityIn(t, db, defaultTables(), id, stock, limit)
-}
-
-// addActivityIn adds an activity row to the activity table of tabs.
-func addActivityIn(t testing.TB, db *gorm.DB, tabs order.Tables, id string, stock, limit int64) {
-	t.Helper()
-	now := testenv.EpochDay(0) // the activity runs all day long on the test clock's day
-	require.NoError(t, db.Table(tabs.Activity).Create(&order.Activity{ID: id, Name: "a" + id, ActivityPrice: 990, OriginalPrice: 1990,
-		ProductID: productOf(id), ProductName: "product " + id,
-		Stock: stock, Remaining: stock, PerUserLimit: limit, Status: 1, Start: now, End: now.Add(24 * time.Hour)}).Error)
-}
-
-func countOrders(t testing.TB, db *gorm.DB, where string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	q := db.Model(&order.Order{})
-	if where != "" {
-		q = q.Where(where, args...)
-	}
-	require.NoError(t, q.Count(&n).Error)
-	return n
-}
-
-func liveOrders(t testing.TB, db *gorm.DB, act string) int64 {
-	t.Helper()
-	var n int64
-	require.NoError(t, db.Model(&order.Order{}).Where("activity_id = ? AND status <> ?", act, order.OrderCancelled).
-		Select("COALESCE(SUM(qty),0)").Scan(&n).Error)
-	return n
-}
-
-func dbStock(t testing.TB, db *gorm.DB, act string) int64 {
-	t.Helper()
-	var a order.Activity
-	require.NoError(t, db.Where("id = ?", act).First(&a).Error)
-	return a.Remaining
-}
-
-// checkConservation asserts DB stock + live orders = initial.
-func checkConservation(t testing.TB, db *gorm.DB, act string, initial int64) {
-	t.Helper()
-	require.Equal(t, initial, dbStock(t, db, act)+liveOrders(t, db, act), "DB stock + live orders = initial")
-}
-
-// newGen returns an ID generator for machine on the real clock with the
-// default ID epoch.
-func newGen(t testing.TB, machine int64) *orderid.Generator {
-	t.Helper()
-	g, err := orderid.New(machine)
-	require.NoError(t, err)
-	return g
-}
-
-// newGenOn returns an ID generator for machine on the test clock, with the
-// ID epoch testIDEpoch (which moves with SECKILL_TEST_EPOCH: on the real
-// clock it would lie decades after the real now under "future").
-func newGenOn(t testing.TB, machine int64, clock *fixedClock) *orderid.Generator {
-	t.Helper()
-	g, err := orderid.New(machine, orderid.WithClock(clock), orderid.WithEpoch(testIDEpoch()))
-	require.NoError(t, err)
-	return g
-}
-
-// msg is message i of user in activity act, at the current version.
-func msg(i int, act, user string) order.Message {
-	return order.Message{Version: order.MessageVersion, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
-		ActivityID: act, UserID: user, Qty: 1, CreatedAt: testenv.Epoch()}
 }
 
 // fakeSession drives Consume the way orderkafka's handler does, without
@@ -255,43 +133,8 @@ func runClaim(t testing.TB, c *order.Consumer, sess *fakeSession, recs []order.R
 	return err
 }
 
-func kmsg(t testing.TB, off int64, m order.Message) order.Record {
-	t.Helper()
-	b, err := m.Encode()
-	require.NoError(t, err)
-	return order.Record{Topic: "orders", Offset: off, Key: []byte(m.Key()), Value: b}
-}
-
-// eventually polls cond (Kafka delivery has no clock to move).
-func eventually(t testing.TB, d time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timeout: "+format, args...)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// uuidUser returns a UUID-shaped user ID for i: the string IDs of a shop
-// (the numeric ones of the tests are plain decimal strings).
-func uuidUser(i int) string {
-	return fmt.Sprintf("%08x-4b1d-4c0e-9a7f-%012x", uint32(i)*2654435761, i)
-}
-
 // num returns the decimal string of n: a numeric ID.
 func num[T ~int | ~int64](n T) string { return strconv.FormatInt(int64(n), 10) }
-
-// productOf is the product ID tests give the activity id: 9000 + id for a
-// numeric id, else 9000.
-func productOf(id string) int64 {
-	n, err := strconv.ParseInt(id, 10, 64)
-	if err != nil {
-		return 9000
-	}
-	return 9000 + n
-}
 
 // memFallback is an outbox stand-in: rows stored in memory, relayed later.
 type memFallback struct {
@@ -361,3 +204,24 @@ func mustSchema(t testing.TB, dialect string) string {
 	require.NoError(t, err)
 	return ddl
 }
+
+// The fixtures every order package's tests share (order/internal/ordertest).
+var (
+	dbKinds           = ordertest.DBKinds
+	openDB            = ordertest.OpenDB
+	addActivityIn     = ordertest.AddActivityIn
+	countOrders       = ordertest.CountOrders
+	liveOrders        = ordertest.LiveOrders
+	dbStock           = ordertest.DBStock
+	checkConservation = ordertest.CheckConservation
+	newGen            = ordertest.NewGen
+	newGenOn          = ordertest.NewGenOn
+	msg               = ordertest.Msg
+	kmsg              = ordertest.KMsg
+	eventually        = ordertest.Eventually
+	uuidUser          = ordertest.UUIDUser
+	productOf         = ordertest.ProductOf
+	testIDEpoch       = ordertest.IDEpoch
+	newClock          = ordertest.NewClock
+	eachDB            = ordertest.EachDB
+)
