@@ -28,8 +28,8 @@ import (
 //     escalating; a user crossing the behaviour's deny threshold has its
 //     device banned too) and a network rule: the requests of each client
 //     network (an IPv6 /64, an IPv4 address) are counted, challenged above
-//     netFlagAt in the window and the network banned above netDenyAt
-//     (risk.KindIP, the /64 as a CIDR).
+//     -net-challenge-at in netWindow and the network banned above
+//     -net-ban-at (risk.KindIP, the /64 as a CIDR).
 //   - priority: the node's global bucket shared by classes from risk's
 //     decision (limiter.Priority): verified (allowed, no flag), normal
 //     (allowed with a flag), suspect (challenged), so under overload the
@@ -41,9 +41,7 @@ const (
 	defenceRisk     = "risk"
 	defencePriority = "priority"
 
-	netWindow = 10 * time.Second
-	netFlagAt = 20  // requests of one network in netWindow before its requests are challenged
-	netDenyAt = 100 // … before the network is banned
+	netWindow = 10 * time.Second // the network rule's window (-net-challenge-at, -net-ban-at count in it)
 
 	stepPriority = "priority" // the app's checkout step (botSteps)
 )
@@ -55,7 +53,7 @@ type botParts struct {
 }
 
 // validBotDefence checks -bot-defence's names.
-func validBotDefence(names []string, cost int) error {
+func validBotDefence(names []string, cost, netChallengeAt, netBanAt int) error {
 	for _, n := range names {
 		if n != defencePoW && n != defenceRisk && n != defencePriority {
 			return fmt.Errorf("bot-defence: unknown defence %q (pow, risk, priority)", n)
@@ -63,6 +61,9 @@ func validBotDefence(names []string, cost int) error {
 	}
 	if slices.Contains(names, defencePoW) && (cost < 1 || cost > 1_000_000_000) {
 		return fmt.Errorf("pow-cost must be between 1 and 1e9, got %d", cost)
+	}
+	if slices.Contains(names, defenceRisk) && (netChallengeAt < 1 || netBanAt <= netChallengeAt) {
+		return fmt.Errorf("net-challenge-at must be at least 1 and net-ban-at above it, got %d and %d", netChallengeAt, netBanAt)
 	}
 	return nil
 }
@@ -115,7 +116,7 @@ func (a *App) buildRiskDefence() (err error) {
 	if err != nil {
 		return err
 	}
-	nets, err := risk.NewBehaviour(rdb, risk.BehaviourConfig{Window: netWindow, FlagAt: netFlagAt, DenyAt: netDenyAt, KeyPrefix: prefix + "net:"})
+	nets, err := risk.NewBehaviour(rdb, risk.BehaviourConfig{Window: netWindow, FlagAt: int64(a.cfg.NetChallengeAt), DenyAt: int64(a.cfg.NetBanAt), KeyPrefix: prefix + "net:"})
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,7 @@ func TestBotDefenceDeviceAndNetworkBans(t *testing.T) {
 	cfg := embeddedConfig(10, 5)
 	cfg.BotDefence = []string{"risk"}
 	cfg.TrustedProxies = []string{"127.0.0.1/32"}
+	cfg.NetChallengeAt, cfg.NetBanAt = 5, 30 // below the defaults (20, 100): the flags take effect
 	_, url := startApp(t, cfg)
 
 	owner := &botClient{apiClient: login(t, url, "user1"), device: "dev-shared", ip: "198.51.100.1"}
@@ -142,7 +143,7 @@ func TestBotDefenceDeviceAndNetworkBans(t *testing.T) {
 	}
 
 	farm := &botClient{apiClient: login(t, url, "user3"), device: "dev-farm", ip: ""}
-	for i := 0; i <= 100; i++ { // netDenyAt = 100 requests in the window
+	for i := 0; i <= cfg.NetBanAt; i++ { // -net-ban-at requests in the window, and one more
 		farm.ip = "2001:db8:bad:1::" + strconv.FormatInt(int64(i+1), 16)
 		farm.call("POST", "/api/activity/token", struct{}{})
 	}

@@ -157,6 +157,8 @@ type Config struct {
 	TrustedProxies []string // CIDRs of reverse proxies whose X-Forwarded-For is believed
 	BotDefence     []string // #29: pow, risk, priority (botdefence.go); none by default
 	PoWCost        int      // -bot-defence=pow: the challenges' maxnumber
+	NetChallengeAt int      // -bot-defence=risk: requests of one network (IPv6 /64, IPv4 address) in 10 s before they are challenged
+	NetBanAt       int      // … before the network is banned
 
 	// Secret is the HMAC key of signed paths and stream tickets, shared by
 	// every instance: at least 32 bytes (of random: 24 random bytes in
@@ -233,6 +235,8 @@ func DefaultConfig() Config {
 		RedisPoolSize:  128,
 		KeyPrefix:      "seckill:",
 		PoWCost:        50000,
+		NetChallengeAt: 20,
+		NetBanAt:       100,
 		MySQLDatabase:  "seckill",
 		Topic:          "seckill.orders",
 		Partitions:     3,
@@ -352,6 +356,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	boolv(&c.Demo, "demo", "SECKILL_DEMO", "DEMO ONLY: expose captcha answers to demo users (load generator, browser test); never in production")
 	list(&c.BotDefence, "bot-defence", "SECKILL_BOT_DEFENCE", "bot defences on, comma separated: pow (proof of work on every buy, image captcha only when risk challenges), risk (device and network bans), priority (global bucket shared by risk classes)")
 	intv(&c.PoWCost, "pow-cost", "SECKILL_POW_COST", "with -bot-defence=pow: the challenge's maxnumber (a solver hashes half of it on average)")
+	intv(&c.NetChallengeAt, "net-challenge-at", "SECKILL_NET_CHALLENGE_AT", "with -bot-defence=risk: requests of one client network (IPv6 /64, IPv4 address) in 10 s above which its buys are challenged")
+	intv(&c.NetBanAt, "net-ban-at", "SECKILL_NET_BAN_AT", "with -bot-defence=risk: requests of one client network in 10 s above which the network is banned")
 	list(&c.TrustedProxies, "trusted-proxies", "SECKILL_TRUSTED_PROXIES", "reverse proxies (CIDR or address) whose X-Forwarded-For is believed")
 	if v := os.Getenv("SECKILL_SECRET"); v != "" {
 		c.Secret = v
@@ -399,7 +405,7 @@ func (c *Config) Resolve(fs *flag.FlagSet) {
 
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
-	if err := validBotDefence(c.BotDefence, c.PoWCost); err != nil {
+	if err := validBotDefence(c.BotDefence, c.PoWCost, c.NetChallengeAt, c.NetBanAt); err != nil {
 		return err
 	}
 	switch {

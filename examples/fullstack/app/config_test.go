@@ -43,6 +43,9 @@ func TestConfigValidateRolesAndFallback(t *testing.T) {
 		{"64 shards", func(c *app.Config) { c.Shards = 64 }, ""},
 		{"no shard", func(c *app.Config) { c.Shards = 0 }, "shards"},
 		{"65 shards", func(c *app.Config) { c.Shards = 65 }, "shards"},
+		{"network thresholds", func(c *app.Config) { c.BotDefence = []string{"risk"}; c.NetChallengeAt, c.NetBanAt = 5, 6 }, ""},
+		{"network ban not above challenge", func(c *app.Config) { c.BotDefence = []string{"risk"}; c.NetBanAt = c.NetChallengeAt }, "net-ban-at"},
+		{"no network challenge", func(c *app.Config) { c.BotDefence = []string{"risk"}; c.NetChallengeAt = 0 }, "net-challenge-at"},
 	} {
 		c := app.DefaultConfig()
 		tc.edit(&c)
