@@ -1511,6 +1511,17 @@ func (g *group) updateHeartbeat(m *groupMember) {
 		if g.members[m.memberID] != m {
 			return
 		}
+		// seckill patch: a member parked in JoinGroup or SyncGroup
+		// sends no heartbeats while it waits; the barrier's own
+		// deadlines (the rebalance timeout, the pending-sync timeout)
+		// govern it, and its answer re-arms this timer (Kafka's
+		// MemberMetadata.shouldKeepAlive). Removing it here dropped
+		// its parked request unanswered: the client waited out its
+		// read timeout and rejoined as a new member, leaving the old
+		// one in the barrier.
+		if !m.waitingReply.empty() {
+			return
+		}
 		g.updateMemberAndRebalance(m, nil, nil)
 	})
 }
@@ -1706,9 +1717,13 @@ func (g *group) reply(creq *clientReq, kresp kmsg.Response, m *groupMember) {
 	if m != nil {
 		m.waitingReply = nil
 	}
-	if !creq.reply(kresp) {
-		return
-	}
+	creq.reply(kresp)
+	// seckill patch: the session timer is armed whether or not the
+	// answer reached the client, as Kafka does after completing a join
+	// or a sync (completeAndScheduleNextHeartbeatExpiration). A member
+	// whose connection died while it waited in the barrier (a consumer
+	// killed mid-rebalance) was kept with no timer at all: it stayed in
+	// the group, holding its assigned partitions, forever.
 	if m != nil {
 		g.updateHeartbeat(m)
 	}
