@@ -97,7 +97,7 @@ func TestGroupResumesAfterMembersKilledInJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer c.Close() // (again below, before the members close: Close is idempotent)
 	addrs := c.ListenAddrs()
 
 	cfg := func(name string, d *killableDialer) *sarama.Config {
@@ -134,7 +134,7 @@ func TestGroupResumesAfterMembersKilledInJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stay.Close()
+	defer func() { c.Close(); _ = stay.Close() }() // the broker first: it ends every request still parked
 	wg.Add(1)
 	go func() { defer wg.Done(); consume(ctx, stay, h) }()
 	before, err := c.WaitGroupStable(ctx, group, 1)
@@ -240,4 +240,169 @@ func memberList(gi *kfake.GroupInfo) string {
 		ms = append(ms, fmt.Sprintf("%s:%d", m.ClientID, m.NumAssigned()))
 	}
 	return strings.Join(ms, " ")
+}
+
+// rawMember is a classic-group member driven request by request (sarama's
+// Broker), so that a test can make it misbehave: keep heartbeating and
+// never rejoin.
+type rawMember struct {
+	b     *sarama.Broker
+	group string
+	topic string
+	id    string
+	gen   int32
+}
+
+func newRawMember(t *testing.T, addr, name, group, topic string) *rawMember {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.ClientID = name
+	cfg.Net.ReadTimeout = 10 * time.Minute // a parked JoinGroup is answered by the broker, never by a client timeout
+	b := sarama.NewBroker(addr)
+	if err := b.Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return &rawMember{b: b, group: group, topic: topic}
+}
+
+// joinAndSync sends a JoinGroup (v1: 60 s session, 10 s rebalance timeout) and
+// waits for its answer, then a SyncGroup (with no assignment) for its own.
+func (m *rawMember) joinAndSync() error {
+	req := &sarama.JoinGroupRequest{Version: 1, GroupId: m.group, SessionTimeout: 60_000, RebalanceTimeout: 10_000, MemberId: m.id, ProtocolType: "consumer"}
+	if err := req.AddGroupProtocolMetadata("range", &sarama.ConsumerGroupMemberMetadata{Topics: []string{m.topic}}); err != nil {
+		return err
+	}
+	jr, err := m.b.JoinGroup(req)
+	if err != nil {
+		return err
+	}
+	if !errors.Is(jr.Err, sarama.ErrNoError) {
+		return fmt.Errorf("join: %w", jr.Err)
+	}
+	m.id, m.gen = jr.MemberId, jr.GenerationId
+	sr, err := m.b.SyncGroup(&sarama.SyncGroupRequest{GroupId: m.group, GenerationId: m.gen, MemberId: m.id})
+	if err != nil {
+		return err
+	}
+	if !errors.Is(sr.Err, sarama.ErrNoError) {
+		return fmt.Errorf("sync: %w", sr.Err)
+	}
+	return nil
+}
+
+// heartbeat sends one heartbeat for the generation it joined; it answers
+// REBALANCE_IN_PROGRESS during a rebalance, which this member ignores.
+func (m *rawMember) heartbeat() {
+	_, _ = m.b.Heartbeat(&sarama.HeartbeatRequest{GroupId: m.group, GenerationId: m.gen, MemberId: m.id})
+}
+
+// TestGroupAnswersAMemberParkedInJoin: a member that rejoined for a
+// rebalance sends no heartbeats while its JoinGroup waits in the barrier;
+// a slow member that keeps heartbeating but does not rejoin holds the
+// barrier open until the rebalance timeout, longer than the waiting
+// member's session timeout. The waiting member must be answered at the
+// barrier's end and stay in the group as the member it was: the broker
+// expired it at its session timeout and dropped its JoinGroup unanswered,
+// so the client waited out its read timeout (sarama's default: 30 s;
+// 10 min here) and the group went on without it (or, when the expiry came
+// before the rejoin, took it back as a new member).
+func TestGroupAnswersAMemberParkedInJoin(t *testing.T) {
+	const (
+		topic = "parked"
+		group = "parked-group"
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close() // (again below, before the members close: Close is idempotent)
+	addr := c.ListenAddrs()[0]
+
+	sc := orderkafka.SaramaConfig()
+	sc.ClientID = "stay"
+	sc.Consumer.Group.Session.Timeout = 3 * time.Second // shorter than the barrier (10 s), longer than a rejoin
+	sc.Consumer.Group.Heartbeat.Interval = 250 * time.Millisecond
+	sc.Consumer.Group.Rebalance.Timeout = 10 * time.Second
+	sc.Net.ReadTimeout = 10 * time.Minute
+	stay, err := sarama.NewConsumerGroup([]string{addr}, group, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Close(); _ = stay.Close() }() // the broker first: it ends every request still parked
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if err := stay.Consume(ctx, []string{topic}, &countingHandler{seen: map[string]bool{}, all: make(chan struct{}), want: -1}); errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				return
+			}
+		}
+	}()
+	if _, err := c.WaitGroupStable(ctx, group, 1); err != nil {
+		t.Fatalf("the first member never settled: %v", err)
+	}
+
+	// The slow member joins properly once, then only heartbeats.
+	slow := newRawMember(t, addr, "slow", group, topic)
+	if err := slow.joinAndSync(); err != nil {
+		t.Fatalf("slow member: %v", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(250 * time.Millisecond) // its heartbeat interval
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				slow.heartbeat()
+			}
+		}
+	}()
+	before, err := c.WaitGroupStable(ctx, group, 2)
+	if err != nil {
+		t.Fatalf("stay and slow never settled: %v", err)
+	}
+
+	// A newcomer starts a rebalance: stay rejoins and waits; slow does not.
+	newcomer := newRawMember(t, addr, "newcomer", group, topic)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := newcomer.joinAndSync(); err != nil && ctx.Err() == nil {
+			t.Errorf("newcomer: %v", err)
+		}
+	}()
+	var stayID string
+	for _, m := range before.Members {
+		if m.ClientID == "stay" {
+			stayID = m.MemberID
+		}
+	}
+	// stay must come out of the barrier as the member it was (its parked
+	// JoinGroup answered), beside the newcomer.
+	after, err := c.WaitGroupInfo(ctx, group, func(gi *kfake.GroupInfo) bool {
+		if gi.State != "Stable" || gi.Epoch <= before.Epoch || len(gi.Members) != 2 {
+			return false
+		}
+		var stayed, came bool
+		for _, m := range gi.Members {
+			stayed = stayed || m.MemberID == stayID
+			came = came || m.ClientID == "newcomer"
+		}
+		return stayed && came
+	})
+	if err != nil {
+		gi := c.GroupInfo(group)
+		t.Fatalf("after the rebalance the group is not stay (member %s, parked in JoinGroup) and the newcomer: %v; it is %s at generation %d with %d members (%s)",
+			stayID, err, gi.State, gi.Epoch, len(gi.Members), memberList(gi))
+	}
+	t.Logf("generation %d: %s (slow, which never rejoined, removed at the rebalance timeout)", after.Epoch, memberList(after))
 }
