@@ -58,3 +58,7 @@ require (
 	modernc.org/memory v1.5.0 // indirect
 	modernc.org/sqlite v1.23.1 // indirect
 )
+
+// kfake (the in-process Kafka of the tests) with two fixes to its classic
+// consumer-group session timers: third_party/kfake/README.md.
+replace github.com/twmb/franz-go/pkg/kfake => ./third_party/kfake

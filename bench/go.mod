@@ -47,3 +47,5 @@ require (
 )
 
 replace github.com/seckillkit/seckill => ../
+
+replace github.com/twmb/franz-go/pkg/kfake => ../third_party/kfake

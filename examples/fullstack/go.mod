@@ -24,6 +24,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/valyala/fasthttp v1.78.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.yaml.in/yaml/v3 v3.0.5
@@ -75,7 +76,6 @@ require (
 	github.com/rs/xid v1.4.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/twmb/franz-go v1.22.3 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -105,3 +105,8 @@ replace github.com/seckillkit/seckill => ../..
 replace github.com/seckillkit/seckill/contrib/prometheus => ../../contrib/prometheus
 
 replace github.com/seckillkit/seckill/contrib/otel => ../../contrib/otel
+
+// kfake with two fixes to its classic consumer-group session timers (the
+// broker of cmd/broker wedged a group whose members were killed
+// mid-rebalance): ../../third_party/kfake/README.md.
+replace github.com/twmb/franz-go/pkg/kfake => ../../third_party/kfake

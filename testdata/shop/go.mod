@@ -54,3 +54,5 @@ require (
 )
 
 replace github.com/seckillkit/seckill => ../..
+
+replace github.com/twmb/franz-go/pkg/kfake => ../../third_party/kfake

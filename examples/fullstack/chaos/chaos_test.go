@@ -321,9 +321,6 @@ func scenarios() []scenario {
 			}}},
 		{id: "F9", what: "clock skew: api1 at +5 s, api2 at -5 s (-clock-skew); the sale opens and closes during the wave", fault: skewFault()},
 		{id: "F10", what: "rebalance storm: 2 workers, worker2 killed and restarted 3 times",
-			known: "the test broker (cmd/broker, kfake) stops serving the consumer group after worker2 is killed three times in 2 s; " +
-				"since the reconciler keeps a reservation whose message Kafka can still deliver (#25), nothing releases those reservations " +
-				"and the sale does not settle (before, the reconciler turned them FAILED); the soak finds the same wedge (RELIABILITY, the randomized soak)",
 			fault: fault{
 				sys: func(sc *sysConfig) { sc.workers = 2 },
 				strike: func(r *run) error {

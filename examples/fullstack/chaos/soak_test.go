@@ -22,7 +22,8 @@ import (
 )
 
 // soakKnobs are the soak's size, from the environment. SECKILL_SOAK=short
-// (CI: 2 seeds of 60 s) or long (`make soak`: 3 seeds of 30 min) turns
+// (2 fixed seeds of 60 s; .ci/run replays one, SECKILL_SOAK_SEED=49085)
+// or long (`make soak`: 3 seeds of 30 min) turns
 // it on; SECKILL_SOAK_DURATION (per seed), SECKILL_SOAK_SEEDS,
 // SECKILL_SOAK_SEED (replay one seed), SECKILL_SOAK_RANDOM=1 (fresh
 // random seeds instead of the fixed ones), SECKILL_SOAK_USERS and
