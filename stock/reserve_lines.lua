@@ -113,9 +113,15 @@ for _, i in ipairs(new) do
         used = math.max(held, tonumber(redis.call('HGET', KEYS[4 * i + 1], user)) or 0)
       end
       if sum == nil then
+        -- The buyers hash of this line's variant was just read: held.
         sum = 0
         for j = 1, V do
-          sum = sum + (tonumber(redis.call('HGET', KEYS[4 * L + 1 + j], user)) or 0)
+          local vk = KEYS[4 * L + 1 + j]
+          if vk == bk then
+            sum = sum + held
+          else
+            sum = sum + (tonumber(redis.call('HGET', vk, user)) or 0)
+          end
         end
       end
       if used + qty > limit or sum + adding + qty > plimit then

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -12,15 +14,70 @@ import (
 )
 
 // variantBenchClient is the real Redis when SECKILL_REDIS_ADDR is set (the
-// figures to quote), else miniredis (the relative cost of the scripts'
-// work only: miniredis runs Lua in process).
-func variantBenchClient(b *testing.B) (redis.UniversalClient, string) {
+// figures to quote; real is true), else miniredis (the relative cost of
+// the scripts' work only: miniredis runs Lua in process).
+func variantBenchClient(b *testing.B) (rdb redis.UniversalClient, prefix string, real bool) {
 	b.Helper()
 	if os.Getenv(testenv.EnvRedisAddr) != "" {
-		return benchClient(b)
+		rdb, prefix := benchClient(b)
+		return rdb, prefix, true
 	}
-	rdb, _ := testenv.Miniredis(b)
-	return rdb, "bv:"
+	rdb, _ = testenv.Miniredis(b)
+	return rdb, "bv:", false
+}
+
+// processCPU returns this process's CPU seconds (getrusage: user + system;
+// runtime/metrics' CPU classes move only at a GC, too coarse here).
+func processCPU(b *testing.B) float64 {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// scriptStats reads the script calls the server has run, the
+// microseconds it spent in them (INFO commandstats: EVAL, EVALSHA and
+// their _RO forms; a script's time includes the commands it runs, and is
+// wall time: a preempted server counts the wait) and its CPU seconds
+// (INFO cpu: used_cpu_sys + used_cpu_user, the network included).
+func scriptStats(b *testing.B, rdb redis.UniversalClient) (calls, usec int64, cpu float64) {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO %s: %v", line, err)
+			}
+			cpu += f
+			continue
+		}
+		if !ok || (k != "cmdstat_eval" && k != "cmdstat_evalsha" && k != "cmdstat_eval_ro" && k != "cmdstat_evalsha_ro") {
+			continue
+		}
+		for _, f := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(f, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			switch name {
+			case "calls":
+				calls += n
+			case "usec":
+				usec += n
+			default:
+				continue
+			}
+			if err != nil {
+				b.Fatalf("INFO %s: %v", line, err)
+			}
+		}
+	}
+	return calls, usec, cpu
 }
 
 // BenchmarkReserveVariants: one caller, distinct buyers and reservation
@@ -39,8 +96,15 @@ func variantBenchClient(b *testing.B) (redis.UniversalClient, string) {
 //   - lines-3-across: ReserveLines of 3 plain activities (3 calls).
 //   - lines-3-across-group: the same with a limit group on each line (3
 //     more calls: the group allowances).
+//
+// On the real Redis each case also reports, per operation, what a loaded
+// machine blurs least in ns/op (a single caller's round trip is mostly
+// scheduling): redis-us/op, the time the server spent in the scripts
+// (INFO commandstats; the server is this benchmark's alone, else others'
+// scripts count too); calls/op, the script calls; client-cpu-us/op, this
+// process's CPU (getrusage).
 func BenchmarkReserveVariants(b *testing.B) {
-	rdb, prefix := variantBenchClient(b)
+	rdb, prefix, real := variantBenchClient(b)
 	ctx := context.Background()
 	d, err := New(rdb, WithKeyPrefix(prefix), WithoutSoldOutCache())
 	if err != nil {
@@ -96,12 +160,28 @@ func BenchmarkReserveVariants(b *testing.B) {
 	base := 0
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
+			var calls0, usec0 int64
+			var cpu0, rcpu0 float64
+			if real {
+				calls0, usec0, rcpu0 = scriptStats(b, rdb)
+				cpu0 = processCPU(b)
+			}
+			n := 0
 			for i := 0; b.Loop(); i++ {
 				if err := c.f(base + i); err != nil {
 					b.Fatal(err)
 				}
+				n++
 			}
 			base += 1 << 30
+			if real {
+				cpu := processCPU(b) - cpu0
+				calls, usec, rcpu := scriptStats(b, rdb)
+				b.ReportMetric(float64(usec-usec0)/float64(n), "redis-us/op")
+				b.ReportMetric((rcpu-rcpu0)*1e6/float64(n), "redis-cpu-us/op")
+				b.ReportMetric(float64(calls-calls0)/float64(n), "calls/op")
+				b.ReportMetric(cpu*1e6/float64(n), "client-cpu-us/op")
+			}
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -173,21 +174,28 @@ func TestVariantLoadInvalid(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 }
 
-// TestVariantHammer: many goroutines on a 12-variant activity with a
-// skewed size distribution: no oversell per variant, every per-variant and
+// TestVariantHammer: buyers on a 12-variant activity with a skewed size
+// distribution, each buyer's attempts concurrent (single-variant Reserves
+// and 2-variant carts): no oversell per variant, every per-variant and
 // per-activity cap held, the popular sizes sell out first, and the ledger
-// agrees with the counters; all counted from Redis.
+// agrees with the counters; all counted from Redis. On miniredis 400
+// buyers (quick under go test ./...); on real Redis and the Cluster the
+// done-when's 10,000.
 func TestVariantHammer(t *testing.T) {
-	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+	forEachRedisKind(t, func(t *testing.T, kind testenv.RedisKind, rdb redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		d := newTestDeductor(t, rdb, prefix)
-		const variants, buyers, tries = 12, 400, 4
+		const variants, tries, inFlight = 12, 4, 256
+		buyers, stockPer := 400, int64(30)
+		if kind != testenv.KindMiniredis {
+			buyers, stockPer = 10000, 1000
+		}
 		ids := make([]string, variants)
 		vs := make([]Variant, variants)
 		weights := make([]int, variants)
 		for i := range vs {
 			ids[i] = fmt.Sprint("size", 36+i)
-			vs[i] = Variant{ID: ids[i], Stock: 30, PerUserLimit: 1 + int64(i%2)}
+			vs[i] = Variant{ID: ids[i], Stock: stockPer, PerUserLimit: 1 + int64(i%2)}
 			// Sizes 41-43 are the popular ones.
 			weights[i] = 1
 			if i >= 5 && i <= 7 {
@@ -210,29 +218,63 @@ func TestVariantHammer(t *testing.T) {
 			return variants - 1
 		}
 		var wg sync.WaitGroup
-		errs := make(chan error, buyers*tries)
+		var mu sync.Mutex
+		var errs []error
+		var carts, cartsHeld int
+		fail := func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+		}
+		gate := make(chan struct{}, inFlight) // buyers in flight: bounded goroutines under -race
 		for b := range buyers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(b), 7))
-				for k := range tries {
-					v := pick(r)
+			gate <- struct{}{}
+			var bw sync.WaitGroup
+			for k := range tries {
+				r := rand.New(rand.NewPCG(uint64(b), uint64(k)))
+				v := pick(r)
+				wg.Add(1)
+				bw.Add(1)
+				go func() {
+					defer wg.Done()
+					defer bw.Done()
+					if k == tries-1 && b%4 == 0 {
+						// A cart of two sizes: one script, all or nothing.
+						w := (v + 1 + r.IntN(variants-1)) % variants
+						res, err := d.ReserveLines(ctx, Lines{User: uid(b), ReservationID: fmt.Sprint("c", b), Lines: []Line{
+							{Activity: VariantOf("12", ids[v]), Qty: 1}, {Activity: VariantOf("12", ids[w]), Qty: 1}}})
+						if err != nil {
+							fail(err)
+							return
+						}
+						mu.Lock()
+						carts++
+						if res.Status == Reserved {
+							cartsHeld++
+						}
+						mu.Unlock()
+						return
+					}
 					_, err := d.Reserve(ctx, Request{Activity: VariantOf("12", ids[v]), User: uid(b), Qty: 1 + int64(r.IntN(2)),
 						ReservationID: fmt.Sprint("h", b, "-", k)})
 					if err != nil {
-						errs <- err
+						fail(err)
 					}
-				}
+				}()
+			}
+			go func() {
+				bw.Wait()
+				<-gate
 			}()
 		}
 		wg.Wait()
-		close(errs)
-		for err := range errs {
+		for _, err := range errs {
 			require.ErrorIs(t, err, ErrInvalidArgument, "only qty above a variant's limit may fail")
 		}
 		stock, held := variantCounts(t, rdb, prefix, "12", ids)
 		perUser := map[string]int64{}
+		cartLines := map[string]int{} // cart -> lines held
+		var sold int64
 		for i, v := range ids {
 			assert.GreaterOrEqual(t, stock[v], int64(0), "no oversell of %s", v)
 			var sum int64
@@ -241,20 +283,34 @@ func TestVariantHammer(t *testing.T) {
 				sum += n
 				perUser[u] += n
 			}
+			sold += sum
 			assert.Equal(t, vs[i].Stock, stock[v]+sum, "conservation of %s", v)
-			lsum, lper := heldSum(ledger(t, d, VariantOf("12", v)))
+			l := ledger(t, d, VariantOf("12", v))
+			lsum, lper := heldSum(l)
 			assert.Equal(t, sum, lsum, "ledger of %s", v)
 			for u, n := range lper {
 				assert.Equal(t, held[v][u], n, "ledger of %s, buyer %s", v, u)
+			}
+			for id, r := range l {
+				if cart, _, ok := strings.Cut(id, "#"); ok && r.State == Held {
+					cartLines[cart]++
+				}
 			}
 		}
 		for u, n := range perUser {
 			assert.LessOrEqual(t, n, int64(3), "buyer %s over the activity's limit", u)
 		}
+		for c, n := range cartLines {
+			assert.Equal(t, 2, n, "cart %s is held whole or not at all", c)
+		}
+		assert.Len(t, cartLines, cartsHeld, "the carts answered Reserved are the carts held")
+		assert.Positive(t, cartsHeld, "some carts were held")
+		assert.Equal(t, (buyers+3)/4, carts)
 		for i := 5; i <= 7; i++ {
 			assert.Zero(t, stock[ids[i]], "popular size %s sold out", ids[i])
 		}
 		assert.Positive(t, stock[ids[0]], "an unpopular size is left")
+		t.Logf("%s: %d buyers, %d units sold of %d, %d of %d carts held", kind, buyers, sold, int64(variants)*stockPer, cartsHeld, carts)
 	})
 }
 
