@@ -261,3 +261,36 @@ func TestCartCancelledWhole(t *testing.T) {
 		assert.ErrorIs(t, f.c.PayRef(ctx, f.nos[1], Payment{Provider: "stripe", Reference: fmt.Sprint("pi_1")}), ErrOrderCancelled)
 	})
 }
+
+// The result of a cart, read from the database, and the order readers
+// show its lines, each with its own state.
+func TestCartResultShowsLines(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newCartFixture(t, db, 10, 1)
+		require.NoError(t, f.c.CancelLine(ctx, f.nos[0], 1))
+		results, err := NewResults(testenv.Redis(t), db, WithKeyPrefix(testenv.Prefix(t)))
+		require.NoError(t, err)
+		res, err := results.Get(ctx, "s", "100")
+		require.NoError(t, err)
+		assert.Equal(t, order.StatusSuccess, res.Status)
+		require.Len(t, res.Lines, 3)
+		assert.Equal(t, []string{"s/M", "s/L", "b"}, []string{res.Lines[0].ActivityID, res.Lines[1].ActivityID, res.Lines[2].ActivityID})
+		assert.Equal(t, []string{"", order.OrderCancelled, ""}, []string{res.Lines[0].Status, res.Lines[1].Status, res.Lines[2].Status})
+		res, err = results.Reservation(ctx, ResultQuery{Activity: "s", User: "100", ReservationID: "r-0"})
+		require.NoError(t, err)
+		assert.Len(t, res.Lines, 3)
+
+		orders, err := NewOrders(db)
+		require.NoError(t, err)
+		o, err := orders.Get(ctx, f.nos[0])
+		require.NoError(t, err)
+		require.Len(t, o.Lines, 3)
+		assert.EqualValues(t, 2, o.Lines[1].Qty)
+		byUser, err := orders.ByUser(ctx, "s", "100")
+		require.NoError(t, err)
+		require.Len(t, byUser, 1)
+		assert.Len(t, byUser[0].Lines, 3)
+	})
+}
