@@ -2,6 +2,8 @@ package status
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/seckillkit/seckill/order"
@@ -62,10 +64,16 @@ func settleLines(tx *gorm.DB, table string, ls []order.Line, status, restock str
 	return nil
 }
 
-// restoreLines gives the units of ls back to their activities' DB stock.
+// restoreLines gives the units of ls back to their activities' DB stock:
+// one update per activity, in ID order (the consumer's order of the stock
+// rows, so two transactions never take them in opposite orders).
 func restoreLines(tx *gorm.DB, restoreStock string, ls []order.Line) error {
+	units := map[string]int64{}
 	for _, l := range ls {
-		if err := tx.Exec(restoreStock, l.Qty, l.ActivityID).Error; err != nil {
+		units[l.ActivityID] += l.Qty
+	}
+	for _, a := range slices.Sorted(maps.Keys(units)) {
+		if err := tx.Exec(restoreStock, units[a], a).Error; err != nil {
 			return err
 		}
 	}
