@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -439,7 +440,7 @@ func compareFused(t *testing.T, tc fuseCase, edit func(*Config)) string {
 		}
 		o1.Err, o2.Err = nil, nil
 	}
-	if o1 != o2 {
+	if !reflect.DeepEqual(o1, o2) {
 		return fmt.Sprintf("outcomes differ:\nsequential %+v\nfused      %+v", o1, o2)
 	}
 	if s1, s2 := dump(t, seq.rdb), dump(t, fus.rdb); s1 != s2 {

@@ -88,3 +88,50 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkHandleCart measures Processor.Handle, one message per
+// transaction, one goroutine, per database: a plain order of 1 unit
+// ("plain") against a cart of 3 lines in 3 activities ("cart3": 4 dedup
+// rows, the order row, 3 line rows, 3 cap reads, 3 stock updates). Caps
+// are 10, so the plain order reads the buyer's units too.
+func BenchmarkHandleCart(b *testing.B) {
+	for _, kind := range dbKinds() {
+		for _, shape := range []string{"plain", "cart3"} {
+			b.Run(fmt.Sprintf("db=%s/%s", kind, shape), func(b *testing.B) {
+				ctx := context.Background()
+				db := openDB(b, kind)
+				if err := AutoMigrate(ctx, db); err != nil {
+					b.Fatal(err)
+				}
+				for _, a := range []string{"1", "1/M", "1/L", "2"} {
+					addActivity(b, db, a, int64(b.N)+1, 10)
+				}
+				gen, err := orderid.New(1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p, err := NewProcessor(db, gen)
+				if err != nil {
+					b.Fatal(err)
+				}
+				now := time.Now()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					m := Message{Version: MessageVersion, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+						ActivityID: "1", UserID: num(1 + i), Qty: 1, CreatedAt: now}
+					if shape == "cart3" {
+						m.Qty = 0
+						m.Lines = []Line{{ActivityID: "1/M", Qty: 1}, {ActivityID: "1/L", Qty: 1}, {ActivityID: "2", Qty: 1}}
+					}
+					out, err := p.Handle(ctx, m)
+					if err != nil || out.Status != StatusSuccess {
+						b.Fatalf("%+v %v", out, err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+			})
+		}
+	}
+}

@@ -224,18 +224,29 @@ func (c *Consumer) after(ctx context.Context, outs []Outcome) {
 		if !o.release() {
 			continue
 		}
-		var err error
-		for i := 0; i < c.o.releaseTry; i++ {
-			if err = c.rel.Release(bg, o.Message.ActivityID, o.Message.ReservationID); err == nil {
-				break
-			}
-			if i+1 < c.o.releaseTry {
-				_ = c.sleep(bg, i)
+		// A cart's reservation is its lines': "<id>#<i>" in each line's activity.
+		type resv struct{ activity, id string }
+		rs := []resv{{o.Message.ActivityID, o.Message.ReservationID}}
+		if len(o.Message.Lines) > 0 {
+			rs = rs[:0]
+			for i, l := range o.Message.Lines {
+				rs = append(rs, resv{l.ActivityID, lineReservation(o.Message.ReservationID, i)})
 			}
 		}
-		if err != nil {
-			c.releaseFailures.Add(1)
-			c.report(ctx, fmt.Errorf("order: release %s (left to the reconciler): %w", o.Message.ReservationID, err))
+		for _, r := range rs {
+			var err error
+			for i := 0; i < c.o.releaseTry; i++ {
+				if err = c.rel.Release(bg, r.activity, r.id); err == nil {
+					break
+				}
+				if i+1 < c.o.releaseTry {
+					_ = c.sleep(bg, i)
+				}
+			}
+			if err != nil {
+				c.releaseFailures.Add(1)
+				c.report(ctx, fmt.Errorf("order: release %s (left to the reconciler): %w", r.id, err))
+			}
 		}
 	}
 	if c.o.scheduler != nil {

@@ -85,15 +85,37 @@
 //
 // # Message versions, extension and order snapshot
 //
-// [Message.Encode] writes version 3 ([MessageVersion]): string IDs and the
-// optional [Message.Ext]. A consumer that predates it refuses the message
-// by its version instead of misreading it: upgrade consumers first.
+// [Message.Encode] writes version 3 for a message without lines (string
+// IDs and the optional [Message.Ext]) and version 4 ([MessageVersion]) for
+// one with [Message.Lines]. A consumer that predates a version refuses the
+// message by its version instead of misreading it: upgrade consumers first.
 // Versions 1 (numeric IDs) and 2 (numeric IDs and Ext) still decode; their
 // numbers become decimal strings. [Message.Ext] carries an opaque JSON
 // payload of at most 4 KiB (4096 bytes) from the API to the order's ext
 // column. The consumer's transaction also copies the activity's product_id and
 // product_name onto the order; price is the unit price at the time of sale
 // (the message's, else the activity price read in that transaction).
+//
+// # Orders with lines
+//
+// A message with [Message.Lines] (a cart reserved with
+// stock.Deductor.ReserveLines, line i under "<id>#<i>") becomes one order
+// row (Qty and Price 0, LiveSlot NULL, filed under [Message.ActivityID])
+// and one row of seckill_order_line per line ([Line]: its activity — a
+// variant's "a/v", whose DB stock is the activity row of that ID — units,
+// unit price and own state), in one transaction with the message's dedup
+// row, a SUCCESS dedup row per line's reservation (so handoff.Fence finds
+// a consumed line consumed, and a line it fenced first refuses the cart),
+// the per-user cap of every line's activity (counting the buyer's orders
+// and lines, cap 1 included) and one stock update per line's activity.
+// All or nothing. A cart is written on its own, never in a batch. The
+// [TxHook] sees [Order.Lines]. A message without lines writes exactly what
+// it wrote before: no line row. status.Canceller cancels and refunds a
+// line (CancelLine, RefundLine) or the whole order; reconcile counts lines
+// per activity; status.Results and status.Orders show them. The cap-1
+// live_slot key covers plain orders only: a plain order of a cap-1
+// activity does not read the buyer's cart lines (Redis's held counter,
+// shared by Reserve and ReserveLines, holds that cap).
 //
 // # The shop's rows in the same transaction
 //
@@ -109,10 +131,11 @@
 //
 // # Tables
 //
-// Five tables, seckill_activity, seckill_order, message_dedup,
-// seckill_activity_adjust (the stock ledger of operate.AdjustStock) and
+// Six tables, seckill_activity, seckill_order, message_dedup,
+// seckill_activity_adjust (the stock ledger of operate.AdjustStock),
 // seckill_payment (the payments providers reported, one row per (provider,
-// reference): status.Canceller.PayRef) by default:
+// reference): status.Canceller.PayRef) and seckill_order_line (the lines
+// of the orders with lines, by (order_no, line_no)) by default:
 // [AutoMigrate], or the DDL of [Schema] (schema.sql and
 // schema_postgres.sql). [WithTables] names others, so that several
 // services (or a shop's naming scheme) share a database: give the same

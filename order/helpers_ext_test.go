@@ -170,7 +170,7 @@ func defaultTables() order.Tables {
 }
 
 // otherTables are table names other than the defaults.
-var otherTables = order.Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust", Payment: "shop_payment"}
+var otherTables = order.Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust", Payment: "shop_payment", Line: "shop_line"}
 
 func newReconcilerMust(t *testing.T, db *gorm.DB, led *ledger, clock order.Clock) *reconcile.Reconciler {
 	t.Helper()

@@ -214,7 +214,7 @@ func newGenOn(t testing.TB, machine int64, clock *fixedClock) *orderid.Generator
 
 // msg is message i of user in activity act, at the current version.
 func msg(i int, act, user string) Message {
-	return Message{Version: MessageVersion, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
+	return Message{Version: 3, MsgID: fmt.Sprintf("m-%d", i), ReservationID: fmt.Sprintf("r-%d", i),
 		ActivityID: act, UserID: user, Qty: 1, CreatedAt: testenv.Epoch()}
 }
 

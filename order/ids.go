@@ -2,6 +2,7 @@ package order
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/seckillkit/seckill/order/internal/dbx"
 )
@@ -25,6 +26,21 @@ func ValidID(s string) bool {
 		return false
 	}
 	return true
+}
+
+// validLineActivity reports whether s can be the activity of a [Line]: a
+// [ValidID], or a variant's activity string "a/v" (stock.VariantOf) whose
+// two parts are ValidID, at most [MaxIDLen] bytes in all (the activity_id
+// and id columns).
+func validLineActivity(s string) bool {
+	if len(s) > MaxIDLen {
+		return false
+	}
+	a, v, variant := strings.Cut(s, "/")
+	if !variant {
+		return ValidID(s)
+	}
+	return ValidID(a) && ValidID(v)
 }
 
 // checkID returns nil for a valid ID, else an error wrapping

@@ -87,7 +87,7 @@ func TestDecodeOldAndNewIDs(t *testing.T) {
 	_, err = order.Decode([]byte(strings.Replace(v3, `"user_id":"4f9c2a1e-8d5b-4c1e-9a3f-2b7d6e0c1a95"`, `"user_id":"`+long+`"`, 1)))
 	assert.ErrorIs(t, err, order.ErrInvalidID)
 	assert.Contains(t, err.Error(), "user_id is 5000 bytes long")
-	_, err = order.Decode([]byte(`{"v":4,"msg_id":"a","reservation_id":"r","activity_id":1,"user_id":1,"qty":1}`))
+	_, err = order.Decode([]byte(`{"v":5,"msg_id":"a","reservation_id":"r","activity_id":1,"user_id":1,"qty":1}`))
 	assert.ErrorIs(t, err, order.ErrUnsupportedVersion, "a future version is refused as such, whatever its shape")
 }
 

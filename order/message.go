@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/seckillkit/seckill/order/internal/dbx"
 )
 
 // maxExtSize is the largest [Message.Ext] accepted, in bytes.
@@ -37,6 +39,17 @@ type Message struct {
 	// [maxExtSize] bytes (UTF-8), opaque to this package, stored in the
 	// order's ext column (JSON null counts as absent). It needs Version ≥ 2.
 	Ext json.RawMessage `json:"ext,omitempty"`
+	// Lines, when set, make the order an order with lines (a cart,
+	// reserved with stock.Deductor.ReserveLines under ReservationID): line
+	// i is Lines[i].Activity (an activity ID or a variant "a/v"),
+	// Lines[i].Qty units at Lines[i].Price (0: the activity price in the
+	// DB), its stock reservation ReservationID+"#i"; the other fields of a
+	// Line must be empty. Qty and Price must then be 0, ActivityID names
+	// the activity the order is filed under (its product snapshot; for
+	// variants of one activity, that activity): it needs Version ≥ 4, and
+	// at most [maxLines] lines. Without Lines (today's single-line order)
+	// nothing changes: no line row is written.
+	Lines []Line `json:"lines,omitempty"`
 	// Headers are the Kafka record headers the message arrived with (the
 	// [Consumer] sets them; trace context from orderkafka.WithHeaders); not part of
 	// the JSON, never stored. The [Processor] copies them to the
@@ -57,6 +70,10 @@ func (m Message) Validate() error {
 		return checkID("activity_id", m.ActivityID)
 	case !ValidID(m.UserID):
 		return checkID("user_id", m.UserID)
+	case len(m.Lines) > 0:
+		if err := m.validateLines(); err != nil {
+			return err
+		}
 	case m.Qty <= 0:
 		return invalid("qty must be positive")
 	case m.Price < 0:
@@ -75,6 +92,38 @@ func (m Message) Validate() error {
 	return nil
 }
 
+// maxLines is the most lines one message (one order) may have.
+const maxLines = 64
+
+// validateLines checks the lines of a message with lines.
+func (m Message) validateLines() error {
+	switch {
+	case m.Version < 4:
+		return invalid("lines need message version 4 or later, got %d", m.Version)
+	case len(m.Lines) > maxLines:
+		return invalid("%d lines, more than %d", len(m.Lines), maxLines)
+	case m.Qty != 0 || m.Price != 0:
+		return invalid("a message with lines has qty and price 0 (its lines carry them)")
+	case len(m.ReservationID)+len("#")+len(strconv.Itoa(len(m.Lines)-1)) > MaxReservationIDLen:
+		return invalid("reservation_id leaves no room for the lines' \"#<i>\" within %d bytes", MaxReservationIDLen)
+	}
+	for i, l := range m.Lines {
+		switch {
+		case !validLineActivity(l.ActivityID):
+			return invalid("line %d: activity must be an activity ID or a variant \"a/v\" of at most %d bytes, got %s",
+				i, MaxIDLen, dbx.DescribeID(l.ActivityID, MaxIDLen))
+		case l.Qty <= 0:
+			return invalid("line %d: qty must be positive", i)
+		case l.Price < 0:
+			return invalid("line %d: price must not be negative", i)
+		case l.OrderNo != "" || l.LineNo != 0 || l.ReservationID != "" || l.UserID != "" || l.Status != "" ||
+			l.Restock != "" || !l.UpdatedAt.IsZero():
+			return invalid("line %d: only activity, qty and price are set in a message", i)
+		}
+	}
+	return nil
+}
+
 // ext returns the extension payload, nil when absent or JSON null.
 func (m Message) ext() json.RawMessage {
 	if len(m.Ext) == 0 || string(bytes.TrimSpace(m.Ext)) == "null" {
@@ -87,11 +136,16 @@ func (m Message) ext() json.RawMessage {
 // their order on one partition.
 func (m Message) Key() string { return m.UserID }
 
-// Encode validates m and returns its JSON form, always as version
-// [MessageVersion] (string IDs): a Version of 0, 1 or 2 is written as 3.
+// Encode validates m and returns its JSON form (string IDs): a message
+// without lines as version 3 (a Version of 0, 1, 2 or 4 is written as 3,
+// so consumers of the releases before lines read it), one with lines as
+// version 4 ([MessageVersion]).
 func (m Message) Encode() ([]byte, error) {
-	if m.Version >= 0 && m.Version < MessageVersion {
+	switch {
+	case len(m.Lines) > 0 && m.Version >= 0 && m.Version <= MessageVersion:
 		m.Version = MessageVersion
+	case m.Version >= 0 && m.Version <= MessageVersion:
+		m.Version = 3
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

@@ -195,6 +195,45 @@ type Order struct {
 	// ([Message.Headers]), set on the orders a [TxHook] gets; not a column,
 	// nil when read from the database.
 	Headers map[string]string `gorm:"-" json:"-"`
+	// Lines are the lines of an order made from a message with
+	// [Message.Lines], rows of seckill_order_line (see [Line]), in line
+	// order; such an order's own Qty and Price are 0 (its units and prices
+	// are its lines'; Qty 0 tells such an order, whether or not Lines was
+	// read), its LiveSlot NULL. Not a column: set on the orders a
+	// [TxHook] gets and by the readers of order/status; nil for an order
+	// without lines (today's single-line order, which writes no line row).
+	Lines []Line `gorm:"-" json:",omitempty"`
+}
+
+// Line is one line of an order with lines: a row of seckill_order_line (or
+// the table [WithTables] names), keyed by (OrderNo, LineNo), and the
+// element of [Message.Lines] (there only Activity, Qty and Price are set:
+// the JSON fields activity, qty, price).
+//
+// Line i of the order of reservation R holds the stock reservation
+// "R#i" (stock.Deductor.ReserveLines records line i under that ID), its
+// ReservationID. Activity is an activity ID or a variant's activity string
+// "a/v" (stock.VariantOf: both parts [ValidID], at most [MaxIDLen] bytes
+// in all); its stock guard is the activity row of that ID — a variant's
+// DB stock is the seckill_activity row with id "a/v". Price is the unit
+// price in cents (0 in a message: the activity price in the DB).
+//
+// Status is the line's own state: "" while it follows its order (live
+// while the order is CREATED or PAID); [OrderCancelled] once cancelled
+// alone (status.Canceller.CancelLine) or with its order;
+// [OrderRefunded] once refunded, Restock saying where its units went
+// ("sale", "shop", "none"), as for a refunded order.
+type Line struct {
+	OrderNo       string    `gorm:"primaryKey;size:32" json:"-"`
+	LineNo        int       `gorm:"primaryKey;autoIncrement:false" json:"-"`
+	ReservationID string    `gorm:"type:varchar(128);size:128;not null" json:"-"` // "<order's reservation>#<LineNo>"
+	UserID        string    `gorm:"type:varchar(64);size:64;not null" json:"-"`
+	ActivityID    string    `gorm:"type:varchar(64);size:64;not null" json:"activity"`
+	Qty           int64     `gorm:"not null" json:"qty"`
+	Price         Cents     `gorm:"type:decimal(12,2);not null;default:0" json:"price,omitempty"`
+	Status        string    `gorm:"size:16;not null;default:''" json:"status,omitempty"`
+	Restock       string    `gorm:"size:8;not null;default:''" json:"restock,omitempty"`
+	UpdatedAt     time.Time `json:"-"`
 }
 
 // TableName implements gorm's Tabler: the default name. The package itself
@@ -285,4 +324,5 @@ const (
 	defaultDedupTable    = "message_dedup"
 	defaultAdjustTable   = "seckill_activity_adjust"
 	defaultPaymentTable  = "seckill_payment"
+	defaultLineTable     = "seckill_order_line"
 )

@@ -302,6 +302,9 @@ func (t tablesOption) applyTables(dst *Tables) {
 	if t.Payment != "" {
 		dst.Payment = t.Payment
 	}
+	if t.Line != "" {
+		dst.Line = t.Line
+	}
 }
 
 func (t tablesOption) applyProcessor(o *options) { t.applyTables(&o.tables) }

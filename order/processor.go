@@ -199,6 +199,9 @@ func (p *Processor) Handle(ctx context.Context, m Message) (Outcome, error) {
 // A business refusal is a *businessError; a message already written is
 // errDuplicateMsg.
 func (p *Processor) handleTx(ctx context.Context, tx *gorm.DB, m Message, id int64, now time.Time) (Order, error) {
+	if len(m.Lines) > 0 {
+		return p.cartTx(ctx, tx, m, id, now)
+	}
 	d := dedupOf(m, StatusSuccess, strconv.FormatInt(id, 10), "", now)
 	if err := p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{d})); err != nil {
 		if dbx.IsDuplicate(err) {
@@ -240,6 +243,109 @@ func (p *Processor) handleTx(ctx context.Context, tx *gorm.DB, m Message, id int
 	}
 	if res.RowsAffected == 0 {
 		return Order{}, &businessError{ReasonSoldOut}
+	}
+	return ord, nil
+}
+
+// reasonReleased is the Reason of a cart refused because one of its
+// lines' reservations was fenced as released (handoff.ReasonReleased).
+const reasonReleased = "released"
+
+// lineReservation is the stock reservation ID of line i of the order of
+// reservation id: "<id>#<i>" (stock.Deductor.ReserveLines).
+func lineReservation(id string, i int) string { return id + "#" + strconv.Itoa(i) }
+
+// cartTx is the transaction of [Processor.Handle] for a message with lines:
+// the dedup row of the message and one per line (the line's reservation
+// "<id>#<i>" with a SUCCESS outcome: the fence handoff.Fence meets when it
+// would release a line of a consumed cart, and a line fenced first refuses
+// the cart, reasonReleased), the caps per line's activity, the order row
+// (Qty 0), its line rows, the [TxHook], then the stock row of each line's
+// activity, in ID order. All or nothing: any refusal or error rolls every
+// row back.
+func (p *Processor) cartTx(ctx context.Context, tx *gorm.DB, m Message, id int64, now time.Time) (Order, error) {
+	no := strconv.FormatInt(id, 10)
+	if err := p.insertRows(ctx, tx, tableDedup, dedupArgs([]Dedup{dedupOf(m, StatusSuccess, no, "", now)})); err != nil {
+		if dbx.IsDuplicate(err) {
+			return Order{}, errDuplicateMsg
+		}
+		return Order{}, err
+	}
+	fences := make([]Dedup, len(m.Lines))
+	units := map[string]int64{m.ActivityID: 0}
+	for i, l := range m.Lines {
+		fences[i] = Dedup{MsgID: "line:" + no + "#" + strconv.Itoa(i), ReservationID: lineReservation(m.ReservationID, i),
+			ActivityID: l.ActivityID, UserID: m.UserID, Outcome: string(StatusSuccess), OrderNo: no, CreatedAt: now}
+		units[l.ActivityID] += l.Qty
+	}
+	if err := p.insertRows(ctx, tx, tableDedup, dedupArgs(fences)); err != nil {
+		if dbx.IsDuplicate(err) {
+			return Order{}, &businessError{reasonReleased}
+		}
+		return Order{}, err
+	}
+	actIDs := make([]string, 0, len(units))
+	for a := range units {
+		actIDs = append(actIDs, a)
+	}
+	slices.Sort(actIDs) // one lock order for every consumer
+	acts, err := p.loadActivities(tx, actIDs)
+	if err != nil {
+		return Order{}, err
+	}
+	for _, a := range actIDs {
+		if _, ok := acts[a]; !ok {
+			return Order{}, &businessError{ReasonUnknownActivity}
+		}
+	}
+	for _, a := range actIDs {
+		if units[a] == 0 {
+			continue // the order's own activity, without a line
+		}
+		// Every cap, 1 included: the live_slot key covers orders, not lines.
+		held, err := p.liveUnits(ctx, tx, a, []string{m.UserID})
+		if err != nil {
+			return Order{}, err
+		}
+		if held[m.UserID]+units[a] > acts[a].UserLimit {
+			return Order{}, &businessError{ReasonLimit}
+		}
+	}
+	ord := p.newOrder(m, acts[m.ActivityID], id, now)
+	ord.Price, ord.LiveSlot = 0, nil
+	if err := p.insertRows(ctx, tx, tableOrder, orderArgs([]Order{ord})); err != nil {
+		if dbx.IsDuplicate(err) {
+			return Order{}, &businessError{ReasonDuplicate}
+		}
+		return Order{}, err
+	}
+	ord.Lines = make([]Line, len(m.Lines))
+	for i, l := range m.Lines {
+		price := l.Price
+		if price == 0 {
+			price = acts[l.ActivityID].ActivityPrice
+		}
+		ord.Lines[i] = Line{OrderNo: no, LineNo: i, ReservationID: fences[i].ReservationID, UserID: m.UserID,
+			ActivityID: l.ActivityID, Qty: l.Qty, Price: price, UpdatedAt: now}
+	}
+	if err := tx.Table(p.o.tables.Line).Create(&ord.Lines).Error; err != nil {
+		return Order{}, err
+	}
+	if err := p.runHook(ctx, tx, []Order{ord}); err != nil {
+		return Order{}, err
+	}
+	// The hot rows last, in ID order: their locks are held only until the commit.
+	for _, a := range actIDs {
+		if units[a] == 0 {
+			continue
+		}
+		res := tx.Exec(p.sql.takeStock, units[a], a, units[a])
+		if res.Error != nil {
+			return Order{}, res.Error
+		}
+		if res.RowsAffected == 0 {
+			return Order{}, &businessError{ReasonSoldOut}
+		}
 	}
 	return ord, nil
 }
@@ -292,7 +398,8 @@ func (p *Processor) fail(ctx context.Context, m Message, reason string, now time
 // as a whole — an activity without enough DB stock, a duplicate reservation
 // or user, an unknown activity — it is rolled back and every message is
 // written on its own with [Processor.Handle], so one bad message never fails
-// its neighbours. outs[i] belongs to msgs[i].
+// its neighbours. A message with lines (a cart) is always written on its
+// own. outs[i] belongs to msgs[i].
 //
 // On error nothing is lost: what was committed is found again as
 // duplicates when the same messages are processed again. A [TxHook] error
@@ -305,6 +412,7 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, err
 	users := make(map[[2]string]bool, len(msgs))
 	uniq := make([]int, 0, len(msgs))
 	dupOf := map[int]int{}
+	var carts []int
 	conflict := false
 	for i, m := range msgs {
 		if err := m.Validate(); err != nil {
@@ -315,6 +423,10 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, err
 			continue
 		}
 		first[m.MsgID] = i
+		if len(m.Lines) > 0 {
+			carts = append(carts, i) // a cart is written on its own (Handle)
+			continue
+		}
 		uniq = append(uniq, i)
 		u := [2]string{m.UserID, m.ActivityID}
 		if resv[m.ReservationID] || users[u] {
@@ -332,14 +444,16 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) ([]Outcome, err
 			return nil, err
 		}
 	}
+	one := carts // each written on its own: the carts, and the rest unless batched
 	if !done {
-		for _, i := range uniq {
-			o, err := p.Handle(ctx, msgs[i])
-			if err != nil {
-				return nil, err
-			}
-			outs[i] = o
+		one = append(uniq, carts...)
+	}
+	for _, i := range one {
+		o, err := p.Handle(ctx, msgs[i])
+		if err != nil {
+			return nil, err
 		}
+		outs[i] = o
 	}
 	for i, j := range dupOf {
 		outs[i] = outs[j]
@@ -529,8 +643,12 @@ func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity string,
 	if err := tx.WithContext(ctx).Raw(p.sql.liveUnits, users, activity, []string{OrderCreated, OrderPaid}, OrderRefunded, "sale").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: live units: %w", err)
 	}
+	var lines []row
+	if err := tx.WithContext(ctx).Raw(p.sql.liveLineUnits, users, activity, OrderRefunded, "sale").Scan(&lines).Error; err != nil {
+		return nil, fmt.Errorf("order: live line units: %w", err)
+	}
 	held := make(map[string]int64, len(users))
-	for _, r := range rows {
+	for _, r := range append(rows, lines...) {
 		held[r.UserID] += r.Qty
 	}
 	return held, nil

@@ -39,4 +39,8 @@ type Result struct {
 	Reason        string // set when Status is FAILED
 	ReservationID string
 	At            time.Time
+	// Lines are the lines of an order with lines ([Message.Lines]), each
+	// with its own state, when the answer comes from the database
+	// (status.Results with a database); nil otherwise.
+	Lines []Line
 }

@@ -194,7 +194,7 @@ func TestAutoMigrateWidensReservationID(t *testing.T) {
 			}
 			ddl = strings.ReplaceAll(ddl, `"reservation_id" VARCHAR(128)  `, old)
 			ddl = strings.ReplaceAll(ddl, "reservation_id VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin", old)
-			require.Equal(t, 2, strings.Count(ddl, old), "the old DDL")
+			require.Equal(t, 3, strings.Count(ddl, old), "the old DDL (order, dedup and line tables)")
 			for _, stmt := range strings.Split(order.StripSQLComments(ddl), ";") {
 				if strings.TrimSpace(stmt) != "" {
 					require.NoError(t, db.Exec(stmt).Error, stmt)
@@ -209,7 +209,7 @@ func TestAutoMigrateWidensReservationID(t *testing.T) {
 			require.NoError(t, order.AutoMigrate(ctx, db))
 			require.NoError(t, order.AutoMigrate(ctx, db), "again: nothing left to change")
 
-			for _, table := range []string{defaultTables().Order, defaultTables().Dedup} {
+			for _, table := range []string{defaultTables().Order, defaultTables().Dedup, defaultTables().Line} {
 				width, collation := reservationColumn(t, db, table)
 				if kind != testenv.KindSQLite {
 					assert.EqualValues(t, order.MaxReservationIDLen, width, table)

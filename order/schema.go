@@ -28,7 +28,7 @@ var schemaPostgres string
 // that depends on the table names: the tables, their indexes and their
 // CHECK constraint.
 var schemaNames = func() *regexp.Regexp {
-	pat := `\b(` + defaultActivityTable + `|` + defaultOrderTable + `|` + defaultDedupTable + `|` + defaultAdjustTable + `|` + defaultPaymentTable
+	pat := `\b(` + defaultActivityTable + `|` + defaultOrderTable + `|` + defaultDedupTable + `|` + defaultAdjustTable + `|` + defaultPaymentTable + `|` + defaultLineTable
 	for _, sp := range defaultTables().specs() {
 		for _, ix := range append(append([]index(nil), sp.indexes...), sp.checks...) {
 			pat += "|" + ix.legacy

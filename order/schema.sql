@@ -84,3 +84,20 @@ CREATE TABLE IF NOT EXISTS `seckill_payment` (
   PRIMARY KEY (provider, reference),                 -- the same payment reported twice is one row
   KEY `idx_payment_order` (order_no)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+CREATE TABLE IF NOT EXISTS `seckill_order_line` (
+  order_no       VARCHAR(32)   NOT NULL,             -- the order of an order with lines (its qty is 0)
+  line_no        BIGINT        NOT NULL,             -- i: the line's index in Message.Lines
+  reservation_id VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- "<order's reservation_id>#<i>", the line's stock reservation
+  user_id        VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- the buyer, as in the order
+  activity_id    VARCHAR(64)   CHARACTER SET ascii COLLATE ascii_bin NOT NULL, -- an activity ID or a variant's "a/v" (its stock row)
+  qty            BIGINT        NOT NULL,
+  price          DECIMAL(12,2) NOT NULL DEFAULT 0,   -- unit price at the time of sale
+  status         VARCHAR(16)   NOT NULL DEFAULT '',  -- '' (follows the order) / CANCELLED / REFUNDED
+  restock        VARCHAR(8)    NOT NULL DEFAULT '',  -- of a REFUNDED line: sale / shop / none
+  updated_at     DATETIME(3)   NULL,
+  PRIMARY KEY (order_no, line_no),
+  UNIQUE KEY `uk_line_reservation` (reservation_id),
+  KEY `idx_line_user_activity` (user_id, activity_id), -- the caps of the lines
+  KEY `idx_line_activity` (activity_id, status)        -- the reconciler's conservation
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;

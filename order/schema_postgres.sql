@@ -87,3 +87,20 @@ CREATE TABLE IF NOT EXISTS "seckill_payment" (
   PRIMARY KEY ("provider", "reference")               -- the same payment reported twice is one row
 );
 CREATE INDEX IF NOT EXISTS "idx_payment_order" ON "seckill_payment" ("order_no");
+
+CREATE TABLE IF NOT EXISTS "seckill_order_line" (
+  "order_no"       VARCHAR(32)    NOT NULL,            -- the order of an order with lines (its qty is 0)
+  "line_no"        BIGINT         NOT NULL,            -- i: the line's index in Message.Lines
+  "reservation_id" VARCHAR(128)   NOT NULL,            -- "<order's reservation_id>#<i>", the line's stock reservation
+  "user_id"        VARCHAR(64)    NOT NULL,            -- the buyer, as in the order
+  "activity_id"    VARCHAR(64)    NOT NULL,            -- an activity ID or a variant's "a/v" (its stock row)
+  "qty"            BIGINT         NOT NULL,
+  "price"          DECIMAL(12,2)  NOT NULL DEFAULT 0,  -- unit price at the time of sale
+  "status"         VARCHAR(16)    NOT NULL DEFAULT '', -- '' (follows the order) / CANCELLED / REFUNDED
+  "restock"        VARCHAR(8)     NOT NULL DEFAULT '', -- of a REFUNDED line: sale / shop / none
+  "updated_at"     TIMESTAMPTZ    NULL,
+  PRIMARY KEY ("order_no", "line_no")
+);
+CREATE UNIQUE INDEX IF NOT EXISTS "uk_line_reservation" ON "seckill_order_line" ("reservation_id");
+CREATE INDEX IF NOT EXISTS "idx_line_user_activity" ON "seckill_order_line" ("user_id", "activity_id");
+CREATE INDEX IF NOT EXISTS "idx_line_activity" ON "seckill_order_line" ("activity_id", "status");

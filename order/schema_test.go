@@ -129,7 +129,7 @@ func ddlIndexes(t *testing.T, ddl string) map[string][]string {
 	return out
 }
 
-var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust", Payment: "shop_payment"}
+var otherTables = Tables{Activity: "shop_activity", Order: "order", Dedup: "shop_dedup", Adjust: "shop_adjust", Payment: "shop_payment", Line: "shop_line"}
 
 // The DDL files are the templates of Schema: the default names give them
 // back unchanged, other names replace every table, index and constraint
@@ -162,7 +162,7 @@ func TestSchemaText(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidConfig, "%+v", bad)
 	}
 	longest := Tables{Activity: strings.Repeat("a", maxTableLen), Order: strings.Repeat("o", maxTableLen), Dedup: strings.Repeat("d", maxTableLen),
-		Adjust: strings.Repeat("j", maxTableLen), Payment: strings.Repeat("p", maxTableLen)}
+		Adjust: strings.Repeat("j", maxTableLen), Payment: strings.Repeat("p", maxTableLen), Line: strings.Repeat("l", maxTableLen)}
 	_, err = Schema("postgres", WithTables(longest))
 	require.NoError(t, err)
 	for _, sp := range longest.specs() {

@@ -197,9 +197,12 @@ type sqlText struct {
 	takeStock    string // UPDATE activity SET stock = stock - ? WHERE id = ? AND stock >= ?
 	restoreStock string // UPDATE activity SET stock = stock + ? WHERE id = ?
 	liveUnits    string // the buyers' live units, locking where it matters
-	lockSpace    int32  // PostgreSQL: first key of the buyers' advisory locks
-	insertHead   [2]string
-	insertRow    [2]string
+	// liveLineUnits: the same over the order lines (live: status '', or
+	// REFUNDED without a restock to the sale)
+	liveLineUnits string
+	lockSpace     int32 // PostgreSQL: first key of the buyers' advisory locks
+	insertHead    [2]string
+	insertRow     [2]string
 }
 
 func newSQLText(db *gorm.DB, t Tables) sqlText {
@@ -212,6 +215,8 @@ func newSQLText(db *gorm.DB, t Tables) sqlText {
 		restoreStock: "UPDATE " + act + " SET stock = stock + ? WHERE id = ?",
 		liveUnits:    "SELECT user_id, qty FROM " + ord + " WHERE user_id IN ? AND activity_id = ? AND (status IN ? OR status = ? AND restock <> ?)",
 		lockSpace:    lockSpace(t.Order),
+		liveLineUnits: "SELECT user_id, qty FROM " + dbx.QuoteIdent(db, t.Line) +
+			" WHERE user_id IN ? AND activity_id = ? AND (status = '' OR status = ? AND restock <> ?)",
 	}
 	// MySQL/MariaDB: FOR UPDATE takes next-key locks on the (user_id,
 	// activity_id, live_slot) index range, so a concurrent transaction for
@@ -222,6 +227,7 @@ func newSQLText(db *gorm.DB, t Tables) sqlText {
 	// the rows that exist. SQLite serialises writers anyway.
 	if dialect == "mysql" || dialect == "postgres" {
 		s.liveUnits += " FOR UPDATE"
+		s.liveLineUnits += " FOR UPDATE"
 	}
 	s.insertHead[tableOrder] = "INSERT INTO " + ord + " (" + strings.Join(orderColumns, ",") + ") VALUES "
 	s.insertHead[tableDedup] = "INSERT INTO " + ded + " (" + strings.Join(dedupColumns, ",") + ") VALUES "

@@ -29,15 +29,16 @@ type Tables struct {
 	Dedup    string // one outcome per message and per reservation (default message_dedup)
 	Adjust   string // the stock adjustments of the activities, a ledger (default seckill_activity_adjust)
 	Payment  string // the payments providers reported, by (provider, reference) (default seckill_payment)
+	Line     string // the lines of the orders with lines, by (order_no, line_no) (default seckill_order_line)
 }
 
 func defaultTables() Tables {
 	return Tables{Activity: defaultActivityTable, Order: defaultOrderTable, Dedup: defaultDedupTable, Adjust: defaultAdjustTable,
-		Payment: defaultPaymentTable}
+		Payment: defaultPaymentTable, Line: defaultLineTable}
 }
 
 func (t Tables) validate() error {
-	names := []string{t.Activity, t.Order, t.Dedup, t.Adjust, t.Payment}
+	names := []string{t.Activity, t.Order, t.Dedup, t.Adjust, t.Payment, t.Line}
 	for i, n := range names {
 		if err := validTableName(n); err != nil {
 			return err
@@ -108,6 +109,14 @@ var (
 	paymentIndexes = []index{
 		{legacy: "idx_payment_order", prefix: "idx", suffix: "payment_order", columns: []string{"order_no"}},
 	}
+	lineIndexes = []index{
+		// the line's stock reservation, "<order's reservation>#<line_no>"
+		{legacy: "uk_line_reservation", prefix: "uk", suffix: "line_reservation", unique: true, columns: []string{"reservation_id"}},
+		// a buyer's lines per activity: the caps of the lines
+		{legacy: "idx_line_user_activity", prefix: "idx", suffix: "line_user_activity", columns: []string{"user_id", "activity_id"}},
+		// an activity's lines: the reconciler's conservation
+		{legacy: "idx_line_activity", prefix: "idx", suffix: "line_activity", columns: []string{"activity_id", "status"}},
+	}
 	activityChecks = []index{
 		{legacy: "chk_stock_nonneg", prefix: "chk", suffix: "stock_nonneg", check: "stock >= 0"},
 	}
@@ -134,6 +143,8 @@ func (t Tables) specs() []tableSpec {
 			keyColumns: []string{"adjust_id"}},
 		{name: t.Payment, def: defaultPaymentTable, model: &payment{}, indexes: paymentIndexes, idColumns: []string{"provider"},
 			keyColumns: []string{"reference"}},
+		{name: t.Line, def: defaultLineTable, model: &Line{}, indexes: lineIndexes, idColumns: []string{"user_id", "activity_id"},
+			keyColumns: []string{"reservation_id"}},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -22,6 +23,15 @@ type view struct {
 	Reservation string `json:"reservation,omitempty"`
 	OrderNo     string `json:"order_no,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Lines: of an order with lines, each line's activity, units, price
+	// and own state (order.Line's JSON).
+	Lines []order.Line `json:"lines,omitempty"`
+}
+
+// same reports whether v and w read alike (a stream sends only changes).
+func (v view) same(w view) bool {
+	return v.Status == w.Status && v.Reservation == w.Reservation && v.OrderNo == w.OrderNo && v.Reason == w.Reason &&
+		slices.Equal(v.Lines, w.Lines)
 }
 
 // final reports whether v can no longer change into anything but a paid or
@@ -33,10 +43,10 @@ func (v view) final() bool { return v.Status != "queued" && v.Status != "unknown
 // {"status":"unknown"} and nothing else, so an unknown reservation and
 // another buyer's read alike.
 func (h *Handler) view(ctx context.Context, res order.Result) view {
-	v := view{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason}
+	v := view{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, Lines: res.Lines}
 	switch res.Status {
 	case order.StatusQueued:
-		v.Status, v.OrderNo, v.Reason = "queued", "", ""
+		v.Status, v.OrderNo, v.Reason, v.Lines = "queued", "", "", nil
 	case order.StatusFailed:
 		v.Status = "failed"
 		if res.Reason == status.ReasonCancelled && res.OrderNo != "" {

@@ -68,7 +68,7 @@ func (h *Handler) Stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case err != nil:
 			h.o.log.WarnContext(ctx, "checkouthttp: stream: result read failed", "err", err)
-		case !sent || v != last:
+		case !sent || !v.same(last):
 			b, _ := json.Marshal(v)
 			if _, err := w.Write(append(append([]byte("event: result\ndata: "), b...), '\n', '\n')); err != nil {
 				return

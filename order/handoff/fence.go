@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/internal/dbx"
@@ -16,10 +17,15 @@ const fenceMsgPrefix = "fence:"
 
 // ReleaseRequest names one reservation for [Fence.Release].
 type ReleaseRequest struct {
-	Activity      string // the activity ID ([order.ValidID])
+	Activity      string // the activity ID ([order.ValidID]), or a variant's "a/v"
 	User          string // the buyer ([order.ValidID]); "" when unknown (the result is then found by reservation only)
 	ReservationID string
 	Reason        string // stored as the FAILED outcome's Reason; default ReasonReleased
+	// Lines, for a cart (order.Message.Lines): the reservation is fenced
+	// as one (its message then finds the fence), and what goes back to
+	// Redis is each line's reservation, "<ReservationID>#<i>" in line i's
+	// activity.
+	Lines []order.Line
 }
 
 // Fence decides, once per reservation and in one place, between "consumed"
@@ -89,8 +95,13 @@ func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	if r.ReservationID == "" {
 		return fmt.Errorf("%w: empty reservation ID", order.ErrInvalidMessage)
 	}
-	if err := checkID("activity", r.Activity); err != nil {
+	if err := checkActivity(r.Activity); err != nil {
 		return err
+	}
+	for _, l := range r.Lines {
+		if err := checkActivity(l.ActivityID); err != nil {
+			return err
+		}
 	}
 	if r.User != "" {
 		if err := checkID("user", r.User); err != nil {
@@ -113,8 +124,16 @@ func (f *Fence) ReleaseFor(ctx context.Context, r ReleaseRequest) error {
 	if out.Status == order.StatusSuccess {
 		return fmt.Errorf("%w: %s (order %s)", ErrConsumed, r.ReservationID, out.OrderNo)
 	}
-	if err := f.rel.Release(context.WithoutCancel(ctx), r.Activity, r.ReservationID); err != nil {
-		return fmt.Errorf("order: release %s after fencing: %w", r.ReservationID, err)
+	if len(r.Lines) == 0 {
+		if err := f.rel.Release(context.WithoutCancel(ctx), r.Activity, r.ReservationID); err != nil {
+			return fmt.Errorf("order: release %s after fencing: %w", r.ReservationID, err)
+		}
+	}
+	for i, l := range r.Lines {
+		id := r.ReservationID + "#" + strconv.Itoa(i)
+		if err := f.rel.Release(context.WithoutCancel(ctx), l.ActivityID, id); err != nil {
+			return fmt.Errorf("order: release %s after fencing: %w", id, err)
+		}
 	}
 	if f.o.results != nil && r.User != "" {
 		if err := f.o.results.SetMany(context.WithoutCancel(ctx), []order.Result{{Activity: r.Activity, User: r.User,

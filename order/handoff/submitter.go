@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/seckillkit/seckill/internal/observe"
@@ -134,9 +135,16 @@ type releaseForer interface {
 func (s *Submitter) release(ctx context.Context, m order.Message) error {
 	if f, ok := s.rel.(releaseForer); ok {
 		return f.ReleaseFor(ctx, ReleaseRequest{Activity: m.ActivityID, User: m.UserID,
-			ReservationID: m.ReservationID, Reason: ReasonHandoff})
+			ReservationID: m.ReservationID, Reason: ReasonHandoff, Lines: m.Lines})
 	}
-	return s.rel.Release(ctx, m.ActivityID, m.ReservationID)
+	if len(m.Lines) == 0 {
+		return s.rel.Release(ctx, m.ActivityID, m.ReservationID)
+	}
+	var errs []error // a cart: each line's reservation
+	for i, l := range m.Lines {
+		errs = append(errs, s.rel.Release(ctx, l.ActivityID, m.ReservationID+"#"+strconv.Itoa(i)))
+	}
+	return errors.Join(errs...)
 }
 
 // observeSubmit reports one Submit; callers check s.o.observer.

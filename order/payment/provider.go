@@ -113,8 +113,17 @@ func (f *Flow) Capture(ctx context.Context, orderNo string) error {
 	return nil
 }
 
+// authOf is the authorization o's capture takes: its units at its unit
+// price, or for an order with lines (Qty 0) the lines that follow it
+// (not cancelled) at theirs.
 func authOf(o order.Order) Authorization {
-	return Authorization{Activity: o.ActivityID, User: o.UserID, ReservationID: o.ReservationID, Amount: o.Price * order.Cents(o.Qty)}
+	amount := o.Price * order.Cents(o.Qty)
+	for _, l := range o.Lines {
+		if l.Status == "" {
+			amount += l.Price * order.Cents(l.Qty)
+		}
+	}
+	return Authorization{Activity: o.ActivityID, User: o.UserID, ReservationID: o.ReservationID, Amount: amount}
 }
 
 // Releaser wraps rel so that every release of a reservation voids its

@@ -12,7 +12,11 @@
 // through a handoff.Fence: fenced in the database first, so a message
 // still in Kafka deducts nothing when it arrives, and never released when
 // its order committed meanwhile. The [Report] also counts the
-// conservation stock + sold units = total stock ([Report.Drift]); a dry
+// conservation stock + sold units = total stock ([Report.Drift]), the sold
+// units counting the live lines of orders with lines in the activity (a
+// variant's "a/v" is reconciled like an activity: each line is its own
+// ledger entry "<id>#<i>", matched, released when cancelled, or fenced and
+// released when its cart never became an order); a dry
 // run ([WithDryRun]) reports without releasing. An activity without a
 // database row fails with order.ErrActivityNotFound and releases nothing.
 // [LiveReservations] lists the reservations of the live orders: what the

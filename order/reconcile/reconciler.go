@@ -28,7 +28,9 @@ type Report struct {
 	ReservedUnits int64 // their quantity
 	// LiveOrders: the orders holding units, CREATED + PAID + REFUNDED
 	// without a restock to the sale (a refund restocked to the sale gave
-	// its units back to DBStock, as a cancellation does).
+	// its units back to DBStock, as a cancellation does), and likewise the
+	// order lines of this activity (an order with lines counts by its
+	// lines: a line is its own reservation, "<id>#<i>", and its own units).
 	LiveOrders int
 	SoldUnits  int64 // their quantity: the truth for sold units
 	DBStock    int64 // seckill_activity.stock
@@ -51,8 +53,8 @@ type Report struct {
 	InGrace []string
 	// Pending: reservations whose message [Pending] says is still queued.
 	Pending []string
-	// Orphans: order numbers of live orders whose reservation is not in the
-	// ledger. Reported only: the DB is the truth and the order stands; a
+	// Orphans: order numbers of live orders (or of live lines) whose
+	// reservation is not in the ledger. Reported only: the DB is the truth and the order stands; a
 	// human (or stock's own repair) decides about the Redis side.
 	Orphans []string
 	// ReleaseErrors: reservations whose release (or whose [Pending] check)
@@ -129,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, activity string) (rep Report
 		defer func() { r.observeReconcile(ctx, start, rep, err) }()
 	}
 	rep = Report{Activity: activity, DryRun: r.o.dryRun, ReleaseErrors: map[string]error{}}
-	if err := checkID("activity", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return rep, err
 	}
 	resv, err := r.readLedger(ctx, activity)
@@ -208,13 +210,23 @@ func (r *Reconciler) readOrders(ctx context.Context, rep *Report, resv map[strin
 		Where("activity_id = ?", rep.Activity).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: reconcile %s: orders: %w", rep.Activity, err)
 	}
-	status := make(map[string]string, len(rows))
-	for _, o := range rows {
+	// The lines of the orders with lines in this activity: each is its own
+	// reservation ("<id>#<i>") and its own units.
+	var lines []row
+	if err := r.db.WithContext(ctx).Table(r.tables.Line).Select("order_no", "reservation_id", "qty", "status", "restock").
+		Where("activity_id = ?", rep.Activity).Find(&lines).Error; err != nil {
+		return nil, fmt.Errorf("order: reconcile %s: order lines: %w", rep.Activity, err)
+	}
+	status := make(map[string]string, len(rows)+len(lines))
+	for _, o := range append(rows, lines...) {
+		if o.Qty == 0 {
+			continue // an order with lines: its units and reservations are its lines'
+		}
 		if !holds(o.Status, o.Restock) {
 			status[o.ReservationID] = order.OrderCancelled // its units went back: its reservation must go
 			continue
 		}
-		status[o.ReservationID] = o.Status
+		status[o.ReservationID] = o.Status // "" for a line that follows its order: live
 		rep.LiveOrders++
 		rep.SoldUnits += o.Qty
 		if _, ok := resv[o.ReservationID]; !ok {

@@ -230,12 +230,45 @@ func (c *Canceller) cancelTx(tx *gorm.DB, orderNo string, now time.Time, expired
 	if err != nil {
 		return o, err
 	}
+	if hasLines(o) {
+		// Every line still following the order is cancelled with it.
+		if o.Lines, err = liveLines(tx, c.o.tables.Line, orderNo); err != nil {
+			return o, err
+		}
+		if err := settleLines(tx, c.o.tables.Line, o.Lines, order.OrderCancelled, "", now); err != nil {
+			return o, err
+		}
+		return o, restoreLines(tx, c.restoreStock, o.Lines)
+	}
 	return o, tx.Exec(c.restoreStock, o.Qty, o.ActivityID).Error
 }
 
 // release gives the cancelled order's reservation back, through
-// [OrderReleaser] when the Releaser implements it.
+// [OrderReleaser] when the Releaser implements it. For an order with lines
+// it gives back the reservation of every line cancelled, or refunded with
+// a restock to the sale (each as the order of its line: lineOrder), all
+// of them however many were released before: a release is idempotent.
 func (c *Canceller) release(ctx context.Context, o order.Order) error {
+	if !hasLines(o) {
+		return c.releaseOne(ctx, o)
+	}
+	ls, err := readLines(c.db.WithContext(ctx), c.o.tables.Line, o.OrderNo)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range ls {
+		if releasable(l) {
+			if err := c.releaseOne(ctx, lineOrder(o, l)); err != nil {
+				errs = append(errs, fmt.Errorf("line %d (%s): %w", l.LineNo, l.ReservationID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseOne gives one reservation back.
+func (c *Canceller) releaseOne(ctx context.Context, o order.Order) error {
 	if or, ok := c.rel.(OrderReleaser); ok {
 		return or.ReleaseOrder(ctx, o)
 	}

@@ -37,8 +37,17 @@
 // ([WithRefundHook], in the transaction) or nowhere; only the transition's
 // own transaction restocks, so retries and races restock once.
 //
+// Orders with lines (order.Message.Lines): [Canceller.CancelLine] cancels
+// one line of a CREATED order and [Canceller.RefundLine] refunds one line
+// of a PAID order with the same [Restock] choices, each under the order's
+// row lock with a CAS on the line, so a line moves once however many
+// callers race; the line's reservation ("<id>#<i>") goes back through the
+// releaser as the order of that line. Cancel, the expiry and Refund of the
+// whole order settle every line still following it.
+//
 // [Orders] reads orders (by number, reservation, buyer), so no caller
-// reads the tables.
+// reads the tables; an order with lines comes with its Lines, and
+// [Results] read from the database show them too.
 //
 // Options: each constructor has its own option type ([ResultsOption],
 // [CancellerOption]; [NewOrders] takes only [WithTables], a

@@ -10,7 +10,8 @@ import (
 
 // Orders reads orders, so that no caller reads the tables itself:
 // [Orders.Get] by order number, [Orders.ByReservation], [Orders.ByUser].
-// The [order.Order] returned is the row as committed (Headers nil). To pay
+// The [order.Order] returned is the row as committed (Headers nil), with
+// its Lines when it is an order with lines. To pay
 // or cancel an order, see [Canceller.Pay] and [Canceller.Cancel]. Safe for
 // concurrent use.
 type Orders struct {
@@ -52,7 +53,21 @@ func (s *Orders) one(ctx context.Context, column, value string) (order.Order, er
 	if len(rows) == 0 {
 		return order.Order{}, fmt.Errorf("%w: %s %s", ErrOrderNotFound, column, value)
 	}
-	return rows[0], nil
+	return rows[0], s.lines(ctx, rows[:1])
+}
+
+// lines reads the lines of the orders with lines among os into their Lines.
+func (s *Orders) lines(ctx context.Context, os []order.Order) error {
+	for i := range os {
+		if hasLines(os[i]) {
+			ls, err := readLines(s.db.WithContext(ctx), s.o.tables.Line, os[i].OrderNo)
+			if err != nil {
+				return err
+			}
+			os[i].Lines = ls
+		}
+	}
+	return nil
 }
 
 // ByUser returns every order (live and cancelled) of user in activity,
@@ -70,5 +85,5 @@ func (s *Orders) ByUser(ctx context.Context, activity, user string) ([]order.Ord
 		Order("created_at").Order("id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("order: orders of %s in %s: %w", user, activity, err)
 	}
-	return rows, nil
+	return rows, s.lines(ctx, rows)
 }

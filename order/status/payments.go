@@ -261,6 +261,22 @@ func (c *Canceller) refundOnce(ctx context.Context, orderNo string, restock Rest
 		if o, err = c.find(tx, orderNo); err != nil {
 			return err
 		}
+		if hasLines(o) {
+			// Every line still following the order is refunded with it.
+			if o.Lines, err = liveLines(tx, c.o.tables.Line, orderNo); err != nil {
+				return err
+			}
+			if err := settleLines(tx, c.o.tables.Line, o.Lines, order.OrderRefunded, string(restock), now); err != nil {
+				return err
+			}
+			switch restock {
+			case RestockSale:
+				return restoreLines(tx, c.restoreStock, o.Lines)
+			case RestockShop:
+				return c.o.refundHook(ctx, tx, []order.Order{o})
+			}
+			return nil
+		}
 		switch restock {
 		case RestockSale:
 			return tx.Exec(c.restoreStock, o.Qty, o.ActivityID).Error

@@ -203,7 +203,8 @@ func resultByReservation(ctx context.Context, db *gorm.DB, t order.Tables, activ
 		return order.Result{}, false, fmt.Errorf("order: result from db: %w", err)
 	}
 	if len(o) == 1 {
-		return orderResult(o[0]), true, nil
+		res, err := withLines(ctx, db, t, o[0])
+		return res, err == nil, err
 	}
 	var d []order.Dedup
 	if err := db.WithContext(ctx).Table(t.Dedup).Where("reservation_id = ? AND user_id = ? AND activity_id = ?", resv, user, activity).
@@ -228,6 +229,19 @@ func orderResult(o order.Order) order.Result {
 	return res
 }
 
+// withLines is orderResult with, for an order with lines, its lines.
+func withLines(ctx context.Context, db *gorm.DB, t order.Tables, o order.Order) (order.Result, error) {
+	res := orderResult(o)
+	if hasLines(o) {
+		ls, err := readLines(db.WithContext(ctx), t.Line, o.OrderNo)
+		if err != nil {
+			return order.Result{}, fmt.Errorf("order: result from db: %w", err)
+		}
+		res.Lines = ls
+	}
+	return res, nil
+}
+
 func resultFromDB(ctx context.Context, db *gorm.DB, t order.Tables, activity, user string) (order.Result, error) {
 	var o []order.Order
 	if err := db.WithContext(ctx).Table(t.Order).Where("user_id = ? AND activity_id = ?", user, activity).
@@ -235,7 +249,7 @@ func resultFromDB(ctx context.Context, db *gorm.DB, t order.Tables, activity, us
 		return order.Result{}, fmt.Errorf("order: result from db: %w", err)
 	}
 	if len(o) == 1 {
-		return orderResult(o[0]), nil
+		return withLines(ctx, db, t, o[0])
 	}
 	var d []order.Dedup
 	if err := db.WithContext(ctx).Table(t.Dedup).Where("user_id = ? AND activity_id = ? AND outcome = ?", user, activity, string(order.StatusFailed)).

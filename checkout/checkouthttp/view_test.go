@@ -1,0 +1,35 @@
+package checkouthttp
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckillkit/seckill/order"
+)
+
+// The buyer's view of an order with lines shows each line with its own
+// state, and a stream sees a line's change as a change.
+func TestViewShowsLines(t *testing.T) {
+	h := &Handler{}
+	res := order.Result{Activity: "s", User: "u", Status: order.StatusSuccess, OrderNo: "42", ReservationID: "r",
+		Lines: []order.Line{{OrderNo: "42", ActivityID: "s/M", Qty: 1, Price: 990}, {OrderNo: "42", LineNo: 1, ActivityID: "b", Qty: 2, Price: 500,
+			Status: order.OrderCancelled}}}
+	v := h.view(context.Background(), res)
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"status":"created","reservation":"r","order_no":"42","lines":[{"activity":"s/M","qty":1,"price":990},`+
+		`{"activity":"b","qty":2,"price":500,"status":"CANCELLED"}]}`, string(b))
+
+	before := res
+	before.Lines = append([]order.Line(nil), res.Lines...)
+	before.Lines[1].Status = ""
+	assert.False(t, v.same(h.view(context.Background(), before)), "a line's change is a change")
+	assert.True(t, v.same(h.view(context.Background(), res)))
+
+	res.Status = order.StatusQueued
+	assert.Empty(t, h.view(context.Background(), res).Lines)
+}
