@@ -236,7 +236,10 @@ func TestDrawModeOnCluster(t *testing.T) {
 
 func drawConfig() app.Config {
 	cfg := embeddedConfig(10, 2)
-	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, 300*time.Millisecond
+	// The pay deadline: w1 must buy within it, so it is a few seconds
+	// (300 ms lapsed before the buy now and then under -race on a loaded
+	// machine); w2's replacement waits for it.
+	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, 3*time.Second
 	cfg.StartIn, cfg.PathLead = 3*time.Second, 3*time.Second
 	return cfg
 }
@@ -269,15 +272,16 @@ func drawEndToEnd(t *testing.T, cfg app.Config) {
 		t.Fatal("seed does not match the commitment")
 	}
 	w1, w2 := pub.Order[0], pub.Order[1]
-	// A loser is refused the token.
+	// w1 buys at once (within its deadline); w2 does not and is replaced
+	// by the first of the waitlist.
+	if tc, st, bc := fairBuy(t, base, bearers[w1], nil); tc != 200 || bc != 202 {
+		t.Fatalf("winner's buy: token %d %q, buy %d", tc, st, bc)
+	}
+	// A loser, or the waitlist before a replacement, is refused the token.
 	for _, u := range pub.Order[2:] {
 		if code, st, _ := fairBuy(t, base, bearers[u], nil); code != 403 || st != "not_drawn" {
 			t.Fatalf("loser %s's token: %d %q, want 403 not_drawn", u, code, st)
 		}
-	}
-	// w1 buys; w2 does not and is replaced by the first of the waitlist.
-	if tc, st, bc := fairBuy(t, base, bearers[w1], nil); tc != 200 || bc != 202 {
-		t.Fatalf("winner's buy: token %d %q, buy %d", tc, st, bc)
 	}
 	outcome := func(u string) string {
 		_, m := fairCall(t, base, "GET", "/api/draw/outcome", bearers[u], nil, nil)
@@ -343,7 +347,10 @@ func TestFCFSModeUnchanged(t *testing.T) {
 func TestQueuePreQueueVerified(t *testing.T) {
 	cfg := embeddedConfig(10, 10)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 50
-	cfg.StartIn, cfg.PathLead = 2*time.Second, 2*time.Second
+	// Every join must come before the start (2 s was too short under
+	// -race on a loaded machine: the joins came after it, first in, first
+	// out, and no pre-queue was placed).
+	cfg.StartIn, cfg.PathLead = 6*time.Second, 6*time.Second
 	a, base := startApp(t, cfg)
 	ctx := context.Background()
 	const n = 8
