@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -160,4 +161,95 @@ func BenchmarkMemoryPerWaitingUser(b *testing.B) {
 	}
 	b.ReportMetric(pre, "B/user-pre")
 	b.ReportMetric(fifo, "B/user-fifo")
+}
+
+// callers is how many goroutines the redis-benchmark comparison runs
+// (testdata/bench.sh: redis-benchmark -c 50 on the same scripts).
+const callers = 50
+
+// parallel runs body on callers goroutines (b.SetParallelism rounds up to
+// a multiple of GOMAXPROCS).
+func parallel(b *testing.B, body func(pb *testing.PB)) {
+	p := runtime.GOMAXPROCS(0)
+	b.SetParallelism((callers + p - 1) / p)
+	b.RunParallel(body)
+}
+
+// BenchmarkJoin50 is Join of distinct users after the start on 50
+// goroutines, the real clock (the script is handed the time, as in
+// production), against a real Redis: testdata/bench.sh runs it between
+// redis-benchmark runs of the same join.lua (-c 50). "script" is the bare
+// script through go-redis EVALSHA (no ticket signed): the client's share.
+func BenchmarkJoin50(b *testing.B) {
+	ctx := context.Background()
+	rdb := testenv.RealRedis(b)
+	r, err := New(rdb, testKeys, WithKeyPrefix(testenv.Prefix(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now().Add(-time.Hour)
+	if err := r.Configure(ctx, "bench", Config{Start: start, Commitment: Commit(testSeed), Rate: 1000}); err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.Run("join", func(b *testing.B) {
+		parallel(b, func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := r.Join(ctx, "bench", "u"+strconv.FormatInt(n.Add(1), 10)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	k := newRoomKeys(r.opts.prefix, "bench")
+	b.Run("script", func(b *testing.B) {
+		parallel(b, func(pb *testing.PB) {
+			for pb.Next() {
+				if err := joinScript.Run(ctx, rdb, []string{k.meta, k.ent, k.q}, "u"+strconv.FormatInt(n.Add(1), 10), 0).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkAdmit50 is Admit of one user a call on 50 goroutines, the real
+// clock, a rate no call waits for (10^9/s), from a queue filled before
+// the timer: the same work as testdata/bench.sh's redis-benchmark run of
+// admit.lua (max 1).
+func BenchmarkAdmit50(b *testing.B) {
+	ctx := context.Background()
+	rdb := testenv.RealRedis(b)
+	r, err := New(rdb, testKeys, WithKeyPrefix(testenv.Prefix(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sale := fmt.Sprintf("admit%d", b.N)
+	if err := r.Configure(ctx, sale, Config{Start: time.Now().Add(-time.Hour), Commitment: Commit(testSeed), Rate: 1e9}); err != nil {
+		b.Fatal(err)
+	}
+	k := newRoomKeys(r.opts.prefix, sale)
+	pipe := rdb.Pipeline()
+	for i := range b.N + callers {
+		joinScript.Run(ctx, pipe, []string{k.meta, k.ent, k.q}, "u"+strconv.Itoa(i), 0)
+		if pipe.Len() == 1000 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	parallel(b, func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := r.Admit(ctx, sale, 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -91,6 +91,7 @@ type parts struct {
 
 	fair      *fair       // the fair sale mode (fairsale.go); nil in fcfs mode
 	fairChain []tokenStep // its token chain (tokenSteps)
+	fairKicks fairKicks   // wakes this instance's fair streams (fairpush.go)
 }
 
 // build puts every library part together over a's connections, lists the

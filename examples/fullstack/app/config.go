@@ -425,8 +425,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("set -mysql or -postgres, not both")
 	case sentinelErr(c.RedisSentinel) != nil:
 		return sentinelErr(c.RedisSentinel)
-	case c.SaleMode != "" && c.SaleMode != SaleFCFS && len(c.RedisCluster) > 0:
-		return fmt.Errorf("sale-mode %s is not supported on a Redis Cluster yet (the waiting room's wiring is tested on a standalone Redis only)", c.SaleMode)
 	case c.RedisSentinel != "" && (c.RedisAddr != "" || len(c.RedisCluster) > 0):
 		return fmt.Errorf("set -redis-sentinel or -redis / -redis-cluster, not both")
 	case c.Role != RoleAll && (len(c.KafkaBrokers) == 0 || (c.MySQLDSN == "" && c.PostgresDSN == "") || (c.RedisAddr == "" && len(c.RedisCluster) == 0 && c.RedisSentinel == "")):

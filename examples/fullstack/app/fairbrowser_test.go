@@ -2,13 +2,18 @@ package app_test
 
 import (
 	"context"
+	"encoding/hex"
+	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/waitroom"
 )
 
 // fairBrowser starts headless Chromium (skips without one) and returns a
@@ -55,6 +60,7 @@ func fairBrowser(t *testing.T) (ctx context.Context, step func(string, chromedp.
 const (
 	fairState   = `(document.getElementById("fair-status").dataset.state || "")`
 	fairText    = `document.getElementById("fair-status").textContent`
+	fairVia     = `(document.getElementById("fair-status").dataset.via || "")`
 	buyVisible  = `!document.getElementById("buy-btn").classList.contains("hidden")`
 	buyStatus   = `(document.getElementById("message").dataset.status || "")`
 	fillCaptcha = `document.getElementById("captcha").value.length > 0`
@@ -81,8 +87,9 @@ func pageBuy(step func(string, chromedp.Action[chromedp.Void]), until func(strin
 }
 
 // TestBrowserQueue: in queue mode the page joins the room, shows its
-// position while admission is paused, then the moment of admission, and
-// buys with the admission pass.
+// position while admission is paused — pushed, once its stream is open
+// (the page stops polling then) — then the moment of admission, pushed,
+// and buys with the admission pass.
 func TestBrowserQueue(t *testing.T) {
 	_, step, until := fairBrowser(t)
 	cfg := embeddedConfig(20, 5)
@@ -93,31 +100,88 @@ func TestBrowserQueue(t *testing.T) {
 	}
 	pageSignIn(step, base, "user3")
 	until("queue position shown", fairState+` === "waiting" && `+fairText+`.includes("number 1 in the queue")`)
+	until("queue position pushed", fairState+` === "waiting" && `+fairVia+` === "push"`)
 	until("buy hidden while waiting", `!(`+buyVisible+`)`)
 	if err := app.PauseQueue(context.Background(), a, false); err != nil {
 		t.Fatal(err)
 	}
-	until("admission shown", fairState+` === "admitted" && `+fairText+`.includes("Admitted at")`)
+	until("admission pushed", fairState+` === "admitted" && `+fairText+`.includes("Admitted at") && `+fairVia+` === "push"`)
 	until("buy shown", buyVisible)
 	pageBuy(step, until)
 }
 
-// TestBrowserDraw: in draw mode the page enters the draw before the
-// start, shows the entry, then the outcome (the only entrant wins), and
-// the winner buys.
+// TestBrowserDraw: in draw mode two pages (two tabs, two buyers) enter
+// the draw before the start and show the entry, then the outcome pushed
+// through their streams: with stock 1 and the operator's seed (committed
+// through the admin API, chosen so user5 wins, and revealed once both
+// entries are shown), user5's page
+// shows the win, user4's the waitlist. user5 buys and pays on the page:
+// nobody can be replaced any more, and user4's page is pushed a final
+// "lost".
 func TestBrowserDraw(t *testing.T) {
-	_, step, until := fairBrowser(t)
+	ctx, step, until := fairBrowser(t)
 	cfg := embeddedConfig(20, 1)
 	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, time.Hour
 	cfg.StartIn, cfg.PathLead = 8*time.Second, 8*time.Second
-	_, base := startApp(t, cfg)
+	cfg.AdminAddr, cfg.AdminToken = "127.0.0.1:0", strings.Repeat("a", 40)
+	a, base := startApp(t, cfg)
+	var seed []byte
+	for i := 0; seed == nil; i++ {
+		s := []byte(strings.Repeat("x", 31) + strconv.Itoa(i))
+		if waitroom.Shuffle(s, []string{"4", "5"})[0] == "5" {
+			seed = s
+		}
+	}
+	admin := func(path, body string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", a.AdminURL()+app.AdminPath+"queue/1/"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("admin %s: %v %v", path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	admin("commit", `{"commitment":"`+waitroom.Commit(seed)+`"}`)
+	// user5 in a second tab (its own sessionStorage).
+	tab, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	if _, err := chromedp.Run(tab, chromedp.Navigate("about:blank")); err != nil { // the tab lives as long as tab
+		t.Fatal(err)
+	}
+	run := func(what string, act chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, sc := context.WithTimeout(tab, time.Minute)
+		defer sc()
+		if _, err := chromedp.Run(sctx, act); err != nil {
+			dctx, c := context.WithTimeout(tab, 5*time.Second)
+			defer c()
+			m, _ := chromedp.Run(dctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 600)`))
+			t.Fatalf("browser (user5): %s: %v; page: %q", what, err, m)
+		}
+	}
+	until5 := func(what, cond string) {
+		t.Helper()
+		run(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(time.Minute)))
+	}
+	enter := chromedp.Steps(chromedp.WaitVisible(chromedp.CSS("#draw-enter")), chromedp.Click(chromedp.CSS("#draw-enter")))
+	pageSignIn(run, base, "user5")
+	run("enter the draw", enter)
 	pageSignIn(step, base, "user4")
-	step("enter the draw", chromedp.Steps(
-		chromedp.WaitVisible(chromedp.CSS("#draw-enter")),
-		chromedp.Click(chromedp.CSS("#draw-enter")),
-	))
+	step("enter the draw", enter)
 	until("entry shown", fairState+` === "entered"`)
-	until("outcome shown", fairState+` === "winner" && `+fairText+`.includes("You won the draw")`)
-	until("buy shown", buyVisible)
-	pageBuy(step, until)
+	until("entry pushed", fairState+` === "entered" && `+fairVia+` === "push"`)
+	until5("entry shown", fairState+` === "entered"`)
+	// The seed revealed once both entries are seen (the draw waits for it,
+	// whenever the start passes: no race with a slow machine).
+	admin("start", `{"seed":"`+hex.EncodeToString(seed)+`"}`)
+	until5("win pushed", fairState+` === "winner" && `+fairText+`.includes("You won the draw") && `+fairVia+` === "push"`)
+	until("waitlist pushed", fairState+` === "waitlisted" && `+fairText+`.includes("waitlist (#1)") && `+fairVia+` === "push"`)
+	until("buy hidden", `!(`+buyVisible+`)`)
+	until5("buy shown", buyVisible)
+	pageBuy(run, until5)
+	run("pay", chromedp.Click(chromedp.CSS("#pay-btn")))
+	until5("paid", buyStatus+` === "paid"`)
+	until("final lost pushed", fairState+` === "lost" && `+fairText+`.includes("Not drawn") && `+fairVia+` === "push"`)
 }

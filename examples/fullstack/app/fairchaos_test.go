@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,9 +67,9 @@ func twoQueueInstances(t *testing.T, rate float64, hookB redis.Hook) (a, b *app.
 	cfg := embeddedConfig(10, 5)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, rate
 	cfg.Secret = strings.Repeat("s", 40)
+	cfg.SQLitePath = filepath.Join(t.TempDir(), "shop.db")
 	a, _ = startApp(t, cfg)
-	cfgB := cfg
-	cfgB.RedisAddr = app.Miniredis(a).Addr()
+	cfgB := sharedSale(t, cfg, a)
 	if hookB != nil {
 		app.HookRedis(&cfgB, hookB)
 	}
@@ -80,6 +81,18 @@ func twoQueueInstances(t *testing.T, rate float64, hookB redis.Hook) (a, b *app.
 		t.Fatal(err)
 	}
 	return a, b, room, rdb
+}
+
+// sharedSale is cfg for a second instance beside a: A's Redis and A's
+// database (SQLitePath), so B joins A's activity — its start too, as
+// processes sharing a database do (with a database of its own B's sale
+// would start at B's own startup, truncated to the second: a second later
+// than A's, now and then, and the started room refuses to move its
+// start) — with a broker log of its own.
+func sharedSale(t *testing.T, cfg app.Config, a *app.App) app.Config {
+	cfg.RedisAddr = app.Miniredis(a).Addr()
+	cfg.KafkaDataDir = t.TempDir()
+	return cfg
 }
 
 // joinAll joins n users ("q1".."qn") after the start and returns their
@@ -262,16 +275,106 @@ func TestQueueRateTwoInstances(t *testing.T) {
 func TestQueueSecondInstanceWithoutSharedSecret(t *testing.T) {
 	cfg := embeddedConfig(10, 5)
 	cfg.SaleMode = app.SaleQueue
+	cfg.SQLitePath = filepath.Join(t.TempDir(), "shop.db")
 	a, _ := startApp(t, cfg)
 	before, err := app.FairStatsOf(context.Background(), a)
 	if err != nil || before.Commitment == "" {
 		t.Fatalf("stats %+v %v", before, err)
 	}
-	cfgB := cfg
-	cfgB.RedisAddr = app.Miniredis(a).Addr()
-	b, _ := startApp(t, cfgB)
+	b, _ := startApp(t, sharedSale(t, cfg, a))
 	after, err := app.FairStatsOf(context.Background(), b)
 	if err != nil || after.Commitment != before.Commitment {
 		t.Fatalf("B's commitment %q (%v), want A's %q", after.Commitment, err, before.Commitment)
+	}
+}
+
+// TestQueueRedisLostMidQueue: Redis comes back EMPTY mid-queue (a restart
+// without its data, a failover to a replica that had nothing): the room
+// is rebuilt (the worker configures it again, with the same commitment,
+// and places its empty pre-queue: the sale has started), every user who
+// lost their place is told so (the poll answers 403 "queue": join again)
+// and can rejoin, first in, first out; a pass given before the loss no
+// longer buys; nobody is admitted twice in the rebuilt room, and every
+// rejoined user is admitted.
+func TestQueueRedisLostMidQueue(t *testing.T) {
+	cfg := embeddedConfig(20, 5)
+	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 20
+	a, base := startApp(t, cfg)
+	ctx := context.Background()
+	before, err := app.FairStatsOf(ctx, a)
+	if err != nil || before.Commitment == "" {
+		t.Fatalf("stats %+v %v", before, err)
+	}
+	if err := app.PauseQueue(ctx, a, true); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	bearers, tickets := make([]string, n), make([]string, n)
+	for i := range n {
+		_, m := fairCall(t, base, "POST", "/api/login", "", nil, map[string]string{"username": "user" + strconv.Itoa(i+1)})
+		bearers[i], _ = m["token"].(string)
+		code, m := fairCall(t, base, "POST", "/api/queue/join", bearers[i], nil, struct{}{})
+		if code != 200 {
+			t.Fatalf("join user%d: %d %v", i+1, code, m)
+		}
+		tickets[i], _ = m["ticket"].(string)
+	}
+	// user1 is admitted (alone: the cap of one batch), then Redis loses everything.
+	if err := app.PauseQueue(ctx, a, false); err != nil {
+		t.Fatal(err)
+	}
+	var pass string
+	until(t, time.Minute, "user1 admitted", func() bool {
+		_, m := fairCall(t, base, "GET", "/api/queue/poll", bearers[0], map[string]string{"X-Queue-Ticket": tickets[0]}, nil)
+		pass, _ = m["pass"].(string)
+		return m["state"] == "admitted"
+	})
+	app.Miniredis(a).FlushAll()
+	// Told: every poll with the old ticket answers "join again".
+	for i := range n {
+		if code, m := fairCall(t, base, "GET", "/api/queue/poll", bearers[i], map[string]string{"X-Queue-Ticket": tickets[i]}, nil); code != 403 || m["status"] != "queue" {
+			t.Fatalf("user%d's poll after the loss: %d %v, want 403 queue (join again)", i+1, code, m)
+		}
+	}
+	// The pass given before the loss does not buy.
+	if code, st, _ := fairBuy(t, base, bearers[0], map[string]string{"X-Queue-Pass": pass}); code == 200 {
+		t.Fatalf("a pass from before the loss took a token (%s)", st)
+	}
+	// Rejoin (the room is rebuilt by the worker: joins succeed again).
+	for i := range n {
+		until(t, time.Minute, "user"+strconv.Itoa(i+1)+" rejoined", func() bool {
+			code, m := fairCall(t, base, "POST", "/api/queue/join", bearers[i], nil, struct{}{})
+			tickets[i], _ = m["ticket"].(string)
+			return code == 200
+		})
+	}
+	for i := range n {
+		until(t, time.Minute, "user"+strconv.Itoa(i+1)+" admitted again", func() bool {
+			_, m := fairCall(t, base, "GET", "/api/queue/poll", bearers[i], map[string]string{"X-Queue-Ticket": tickets[i]}, nil)
+			return m["state"] == "admitted"
+		})
+	}
+	after, err := app.FairStatsOf(ctx, a)
+	if err != nil || after.Commitment != before.Commitment || after.Admitted != n || after.Waiting != 0 {
+		t.Fatalf("rebuilt room %+v %v: want the same commitment %q, %d admitted, none waiting", after, err, before.Commitment, n)
+	}
+	pub, err := app.FairPublished(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var order []string
+	for _, b := range pub.Batches {
+		for _, u := range b {
+			if seen[u] {
+				t.Fatalf("user %s admitted twice in the rebuilt room: %v", u, pub.Batches)
+			}
+			seen[u] = true
+			order = append(order, u)
+		}
+	}
+	want := []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("the rebuilt room admitted %v, want the rejoin order %v", order, want)
 	}
 }

@@ -103,6 +103,8 @@ type fair struct {
 	alog   string // queue mode: the admission log, one entry per Admit batch
 	pq     string // queue mode: the room's placed pre-queue (popped by Admit)
 	pqcopy string // queue mode: its copy, the published order (snapshot)
+	meta   string // queue mode: the room's settings (their loss: roomKept)
+	seen   atomic.Bool
 	auto   []byte // the seed the app commits to itself (admin API off), else nil
 
 	mu    sync.Mutex
@@ -140,6 +142,7 @@ func (a *App) buildFair() error {
 		f.alog = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:alog"
 		f.pq = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:pq"
 		f.pqcopy = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:pqorder"
+		f.meta = a.cfg.KeyPrefix + "{wr:" + f.sale + "}:meta"
 	case SaleDraw:
 		if f.drawer, err = draw.New(a.in.Redis, draw.WithKeyPrefix(a.cfg.KeyPrefix)); err != nil {
 			return err
@@ -218,6 +221,9 @@ func (a *App) queueTick(ctx context.Context) {
 	if time.Now().Before(a.sale.act.Start) {
 		return
 	}
+	if !a.roomKept(ctx) {
+		return
+	}
 	st, err := f.room.Stats(ctx, f.sale)
 	if err != nil {
 		a.fairWarn(ctx, "waitroom stats", err)
@@ -246,6 +252,7 @@ func (a *App) queueTick(ctx context.Context) {
 	if len(users) == 0 {
 		return
 	}
+	a.p.fairKicks.kick(users)
 	f.admits.Add(float64(len(users)))
 	f.admitsN.Add(int64(len(users)))
 	// The admission log (loadgen's and the fault battery's checks): one
@@ -255,6 +262,43 @@ func (a *App) queueTick(ctx context.Context) {
 	if err := f.rdb.RPush(ctx, f.alog, strings.Join(users, ",")).Err(); err != nil {
 		a.fairWarn(ctx, "waitroom log", err)
 	}
+}
+
+// roomKept reports whether the room is in Redis, and rebuilds it when
+// Redis lost it (a restart without its data, a failover to a replica that
+// had nothing): the room's settings, entries and admissions are gone, and
+// so is the app's seed. With the app's own seed (no admin API) it is
+// committed to again — the same seed, derived from the secret, so the
+// same commitment — and the room configured again; the sale has started,
+// so the rebuilt room's pre-queue is empty and every rejoin is placed
+// first in, first out. Every user who lost their place is told at their
+// next poll (the ticket's entry is gone: 403 "queue", join again; the
+// stream says "rejoin") and a pass given before no longer verifies. With
+// the operator's seed the commitment cannot be made again without them:
+// the room stays down (joins answer 503) and an ALERT asks for "queue
+// commit" and "queue start" again.
+func (a *App) roomKept(ctx context.Context) bool {
+	f := a.p.fair
+	n, err := f.rdb.Exists(ctx, f.meta).Result()
+	switch {
+	case err != nil:
+		a.fairWarn(ctx, "waitroom meta", err)
+		return false
+	case n == 1:
+		f.seen.Store(true)
+		return true
+	case !f.seen.Load():
+		return false // not configured yet (the operator has not committed)
+	case f.auto == nil:
+		a.log.Error("ALERT: the waiting room was lost with Redis's data: commit to a seed and start again (seckillctl queue commit / start); joins are refused until then", "activity", f.sale)
+		return false
+	}
+	if err := a.fairSetup(ctx); err != nil {
+		a.fairWarn(ctx, "waitroom rebuild", err)
+		return false
+	}
+	a.log.Warn("the waiting room was lost with Redis's data: rebuilt; its users are told to join again", "activity", f.sale)
+	return true
 }
 
 // snapSet keeps the placed pre-queue, once, before anyone is admitted
@@ -319,6 +363,7 @@ func (a *App) drawTick(ctx context.Context) {
 		f.mu.Lock()
 		f.order, f.drawn = drawn, now
 		f.mu.Unlock()
+		defer a.p.fairKicks.kick(nil) // the outcomes, with the winners' deadlines
 	}
 	a.replaceUnpaid(ctx, drawn)
 }
@@ -328,24 +373,40 @@ func (a *App) drawTick(ctx context.Context) {
 // (stock.Held: no reservation in flight, no order): a winner who never
 // bought, or whose unpaid order the canceller cancelled at its pay timeout
 // (which released the unit). Replace is idempotent, so every instance may
-// run this.
+// run this. Once the draw is final (drawSettle, fairpush.go) nothing is
+// replaced any more.
 func (a *App) replaceUnpaid(ctx context.Context, drawn []string) {
 	f := a.p.fair
 	top := min(len(drawn), 2*int(a.sale.act.Stock))
 	now := time.Now()
+	var winners []string
+	waitlisted := 0
 	for _, u := range drawn[:top] {
 		o, err := f.drawer.Outcome(ctx, f.sale, u)
 		if err != nil {
 			a.fairWarn(ctx, "draw outcome", err)
 			return
 		}
-		if o.Status != draw.Winner {
-			continue
+		switch o.Status {
+		case draw.Winner:
+			winners = append(winners, u)
+		case draw.Waitlisted:
+			waitlisted++
 		}
+	}
+	// Every winner's pay deadline first (the page shows it), then the
+	// final mark, then the replacements.
+	for _, u := range winners {
 		if err := f.rdb.HSetNX(ctx, f.app, "due:"+u, now.Add(a.cfg.DrawDeadline).UnixMilli()).Err(); err != nil {
 			a.fairWarn(ctx, "draw due", err)
 			return
 		}
+	}
+	if fin, err := a.drawSettle(ctx, winners, waitlisted); err != nil || fin {
+		a.fairWarn(ctx, "draw final", err)
+		return
+	}
+	for _, u := range winners {
 		due, err := f.rdb.HGet(ctx, f.app, "due:"+u).Int64()
 		if err != nil || now.UnixMilli() < due {
 			continue
@@ -354,11 +415,13 @@ func (a *App) replaceUnpaid(ctx context.Context, drawn []string) {
 		if err != nil || held > 0 {
 			continue
 		}
-		if _, err := f.drawer.Replace(ctx, f.sale, u); err != nil {
+		repl, err := f.drawer.Replace(ctx, f.sale, u)
+		if err != nil {
 			a.fairWarn(ctx, "draw replace", err)
 			continue
 		}
 		f.replaced.Inc()
+		a.p.fairKicks.kick([]string{u, repl}) // the replaced user and the promoted one (waitlist positions move: the streams' tick)
 	}
 }
 
@@ -682,6 +745,11 @@ func (a *App) fairMode() string {
 // fairRoutes adds the page's fair-mode routes (none in fcfs mode).
 func (a *App) fairRoutes(handle func(string, http.Handler), authed func(string, http.HandlerFunc) http.Handler) {
 	f := a.p.fair
+	if f != nil {
+		handle("POST /api/fair/ticket", authed("fair_ticket", a.handleFairTicket))
+		handle("GET /api/fair/ws", a.route("fair_ws", a.handleFairWS))
+		handle("GET /api/fair/events", a.route("fair_events", a.handleFairEvents))
+	}
 	switch {
 	case f == nil:
 	case f.room != nil:
@@ -711,7 +779,12 @@ func (a *App) handleQueueJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ticket, err := f.room.Join(r.Context(), f.sale, user)
-	if err != nil {
+	switch {
+	case errors.Is(err, waitroom.ErrInvalidArgument): // the room is not configured (yet, or again: roomKept)
+		w.Header().Set("Retry-After", "1")
+		a.refuse(w, r, "queue_join", http.StatusServiceUnavailable, "busy", "the queue is not open yet, retry shortly")
+		return
+	case err != nil:
 		a.fail(w, r, "queue_join", err)
 		return
 	}
@@ -744,6 +817,9 @@ type drawView struct {
 	Rank     int64     `json:"rank,omitempty"`
 	Position int64     `json:"position,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"` // a winner: buy (and pay) before
+	// Final: no replacement can change this outcome any more ("lost" always;
+	// the others once the draw is final: fairpush.go).
+	Final bool `json:"final"`
 }
 
 func (a *App) handleDrawEnter(w http.ResponseWriter, r *http.Request) {
@@ -767,17 +843,10 @@ func (a *App) handleDrawEnter(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) handleDrawOutcome(w http.ResponseWriter, r *http.Request) {
 	user, _ := userOf(r)
-	f := a.p.fair
-	o, err := f.drawer.Outcome(r.Context(), f.sale, user)
+	v, err := a.drawView(r.Context(), user)
 	if err != nil {
 		a.fail(w, r, "draw_outcome", err)
 		return
-	}
-	v := drawView{Status: string(o.Status), Rank: o.Rank, Position: o.Position}
-	if o.Status == draw.Winner {
-		if due, err := f.rdb.HGet(r.Context(), f.app, "due:"+user).Int64(); err == nil {
-			v.Deadline = time.UnixMilli(due).UTC()
-		}
 	}
 	writeJSON(w, http.StatusOK, v)
 }

@@ -3,10 +3,12 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +87,41 @@ func fairBuy(t *testing.T, base, bearer string, hdr map[string]string) (tokCode 
 func TestQueueModeEndToEnd(t *testing.T) {
 	cfg := embeddedConfig(10, 10)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 20
+	queueEndToEnd(t, cfg)
+}
+
+// TestQueueModeOnCluster is TestQueueModeEndToEnd on the real Redis
+// Cluster: every key the fair glue touches next to the room's must be in
+// the room's slot, or a script or a multi-key command fails there.
+func TestQueueModeOnCluster(t *testing.T) {
+	cfg := embeddedConfig(10, 10)
+	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 20
+	queueEndToEnd(t, onCluster(t, cfg))
+}
+
+// onCluster moves cfg onto the real Redis Cluster under a fresh key
+// prefix (and MariaDB when SECKILL_MYSQL_DSN is set), or skips.
+func onCluster(t *testing.T, cfg app.Config) app.Config {
+	t.Helper()
+	addrs := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
+	if addrs == "" {
+		t.Skip("SECKILL_REDIS_CLUSTER_ADDRS not set: no real Redis Cluster")
+	}
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	cfg.RedisCluster = strings.Split(addrs, ",")
+	cfg.KeyPrefix = "tfq" + tag + ":"
+	if dsn := os.Getenv("SECKILL_MYSQL_DSN"); dsn != "" {
+		cfg.MySQLDSN = dsn
+		cfg.MySQLDatabase = "seckill_fq_" + tag
+		cfg.DropDatabaseOnClose = true
+	}
+	t.Cleanup(func() { cleanClusterPrefix(cfg.RedisCluster, cfg.KeyPrefix) })
+	return cfg
+}
+
+func queueEndToEnd(t *testing.T, cfg app.Config) {
 	a, base := startApp(t, cfg)
 	ctx := context.Background()
 
@@ -188,9 +225,26 @@ func checkFairCounts(t *testing.T, a *app.App) {
 // winners who alone may take a token; a winner who does not buy in time is
 // replaced from the waitlist, loses, and the replacement buys.
 func TestDrawModeEndToEnd(t *testing.T) {
+	drawEndToEnd(t, drawConfig())
+}
+
+// TestDrawModeOnCluster is TestDrawModeEndToEnd on the real Redis
+// Cluster.
+func TestDrawModeOnCluster(t *testing.T) {
+	drawEndToEnd(t, onCluster(t, drawConfig()))
+}
+
+func drawConfig() app.Config {
 	cfg := embeddedConfig(10, 2)
-	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, 300*time.Millisecond
+	// The pay deadline: w1 must buy within it, so it is a few seconds
+	// (300 ms lapsed before the buy now and then under -race on a loaded
+	// machine); w2's replacement waits for it.
+	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, 3*time.Second
 	cfg.StartIn, cfg.PathLead = 3*time.Second, 3*time.Second
+	return cfg
+}
+
+func drawEndToEnd(t *testing.T, cfg app.Config) {
 	a, base := startApp(t, cfg)
 	ctx := context.Background()
 	const n = 6
@@ -218,15 +272,16 @@ func TestDrawModeEndToEnd(t *testing.T) {
 		t.Fatal("seed does not match the commitment")
 	}
 	w1, w2 := pub.Order[0], pub.Order[1]
-	// A loser is refused the token.
+	// w1 buys at once (within its deadline); w2 does not and is replaced
+	// by the first of the waitlist.
+	if tc, st, bc := fairBuy(t, base, bearers[w1], nil); tc != 200 || bc != 202 {
+		t.Fatalf("winner's buy: token %d %q, buy %d", tc, st, bc)
+	}
+	// A loser, or the waitlist before a replacement, is refused the token.
 	for _, u := range pub.Order[2:] {
 		if code, st, _ := fairBuy(t, base, bearers[u], nil); code != 403 || st != "not_drawn" {
 			t.Fatalf("loser %s's token: %d %q, want 403 not_drawn", u, code, st)
 		}
-	}
-	// w1 buys; w2 does not and is replaced by the first of the waitlist.
-	if tc, st, bc := fairBuy(t, base, bearers[w1], nil); tc != 200 || bc != 202 {
-		t.Fatalf("winner's buy: token %d %q, buy %d", tc, st, bc)
 	}
 	outcome := func(u string) string {
 		_, m := fairCall(t, base, "GET", "/api/draw/outcome", bearers[u], nil, nil)
@@ -292,7 +347,10 @@ func TestFCFSModeUnchanged(t *testing.T) {
 func TestQueuePreQueueVerified(t *testing.T) {
 	cfg := embeddedConfig(10, 10)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 50
-	cfg.StartIn, cfg.PathLead = 2*time.Second, 2*time.Second
+	// Every join must come before the start (2 s was too short under
+	// -race on a loaded machine: the joins came after it, first in, first
+	// out, and no pre-queue was placed).
+	cfg.StartIn, cfg.PathLead = 6*time.Second, 6*time.Second
 	a, base := startApp(t, cfg)
 	ctx := context.Background()
 	const n = 8
@@ -344,13 +402,18 @@ func TestConfigSaleMode(t *testing.T) {
 	if d := app.DefaultConfig(); d.SaleMode != app.SaleFCFS || d.Validate() != nil {
 		t.Fatalf("default sale mode %q, %v", d.SaleMode, d.Validate())
 	}
+	for _, mode := range []string{app.SaleQueue, app.SaleDraw} { // on a Cluster too
+		c := app.DefaultConfig()
+		c.SaleMode, c.QueueRate, c.RedisCluster = mode, 10, []string{"127.0.0.1:7000"}
+		if err := c.Validate(); err != nil {
+			t.Errorf("sale mode %s on a Cluster: %v", mode, err)
+		}
+	}
 	for _, bad := range []func(*app.Config){
 		func(c *app.Config) { c.SaleMode = "lottery" },
 		func(c *app.Config) { c.SaleMode, c.QueueRate, c.QueueCap = app.SaleQueue, 0, 0 },
 		func(c *app.Config) { c.SaleMode, c.QueueRate = app.SaleQueue, -1 },
 		func(c *app.Config) { c.SaleMode, c.DrawDeadline = app.SaleDraw, 0 },
-		func(c *app.Config) { c.SaleMode, c.RedisCluster = app.SaleDraw, []string{"127.0.0.1:7000"} }, // not on a Cluster yet
-		func(c *app.Config) { c.SaleMode, c.RedisCluster = app.SaleQueue, []string{"127.0.0.1:7000"} },
 	} {
 		c := app.DefaultConfig()
 		bad(&c)

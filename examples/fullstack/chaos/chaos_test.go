@@ -421,7 +421,7 @@ func TestChaos(t *testing.T) {
 	k := readKnobs(t)
 	var rows []row
 	var mu sync.Mutex
-	for _, sc := range append(scenarios(), paymentScenario()) {
+	for _, sc := range append(append(scenarios(), paymentScenario()), queueScenarios()...) {
 		if k.only != nil && !k.only[sc.id] {
 			continue
 		}

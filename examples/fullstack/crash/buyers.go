@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,17 @@ type Buyer struct {
 	Attempts []*Attempt
 	Stop     string // why the last wave stopped driving this buyer
 
+	// Queue mode (Crowd.Queue): Admissions are the distinct admissions
+	// the buyer saw, each named by its admission deadline (a poll's
+	// "expiry": one admission keeps one deadline however often it is
+	// polled), Told the times the service told it its place was gone (a
+	// poll answering 403 "join again", or the state left), Joins its joins.
+	Admissions  []string
+	AdmittedAt  []time.Time // when each of Admissions was first seen
+	Told, Joins int
+
 	bearer, token, path string
+	qticket, pass       string          // queue mode: the queue ticket, the admission pass
 	hist                *history.Client // with Crowd.History: this buyer's answers
 }
 
@@ -96,6 +107,11 @@ type Crowd struct {
 	// buy and result answers with their times, one history.Client per
 	// buyer, for history.Check.
 	History *history.Recorder
+	// Queue, when set (before the first wave), is the queue sale mode
+	// (-sale-mode queue): a buyer joins the waiting room, polls until
+	// admitted and sends the admission pass (X-Queue-Pass) with its token
+	// call; a place the service says is gone is joined again (Buyer.Told).
+	Queue bool
 
 	base     string
 	hc       *http.Client
@@ -186,10 +202,19 @@ type reply struct {
 	Reservation string `json:"reservation"`
 	OrderNo     string `json:"order_no"`
 	Reason      string `json:"reason"`
+	Ticket      string `json:"ticket"` // queue mode
+	State       string `json:"state"`
+	Pass        string `json:"pass"`
+	Expiry      string `json:"expiry"`
 }
 
 // call does one request and records its answer.
 func (c *Crowd) call(ctx context.Context, step, method, path, bearer string, body any) (Answer, reply) {
+	return c.callH(ctx, step, method, path, bearer, nil, body)
+}
+
+// callH is call with more headers.
+func (c *Crowd) callH(ctx context.Context, step, method, path, bearer string, hdr map[string]string, body any) (Answer, reply) {
 	var r reply
 	a := Answer{Step: step}
 	var rd io.Reader
@@ -213,6 +238,9 @@ func (c *Crowd) call(ctx context.Context, step, method, path, bearer string, bod
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -273,7 +301,11 @@ func (c *Crowd) captcha(ctx context.Context, b *Buyer) (Answer, string, string) 
 
 // takeToken asks /api/activity/token for the buyer's access token and path.
 func (c *Crowd) takeToken(ctx context.Context, b *Buyer) Answer {
-	a, r := c.call(ctx, "token", http.MethodPost, "/api/activity/token", b.bearer, struct{}{})
+	var hdr map[string]string
+	if b.pass != "" {
+		hdr = map[string]string{"X-Queue-Pass": b.pass}
+	}
+	a, r := c.callH(ctx, "token", http.MethodPost, "/api/activity/token", b.bearer, hdr, struct{}{})
 	if a.Code == http.StatusOK {
 		b.token = r.Token
 		if r.Path != "" {
@@ -361,6 +393,55 @@ func (c *Crowd) Wave(ctx context.Context, users []int64, o WaveOptions) map[stri
 	return out
 }
 
+// queueStep is one step of a queue-mode buyer towards its pass: a join
+// when it has no ticket, else a poll. It reports "" when the buyer holds a
+// pass, "wait" to poll again after a pause, "again" to go on at once,
+// "done" when the room says the buyer used its turn, or "unauthorized".
+func (c *Crowd) queueStep(ctx context.Context, b *Buyer) string {
+	if b.qticket == "" {
+		a, r := c.call(ctx, "queue_join", http.MethodPost, "/api/queue/join", b.bearer, struct{}{})
+		switch {
+		case a.Code == http.StatusUnauthorized:
+			return "unauthorized"
+		case a.Code != http.StatusOK || r.Ticket == "":
+			return "wait"
+		}
+		b.qticket = r.Ticket
+		b.Joins++
+		return "again"
+	}
+	a, r := c.callH(ctx, "queue_poll", http.MethodGet, "/api/queue/poll", b.bearer, map[string]string{"X-Queue-Ticket": b.qticket}, nil)
+	switch {
+	case a.Code == http.StatusUnauthorized:
+		return "unauthorized"
+	case a.Code == http.StatusForbidden: // the place is gone (or the ticket lapsed): told; join again
+		b.Told++
+		b.qticket = ""
+		return "again"
+	case a.Code != http.StatusOK:
+		return "wait"
+	}
+	switch r.State {
+	case "admitted":
+		if r.Pass == "" {
+			return "wait"
+		}
+		b.pass = r.Pass
+		if !slices.Contains(b.Admissions, r.Expiry) {
+			b.Admissions = append(b.Admissions, r.Expiry)
+			b.AdmittedAt = append(b.AdmittedAt, time.Now())
+		}
+		return ""
+	case "left": // skipped (stopped polling) or its turn lapsed: told
+		b.Told++
+		b.qticket = ""
+		return "again"
+	case "done":
+		return "done"
+	}
+	return "wait"
+}
+
 // drive is one buyer's loop (see Wave).
 func (c *Crowd) drive(ctx context.Context, b *Buyer, maxTries int, rng *rand.Rand) string {
 	att := c.newAttempt(b)
@@ -378,6 +459,25 @@ func (c *Crowd) drive(ctx context.Context, b *Buyer, maxTries int, rng *rand.Ran
 				}
 			}
 			continue
+		}
+		if c.Queue && b.pass == "" && !retry {
+			switch c.queueStep(ctx, b) {
+			case "":
+			case "unauthorized":
+				b.bearer = ""
+				continue
+			case "done":
+				return "queue done"
+			case "again":
+				try-- // the queue's steps are not buy tries
+				continue
+			default:
+				try--
+				if !pause(ctx, 3, rng) { // a poll every ~0.5–1 s
+					return "cancelled"
+				}
+				continue
+			}
 		}
 		a, capID, capAns := c.captcha(ctx, b)
 		switch {
@@ -405,6 +505,11 @@ func (c *Crowd) drive(ctx context.Context, b *Buyer, maxTries int, rng *rand.Ran
 			b.token = heldToken
 		case a.Code == http.StatusConflict: // sold_out (pool empty or sold out), already_bought (token used)
 			return "token " + a.Status
+		case c.Queue && a.Code == http.StatusForbidden && a.Status == "queue":
+			// The pass no longer verifies (spent, lapsed, or the room
+			// lost it): to the queue again.
+			b.pass = ""
+			continue
 		default: // not_started, busy, transport error
 			if !wait() {
 				return "cancelled"

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/internal/admitlog"
@@ -76,6 +79,8 @@ func runFair(ctx context.Context, cfg app.Config, target string, conc int, drain
 		cfg.StartIn = 3 * time.Second // room for a pre-queue (queue) or the entries (draw)
 	}
 	cfg.PathLead = cfg.StartIn
+	clean := freshSale(&cfg)
+	defer clean()
 	a, err := app.New(ctx, cfg, app.NewLogger(os.Stderr, cfg.LogLevel))
 	if err != nil {
 		return 0, err
@@ -132,6 +137,61 @@ func runFair(ctx context.Context, cfg app.Config, target string, conc int, drain
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// freshSale makes the run a fresh sale on real servers: the sale, its
+// users and its tokens are the same every run (activity 1, user1..N), so
+// a second run under the same key prefix met the first run's spent
+// access tokens and sold stock (its winners were refused
+// "already_bought") — on a Redis Cluster as on a standalone Redis. The
+// Redis keys go under cfg.KeyPrefix + "lg<random>:" and the MySQL or
+// PostgreSQL database is cfg.MySQLDatabase + "_lg<random>", dropped at
+// the end; the returned func deletes the run's keys (every master of a
+// Cluster). On the embedded servers it changes nothing.
+func freshSale(cfg *app.Config) func() {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	if cfg.MySQLDSN != "" || cfg.PostgresDSN != "" {
+		cfg.MySQLDatabase += "_lg" + tag
+		cfg.DropDatabaseOnClose = true
+	}
+	var clients []*redis.Client
+	var cluster *redis.ClusterClient
+	switch {
+	case len(cfg.RedisCluster) > 0:
+		cluster = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisCluster})
+	case cfg.RedisAddr != "" || cfg.StockRedisAddr != "" || cfg.RedisSentinel != "":
+		for _, addr := range []string{cfg.RedisAddr, cfg.StockRedisAddr} {
+			if addr != "" {
+				clients = append(clients, redis.NewClient(&redis.Options{Addr: addr}))
+			}
+		}
+	default:
+		return func() {}
+	}
+	cfg.KeyPrefix += "lg" + tag + ":"
+	fmt.Printf("fresh sale: Redis key prefix %s\n", cfg.KeyPrefix)
+	prefix := cfg.KeyPrefix
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		del := func(ctx context.Context, c *redis.Client) error {
+			it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for it.Next(ctx) {
+				c.Del(ctx, it.Val())
+			}
+			return it.Err()
+		}
+		if cluster != nil {
+			_ = cluster.ForEachMaster(ctx, del)
+			_ = cluster.Close()
+		}
+		for _, c := range clients {
+			_ = del(ctx, c)
+			_ = c.Close()
+		}
+	}
 }
 
 type fairLoad struct {

@@ -8,13 +8,15 @@ import (
 	"time"
 )
 
-// TestFairLoad runs loadgen's queue and draw modes on the embedded server
-// with a few users: every invariant must hold (exit 0) and the HTML report
-// must show the queue's timeline.
+// TestFairLoad runs loadgen's queue and draw modes with a few users, one
+// after the other, on the embedded server — on the tier's servers when the
+// environment names them (the Redis Cluster when it is set: every run is a
+// fresh sale in a namespace of its own, or the draw's winners were refused
+// "already_bought" by the tokens the queue run spent under the same key
+// prefix): every invariant must hold (exit 0) and the HTML report must
+// show the queue's timeline.
 func TestFairLoad(t *testing.T) {
-	for _, v := range []string{"SECKILL_REDIS_ADDR", "SECKILL_REDIS_CLUSTER_ADDRS", "SECKILL_MYSQL_DSN", "SECKILL_KAFKA_BROKERS"} {
-		t.Setenv(v, "") // the embedded server, whatever the tier's servers
-	}
+	t.Setenv("SECKILL_KAFKA_BROKERS", "") // the embedded broker: a shared topic holds older runs' orders
 	for _, mode := range []string{"queue", "draw"} {
 		t.Run(mode, func(t *testing.T) {
 			report := filepath.Join(t.TempDir(), "fair.html")

@@ -1,15 +1,21 @@
 // Fair sale modes of the seckill demo page (-sale-mode queue | draw). In
 // first-come mode (the default) /api/activity has no sale_mode and this
 // file does nothing.
-// - queue: join the waiting room once signed in, poll the place (position,
-//   ETA) every second, show the moment of admission; the admission pass
-//   goes with the access-token request (X-Queue-Pass, via app.js's api()).
-// - draw: enter before the start, then poll the outcome (winner with a
-//   deadline, waitlisted, not drawn); only a winner sees the buy button.
+// - queue: join the waiting room once signed in, show the place (position,
+//   ETA) and the moment of admission; the admission pass goes with the
+//   access-token request (X-Queue-Pass, via app.js's api()).
+// - draw: enter before the start, then show the outcome (winner with a
+//   deadline, waitlisted, lost — final once no replacement can change it);
+//   only a winner sees the buy button.
+// Push first, as for the buy's result: a stream ticket (POST
+// /api/fair/ticket), then a WebSocket (/api/fair/ws), else Server-Sent
+// Events (/api/fair/events), each message the poll's answer; while no
+// stream is open the page polls every second. #fair-status's data-via says
+// which brought the last answer ("push" or "poll").
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
-  const fair = { mode: "", ticket: "", pass: "", entered: false };
+  const fair = { mode: "", ticket: "", pass: "", entered: false, stream: null, opening: false, final: false, lastOpen: 0 };
   window.seckillFairHeaders = (path) =>
     path === "/api/activity/token" && fair.pass ? { "X-Queue-Pass": fair.pass } : {};
   const bearer = () => sessionStorage.getItem("seckill.token") || "";
@@ -23,10 +29,12 @@
     try { data = await res.json(); } catch (_) {}
     return { ok: res.ok, code: res.status, data };
   }
+  let via = "poll";
   function show(text, state) {
     const el = $("fair-status");
     el.textContent = text;
     el.dataset.state = state;
+    el.dataset.via = via;
   }
   const buyButton = (on) => $("buy-btn").classList.toggle("hidden", !on);
   const secs = (ms) => Math.max(1, Math.round(ms / 1000)) + " s";
@@ -38,10 +46,18 @@
       if (!j.ok) { show(j.data.message || "Could not join the queue — retrying…", "error"); return; }
       fair.ticket = j.data.ticket;
     }
+    if (fair.stream) return; // pushed
+    openPush();
     const r = await call("GET", "/api/queue/poll", { "X-Queue-Ticket": fair.ticket });
     if (r.code === 403) { fair.ticket = ""; return; } // join again
     if (!r.ok) return;
-    const p = r.data;
+    renderQueue(r.data, "poll");
+  }
+
+  function renderQueue(p, how) {
+    via = how;
+    if (p.state === "rejoin") { fair.ticket = ""; return; }
+    fair.final = p.state !== "waiting"; // polled from then on (done, a lapse)
     $("fair-position").textContent = p.position || "";
     if (p.state === "waiting") {
       buyButton(false);
@@ -69,14 +85,59 @@
       const o = await call("GET", "/api/draw/outcome");
       if (o.ok && o.data.status !== "not_entered") fair.entered = true; else { show("Enter the draw before the start.", "open"); return; }
     }
+    if (fair.stream || fair.final) return; // pushed, or nothing changes any more
+    openPush();
     const r = await call("GET", "/api/draw/outcome");
     if (!r.ok) return;
-    const o = r.data;
+    renderDraw(r.data, "poll");
+  }
+
+  function renderDraw(o, how) {
+    via = how;
+    fair.final = !!o.final;
     buyButton(o.status === "winner");
     if (o.status === "entered") show("You are in the draw. Winners are drawn at the start.", "entered");
     else if (o.status === "winner") show("You won the draw (#" + o.rank + ")!" + (o.deadline ? " Buy before " + new Date(o.deadline).toISOString().substring(11, 19) + " UTC." : ""), "winner");
     else if (o.status === "waitlisted") show("You are on the waitlist (#" + o.position + "): you get a unit if a winner does not buy.", "waitlisted");
-    else if (o.status === "lost") show("Not drawn this time.", "lost");
+    else if (o.status === "lost") show(o.rank ? "Not drawn this time (#" + o.rank + ")." : "Not drawn this time.", "lost");
+  }
+
+  // openPush opens the fair stream (at most every 3 s): a WebSocket, else
+  // SSE; a stream that closes before a final answer leaves the page
+  // polling, which opens another.
+  async function openPush() {
+    if (fair.stream || fair.opening || fair.final || Date.now() - fair.lastOpen < 3000) return;
+    if (fair.mode === "queue" && !fair.ticket) return;
+    fair.opening = true;
+    fair.lastOpen = Date.now();
+    try {
+      const t = await call("POST", "/api/fair/ticket");
+      if (!t.ok) return;
+      const q = "?ticket=" + encodeURIComponent(t.data.ticket) + (fair.mode === "queue" ? "&queue=" + encodeURIComponent(fair.ticket) : "");
+      const render = (data) => {
+        const v = JSON.parse(data);
+        if (fair.mode === "queue") renderQueue(v, "push"); else renderDraw(v, "push");
+      };
+      const sse = () => {
+        if (!window.EventSource) return;
+        const es = new EventSource("/api/fair/events" + q);
+        fair.stream = es;
+        es.addEventListener("fair", (ev) => render(ev.data));
+        es.onerror = () => { es.close(); if (fair.stream === es) fair.stream = null; };
+      };
+      if (!window.WebSocket) { sse(); return; }
+      const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/api/fair/ws" + q);
+      let opened = false;
+      fair.stream = ws;
+      ws.onopen = () => { opened = true; };
+      ws.onmessage = (ev) => render(ev.data);
+      ws.onclose = () => {
+        if (fair.stream === ws) fair.stream = null;
+        if (!opened) sse(); // refused or no WebSocket on the way: SSE
+      };
+    } finally {
+      fair.opening = false;
+    }
   }
 
   async function enterDraw() {
