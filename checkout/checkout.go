@@ -293,10 +293,21 @@ func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.
 		return order.Result{}, nil
 	case r.State == stock.Held:
 		return order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusQueued, ReservationID: reservation, At: r.ReservedAt}, nil
-	default:
-		return order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusFailed, Reason: handoff.ReasonReleased,
-			ReservationID: reservation, At: r.ReleasedAt}, nil
 	}
+	// Released. Every release writes its outcome to the database first:
+	// the fence's FAILED row before it gives the units back, a
+	// cancellation its order's state before the release. So the database
+	// read again now has the final answer, even when the order was
+	// written (and then cancelled, releasing the units) between the read
+	// above and the ledger's: answering "released" from the ledger alone
+	// would then tell a buyer who had an order that it had none.
+	res, err = c.cfg.Results(ctx, status.ResultQuery{Activity: c.cfg.Activity, User: user, ReservationID: reservation})
+	if err == nil && (res.Status == order.StatusSuccess || res.Status == order.StatusFailed) &&
+		(res.User == "" || res.User == user) && (res.ReservationID == "" || res.ReservationID == reservation) {
+		return res, nil
+	}
+	return order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusFailed, Reason: handoff.ReasonReleased,
+		ReservationID: reservation, At: r.ReleasedAt}, nil
 }
 
 // SoldOutFor reports, with no I/O, that the sale is sold out and none of

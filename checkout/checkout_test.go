@@ -577,3 +577,37 @@ func TestResultFromLedger(t *testing.T) {
 		t.Errorf("a known outcome: %+v", res)
 	}
 }
+
+// TestResultOrderWrittenBetweenReads: the order is written, then cancelled
+// (its units released), between Result's read of the outcomes and its read
+// of the ledger. The ledger then says released; the buyer had an order, and
+// is told so (the chaos battery's FQ1 once saw "failed released" here, with
+// SQL holding the cancelled order).
+func TestResultOrderWrittenBetweenReads(t *testing.T) {
+	st := newMemStock(2)
+	cfg := baseConfig(st, &memSubmitter{stock: st})
+	ctx := context.Background()
+	id, _ := ReservationID("owner", "r1")
+	if _, err := st.Reserve(ctx, stock.Request{Activity: "sale-1", User: "owner", ReservationID: id, Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	cfg.Results = func(_ context.Context, q status.ResultQuery) (order.Result, error) {
+		reads++
+		if reads == 1 { // nothing yet; then the consumer writes the order and the canceller cancels it
+			if _, err := st.Release(ctx, "sale-1", id); err != nil {
+				t.Fatal(err)
+			}
+			return order.Result{}, nil
+		}
+		return order.Result{Activity: "sale-1", User: "owner", ReservationID: id, Status: order.StatusSuccess, OrderNo: "o1"}, nil
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Result(ctx, "owner", id)
+	if err != nil || res.Status != order.StatusSuccess || res.OrderNo != "o1" {
+		t.Fatalf("Result = %+v, %v; want the order o1 (not failed released)", res, err)
+	}
+}
