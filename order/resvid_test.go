@@ -195,9 +195,16 @@ func TestAutoMigrateWidensReservationID(t *testing.T) {
 			ddl = strings.ReplaceAll(ddl, `"reservation_id" VARCHAR(128)  `, old)
 			ddl = strings.ReplaceAll(ddl, "reservation_id VARCHAR(128)  CHARACTER SET ascii COLLATE ascii_bin", old)
 			require.Equal(t, 3, strings.Count(ddl, old), "the old DDL (order, dedup and line tables)")
-			for _, stmt := range strings.Split(order.StripSQLComments(ddl), ";") {
-				if strings.TrimSpace(stmt) != "" {
-					require.NoError(t, db.Exec(stmt).Error, stmt)
+			if kind == testenv.KindSQLite {
+				// SQLite's tables come from AutoMigrate only (Schema has no
+				// SQLite DDL) and SQLite has no column widths: nothing to
+				// widen; the rest of the test runs as on the others.
+				require.NoError(t, order.AutoMigrate(ctx, db))
+			} else {
+				for _, stmt := range strings.Split(order.StripSQLComments(ddl), ";") {
+					if strings.TrimSpace(stmt) != "" {
+						require.NoError(t, db.Exec(stmt).Error, stmt)
+					}
 				}
 			}
 			addActivity(t, db, "1", 10, 5)

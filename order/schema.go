@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seckillkit/seckill/internal/dbschema"
 	"github.com/seckillkit/seckill/order/internal/dbx"
 	"gorm.io/gorm"
 )
@@ -67,20 +68,25 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 	return schemaNames.ReplaceAllStringFunc(ddl, func(s string) string { return names[s] }), nil
 }
 
-// AutoMigrate creates or updates the activity, order, dedup and
-// adjustment tables (named by [WithTables], default seckill_activity,
-// seckill_order, message_dedup and seckill_activity_adjust) with gorm's
-// AutoMigrate, then creates whichever of their
-// indexes is missing and, on MySQL/MariaDB and PostgreSQL, the activity's
-// CHECK (stock >= 0) — SQLite cannot add a constraint to an existing table
-// and goes without it. The user and activity ID columns are VARCHAR(64),
-// the reservation_id columns VARCHAR(128) ([ValidReservationID]), on
-// MySQL/MariaDB CHARACTER SET ascii COLLATE ascii_bin (see [Activity]);
-// a VARCHAR(64) reservation_id of earlier releases is widened in place;
-// on MySQL/MariaDB and PostgreSQL, tables of releases with BIGINT IDs are
-// converted in place, numbers becoming their decimal strings (the
-// activity id loses its auto-increment).
-// Index and constraint names are those of
+// AutoMigrate creates or updates the activity, order, dedup, adjustment,
+// payment and line tables (named by [WithTables], default seckill_activity,
+// seckill_order, message_dedup, seckill_activity_adjust, seckill_payment and
+// seckill_order_line): a missing table is created from its model, a missing
+// column added; an existing column (but for the ID conversions below) or
+// index is never dropped or rebuilt (gorm's own AutoMigrate is not run over
+// existing tables: it drops unique indexes the struct tags do not declare,
+// the dedup table's among them, which the fence relies on), so running it
+// again over an up-to-date schema runs no DDL and a process may migrate at
+// start while others sell. It then creates whichever of their indexes is
+// missing and, on MySQL/MariaDB and PostgreSQL, the activity's CHECK (stock
+// >= 0) — SQLite cannot add a constraint to an existing table and goes
+// without it. The user and activity ID columns are VARCHAR(64), the
+// reservation_id columns VARCHAR(128) ([ValidReservationID]), on
+// MySQL/MariaDB CHARACTER SET ascii COLLATE ascii_bin (see [Activity]); a
+// VARCHAR(64) reservation_id of earlier releases is widened in place; on
+// MySQL/MariaDB and PostgreSQL, tables of releases with BIGINT IDs are
+// converted in place, numbers becoming their decimal strings (the activity
+// id loses its auto-increment). Index and constraint names are those of
 // schema.sql on the default names and derived from the table's name
 // otherwise (see [WithTables]). DBAs who manage schemas by hand apply
 // [Schema]'s DDL (schema.sql, schema_postgres.sql) instead; both give the
@@ -129,7 +135,7 @@ func migrationLock(d *gorm.DB) (func(), error) {
 func autoMigrate(d *gorm.DB, t Tables) error {
 	dialect := d.Dialector.Name()
 	for _, sp := range t.specs() {
-		if err := d.Table(sp.name).AutoMigrate(sp.model); err != nil {
+		if err := dbschema.CreateOrAddColumns(d, sp.name, sp.model); err != nil {
 			return fmt.Errorf("order: migrate %s: %w", sp.name, err)
 		}
 		switch dialect {

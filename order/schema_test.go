@@ -6,11 +6,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order/internal/dbx"
@@ -234,4 +237,47 @@ func stripSQLComments(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ddlLog records the statements a gorm session runs.
+type ddlLog struct {
+	logger.Interface
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (l *ddlLog) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	sql, _ := fc()
+	l.mu.Lock()
+	l.stmts = append(l.stmts, sql)
+	l.mu.Unlock()
+}
+
+// TestAutoMigrateAgainChangesNothing: AutoMigrate over an up-to-date schema
+// runs no DDL. gorm's own AutoMigrate dropped every single-column unique
+// index the model's tags do not declare (message_dedup's
+// uk_dedup_reservation — the fence —, the orders' uk_reservation and
+// uk_order_no, the lines' uk_line_reservation) and AutoMigrate made them
+// again: every process start left the fence without its unique key for a
+// moment while other processes wrote, and for good when the process or the
+// database died in between (the soak found message_dedup with two rows
+// for one reservation). It also rebuilt columns (MODIFY COLUMN price) on
+// every start, a table lock in the middle of a sale.
+func TestAutoMigrateAgainChangesNothing(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		for _, tabs := range []Tables{defaultTables(), otherTables} {
+			require.NoError(t, AutoMigrate(ctx, db, WithTables(tabs)))
+			log := &ddlLog{Interface: logger.Discard}
+			require.NoError(t, AutoMigrate(ctx, db.Session(&gorm.Session{Logger: log}), WithTables(tabs)))
+			ddl := regexp.MustCompile(`(?i)^\s*(DROP|ALTER|CREATE)\b`)
+			for _, s := range log.stmts {
+				assert.False(t, ddl.MatchString(s), "AutoMigrate over an up-to-date schema ran %q", s)
+			}
+			for _, sp := range tabs.specs() {
+				assert.Equal(t, wantIndexes(tabs)[sp.name], indexesOf(t, db, sp.name, sp.model), "indexes of %s after AutoMigrate again", sp.name)
+			}
+		}
+	})
 }

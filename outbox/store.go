@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckillkit/seckill/internal/dbschema"
 	"gorm.io/gorm"
 )
 
@@ -45,9 +46,12 @@ func Schema(dialect string, opts ...TableOption) (string, error) {
 	return strings.ReplaceAll(ddl, defaultTable, table), nil
 }
 
-// AutoMigrate creates or updates the outbox table (named by [WithTable],
-// default "outbox_message") with gorm's AutoMigrate, then creates whichever of
-// its indexes is missing, named after the table (uk_<table>_msg_id,
+// AutoMigrate creates the outbox table (named by [WithTable], default
+// "outbox_message") from its model or adds the columns it lacks — it never
+// drops or rebuilds an existing column or index, so running it again runs
+// no DDL (gorm's own AutoMigrate dropped the unique msg_id index on every
+// run and made it again) —, then creates whichever of its indexes is
+// missing, named after the table (uk_<table>_msg_id,
 // idx_<table>_poll, …). On MySQL the table is InnoDB, utf8mb4_bin, so
 // topics and keys compare byte for byte as on SQLite and PostgreSQL. DBAs
 // who manage schemas by hand apply [Schema]'s DDL (schema.sql,
@@ -64,7 +68,7 @@ func AutoMigrate(ctx context.Context, db *gorm.DB, opts ...TableOption) error {
 	if d.Dialector.Name() == "mysql" {
 		d = d.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
 	}
-	if err := d.Table(table).AutoMigrate(&Message{}); err != nil {
+	if err := dbschema.CreateOrAddColumns(d, table, &Message{}); err != nil {
 		return fmt.Errorf("outbox: migrate %s: %w", table, err)
 	}
 	m := d.Migrator()

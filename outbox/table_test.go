@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // statusCounts reads the rows of table per status with raw SQL.
@@ -180,4 +183,36 @@ func TestIsDuplicateKeyWrappedPgError(t *testing.T) {
 	assert.False(t, isDuplicateKey(db, fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "23503"})))
 	assert.False(t, isDuplicateKey(db, errors.New("duplicate key value")))
 	assert.True(t, isDuplicateKey(db, fmt.Errorf("x: %w", gorm.ErrDuplicatedKey)))
+}
+
+// ddlRecorder records the statements a gorm session runs.
+type ddlRecorder struct {
+	logger.Interface
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (l *ddlRecorder) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	sql, _ := fc()
+	l.mu.Lock()
+	l.stmts = append(l.stmts, sql)
+	l.mu.Unlock()
+}
+
+// TestAutoMigrateAgainChangesNothing: AutoMigrate over an existing outbox
+// table runs no DDL. gorm's own AutoMigrate, which it ran before, dropped
+// the unique msg_id index (not declared in the struct tags) on every run
+// and AutoMigrate made it again: every process start left the outbox
+// without its unique key for a moment while other processes wrote, and
+// for good if the process or the database died in between.
+func TestAutoMigrateAgainChangesNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, kind testenv.DBKind, db *gorm.DB) {
+		rec := &ddlRecorder{Interface: logger.Discard}
+		require.NoError(t, AutoMigrate(context.Background(), db.Session(&gorm.Session{Logger: rec})))
+		ddl := regexp.MustCompile(`(?i)^\s*(DROP|ALTER|CREATE)\b`)
+		for _, s := range rec.stmts {
+			assert.False(t, ddl.MatchString(s), "AutoMigrate over an existing table ran %q", s)
+		}
+		assert.True(t, db.Migrator().HasIndex(defaultTable, indexes[0].name(defaultTable)), "the unique msg_id index")
+	})
 }
