@@ -33,6 +33,13 @@ func (c *trips) add(ctx context.Context, name string) {
 	if phase == "" {
 		return
 	}
+	if name == "pipeline(positions)" {
+		// orderkafka.Positions' write-behind: its goroutine keeps the
+		// values of the context of the Record that started it, but no buy
+		// waits for it, and under load one pipeline carries the positions
+		// of every buy acknowledged meanwhile (TestPositionsRecordWritesBehind).
+		phase = "behind"
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == nil {
@@ -65,7 +72,13 @@ func (c *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (c *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.add(ctx, "pipeline")
+		name := "pipeline"
+		if len(cmds) > 0 {
+			if a := cmds[0].Args(); len(a) > 1 && strings.HasSuffix(fmt.Sprint(a[1]), ":kafka_pos") {
+				name = "pipeline(positions)"
+			}
+		}
+		c.add(ctx, name)
 		return next(ctx, cmds)
 	}
 }
@@ -103,7 +116,10 @@ func steps(risk bool) func([]checkout.Step) []checkout.Step {
 // captcha and the access token in one script, then the reservation: at
 // most 2 for the whole buy, with the risk rules (risk.Checker.CheckCheck)
 // or without: the hand-off writes no QUEUED result (a reservation in
-// flight reads queued from the ledger), so it adds none.
+// flight reads queued from the ledger), so it adds none. The Kafka
+// position the hand-off records is written behind, by a goroutine no buy
+// waits for, batched under load: counted apart (it raced with the count:
+// CI once saw it land inside the window).
 func TestFusedAdmissionRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -141,7 +157,8 @@ func TestFusedAdmissionRoundTrips(t *testing.T) {
 			}
 			got, names := n.read("admission")
 			h, hnames := n.read("handoff")
-			t.Logf("%s: %d round trips to Redis up to the reserve (%s), %d in the hand-off (%s)", tc.name, got, names, h, hnames)
+			b, _ := n.read("behind")
+			t.Logf("%s: %d round trips to Redis up to the reserve (%s), %d in the hand-off (%s); %d written behind (positions, not waited for)", tc.name, got, names, h, hnames, b)
 			if tc.max > 0 && got+h > tc.max {
 				t.Fatalf("%d round trips up to the reserve and %d in the hand-off, want <= %d in all", got, h, tc.max)
 			}
