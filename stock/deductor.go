@@ -221,6 +221,12 @@ func (d *Deductor) reserveNow(ctx context.Context, req Request) (Result, error) 
 // reserveRemote is the part of Reserve that calls Redis (and the fallback);
 // kept apart so the in-process refusal above stays small.
 func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, error) {
+	// The releases counted before the request is sent: a release that
+	// lands between Redis's SoldOut and the flag must keep the flag unset.
+	var clears int64
+	if !d.o.noCache {
+		clears = d.flagFor(req.Activity).clears.Load()
+	}
 	res, f, err := d.reserve(ctx, req)
 	if err != nil && d.o.fallback != nil && errors.Is(err, ErrUnavailable) {
 		fres, ferr := d.o.fallback(ctx, req)
@@ -239,7 +245,7 @@ func (d *Deductor) reserveRemote(ctx context.Context, req Request) (Result, erro
 	} else if !res.Fallback && !d.o.noCache && res.Status != Frozen && res.Status != Paused {
 		switch {
 		case res.Status == SoldOut && res.Remaining <= 0:
-			d.markSoldOut(ctx, req.Activity, f)
+			d.markSoldOut(ctx, req.Activity, f, clears)
 		case res.Remaining > 0:
 			d.clearSoldOut(ctx, req.Activity)
 		}

@@ -171,9 +171,12 @@ func (d *Deductor) flagFor(activity string) *soldFlag {
 }
 
 // markSoldOut sets the flag after a SoldOut reply with fence r, once the
-// ledger's reservation IDs are known. A flag already set is left as it is (it
-// expires on its first schedule, and the next sell-out takes a new look).
-func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceReply) {
+// ledger's reservation IDs are known. clears is the flag's count of
+// releases read before the request was sent: if this process released
+// stock of the activity since, the reply is stale and no flag is set. A
+// flag already set is left as it is (it expires on its first schedule, and
+// the next sell-out takes a new look).
+func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceReply, clears int64) {
 	f := d.flagFor(activity)
 	if f.until.Load() != 0 || !f.loading.CompareAndSwap(false, true) {
 		return
@@ -182,7 +185,9 @@ func (d *Deductor) markSoldOut(ctx context.Context, activity string, r fenceRepl
 	if f.until.Load() != 0 {
 		return
 	}
-	clears := f.clears.Load()
+	if f.clears.Load() != clears {
+		return // stock came back after Redis answered
+	}
 	set := f.ids.Load()
 	if set == nil || set.epoch != r.epoch || set.seq != r.seq || r.epoch == 0 {
 		ids, err := d.ledgerIDs(ctx, activity)

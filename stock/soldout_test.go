@@ -502,3 +502,47 @@ func TestSoldOutForPrefix(t *testing.T) {
 		assert.False(t, d.SoldOutForPrefix("p", "u2-"))
 	})
 }
+
+// releaseAfterSoldOut runs a release after the reply of the next reserve
+// script: the reply says SoldOut, and the stock comes back before Reserve
+// has acted on it.
+type releaseAfterSoldOut struct {
+	redis.UniversalClient
+	armed   atomic.Bool
+	release func()
+}
+
+func (c *releaseAfterSoldOut) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	cmd := c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+	if sha == reserveScript.Hash() && c.armed.CompareAndSwap(true, false) {
+		c.release()
+	}
+	return cmd
+}
+
+// TestSoldOutReleaseBeforeFlag: a release in this process between a
+// SoldOut reply and the flag it sets must win: the flag is not set, and
+// the unit that came back is sold, not refused in-process. (The kit's
+// sold_out scenario with a step undoing reserve met this race.)
+func TestSoldOutReleaseBeforeFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, _ := testenv.Miniredis(t)
+	c := &releaseAfterSoldOut{UniversalClient: rdb}
+	d := newTestDeductor(t, c, testenv.Prefix(t))
+	mustLoad(t, d, Activity{ID: "1", Stock: 1})
+	reserveOK(t, d, "1", "1", 1, "win")
+	c.release = func() {
+		rr, err := d.Release(ctx, "1", "win")
+		require.NoError(t, err)
+		require.Equal(t, ReleaseDone, rr.Status)
+	}
+	c.armed.Store(true)
+	res, err := d.Reserve(ctx, Request{Activity: "1", User: "2", Qty: 1, ReservationID: "lose"})
+	require.NoError(t, err)
+	require.Equal(t, SoldOut, res.Status, "Redis answered before the release")
+	assert.False(t, d.SoldOut("1"), "the release came after the reply: the flag must not be set")
+	res, err = d.Reserve(ctx, Request{Activity: "1", User: "3", Qty: 1, ReservationID: "next"})
+	require.NoError(t, err)
+	assert.Equal(t, Reserved, res.Status, "the unit given back is sold")
+}
