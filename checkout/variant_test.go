@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckillkit/seckill/internal/testenv"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
@@ -83,11 +85,18 @@ type variantWorld struct {
 
 func newVariantWorld(t *testing.T, limit int64, edit func(*Config)) *variantWorld {
 	t.Helper()
-	ctx := context.Background()
 	clk := testenv.NewEpochClock(0)
 	rdb, mr := testenv.Miniredis(t)
 	mr.SetTime(clk.Now())
-	d, err := stock.New(rdb, stock.WithClock(clk))
+	return newVariantWorldOn(t, rdb, clk, limit, edit)
+}
+
+// newVariantWorldOn is newVariantWorld on rdb (its keys under the test's
+// prefix), clk the clock of a real server's tests.
+func newVariantWorldOn(t *testing.T, rdb redis.UniversalClient, clk *testenv.Clock, limit int64, edit func(*Config)) *variantWorld {
+	t.Helper()
+	ctx := context.Background()
+	d, err := stock.New(rdb, stock.WithClock(clk), stock.WithKeyPrefix(testenv.Prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,5 +381,48 @@ func TestVariantResult(t *testing.T) {
 	}
 	if o := w.buy("alice", "r1", "M", tok(1)); o.Kind != Refused || o.Reason != Released {
 		t.Errorf("retry of the released variant attempt: %+v", o)
+	}
+}
+
+// TestVariantOnEveryRedis: the variant attempt's addressing, replay, the
+// sale's cap over the variants, the unknown-variant rule and a variant
+// sold out, on miniredis and on the real server and Cluster when
+// SECKILL_REDIS_ADDR / SECKILL_REDIS_CLUSTER_ADDRS name them.
+func TestVariantOnEveryRedis(t *testing.T) {
+	for kind, rdb := range testenv.AllRedis(t) {
+		t.Run(string(kind), func(t *testing.T) {
+			clk := testenv.NewRealClock()
+			w := newVariantWorldOn(t, rdb, clk, 1, nil)
+			o := w.buy("alice", "r1", "M", tok(1))
+			if o.Kind != Accepted || o.Reservation != "u5.alice-r1/M" {
+				t.Fatalf("accepted: %+v", o)
+			}
+			wantCalls(t, "accepted", w.st.take(), "Reserve sale-1/M u5.alice-r1/M#0")
+			if o = w.buy("alice", "r1", "M", tok(1)); o.Kind != Replayed || o.Reservation != "u5.alice-r1/M" {
+				t.Fatalf("replay: %+v", o)
+			}
+			if o = w.buy("alice", "r1", "S", tok(2)); o.Kind != Refused || o.Reason != AlreadyBought {
+				t.Fatalf("another variant over the sale's cap 1: %+v", o)
+			}
+			if o = w.buy("bob", "r1", "XL", tok(3)); o.Kind != Refused || o.Reason != BadRequest || !o.Final || o.Message != "unknown variant" {
+				t.Fatalf("unknown variant: %+v", o)
+			}
+			if o = w.buy("bob", "r2", "S", tok(3)); o.Kind != Accepted {
+				t.Fatalf("bob buys S: %+v", o)
+			}
+			if o = w.buy("carol", "r1", "S", tok(4)); o.Kind != Refused || o.Reason != SoldOut || !o.Final {
+				t.Fatalf("S sold out: %+v", o)
+			}
+			if o = w.buy("carol", "r2", "M", tok(4)); o.Kind != Accepted {
+				t.Fatalf("M still sells: %+v", o)
+			}
+			ctx := context.Background()
+			for v, want := range map[string]int64{"S": 0, "M": 0, "L": 0} {
+				st, err := w.st.Deductor.Stats(ctx, "sale-1/"+v)
+				if err != nil || st.Remaining != want {
+					t.Errorf("variant %s: %+v %v, want %d remaining", v, st, err, want)
+				}
+			}
+		})
 	}
 }

@@ -38,7 +38,8 @@
 //	}
 //
 // [Embedded] is the reference composition: every part real, over miniredis
-// and SQLite. [Check] runs the same scenarios but records the failures
+// and SQLite (the kit's own tests run it over MySQL/MariaDB too when
+// SECKILL_MYSQL_DSN names a server: TestKitOnMySQL). [Check] runs the same scenarios but records the failures
 // instead of failing the test, so a test can show the kit catches a
 // deliberately broken composition.
 package checkouttest

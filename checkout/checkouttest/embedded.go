@@ -55,16 +55,24 @@ var (
 // keep no units.
 func Embedded(t testing.TB, c Config) *Sale {
 	t.Helper()
-	e := &embedded{t: t, clk: testenv.NewEpochClock(0)}
+	return embeddedOn(t, c, testenv.SQLite)
+}
+
+// embeddedOn is Embedded over the database openDB opens (the kit's
+// MySQL/MariaDB tier opens testenv.MySQL).
+func embeddedOn(t testing.TB, c Config, openDB func(testing.TB) *gorm.DB) *Sale {
+	t.Helper()
+	e := &embedded{t: t, clk: testenv.NewEpochClock(0), openDB: openDB}
 	e.build(c)
 	return e.sale
 }
 
 type embedded struct {
-	t    testing.TB
-	clk  *testenv.Clock
-	sale *Sale
-	q    queue
+	t      testing.TB
+	clk    *testenv.Clock
+	sale   *Sale
+	q      queue
+	openDB func(testing.TB) *gorm.DB
 }
 
 // queue is the stand-in for Kafka: encoded order messages in the order
@@ -127,7 +135,7 @@ func (e *embedded) build(c Config) {
 	act := embeddedActivity
 	rdb, mr := testenv.Miniredis(t)
 	mr.SetTime(clk.Now())
-	db := testenv.SQLite(t)
+	db := e.openDB(t)
 	e.must("migrate orders", order.AutoMigrate(ctx, db))
 	e.must("migrate outbox", outbox.AutoMigrate(ctx, db))
 	now := clk.Now()
