@@ -41,19 +41,21 @@ func ReconcileCarts(ctx context.Context, db *gorm.DB, d *stock.Deductor, s CartS
 
 // CartCount is what [CheckCarts] counted.
 type CartCount struct {
-	Carts, Ordered, Refused, Unsettled int // journaled carts: with an order, finished without, neither (reconciled)
-	Orders, Lines                      int   // live orders with lines, their lines
-	Units                              int64 // units sold (live lines)
-	GroupHeldRedis, GroupHeldDB        int64 // allowances taken in Redis, units of the group's live lines
-	LeakedAllowances                   int64 // allowance units Redis holds beyond the buyers' live lines
-	MaxGroup                           int64 // the most units one buyer holds in the group (DB)
-	SoldOut                            int   // units with nothing left
+	Carts, Ordered, Refused, Unsettled int            // journaled carts: with an order, finished without, neither (reconciled)
+	Orders, Lines                      int            // live orders with lines, their lines
+	Units                              int64          // units sold (live lines)
+	GroupHeldRedis, GroupHeldDB        int64          // allowances taken in Redis, units of the group's live lines
+	LeakedAllowances                   int64          // allowance units Redis holds beyond the buyers' live lines
+	MaxGroup                           int64          // the most units one buyer holds in the group (DB)
+	SoldOut                            int            // units with nothing left
+	GroupRefused, DBGroupRefused       int            // carts refused by the group's cap in Redis, in the database
+	Reasons                            map[string]int // the journals' F and E reasons, counted
 }
 
 func (c CartCount) String() string {
-	return fmt.Sprintf("carts=%d ordered=%d refused=%d unsettled=%d orders=%d lines=%d units=%d group redis=%d db=%d leaked=%d max/buyer=%d soldout-units=%d",
+	return fmt.Sprintf("carts=%d ordered=%d refused=%d unsettled=%d orders=%d lines=%d units=%d group redis=%d db=%d leaked=%d max/buyer=%d soldout-units=%d group-refused redis=%d db=%d",
 		c.Carts, c.Ordered, c.Refused, c.Unsettled, c.Orders, c.Lines, c.Units, c.GroupHeldRedis, c.GroupHeldDB,
-		c.LeakedAllowances, c.MaxGroup, c.SoldOut)
+		c.LeakedAllowances, c.MaxGroup, c.SoldOut, c.GroupRefused, c.DBGroupRefused)
 }
 
 // CartCheck says what [CheckCarts] holds to.
@@ -84,7 +86,7 @@ type liveLine struct {
 // CheckCarts counts every invariant of the cart sale from the database
 // and from Redis (never through a buyer) and returns the violations.
 func CheckCarts(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, s CartSale, journals string, ck CartCheck) (CartCount, []string, error) {
-	var c CartCount
+	c := CartCount{Reasons: map[string]int{}}
 	var viol []string
 	bad := func(f string, a ...any) { viol = append(viol, fmt.Sprintf(f, a...)) }
 	d, err := stock.New(rdb, stock.WithKeyPrefix(s.Prefix), stock.WithoutSoldOutCache())
@@ -319,11 +321,23 @@ func CheckCarts(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, s C
 			}
 		case contains(cart.Kinds, "F"):
 			c.Refused++
+			for _, w := range cart.Whys {
+				c.Reasons[w]++
+				switch {
+				case strings.Contains(w, "(group true)"):
+					c.GroupRefused++
+				case strings.Contains(w, "group cap"):
+					c.DBGroupRefused++
+				}
+			}
 			if len(os) > 0 {
 				bad("cart %s finished without an order has order %s", id, os[0].OrderNo)
 			}
 		default:
 			c.Unsettled++
+			for _, w := range cart.Whys {
+				c.Reasons["unsettled: "+w]++
+			}
 		}
 		if !live && ck.Settled {
 			for i := range cart.Lines {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/checkout"
+	orderreconcile "github.com/seckillkit/seckill/order/reconcile"
 	"github.com/seckillkit/seckill/stock"
 )
 
@@ -32,6 +35,7 @@ type CartRig struct {
 	Rdb      redis.UniversalClient
 	Redis    CartBuyerConfig // the Redis fields of every buyer's config
 	Journals string
+	Pace     time.Duration // every buyer's pause between carts
 	Buyers   []*CartBuyer
 	bin      string
 	logs     string
@@ -100,7 +104,7 @@ func (r *CartRig) StartBuyer(i, carts, workers int, seed uint64, pause string) (
 	r.T.Helper()
 	cfg := r.Redis
 	cfg.Name, cfg.Machine, cfg.MySQL, cfg.Sale = "buyer"+strconv.Itoa(i), i, r.DSN, r.Sale
-	cfg.Carts, cfg.Workers, cfg.Seed, cfg.Journals = carts, workers, seed, r.Journals
+	cfg.Carts, cfg.Workers, cfg.Seed, cfg.Journals, cfg.Pace = carts, workers, seed, r.Journals, r.Pace
 	if pause != "" {
 		cfg.Pause, cfg.Marker = pause, filepath.Join(r.logs, cfg.Name+".paused")
 	}
@@ -154,6 +158,12 @@ func (r *CartRig) Check(what string, ck CartCheck) CartCount {
 		r.T.Fatalf("%s: count: %v", what, err)
 	}
 	r.T.Logf("%s: %s", what, c)
+	var reasons []string
+	for w, n := range c.Reasons {
+		reasons = append(reasons, fmt.Sprintf("%d× %s", n, w))
+	}
+	sort.Strings(reasons)
+	r.T.Logf("%s: reasons: %s", what, strings.Join(reasons, "; "))
 	for _, v := range viol {
 		r.T.Errorf("%s: VIOLATION: %s", what, v)
 	}
@@ -219,4 +229,90 @@ func (r *CartRig) String() string {
 		parts = append(parts, fmt.Sprintf("%s(pid %d)", b.Cfg.Name, b.PID()))
 	}
 	return strings.Join(parts, " ")
+}
+
+// RebuildFrozen rebuilds, from the database's live lines, every unit the
+// stock's data-loss fence froze (a buyer's Deductor saw its data lost or
+// rolled back), as a Preloader with WithRecovery does once nothing is in
+// flight (call it with every buyer ended). It returns the units rebuilt.
+func (r *CartRig) RebuildFrozen() []string {
+	r.T.Helper()
+	ctx := context.Background()
+	d := r.Deductor()
+	var out []string
+	for _, u := range r.Sale.Units() {
+		st, err := d.Stats(ctx, u)
+		if err != nil {
+			r.T.Fatal(err)
+		}
+		if st.Loaded && !st.Frozen {
+			continue
+		}
+		live, err := orderreconcile.LiveReservations(ctx, r.DB, u)
+		if err != nil {
+			r.T.Fatal(err)
+		}
+		rs := make([]stock.Reservation, len(live))
+		for i, l := range live {
+			rs[i] = stock.Reservation{ID: l.ID, User: l.User, Qty: l.Qty, State: stock.Held, ReservedAt: l.At}
+		}
+		if _, err := d.Rebuild(ctx, stock.Activity{ID: u, Stock: r.Sale.initial(u), PerUserLimit: r.Sale.limit(u),
+			TTL: 24 * time.Hour}, rs); err != nil {
+			r.T.Fatalf("rebuild %s: %v", u, err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// Orders counts the orders written so far.
+func (r *CartRig) Orders() int64 {
+	var n int64
+	if err := r.DB.Table("seckill_order").Count(&n).Error; err != nil {
+		r.T.Fatal(err)
+	}
+	return n
+}
+
+// WaitOrders waits, at most bound, until n orders were written.
+func (r *CartRig) WaitOrders(n int64, bound time.Duration) {
+	r.T.Helper()
+	deadline := time.Now().Add(bound)
+	for r.Orders() < n {
+		if time.Now().After(deadline) {
+			r.T.Fatalf("fewer than %d orders within %v (%d)", n, bound, r.Orders())
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval of a count
+	}
+}
+
+// FreezeOrphaned freezes every unit for which the reconciler (a dry run)
+// finds orphans: live order lines whose reservation is not in the Redis
+// ledger, which a failover lost without any Deductor noticing (the fence
+// judges the replies of the calls a Deductor makes; a unit a buyer no
+// longer asks, sold out in its in-process cache, is not judged). It
+// returns the units frozen; RebuildFrozen then rebuilds them.
+func (r *CartRig) FreezeOrphaned() []string {
+	r.T.Helper()
+	ctx := context.Background()
+	d := r.Deductor()
+	rec, err := orderreconcile.NewReconciler(r.DB, checkout.Ledger(d), checkout.Releaser(d), orderreconcile.WithDryRun(true))
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	var out []string
+	for _, u := range r.Sale.Units() {
+		rep, err := rec.Reconcile(ctx, u)
+		if err != nil {
+			r.T.Fatal(err)
+		}
+		if len(rep.Orphans) == 0 {
+			continue
+		}
+		if err := d.Freeze(ctx, u); err != nil {
+			r.T.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s (%d orphans)", u, len(rep.Orphans)))
+	}
+	return out
 }

@@ -30,8 +30,8 @@ import (
 // count with [CheckCarts].
 
 // CartSale is the catalogue the cart buyers sell: line 0 and line 1 of
-// every cart are Plain[0] and Plain[1] (1 or 2 units each), line 2 one
-// unit of a variant of Varied; every line counts against the limit group
+// every cart are Plain[0] and Plain[1] (1 to MaxQty units each), line 2
+// one unit of a variant of Varied; every line counts against the limit group
 // Group (GroupLimit units per buyer over the three sales).
 type CartSale struct {
 	Prefix       string   `json:"prefix"`        // the stock keys' prefix
@@ -44,7 +44,8 @@ type CartSale struct {
 	VariedLimit  int64    `json:"varied_limit"`  // per buyer over Varied's variants (and per variant)
 	Group        string   `json:"group"`
 	GroupLimit   int64    `json:"group_limit"`
-	Users        int      `json:"users"` // buyers u1..uN
+	Users        int      `json:"users"`   // buyers u1..uN
+	MaxQty       int64    `json:"max_qty"` // lines 0 and 1 take 1 to MaxQty units each
 }
 
 // DefaultCartSale is the sale of the cart scenarios: 2 × 40 plain units,
@@ -54,7 +55,7 @@ type CartSale struct {
 func DefaultCartSale(prefix string) CartSale {
 	return CartSale{Prefix: prefix, Plain: []string{"cart-a", "cart-b"}, Varied: "cart-c",
 		Variants: []string{"s", "m", "l", "xl"}, Stock: 40, VariantStock: 8, UserLimit: 3, VariedLimit: 2,
-		Group: "product-p", GroupLimit: 6, Users: 30}
+		Group: "product-p", GroupLimit: 6, Users: 30, MaxQty: 2}
 }
 
 // Units are the stock units the sale counts: the plain activities and
@@ -93,7 +94,7 @@ const GroupTable = "cart_group_held"
 // varied activity's own row with 0 units, under which nothing is filed),
 // the group table, and loads the sale into Redis through d.
 func (s CartSale) Setup(ctx context.Context, db *gorm.DB, d *stock.Deductor) error {
-	if len(s.Plain) != 2 || s.Varied == "" || len(s.Variants) == 0 || s.Group == "" || s.GroupLimit < 1 || s.Users < 1 {
+	if len(s.Plain) != 2 || s.Varied == "" || len(s.Variants) == 0 || s.Group == "" || s.GroupLimit < 1 || s.Users < 1 || s.MaxQty < 1 {
 		return fmt.Errorf("crash: a cart sale needs 2 plain activities, a varied one, a group and buyers: %+v", s)
 	}
 	if err := order.AutoMigrate(ctx, db); err != nil {
@@ -162,6 +163,7 @@ func (s CartSale) StockLines(c CartRecord) stock.Lines {
 type Cart struct {
 	CartRecord
 	Kinds []string
+	Whys  []string // the Why of its F and E records
 	Order string
 }
 
@@ -196,6 +198,9 @@ func ReadJournals(dir string) (map[string]*Cart, error) {
 				c.Order = r.Order
 			}
 			c.Kinds = append(c.Kinds, r.K)
+			if r.Why != "" {
+				c.Whys = append(c.Whys, r.Why)
+			}
 		}
 		_ = fh.Close()
 		if err := sc.Err(); err != nil {
@@ -224,10 +229,11 @@ type CartBuyerConfig struct {
 	Cluster  string // "host:port,…" of a Redis Cluster
 	MySQL    string // DSN of the database (with its name)
 	Sale     CartSale
-	Carts    int    // carts to try
-	Workers  int    // carts in flight at once
-	Seed     uint64 // the carts' users and quantities
-	Journals string // the journal directory
+	Carts    int           // carts to try
+	Workers  int           // carts in flight at once
+	Seed     uint64        // the carts' users and quantities
+	Pace     time.Duration // each worker's pause between carts (0: none)
+	Journals string        // the journal directory
 	// Pause, when set, is "n:step": the buyer's n-th cart stops before
 	// reserving line step (1 or 2: between the lines) or before its order
 	// ("order"), writes Marker and waits for its kill.
@@ -241,7 +247,7 @@ func (c CartBuyerConfig) args() ([]string, error) {
 	}
 	a := []string{"-name", c.Name, "-machine", strconv.Itoa(c.Machine), "-mysql", c.MySQL, "-sale", string(sale),
 		"-carts", strconv.Itoa(c.Carts), "-workers", strconv.Itoa(c.Workers), "-seed", strconv.FormatUint(c.Seed, 10),
-		"-journals", c.Journals}
+		"-journals", c.Journals, "-pace", c.Pace.String()}
 	switch {
 	case c.Redis != "":
 		a = append(a, "-redis", c.Redis)

@@ -89,13 +89,14 @@ func main() {
 	workers := flag.Int("workers", 4, "carts in flight")
 	seed := flag.Uint64("seed", 1, "seed of the carts")
 	journals := flag.String("journals", "", "journal directory")
+	pace := flag.Duration("pace", 0, "each worker's pause between carts (a load shape)")
 	flag.Parse()
-	if err := run(*name, *machine, *addr, *sentinel, *cluster, *dsn, *saleJSON, *carts, *workers, *seed, *journals); err != nil {
+	if err := run(*name, *machine, *addr, *sentinel, *cluster, *dsn, *saleJSON, *carts, *workers, *seed, *journals, *pace); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(name string, machine int, addr, sentinel, cluster, dsn, saleJSON string, carts, workers int, seed uint64, journals string) error {
+func run(name string, machine int, addr, sentinel, cluster, dsn, saleJSON string, carts, workers int, seed uint64, journals string, pace time.Duration) error {
 	b := &buyer{name: name, pid: os.Getpid()}
 	if err := json.Unmarshal([]byte(saleJSON), &b.sale); err != nil {
 		return fmt.Errorf("-sale: %w", err)
@@ -160,6 +161,9 @@ func run(name string, machine int, addr, sentinel, cluster, dsn, saleJSON string
 					return
 				}
 				b.cart(ctx, n, rand.New(rand.NewPCG(seed, uint64(b.pid)<<20+uint64(n))))
+				if pace > 0 {
+					time.Sleep(pace) // the load's shape: carts spread over time
+				}
 			}
 		}()
 	}
@@ -257,15 +261,18 @@ func (b *buyer) groupHook(ctx context.Context, tx *gorm.DB, orders []order.Order
 		for _, l := range o.Lines {
 			n += l.Qty
 		}
-		if err := tx.Exec("INSERT IGNORE INTO "+crash.GroupTable+" (user_id, grp, held) VALUES (?, ?, 0)", o.UserID, b.sale.Group).Error; err != nil {
+		// One upsert takes the row's exclusive lock at once (an INSERT
+		// IGNORE then an UPDATE would take a shared lock first, and two
+		// orders of one buyer would deadlock upgrading it).
+		if err := tx.Exec("INSERT INTO "+crash.GroupTable+" (user_id, grp, held) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE held = held + VALUES(held)",
+			o.UserID, b.sale.Group, n).Error; err != nil {
 			return err
 		}
-		res := tx.Exec("UPDATE "+crash.GroupTable+" SET held = held + ? WHERE user_id = ? AND grp = ? AND held + ? <= ?",
-			n, o.UserID, b.sale.Group, n, b.sale.GroupLimit)
-		if res.Error != nil {
-			return res.Error
+		var held int64
+		if err := tx.Raw("SELECT held FROM "+crash.GroupTable+" WHERE user_id = ? AND grp = ?", o.UserID, b.sale.Group).Scan(&held).Error; err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if held > b.sale.GroupLimit {
 			return order.Permanent(errGroupDB)
 		}
 	}
@@ -276,8 +283,8 @@ func (b *buyer) groupHook(ctx context.Context, tx *gorm.DB, orders []order.Order
 func (b *buyer) cart(ctx context.Context, n int64, rng *rand.Rand) {
 	s := b.sale
 	c := crash.CartRecord{K: "B", ID: b.cartID(n), User: "u" + strconv.Itoa(1+rng.IntN(s.Users)), Lines: []crash.CartLine{
-		{Unit: s.Plain[0], Qty: 1 + rng.Int64N(2)},
-		{Unit: s.Plain[1], Qty: 1 + rng.Int64N(2)},
+		{Unit: s.Plain[0], Qty: 1 + rng.Int64N(max(s.MaxQty, 1))},
+		{Unit: s.Plain[1], Qty: 1 + rng.Int64N(max(s.MaxQty, 1))},
 		{Unit: stock.VariantOf(s.Varied, s.Variants[rng.IntN(len(s.Variants))]), Qty: 1},
 	}}
 	if n == b.pauseN {
@@ -303,6 +310,13 @@ func (b *buyer) cart(ctx context.Context, n int64, rng *rand.Rand) {
 		m.Lines = append(m.Lines, order.Line{ActivityID: l.Unit, Qty: l.Qty})
 	}
 	out, err := b.proc.Handle(ctx, m)
+	for try := 1; err != nil && !errors.Is(err, errGroupDB) && try < 5; try++ {
+		// A failed transaction (a deadlock, say) rolled back: the
+		// consumer would retry it, and so does the buyer.
+		log.Printf("cart %s: order: %v (try %d)", c.ID, err, try)
+		time.Sleep(time.Duration(try) * 20 * time.Millisecond) // a retry's back-off
+		out, err = b.proc.Handle(ctx, m)
+	}
 	switch {
 	case errors.Is(err, errGroupDB):
 		b.release(ctx, c, "refused by the database's group cap")
@@ -325,8 +339,15 @@ func (b *buyer) release(ctx context.Context, c crash.CartRecord, why string) {
 	b.write(crash.CartRecord{K: "F", ID: c.ID, Why: why})
 }
 
+// fail journals an error and settles the cart at once (its order if the
+// database has one, else ReleaseLines: a reservation or allowance an
+// errored call still writes later finds a tombstone and takes nothing),
+// or, when that fails too, before the buyer exits.
 func (b *buyer) fail(c crash.CartRecord, why string) {
 	b.write(crash.CartRecord{K: "E", ID: c.ID, Why: why})
+	if err := b.settle(context.Background(), c, "settled after an error"); err == nil {
+		return
+	}
 	b.unsettledMu.Lock()
 	b.unsettled = append(b.unsettled, c)
 	b.unsettledMu.Unlock()
