@@ -90,7 +90,7 @@ func RunCartKill(t *testing.T, dsn string, rdb redis.UniversalClient, redisCfg C
 			}
 		}
 	}
-	if c.Ordered == 0 || c.SoldOut == 0 {
+	if c.Ordered == 0 {
 		t.Errorf("the run sold too little to count: %s", c)
 	}
 }
