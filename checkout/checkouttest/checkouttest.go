@@ -20,8 +20,8 @@
 //     refusal is given only when nothing remains.
 //
 // A sale with variants (Config.Variants: the variant scenarios
-// variant_sold_out, variant_retry and variant_cap) is counted per variant
-// too: no oversell and conservation per variant, in Redis (the variant's
+// variant_sold_out, variant_retry, variant_cap, variant_handoff_failed)
+// is counted per variant too: no oversell and conservation per variant, in Redis (the variant's
 // ledger) and SQL (its activity row and the live lines of orders), the
 // per-variant cap and the sale's cap over all variants, and every order
 // for the variant its attempt named ("[variant]"). A constructor that
