@@ -38,8 +38,10 @@
 //	}
 //
 // [Embedded] is the reference composition: every part real, over miniredis
-// and SQLite (the kit's own tests run it over MySQL/MariaDB too when
-// SECKILL_MYSQL_DSN names a server: TestKitOnMySQL). [Check] runs the same scenarios but records the failures
+// and SQLite (the kit's own tests also run it over MySQL/MariaDB when
+// SECKILL_MYSQL_DSN names a server, TestKitOnMySQL, and over the real
+// Redis server and Cluster when SECKILL_REDIS_ADDR and
+// SECKILL_REDIS_CLUSTER_ADDRS name them, TestKitOnRealRedis). [Check] runs the same scenarios but records the failures
 // instead of failing the test, so a test can show the kit catches a
 // deliberately broken composition.
 package checkouttest
