@@ -215,9 +215,13 @@ func TestVariantStepsAddressVariant(t *testing.T) {
 		t.Fatalf("S sold out, again: %+v", o)
 	}
 	wantCalls(t, "sold out", w.st.take(), "SoldOut sale-1/S")
+	if !w.st.Deductor.SoldOut("sale-1/S") || w.st.Deductor.SoldOut("sale-1/M") {
+		t.Fatalf("the in-process flags: S %v, M %v; want S only", w.st.Deductor.SoldOut("sale-1/S"), w.st.Deductor.SoldOut("sale-1/M"))
+	}
 	if o = w.buy("alice", "r3", "S", tok(1)); o.Kind != Replayed || o.Reservation != "u5.alice-r3/S" {
 		t.Fatalf("a winner's retry of a sold-out variant: %+v", o)
 	}
+	wantCalls(t, "a winner's retry, S sold out", w.st.take(), "SoldOut sale-1/S", "SoldOutFor sale-1/S u5.alice-r3/S#0")
 	if o = w.buy("carol", "r2", "M", tok(4)); o.Kind != Accepted {
 		t.Fatalf("M still sells: %+v", o)
 	}
