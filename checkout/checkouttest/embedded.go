@@ -205,7 +205,7 @@ func (e *embedded) build(c Config) {
 
 	results, err := status.NewResults(rdb, db, append(statusOpts, status.WithClock(clk))...)
 	e.must("results", err)
-	ids, err := orderid.New(1, orderid.WithClock(clk), orderid.WithEpoch(testenv.Epoch().Add(-24*time.Hour)))
+	ids, err := orderid.New(1, orderid.WithClock(clk), orderid.WithEpoch(clk.Now().Add(-24*time.Hour)))
 	e.must("order ids", err)
 	proc, err := order.NewProcessor(db, ids, order.WithClock(clk))
 	e.must("processor", err)
