@@ -43,7 +43,19 @@ var scenarios = []scenario{
 	{name: "variant_cap", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 6, PerUserLimit: 1}, {ID: "M", Stock: 6}, {ID: "L", Stock: 6}}},
 		needs: needsVariants, run: variantCap},
 	{name: "variant_handoff_failed", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 1}, {ID: "M", Stock: 2}}},
-		needs: func(s *Sale) string { return needsVariants(s) + needsHandoff(s) }, run: variantHandoffFailed},
+		needs: needsAll(needsVariants, needsHandoff), run: variantHandoffFailed},
+}
+
+// needsAll is the first skip reason of needs, or "".
+func needsAll(needs ...func(*Sale) string) func(*Sale) string {
+	return func(s *Sale) string {
+		for _, n := range needs {
+			if r := n(s); r != "" {
+				return r
+			}
+		}
+		return ""
+	}
 }
 
 // needsVariants skips a variant scenario when the constructor built no
