@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/seckillkit/seckill/captcha"
@@ -314,7 +315,7 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 	case err == nil:
 		return Outcome{}
 	case errors.Is(err, token.ErrUsed):
-		held, err := c.cfg.Stock.Held(ctx, c.ledger(a), a.User)
+		held, err := c.heldInSale(ctx, a)
 		switch {
 		case errors.Is(err, stock.ErrNotLoaded):
 			return c.notLoaded(ctx, a)
@@ -340,6 +341,38 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 		return refuse(BadToken, true, "invalid access token")
 	}
 	return busy(err)
+}
+
+// heldInSale is what the buyer holds in the whole sale, for the
+// spent-token rule: the token is the sale's, so a buyer holding a unit of
+// one variant cannot pass with it at another. A variant attempt adds the
+// buyer's units of every variant the stock lists (one Held per variant,
+// on this rare path only); a Stock that lists no variants is asked of the
+// attempt's variant alone. A variant the list does not hold is
+// ErrNotLoaded, as its own Held would be.
+func (c *Checkout) heldInSale(ctx context.Context, a *Attempt) (int64, error) {
+	l, ok := c.cfg.Stock.(variantLister)
+	if a.Variant == "" || !ok {
+		return c.cfg.Stock.Held(ctx, c.ledger(a), a.User)
+	}
+	vs, err := l.Variants(ctx, c.cfg.Activity)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	listed := false
+	for _, v := range vs {
+		listed = listed || v.ID == a.Variant
+		n, err := c.cfg.Stock.Held(ctx, stock.VariantOf(c.cfg.Activity, v.ID), a.User)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	if !listed {
+		return 0, fmt.Errorf("checkout: variant %s: %w", a.Variant, stock.ErrNotLoaded)
+	}
+	return sum, nil
 }
 
 func (c *Checkout) undoToken(ctx context.Context, a *Attempt) { c.restoreToken(ctx, a) }

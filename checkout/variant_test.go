@@ -185,13 +185,19 @@ func TestVariantStepsAddressVariant(t *testing.T) {
 		t.Fatalf("spent token: %+v", o)
 	}
 	wantCalls(t, "spent token", w.st.take(), "Held sale-1/M alice", "Lookup sale-1/M u5.alice-r2/M#0")
-	// Nothing held in S: the same spent token passes there (the rule is the
-	// variant's, as the contract says; the activity-wide cap still holds).
+	// Nothing held in S, but the token is the sale's: alice holds M, so
+	// the spent token is refused at S too (the rule adds every variant).
 	o = w.buy("alice", "r3", "S", tok(1))
-	if o.Kind != Accepted {
+	if o.Kind != Refused || o.Reason != AlreadyBought {
 		t.Fatalf("spent token, another variant: %+v", o)
 	}
-	wantCalls(t, "spent token, S", w.st.take(), "Held sale-1/S alice", "Reserve sale-1/S u5.alice-r3/S#0")
+	wantCalls(t, "spent token, S", w.st.take(), "Held sale-1/S alice", "Held sale-1/M alice", "Held sale-1/L alice",
+		"Lookup sale-1/S u5.alice-r3/S#0")
+	// With a token of her own for the attempt, S sells within the sale's cap 2.
+	if o = w.buy("alice", "r3", "S", tok(6)); o.Kind != Accepted {
+		t.Fatalf("a fresh token at S: %+v", o)
+	}
+	wantCalls(t, "fresh token, S", w.st.take(), "SoldOut sale-1/S", "Lookup sale-1/S u5.alice-r3/S#0", "Reserve sale-1/S u5.alice-r3/S#0")
 
 	// The undo: a hand-off refused before Kafka or the outbox saw it.
 	w.sub.err = errors.New("encode failed")
@@ -274,7 +280,11 @@ func TestVariantRetryOtherVariant(t *testing.T) {
 	ctx := context.Background()
 	w := newVariantWorld(t, 2, nil)
 	m := w.buy("alice", "r1", "M", tok(1))
-	s := w.buy("alice", "r1", "S", tok(1))
+	// The spent token is the sale's: refused at S while alice holds M.
+	if s := w.buy("alice", "r1", "S", tok(1)); s.Kind != Refused || s.Reason != AlreadyBought {
+		t.Fatalf("S with M's spent token: %+v", s)
+	}
+	s := w.buy("alice", "r1", "S", tok(3))
 	if m.Kind != Accepted || s.Kind != Accepted || m.Reservation == s.Reservation || s.Reservation != "u5.alice-r1/S" {
 		t.Fatalf("M %+v, S %+v", m, s)
 	}

@@ -38,7 +38,7 @@ var scenarios = []scenario{
 	{name: "non_owner_result", cfg: Config{Stock: 5, PerUserLimit: 1}, run: nonOwnerResult},
 	{name: "variant_sold_out", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 2}, {ID: "M", Stock: 3}, {ID: "L", Stock: 1}}},
 		needs: needsVariants, run: variantSoldOut},
-	{name: "variant_retry", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 3}, {ID: "M", Stock: 3}}},
+	{name: "variant_retry", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 3}, {ID: "M", Stock: 3}, {ID: "L", Stock: 0}}},
 		needs: needsVariants, run: variantRetry},
 	{name: "variant_cap", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 6, PerUserLimit: 1}, {ID: "M", Stock: 6}, {ID: "L", Stock: 6}}},
 		needs: needsVariants, run: variantCap},
@@ -560,10 +560,13 @@ func variantSoldOut(k *kit) {
 // variantRetry: one request ID sent at S by 6 goroutines at once, then in
 // sequence: one unit of S, one order, every answer the same reservation.
 // The same request ID naming M is another attempt (the rule of
-// checkout.Attempt.Variant): its own reservation, an order for M, never S's
-// reservation or an order for the wrong variant; within the sale's cap 2.
-// A variant the sale does not have is refused bad_request (final), holding
-// nothing. After the drain each retry reads its own variant's order.
+// checkout.Attempt.Variant), never S's reservation; alice's access token
+// is spent and she holds S, so it is refused already_bought (the token is
+// the sale's). carl, refused sold_out at L (nothing held, his token
+// spent), sends the same request ID at M: another attempt, its own
+// reservation and an order for M, never L's. A variant the sale does not
+// have is refused bad_request (final), holding nothing. After the drain
+// each retry reads its own variant's outcome.
 func variantRetry(k *kit) {
 	as := make([]checkout.Attempt, 6)
 	for i := range as {
@@ -587,11 +590,18 @@ func variantRetry(k *kit) {
 			k.t.Errorf("[expect] sequential resend %d at S: reservation %q, want %q", i, o.Reservation, res)
 		}
 	}
-	m := k.buyAt("alice", "vr-1", "M")
-	if k.expect("the same request ID naming M", m, checkout.Accepted, "") && m.Reservation == res {
-		k.t.Errorf("[variant] the same request ID naming M got S's reservation %q", res)
+	am := k.buyAt("alice", "vr-1", "M")
+	k.expect("the same request ID naming M, the sale's token spent", am, checkout.Refused, checkout.AlreadyBought)
+	if am.Reservation == res {
+		k.t.Errorf("[variant] the same request ID naming M was answered with S's reservation %q", res)
 	}
-	if again := k.buyAt("alice", "vr-1", "M"); k.expect("its resend", again, checkout.Replayed, "") && again.Reservation != m.Reservation {
+	l := k.buyAt("carl", "vr-9", "L")
+	k.expect("carl at L (no stock)", l, checkout.Refused, checkout.SoldOut)
+	m := k.buyAt("carl", "vr-9", "M")
+	if k.expect("carl's request ID naming M", m, checkout.Accepted, "") && l.Reservation != "" && m.Reservation == l.Reservation {
+		k.t.Errorf("[variant] carl's request ID naming M got L's reservation %q", l.Reservation)
+	}
+	if again := k.buyAt("carl", "vr-9", "M"); k.expect("its resend", again, checkout.Replayed, "") && again.Reservation != m.Reservation {
 		k.t.Errorf("[expect] the resend naming M: reservation %q, want %q", again.Reservation, m.Reservation)
 	}
 	bad := k.buyAt("bob", "vr-2", "XL")
@@ -599,14 +609,21 @@ func variantRetry(k *kit) {
 		k.t.Errorf("[expect] an unknown variant: refused retryable, want final")
 	}
 	n := k.settle()
-	if s, mm := variantUnits(n.Live, "alice", "S"), variantUnits(n.Live, "alice", "M"); s != 1 || mm != 1 {
-		k.t.Errorf("[expect] alice has %d units of S and %d of M in live orders, want 1 and 1", s, mm)
+	if s, mm := variantUnits(n.Live, "alice", "S"), variantUnits(n.Live, "alice", "M"); s != 1 || mm != 0 {
+		k.t.Errorf("[expect] alice has %d units of S and %d of M in live orders, want 1 and 0", s, mm)
+	}
+	if mm, ll := variantUnits(n.Live, "carl", "M"), variantUnits(n.Live, "carl", "L"); mm != 1 || ll != 0 {
+		k.t.Errorf("[expect] carl has %d units of M and %d of L in live orders, want 1 and 0", mm, ll)
 	}
 	if h := units(n.Held, "bob"); h != 0 {
 		k.t.Errorf("[expect] bob's unknown variant: %d units held", h)
 	}
+	if o := k.buyAt("carl", "vr-9", "L"); o.Kind != checkout.Refused || !o.Final || o.Reservation == m.Reservation {
+		k.t.Errorf("[variant] carl's resend at L after the drain: want refused (final), never M's reservation %q; got %s", m.Reservation, describe(o))
+	}
 	for v, r := range map[string]string{"S": res, "M": m.Reservation} {
-		o := k.buyAt("alice", "vr-1", v)
+		who := map[string]string{"S": "alice", "M": "carl"}[v]
+		o := k.buyAt(who, "vr-"+map[string]string{"S": "1", "M": "9"}[v], v)
 		if !k.expect("the resend at "+v+" after the drain", o, checkout.Replayed, "") {
 			continue
 		}
@@ -619,40 +636,52 @@ func variantRetry(k *kit) {
 	}
 }
 
-// variantCap: S's own cap is 1, the sale's 2 over all variants. One buyer's
-// 4 concurrent attempts at S (distinct request IDs) win exactly 1; then 4
-// at M win exactly 1 (the sale's cap); then 2 at L win none. Held in Redis
-// and in the live orders (the settle counts each variant's cap and the
-// sale's).
+// variantCap: S's own cap is 1, the sale's 2 over all variants. One
+// buyer's 10 concurrent attempts (distinct request IDs: 4 at S, 4 at M, 2
+// at L) with the buyer's one access token: the token passes an attempt
+// only while the buyer holds nothing in the sale (the spent-token rule
+// adds every variant), so how many win depends on the race — at least 1,
+// never more than the sale's cap, and at most 1 of S. Held in Redis and
+// in the live orders (the settle counts each variant's cap and the
+// sale's). Then, holding a unit, the buyer's new attempt at a variant it
+// holds nothing of is refused: the spent token is the sale's.
 func variantCap(k *kit) {
-	race := func(v string, want int) {
-		as := make([]checkout.Attempt, 4)
-		for i := range as {
-			as[i] = k.attemptAt("jo", fmt.Sprintf("vc-%s-%d", v, i), v)
-		}
-		won := 0
-		for i, o := range k.concurrently(as) {
-			switch {
-			case o.Kind == checkout.Accepted:
-				won++
-			case o.Kind == checkout.Refused && o.Final && o.Reason == checkout.AlreadyBought:
-			default:
-				k.t.Errorf("[expect] jo's attempt %d at %s: want accepted or already_bought, got %s", i, v, describe(o))
-			}
-		}
-		if won != want {
-			k.t.Errorf("[expect] jo won %d units of %s, want %d", won, v, want)
+	var as []checkout.Attempt
+	var at []string
+	for v, n := range map[string]int{"S": 4, "M": 4, "L": 2} {
+		for i := range n {
+			as = append(as, k.attemptAt("jo", fmt.Sprintf("vc-%s-%d", v, i), v))
+			at = append(at, v)
 		}
 	}
-	race("S", 1)
-	race("M", 1)
-	race("L", 0)
+	won := map[string]int{}
+	total := 0
+	for i, o := range k.concurrently(as) {
+		switch {
+		case o.Kind == checkout.Accepted:
+			won[at[i]]++
+			total++
+		case o.Kind == checkout.Refused && o.Final && o.Reason == checkout.AlreadyBought:
+		default:
+			k.t.Errorf("[expect] jo's attempt %d at %s: want accepted or already_bought, got %s", i, at[i], describe(o))
+		}
+	}
+	if total < 1 || int64(total) > k.cfg.PerUserLimit || won["S"] > 1 {
+		k.t.Errorf("[expect] jo won %v (%d units): want 1 to %d, at most 1 of S", won, total, k.cfg.PerUserLimit)
+	}
+	for _, v := range []string{"S", "M", "L"} {
+		if won[v] > 0 {
+			continue
+		}
+		k.expect("jo's new attempt at "+v+" with the sale's spent token", k.buyAt("jo", "vc-new-"+v, v), checkout.Refused, checkout.AlreadyBought)
+		break
+	}
 	n := k.settle()
-	if h, l := units(n.Held, "jo"), units(n.Live, "jo"); h != 2 || l != 2 {
-		k.t.Errorf("[expect] jo holds %d units in Redis and %d in live orders, want 2 and 2 (the sale's cap)", h, l)
+	if h, l := units(n.Held, "jo"), units(n.Live, "jo"); h != int64(total) || l != int64(total) {
+		k.t.Errorf("[expect] jo holds %d units in Redis and %d in live orders, want %d and %d (accepted)", h, l, total, total)
 	}
-	if s := variantUnits(n.Live, "jo", "S"); s != 1 {
-		k.t.Errorf("[expect] jo has %d units of S in live orders, want 1 (its cap)", s)
+	if s := variantUnits(n.Live, "jo", "S"); s > 1 {
+		k.t.Errorf("[expect] jo has %d units of S in live orders, want at most 1 (its cap)", s)
 	}
 }
 
