@@ -30,9 +30,12 @@ type Attempt struct {
 	// itself; otherwise a variant ID of the sale ([stock.ValidID], and
 	// "<activity>/<variant>" at most [stock.MaxIDLen] bytes, the width of
 	// the order's line column), and every stock call of the attempt — the
-	// sold-out flag, the spent-token rule's Held and Lookup, the replay
-	// lookup, Reserve, the undo's Release, the resubmit — addresses
-	// stock.VariantOf(sale, Variant). A malformed variant is refused
+	// sold-out flag, the spent-token rule's Lookup, the replay lookup,
+	// Reserve, the undo's Release, the resubmit — addresses
+	// stock.VariantOf(sale, Variant). The access token is the sale's: the
+	// spent-token rule passes a spent token only while the buyer holds
+	// nothing in any variant (Held of every variant the stock lists). A
+	// malformed variant is refused
 	// [BadRequest] (final); a variant the sale does not have is refused
 	// [BadRequest] (final) once the stock says so (a variant of a sale
 	// not loaded yet is [NotStarted], retryable).
