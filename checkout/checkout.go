@@ -27,9 +27,11 @@
 // ([Attempt.Variant]). Every stock call of such an attempt addresses the
 // variant's ledger, stock.VariantOf(sale, variant) ("sale/M"): the
 // in-process sold-out flag (one size sells out, the others still sell),
-// the replay lookup, the spent-token rule, Reserve (the variant's cap and
-// the sale's cap over all its variants, in one script), the undo, the
-// resubmit and [Checkout.Result]. The order message of a variant buy is an
+// the replay lookup, the spent-token rule's lookup, Reserve (the
+// variant's cap and the sale's cap over all its variants, in one script),
+// the undo, the resubmit and [Checkout.Result]. The access token stays the
+// sale's: a spent one passes only while the buyer holds nothing in any
+// variant. The order message of a variant buy is an
 // order with one line (order.Message.Lines): ActivityID the sale (the
 // order's product snapshot, filed under the sale), Lines[0] the variant's
 // "sale/M" with the units and the unit price, its stock reservation
