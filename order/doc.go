@@ -107,7 +107,10 @@
 // row, a SUCCESS dedup row per line's reservation (so handoff.Fence finds
 // a consumed line consumed, and a line it fenced first refuses the cart),
 // the per-user cap of every line's activity (counting the buyer's orders
-// and lines, cap 1 included) and one stock update per line's activity.
+// and lines, cap 1 included), the sale's cap over its variants (a line of
+// "a/v" counts against the row of "a" with the buyer's live lines of every
+// "a/…", when "a" has a row: the cap Redis holds over an activity's
+// variants) and one stock update per line's activity.
 // All or nothing. A cart is written on its own, never in a batch. The
 // [TxHook] sees [Order.Lines]. A message without lines writes exactly what
 // it wrote before: no line row. status.Canceller cancels and refunds a

@@ -326,3 +326,39 @@ func TestConsumerCartReleasesLines(t *testing.T) {
 		assert.EqualValues(t, 3, dbStock(t, db, "s/L"))
 	})
 }
+
+// The sale's cap holds over its variants in the database: a line of
+// "s/<v>" counts against the sale row's cap with the buyer's live lines of
+// every variant of s (Redis counts it so too), not only against the
+// variant row's own cap. A refunded-to-sale or cancelled line frees it.
+func TestCartSaleCapOverVariants(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, "s", 0, 2) // the sale: 2 units per buyer over its variants
+		for _, a := range []string{"s/M", "s/L", "s/XL"} {
+			addActivity(t, db, a, 10, 2)
+		}
+		addActivity(t, db, "s_", 0, 1) // a LIKE wildcard in another sale's ID: not s's variant
+		addActivity(t, db, "s_/M", 10, 1)
+		p := newProc(t, db)
+		out, err := p.Handle(ctx, cartMsg(1, "s", "u1", "s/M", 1))
+		require.NoError(t, err)
+		require.Equal(t, order.StatusSuccess, out.Status, out.Reason)
+		out, err = p.Handle(ctx, cartMsg(2, "s", "u1", "s/L", 1))
+		require.NoError(t, err)
+		require.Equal(t, order.StatusSuccess, out.Status, out.Reason)
+		out, err = p.Handle(ctx, cartMsg(3, "s", "u1", "s/XL", 1))
+		require.NoError(t, err)
+		assert.Equal(t, order.ReasonLimit, out.Reason, "1 of M + 1 of L + 1 of XL > the sale's 2")
+		out, err = p.Handle(ctx, cartMsg(4, "s", "u2", "s/M", 1, "s/L", 2))
+		require.NoError(t, err)
+		assert.Equal(t, order.ReasonLimit, out.Reason, "one cart's lines over the sale's 2")
+		out, err = p.Handle(ctx, cartMsg(5, "s_", "u1", "s_/M", 1))
+		require.NoError(t, err)
+		require.Equal(t, order.StatusSuccess, out.Status, "s_'s variants are not s's: %s", out.Reason)
+		assert.EqualValues(t, 9, dbStock(t, db, "s/M"))
+		assert.EqualValues(t, 9, dbStock(t, db, "s/L"))
+		assert.EqualValues(t, 10, dbStock(t, db, "s/XL"))
+	})
+}

@@ -311,6 +311,40 @@ func (p *Processor) cartTx(ctx context.Context, tx *gorm.DB, m Message, id int64
 			return Order{}, &businessError{ReasonLimit}
 		}
 	}
+	// The sale's cap over its variants: a variant line "<sale>/<v>" counts
+	// against the sale row's cap too (with the buyer's live lines of every
+	// variant of the sale), as Redis counts it; a sale without a row has
+	// no such cap here.
+	sales := map[string]int64{}
+	for _, l := range m.Lines {
+		if i := strings.IndexByte(l.ActivityID, '/'); i > 0 {
+			sales[l.ActivityID[:i]] += l.Qty
+		}
+	}
+	if len(sales) > 0 {
+		ids := make([]string, 0, len(sales))
+		for sale := range sales {
+			ids = append(ids, sale)
+		}
+		slices.Sort(ids)
+		rows, err := p.loadActivities(tx, ids)
+		if err != nil {
+			return Order{}, err
+		}
+		for _, sale := range ids {
+			row, ok := rows[sale]
+			if !ok {
+				continue
+			}
+			held, err := p.saleUnits(ctx, tx, sale, m.UserID)
+			if err != nil {
+				return Order{}, err
+			}
+			if held+sales[sale] > row.UserLimit {
+				return Order{}, &businessError{ReasonLimit}
+			}
+		}
+	}
 	ord := p.newOrder(m, acts[m.ActivityID], id, now)
 	ord.Price, ord.LiveSlot = 0, nil
 	if err := p.insertRows(ctx, tx, tableOrder, orderArgs([]Order{ord})); err != nil {
@@ -652,6 +686,29 @@ func (p *Processor) liveUnits(ctx context.Context, tx *gorm.DB, activity string,
 		held[r.UserID] += r.Qty
 	}
 	return held, nil
+}
+
+// saleUnits returns the units of user's live lines over every variant of
+// sale (activity "<sale>/<variant>"), read as liveUnits reads (the buyer
+// locked under the sale's key on PostgreSQL; FOR UPDATE over the buyer's
+// (user_id, activity_id) range of the sale's variants on MySQL/MariaDB).
+func (p *Processor) saleUnits(ctx context.Context, tx *gorm.DB, sale, user string) (int64, error) {
+	if err := p.lockBuyers(ctx, tx, sale, []string{user}); err != nil {
+		return 0, err
+	}
+	pattern := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(sale) + "/%"
+	var rows []struct {
+		UserID string
+		Qty    int64
+	}
+	if err := tx.WithContext(ctx).Raw(p.sql.saleLineUnits, []string{user}, pattern, OrderRefunded, "sale").Scan(&rows).Error; err != nil {
+		return 0, fmt.Errorf("order: live units of the sale's variants: %w", err)
+	}
+	var n int64
+	for _, r := range rows {
+		n += r.Qty
+	}
+	return n, nil
 }
 
 // lockBuyers serialises, on PostgreSQL, the transactions that check the

@@ -200,6 +200,9 @@ type sqlText struct {
 	// liveLineUnits: the same over the order lines (live: status '', or
 	// REFUNDED without a restock to the sale)
 	liveLineUnits string
+	// saleLineUnits: the same over the lines of every variant of a sale
+	// (activity_id LIKE '<sale>/%', escaped with '!')
+	saleLineUnits string
 	lockSpace     int32 // PostgreSQL: first key of the buyers' advisory locks
 	insertHead    [2]string
 	insertRow     [2]string
@@ -217,6 +220,8 @@ func newSQLText(db *gorm.DB, t Tables) sqlText {
 		lockSpace:    lockSpace(t.Order),
 		liveLineUnits: "SELECT user_id, qty FROM " + dbx.QuoteIdent(db, t.Line) +
 			" WHERE user_id IN ? AND activity_id = ? AND (status = '' OR status = ? AND restock <> ?)",
+		saleLineUnits: "SELECT user_id, qty FROM " + dbx.QuoteIdent(db, t.Line) +
+			" WHERE user_id IN ? AND activity_id LIKE ? ESCAPE '!' AND (status = '' OR status = ? AND restock <> ?)",
 	}
 	// MySQL/MariaDB: FOR UPDATE takes next-key locks on the (user_id,
 	// activity_id, live_slot) index range, so a concurrent transaction for
@@ -228,6 +233,7 @@ func newSQLText(db *gorm.DB, t Tables) sqlText {
 	if dialect == "mysql" || dialect == "postgres" {
 		s.liveUnits += " FOR UPDATE"
 		s.liveLineUnits += " FOR UPDATE"
+		s.saleLineUnits += " FOR UPDATE"
 	}
 	s.insertHead[tableOrder] = "INSERT INTO " + ord + " (" + strings.Join(orderColumns, ",") + ") VALUES "
 	s.insertHead[tableDedup] = "INSERT INTO " + ded + " (" + strings.Join(dedupColumns, ",") + ") VALUES "
