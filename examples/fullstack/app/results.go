@@ -17,6 +17,9 @@ type resultView struct {
 	Reservation string `json:"reservation,omitempty"`
 	OrderNo     string `json:"order_no,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Variant is the size (variant) the reservation holds, for a sale
+	// with variants (variants.go); absent otherwise.
+	Variant string `json:"variant,omitempty"`
 	// owner is the buyer the view belongs to (never sent): the push hub
 	// hands a view only to its owner's streams.
 	owner string
@@ -58,6 +61,9 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 // its OrderNo) is "cancelled", as the API lists it, not "failed".
 func settledView(res order.Result) resultView {
 	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, owner: res.User}
+	if _, vr, ok := strings.Cut(res.Activity, "/"); ok {
+		v.Variant = vr // a variant's activity "<sale>/<variant>"
+	}
 	switch res.Status {
 	case order.StatusQueued:
 		v.Status = "queued"
@@ -81,6 +87,9 @@ func (a *App) view(ctx context.Context, res order.Result) resultView {
 	if res.Status == order.StatusSuccess {
 		if o, err := a.p.orders.Get(ctx, res.OrderNo); err == nil {
 			v.Status = strings.ToLower(o.Status)
+			if vr, ok := a.sale.variantOfSale(o.ActivityID); ok {
+				v.Variant = vr
+			}
 		}
 	}
 	return v
