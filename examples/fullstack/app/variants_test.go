@@ -1,0 +1,265 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/examples/fullstack/load"
+	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/stock"
+)
+
+// variantConfig is the embedded sale in three sizes: 36 (3 units), 37 (2)
+// and 38 (4, at most 2 per buyer), at most 2 units per buyer over the
+// sale.
+func variantConfig(users int) app.Config {
+	cfg := embeddedConfig(users, 9)
+	cfg.Variants = []stock.Variant{{ID: "36", Stock: 3, PerUserLimit: 1}, {ID: "37", Stock: 2, PerUserLimit: 1}, {ID: "38", Stock: 4}}
+	cfg.PerUserLimit = 2
+	return cfg
+}
+
+// countsOf reads the service's invariants as the load generator does
+// (the JSON of /api/demo/invariants).
+func countsOf(t *testing.T, a *app.App) load.Invariants {
+	t.Helper()
+	iv, err := a.Invariants(context.Background())
+	if err != nil {
+		t.Fatalf("invariants: %v", err)
+	}
+	b, err := json.Marshal(iv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out load.Invariants
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// plantOrder writes a live order of variant v for user straight into the
+// database (no reservation in Redis, no stock taken from the row).
+func plantOrder(t *testing.T, a *app.App, v, user, resv string) {
+	t.Helper()
+	n := time.Now().UnixNano()
+	o := order.Order{ID: n, OrderNo: fmt.Sprintf("P%d", n), ReservationID: resv, UserID: user, ActivityID: app.ActivityID(a) + "/" + v,
+		Qty: 1, Status: order.OrderCreated, ExpireTime: time.Now().Add(time.Hour)}
+	if err := app.DB(a).Create(&o).Error; err != nil {
+		t.Fatalf("plant order: %v", err)
+	}
+}
+
+// TestVariantSaleSeeded: -variants seeds a row per variant
+// ("<sale>/<variant>") and the preloader loads them into Redis with their
+// activity; /api/activity lists each size with its units left, and the
+// counts of a sale nobody bought from hold every invariant.
+func TestVariantSaleSeeded(t *testing.T) {
+	a, url := startApp(t, variantConfig(10))
+	vs, err := app.Stock(a).Variants(context.Background(), app.ActivityID(a))
+	if err != nil {
+		t.Fatalf("variants in Redis: %v", err)
+	}
+	if got := fmt.Sprint(vs); got != "[{36 3 1} {37 2 1} {38 4 2}]" {
+		t.Errorf("variants in Redis %s, want 36: 3 (cap 1), 37: 2 (cap 1), 38: 4 (cap 2)", got)
+	}
+	var rows []order.Activity
+	if err := app.DB(a).Where("id LIKE ?", app.ActivityID(a)+"/%").Order("id").Find(&rows).Error; err != nil || len(rows) != 3 {
+		t.Fatalf("variant rows: %d (%v), want 3", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.Remaining != r.Stock || r.Start.IsZero() {
+			t.Errorf("row %s: stock %d of %d, start %v", r.ID, r.Remaining, r.Stock, r.Start)
+		}
+	}
+	resp, err := http.Get(url + "/api/activity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var act load.Activity
+	if err := json.NewDecoder(resp.Body).Decode(&act); err != nil {
+		t.Fatal(err)
+	}
+	if len(act.Variants) != 3 || act.Variants[1].ID != "37" || act.Variants[1].Remaining != 2 || act.Variants[2].Limit != 2 || act.TotalStock != 9 {
+		t.Errorf("/api/activity: total %d, variants %+v", act.TotalStock, act.Variants)
+	}
+	iv := countsOf(t, a)
+	if v := load.CheckVariants(iv, map[string]int{}, nil); len(v) > 0 || len(iv.Variants) != 3 || iv.Initial != 9 || iv.RedisRemain != 9 {
+		t.Errorf("untouched sale: violations %q, counts %+v", v, iv)
+	}
+}
+
+// TestVariantConfigRefused: bad -variants and the settings a sale with
+// variants does not take are refused with an error naming them.
+func TestVariantConfigRefused(t *testing.T) {
+	for _, c := range []struct {
+		name, flag, want string
+		edit             func(*app.Config)
+	}{
+		{"no stock", "36", "want ID=STOCK", nil},
+		{"bad ID", "3 6=1", "the ID must be", nil},
+		{"twice", "36=1,36=2", "given twice", nil},
+		{"negative", "36=-1", "must be an integer", nil},
+		{"bad limit", "36=1:0", "per-user limit", nil},
+		{"empty", ",", "no variant given", nil},
+		{"stock not the sum", "36=1,37=2", "not the variants' sum 3", func(c *app.Config) { c.Stock = 5 }},
+		{"sharded", "36=1", "not sharded", func(c *app.Config) { c.Shards = 2 }},
+		{"db pool", "36=1", "no DB fallback pool", func(c *app.Config) { c.DBFallbackQuota = 1 }},
+		{"queue", "36=1", "first come, first served", func(c *app.Config) { c.SaleMode = app.SaleQueue }},
+		{"limit above the sale's", "36=1:3", "between 1 and the sale's -per-user-limit 1", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := app.DefaultConfig()
+			fs := flagSet(&cfg)
+			err := fs.Parse([]string{"-variants", c.flag})
+			if err == nil {
+				cfg.Resolve(fs)
+				if c.edit != nil {
+					c.edit(&cfg)
+				}
+				err = cfg.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("-variants %q: %v, want an error saying %q", c.flag, err, c.want)
+			}
+		})
+	}
+	cfg := app.DefaultConfig()
+	fs := flagSet(&cfg)
+	if err := fs.Parse([]string{"-variants", "36=50, 37=120:1 ,38=200"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Resolve(fs)
+	if err := cfg.Validate(); err != nil || cfg.Stock != 370 || app.FormatVariants(cfg.Variants) != "36=50,37=120:1,38=200" {
+		t.Errorf("good -variants: %v, stock %d, variants %s", err, cfg.Stock, app.FormatVariants(cfg.Variants))
+	}
+}
+
+// TestVariantInvariantsCatchPlanted plants, in the service's own Redis and
+// database, a violation of each per-variant invariant, and the counts the
+// service reads from them (/api/demo/invariants) make load.CheckVariants
+// name it: the checker counts, it does not trust.
+func TestVariantInvariantsCatchPlanted(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name     string
+		plant    func(t *testing.T, a *app.App)
+		accepted map[string]int
+		want     string
+	}{
+		{"oversell", func(t *testing.T, a *app.App) {
+			for i := range 3 {
+				plantOrder(t, a, "37", fmt.Sprintf("u%d", i), fmt.Sprintf("r%d", i))
+			}
+		}, nil, "I1 variant 37 oversold: 3 sold > 2 units"},
+		{"variant cap in the DB", func(t *testing.T, a *app.App) {
+			plantOrder(t, a, "36", "u1", "r1")
+			plantOrder(t, a, "36", "u1", "r2")
+		}, nil, "I2 variant 36: a buyer holds 2 units in the DB (cap 1)"},
+		{"sale cap in the DB", func(t *testing.T, a *app.App) {
+			plantOrder(t, a, "36", "u1", "r1")
+			plantOrder(t, a, "37", "u1", "r2")
+			plantOrder(t, a, "38", "u1", "r3")
+		}, nil, "I2 a buyer holds 3 units over all variants in the DB (the sale's cap 2)"},
+		{"variant cap in Redis", func(t *testing.T, a *app.App) {
+			copyEntry(t, a, "36", "36", "r-copy")
+		}, nil, "I2 variant 36: a buyer holds 2 units in the Redis ledger (cap 1)"},
+		{"sale cap in Redis", func(t *testing.T, a *app.App) {
+			copyEntry(t, a, "36", "37", "r-copy")
+			copyEntry(t, a, "36", "38", "r-copy")
+		}, nil, "I2 a buyer holds 3 units over all variants in the Redis ledgers (the sale's cap 2)"},
+		{"conservation in Redis", func(t *testing.T, a *app.App) {
+			if err := app.AdjustVariantRedis(ctx, a, "38", "topup-1", 1); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "I5 variant 38: redis total 5 != initial 4 + adjustments 0"},
+		{"conservation in the DB", func(t *testing.T, a *app.App) {
+			if err := app.DB(a).Model(&order.Activity{}).Where("id = ?", app.ActivityID(a)+"/36").Update("stock", 2).Error; err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "I5 variant 36: db stock 2 + live orders 0 != units 3"},
+		{"accepted lost", func(t *testing.T, a *app.App) {}, map[string]int{"37": 1}, "I3 variant 37: orders 0 (live 0 + cancelled 0 + refunded to the sale 0) != accepted 1 - released 0"},
+		{"order without its reservation", func(t *testing.T, a *app.App) {
+			plantOrder(t, a, "38", "u1", "r1")
+		}, nil, "I3 variant 38: redis holds 0 live reservations but the DB 1 live orders"},
+		{"duplicate order", func(t *testing.T, a *app.App) {
+			// The unique index on reservation_id forbids it: drop it to
+			// plant what a schema without it would let through.
+			var idx []string
+			if err := app.DB(a).Raw("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'seckill_order' AND sql LIKE '%UNIQUE%' AND sql LIKE '%reservation_id%'").Scan(&idx).Error; err != nil || len(idx) != 1 {
+				t.Fatalf("the unique index on reservation_id: %v (%v)", idx, err)
+			}
+			if err := app.DB(a).Exec("DROP INDEX " + idx[0]).Error; err != nil {
+				t.Fatal(err)
+			}
+			plantOrder(t, a, "38", "u1", "r1")
+			plantOrder(t, a, "38", "u2", "r1")
+		}, nil, "I4 1 orders beyond one per reservation"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := startApp(t, variantConfig(10))
+			if v := load.CheckVariants(countsOf(t, a), c.accepted, nil); c.accepted == nil && len(v) > 0 {
+				t.Fatalf("before the plant: %q", v)
+			}
+			c.plant(t, a)
+			v := load.CheckVariants(countsOf(t, a), c.accepted, nil)
+			if !contains(v, c.want) {
+				t.Errorf("planted %s: the checker says %q, want %q among them", c.name, v, c.want)
+			}
+		})
+	}
+}
+
+// copyEntry reserves one unit of variant from for user u1, then writes a
+// copy of its ledger entry into variant to's ledger under id: a unit
+// held that no Reserve granted.
+func copyEntry(t *testing.T, a *app.App, from, to, id string) {
+	t.Helper()
+	ctx := context.Background()
+	// A second copy from the same variant replays the same reservation.
+	if res, err := app.ReserveVariant(ctx, a, from, "u1", "r-"+from+"-u1"); err != nil || res.Status != stock.Reserved {
+		t.Fatalf("reserve: %v %v", res.Status, err)
+	}
+	rdb := app.RedisClient(a)
+	entry, err := rdb.HGet(ctx, app.LedgerKey(a, from), "r-"+from+"-u1").Result()
+	if err != nil {
+		t.Fatalf("the ledger entry: %v", err)
+	}
+	if err := rdb.HSet(ctx, app.LedgerKey(a, to), id, entry).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Undone before the service shuts down (its drain waits for what is
+	// held without an order).
+	t.Cleanup(func() {
+		rdb.HDel(ctx, app.LedgerKey(a, to), id)
+		if err := app.ReleaseVariant(ctx, a, from, "r-"+from+"-u1"); err != nil {
+			t.Errorf("release: %v", err)
+		}
+	})
+}
+
+// flagSet is the service's flags bound to cfg, errors returned.
+func flagSet(cfg *app.Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	return fs
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
