@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seckillkit/seckill/order"
@@ -24,6 +25,36 @@ type Attempt struct {
 	// attempt.
 	RequestID string
 	Qty       int64 // units; 0 means 1
+	// Variant is the variant of the sale the attempt buys (a size, a
+	// colour: stock.Activity.Variants): "" buys the sale's activity
+	// itself; otherwise a variant ID of the sale ([stock.ValidID], and
+	// "<activity>/<variant>" at most [stock.MaxIDLen] bytes, the width of
+	// the order's line column), and every stock call of the attempt — the
+	// sold-out flag, the spent-token rule's Held and Lookup, the replay
+	// lookup, Reserve, the undo's Release, the resubmit — addresses
+	// stock.VariantOf(sale, Variant). A malformed variant is refused
+	// [BadRequest] (final); a variant the sale does not have is refused
+	// [BadRequest] (final) once the stock says so (a variant of a sale
+	// not loaded yet is [NotStarted], retryable).
+	//
+	// The variant is part of the attempt's identity: the reservation ID of
+	// a variant attempt is [ReservationID](user, request ID) + "/" +
+	// Variant (a server-made ID + "/" + Variant without a request ID), so
+	// a retry of the same request ID naming the same variant gets its
+	// reservation back (Replayed), and one naming another variant is
+	// another attempt — never the first one's reservation, its unit or its
+	// order handed out for the wrong variant; a second unit it takes counts
+	// against the per-user caps (the variant's and the sale's over all its
+	// variants) like any other attempt's. The rule keeps ReservationID's
+	// guarantees: one to one with (user, request ID, variant) (neither a
+	// request ID nor a user ID holds '/'), prefix-free across users (the
+	// user's prefix still leads), and within the stores' limit: the order
+	// is an order with one line ([order.Message.Lines]) whose stock
+	// reservation is "<reservation ID>#0", so a reservation ID that leaves
+	// no room for "#0" within [stock.MaxReservationIDLen] bytes (a long
+	// user and request ID with a long variant) is refused BadRequest: use
+	// a shorter request ID.
+	Variant string
 
 	Token     string // the access token ([Config.Tokens])
 	CaptchaID string // the captcha ([Config.Captcha])
@@ -180,6 +211,43 @@ func validRequestID(id string) bool {
 	}
 	return true
 }
+
+// lineEntry is the suffix of a variant attempt's stock reservation: its
+// order is an order with one line, and line 0 of the order of reservation
+// R is held in stock under "R#0" (order.Message.Lines).
+const lineEntry = "#0"
+
+// withVariant is the reservation ID of a variant attempt whose ID without
+// the variant is id: id + "/" + variant ("" leaves id as it is).
+func withVariant(id, variant string) string {
+	if variant == "" {
+		return id
+	}
+	return id + "/" + variant
+}
+
+// variantOf is the variant a checkout's reservation ID names ("" for the
+// sale's own activity), and false when the part after '/' is no variant
+// ID: no checkout made it.
+func variantOf(id string) (string, bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return "", true
+	}
+	return id[i+1:], stock.ValidID(id[i+1:])
+}
+
+// entryOf is the stock reservation ID of reservation id of variant v: id
+// itself, or its line's "<id>#0".
+func entryOf(id, variant string) string {
+	if variant == "" {
+		return id
+	}
+	return id + lineEntry
+}
+
+// maxEntryLen is the longest stock reservation (and order reservation) ID.
+const maxEntryLen = min(stock.MaxReservationIDLen, order.MaxReservationIDLen)
 
 // longestReservationID is the longest ID a checkout makes: a client
 // attempt's with the longest user and request IDs (server-made ones are

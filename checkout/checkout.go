@@ -20,6 +20,31 @@
 // ends Busy or Refused and not Final, every earlier step that took
 // something is undone, last first.
 //
+// # Variants
+//
+// A sale loaded with variants (stock.Activity.Variants: sizes, colours,
+// each its own counter) is bought one variant per attempt
+// ([Attempt.Variant]). Every stock call of such an attempt addresses the
+// variant's ledger, stock.VariantOf(sale, variant) ("sale/M"): the
+// in-process sold-out flag (one size sells out, the others still sell),
+// the replay lookup, the spent-token rule, Reserve (the variant's cap and
+// the sale's cap over all its variants, in one script), the undo, the
+// resubmit and [Checkout.Result]. The order message of a variant buy is an
+// order with one line (order.Message.Lines): ActivityID the sale (the
+// order's product snapshot, filed under the sale), Lines[0] the variant's
+// "sale/M" with the units and the unit price, its stock reservation
+// "<reservation ID>#0". That is the representation order and
+// order/reconcile already count per variant — a message's ActivityID
+// must be a plain ID, a line's may be "a/v"; the consumer checks the
+// variant's cap against its activity row "sale/M" (and takes the DB
+// stock from it), the fence releases and the reconciler matches the line
+// under "<id>#0" in the variant's ledger — so a variant's order needs
+// nothing new downstream. The reservation ID folds the variant in (see
+// [Attempt.Variant]): the same request ID for another variant is another
+// attempt, never the first one's reservation. The fused admission
+// (Config.Redis) covers variant attempts: its replay lookup reads the
+// variant's ledger, under the line's entry, as the sequential chain does.
+//
 // The outcomes carry no HTTP: see package checkouthttp for the JSON shape
 // the reference deployment serves, and package checkouttest for the
 // conformance kit that checks a composition against the invariants.
@@ -266,7 +291,10 @@ func (c *Checkout) run(ctx context.Context, s *Step, a *Attempt) Outcome {
 // in-flight reservation reads queued without a QUEUED result written at the
 // hand-off (a [handoff.Submitter] without [handoff.WithResults] saves that
 // Redis round trip per accepted buy). It never answers another buyer's: a
-// reservation that is not user's reads as unknown (order.StatusNone).
+// reservation that is not user's reads as unknown (order.StatusNone). A
+// variant reservation ("…/M", [Attempt.Variant]) is read from its
+// variant's ledger, and reads queued with its one line (the variant's
+// "sale/M" and the units held).
 func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.Result, error) {
 	if !stock.ValidID(user) || !stock.ValidReservationID(reservation) {
 		return order.Result{}, nil
@@ -281,7 +309,15 @@ func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.
 	if res.Status == order.StatusSuccess || res.Status == order.StatusFailed {
 		return res, nil
 	}
-	r, ok, err := c.cfg.Stock.Lookup(ctx, c.cfg.Activity, reservation)
+	variant, ok := variantOf(reservation)
+	if !ok {
+		return order.Result{}, nil
+	}
+	act := c.cfg.Activity
+	if variant != "" {
+		act = stock.VariantOf(act, variant)
+	}
+	r, ok, err := c.cfg.Stock.Lookup(ctx, act, entryOf(reservation, variant))
 	switch {
 	case err != nil && res.Status == order.StatusQueued:
 		return res, nil // what Results knows; the ledger is out of reach
@@ -292,7 +328,7 @@ func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.
 	case !ok || r.User != user:
 		return order.Result{}, nil
 	case r.State == stock.Held:
-		return order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusQueued, ReservationID: reservation, At: r.ReservedAt}, nil
+		return c.queued(user, reservation, variant, r.Qty, r.ReservedAt), nil
 	}
 	// Released. Every release writes its outcome to the database first:
 	// the fence's FAILED row before it gives the units back, a

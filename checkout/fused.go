@@ -99,7 +99,7 @@ func (c *Checkout) part(s *Step, a *Attempt) (part, bool) {
 			return part{}, false
 		}
 		var f fused.Check[stock.Reservation]
-		f, err = cfg.Stock.(lookupChecker).LookupCheck(cfg.Activity, a.reservation)
+		f, err = cfg.Stock.(lookupChecker).LookupCheck(c.ledger(a), entry(a))
 		ch = partOf(s.Name, f)
 	case StepCaptcha:
 		var f fused.Check[struct{}]

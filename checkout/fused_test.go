@@ -49,6 +49,7 @@ type fuseSetup struct {
 	risk       []risk.CheckerOption // the risk checker's options
 	edit       func(*Config)        // a last change to the config
 	hooks      []redis.Hook
+	variants   bool // the sale has variants M and L (1 unit each) instead of 2 units of its own
 }
 
 func newFuseWorld(t *testing.T, clk *testenv.Clock, fs fuseSetup) *fuseWorld {
@@ -66,7 +67,11 @@ func newFuseWorld(t *testing.T, clk *testenv.Clock, fs fuseSetup) *fuseWorld {
 	}
 	w.d, err = stock.New(w.rdb, stock.WithClock(clk))
 	must(err)
-	_, err = w.d.Load(ctx, stock.Activity{ID: fuseAct, Stock: 2, PerUserLimit: 1})
+	if fs.variants {
+		_, err = w.d.Load(ctx, stock.Activity{ID: fuseAct, PerUserLimit: 1, Variants: []stock.Variant{{ID: "M", Stock: 1}, {ID: "L", Stock: 1}}})
+	} else {
+		_, err = w.d.Load(ctx, stock.Activity{ID: fuseAct, Stock: 2, PerUserLimit: 1})
+	}
 	must(err)
 	w.pool, err = token.NewPool(w.rdb, token.WithClock(clk), token.WithBindTTL(time.Hour))
 	must(err)
@@ -221,6 +226,7 @@ type fuseCase struct {
 	prepare func(t *testing.T, f *fuseFixture, a *Attempt) // on world A, before the copy
 	fault   []string                                       // commands that fail once on the fused side
 	risk    []risk.CheckerOption                           // the risk checker's options on both sides
+	variant bool                                           // the sale has variants (fuseSetup.variants)
 }
 
 // riskDenials are the cases risk refuses.
@@ -405,9 +411,9 @@ func compareFused(t *testing.T, tc fuseCase, edit func(*Config)) string {
 	t.Helper()
 	ctx := context.Background()
 	clk := testenv.NewEpochClock(0)
-	seq := newFuseWorld(t, clk, fuseSetup{sequential: true, risk: tc.risk})
+	seq := newFuseWorld(t, clk, fuseSetup{sequential: true, risk: tc.risk, variants: tc.variant})
 	fault := &failFirst{names: tc.fault}
-	fus := newFuseWorld(t, clk, fuseSetup{risk: tc.risk, edit: edit, hooks: []redis.Hook{fault}})
+	fus := newFuseWorld(t, clk, fuseSetup{risk: tc.risk, edit: edit, hooks: []redis.Hook{fault}, variants: tc.variant})
 	if seq.co.fuse || !fus.co.fuse {
 		t.Fatalf("fuse: sequential %v, fused %v", seq.co.fuse, fus.co.fuse)
 	}
@@ -494,5 +500,104 @@ func TestFusedRoundTrips(t *testing.T) {
 				t.Fatalf("%d round trips, want <= %d", n.trips(), tc.max)
 			}
 		})
+	}
+}
+
+// variantFuseCases are attempts at a variant of a sale with variants: the
+// fused script's replay lookup must read the variant's ledger under the
+// line's entry, as the sequential chain's Lookup does.
+func variantFuseCases() []fuseCase {
+	ctx := context.Background()
+	reserve := func(variant, req string) func(t *testing.T, f *fuseFixture, a *Attempt) {
+		return func(t *testing.T, f *fuseFixture, a *Attempt) {
+			id, _ := ReservationID(a.User, req)
+			id = withVariant(id, variant)
+			res, err := f.w.d.Reserve(ctx, stock.Request{Activity: stock.VariantOf(fuseAct, variant), User: a.User, Qty: 1, ReservationID: entryOf(id, variant)})
+			if err != nil || res.Status != stock.Reserved {
+				t.Fatalf("reserve: %+v %v", res, err)
+			}
+		}
+	}
+	attempt := func(variant, req string, then func(t *testing.T, f *fuseFixture, a *Attempt)) func(t *testing.T, f *fuseFixture, a *Attempt) {
+		return func(t *testing.T, f *fuseFixture, a *Attempt) {
+			a.Variant, a.RequestID = variant, req
+			if then != nil {
+				then(t, f, a)
+			}
+		}
+	}
+	return []fuseCase{
+		{name: "variant: accepted", variant: true, prepare: attempt("M", "req-1", nil)},
+		{name: "variant: accepted, no request id", variant: true, prepare: attempt("M", "", nil)},
+		{name: "variant: replay of a held reservation", variant: true, prepare: attempt("M", "req-1", reserve("M", "req-1"))},
+		{name: "variant: same request id, another variant", variant: true, prepare: attempt("L", "req-1", reserve("M", "req-1"))},
+		{name: "variant: unknown", variant: true, prepare: attempt("XL", "req-1", nil)},
+		{name: "variant: sold out", variant: true, prepare: attempt("M", "req-2", func(t *testing.T, f *fuseFixture, _ *Attempt) {
+			if res, err := f.w.d.Reserve(ctx, stock.Request{Activity: stock.VariantOf(fuseAct, "M"), User: "u9", Qty: 1, ReservationID: "other"}); err != nil || res.Status != stock.Reserved {
+				t.Fatalf("reserve: %+v %v", res, err)
+			}
+		})},
+	}
+}
+
+// TestFusedVariant: variant attempts take the fused admission (its replay
+// lookup on the variant's ledger) with the same outcomes and Redis states
+// as the sequential chain, and the replay is Replayed on both.
+func TestFusedVariant(t *testing.T) {
+	for _, tc := range variantFuseCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := compareFused(t, tc, nil); diff != "" {
+				t.Fatal(diff)
+			}
+		})
+	}
+}
+
+// TestFusedVariantSeesParentLookup: a fused replay lookup that reads the
+// sale's own ledger instead of the variant's (the bug the variant
+// addressing prevents) differs from the sequential chain on the replay.
+func TestFusedVariantSeesParentLookup(t *testing.T) {
+	tc := variantFuseCases()[2]
+	parent := func(cfg *Config) { cfg.Stock = parentLookup{cfg.Stock.(*stock.Deductor)} }
+	if diff := compareFused(t, tc, parent); diff == "" {
+		t.Fatal("the comparison did not see the fused lookup read the sale's ledger")
+	}
+}
+
+// parentLookup is a Deductor whose fused lookup reads the sale's ledger
+// under the attempt's reservation ID, dropping the variant.
+type parentLookup struct{ *stock.Deductor }
+
+func (p parentLookup) LookupCheck(_, id string) (fused.Check[stock.Reservation], error) {
+	return p.Deductor.LookupCheck(fuseAct, strings.TrimSuffix(id, lineEntry))
+}
+
+// TestFusedVariantRoundTrips: an accepted variant buy with risk in the
+// chain costs the fused admission's round trips, as a plain one.
+func TestFusedVariantRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	clk := testenv.NewEpochClock(0)
+	n := &counter{}
+	w := newFuseWorld(t, clk, fuseSetup{hooks: []redis.Hook{n}, variants: true})
+	ip := netip.MustParseAddr("10.0.0.1")
+	for i, u := range []string{"u0", "u1"} {
+		g, err := w.pool.Take(ctx, fuseAct, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := w.captchas.Generate(ctx, captcha.GenerateParams{User: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*n = counter{}
+		v := []string{"M", "L"}[i]
+		out := w.co.Buy(ctx, &Attempt{User: u, RequestID: "req-9", Variant: v, Token: g.Token, CaptchaID: ch.ID, Captcha: "42", IP: ip, Device: "dev" + u})
+		if out.Kind != Accepted {
+			t.Fatalf("%s: %+v", u, out)
+		}
+		t.Logf("%s (%s): %d round trips", u, v, n.trips())
+		if i == 1 && n.trips() > 2 {
+			t.Fatalf("%d round trips, want <= 2", n.trips())
+		}
 	}
 }

@@ -102,6 +102,8 @@ func (c *Checkout) stepShape(_ context.Context, a *Attempt) Outcome {
 		return refuse(BadRequest, true, "invalid buyer")
 	case a.Qty < 1 || a.Qty > stock.MaxQuantity:
 		return refuse(BadRequest, true, "invalid quantity")
+	case a.Variant != "" && (!stock.ValidID(a.Variant) || len(c.ledger(a)) > stock.MaxIDLen):
+		return refuse(BadRequest, true, "invalid variant")
 	case c.cfg.Tokens != nil && !token.ValidPoolToken(a.Token):
 		return refuse(BadToken, true, "no valid access token")
 	case c.cfg.PoW != nil && a.PoW == "":
@@ -115,9 +117,25 @@ func (c *Checkout) stepShape(_ context.Context, a *Attempt) Outcome {
 	if err != nil {
 		return refuse(BadRequest, true, "request_id: 1-40 of [A-Za-z0-9_-]")
 	}
+	id = withVariant(id, a.Variant)
+	if len(entryOf(id, a.Variant)) > maxEntryLen {
+		return refuse(BadRequest, true, "request_id too long for this variant: use a shorter one")
+	}
 	a.reservation = id
 	return Outcome{}
 }
+
+// ledger is the stock activity every stock call of a addresses: the
+// sale's activity, or its variant's (stock.VariantOf).
+func (c *Checkout) ledger(a *Attempt) string {
+	if a.Variant == "" {
+		return c.cfg.Activity
+	}
+	return stock.VariantOf(c.cfg.Activity, a.Variant)
+}
+
+// entry is the stock reservation ID of a's reservation (see [entryOf]).
+func entry(a *Attempt) string { return entryOf(a.reservation, a.Variant) }
 
 func (c *Checkout) stepWindow(_ context.Context, a *Attempt) Outcome {
 	switch {
@@ -135,14 +153,17 @@ func (c *Checkout) stepWindow(_ context.Context, a *Attempt) Outcome {
 // (Config.Steps may move it later): an attempt whose request ID makes no
 // reservation ID cannot be a winner's retry.
 func (c *Checkout) stepSoldOut(_ context.Context, a *Attempt) Outcome {
-	if !c.cfg.Stock.SoldOut(c.cfg.Activity) {
+	act := c.ledger(a)
+	if !c.cfg.Stock.SoldOut(act) {
 		return Outcome{}
 	}
 	id := a.reservation
 	if id == "" && a.RequestID != "" {
-		id, _ = ReservationID(a.User, a.RequestID)
+		if id, _ = ReservationID(a.User, a.RequestID); id != "" {
+			id = withVariant(id, a.Variant)
+		}
 	}
-	if id == "" || c.cfg.Stock.SoldOutFor(c.cfg.Activity, id) {
+	if id == "" || c.cfg.Stock.SoldOutFor(act, entryOf(id, a.Variant)) {
 		return refuse(SoldOut, true, "sold out")
 	}
 	return Outcome{}
@@ -240,7 +261,7 @@ func (c *Checkout) stepResubmit(ctx context.Context, a *Attempt) Outcome {
 	if _, err := c.cfg.Submitter.Submit(ctx, c.message(a, a.heldQty)); err != nil {
 		return refuse(HandoffFailed, false, "could not place the order, please retry")
 	}
-	return Outcome{Kind: Replayed, Result: order.Result{Activity: c.cfg.Activity, User: a.User, Status: order.StatusQueued, ReservationID: a.reservation}}
+	return Outcome{Kind: Replayed, Result: c.queued(a.User, a.reservation, a.Variant, a.heldQty, time.Time{})}
 }
 
 func (c *Checkout) stepLink(ctx context.Context, a *Attempt) Outcome {
@@ -293,8 +314,10 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 	case err == nil:
 		return Outcome{}
 	case errors.Is(err, token.ErrUsed):
-		held, err := c.cfg.Stock.Held(ctx, c.cfg.Activity, a.User)
+		held, err := c.cfg.Stock.Held(ctx, c.ledger(a), a.User)
 		switch {
+		case errors.Is(err, stock.ErrNotLoaded):
+			return c.notLoaded(ctx, a)
 		case err != nil:
 			return busy(err)
 		case held > 0 && a.reservation != "":
@@ -302,7 +325,7 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 			// one ran (the same request ID, sent concurrently): then Reserve
 			// replays that reservation; anything else the buyer holds is
 			// another attempt's.
-			rec, found, err := c.cfg.Stock.Lookup(ctx, c.cfg.Activity, a.reservation)
+			rec, found, err := c.cfg.Stock.Lookup(ctx, c.ledger(a), entry(a))
 			switch {
 			case err != nil:
 				return busy(err)
@@ -337,14 +360,17 @@ func (c *Checkout) restoreToken(ctx context.Context, a *Attempt) {
 // back.
 func (c *Checkout) stepReserve(ctx context.Context, a *Attempt) Outcome {
 	if a.reservation == "" {
-		a.reservation = c.serverReservationID()
+		a.reservation = withVariant(c.serverReservationID(), a.Variant)
 	}
-	res, err := c.cfg.Stock.Reserve(ctx, stock.Request{Activity: c.cfg.Activity, User: a.User, Qty: a.Qty, ReservationID: a.reservation})
+	res, err := c.cfg.Stock.Reserve(ctx, stock.Request{Activity: c.ledger(a), User: a.User, Qty: a.Qty, ReservationID: entry(a)})
 	if err != nil {
 		return busy(err)
 	}
-	if res.Status == stock.Released { // released since stepReplay looked: as stepReplay answers it
+	switch res.Status {
+	case stock.Released: // released since stepReplay looked: as stepReplay answers it
 		c.restoreToken(ctx, a)
+	case stock.NotLoaded:
+		return c.notLoaded(ctx, a)
 	}
 	return reserveOutcome(res)
 }
@@ -385,7 +411,7 @@ func (c *Checkout) undoReserve(ctx context.Context, a *Attempt) {
 	if a.released {
 		return
 	}
-	if _, err := c.cfg.Stock.Release(ctx, c.cfg.Activity, a.reservation); err != nil && c.cfg.OnUndoError != nil {
+	if _, err := c.cfg.Stock.Release(ctx, c.ledger(a), entry(a)); err != nil && c.cfg.OnUndoError != nil {
 		c.cfg.OnUndoError(ctx, StepReserve, a, err)
 	}
 }
@@ -405,10 +431,73 @@ func (c *Checkout) stepSubmit(ctx context.Context, a *Attempt) Outcome {
 	return busy(err)
 }
 
-// message is the order message of a's reservation.
+// message is the order message of a's reservation. A variant's is an
+// order with one line (see the package doc), filed under the sale.
 func (c *Checkout) message(a *Attempt, qty int64) order.Message {
-	return order.Message{MsgID: outbox.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
+	m := order.Message{MsgID: outbox.NewMsgID(), ReservationID: a.reservation, ActivityID: c.cfg.Activity, UserID: a.User,
 		Qty: qty, Price: c.cfg.Price, CreatedAt: c.cfg.Now().UTC()}
+	if a.Variant != "" {
+		m.Version = order.MessageVersion
+		m.Lines = []order.Line{{ActivityID: c.ledger(a), Qty: qty, Price: order.Cents(c.cfg.Price)}}
+		m.Qty, m.Price = 0, 0
+	}
+	return m
+}
+
+// queued is the result of reservation of user's, held in stock: qty units
+// of variant ("" the sale's own), shown as the order's line for a variant.
+func (c *Checkout) queued(user, reservation, variant string, qty int64, at time.Time) order.Result {
+	res := order.Result{Activity: c.cfg.Activity, User: user, Status: order.StatusQueued, ReservationID: reservation, At: at}
+	if variant != "" && qty > 0 {
+		res.Lines = []order.Line{{ActivityID: stock.VariantOf(c.cfg.Activity, variant), Qty: qty}}
+	}
+	return res
+}
+
+// variantLister is what lists a sale's variants: *stock.Deductor has it.
+type variantLister interface {
+	Variants(ctx context.Context, activity string) ([]stock.Variant, error)
+}
+
+// notLoaded answers an attempt whose ledger the stock does not have
+// (stock.NotLoaded, or Held's ErrNotLoaded). For the sale's own activity
+// it is the sale not loaded yet (retryable), unless the sale has variants:
+// then the buyer must name one (final). For a variant, the stock's list of
+// the sale's variants decides: a variant it does not list is unknown
+// (final); a listed one, or a sale not loaded yet, is retryable; a plain
+// sale (its own ledger loaded, no variant list) has no variants (final).
+// A Stock that lists no variants cannot tell the two apart: retryable,
+// saying both.
+func (c *Checkout) notLoaded(ctx context.Context, a *Attempt) Outcome {
+	wait := refuse(NotStarted, false, "the sale has not started")
+	l, ok := c.cfg.Stock.(variantLister)
+	if !ok {
+		if a.Variant == "" {
+			return wait
+		}
+		return refuse(BadRequest, false, "unknown variant, or the sale has not started")
+	}
+	vs, err := l.Variants(ctx, c.cfg.Activity)
+	switch {
+	case errors.Is(err, stock.ErrNotLoaded):
+		if a.Variant == "" {
+			return wait
+		}
+		if _, herr := c.cfg.Stock.Held(ctx, c.cfg.Activity, a.User); herr == nil {
+			return refuse(BadRequest, true, "this sale has no variants")
+		}
+		return wait
+	case err != nil:
+		return busy(err)
+	case a.Variant == "":
+		return refuse(BadRequest, true, "choose a variant")
+	}
+	for _, v := range vs {
+		if v.ID == a.Variant {
+			return wait
+		}
+	}
+	return refuse(BadRequest, true, "unknown variant")
 }
 
 // role is fuseCheck when the step's part offers a fused form.
@@ -423,7 +512,7 @@ func role(ok bool) fuseRole {
 // ran, else Stock.Lookup.
 func (c *Checkout) lookup(ctx context.Context, a *Attempt) (stock.Reservation, bool, error) {
 	if a.replies[StepReplay] == nil {
-		return c.cfg.Stock.Lookup(ctx, c.cfg.Activity, a.reservation)
+		return c.cfg.Stock.Lookup(ctx, c.ledger(a), entry(a))
 	}
 	rec, err := prefetched(ctx, a, StepReplay, func() (stock.Reservation, error) { return stock.Reservation{}, nil })
 	return rec, err == nil && rec.ID != "", err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/seckillkit/seckill/checkout/checkouthttp"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/status"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // TestOutcomeTable: every Kind and every Reason, ended by the "force" step
@@ -432,4 +435,54 @@ func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestBuyVariant: the body's "variant" buys that variant: the answers name
+// it, the retry gets the same reservation, the settled answer and the
+// result read carry the order's line; another variant under the same
+// request ID is another reservation (the sale's cap 1 refuses it); an
+// unknown or malformed variant is 400 bad_request.
+func TestBuyVariant(t *testing.T) {
+	e := newEnvVariants(t, 0, []stock.Variant{{ID: "M", Stock: 2}, {ID: "L", Stock: 1}})
+	buy := func(user, id, variant string) *httptest.ResponseRecorder {
+		return e.serve(request(http.MethodPost, "/buy/ok", user, `{"request_id":"`+id+`","variant":"`+variant+`"}`))
+	}
+	id := resv(t, "u1", "a1") + "/M"
+	w := buy("u1", "a1", "M")
+	require.Equal(t, http.StatusAccepted, w.Code, w.Body.String())
+	require.JSONEq(t, `{"status":"queued","reservation":"`+id+`","variant":"M"}`, w.Body.String())
+	w = buy("u1", "a1", "M")
+	require.Equal(t, http.StatusAccepted, w.Code)
+	require.JSONEq(t, `{"status":"queued","reservation":"`+id+`","variant":"M"}`, w.Body.String())
+	require.Equal(t, checkout.Replayed, e.lastHeard().o.Kind)
+
+	w = e.get("/result/"+url.PathEscape(id), "u1")
+	require.Equal(t, http.StatusOK, w.Code)
+	require.JSONEq(t, `{"status":"queued","reservation":"`+id+`","variant":"M","lines":[{"activity":"sale1/M","qty":1}]}`, w.Body.String())
+
+	e.drain()
+	no := e.orderNo(id)
+	w = buy("u1", "a1", "M")
+	require.Equal(t, http.StatusOK, w.Code)
+	require.JSONEq(t, `{"status":"created","reservation":"`+id+`","order_no":"`+no+`","variant":"M","lines":[{"activity":"sale1/M","qty":1,"price":990}]}`,
+		w.Body.String())
+	w = e.get("/result/"+url.PathEscape(id), "u1")
+	require.JSONEq(t, `{"status":"created","reservation":"`+id+`","order_no":"`+no+`","variant":"M","lines":[{"activity":"sale1/M","qty":1,"price":990}]}`,
+		w.Body.String())
+	require.JSONEq(t, `{"status":"unknown"}`, e.get("/result/"+url.PathEscape(id), "u2").Body.String())
+
+	w = buy("u1", "a1", "L")
+	require.Equal(t, http.StatusConflict, w.Code, w.Body.String())
+	require.Equal(t, checkout.AlreadyBought, e.lastHeard().o.Reason)
+
+	for _, v := range []string{"XL", "a b", "a/b"} {
+		w = buy("u2", "b-"+strings.ReplaceAll(strings.ReplaceAll(v, " ", ""), "/", ""), v)
+		require.Equal(t, http.StatusBadRequest, w.Code, "%q: %s", v, w.Body.String())
+		var ans admin.ErrorAnswer
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &ans))
+		require.Equal(t, "bad_request", ans.Status, v)
+	}
+	held, err := e.stock.Held(t.Context(), stock.VariantOf(sale, "M"), "u1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, held)
 }

@@ -123,6 +123,13 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // opts added.
 func newEnv(t *testing.T, units int64, opts ...checkouthttp.Option) *env {
 	t.Helper()
+	return newEnvVariants(t, units, nil, opts...)
+}
+
+// newEnvVariants is newEnv of a sale with variants (units ignored; each
+// variant's DB stock is the activity row "sale1/<variant>").
+func newEnvVariants(t *testing.T, units int64, variants []stock.Variant, opts ...checkouthttp.Option) *env {
+	t.Helper()
 	ctx := context.Background()
 	e := &env{t: t, queue: &queue{}, tickers: make(chan *ticker, 16)}
 	clock := testenv.NewEpochClock(0)
@@ -136,8 +143,12 @@ func newEnv(t *testing.T, units int64, opts ...checkouthttp.Option) *env {
 	var err error
 	e.stock, err = stock.New(e.rdb, stock.WithKeyPrefix(testenv.Prefix(t)), stock.WithClock(clock))
 	require.NoError(t, err)
-	_, err = e.stock.Load(ctx, stock.Activity{ID: sale, Stock: units, PerUserLimit: 1})
+	_, err = e.stock.Load(ctx, stock.Activity{ID: sale, Stock: units, PerUserLimit: 1, Variants: variants})
 	require.NoError(t, err)
+	for _, v := range variants {
+		require.NoError(t, e.db.Create(&order.Activity{ID: stock.VariantOf(sale, v.ID), Name: "sale " + v.ID, ActivityPrice: 990, OriginalPrice: 1990,
+			Stock: v.Stock, Remaining: v.Stock, PerUserLimit: 1, Status: order.ActivityActive, Start: day, End: day.Add(24 * time.Hour)}).Error)
+	}
 
 	results, err := status.NewResults(e.rdb, e.db, status.WithKeyPrefix(testenv.Prefix(t)))
 	require.NoError(t, err)

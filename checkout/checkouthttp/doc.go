@@ -20,13 +20,13 @@
 // unknown; 409 sold_out, before the body is read, when
 // [checkout.Checkout.SoldOutFor] says the buyer cannot win; 413 for a body
 // over 4 KiB; 400 bad_request for a body that is not one JSON object of the
-// fields token, captcha_id, captcha and request_id (an unknown field is
+// fields token, captcha_id, captcha, pow, request_id and variant (an unknown field is
 // named, at most 32 bytes of it, escaped to printable ASCII); then the
 // attempt's [checkout.Outcome], mapped by [Status]:
 //
-//	Accepted                          202 {"status":"queued","reservation"}
-//	Replayed, still queued            202 {"status":"queued","reservation"}
-//	Replayed, settled                 200 {"status":"created|paid|cancelled|failed","reservation","order_no","reason"}
+//	Accepted                          202 {"status":"queued","reservation","variant"}
+//	Replayed, still queued            202 {"status":"queued","reservation","variant"}
+//	Replayed, settled                 200 {"status":"created|paid|cancelled|failed","reservation","order_no","reason","variant","lines"}
 //	Refused sold_out, already_bought  409 {"status":<reason>,"message"}
 //	Refused limited                   429 (Retry-After when known)
 //	Refused captcha, bad_request      400
@@ -38,6 +38,15 @@
 //	Refused released                  409 {"status":"failed","reservation","reason":"released"}
 //	Busy                              503 {"status":"busy","message":"busy, retry shortly"}
 //
+// "variant" names the variant of the sale bought ([checkout.Attempt.Variant];
+// absent or "" buys the sale itself); the answers name it back ("variant",
+// absent for the sale itself), and a settled one carries the order's one
+// line ("lines": [{"activity":"<sale>/<variant>","qty","price"}]). An
+// unknown or malformed variant is 400 bad_request. A variant attempt's
+// reservation ID holds a '/' ("…/M"): a client puts it in a URL path
+// escaped (url.PathEscape: "…%2FM"), which net/http's patterns match as
+// one segment.
+//
 // A refusal's message is [checkout.Outcome.Message], which checkout keeps
 // free of internal error text. A Busy outcome's error, and every other
 // failure, goes to the logger ([WithLogger]) and never to the client.
@@ -47,7 +56,8 @@
 // # Results and streams
 //
 // [Handler.Result] answers GET with the buyer's view of one reservation
-// ({"status": queued, created, paid, cancelled, failed or unknown, …});
+// ({"status": queued, created, paid, cancelled, failed or unknown, …; a
+// variant reservation's "variant" and its line, queued or ordered});
 // [Handler.Stream] pushes the same view as Server-Sent Events ("event:
 // result"), once and then at each change, polling
 // [checkout.Checkout.Result] every 500 ms ([WithPollInterval],

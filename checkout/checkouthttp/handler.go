@@ -211,6 +211,7 @@ type buyRequest struct {
 	Captcha   string `json:"captcha"`
 	PoW       string `json:"pow"` // the proof of work's payload (checkout.Config.PoW)
 	RequestID string `json:"request_id"`
+	Variant   string `json:"variant"` // the variant bought (checkout.Attempt.Variant); "" the sale itself
 }
 
 // Buy serves POST: one buy attempt of the signed-in buyer (see the package
@@ -247,7 +248,8 @@ func (h *Handler) Buy(w http.ResponseWriter, r *http.Request) {
 		h.heard(r, code, o)
 		return
 	}
-	a := &checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha, PoW: req.PoW}
+	a := &checkout.Attempt{User: user, RequestID: req.RequestID, Variant: req.Variant, Token: req.Token, CaptchaID: req.CaptchaID,
+		Captcha: req.Captcha, PoW: req.PoW}
 	if h.o.link != nil {
 		a.Link = h.o.link(r)
 	}
@@ -257,7 +259,7 @@ func (h *Handler) Buy(w http.ResponseWriter, r *http.Request) {
 	if h.o.device != nil {
 		a.Device = h.o.device(r)
 	}
-	h.answer(w, r, h.c.Buy(r.Context(), a))
+	h.answerVariant(w, r, h.c.Buy(r.Context(), a), a.Variant)
 }
 
 // readBody decodes a buy's body: one JSON object of buyRequest's fields, at
@@ -274,26 +276,35 @@ func readBody(w http.ResponseWriter, r *http.Request, req *buyRequest) error {
 
 // answer writes o and tells the hook.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, o checkout.Outcome) {
+	h.answerVariant(w, r, o, "")
+}
+
+// answerVariant writes o, an outcome of an attempt at variant ("" the
+// sale's own activity), and tells the hook.
+func (h *Handler) answerVariant(w http.ResponseWriter, r *http.Request, o checkout.Outcome, variant string) {
 	code := Status(o)
 	if o.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfter(o.RetryAfter))
 	}
 	switch o.Kind {
 	case checkout.Accepted:
-		writeJSON(w, code, view{Status: "queued", Reservation: o.Reservation})
+		writeJSON(w, code, view{Status: "queued", Reservation: o.Reservation, Variant: variant})
 	case checkout.Replayed:
 		if code == http.StatusAccepted {
-			writeJSON(w, code, view{Status: "queued", Reservation: o.Reservation})
+			writeJSON(w, code, view{Status: "queued", Reservation: o.Reservation, Variant: variant})
 			break
 		}
 		v := h.view(r.Context(), o.Result)
 		if v.Reservation == "" {
 			v.Reservation = o.Reservation
 		}
+		if v.Variant == "" {
+			v.Variant = variant
+		}
 		writeJSON(w, code, v)
 	case checkout.Refused:
 		if o.Reason == checkout.Released {
-			writeJSON(w, code, view{Status: "failed", Reservation: o.Reservation, Reason: "released"})
+			writeJSON(w, code, view{Status: "failed", Reservation: o.Reservation, Reason: "released", Variant: variant})
 			break
 		}
 		msg := o.Message

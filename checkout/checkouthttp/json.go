@@ -23,15 +23,20 @@ type view struct {
 	Reservation string `json:"reservation,omitempty"`
 	OrderNo     string `json:"order_no,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Variant is the variant the reservation holds (checkout.Attempt.Variant;
+	// absent for the sale's own activity): from the attempt, or from the
+	// order's one line of a variant ("<sale>/<variant>").
+	Variant string `json:"variant,omitempty"`
 	// Lines: of an order with lines, each line's activity, units, price
-	// and own state (order.Line's JSON).
+	// and own state (order.Line's JSON); of a queued variant reservation,
+	// its one line's activity and units.
 	Lines []order.Line `json:"lines,omitempty"`
 }
 
 // same reports whether v and w read alike (a stream sends only changes).
 func (v view) same(w view) bool {
 	return v.Status == w.Status && v.Reservation == w.Reservation && v.OrderNo == w.OrderNo && v.Reason == w.Reason &&
-		slices.Equal(v.Lines, w.Lines)
+		v.Variant == w.Variant && slices.Equal(v.Lines, w.Lines)
 }
 
 // final reports whether v can no longer change into anything but a paid or
@@ -43,10 +48,10 @@ func (v view) final() bool { return v.Status != "queued" && v.Status != "unknown
 // {"status":"unknown"} and nothing else, so an unknown reservation and
 // another buyer's read alike.
 func (h *Handler) view(ctx context.Context, res order.Result) view {
-	v := view{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, Lines: res.Lines}
+	v := view{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, Lines: res.Lines, Variant: variantOf(res)}
 	switch res.Status {
 	case order.StatusQueued:
-		v.Status, v.OrderNo, v.Reason, v.Lines = "queued", "", "", nil
+		v.Status, v.OrderNo, v.Reason = "queued", "", ""
 	case order.StatusFailed:
 		v.Status = "failed"
 		if res.Reason == status.ReasonCancelled && res.OrderNo != "" {
@@ -61,6 +66,19 @@ func (h *Handler) view(ctx context.Context, res order.Result) view {
 		}
 	default:
 		return view{Status: "unknown"}
+	}
+	return v
+}
+
+// variantOf is the variant of res: its one line's, when that line is a
+// variant of res's activity ("<activity>/<variant>"), else "".
+func variantOf(res order.Result) string {
+	if len(res.Lines) != 1 {
+		return ""
+	}
+	v, ok := strings.CutPrefix(res.Lines[0].ActivityID, res.Activity+"/")
+	if !ok || res.Activity == "" {
+		return ""
 	}
 	return v
 }

@@ -30,6 +30,38 @@ func TestViewShowsLines(t *testing.T) {
 	assert.False(t, v.same(h.view(context.Background(), before)), "a line's change is a change")
 	assert.True(t, v.same(h.view(context.Background(), res)))
 
+	// Queued, the lines still say what is held (a variant reservation's
+	// one line, read from the stock ledger by checkout.Checkout.Result).
 	res.Status = order.StatusQueued
-	assert.Empty(t, h.view(context.Background(), res).Lines)
+	q := h.view(context.Background(), res)
+	assert.Equal(t, res.Lines, q.Lines)
+	assert.Empty(t, q.OrderNo)
+}
+
+// The view of a variant reservation names its variant: from its one line
+// of a variant of the sale, queued or ordered; never from a cart's lines or
+// another activity's line.
+func TestViewShowsVariant(t *testing.T) {
+	h := &Handler{}
+	line := []order.Line{{ActivityID: "s/M", Qty: 1}}
+	for _, tc := range []struct {
+		res  order.Result
+		want string
+	}{
+		{order.Result{Activity: "s", Status: order.StatusQueued, ReservationID: "r/M", Lines: line}, "M"},
+		{order.Result{Activity: "s", Status: order.StatusSuccess, OrderNo: "1", ReservationID: "r/M", Lines: line}, "M"},
+		{order.Result{Activity: "t", Status: order.StatusSuccess, OrderNo: "1", ReservationID: "r/M", Lines: line}, ""},
+		{order.Result{Activity: "s", Status: order.StatusSuccess, OrderNo: "1", ReservationID: "r", Lines: append(line, order.Line{ActivityID: "s/L", Qty: 1})}, ""},
+		{order.Result{Activity: "s", Status: order.StatusSuccess, OrderNo: "1", ReservationID: "r"}, ""},
+	} {
+		v := h.view(context.Background(), tc.res)
+		assert.Equal(t, tc.want, v.Variant, "%+v", tc.res)
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		if tc.want == "" {
+			assert.NotContains(t, string(b), `"variant"`)
+		} else {
+			assert.Contains(t, string(b), `"variant":"`+tc.want+`"`)
+		}
+	}
 }

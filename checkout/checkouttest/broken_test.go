@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/checkout/checkouttest"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // editing is the embedded composition with edit applied to its steps
@@ -62,6 +63,29 @@ var collidingIDs = insertAfter(checkout.StepShape, checkout.Step{Name: "collidin
 		if a.RequestID != "" {
 			a.SetReservation(a.User + "-" + a.RequestID)
 		}
+		return checkout.Outcome{}
+	}})
+
+// variantBlindIDs replaces the reservation ID with one that ignores the
+// variant (checkout.ReservationID alone): the same request ID naming
+// another variant lands on the first variant's reservation ID.
+var variantBlindIDs = insertAfter(checkout.StepShape, checkout.Step{Name: "variant_blind_ids",
+	Run: func(_ context.Context, a *checkout.Attempt) checkout.Outcome {
+		if a.RequestID != "" {
+			id, err := checkout.ReservationID(a.User, a.RequestID)
+			if err == nil {
+				a.SetReservation(id)
+			}
+		}
+		return checkout.Outcome{}
+	}})
+
+// droppedVariant is a step after the shape that drops the attempt's
+// variant (a handler that forgets to pass it on): the attempt buys the
+// sale itself.
+var droppedVariant = insertAfter(checkout.StepShape, checkout.Step{Name: "dropped_variant",
+	Run: func(_ context.Context, a *checkout.Attempt) checkout.Outcome {
+		a.Variant = ""
 		return checkout.Outcome{}
 	}})
 
@@ -127,6 +151,18 @@ func TestKitFailsBrokenCompositions(t *testing.T) {
 			name: "no_reserve_undo", edit: chain(withoutUndo(checkout.StepReserve), flakyAfterReserve),
 			marker: "[truth]", want: []string{"frozen", "kafka_down", "lost_answer", "non_owner_result", "paused"},
 		},
+		{
+			// The reservation ID ignores the variant: the same request ID
+			// naming M gets S's reservation, and M's order is not M's.
+			name: "variant_blind_ids", edit: variantBlindIDs,
+			marker: "[variant]", want: []string{"variant_retry"},
+		},
+		{
+			// The variant is dropped after the shape: no variant attempt
+			// buys what it named.
+			name: "dropped_variant", edit: droppedVariant,
+			marker: "[expect]", want: []string{"variant_cap", "variant_retry", "variant_sold_out"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			report := checkouttest.Check(t, editing(tc.edit))
@@ -137,6 +173,53 @@ func TestKitFailsBrokenCompositions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKitRunsVariantScenarios: the embedded composition builds the
+// variants the variant scenarios ask for (they are not skipped), and its
+// counts name every variant; a constructor that ignores Config.Variants has
+// them skipped, never passed.
+func TestKitRunsVariantScenarios(t *testing.T) {
+	c := checkouttest.Config{PerUserLimit: 1, Stock: 3, Variants: []stock.Variant{{ID: "S", Stock: 1}, {ID: "M", Stock: 2}}}
+	c.Steps = func(d []checkout.Step) []checkout.Step { return d }
+	s := checkouttest.Embedded(t, c)
+	n, err := s.Counts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.VariantRemaining["S"] != 1 || n.VariantRemaining["M"] != 2 || n.VariantDBRemaining["S"] != 1 || n.VariantDBRemaining["M"] != 2 ||
+		n.RedisRemaining != 3 || n.DBRemaining != 3 {
+		t.Fatalf("counts of a sale with variants: %+v", n)
+	}
+	var ran, skipped []string
+	t.Run("ignoring", func(t *testing.T) {
+		report := checkouttest.Check(t, func(t testing.TB, c checkouttest.Config) *checkouttest.Sale {
+			c.Variants = nil
+			return checkouttest.Embedded(t, c)
+		})
+		for sc := range report {
+			if strings.HasPrefix(sc, "variant_") {
+				t.Errorf("a constructor without variants fails %s: %v", sc, report[sc])
+			}
+		}
+	})
+	t.Run("embedded", func(t *testing.T) {
+		checkouttest.Run(t, func(t testing.TB, c checkouttest.Config) *checkouttest.Sale {
+			s := checkouttest.Embedded(t, c)
+			if len(c.Variants) > 0 {
+				ran = append(ran, t.Name())
+			}
+			return s
+		})
+		for _, sc := range []string{"variant_sold_out", "variant_retry", "variant_cap"} {
+			if !slices.ContainsFunc(ran, func(n string) bool { return strings.HasSuffix(n, "/"+sc) }) {
+				skipped = append(skipped, sc)
+			}
+		}
+	})
+	if len(skipped) > 0 || len(ran) != 3 {
+		t.Errorf("variant scenarios not run on the embedded composition: %v (ran %v)", skipped, ran)
 	}
 }
 

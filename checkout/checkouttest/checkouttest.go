@@ -19,6 +19,14 @@
 //     retryable refusal holds nothing and keeps no access token, a SoldOut
 //     refusal is given only when nothing remains.
 //
+// A sale with variants (Config.Variants: the variant scenarios
+// variant_sold_out, variant_retry and variant_cap) is counted per variant
+// too: no oversell and conservation per variant, in Redis (the variant's
+// ledger) and SQL (its activity row and the live lines of orders), the
+// per-variant cap and the sale's cap over all variants, and every order
+// for the variant its attempt named ("[variant]"). A constructor that
+// builds no variants (Counts.VariantRemaining nil) has them skipped.
+//
 // Failures name the invariant in brackets ("[truth]", "[lost]", "[cap]",
 // "[conserved]", "[oversell]", "[dup]", or "[expect]" for what a scenario
 // expects of the answers).
@@ -30,7 +38,8 @@
 //	}
 //
 // [Embedded] is the reference composition: every part real, over miniredis
-// and SQLite. [Check] runs the same scenarios but records the failures
+// and SQLite (the kit's own tests run it over MySQL/MariaDB too when
+// SECKILL_MYSQL_DSN names a server: TestKitOnMySQL). [Check] runs the same scenarios but records the failures
 // instead of failing the test, so a test can show the kit catches a
 // deliberately broken composition.
 package checkouttest
@@ -44,6 +53,7 @@ import (
 	"testing"
 
 	"github.com/seckillkit/seckill/checkout"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // Config is what a scenario asks the constructor to build: a fresh sale
@@ -51,6 +61,12 @@ import (
 type Config struct {
 	Stock        int64
 	PerUserLimit int64
+	// Variants, when set, make the sale one with variants
+	// (stock.Activity.Variants): each its own Stock and PerUserLimit (0:
+	// the sale's), PerUserLimit the cap over all of them, Stock their sum.
+	// The database has an activity row per variant, "<sale>/<variant>"
+	// (stock.VariantOf), with its stock and cap, and the sale's own row.
+	Variants []stock.Variant
 	// Steps is the kit's edit of the steps: it wraps "reserve" (to lose a
 	// reply) and inserts a step before it (to crash after the access
 	// token). The constructor must apply it last, after its own edits:
@@ -96,8 +112,9 @@ type Faults struct {
 
 // Unit is the buyer and quantity of one reservation or order.
 type Unit struct {
-	User string
-	Qty  int64
+	User    string
+	Qty     int64
+	Variant string // of a sale with variants: the variant held or ordered
 }
 
 // Counts is the sale's state, read from Redis (the stock ledger, the token
@@ -110,6 +127,14 @@ type Counts struct {
 	Live           map[string]Unit // SQL: live (not cancelled) orders by reservation ID, quantities summed
 	Rows           map[string]int  // SQL: order rows of any status by reservation ID
 	TokensUsed     int64           // access tokens consumed; -1 without a token pool
+
+	// Of a sale with variants (nil otherwise): the units nobody holds in
+	// each variant's ledger, and each variant's activity row's stock.
+	// RedisRemaining and DBRemaining are then their sums; Held and Live
+	// are keyed by the order's reservation ID (a line's ledger entry
+	// "<id>#0" counts under "<id>"), each Unit naming its variant.
+	VariantRemaining   map[string]int64
+	VariantDBRemaining map[string]int64
 }
 
 // NewSale builds one composition for one scenario. It may fail t (with

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,16 +55,24 @@ var (
 // keep no units.
 func Embedded(t testing.TB, c Config) *Sale {
 	t.Helper()
-	e := &embedded{t: t, clk: testenv.NewEpochClock(0)}
+	return embeddedOn(t, c, testenv.SQLite)
+}
+
+// embeddedOn is Embedded over the database openDB opens (the kit's
+// MySQL/MariaDB tier opens testenv.MySQL).
+func embeddedOn(t testing.TB, c Config, openDB func(testing.TB) *gorm.DB) *Sale {
+	t.Helper()
+	e := &embedded{t: t, clk: testenv.NewEpochClock(0), openDB: openDB}
 	e.build(c)
 	return e.sale
 }
 
 type embedded struct {
-	t    testing.TB
-	clk  *testenv.Clock
-	sale *Sale
-	q    queue
+	t      testing.TB
+	clk    *testenv.Clock
+	sale   *Sale
+	q      queue
+	openDB func(testing.TB) *gorm.DB
 }
 
 // queue is the stand-in for Kafka: encoded order messages in the order
@@ -126,17 +135,36 @@ func (e *embedded) build(c Config) {
 	act := embeddedActivity
 	rdb, mr := testenv.Miniredis(t)
 	mr.SetTime(clk.Now())
-	db := testenv.SQLite(t)
+	db := e.openDB(t)
 	e.must("migrate orders", order.AutoMigrate(ctx, db))
 	e.must("migrate outbox", outbox.AutoMigrate(ctx, db))
 	now := clk.Now()
 	e.must("activity row", db.Create(&order.Activity{ID: act, Name: "checkouttest", ActivityPrice: 990, OriginalPrice: 1990,
 		Stock: c.Stock, Remaining: c.Stock, PerUserLimit: max(c.PerUserLimit, 1), Status: order.ActivityActive,
 		Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour)}).Error)
+	ledgers := []string{act} // what the reconciler reconciles
+	if len(c.Variants) > 0 {
+		ledgers = ledgers[:0]
+	}
+	for _, v := range c.Variants {
+		id := stock.VariantOf(act, v.ID)
+		limit := v.PerUserLimit
+		if limit == 0 {
+			limit = max(c.PerUserLimit, 1)
+		}
+		e.must("variant row", db.Create(&order.Activity{ID: id, Name: "checkouttest " + v.ID, ActivityPrice: 990, OriginalPrice: 1990,
+			Stock: v.Stock, Remaining: v.Stock, PerUserLimit: limit, Status: order.ActivityActive,
+			Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour)}).Error)
+		ledgers = append(ledgers, id)
+	}
 
 	d, err := stock.New(rdb, stock.WithClock(clk))
 	e.must("stock", err)
-	_, err = d.Load(ctx, stock.Activity{ID: act, Stock: c.Stock, PerUserLimit: c.PerUserLimit})
+	if len(c.Variants) > 0 {
+		_, err = d.Load(ctx, stock.Activity{ID: act, PerUserLimit: c.PerUserLimit, Variants: c.Variants})
+	} else {
+		_, err = d.Load(ctx, stock.Activity{ID: act, Stock: c.Stock, PerUserLimit: c.PerUserLimit})
+	}
 	e.must("load stock", err)
 	pool, err := token.NewPool(rdb, token.WithClock(clk), token.WithBindTTL(24*time.Hour))
 	e.must("token pool", err)
@@ -260,8 +288,10 @@ func (e *embedded) build(c Config) {
 				// what has no order and no message on its way.
 				clk.Add(embeddedGrace + time.Second)
 				mr.SetTime(clk.Now())
-				if _, err := recon.Reconcile(ctx, act); err != nil {
-					return fmt.Errorf("reconcile: %w", err)
+				for _, l := range ledgers {
+					if _, err := recon.Reconcile(ctx, l); err != nil {
+						return fmt.Errorf("reconcile %s: %w", l, err)
+					}
 				}
 				if backlog.Pending == 0 && len(q.take()) == 0 {
 					return nil
@@ -302,32 +332,28 @@ func (e *embedded) build(c Config) {
 
 // Count reads a sale's Counts from the stock ledger d and the order tables
 // of db (their default names): what most compositions' Sale.Counts is.
-// TokensUsed is -1 (no token pool read).
+// TokensUsed is -1 (no token pool read). A sale with variants (d lists
+// them) is counted per variant: each variant's ledger and activity row,
+// and the lines of the sale's orders.
 func Count(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string, initial int64) (Counts, error) {
 	n := Counts{Initial: initial, Held: map[string]Unit{}, Live: map[string]Unit{}, Rows: map[string]int{}, TokensUsed: -1}
+	vs, err := d.Variants(ctx, activity)
+	switch {
+	case errors.Is(err, stock.ErrNotLoaded):
+		vs = nil
+	case err != nil:
+		return n, err
+	}
+	if vs != nil {
+		return countVariants(ctx, d, db, activity, vs, n)
+	}
 	st, err := d.Stats(ctx, activity)
 	if err != nil {
 		return n, err
 	}
 	n.RedisRemaining = st.Remaining
-	cursor := uint64(0)
-	for i := 0; ; i++ {
-		if i == 10000 {
-			return n, errors.New("checkouttest: ledger scan did not end")
-		}
-		page, next, err := d.Reservations(ctx, activity, cursor, 500)
-		if err != nil {
-			return n, err
-		}
-		for _, r := range page {
-			if r.State == stock.Held {
-				n.Held[r.ID] = Unit{User: r.User, Qty: r.Qty}
-			}
-		}
-		if next == 0 {
-			break
-		}
-		cursor = next
+	if err := scanHeld(ctx, d, activity, "", n.Held); err != nil {
+		return n, err
 	}
 	var a order.Activity
 	if err := db.WithContext(ctx).Where("id = ?", activity).First(&a).Error; err != nil {
@@ -347,6 +373,114 @@ func Count(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string,
 			u.User, u.Qty = o.UserID, u.Qty+o.Qty
 			n.Live[o.ReservationID] = u
 		}
+	}
+	return n, nil
+}
+
+// scanHeld adds the held reservations of ledger to held: under their ID,
+// or, for a variant's ledger (variant set), under the order's reservation
+// ID (an entry "<id>#<i>" is line i of the order of "<id>").
+func scanHeld(ctx context.Context, d *stock.Deductor, ledger, variant string, held map[string]Unit) error {
+	cursor := uint64(0)
+	for i := 0; ; i++ {
+		if i == 10000 {
+			return errors.New("checkouttest: ledger scan did not end")
+		}
+		page, next, err := d.Reservations(ctx, ledger, cursor, 500)
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if r.State != stock.Held {
+				continue
+			}
+			id := r.ID
+			if variant != "" {
+				if j := strings.LastIndexByte(id, '#'); j >= 0 {
+					id = id[:j]
+				}
+			}
+			u := held[id]
+			if u.Qty > 0 && u.Variant != variant {
+				// one reservation held in two variants: count it twice
+				// (the truth and conservation checks see a second unit)
+				id += "+" + variant
+				u = held[id]
+			}
+			u.User, u.Qty, u.Variant = r.User, u.Qty+r.Qty, variant
+			held[id] = u
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// countVariants is Count of a sale with variants vs.
+func countVariants(ctx context.Context, d *stock.Deductor, db *gorm.DB, activity string, vs []stock.Variant, n Counts) (Counts, error) {
+	n.VariantRemaining, n.VariantDBRemaining = map[string]int64{}, map[string]int64{}
+	byID := map[string]string{} // variant activity → variant
+	for _, v := range vs {
+		id := stock.VariantOf(activity, v.ID)
+		byID[id] = v.ID
+		st, err := d.Stats(ctx, id)
+		if err != nil {
+			return n, err
+		}
+		n.VariantRemaining[v.ID] = st.Remaining
+		n.RedisRemaining += st.Remaining
+		if err := scanHeld(ctx, d, id, v.ID, n.Held); err != nil {
+			return n, err
+		}
+		var a order.Activity
+		if err := db.WithContext(ctx).Where("id = ?", id).First(&a).Error; err != nil {
+			return n, fmt.Errorf("checkouttest: the activity row of variant %s: %w", id, err)
+		}
+		n.VariantDBRemaining[v.ID] = a.Remaining
+		n.DBRemaining += a.Remaining
+	}
+	var orders []order.Order
+	if err := db.WithContext(ctx).Where("activity_id = ?", activity).Find(&orders).Error; err != nil {
+		return n, err
+	}
+	resv := map[string]string{} // order number → the order's reservation
+	nos := make([]string, 0, len(orders))
+	for _, o := range orders {
+		n.Rows[o.ReservationID]++
+		resv[o.OrderNo] = o.ReservationID
+		nos = append(nos, o.OrderNo)
+		if o.Qty > 0 && o.Status != order.OrderCancelled && !(o.Status == order.OrderRefunded && o.Restock == "sale") {
+			// a plain order of a sale with variants: counted, with no variant
+			u := n.Live[o.ReservationID]
+			u.User, u.Qty = o.UserID, u.Qty+o.Qty
+			n.Live[o.ReservationID] = u
+		}
+	}
+	if len(nos) == 0 {
+		return n, nil
+	}
+	var lines []order.Line
+	if err := db.WithContext(ctx).Table("seckill_order_line").Where("order_no IN ?", nos).Find(&lines).Error; err != nil {
+		return n, err
+	}
+	for _, l := range lines {
+		// a line follows its order (""), or was cancelled or refunded on
+		// its own or with it; a refund without restock to the sale stays sold
+		if l.Status != "" && !(l.Status == order.OrderRefunded && l.Restock != "sale") {
+			continue
+		}
+		r := resv[l.OrderNo]
+		u := n.Live[r]
+		v, ok := byID[l.ActivityID]
+		if !ok {
+			v = l.ActivityID // not a variant of the sale: named as it is, so the variant check sees it
+		}
+		if u.Qty > 0 && u.Variant != v {
+			v = u.Variant + "+" + v
+		}
+		u.User, u.Qty, u.Variant = l.UserID, u.Qty+l.Qty, v
+		n.Live[r] = u
 	}
 	return n, nil
 }

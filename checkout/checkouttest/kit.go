@@ -8,6 +8,7 @@ import (
 
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // crashStep is the step the kit inserts before "reserve": it ends the
@@ -80,8 +81,9 @@ type kit struct {
 	cfg    Config
 	faults *stepFaults
 
-	mu    sync.Mutex
-	owner map[string]string // every Accepted or Replayed reservation → its buyer
+	mu      sync.Mutex
+	owner   map[string]string // every Accepted or Replayed reservation → its buyer
+	variant map[string]string // … → the variant its attempt named
 }
 
 func runScenario(t testing.TB, sc scenario, newSale NewSale) {
@@ -89,6 +91,13 @@ func runScenario(t testing.TB, sc scenario, newSale NewSale) {
 	f := &stepFaults{uncertain: map[string]bool{}, crash: map[string]bool{}}
 	c := sc.cfg
 	c.Steps = f.edit
+	if len(c.Variants) > 0 {
+		c.Variants = append([]stock.Variant(nil), c.Variants...)
+		c.Stock = 0
+		for _, v := range c.Variants {
+			c.Stock += v.Stock
+		}
+	}
 	sale := newSale(t, c)
 	switch {
 	case sale == nil || sale.Checkout == nil || sale.Attempt == nil || sale.Drain == nil || sale.Counts == nil:
@@ -101,7 +110,7 @@ func runScenario(t testing.TB, sc scenario, newSale NewSale) {
 			t.Skipf("checkouttest: %s: skipped: %s", sc.name, reason)
 		}
 	}
-	k := &kit{t: t, ctx: context.Background(), sale: sale, cfg: c, faults: f, owner: map[string]string{}}
+	k := &kit{t: t, ctx: context.Background(), sale: sale, cfg: c, faults: f, owner: map[string]string{}, variant: map[string]string{}}
 	sc.run(k)
 }
 
@@ -117,12 +126,25 @@ func hasStep(c *checkout.Checkout, name string) bool {
 // attempt is a fresh attempt of user with requestID.
 func (k *kit) attempt(user, requestID string) checkout.Attempt {
 	k.t.Helper()
+	return k.attemptAt(user, requestID, "")
+}
+
+// attemptAt is a fresh attempt of user with requestID at variant.
+func (k *kit) attemptAt(user, requestID, variant string) checkout.Attempt {
+	k.t.Helper()
 	a, err := k.sale.Attempt(k.ctx, user)
 	if err != nil {
 		k.t.Fatalf("checkouttest: Sale.Attempt(%q): %v", user, err)
 	}
-	a.RequestID = requestID
+	a.RequestID, a.Variant = requestID, variant
 	return a
+}
+
+// buyAt sends one fresh attempt of user with requestID at variant, alone,
+// and checks that the answer tells the truth.
+func (k *kit) buyAt(user, requestID, variant string) checkout.Outcome {
+	k.t.Helper()
+	return k.send(k.attemptAt(user, requestID, variant), false)
 }
 
 func (k *kit) counts() Counts {
@@ -134,11 +156,16 @@ func (k *kit) counts() Counts {
 	return n
 }
 
-func (k *kit) record(user string, o checkout.Outcome) {
+func (k *kit) record(a *checkout.Attempt, o checkout.Outcome) {
 	if (o.Kind == checkout.Accepted || o.Kind == checkout.Replayed) && o.Reservation != "" {
 		k.mu.Lock()
-		k.owner[o.Reservation] = user
-		k.mu.Unlock()
+		defer k.mu.Unlock()
+		k.owner[o.Reservation] = a.User
+		if v, ok := k.variant[o.Reservation]; ok && v != a.Variant {
+			k.t.Errorf("[variant] %s/%s: reservation %q answered %s for variant %q, and for variant %q before", a.User, a.RequestID,
+				o.Reservation, o.Kind, a.Variant, v)
+		}
+		k.variant[o.Reservation] = a.Variant
 	}
 }
 
@@ -157,7 +184,7 @@ func (k *kit) send(a checkout.Attempt, injected bool) checkout.Outcome {
 	before := k.counts()
 	o := k.sale.Checkout.Buy(k.ctx, &a)
 	after := k.counts()
-	k.record(a.User, o)
+	k.record(&a, o)
 	if injected {
 		if u, ok := after.Held[o.Reservation]; ok && u.User == a.User {
 			k.mu.Lock()
@@ -196,8 +223,12 @@ func (k *kit) send(a checkout.Attempt, injected bool) checkout.Outcome {
 		if r != "" && !heldBefore && heldAfter {
 			k.t.Errorf("[truth] %s/%s: refused %s (final) but reservation %q is held", a.User, a.RequestID, o.Reason, r)
 		}
-		if o.Reason == checkout.SoldOut && after.RedisRemaining > 0 {
-			k.t.Errorf("[truth] %s/%s: refused sold_out while %d units remain", a.User, a.RequestID, after.RedisRemaining)
+		if left := after.RedisRemaining; o.Reason == checkout.SoldOut && after.VariantRemaining != nil {
+			if left = after.VariantRemaining[a.Variant]; left > 0 {
+				k.t.Errorf("[truth] %s/%s: refused sold_out for variant %q while %d of its units remain", a.User, a.RequestID, a.Variant, left)
+			}
+		} else if o.Reason == checkout.SoldOut && left > 0 {
+			k.t.Errorf("[truth] %s/%s: refused sold_out while %d units remain", a.User, a.RequestID, left)
 		}
 	default:
 		k.t.Errorf("[truth] %s/%s: outcome of kind %s", a.User, a.RequestID, o.Kind)
@@ -221,7 +252,7 @@ func (k *kit) concurrently(as []checkout.Attempt) []checkout.Outcome {
 	close(start)
 	wg.Wait()
 	for i := range outs {
-		k.record(as[i].User, outs[i])
+		k.record(&as[i], outs[i])
 	}
 	return outs
 }
@@ -286,6 +317,7 @@ func (k *kit) settle() Counts {
 	if n.DBRemaining+live != n.Initial {
 		t.Errorf("[conserved] DB stock %d + live orders %d != initial %d", n.DBRemaining, live, n.Initial)
 	}
+	k.settleVariants(n)
 	// nothing accepted lost, and the buyer told the truth: settled, readable by its owner
 	k.mu.Lock()
 	owners := make(map[string]string, len(k.owner))
@@ -314,6 +346,81 @@ func (k *kit) settle() Counts {
 		}
 	}
 	return n
+}
+
+// settleVariants checks the invariants per variant of a sale with
+// variants: no oversell, conservation in Redis and in SQL, the variant's
+// cap, and every order for the variant its attempt named.
+func (k *kit) settleVariants(n Counts) {
+	t := k.t
+	if len(k.cfg.Variants) == 0 {
+		return
+	}
+	if n.VariantRemaining == nil || n.VariantDBRemaining == nil {
+		t.Errorf("[conserved] a sale with variants counted without them (Counts.VariantRemaining, VariantDBRemaining)")
+		return
+	}
+	for _, v := range k.cfg.Variants {
+		var held, live int64
+		heldBy, liveBy := map[string]int64{}, map[string]int64{}
+		for _, u := range n.Held {
+			if u.Variant == v.ID {
+				held += u.Qty
+				heldBy[u.User] += u.Qty
+			}
+		}
+		for _, u := range n.Live {
+			if u.Variant == v.ID {
+				live += u.Qty
+				liveBy[u.User] += u.Qty
+			}
+		}
+		rr, dr := n.VariantRemaining[v.ID], n.VariantDBRemaining[v.ID]
+		if live > v.Stock || rr < 0 || dr < 0 {
+			t.Errorf("[oversell] variant %s: %d units in live orders of %d; Redis remaining %d, DB remaining %d", v.ID, live, v.Stock, rr, dr)
+		}
+		if rr+held != v.Stock {
+			t.Errorf("[conserved] variant %s: Redis remaining %d + held %d != initial %d", v.ID, rr, held, v.Stock)
+		}
+		if dr+live != v.Stock {
+			t.Errorf("[conserved] variant %s: DB stock %d + live orders %d != initial %d", v.ID, dr, live, v.Stock)
+		}
+		limit := v.PerUserLimit
+		if limit == 0 {
+			limit = max(k.cfg.PerUserLimit, 1)
+		}
+		for u, q := range heldBy {
+			if q > limit {
+				t.Errorf("[cap] %s holds %d units of variant %s in Redis, cap %d", u, q, v.ID, limit)
+			}
+		}
+		for u, q := range liveBy {
+			if q > limit {
+				t.Errorf("[cap] %s has %d units of variant %s in live orders, cap %d", u, q, v.ID, limit)
+			}
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for r, v := range k.variant {
+		if u, ok := n.Live[r]; ok && u.Variant != v {
+			t.Errorf("[variant] reservation %q of %s: its attempt named variant %q, its order is for %q", r, u.User, v, u.Variant)
+		}
+		if u, ok := n.Held[r]; ok && u.Variant != v {
+			t.Errorf("[variant] reservation %q of %s: its attempt named variant %q, Redis holds it in %q", r, u.User, v, u.Variant)
+		}
+	}
+}
+
+// variantUnits sums the quantities of user's units of variant in m.
+func variantUnits(m map[string]Unit, user, variant string) int64 {
+	var q int64
+	for _, u := range m {
+		if u.User == user && u.Variant == variant {
+			q += u.Qty
+		}
+	}
+	return q
 }
 
 // units sums the quantities of user in m.

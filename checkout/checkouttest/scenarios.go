@@ -1,12 +1,14 @@
 package checkouttest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/order"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // scenario is one seam of the protocol: a sale to build, the faults it
@@ -34,6 +36,22 @@ var scenarios = []scenario{
 	{name: "user_cap_1", cfg: Config{Stock: 10, PerUserLimit: 1}, run: userCap(6)},
 	{name: "user_cap_3", cfg: Config{Stock: 10, PerUserLimit: 3}, run: userCap(8)},
 	{name: "non_owner_result", cfg: Config{Stock: 5, PerUserLimit: 1}, run: nonOwnerResult},
+	{name: "variant_sold_out", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 2}, {ID: "M", Stock: 3}, {ID: "L", Stock: 1}}},
+		needs: needsVariants, run: variantSoldOut},
+	{name: "variant_retry", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 3}, {ID: "M", Stock: 3}}},
+		needs: needsVariants, run: variantRetry},
+	{name: "variant_cap", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 6, PerUserLimit: 1}, {ID: "M", Stock: 6}, {ID: "L", Stock: 6}}},
+		needs: needsVariants, run: variantCap},
+}
+
+// needsVariants skips a variant scenario when the constructor built no
+// variants (Config.Variants): its Counts name none.
+func needsVariants(s *Sale) string {
+	n, err := s.Counts(context.Background())
+	if err == nil && n.VariantRemaining == nil {
+		return "the sale has no variants (the constructor ignores Config.Variants, or Counts does not count them)"
+	}
+	return ""
 }
 
 func needsToken(s *Sale) string {
@@ -457,4 +475,169 @@ func nonOwnerResult(k *kit) {
 	check("before the drain", order.StatusQueued, order.StatusSuccess)
 	k.settle()
 	check("after the drain", order.StatusSuccess)
+}
+
+// variantSoldOut: 8 buyers race for size S (2 units): 2 win, 6 are
+// refused sold_out while M and L still sell; each loser then buys M (3
+// units) or L (1) in turn until those sell out too. Every winner's retry
+// is Replayed, no variant is oversold (counted per variant from Redis and
+// SQL at the settle), and a sold_out answer for a variant is given only
+// when that variant has nothing left.
+func variantSoldOut(k *kit) {
+	users := make([]string, 8)
+	as := make([]checkout.Attempt, len(users))
+	for i := range users {
+		users[i] = fmt.Sprintf("buyer%d", i)
+		as[i] = k.attemptAt(users[i], "vs-1", "S")
+	}
+	outs := k.concurrently(as)
+	won := map[string]checkout.Outcome{}
+	var losers []string
+	for i, o := range outs {
+		switch {
+		case o.Kind == checkout.Accepted:
+			won[users[i]] = o
+		case o.Kind == checkout.Refused && o.Reason == checkout.SoldOut && o.Final:
+			losers = append(losers, users[i])
+		default:
+			k.t.Errorf("[expect] %s racing for S: want accepted or sold_out, got %s", users[i], describe(o))
+		}
+	}
+	if len(won) != 2 {
+		k.t.Errorf("[expect] %d winners of S for 2 units", len(won))
+	}
+	for u, o := range won {
+		r := k.buyAt(u, "vs-1", "S")
+		if k.expect(u+"'s retry of S (a winner)", r, checkout.Replayed, "") && r.Reservation != o.Reservation {
+			k.t.Errorf("[expect] %s's retry of S: reservation %q, want %q", u, r.Reservation, o.Reservation)
+		}
+	}
+	// S is gone; M (3) and L (1) sell to the losers, then are gone too.
+	left := map[string]int{"M": 3, "L": 1}
+	for i, u := range losers {
+		k.expect(u+"'s new attempt at S", k.buyAt(u, "vs-2", "S"), checkout.Refused, checkout.SoldOut)
+		v := "M"
+		if i%2 == 1 {
+			v = "L"
+		}
+		o := k.buyAt(u, "vs-3", v)
+		if left[v] > 0 {
+			if k.expect(fmt.Sprintf("%s buying %s (%d left)", u, v, left[v]), o, checkout.Accepted, "") {
+				left[v]--
+			}
+		} else {
+			k.expect(fmt.Sprintf("%s buying %s (none left)", u, v), o, checkout.Refused, checkout.SoldOut)
+		}
+	}
+	n := k.settle()
+	for _, v := range []string{"S", "M", "L"} {
+		want := map[string]int64{"S": 0, "M": int64(left["M"]), "L": int64(left["L"])}[v]
+		if n.VariantRemaining[v] != want || n.VariantDBRemaining[v] != want {
+			k.t.Errorf("[expect] variant %s: Redis remaining %d, DB remaining %d; want %d", v, n.VariantRemaining[v], n.VariantDBRemaining[v], want)
+		}
+	}
+	for u := range won {
+		if l := variantUnits(n.Live, u, "S"); l != 1 {
+			k.t.Errorf("[expect] %s won S: %d units of S in live orders, want 1", u, l)
+		}
+	}
+}
+
+// variantRetry: one request ID sent at S by 6 goroutines at once, then in
+// sequence: one unit of S, one order, every answer the same reservation.
+// The same request ID naming M is another attempt (the rule of
+// checkout.Attempt.Variant): its own reservation, an order for M, never S's
+// reservation or an order for the wrong variant; within the sale's cap 2.
+// A variant the sale does not have is refused bad_request (final), holding
+// nothing. After the drain each retry reads its own variant's order.
+func variantRetry(k *kit) {
+	as := make([]checkout.Attempt, 6)
+	for i := range as {
+		as[i] = k.attemptAt("alice", "vr-1", "S")
+	}
+	res := ""
+	for i, o := range k.concurrently(as) {
+		if o.Kind != checkout.Accepted && o.Kind != checkout.Replayed {
+			k.t.Errorf("[expect] concurrent send %d at S: want accepted or replayed, got %s", i, describe(o))
+			continue
+		}
+		if res == "" {
+			res = o.Reservation
+		} else if o.Reservation != res {
+			k.t.Errorf("[expect] concurrent send %d at S: reservation %q, another send got %q", i, o.Reservation, res)
+		}
+	}
+	for i := range 2 {
+		o := k.buyAt("alice", "vr-1", "S")
+		if k.expect(fmt.Sprintf("sequential resend %d at S", i), o, checkout.Replayed, "") && o.Reservation != res {
+			k.t.Errorf("[expect] sequential resend %d at S: reservation %q, want %q", i, o.Reservation, res)
+		}
+	}
+	m := k.buyAt("alice", "vr-1", "M")
+	if k.expect("the same request ID naming M", m, checkout.Accepted, "") && m.Reservation == res {
+		k.t.Errorf("[variant] the same request ID naming M got S's reservation %q", res)
+	}
+	if again := k.buyAt("alice", "vr-1", "M"); k.expect("its resend", again, checkout.Replayed, "") && again.Reservation != m.Reservation {
+		k.t.Errorf("[expect] the resend naming M: reservation %q, want %q", again.Reservation, m.Reservation)
+	}
+	bad := k.buyAt("bob", "vr-2", "XL")
+	if k.expect("a variant the sale does not have", bad, checkout.Refused, checkout.BadRequest) && !bad.Final {
+		k.t.Errorf("[expect] an unknown variant: refused retryable, want final")
+	}
+	n := k.settle()
+	if s, mm := variantUnits(n.Live, "alice", "S"), variantUnits(n.Live, "alice", "M"); s != 1 || mm != 1 {
+		k.t.Errorf("[expect] alice has %d units of S and %d of M in live orders, want 1 and 1", s, mm)
+	}
+	if h := units(n.Held, "bob"); h != 0 {
+		k.t.Errorf("[expect] bob's unknown variant: %d units held", h)
+	}
+	for v, r := range map[string]string{"S": res, "M": m.Reservation} {
+		o := k.buyAt("alice", "vr-1", v)
+		if !k.expect("the resend at "+v+" after the drain", o, checkout.Replayed, "") {
+			continue
+		}
+		if o.Reservation != r || o.Result.Status != order.StatusSuccess {
+			k.t.Errorf("[expect] the resend at %s after the drain: reservation %q result %q, want %q SUCCESS", v, o.Reservation, o.Result.Status, r)
+		}
+		if len(o.Result.Lines) != 1 || !strings.HasSuffix(o.Result.Lines[0].ActivityID, "/"+v) {
+			k.t.Errorf("[variant] the resend at %s after the drain reads the lines %+v", v, o.Result.Lines)
+		}
+	}
+}
+
+// variantCap: S's own cap is 1, the sale's 2 over all variants. One buyer's
+// 4 concurrent attempts at S (distinct request IDs) win exactly 1; then 4
+// at M win exactly 1 (the sale's cap); then 2 at L win none. Held in Redis
+// and in the live orders (the settle counts each variant's cap and the
+// sale's).
+func variantCap(k *kit) {
+	race := func(v string, want int) {
+		as := make([]checkout.Attempt, 4)
+		for i := range as {
+			as[i] = k.attemptAt("jo", fmt.Sprintf("vc-%s-%d", v, i), v)
+		}
+		won := 0
+		for i, o := range k.concurrently(as) {
+			switch {
+			case o.Kind == checkout.Accepted:
+				won++
+			case o.Kind == checkout.Refused && o.Final && o.Reason == checkout.AlreadyBought:
+			default:
+				k.t.Errorf("[expect] jo's attempt %d at %s: want accepted or already_bought, got %s", i, v, describe(o))
+			}
+		}
+		if won != want {
+			k.t.Errorf("[expect] jo won %d units of %s, want %d", won, v, want)
+		}
+	}
+	race("S", 1)
+	race("M", 1)
+	race("L", 0)
+	n := k.settle()
+	if h, l := units(n.Held, "jo"), units(n.Live, "jo"); h != 2 || l != 2 {
+		k.t.Errorf("[expect] jo holds %d units in Redis and %d in live orders, want 2 and 2 (the sale's cap)", h, l)
+	}
+	if s := variantUnits(n.Live, "jo", "S"); s != 1 {
+		k.t.Errorf("[expect] jo has %d units of S in live orders, want 1 (its cap)", s)
+	}
 }
