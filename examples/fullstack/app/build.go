@@ -843,15 +843,17 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 		return nil
 	}
 	a.run.add(worker{name: "reconciler", run: every(a.cfg.ReconcileEvery, func(ctx context.Context) {
-		rep, err := p.recon.Reconcile(ctx, a.sale.act.ID)
-		if err != nil {
-			a.m.workerErrors.WithLabelValues("reconciler").Inc()
-			log.Warn("reconcile", "err", err)
-			return
-		}
-		if len(rep.Released) > 0 || len(rep.Orphans) > 0 || !rep.Conserved {
-			a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
-			log.Warn("reconciler repaired", "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
+		for _, activity := range a.sale.ledgers() { // each variant's ledger of a sale with variants
+			rep, err := p.recon.Reconcile(ctx, activity)
+			if err != nil {
+				a.m.workerErrors.WithLabelValues("reconciler").Inc()
+				log.Warn("reconcile", "activity", activity, "err", err)
+				continue
+			}
+			if len(rep.Released) > 0 || len(rep.Orphans) > 0 || !rep.Conserved {
+				a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
+				log.Warn("reconciler repaired", "activity", activity, "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
+			}
 		}
 	})})
 	return nil

@@ -67,7 +67,7 @@ func (a *App) buy(w http.ResponseWriter, r *http.Request, user string) string {
 		return "bad_request"
 	}
 	at := checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha, PoW: req.PoW,
-		Link: r.PathValue("sig"), IP: a.p.ips.ClientIP(r), Device: r.Header.Get("X-Device-ID")}
+		Link: r.PathValue("sig"), IP: a.p.ips.ClientIP(r), Device: r.Header.Get("X-Device-ID"), Variant: req.Variant}
 	return a.answerBuy(w, r, a.co.Buy(r.Context(), &at))
 }
 

@@ -68,13 +68,24 @@ func (a *App) variantInvariants(ctx context.Context) (Invariants, error) {
 				return fmt.Errorf("variant %s: %w", iv.Variants[i].ID, err)
 			}
 		}
-		// No duplicate order: one order per reservation over the sale.
+		// No duplicate order: one order per reservation over the sale (its
+		// orders, its variants' plain orders) and one line per line
+		// reservation.
+		t, err := order.TablesOf()
+		if err != nil {
+			return err
+		}
 		var n struct{ NAll, NDistinct int64 }
-		if err := tx.Model(&order.Order{}).Select("COUNT(*) AS n_all, COUNT(DISTINCT reservation_id) AS n_distinct").
-			Where("activity_id LIKE ?", s.key+"/%").Scan(&n).Error; err != nil {
+		if err := tx.Table(t.Order).Select("COUNT(*) AS n_all, COUNT(DISTINCT reservation_id) AS n_distinct").
+			Where("activity_id = ? OR activity_id LIKE ?", s.key, s.key+"/%").Scan(&n).Error; err != nil {
 			return fmt.Errorf("orders per reservation: %w", err)
 		}
 		dups = n.NAll - n.NDistinct
+		if err := tx.Table(t.Line).Select("COUNT(*) AS n_all, COUNT(DISTINCT reservation_id) AS n_distinct").
+			Where("activity_id LIKE ?", s.key+"/%").Scan(&n).Error; err != nil {
+			return fmt.Errorf("lines per reservation: %w", err)
+		}
+		dups += n.NAll - n.NDistinct
 		return nil
 	}, &sql.TxOptions{ReadOnly: a.in.DBKind != "" && !strings.HasPrefix(a.in.DBKind, "sqlite"), Isolation: isolation(a.in.DBKind)})
 	if err != nil {
@@ -194,6 +205,28 @@ func variantDB(ctx context.Context, tx *gorm.DB, id string, vc *VariantCounts, h
 	if err := tx.Select("user_id, qty, reservation_id").Where("activity_id = ? AND (status IN ? OR status = ? AND restock <> ?)", id,
 		[]string{order.OrderCreated, order.OrderPaid}, order.OrderRefunded, "sale").Find(&live).Error; err != nil {
 		return fmt.Errorf("live orders: %w", err)
+	}
+	// A checkout's variant buy is an order with one line (filed under the
+	// sale, its line under the variant, stock entry "<id>#0"): the lines
+	// of the variant count as its orders, each in its own state (its
+	// order's while it follows it).
+	var lines []struct {
+		UserID, ReservationID, Status, Restock string
+		Qty                                    int64
+	}
+	if err := tx.Table(t.Line+" AS l").Joins("JOIN "+t.Order+" AS o ON o.order_no = l.order_no").
+		Select("l.user_id, l.reservation_id, l.qty, l.restock, CASE WHEN l.status = '' THEN o.status ELSE l.status END AS status").
+		Where("l.activity_id = ?", id).Scan(&lines).Error; err != nil {
+		return fmt.Errorf("order lines: %w", err)
+	}
+	for _, l := range lines {
+		vc.Orders[l.Status]++
+		switch {
+		case l.Status == order.OrderRefunded && l.Restock == "sale":
+			vc.RefundedSale++
+		case l.Status == order.OrderCreated, l.Status == order.OrderPaid, l.Status == order.OrderRefunded:
+			live = append(live, order.Order{UserID: l.UserID, Qty: l.Qty, ReservationID: l.ReservationID})
+		}
 	}
 	mine, liveResv := map[string]int64{}, map[string]bool{}
 	for _, o := range live {

@@ -317,3 +317,16 @@ func (s *sale) variantList() string {
 	}
 	return strings.Join(ids, ", ")
 }
+
+// ledgers are the stock ledgers of the sale: its activity, or each of its
+// variants' ("<sale>/<variant>").
+func (s *sale) ledgers() []string {
+	if len(s.variants) == 0 {
+		return []string{s.act.ID}
+	}
+	out := make([]string, len(s.variants))
+	for i, v := range s.variants {
+		out[i] = stock.VariantOf(s.key, v.ID)
+	}
+	return out
+}

@@ -263,3 +263,45 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestLoadEmbeddedVariants is the buy path with sizes end to end: 400
+// buyers pick sizes 6:3:1 through the page's API (the buy body's
+// "variant"), the popular size sells out first and the others keep
+// selling, and the invariants hold per size and over the sale, counted
+// from Redis and SQL (load.CheckVariants within the run's check).
+func TestLoadEmbeddedVariants(t *testing.T) {
+	const users = 400
+	cfg := embeddedConfig(users, 65)
+	cfg.Variants = []stock.Variant{{ID: "36", Stock: 5}, {ID: "37", Stock: 20}, {ID: "38", Stock: 40}}
+	_, url := startApp(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), loadBound)
+	defer cancel()
+	rep, err := load.Run(ctx, load.Config{Target: url, Users: users, Concurrency: 64, Drain: drainBound, Seed: 27,
+		VariantWeights: map[string]float64{"36": 6, "37": 3, "38": 1}})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	t.Logf("\n%s", rep)
+	for _, v := range rep.Violations {
+		t.Errorf("invariant violated: %s", v)
+	}
+	if len(rep.Variants) != 3 || len(rep.Server.Variants) != 3 {
+		t.Fatalf("per-size report: %d sizes run, %d counted, want 3", len(rep.Variants), len(rep.Server.Variants))
+	}
+	s36, s37, s38 := rep.Server.Variants[0], rep.Server.Variants[1], rep.Server.Variants[2]
+	if s36.LiveOrders != 5 || s36.RedisRemain != 0 || s37.LiveOrders != 20 || s37.RedisRemain != 0 {
+		t.Errorf("the wanted sizes: 36 sold %d (left %d), 37 sold %d (left %d), want both sold out", s36.LiveOrders, s36.RedisRemain, s37.LiveOrders, s37.RedisRemain)
+	}
+	if s38.RedisRemain == 0 || s38.LiveOrders+s38.RedisRemain != 40 {
+		t.Errorf("size 38 (1 in 10 buyers for 40 units): sold %d, left %d", s38.LiveOrders, s38.RedisRemain)
+	}
+	if r := rep.Variants[0]; r.SoldOutAt == 0 || r.Outcomes["sold_out"] == 0 {
+		t.Errorf("size 36 never answered sold out: %+v", r)
+	}
+	if r := rep.Variants[2]; r.Outcomes["sold_out"] != 0 {
+		t.Errorf("size 38, not sold out, answered sold out: %+v", r)
+	}
+	if int(rep.Server.LiveOrders) != rep.Final["created"]+rep.Final["paid"] || rep.Server.LiveOrders != 5+20+s38.LiveOrders {
+		t.Errorf("orders: server %d live, final %v", rep.Server.LiveOrders, rep.Final)
+	}
+}

@@ -47,6 +47,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -1067,7 +1068,7 @@ func (c *client) result(ctx context.Context, a *attempt) (string, error) {
 func (c *client) resultOf(ctx context.Context, a *attempt, resv string) (string, error) {
 	var r apiResp
 	start := a.h.Now()
-	code, err := c.do(ctx, "GET", "/api/result/"+resv, a.bearer, nil, &r)
+	code, err := c.do(ctx, "GET", "/api/result/"+url.PathEscape(resv), a.bearer, nil, &r)
 	a.h.Add(history.Op{Kind: history.Result, Reservation: resv, Start: start, End: a.h.Now(), Code: code,
 		Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason, Named: r.Reservation})
 	if err != nil {
