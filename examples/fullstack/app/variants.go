@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/stock"
 )
@@ -329,4 +330,35 @@ func (s *sale) ledgers() []string {
 		out[i] = stock.VariantOf(s.key, v.ID)
 	}
 	return out
+}
+
+// loadVariants is the admin load's part for an activity with variants: a
+// row per variant ("<activity>/<variant>", written when absent, as the
+// activity's), and the variants as the stock loads them, each with the
+// units its row has left.
+func (b *adminBackend) loadVariants(ctx context.Context, row order.Activity, in []admin.Variant) ([]stock.Variant, error) {
+	vs := make([]stock.Variant, len(in))
+	for i, v := range in {
+		if id := stock.VariantOf(row.ID, v.ID); len(id) > order.MaxIDLen {
+			return nil, fmt.Errorf("%w: variant %s: the variant's activity ID %q is longer than %d bytes", admin.ErrInvalidArgument, v.ID, id, order.MaxIDLen)
+		}
+		vs[i] = stock.Variant{ID: v.ID, Stock: v.Stock, PerUserLimit: v.PerUserLimit}
+	}
+	db := b.a.in.DB
+	if err := seedVariants(ctx, db, row, vs); err != nil {
+		return nil, err
+	}
+	var rows []order.Activity
+	if err := db.WithContext(ctx).Where("id LIKE ?", row.ID+"/%").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read variants: %w", err)
+	}
+	left := map[string]order.Activity{}
+	for _, r := range rows {
+		left[strings.TrimPrefix(r.ID, row.ID+"/")] = r
+	}
+	for i := range vs {
+		r := left[vs[i].ID]
+		vs[i].Stock, vs[i].PerUserLimit = r.Remaining, r.PerUserLimit
+	}
+	return vs, nil
 }

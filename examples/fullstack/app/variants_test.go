@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckillkit/seckill/admin"
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
 	"github.com/seckillkit/seckill/order"
@@ -428,4 +430,38 @@ func TestLoadEmbeddedVariantCaps(t *testing.T) {
 		t.Errorf("caps: sale %d, most per buyer %d (DB) %d (Redis); sizes %+v", iv.PerUserLimit, iv.MaxPerUser, iv.RedisMaxPerUser, iv.Variants)
 	}
 	t.Logf("most units one buyer holds: %d over the sale", iv.MaxPerUser)
+}
+
+// TestAdminLoadVariants: the admin API's load takes an activity's
+// variants: a row per variant in the database, the variants in Redis,
+// each reservable on its own; the change reports their units together.
+func TestAdminLoadVariants(t *testing.T) {
+	a, _ := startApp(t, embeddedConfig(4, 4))
+	ctx := admin.WithAction(context.Background(), admin.Action{ID: "audit-variants", Operator: "test"})
+	b := app.AdminBackend(t, a)
+	ch, err := b.Load(ctx, admin.LoadParams{Activity: "shoe", Stock: 5, PerUserLimit: 2,
+		Variants: []admin.Variant{{ID: "36", Stock: 2, PerUserLimit: 1}, {ID: "37", Stock: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ch.After.Loaded || ch.After.Remaining != 5 || ch.After.Total != 5 || ch.Before.Loaded {
+		t.Errorf("change %+v", ch)
+	}
+	vs, err := app.Stock(a).Variants(ctx, "shoe")
+	if err != nil || fmt.Sprint(vs) != "[{36 2 1} {37 3 2}]" {
+		t.Errorf("variants in Redis: %v %v", vs, err)
+	}
+	var rows []order.Activity
+	if err := app.DB(a).Where("id IN ?", []string{"shoe", "shoe/36", "shoe/37"}).Order("id").Find(&rows).Error; err != nil || len(rows) != 3 ||
+		rows[0].Stock != 5 || rows[1].Stock != 2 || rows[1].PerUserLimit != 1 || rows[2].Stock != 3 || rows[2].PerUserLimit != 2 {
+		t.Errorf("rows: %+v %v", rows, err)
+	}
+	res, err := app.Stock(a).Reserve(ctx, stock.Request{Activity: stock.VariantOf("shoe", "37"), User: "u1", Qty: 1, ReservationID: "r1"})
+	if err != nil || res.Status != stock.Reserved {
+		t.Errorf("reserve shoe/37: %v %v", res.Status, err)
+	}
+	t.Cleanup(func() { _, _ = app.Stock(a).Release(context.Background(), stock.VariantOf("shoe", "37"), "r1") })
+	if _, err := b.Load(ctx, admin.LoadParams{Activity: "sock", Stock: 1, Variants: []admin.Variant{{ID: strings.Repeat("x", 64), Stock: 1}}}); !errors.Is(err, admin.ErrInvalidArgument) {
+		t.Errorf("a variant whose activity ID is over 64 bytes: %v", err)
+	}
 }
