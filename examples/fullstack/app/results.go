@@ -61,9 +61,7 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 // its OrderNo) is "cancelled", as the API lists it, not "failed".
 func settledView(res order.Result) resultView {
 	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, owner: res.User}
-	if _, vr, ok := strings.Cut(res.Activity, "/"); ok {
-		v.Variant = vr // a variant's activity "<sale>/<variant>"
-	}
+	v.Variant = variantOfResult(res)
 	switch res.Status {
 	case order.StatusQueued:
 		v.Status = "queued"
@@ -87,8 +85,10 @@ func (a *App) view(ctx context.Context, res order.Result) resultView {
 	if res.Status == order.StatusSuccess {
 		if o, err := a.p.orders.Get(ctx, res.OrderNo); err == nil {
 			v.Status = strings.ToLower(o.Status)
-			if vr, ok := a.sale.variantOfSale(o.ActivityID); ok {
-				v.Variant = vr
+			if len(o.Lines) == 1 {
+				if vr, ok := a.sale.variantOfSale(o.Lines[0].ActivityID); ok {
+					v.Variant = vr
+				}
 			}
 		}
 	}
@@ -142,4 +142,23 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.fail(w, r, "pay", err)
 	}
+}
+
+// variantOfResult is the size a result is for ("" for a sale without):
+// its one line's activity "<sale>/<size>" when the result has its lines,
+// else the size checkout folds into a variant attempt's reservation ID
+// ("<attempt>/<size>", checkout.Attempt.Variant).
+func variantOfResult(res order.Result) string {
+	if len(res.Lines) == 1 {
+		if _, v, ok := strings.Cut(res.Lines[0].ActivityID, "/"); ok {
+			return v
+		}
+	}
+	if _, v, ok := strings.Cut(res.Activity, "/"); ok {
+		return v
+	}
+	if i := strings.LastIndexByte(res.ReservationID, '/'); i >= 0 {
+		return res.ReservationID[i+1:]
+	}
+	return ""
 }

@@ -465,3 +465,49 @@ func TestAdminLoadVariants(t *testing.T) {
 		t.Errorf("a variant whose activity ID is over 64 bytes: %v", err)
 	}
 }
+
+// TestBuyVariantRules: a buy of a sale in sizes names one of its sizes —
+// none or another is refused 400 naming the sizes, before any credential
+// is spent (the same captcha and token then buy) — and the answer's and
+// the result's view carry the size; a sale without sizes refuses one.
+func TestBuyVariantRules(t *testing.T) {
+	_, base := startApp(t, variantConfig(10))
+	u := login(t, base, "user1")
+	cid, ans, tok, path := u.creds()
+	body := func(v string) map[string]string {
+		b := map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "a1"}
+		if v != "" {
+			b["variant"] = v
+		}
+		return b
+	}
+	for v, want := range map[string]string{"": "variant: pick one of 36, 37, 38", "39": `variant: "39" is not one of 36, 37, 38`} {
+		code, m := u.do("POST", path, body(v))
+		if code != 400 || u.str(m, "message") != want {
+			t.Errorf("buy with variant %q: %d %v, want 400 %q", v, code, m, want)
+		}
+	}
+	code, m := u.do("POST", path, body("37"))
+	if code != 202 || !strings.HasSuffix(u.str(m, "reservation"), "/37") {
+		t.Fatalf("buy of size 37: %d %v", code, m)
+	}
+	resv := u.str(m, "reservation")
+	var view map[string]any
+	for range 600 { // a bound; ends when the order is there
+		_, view = u.do("GET", "/api/result/"+strings.ReplaceAll(resv, "/", "%2F"), nil)
+		if u.str(view, "status") == "created" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if u.str(view, "status") != "created" || u.str(view, "variant") != "37" || u.str(view, "order_no") == "" {
+		t.Errorf("the result of size 37: %v", view)
+	}
+
+	_, plain := startApp(t, embeddedConfig(10, 2))
+	p := login(t, plain, "user1")
+	cid, ans, tok, path = p.creds()
+	if code, m := p.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "variant": "37"}); code != 400 || p.str(m, "message") != "variant: this sale has no variants" {
+		t.Errorf("a size for a sale without sizes: %d %v", code, m)
+	}
+}
