@@ -153,7 +153,8 @@
         cd.textContent = a.remaining > 0 ? "the sale has ended" : "all units sold";
       }
       $("buy-btn").disabled = !open || state.inFlight || state.done || !state.token || needsVariant();
-      $("buy-btn").textContent = needsVariant() ? "Pick a size" : "Buy now";
+      const label = needsVariant() ? "Pick a size" : "Buy now";
+      if ($("buy-btn").textContent !== label) $("buy-btn").textContent = label;
     }
     requestAnimationFrame(tick);
   }
