@@ -290,7 +290,7 @@ func (a *App) tokenWindow(_ context.Context, t *tokenReq) verdict {
 }
 
 func (a *App) tokenSoldOut(_ context.Context, _ *tokenReq) verdict {
-	if a.p.units.SoldOut(a.sale.act.ID) {
+	if a.saleSoldOut() {
 		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
 	return verdict{}

@@ -511,3 +511,35 @@ func TestBuyVariantRules(t *testing.T) {
 		t.Errorf("a size for a sale without sizes: %d %v", code, m)
 	}
 }
+
+// TestTokenRefusedWhenEverySizeSoldOut: the access token is refused
+// sold_out once every size is (by the in-process flags), not while one
+// size still sells.
+func TestTokenRefusedWhenEverySizeSoldOut(t *testing.T) {
+	cfg := embeddedConfig(10, 2)
+	cfg.Variants = []stock.Variant{{ID: "36", Stock: 1}, {ID: "37", Stock: 1}}
+	a, base := startApp(t, cfg)
+	ctx := context.Background()
+	for _, v := range []string{"36", "37"} {
+		if res, err := app.ReserveVariant(ctx, a, v, "9"+v, "hold-"+v); err != nil || res.Status != stock.Reserved {
+			t.Fatalf("reserve %s: %v %v", v, res.Status, err)
+		}
+		t.Cleanup(func() { _ = app.ReleaseVariant(ctx, a, v, "hold-"+v) })
+		if v == "36" { // one size sold out (its flag set by a refusal): tokens still go out
+			if res, _ := app.ReserveVariant(ctx, a, "36", "8", "late-36"); res.Status != stock.SoldOut {
+				t.Fatalf("size 36 after its unit: %v", res.Status)
+			}
+			u := login(t, base, "user1")
+			if code, m := u.do("POST", "/api/activity/token", struct{}{}); code != 200 {
+				t.Errorf("token with size 37 still on sale: %d %v", code, m)
+			}
+		}
+	}
+	if res, _ := app.ReserveVariant(ctx, a, "37", "8", "late-37"); res.Status != stock.SoldOut {
+		t.Fatalf("size 37 after its unit: %v", res.Status)
+	}
+	u := login(t, base, "user2")
+	if code, m := u.do("POST", "/api/activity/token", struct{}{}); code != 409 || u.str(m, "status") != "sold_out" {
+		t.Errorf("token with every size sold out: %d %v, want 409 sold_out", code, m)
+	}
+}

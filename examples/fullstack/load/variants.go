@@ -157,6 +157,11 @@ func (r *runner) tallyVariants(vs []VariantView, w []float64) {
 		}
 		vr.Attempts++
 		vr.Outcomes[a.outcome]++
+		// The reservation is of the size asked for (checkout folds the
+		// size into a variant attempt's reservation ID: "<attempt>/<size>").
+		if a.resv != "" && !strings.HasSuffix(a.resv, "/"+a.variant) {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("a buyer asked for size %s and was given reservation %s", a.variant, a.resv))
+		}
 		if a.outcome == "queued" {
 			vr.Accepted++
 		}
