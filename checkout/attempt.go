@@ -85,8 +85,11 @@ func (a *Attempt) Reservation() string { return a.reservation }
 // SetReservation sets the attempt's reservation ID, for a step that
 // replaces the shape step's rule ([ReservationID]). A rule of one's own must
 // keep what ReservationID guarantees — one to one with (user, request ID),
-// prefix-free across users, within every store's limit — or retries and
-// other buyers' attempts collide; package checkouttest checks it.
+// and the variant ([Attempt.Variant]: the shape step appends "/" + Variant),
+// prefix-free across users, within every store's limit with room for a
+// variant's "#0" — or retries and other buyers' attempts collide; package
+// checkouttest checks it (its variant_retry scenario fails a rule that
+// drops the variant).
 func (a *Attempt) SetReservation(id string) { a.reservation = id }
 
 // Kind is how an attempt ended.

@@ -601,3 +601,44 @@ func TestFusedVariantRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestVariantRoundTripsAsPlain: an accepted buy of a variant reaches Redis
+// as often as an accepted buy of a plain sale, sequential and fused (after
+// one warm-up buy each: scripts loaded, the variant list learnt).
+func TestVariantRoundTripsAsPlain(t *testing.T) {
+	ctx := context.Background()
+	trips := func(sequential, variants bool) int {
+		clk := testenv.NewEpochClock(0)
+		n := &counter{}
+		w := newFuseWorld(t, clk, fuseSetup{sequential: sequential, hooks: []redis.Hook{n}, variants: variants})
+		ip := netip.MustParseAddr("10.0.0.1")
+		got := 0
+		for i, u := range []string{"u0", "u1"} {
+			g, err := w.pool.Take(ctx, fuseAct, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, err := w.captchas.Generate(ctx, captcha.GenerateParams{User: u})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &Attempt{User: u, RequestID: "req-9", Token: g.Token, CaptchaID: ch.ID, Captcha: "42", IP: ip, Device: "dev" + u}
+			if variants {
+				a.Variant = []string{"M", "L"}[i]
+			}
+			*n = counter{}
+			if out := w.co.Buy(ctx, a); out.Kind != Accepted {
+				t.Fatalf("%s: %+v", u, out)
+			}
+			got = n.trips()
+		}
+		return got
+	}
+	for _, sequential := range []bool{true, false} {
+		plain, variant := trips(sequential, false), trips(sequential, true)
+		t.Logf("sequential %v: plain %d round trips, variant %d", sequential, plain, variant)
+		if variant != plain {
+			t.Errorf("sequential %v: a variant buy takes %d round trips, a plain one %d", sequential, variant, plain)
+		}
+	}
+}

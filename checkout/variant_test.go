@@ -215,9 +215,13 @@ func TestVariantStepsAddressVariant(t *testing.T) {
 		t.Fatalf("S sold out, again: %+v", o)
 	}
 	wantCalls(t, "sold out", w.st.take(), "SoldOut sale-1/S")
+	if !w.st.Deductor.SoldOut("sale-1/S") || w.st.Deductor.SoldOut("sale-1/M") {
+		t.Fatalf("the in-process flags: S %v, M %v; want S only", w.st.Deductor.SoldOut("sale-1/S"), w.st.Deductor.SoldOut("sale-1/M"))
+	}
 	if o = w.buy("alice", "r3", "S", tok(1)); o.Kind != Replayed || o.Reservation != "u5.alice-r3/S" {
 		t.Fatalf("a winner's retry of a sold-out variant: %+v", o)
 	}
+	wantCalls(t, "a winner's retry, S sold out", w.st.take(), "SoldOut sale-1/S", "SoldOutFor sale-1/S u5.alice-r3/S#0")
 	if o = w.buy("carol", "r2", "M", tok(4)); o.Kind != Accepted {
 		t.Fatalf("M still sells: %+v", o)
 	}
@@ -423,6 +427,182 @@ func TestVariantOnEveryRedis(t *testing.T) {
 					t.Errorf("variant %s: %+v %v, want %d remaining", v, st, err, want)
 				}
 			}
+		})
+	}
+}
+
+// countingSubmitter takes every message (safe for concurrent use).
+type countingSubmitter struct {
+	mu   sync.Mutex
+	msgs map[string]order.Message // by reservation ID
+}
+
+func (s *countingSubmitter) Submit(_ context.Context, m order.Message) (handoff.Route, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.msgs[m.ReservationID] = m
+	return handoff.RouteNone + 1, nil
+}
+
+// TestVariantHammer: 300 buyers, 32 at a time, each choosing sizes of a
+// 12-variant sale by a skewed distribution (the popular size sells out
+// first) with three attempts each, some of them resends, on every Redis.
+// Counted from Redis per variant: none oversold (remaining >= 0, remaining
+// + held = initial), every buyer within each variant's cap (1) and the
+// sale's (2), every Accepted reservation held in the variant its attempt
+// named, and one order message per reservation, of that variant.
+func TestVariantHammer(t *testing.T) {
+	const (
+		buyers   = 300
+		parallel = 32
+		variants = 12
+	)
+	for kind, rdb := range testenv.AllRedis(t) {
+		t.Run(string(kind), func(t *testing.T) {
+			ctx := context.Background()
+			clk := testenv.NewRealClock()
+			d, err := stock.New(rdb, stock.WithClock(clk), stock.WithKeyPrefix(testenv.Prefix(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs := make([]stock.Variant, variants)
+			var total int64
+			for i := range vs {
+				vs[i] = stock.Variant{ID: fmt.Sprintf("s%d", 36+i), Stock: int64(10 + 5*i), PerUserLimit: 1}
+				total += vs[i].Stock
+			}
+			if _, err := d.Load(ctx, stock.Activity{ID: "hammer", PerUserLimit: 2, Variants: vs}); err != nil {
+				t.Fatal(err)
+			}
+			sub := &countingSubmitter{msgs: map[string]order.Message{}}
+			co, err := New(Config{Activity: "hammer", Stock: d, Submitter: sub, Results: noResult, Node: "h1", Now: clk.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// size i is chosen with weight 1/(i+1): s36 is wanted most
+			pick := func(b, k int) string {
+				x := (b*7919 + k*104729) % 1000
+				var w [variants]int
+				sum := 0
+				for i := range w {
+					w[i] = 1000 / (i + 1)
+					sum += w[i]
+				}
+				x = x * sum / 1000
+				for i := range w {
+					if x < w[i] {
+						return vs[i].ID
+					}
+					x -= w[i]
+				}
+				return vs[variants-1].ID
+			}
+			type answer struct {
+				user, variant string
+				o             Outcome
+			}
+			var mu sync.Mutex
+			var answers []answer
+			sem := make(chan struct{}, parallel)
+			var wg sync.WaitGroup
+			for b := range buyers {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					user := fmt.Sprintf("b%d", b)
+					for k := range 3 {
+						v := pick(b, k)
+						req := fmt.Sprintf("q%d", k)
+						if k == 2 && b%3 == 0 { // a resend of the first attempt
+							v, req = pick(b, 0), "q0"
+						}
+						o := co.Buy(ctx, &Attempt{User: user, RequestID: req, Variant: v})
+						mu.Lock()
+						answers = append(answers, answer{user, v, o})
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+
+			held := map[string]stock.Reservation{} // "<variant> <entry>" → the entry
+			perUser, perUserVariant := map[string]int64{}, map[string]int64{}
+			var left int64
+			for _, v := range vs {
+				act := stock.VariantOf("hammer", v.ID)
+				st, err := d.Stats(ctx, act)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var h int64
+				for cursor := uint64(0); ; {
+					page, next, err := d.Reservations(ctx, act, cursor, 500)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range page {
+						if r.State == stock.Held {
+							if _, dup := held[v.ID+" "+r.ID]; !dup {
+								held[v.ID+" "+r.ID] = r
+								h += r.Qty
+								perUser[r.User] += r.Qty
+								perUserVariant[r.User+" "+v.ID] += r.Qty
+							}
+						}
+					}
+					if next == 0 {
+						break
+					}
+					cursor = next
+				}
+				if st.Remaining < 0 || st.Remaining+h != v.Stock {
+					t.Errorf("variant %s: remaining %d + held %d != initial %d", v.ID, st.Remaining, h, v.Stock)
+				}
+				left += st.Remaining
+			}
+			for u, q := range perUser {
+				if q > 2 {
+					t.Errorf("[cap] %s holds %d units of the sale, cap 2", u, q)
+				}
+			}
+			for uv, q := range perUserVariant {
+				if q > 1 {
+					t.Errorf("[cap] %s: %d units, the variant's cap 1", uv, q)
+				}
+			}
+			accepted := map[string]string{}
+			kinds := map[string]int{}
+			for _, a := range answers {
+				kinds[a.o.Kind.String()+" "+string(a.o.Reason)]++
+				switch a.o.Kind {
+				case Accepted, Replayed:
+					if v, ok := accepted[a.o.Reservation]; ok && v != a.variant {
+						t.Errorf("reservation %q answered for %s and %s", a.o.Reservation, v, a.variant)
+					}
+					accepted[a.o.Reservation] = a.variant
+					if _, ok := held[a.variant+" "+a.o.Reservation+"#0"]; !ok {
+						t.Errorf("%s: %s %q not held in variant %s", a.user, a.o.Kind, a.o.Reservation, a.variant)
+					}
+				case Refused:
+					if a.o.Reason != SoldOut && a.o.Reason != AlreadyBought {
+						t.Errorf("%s at %s: %+v", a.user, a.variant, a.o)
+					}
+				default:
+					t.Errorf("%s at %s: %+v", a.user, a.variant, a.o)
+				}
+			}
+			if len(accepted) != len(held) {
+				t.Errorf("%d reservations accepted, %d held", len(accepted), len(held))
+			}
+			for r, v := range accepted {
+				m, ok := sub.msgs[r]
+				if !ok || len(m.Lines) != 1 || m.Lines[0].ActivityID != stock.VariantOf("hammer", v) {
+					t.Errorf("the order message of %q (variant %s): %+v", r, v, m)
+				}
+			}
+			t.Logf("%d attempts: %v; %d units of %d sold, %d reservations", len(answers), kinds, total-left, total, len(held))
 		})
 	}
 }

@@ -138,7 +138,7 @@ func TestKitFailsBrokenCompositions(t *testing.T) {
 		{
 			// A retryable refusal after the token keeps it spent.
 			name: "no_token_undo", edit: withoutUndo(checkout.StepToken),
-			marker: "kept the access token", want: []string{"kafka_and_db_down", "paused"},
+			marker: "kept the access token", want: []string{"kafka_and_db_down", "paused", "variant_handoff_failed"},
 		},
 		{
 			// IDs without the length prefix: another buyer's attempt lands on ann's reservation.
@@ -212,13 +212,13 @@ func TestKitRunsVariantScenarios(t *testing.T) {
 			}
 			return s
 		})
-		for _, sc := range []string{"variant_sold_out", "variant_retry", "variant_cap"} {
+		for _, sc := range []string{"variant_sold_out", "variant_retry", "variant_cap", "variant_handoff_failed"} {
 			if !slices.ContainsFunc(ran, func(n string) bool { return strings.HasSuffix(n, "/"+sc) }) {
 				skipped = append(skipped, sc)
 			}
 		}
 	})
-	if len(skipped) > 0 || len(ran) != 3 {
+	if len(skipped) > 0 || len(ran) != 4 {
 		t.Errorf("variant scenarios not run on the embedded composition: %v (ran %v)", skipped, ran)
 	}
 }

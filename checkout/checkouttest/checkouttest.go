@@ -20,8 +20,8 @@
 //     refusal is given only when nothing remains.
 //
 // A sale with variants (Config.Variants: the variant scenarios
-// variant_sold_out, variant_retry and variant_cap) is counted per variant
-// too: no oversell and conservation per variant, in Redis (the variant's
+// variant_sold_out, variant_retry, variant_cap, variant_handoff_failed)
+// is counted per variant too: no oversell and conservation per variant, in Redis (the variant's
 // ledger) and SQL (its activity row and the live lines of orders), the
 // per-variant cap and the sale's cap over all variants, and every order
 // for the variant its attempt named ("[variant]"). A constructor that
@@ -38,8 +38,10 @@
 //	}
 //
 // [Embedded] is the reference composition: every part real, over miniredis
-// and SQLite (the kit's own tests run it over MySQL/MariaDB too when
-// SECKILL_MYSQL_DSN names a server: TestKitOnMySQL). [Check] runs the same scenarios but records the failures
+// and SQLite (the kit's own tests also run it over MySQL/MariaDB when
+// SECKILL_MYSQL_DSN names a server, TestKitOnMySQL, and over the real
+// Redis server and Cluster when SECKILL_REDIS_ADDR and
+// SECKILL_REDIS_CLUSTER_ADDRS name them, TestKitOnRealRedis). [Check] runs the same scenarios but records the failures
 // instead of failing the test, so a test can show the kit catches a
 // deliberately broken composition.
 package checkouttest

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/captcha"
 	"github.com/seckillkit/seckill/captcha/captchatest"
 	"gorm.io/gorm"
@@ -55,14 +57,21 @@ var (
 // keep no units.
 func Embedded(t testing.TB, c Config) *Sale {
 	t.Helper()
-	return embeddedOn(t, c, testenv.SQLite)
+	return embeddedOn(t, c, testenv.SQLite, nil)
 }
 
 // embeddedOn is Embedded over the database openDB opens (the kit's
-// MySQL/MariaDB tier opens testenv.MySQL).
-func embeddedOn(t testing.TB, c Config, openDB func(testing.TB) *gorm.DB) *Sale {
+// MySQL/MariaDB tier opens testenv.MySQL) and, when rdb is not nil, over
+// that real Redis server or Cluster instead of miniredis: every key under
+// the scenario's testenv.Prefix, the clock real time (a real server's
+// TIME cannot follow a fake one), moved ahead of it by Drain past the
+// reconciler's grace.
+func embeddedOn(t testing.TB, c Config, openDB func(testing.TB) *gorm.DB, rdb redis.UniversalClient) *Sale {
 	t.Helper()
-	e := &embedded{t: t, clk: testenv.NewEpochClock(0), openDB: openDB}
+	e := &embedded{t: t, clk: testenv.NewEpochClock(0), openDB: openDB, rdb: rdb}
+	if rdb != nil {
+		e.clk = testenv.NewRealClock()
+	}
 	e.build(c)
 	return e.sale
 }
@@ -73,6 +82,7 @@ type embedded struct {
 	sale   *Sale
 	q      queue
 	openDB func(testing.TB) *gorm.DB
+	rdb    redis.UniversalClient // a real server; nil: miniredis
 }
 
 // queue is the stand-in for Kafka: encoded order messages in the order
@@ -133,8 +143,23 @@ func (e *embedded) build(c Config) {
 	t.Helper()
 	ctx := context.Background()
 	act := embeddedActivity
-	rdb, mr := testenv.Miniredis(t)
-	mr.SetTime(clk.Now())
+	rdb := e.rdb
+	var mr *miniredis.Miniredis
+	// On a real server, every key under the scenario's own prefix.
+	var stockOpts []stock.DeductorOption
+	var tokenOpts []token.PoolOption
+	var captchaOpts []captcha.Option
+	var statusOpts []status.ResultsOption
+	if rdb == nil {
+		var c *redis.Client
+		c, mr = testenv.Miniredis(t)
+		rdb = c
+		mr.SetTime(clk.Now())
+	} else {
+		p := testenv.Prefix(t)
+		stockOpts, tokenOpts = []stock.DeductorOption{stock.WithKeyPrefix(p)}, []token.PoolOption{token.WithKeyPrefix(p)}
+		captchaOpts, statusOpts = []captcha.Option{captcha.WithKeyPrefix(p)}, []status.ResultsOption{status.WithKeyPrefix(p)}
+	}
 	db := e.openDB(t)
 	e.must("migrate orders", order.AutoMigrate(ctx, db))
 	e.must("migrate outbox", outbox.AutoMigrate(ctx, db))
@@ -158,7 +183,7 @@ func (e *embedded) build(c Config) {
 		ledgers = append(ledgers, id)
 	}
 
-	d, err := stock.New(rdb, stock.WithClock(clk))
+	d, err := stock.New(rdb, append(stockOpts, stock.WithClock(clk))...)
 	e.must("stock", err)
 	if len(c.Variants) > 0 {
 		_, err = d.Load(ctx, stock.Activity{ID: act, PerUserLimit: c.PerUserLimit, Variants: c.Variants})
@@ -166,7 +191,7 @@ func (e *embedded) build(c Config) {
 		_, err = d.Load(ctx, stock.Activity{ID: act, Stock: c.Stock, PerUserLimit: c.PerUserLimit})
 	}
 	e.must("load stock", err)
-	pool, err := token.NewPool(rdb, token.WithClock(clk), token.WithBindTTL(24*time.Hour))
+	pool, err := token.NewPool(rdb, append(tokenOpts, token.WithClock(clk), token.WithBindTTL(24*time.Hour))...)
 	e.must("token pool", err)
 	_, err = pool.Issue(ctx, act, c.Stock+16)
 	e.must("issue tokens", err)
@@ -174,12 +199,13 @@ func (e *embedded) build(c Config) {
 	_, _ = rand.Read(secret)
 	signer, err := token.NewSigner([]token.Key{{ID: "k1", Secret: secret}}, token.WithClock(clk))
 	e.must("signer", err)
-	captchas, err := captcha.New(rdb, captchatest.Fixed("six times seven?", embeddedAnswer), captcha.WithClock(clk), captcha.WithTTL(24*time.Hour))
+	captchas, err := captcha.New(rdb, captchatest.Fixed("six times seven?", embeddedAnswer),
+		append(captchaOpts, captcha.WithClock(clk), captcha.WithTTL(24*time.Hour))...)
 	e.must("captcha", err)
 
-	results, err := status.NewResults(rdb, db, status.WithClock(clk))
+	results, err := status.NewResults(rdb, db, append(statusOpts, status.WithClock(clk))...)
 	e.must("results", err)
-	ids, err := orderid.New(1, orderid.WithClock(clk), orderid.WithEpoch(testenv.Epoch().Add(-24*time.Hour)))
+	ids, err := orderid.New(1, orderid.WithClock(clk), orderid.WithEpoch(clk.Now().Add(-24*time.Hour)))
 	e.must("order ids", err)
 	proc, err := order.NewProcessor(db, ids, order.WithClock(clk))
 	e.must("processor", err)
@@ -287,7 +313,9 @@ func (e *embedded) build(c Config) {
 				// Nothing queued: past the grace, the reconciler releases
 				// what has no order and no message on its way.
 				clk.Add(embeddedGrace + time.Second)
-				mr.SetTime(clk.Now())
+				if mr != nil {
+					mr.SetTime(clk.Now())
+				}
 				for _, l := range ledgers {
 					if _, err := recon.Reconcile(ctx, l); err != nil {
 						return fmt.Errorf("reconcile %s: %w", l, err)

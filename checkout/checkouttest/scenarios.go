@@ -42,6 +42,20 @@ var scenarios = []scenario{
 		needs: needsVariants, run: variantRetry},
 	{name: "variant_cap", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 6, PerUserLimit: 1}, {ID: "M", Stock: 6}, {ID: "L", Stock: 6}}},
 		needs: needsVariants, run: variantCap},
+	{name: "variant_handoff_failed", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 1}, {ID: "M", Stock: 2}}},
+		needs: needsAll(needsVariants, needsHandoff), run: variantHandoffFailed},
+}
+
+// needsAll is the first skip reason of needs, or "".
+func needsAll(needs ...func(*Sale) string) func(*Sale) string {
+	return func(s *Sale) string {
+		for _, n := range needs {
+			if r := n(s); r != "" {
+				return r
+			}
+		}
+		return ""
+	}
 }
 
 // needsVariants skips a variant scenario when the constructor built no
@@ -639,5 +653,37 @@ func variantCap(k *kit) {
 	}
 	if s := variantUnits(n.Live, "jo", "S"); s != 1 {
 		k.t.Errorf("[expect] jo has %d units of S in live orders, want 1 (its cap)", s)
+	}
+}
+
+// variantHandoffFailed: Kafka and the outbox down, a variant attempt's
+// hand-off fails: refused retryable, its unit of S released through the
+// fence (the order's line "<id>#0" in S's ledger), its access token given
+// back, its result FAILED for its owner; the last unit of S then sells to
+// a later attempt, and a retry of the failed one is not a second unit.
+func variantHandoffFailed(k *kit) {
+	k.sale.Faults.KafkaDown(true)
+	k.sale.Faults.OutboxDown(true)
+	o := k.buyAt("fay", "vdown-1", "S")
+	k.expect("a variant attempt while Kafka and the DB are down", o, checkout.Refused, checkout.HandoffFailed)
+	k.sale.Faults.KafkaDown(false)
+	k.sale.Faults.OutboxDown(false)
+	if n := k.counts(); variantUnits(n.Held, "fay", "S") != 0 || n.VariantRemaining["S"] != 1 {
+		k.t.Errorf("[expect] hand-off failure: fay holds %d units of S, S has %d left; want 0 and 1", variantUnits(n.Held, "fay", "S"), n.VariantRemaining["S"])
+	}
+	if again := k.buyAt("fay", "vdown-1", "S"); again.Kind == checkout.Accepted || again.Kind == checkout.Replayed {
+		k.t.Errorf("[expect] retry of the released variant attempt: want refused (released), got %s", describe(again))
+	}
+	later := k.buyAt("fay", "vdown-2", "S")
+	k.expect("a later attempt at S", later, checkout.Accepted, "")
+	n := k.settle()
+	if l := variantUnits(n.Live, "fay", "S"); l != 1 {
+		k.t.Errorf("[expect] fay has %d units of S in live orders, want 1", l)
+	}
+	if o.Reservation != "" {
+		res, err := k.sale.Checkout.Result(k.ctx, "fay", o.Reservation)
+		if err != nil || res.Status != order.StatusFailed {
+			k.t.Errorf("[expect] the released variant reservation %q reads %q (%v) for its owner, want FAILED", o.Reservation, res.Status, err)
+		}
 	}
 }

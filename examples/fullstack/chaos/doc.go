@@ -38,6 +38,24 @@
 // slot migrated to another master and back (SETSLOT IMPORTING/MIGRATING,
 // MIGRATE in small batches) while the buys run.
 //
+// The cart scenarios (TestChaosCarts, carts_test.go; issue #27) run
+// buyer processes of the crash tier (crash/cartbuyer) that reserve 3-line
+// carts with stock.Deductor.ReserveLines — two sales and a variant of a
+// third, every line in one limit group — and write each as one order with
+// lines (order.Processor, whose TxHook holds the group's cap in the
+// database): FC1 kills them with SIGKILL between the lines of a cart
+// (crash.RunCartKill); FC2 fails a Sentinel-managed Redis over mid-cart
+// without losing a write (the master refuses writes, the replica is
+// brought in step, SENTINEL FAILOVER); FC2l fails it over losing the last
+// writes (the replica cut off 0.3–0.8 s, the master killed), then resumes
+// the sale; FC3 splits a limit group over 3 sales on 3 Cluster masters,
+// 4 buyer processes racing for 10 buyers' caps, and kills the master of
+// one sale and a buyer. After the buyers end, the units the data-loss
+// fence froze (and those in which the reconciler finds orphans: lost
+// reservations no Deductor noticed) are rebuilt from the database, the
+// reconciler runs, and crash.CheckCarts counts every invariant from SQL
+// and Redis. SECKILL_CHAOS_RUN selects them by ID like the others.
+//
 // The soak (TestSoak, soak.go: SECKILL_SOAK=short in CI, long for `make
 // soak`) runs the same chain for minutes or hours under continuous load
 // while a nemesis strikes faults of this catalogue on a seeded random

@@ -25,6 +25,12 @@
 //     invariants);
 //   - [Store] reads the truth straight from SQL and from Redis, never
 //     through the service, and [State] checks the invariants by counting.
+//   - the cart tier ([CartRig], [RunCartKill], [CheckCarts]): buyer
+//     processes (./crash/cartbuyer) reserve 3-line carts with
+//     stock.Deductor.ReserveLines and write each as one order with lines,
+//     journaling every step ([CartRecord]); the tests kill them, fail Redis
+//     over under them (the chaos battery's FC scenarios) and count every
+//     invariant from SQL and Redis, per sale, variant and limit group.
 //
 // The tests skip, saying what is missing, without a redis-server binary on
 // PATH or without SECKILL_MYSQL_DSN (for the MariaDB scenarios). They never
