@@ -74,6 +74,18 @@ type LoadParams struct {
 	PerUserLimit int64     `json:"per_user_limit"` // units one buyer may hold; 0 means 1
 	Start        time.Time `json:"start,omitzero"` // zero: open as soon as loaded
 	End          time.Time `json:"end,omitzero"`   // zero: no end; else after Start
+	// Variants split the activity into keyed sub-stocks (sizes, colours),
+	// each sold on its own; Stock is then their sum. Empty: one stock.
+	Variants []Variant `json:"variants,omitempty"`
+}
+
+// Variant is one variant of an activity loaded with [LoadParams.Variants]:
+// its ID ([ValidID], unique in the activity), its units and how many of
+// them one buyer may hold (0: the activity's PerUserLimit).
+type Variant struct {
+	ID           string `json:"id"`
+	Stock        int64  `json:"stock"`
+	PerUserLimit int64  `json:"per_user_limit,omitempty"`
 }
 
 // ActivityState is an activity's control state, as recorded before and

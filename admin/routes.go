@@ -173,6 +173,45 @@ type LoadRequest struct {
 	PerUserLimit int64     `json:"per_user_limit"` // 0..MaxQuantity; 0 means 1
 	Start        time.Time `json:"start,omitzero"` // RFC 3339; zero: open when loaded
 	End          time.Time `json:"end,omitzero"`   // RFC 3339; zero: no end
+	// Variants: the activity sold in variants (sizes, colours), at most
+	// 256; stock is then their sum.
+	Variants []Variant `json:"variants,omitempty"`
+}
+
+// maxVariants is the most variants one load takes.
+const maxVariants = 256
+
+// variantsErr checks a load's variants against its stock and limit:
+// the refusal, or ok.
+func variantsErr(req LoadRequest) (apiError, bool) {
+	if len(req.Variants) == 0 {
+		return apiError{}, true
+	}
+	if len(req.Variants) > maxVariants {
+		return invalidArg("variants: at most 256"), false
+	}
+	seen := map[string]bool{}
+	var sum int64
+	for _, v := range req.Variants {
+		switch {
+		case !ValidID(v.ID):
+			return invalidArg("variants: each id must be 1..64 bytes of [A-Za-z0-9._@+-]"), false
+		case seen[v.ID]:
+			return invalidArg("variants: id " + v.ID + " given twice"), false
+		case v.Stock < 0 || v.Stock > MaxQuantity:
+			return invalidArg("variants: " + v.ID + ": stock 0..2^53-1"), false
+		case v.PerUserLimit < 0 || v.PerUserLimit > MaxQuantity:
+			return invalidArg("variants: " + v.ID + ": per_user_limit 0..2^53-1"), false
+		}
+		seen[v.ID] = true
+		if sum += v.Stock; sum > MaxQuantity {
+			return invalidArg("variants: their stock exceeds 2^53-1"), false
+		}
+	}
+	if sum != *req.Stock {
+		return invalidArg("stock must be the variants' sum " + strconv.FormatInt(sum, 10)), false
+	}
+	return apiError{}, true
 }
 
 func (h *Handler) load(w http.ResponseWriter, r *http.Request, c *call) {
@@ -192,7 +231,11 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request, c *call) {
 		writeError(w, invalidArg("end must be after start"))
 		return
 	}
-	p := LoadParams{Activity: c.vars[0], Stock: *req.Stock, PerUserLimit: req.PerUserLimit, Start: req.Start, End: req.End}
+	if e, ok := variantsErr(req); !ok {
+		writeError(w, e)
+		return
+	}
+	p := LoadParams{Activity: c.vars[0], Stock: *req.Stock, PerUserLimit: req.PerUserLimit, Start: req.Start, End: req.End, Variants: req.Variants}
 	h.change(w, r, c, "load", req, func(ctx ctxT) (Change, error) { return h.b.Load(ctx, p) })
 }
 

@@ -65,11 +65,28 @@ func mapErr(err error) error {
 	return err
 }
 
-// state reads the activity's state from Redis.
+// state reads the activity's state from Redis (an activity with
+// variants: their units together).
 func (b *adminBackend) state(ctx context.Context, activity string) (admin.ActivityState, error) {
 	st, err := b.a.p.stock.Stats(ctx, activity)
 	if err != nil {
 		return admin.ActivityState{}, mapErr(err)
+	}
+	if !st.Loaded {
+		if vs, err := b.a.p.stock.Variants(ctx, activity); err == nil {
+			out := admin.ActivityState{Activity: activity, Loaded: true}
+			for _, v := range vs {
+				vst, err := b.a.p.stock.Stats(ctx, stock.VariantOf(activity, v.ID))
+				if err != nil {
+					return admin.ActivityState{}, mapErr(err)
+				}
+				out.Remaining += vst.Remaining
+				out.Total += vst.Total
+				out.PerUserLimit, out.Start, out.End = vst.Limit, vst.Start, vst.End
+				out.Paused = out.Paused || vst.Paused
+			}
+			return out, nil
+		}
 	}
 	return admin.ActivityState{Activity: activity, Loaded: st.Loaded, Paused: st.Paused, Remaining: st.Remaining,
 		Total: st.Total, PerUserLimit: st.Limit, Start: st.Start, End: st.End}, nil
@@ -88,7 +105,14 @@ func (b *adminBackend) Load(ctx context.Context, p admin.LoadParams) (admin.Chan
 	if err := b.a.in.DB.WithContext(ctx).Where("id = ?", p.Activity).FirstOrCreate(&row).Error; err != nil {
 		return admin.Change{}, err
 	}
-	if _, err := b.a.p.stock.Load(ctx, stock.Activity{ID: p.Activity, Stock: row.Remaining, PerUserLimit: limit, Start: p.Start, End: p.End, Shards: b.a.cfg.Shards}); err != nil {
+	act := stock.Activity{ID: p.Activity, Stock: row.Remaining, PerUserLimit: limit, Start: p.Start, End: p.End, Shards: b.a.cfg.Shards}
+	if len(p.Variants) > 0 {
+		if act.Variants, err = b.loadVariants(ctx, row, p.Variants); err != nil {
+			return admin.Change{}, mapErr(err)
+		}
+		act.Stock, act.Shards = 0, 1
+	}
+	if _, err := b.a.p.stock.Load(ctx, act); err != nil {
 		return admin.Change{}, mapErr(err)
 	}
 	after, err := b.state(ctx, p.Activity)

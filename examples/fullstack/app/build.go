@@ -172,10 +172,17 @@ func (a *App) buildStock() (err error) {
 		if err := a.in.DB.WithContext(ctx).Where("start_time < ? AND end_time > ?", to, from).Find(&rows).Error; err != nil {
 			return nil, err
 		}
-		out := make([]stock.Activity, 0, len(rows))
-		for _, r := range rows {
-			out = append(out, stock.Activity{ID: r.ID, Stock: r.Stock - a.poolQuota(r.ID), PerUserLimit: r.PerUserLimit,
-				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour, Shards: cfg.Shards})
+		// A variant's row ("<activity>/<variant>") is loaded with its
+		// activity (stock.Activity.Variants), never on its own.
+		plain, variants := variantRows(rows, a.sale.variants)
+		out := make([]stock.Activity, 0, len(plain))
+		for _, r := range plain {
+			act := stock.Activity{ID: r.ID, Stock: r.Stock - a.poolQuota(r.ID), PerUserLimit: r.PerUserLimit,
+				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour, Shards: cfg.Shards}
+			if vs := variants[r.ID]; len(vs) > 0 {
+				act.Stock, act.Shards, act.Variants = 0, 1, vs
+			}
+			out = append(out, act)
 		}
 		return out, nil
 	})
@@ -256,6 +263,9 @@ const consumerGroup = "seckill-orders"
 // tokens lived in the same Redis, so the pool is issued again. Issue is
 // idempotent, so a pool that survived is left as it is.
 func (a *App) afterRebuild(tick context.Context, activity string, rebuilt bool) {
+	if _, ok := a.sale.variantOfSale(activity); ok {
+		activity = a.sale.act.ID // a variant rebuilt: the sale's pool
+	}
 	if !rebuilt || activity != a.sale.act.ID {
 		return
 	}
@@ -833,15 +843,17 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 		return nil
 	}
 	a.run.add(worker{name: "reconciler", run: every(a.cfg.ReconcileEvery, func(ctx context.Context) {
-		rep, err := p.recon.Reconcile(ctx, a.sale.act.ID)
-		if err != nil {
-			a.m.workerErrors.WithLabelValues("reconciler").Inc()
-			log.Warn("reconcile", "err", err)
-			return
-		}
-		if len(rep.Released) > 0 || len(rep.Orphans) > 0 || !rep.Conserved {
-			a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
-			log.Warn("reconciler repaired", "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
+		for _, activity := range a.sale.ledgers() { // each variant's ledger of a sale with variants
+			rep, err := p.recon.Reconcile(ctx, activity)
+			if err != nil {
+				a.m.workerErrors.WithLabelValues("reconciler").Inc()
+				log.Warn("reconcile", "activity", activity, "err", err)
+				continue
+			}
+			if len(rep.Released) > 0 || len(rep.Orphans) > 0 || !rep.Conserved {
+				a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
+				log.Warn("reconciler repaired", "activity", activity, "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
+			}
 		}
 	})})
 	return nil

@@ -61,8 +61,13 @@ func (a *App) buy(w http.ResponseWriter, r *http.Request, user string) string {
 		writeJSON(w, http.StatusBadRequest, badBody("bad body", err))
 		return "bad_request"
 	}
+	if msg := a.sale.variantRule(req.Variant); msg != "" {
+		a.m.refused.WithLabelValues("body").Inc()
+		writeErr(w, http.StatusBadRequest, "bad_request", msg)
+		return "bad_request"
+	}
 	at := checkout.Attempt{User: user, RequestID: req.RequestID, Token: req.Token, CaptchaID: req.CaptchaID, Captcha: req.Captcha, PoW: req.PoW,
-		Link: r.PathValue("sig"), IP: a.p.ips.ClientIP(r), Device: r.Header.Get("X-Device-ID")}
+		Link: r.PathValue("sig"), IP: a.p.ips.ClientIP(r), Device: r.Header.Get("X-Device-ID"), Variant: req.Variant}
 	return a.answerBuy(w, r, a.co.Buy(r.Context(), &at))
 }
 
@@ -186,6 +191,9 @@ type buyRequest struct {
 	// gets the same reservation back instead of a second one or a refusal.
 	// Optional; without it every request is a new attempt.
 	RequestID string `json:"request_id"`
+	// Variant is the size picked, for a sale with variants (variants.go):
+	// required there, refused elsewhere.
+	Variant string `json:"variant"`
 }
 
 // readBuyRequest reads a buy's body into req exactly as readJSON does
@@ -274,6 +282,8 @@ func parseBuyRequest(s string, req *buyRequest) bool {
 			req.PoW = val
 		case "request_id":
 			req.RequestID = val
+		case "variant":
+			req.Variant = val
 		default:
 			return false
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seckillkit/seckill/checkout"
 	"github.com/seckillkit/seckill/observe"
+	"github.com/seckillkit/seckill/stock"
 )
 
 // maxPerUserLimit bounds Config.PerUserLimit (the admin API's largest
@@ -114,6 +115,12 @@ type Config struct {
 	// refused a new attempt with a spent token (already_bought), so more
 	// than one unit is reached only by attempts in flight at once.
 	PerUserLimit int64
+	// Variants sells the sale in keyed sub-stocks (sizes, colours;
+	// variants.go): each its own counter in Redis and activity row
+	// "<activity>/<variant>" in the database. Empty (the default): one
+	// counter, as before. With variants Stock is their sum, Shards 1, no DB
+	// fallback pool and the fcfs sale mode.
+	Variants []stock.Variant
 
 	ReconcileEvery time.Duration // reconciler period
 	ReconcileGrace time.Duration // a reservation without order older than this is released
@@ -197,7 +204,8 @@ type Config struct {
 	// the token pool, sessions, captchas and every TTL.
 	ClockSkew time.Duration
 
-	addrMapErr error // a bad SECKILL_KAFKA_ADDR_MAP, reported by Validate
+	addrMapErr  error // a bad SECKILL_KAFKA_ADDR_MAP, reported by Validate
+	variantsErr error // a bad SECKILL_VARIANTS, reported by Validate
 	// adminAddrOld: AdminAddr came from SECKILL_ADMIN_LISTEN, the
 	// deprecated name of SECKILL_ADMIN_ADDR (startAdmin warns).
 	adminAddrOld bool
@@ -346,6 +354,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	dur(&c.PathLead, "path-lead", "SECKILL_PATH_LEAD", "signed buy path released this long before the start")
 	dur(&c.PayTimeout, "pay-timeout", "SECKILL_PAY_TIMEOUT", "unpaid orders are cancelled after this")
 	i64(&c.PerUserLimit, "per-user-limit", "SECKILL_PER_USER_LIMIT", "units one buyer may buy in the sale (seeds the activity's per-user limit; >= 1)")
+	c.registerVariantFlags(fs)
 	intv(&c.DemoUsers, "users", "SECKILL_USERS", "demo users seeded (IDs 1..N, names user1..userN)")
 	dur(&c.ReconcileEvery, "reconcile-every", "SECKILL_RECONCILE_EVERY", "how often the reconciler compares the Redis ledger with the DB")
 	dur(&c.ReconcileGrace, "reconcile-grace", "SECKILL_RECONCILE_GRACE", "age after which a reservation without order and without pending message is released")
@@ -390,6 +399,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 func (c *Config) Resolve(fs *flag.FlagSet) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.resolveVariants(set)
 	if set["redis-sentinel"] {
 		c.RedisAddr, c.RedisCluster = "", nil
 	}
@@ -461,6 +471,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("reconcile-every and reconcile-grace must be positive")
 	case c.fairErr() != nil:
 		return c.fairErr()
+	case c.variantsErrOf() != nil:
+		return c.variantsErrOf()
 	case c.UserRate < 1 || c.UserWindow <= 0 || c.GlobalRate < 1 || c.GlobalBurst < 1:
 		return fmt.Errorf("limits must be positive")
 	}

@@ -290,7 +290,7 @@ func (a *App) tokenWindow(_ context.Context, t *tokenReq) verdict {
 }
 
 func (a *App) tokenSoldOut(_ context.Context, _ *tokenReq) verdict {
-	if a.p.units.SoldOut(a.sale.act.ID) {
+	if a.saleSoldOut() {
 		return refusal(http.StatusConflict, "sold_out", "sold out")
 	}
 	return verdict{}
@@ -405,9 +405,16 @@ func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 // spent-token rule answers (checkout.StepToken); it runs inside tokenTake's
 // one admission of the breaker.
 func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) (token.Grant, error) {
-	held, err := a.p.units.Held(ctx, a.sale.act.ID, user)
-	if err != nil || held > 0 {
-		return g, err
+	var held int64
+	for _, activity := range a.sale.ledgers() { // over every size of a sale with variants
+		n, err := a.p.units.Held(ctx, activity, user)
+		if err != nil {
+			return g, err
+		}
+		held += n
+	}
+	if held > 0 {
+		return g, nil
 	}
 	a.restoreToken(ctx, user, g.Token)
 	return a.p.pool.Take(ctx, a.sale.key, user)

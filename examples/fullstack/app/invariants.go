@@ -38,11 +38,23 @@ type Invariants struct {
 	InFlight      int64            `json:"in_flight"`
 	Settled       bool             `json:"settled"`
 	Fair          *FairCounts      `json:"fair,omitempty"` // the fair sale mode's counts (fairsale.go); absent in fcfs mode
+	// A sale with variants (variant_invariants.go): each variant's counts,
+	// the activity-wide per-user limit and the most units one buyer holds
+	// over all variants in the Redis ledgers (MaxPerUser is the DB's), and
+	// the orders beyond one per reservation. The figures above are then
+	// the variants' sums.
+	Variants        []VariantCounts `json:"variants,omitempty"`
+	PerUserLimit    int64           `json:"per_user_limit"`
+	RedisMaxPerUser int64           `json:"redis_max_per_user,omitempty"`
+	DuplicateOrders int64           `json:"duplicate_orders,omitempty"`
 }
 
 // Invariants counts, in Redis and the DB, everything the invariants need.
 func (a *App) Invariants(ctx context.Context) (Invariants, error) {
-	iv := Invariants{Activity: a.sale.act.ID, Initial: a.sale.act.Stock, Orders: map[string]int64{}}
+	if len(a.sale.variants) > 0 {
+		return a.variantInvariants(ctx)
+	}
+	iv := Invariants{Activity: a.sale.act.ID, Initial: a.sale.act.Stock, Orders: map[string]int64{}, PerUserLimit: a.sale.act.PerUserLimit}
 	held, err := a.heldReservations(ctx, &iv)
 	if err != nil {
 		return iv, err

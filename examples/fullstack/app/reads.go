@@ -25,6 +25,10 @@ type activityView struct {
 	ServerTime    time.Time `json:"server_time"`
 	Demo          bool      `json:"demo"`
 	SaleMode      string    `json:"sale_mode,omitempty"` // queue or draw (fairsale.go); absent in fcfs mode
+	// Variants of a sale sold in sizes (variants.go), each with its units
+	// left and whether it is sold out; absent for a sale without.
+	Variants     []variantView `json:"variants,omitempty"`
+	PerUserLimit int64         `json:"per_user_limit"`
 }
 
 func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +37,7 @@ func (a *App) handleActivity(w http.ResponseWriter, r *http.Request) {
 		Price: a.sale.act.ActivityPrice.String(), OriginalPrice: a.sale.act.OriginalPrice.String(),
 		TotalStock: a.sale.act.Stock, Remaining: a.cachedRemaining(r.Context()),
 		StartTime: a.sale.act.Start, EndTime: a.sale.act.End, PathOpenTime: a.sale.pathOpen, SaleMode: a.fairMode(),
-		ServerTime: time.Now().UTC(), Demo: a.cfg.Demo,
+		ServerTime: time.Now().UTC(), Demo: a.cfg.Demo, Variants: a.saleVariants(r.Context()), PerUserLimit: a.sale.act.PerUserLimit,
 	})
 }
 

@@ -17,6 +17,9 @@ type resultView struct {
 	Reservation string `json:"reservation,omitempty"`
 	OrderNo     string `json:"order_no,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Variant is the size (variant) the reservation holds, for a sale
+	// with variants (variants.go); absent otherwise.
+	Variant string `json:"variant,omitempty"`
 	// owner is the buyer the view belongs to (never sent): the push hub
 	// hands a view only to its owner's streams.
 	owner string
@@ -58,6 +61,7 @@ func (a *App) resultOf(ctx context.Context, user string, resv string) (resultVie
 // its OrderNo) is "cancelled", as the API lists it, not "failed".
 func settledView(res order.Result) resultView {
 	v := resultView{Reservation: res.ReservationID, OrderNo: res.OrderNo, Reason: res.Reason, owner: res.User}
+	v.Variant = variantOfResult(res)
 	switch res.Status {
 	case order.StatusQueued:
 		v.Status = "queued"
@@ -81,6 +85,11 @@ func (a *App) view(ctx context.Context, res order.Result) resultView {
 	if res.Status == order.StatusSuccess {
 		if o, err := a.p.orders.Get(ctx, res.OrderNo); err == nil {
 			v.Status = strings.ToLower(o.Status)
+			if len(o.Lines) == 1 {
+				if vr, ok := a.sale.variantOfSale(o.Lines[0].ActivityID); ok {
+					v.Variant = vr
+				}
+			}
 		}
 	}
 	return v
@@ -133,4 +142,23 @@ func (a *App) handlePay(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.fail(w, r, "pay", err)
 	}
+}
+
+// variantOfResult is the size a result is for ("" for a sale without):
+// its one line's activity "<sale>/<size>" when the result has its lines,
+// else the size checkout folds into a variant attempt's reservation ID
+// ("<attempt>/<size>", checkout.Attempt.Variant).
+func variantOfResult(res order.Result) string {
+	if len(res.Lines) == 1 {
+		if _, v, ok := strings.Cut(res.Lines[0].ActivityID, "/"); ok {
+			return v
+		}
+	}
+	if _, v, ok := strings.Cut(res.Activity, "/"); ok {
+		return v
+	}
+	if i := strings.LastIndexByte(res.ReservationID, '/'); i >= 0 {
+		return res.ReservationID[i+1:]
+	}
+	return ""
 }

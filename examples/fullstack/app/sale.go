@@ -26,6 +26,11 @@ type sale struct {
 	// Read-path cache of the remaining stock (the page polls it).
 	remaining atomic.Int64
 	remainAt  atomic.Int64 // unix nanos of the last refresh
+
+	// variants of the sale (variants.go), as their rows were seeded or
+	// joined, in the page's order; nil for a sale without variants.
+	variants []stock.Variant
+	vcache   variantCache
 }
 
 // prepareSale creates the tables and the demo activity row (kept if it
@@ -71,6 +76,17 @@ func prepareSale(ctx context.Context, gdb *gorm.DB, cfg Config, log *slog.Logger
 	}
 	s.act.Start, s.act.End = s.act.Start.UTC(), s.act.End.UTC()
 	s.pathOpen = s.act.Start.Add(-cfg.PathLead)
+	if len(cfg.Variants) > 0 {
+		if err := seedVariants(ctx, gdb, s.act, cfg.Variants); err != nil {
+			return nil, err
+		}
+		var rows []order.Activity
+		if err := db.Where("id LIKE ?", key+"/%").Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("read variants: %w", err)
+		}
+		_, byParent := variantRows(rows, cfg.Variants)
+		s.variants = byParent[key]
+	}
 	return s, nil
 }
 
@@ -98,6 +114,14 @@ func (a *App) cachedRemaining(ctx context.Context) int64 {
 	now := time.Now().UnixNano()
 	last := s.remainAt.Load()
 	if now-last > int64(200*time.Millisecond) && s.remainAt.CompareAndSwap(last, now) {
+		if len(s.variants) > 0 {
+			var n int64
+			for _, v := range a.saleVariants(ctx) {
+				n += max(v.Remaining, 0)
+			}
+			s.remaining.Store(n)
+			return n
+		}
 		if n, err := a.p.stock.Remaining(ctx, s.act.ID); err == nil {
 			s.remaining.Store(n + a.poolRemaining(ctx))
 		} else if errors.Is(err, stock.ErrNotLoaded) {

@@ -63,11 +63,11 @@ func (c *client) follow(ctx context.Context, hc *http.Client, a *attempt, h *his
 	var tk struct {
 		Ticket string `json:"ticket"`
 	}
-	if code, err := c.do(ctx, "POST", "/api/events/"+a.resv+"/ticket", a.bearer, struct{}{}, &tk); err != nil || code != 200 || tk.Ticket == "" {
+	if code, err := c.do(ctx, "POST", "/api/events/"+url.PathEscape(a.resv)+"/ticket", a.bearer, struct{}{}, &tk); err != nil || code != 200 || tk.Ticket == "" {
 		return 0
 	}
 	start := h.Now()
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/api/events/"+a.resv+"?ticket="+url.QueryEscape(tk.Ticket), nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/api/events/"+url.PathEscape(a.resv)+"?ticket="+url.QueryEscape(tk.Ticket), nil)
 	if err != nil {
 		return 0
 	}
@@ -191,7 +191,7 @@ func (r *runner) crossRead(ctx context.Context) error {
 			}
 			var resp apiResp
 			start := reader.h.Now()
-			code, err := r.c.do(ctx, "GET", "/api/result/"+owner.resv, reader.bearer, nil, &resp)
+			code, err := r.c.do(ctx, "GET", "/api/result/"+url.PathEscape(owner.resv), reader.bearer, nil, &resp)
 			reader.h.Add(history.Op{Kind: history.Result, Reservation: owner.resv, Start: start, End: reader.h.Now(), Code: code,
 				Status: resp.Status, OrderNo: resp.OrderNo, Reason: resp.Reason, Named: resp.Reservation})
 			if err != nil {

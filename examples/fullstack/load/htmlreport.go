@@ -74,7 +74,8 @@ type reportView struct {
 	Latency    chartView
 	Stages     stageView
 	Events     []eventRow
-	Peak       *peakView // nil unless the run is the peak or measured the bare server
+	Peak       *peakView    // nil unless the run is the peak or measured the bare server
+	Variants   []variantRow // a sale with variants: one row per size
 }
 
 // peakView is the page's "Peak" section: the buy phase beside the bare
@@ -136,6 +137,7 @@ func (r *Report) view() (*reportView, error) {
 		return nil, err
 	}
 	v := &reportView{
+		Variants:   r.variantRows(),
 		Title:      "seckill load report",
 		OK:         len(r.Violations) == 0,
 		Violations: r.Violations,

@@ -47,6 +47,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -119,6 +120,16 @@ type Config struct {
 	// all, and to the shop in turn; the invariants are read again after.
 	PayShare, RefundShare float64
 	Refund                func(ctx context.Context, orderNo, restock string) error
+	// A sale with variants (variants.go): each buyer picks a size by
+	// VariantWeights (ID → weight; every size not named gets 0), else by a
+	// Zipf law of exponent VariantZipf (0: 1) over the sizes in the order
+	// the sale lists them, the first the most wanted. Unused for a sale
+	// without variants.
+	VariantWeights map[string]float64
+	VariantZipf    float64
+	// Seed, when not 0, seeds the buyers' choice of sizes (a run that can
+	// be repeated); 0: random.
+	Seed uint64
 }
 
 // Step is one scripted operator action (Config.Steps).
@@ -194,6 +205,11 @@ type Report struct {
 	Final       map[string]int // final result of each accepted reservation (created, failed, ...)
 	Server      Invariants     // counts read by the server from its DB and Redis
 	Violations  []string       // empty = every invariant holds
+	// Variants is what the buyers of each size got (a sale with variants;
+	// nil otherwise), in the sale's order; VariantReleased counts, per
+	// size, the accepted reservations finally released.
+	Variants        []VariantRun
+	VariantReleased map[string]int
 	// History is the check of every buyer's history (package history):
 	// every answer each buyer was given about its reservations (the buy,
 	// the result polls during and after the drain, the payment of every
@@ -255,6 +271,15 @@ type Invariants struct {
 	OutboxPending int64          `json:"outbox_pending"`
 	InFlight      int64          `json:"in_flight"` // reservations with no order and not released
 	Settled       bool           `json:"settled"`   // nothing in flight, outbox empty
+	// PerUserLimit is the sale's cap per buyer (over all its variants).
+	PerUserLimit int64 `json:"per_user_limit"`
+	// A sale with variants: each variant's counts (the figures above are
+	// their sums), the most units one buyer holds over all variants in the
+	// Redis ledgers (MaxPerUser: in the DB), the orders beyond one per
+	// reservation.
+	Variants        []VariantInvariants `json:"variants,omitempty"`
+	RedisMaxPerUser int64               `json:"redis_max_per_user"`
+	DuplicateOrders int64               `json:"duplicate_orders"`
 }
 
 // Sold is the number of units in live orders.
@@ -282,6 +307,7 @@ type attempt struct {
 	h       *history.Client // the attempt's history: one client, one goroutine at a time
 	last    string          // the result status last answered
 	orderNo string          // the order number last answered
+	variant string          // the size asked for (a sale with variants)
 }
 
 // Run executes the load and returns the report. An error means the run
@@ -312,6 +338,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rec := history.NewRecorder()
 	r := &runner{cfg: cfg, c: c, rep: rep, atts: attempts(cfg, rec), rec: rec}
+	var weights []float64
+	if len(act.Variants) > 0 {
+		if weights, err = variantWeights(act.Variants, cfg.VariantWeights, cfg.VariantZipf); err != nil {
+			return nil, err
+		}
+		seed := cfg.Seed
+		if seed == 0 {
+			seed = rand.Uint64()
+		}
+		pickVariants(r.atts, act.Variants, weights, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
+	}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -323,6 +360,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.tally(order)
+	r.tallyVariants(act.Variants, weights)
 	stopPolls, stopPushes := r.pollDuring(ctx), r.pushDuring(ctx)
 	err = r.drain(ctx)
 	stopPolls()
@@ -334,6 +372,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := r.finals(ctx); err != nil {
 		return nil, err
 	}
+	r.variantFinals()
 	if err := r.histories(ctx, act.ID); err != nil {
 		return nil, err
 	}
@@ -632,15 +671,16 @@ func check(rep *Report, total int64, cfg Config) []string {
 		add("I1 negative stock: redis %d, db %d", iv.RedisRemain, iv.DBStock)
 	}
 	// sold = stock when demand exceeds supply (each user may buy one).
-	// (A refund to the sale after the buy phase puts its unit back.)
-	if int64(cfg.Users) >= units && iv.Sold()+iv.RefundedSale != units {
+	// (A refund to the sale after the buy phase puts its unit back.) Not
+	// for a sale with variants: a skewed demand leaves the unwanted sizes.
+	if len(iv.Variants) == 0 && int64(cfg.Users) >= units && iv.Sold()+iv.RefundedSale != units {
 		add("sold %d + refunded to the sale %d != stock %d although %d users wanted one each", iv.Sold(), iv.RefundedSale, units, cfg.Users)
 	}
-	// I2/I4 no user twice.
-	if iv.MaxPerUser > 1 {
-		add("I2 a user holds %d units (cap 1)", iv.MaxPerUser)
+	// I2/I4 no user twice (beyond the cap).
+	if lim := max(iv.PerUserLimit, 1); iv.MaxPerUser > lim {
+		add("I2 a user holds %d units (cap %d)", iv.MaxPerUser, lim)
 	}
-	if iv.DistinctUsers != iv.LiveOrders {
+	if iv.PerUserLimit <= 1 && iv.DistinctUsers != iv.LiveOrders {
 		add("I4 %d live orders for %d distinct users", iv.LiveOrders, iv.DistinctUsers)
 	}
 	// I3 nothing lost: orders = accepted - released.
@@ -662,6 +702,9 @@ func check(rep *Report, total int64, cfg Config) []string {
 	}
 	if iv.DBStock+iv.LiveOrders != units {
 		add("I5 db stock %d + live orders %d != units %d", iv.DBStock, iv.LiveOrders, units)
+	}
+	if len(iv.Variants) > 0 {
+		v = append(v, CheckVariants(iv, rep.variantAccepted(), rep.VariantReleased)...)
 	}
 	return v
 }
@@ -690,6 +733,7 @@ func (r *Report) String() string {
 	s := r.Server
 	fmt.Fprintf(&b, "server      stock %d (initial %d %+d adjusted), sold %d, db stock %d, redis remaining %d, live reservations %d, released %d, orders %s, distinct buyers %d, outbox pending %d\n",
 		s.Units(), s.Initial, s.Adjusted, s.Sold(), s.DBStock, s.RedisRemain, s.RedisLive, s.RedisReleased, fmtMap(s.Orders), s.DistinctUsers, s.OutboxPending)
+	b.WriteString(r.variantLines())
 	if len(r.Violations) == 0 {
 		b.WriteString("invariants  OK (sold = stock, no oversell, no user twice, orders = accepted - released, redis remaining + live = stock, db stock + live orders = stock, stock = initial + adjustments in Redis, the DB row and the DB ledger)\n")
 	} else {
@@ -805,7 +849,10 @@ type Activity struct {
 	PathOpen   time.Time `json:"path_open_time"`
 	ServerTime time.Time `json:"server_time"`
 	Demo       bool      `json:"demo"`
-	clockSkew  time.Duration
+	// Variants are the sale's sizes, each with its units left (a sale
+	// with variants; empty otherwise).
+	Variants  []VariantView `json:"variants"`
+	clockSkew time.Duration
 }
 
 // PathOpens returns when the buy path opens, in this process's clock.
@@ -948,8 +995,11 @@ func (c *client) prepare(ctx context.Context, a *attempt) error {
 		var rid [9]byte
 		_, _ = crand.Read(rid[:])
 		a.reqID = hex.EncodeToString(rid[:])
-		a.body, _ = json.Marshal(map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer,
-			"request_id": a.reqID})
+		body := map[string]string{"token": a.token, "captcha_id": a.captcha, "captcha": a.answer, "request_id": a.reqID}
+		if a.variant != "" {
+			body["variant"] = a.variant
+		}
+		a.body, _ = json.Marshal(body)
 	}()
 	if a.path != "" {
 		return nil // the token answer carried the signed path
@@ -1018,7 +1068,7 @@ func (c *client) result(ctx context.Context, a *attempt) (string, error) {
 func (c *client) resultOf(ctx context.Context, a *attempt, resv string) (string, error) {
 	var r apiResp
 	start := a.h.Now()
-	code, err := c.do(ctx, "GET", "/api/result/"+resv, a.bearer, nil, &r)
+	code, err := c.do(ctx, "GET", "/api/result/"+url.PathEscape(resv), a.bearer, nil, &r)
 	a.h.Add(history.Op{Kind: history.Result, Reservation: resv, Start: start, End: a.h.Now(), Code: code,
 		Status: r.Status, OrderNo: r.OrderNo, Reason: r.Reason, Named: r.Reservation})
 	if err != nil {

@@ -11,6 +11,7 @@
 //	go run ./examples/fullstack/loadgen -report load.html             # also the run as an HTML page
 //	go run ./examples/fullstack/loadgen -peak -users 20000            # the peak: stock for half the users
 //	go run ./examples/fullstack/loadgen -pay-share 0.5 -refund-share 0.5 # pay half the orders, refund half of those
+//	go run ./examples/fullstack/loadgen -variants 36=50,37=120,38=200 -variant-weights 36=6,37=3,38=1 # a sale in sizes
 //
 // -peak measures the moment that decides a sale: the stock is half the
 // users (unless -stock or SECKILL_STOCK says otherwise), so half the buys
@@ -27,6 +28,15 @@
 // network): throughput by outcome and latency p50/p90/p99 over time, with
 // the buy phase's start and end as vertical lines, answers by stage, the
 // invariant check, and the run's parameters and figures.
+//
+// -variants ID=STOCK,... (a service flag) sells the sale in sizes: each
+// buyer picks one by -variant-weights (else a Zipf law, -variant-zipf,
+// over the sizes in the sale's order), the invariants are checked per
+// size and over the sale (load.CheckVariants: no oversell, the per-user
+// cap per size and over the sale in Redis and the DB, conservation,
+// nothing accepted lost, no duplicate order), and the reports gain a
+// table of the sizes (initial, sold, left, when it sold out, the answers
+// by reason).
 //
 // The embedded server accepts every service flag (see -help).
 package main
@@ -171,6 +181,10 @@ func parseFlags(args []string) *cmdline {
 	fs.StringVar(&cl.report, "report", "", "also write the run as one self-contained HTML page (throughput and latency over time, answers by stage, invariants) to this file")
 	fs.BoolVar(&cl.peak, "peak", false, "measure the peak of a sale: stock = users / 2 unless -stock (or SECKILL_STOCK) is given, the bare server beside the buy phase (as -baseline), the figures side by side, and the Redis commands and CPU per accepted buy (INFO commandstats of -redis, -stock-redis or -redis-cluster; with -target they name the target's Redis)")
 	fs.IntVar(&cl.botfarm, "botfarm", 0, "bot-farm mode (#29): the last N of -users are scripted bots (no delay, rotating devices and addresses in one IPv6 /64, solving the proof of work) beside human-paced clients; prints who got the stock and the humans' latency (the embedded server trusts 127.0.0.1's X-Forwarded-For)")
+	fs.Func("variant-weights", "with a sale sold in variants (-variants): each buyer picks a size by these weights, ID=WEIGHT comma separated, e.g. 36=6,37=3,38=1 (sizes not named: 0); default: Zipf over the sizes in the sale's order (-variant-zipf)",
+		func(s string) error { w, err := load.ParseVariantWeights(s); cl.lc.VariantWeights = w; return err })
+	fs.Float64Var(&cl.lc.VariantZipf, "variant-zipf", 1, "with variants and no -variant-weights: the exponent s of the Zipf law of the buyers' sizes (weight of the k-th size listed ∝ 1/k^s: the first is the most wanted)")
+	fs.Uint64Var(&cl.lc.Seed, "seed", 0, "seed of the buyers' choice of sizes (0: random)")
 	_ = fs.Parse(args)
 	if cl.lc.PayShare == 0 { // -pay-share 0: none (load.Config's 0 is its default)
 		cl.lc.PayShare = -1

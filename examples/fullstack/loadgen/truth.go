@@ -23,7 +23,9 @@ func truthOf(db *gorm.DB) func(ctx context.Context, activity string) (history.Tr
 		truth := history.Truth{}
 		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 			var orders []order.Order
-			if err := tx.Where("activity_id = ?", activity).Find(&orders).Error; err != nil {
+			// A sale with variants files each order under its variant's
+			// activity "<activity>/<variant>".
+			if err := tx.Where("activity_id = ? OR activity_id LIKE ?", activity, activity+"/%").Find(&orders).Error; err != nil {
 				return fmt.Errorf("orders: %w", err)
 			}
 			for _, o := range orders {
@@ -33,7 +35,7 @@ func truthOf(db *gorm.DB) func(ctx context.Context, activity string) (history.Tr
 				truth[o.ReservationID] = history.Fact{User: o.UserID, OrderNo: o.OrderNo, Status: strings.ToLower(o.Status)}
 			}
 			var dedup []order.Dedup
-			if err := tx.Where("activity_id = ?", activity).Find(&dedup).Error; err != nil {
+			if err := tx.Where("activity_id = ? OR activity_id LIKE ?", activity, activity+"/%").Find(&dedup).Error; err != nil {
 				return fmt.Errorf("message_dedup: %w", err)
 			}
 			for _, d := range dedup {

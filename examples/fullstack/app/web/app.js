@@ -18,6 +18,8 @@
     done: false,        // a final result was shown
     reservation: "",
     orderNo: "",
+    variant: "",        // the size picked (a sale with variants)
+    boughtVariant: "",  // the size of the reservation shown
   };
 
   const MESSAGES = {
@@ -95,7 +97,42 @@
     $("remaining").textContent = a.remaining;
     $("total").textContent = a.total_stock;
     $("demo-fill").classList.toggle("hidden", !a.demo);
+    showVariants(a.variants || []);
   }
+
+  // A sale with variants: one button per size with its units left, sold
+  // out per size; the buyer picks one before buying.
+  function showVariants(vs) {
+    const box = $("variants");
+    box.classList.toggle("hidden", vs.length === 0);
+    if (vs.length === 0) return;
+    const chosen = vs.find((v) => v.id === state.variant);
+    if (chosen && chosen.sold_out && !state.inFlight) state.variant = "";
+    box.replaceChildren(...vs.map((v) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "variant" + (v.sold_out ? " soldout" : "");
+      b.setAttribute("role", "radio");
+      b.setAttribute("aria-checked", String(v.id === state.variant));
+      b.dataset.variant = v.id;
+      b.dataset.remaining = v.remaining;
+      b.disabled = v.sold_out;
+      const name = document.createElement("span");
+      name.textContent = v.id;
+      const left = document.createElement("small");
+      left.className = "left";
+      left.textContent = v.sold_out ? "sold out" : v.remaining + " left";
+      b.append(name, left);
+      b.addEventListener("click", () => { state.variant = v.id; showVariants(state.act.variants || []); });
+      return b;
+    }));
+    const c = $("chosen");
+    c.classList.toggle("hidden", !state.variant);
+    c.textContent = state.variant ? "Size " + state.variant : "";
+  }
+
+  // needsVariant: the sale has sizes and none is picked.
+  const needsVariant = () => !!(state.act && state.act.variants && state.act.variants.length && !state.variant);
 
   function tick() {
     const a = state.act;
@@ -115,7 +152,9 @@
         phase.textContent = a.remaining > 0 ? "ended" : "sold out"; phase.className = "badge over";
         cd.textContent = a.remaining > 0 ? "the sale has ended" : "all units sold";
       }
-      $("buy-btn").disabled = !open || state.inFlight || state.done || !state.token;
+      $("buy-btn").disabled = !open || state.inFlight || state.done || !state.token || needsVariant();
+      const label = needsVariant() ? "Pick a size" : "Buy now";
+      if ($("buy-btn").textContent !== label) $("buy-btn").textContent = label;
     }
     requestAnimationFrame(tick);
   }
@@ -215,7 +254,7 @@
       // that attempt (a lost answer, a 5xx) together with its token and
       // path: the server then returns the reservation the first try made
       // instead of refusing the retry (even once the sale sold out).
-      if (!state.attempt) { state.attempt = newAttemptID(); state.creds = null; }
+      if (!state.attempt) { state.attempt = newAttemptID(); state.creds = null; state.attemptVariant = state.variant; }
       if (!state.creds) {
         const tk = await api("POST", "/api/activity/token", {});
         if (!tk.ok) { state.attempt = ""; finishRefusal(tk); return; }
@@ -224,6 +263,8 @@
         state.creds = { token: tk.data.token, path: p.data.path };
       }
       const body = { token: state.creds.token, request_id: state.attempt };
+      // The size goes with the attempt: a retry asks for the same one.
+      if (state.attemptVariant) { body.variant = state.attemptVariant; state.boughtVariant = state.attemptVariant; }
       if (state.pow) body.pow = await solvePoW();
       if (!state.pow || state.captchaAsked) { body.captcha_id = state.captchaID; body.captcha = $("captcha").value.trim(); }
       const r = await api("POST", state.creds.path, body);
@@ -254,7 +295,9 @@
     }
     say(st, MESSAGES[st] ? "" : r.data.message);
     if (st === "unauthorized") return signOut();
-    if (st === "sold_out" || st === "already_bought" || st === "ended") state.done = true;
+    if (st === "sold_out" && state.act && state.act.variants && state.act.variants.length) {
+      state.variant = ""; // that size is gone: pick another (the page marks it sold out)
+    } else if (st === "sold_out" || st === "already_bought" || st === "ended") state.done = true;
     loadCaptcha(); // a captcha is single use
   }
 
@@ -266,6 +309,9 @@
       $("order-no").textContent = res.order_no;
       $("order").classList.remove("hidden");
       $("pay-btn").classList.toggle("hidden", res.status !== "created");
+      const size = res.variant || state.boughtVariant;
+      $("order-variant").textContent = size ? "size " + size : "";
+      $("order-variant").classList.toggle("hidden", !size);
     }
     state.done = true;
     return true;

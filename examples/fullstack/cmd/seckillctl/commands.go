@@ -267,9 +267,21 @@ func (c *cli) units(action string) func([]string) (string, any, error) {
 
 func (c *cli) loadCmd(act func(*cobra.Command) *cobra.Command) *cobra.Command {
 	var stock, limit int64
-	var start, end string
+	var start, end, variants string
 	cmd := c.actionCmd("load ACTIVITY --stock N", "Load (or reload) an activity", 1, func(a []string) (string, any, error) {
 		body := map[string]any{"stock": stock, "per_user_limit": limit}
+		if variants != "" {
+			vs, sum, err := parseVariants(variants)
+			if err != nil {
+				return "", nil, err
+			}
+			if stock < 0 {
+				body["stock"] = sum // the variants' sum
+			}
+			body["variants"] = vs
+		} else if stock < 0 {
+			return "", nil, fmt.Errorf("%w: --stock N is required (or --variants)", errUsage)
+		}
 		for name, v := range map[string]string{"start": start, "end": end} {
 			if v == "" {
 				continue
@@ -282,8 +294,8 @@ func (c *cli) loadCmd(act func(*cobra.Command) *cobra.Command) *cobra.Command {
 		}
 		return "activities/" + url.PathEscape(a[0]) + "/load", body, nil
 	})
-	cmd.Flags().Int64Var(&stock, "stock", -1, "units on sale (required)")
-	_ = cmd.MarkFlagRequired("stock")
+	cmd.Flags().Int64Var(&stock, "stock", -1, "units on sale (required, unless --variants: their sum)")
+	cmd.Flags().StringVar(&variants, "variants", "", "sell the activity in variants (sizes, colours): ID=STOCK[:LIMIT], comma separated, e.g. 36=50,37=120:1 (LIMIT: units of that variant per buyer, default --limit)")
 	cmd.Flags().Int64Var(&limit, "limit", 1, "units one buyer may hold")
 	cmd.Flags().StringVar(&start, "start", "", "sale start, RFC 3339 (default: open when loaded)")
 	cmd.Flags().StringVar(&end, "end", "", "sale end, RFC 3339 (default: no end)")
@@ -444,4 +456,41 @@ func (c *cli) auditCmd() *cobra.Command {
 	cmd.Flags().IntVar(&limit, "limit", 50, "entries per page (1..500)")
 	cmd.Flags().Uint64Var(&before, "before", 0, "entries older than this ID (the previous page's next)")
 	return cmd
+}
+
+// variantBody is one variant of a load's body.
+type variantBody struct {
+	ID           string `json:"id"`
+	Stock        int64  `json:"stock"`
+	PerUserLimit int64  `json:"per_user_limit,omitempty"`
+}
+
+// parseVariants reads --variants (ID=STOCK[:LIMIT],...) and sums the
+// stock; the server checks the IDs and the rest.
+func parseVariants(s string) ([]variantBody, int64, error) {
+	var out []variantBody
+	var sum int64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		id, rest, ok := strings.Cut(p, "=")
+		units, lim, hasLim := strings.Cut(rest, ":")
+		n, err := strconv.ParseInt(strings.TrimSpace(units), 10, 64)
+		if !ok || strings.TrimSpace(id) == "" || err != nil || n < 0 {
+			return nil, 0, fmt.Errorf("%w: --variants %q: want ID=STOCK[:LIMIT] with STOCK >= 0", errUsage, p)
+		}
+		v := variantBody{ID: strings.TrimSpace(id), Stock: n}
+		if hasLim {
+			if v.PerUserLimit, err = strconv.ParseInt(strings.TrimSpace(lim), 10, 64); err != nil || v.PerUserLimit < 1 {
+				return nil, 0, fmt.Errorf("%w: --variants %q: LIMIT must be a positive integer", errUsage, p)
+			}
+		}
+		out = append(out, v)
+		sum += n
+	}
+	if len(out) == 0 {
+		return nil, 0, fmt.Errorf("%w: --variants: none given (want ID=STOCK[:LIMIT],...)", errUsage)
+	}
+	return out, sum, nil
 }

@@ -1,0 +1,40 @@
+package admin_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+// TestLoadVariants: a load takes the activity's variants (recorded in the
+// audit row's params), and refuses bad ones by name before the backend
+// is called: an ID outside the alphabet, one given twice, a negative
+// stock or limit, and a stock that is not the variants' sum.
+func TestLoadVariants(t *testing.T) {
+	forEachDB(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		f.mustOK(f.post("/admin/activities/shoe/load", `{"stock":5,"per_user_limit":2,"variants":[{"id":"36","stock":2,"per_user_limit":1},{"id":"37","stock":3}]}`, ""), nil)
+		rows := f.rows()
+		if len(rows) != 1 || !strings.Contains(rows[0].Params, `"variants":[{"id":"36","stock":2,"per_user_limit":1},{"id":"37","stock":3}]`) {
+			t.Fatalf("audit rows %+v", rows)
+		}
+		for body, want := range map[string]string{
+			`{"stock":1,"variants":[{"id":"3 6","stock":1}]}`:                      "each id must be",
+			`{"stock":2,"variants":[{"id":"36","stock":1},{"id":"36","stock":1}]}`: "given twice",
+			`{"stock":0,"variants":[{"id":"36","stock":-1}]}`:                      "36: stock",
+			`{"stock":1,"variants":[{"id":"36","stock":1,"per_user_limit":-1}]}`:   "per_user_limit",
+			`{"stock":4,"variants":[{"id":"36","stock":1},{"id":"37","stock":2}]}`: "the variants' sum 3",
+		} {
+			r := f.post("/admin/activities/shoe2/load", body, "")
+			f.mustError(r, http.StatusBadRequest, "invalid_argument")
+			if !strings.Contains(r.body, want) {
+				t.Errorf("%s: %s, want a message with %q", body, r.body, want)
+			}
+		}
+		if n := f.mem.Calls("load"); n != 1 {
+			t.Errorf("the backend's Load called %d times, want once (the refused loads never reach it)", n)
+		}
+	})
+}
