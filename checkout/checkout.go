@@ -90,6 +90,12 @@ type Stock interface {
 	SoldOut(activity string) bool
 	SoldOutFor(activity, reservationID string) bool
 	SoldOutForPrefix(activity, prefix string) bool
+	// Variants lists the sale's variants (stock.Deductor.Variants;
+	// stock.ErrNotLoaded for a sale without variants or not loaded). A
+	// variant attempt's spent-token rule adds the buyer's units over them,
+	// and an unknown variant is told apart from a sale not yet loaded by
+	// them: a wrapper must pass it through.
+	Variants(ctx context.Context, activity string) ([]stock.Variant, error)
 }
 
 // Tokens is the access-token pool: *token.Pool has it.

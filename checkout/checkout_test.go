@@ -29,6 +29,11 @@ type memStock struct {
 	released  []string
 }
 
+// Variants: the in-memory stock is a plain sale.
+func (s *memStock) Variants(context.Context, string) ([]stock.Variant, error) {
+	return nil, stock.ErrNotLoaded
+}
+
 func newMemStock(units int64) *memStock {
 	return &memStock{remaining: units, ledger: map[string]stock.Reservation{}}
 }

@@ -347,15 +347,13 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 // spent-token rule: the token is the sale's, so a buyer holding a unit of
 // one variant cannot pass with it at another. A variant attempt adds the
 // buyer's units of every variant the stock lists (one Held per variant,
-// on this rare path only); a Stock that lists no variants is asked of the
-// attempt's variant alone. A variant the list does not hold is
+// on this rare path only). A variant the list does not hold is
 // ErrNotLoaded, as its own Held would be.
 func (c *Checkout) heldInSale(ctx context.Context, a *Attempt) (int64, error) {
-	l, ok := c.cfg.Stock.(variantLister)
-	if a.Variant == "" || !ok {
+	if a.Variant == "" {
 		return c.cfg.Stock.Held(ctx, c.ledger(a), a.User)
 	}
-	vs, err := l.Variants(ctx, c.cfg.Activity)
+	vs, err := c.cfg.Stock.Variants(ctx, c.cfg.Activity)
 	if err != nil {
 		return 0, err
 	}
@@ -487,11 +485,6 @@ func (c *Checkout) queued(user, reservation, variant string, qty int64, at time.
 	return res
 }
 
-// variantLister is what lists a sale's variants: *stock.Deductor has it.
-type variantLister interface {
-	Variants(ctx context.Context, activity string) ([]stock.Variant, error)
-}
-
 // notLoaded answers an attempt whose ledger the stock does not have
 // (stock.NotLoaded, or Held's ErrNotLoaded). For the sale's own activity
 // it is the sale not loaded yet (retryable), unless the sale has variants:
@@ -499,18 +492,9 @@ type variantLister interface {
 // the sale's variants decides: a variant it does not list is unknown
 // (final); a listed one, or a sale not loaded yet, is retryable; a plain
 // sale (its own ledger loaded, no variant list) has no variants (final).
-// A Stock that lists no variants cannot tell the two apart: retryable,
-// saying both.
 func (c *Checkout) notLoaded(ctx context.Context, a *Attempt) Outcome {
 	wait := refuse(NotStarted, false, "the sale has not started")
-	l, ok := c.cfg.Stock.(variantLister)
-	if !ok {
-		if a.Variant == "" {
-			return wait
-		}
-		return refuse(BadRequest, false, "unknown variant, or the sale has not started")
-	}
-	vs, err := l.Variants(ctx, c.cfg.Activity)
+	vs, err := c.cfg.Stock.Variants(ctx, c.cfg.Activity)
 	switch {
 	case errors.Is(err, stock.ErrNotLoaded):
 		if a.Variant == "" {

@@ -70,10 +70,6 @@ func (r *recStock) SoldOutFor(activity, id string) bool {
 	return r.Deductor.SoldOutFor(activity, id)
 }
 
-// plainStock hides the Deductor's Variants: a Stock that cannot list a
-// sale's variants.
-type plainStock struct{ Stock }
-
 // variantWorld is a sale "sale-1" with variants S (1 unit), M (2) and L
 // (0), cap 2 over the sale, a plain sale "sale-2", over miniredis.
 type variantWorld struct {
@@ -319,8 +315,7 @@ func TestVariantRetryOtherVariant(t *testing.T) {
 // TestVariantUnknown: what stock answers "not loaded" for is told apart
 // truthfully: a variant the sale does not have, and the sale itself bought
 // without a variant, are refused final; a variant of a sale that has none
-// too; a sale not loaded yet is retryable; a Stock that cannot list
-// variants gets a retryable refusal that says both.
+// too; a sale not loaded yet is retryable.
 func TestVariantUnknown(t *testing.T) {
 	w := newVariantWorld(t, 2, nil)
 	for _, tc := range []struct {
@@ -362,10 +357,6 @@ func TestVariantUnknown(t *testing.T) {
 		t.Errorf("a sale not loaded yet: %+v", o)
 	}
 
-	blind := newVariantWorld(t, 2, func(c *Config) { c.Stock = plainStock{c.Stock} })
-	if o := blind.buy("alice", "r1", "XL", tok(1)); o.Kind != Refused || o.Reason != BadRequest || o.Final {
-		t.Errorf("a Stock without Variants: %+v, want bad_request, retryable", o)
-	}
 }
 
 // TestVariantResult: Result reads a variant reservation from its line's

@@ -17,7 +17,7 @@ import (
 const kitGrace = time.Second
 
 // TestConformance runs the checkout conformance kit against the reference
-// deployment: a fresh embedded app (miniredis, SQLite, kfake) per scenario,
+// deployment (the variant scenarios on a sale in sizes, -variants): a fresh embedded app (miniredis, SQLite, kfake) per scenario,
 // its own checkout (the app's step edit, then the kit's), credentials from
 // its own parts (access-token pool, demo captcha, signer), the pipeline
 // drained through its real Kafka consumer group, outbox relay and
@@ -28,6 +28,13 @@ func TestConformance(t *testing.T) {
 	checkouttest.Run(t, func(t testing.TB, c checkouttest.Config) *checkouttest.Sale {
 		cfg := embeddedConfig(1, c.Stock) // the kit's buyers are its own IDs, not demo users
 		cfg.PerUserLimit = max(c.PerUserLimit, 1)
+		if len(c.Variants) > 0 { // the kit's variant scenarios: a sale in sizes
+			cfg.Variants = c.Variants
+			cfg.Stock = 0
+			for _, v := range c.Variants {
+				cfg.Stock += v.Stock
+			}
+		}
 		// The kit sends up to 12 attempts of one buyer within a second;
 		// the per-user window (a rate limit, which keeps no units) would
 		// answer some of them "limited".

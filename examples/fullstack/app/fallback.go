@@ -86,6 +86,12 @@ func (s *saleStock) SoldOutForPrefix(activity, prefix string) bool {
 	return s.d.SoldOutForPrefix(activity, prefix)
 }
 
+// Variants is the deductor's list of the sale's variants (a sale in
+// sizes; the DB pool is off for one).
+func (s *saleStock) Variants(ctx context.Context, activity string) ([]stock.Variant, error) {
+	return s.d.Variants(ctx, activity)
+}
+
 // poolSoldOut reports whether the DB pool answered SoldOut within the last
 // second (its units come back only through releases, which are rare): the
 // in-process sold-out short-circuit then refuses without a DB query.
