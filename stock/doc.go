@@ -425,9 +425,11 @@
 // never taken is tombstoned). A buyer can therefore never hold more than
 // GroupLimit over the group, whatever runs concurrently on whatever slot;
 // a crash between the take and the stock errs on the buyer's side (the
-// allowance stays taken until ReleaseLines, or the group's keys expire 30
-// days after its last take). A Release of one line gives back its stock,
-// not its allowance (the units were bought). The database side of the
+// allowance stays taken until ReleaseLines, or SweepGroup — the group's
+// reconciler, which gives back every allowance whose line no longer holds
+// a unit, tombstoning a line never reserved —, or the group's keys expire
+// 30 days after its last take). A Release of one line gives back its
+// stock, not its allowance, until a SweepGroup sees the line released. The database side of the
 // group limit is the order consumer's: count a buyer's live order lines of
 // the group before inserting (see the stock README).
 //

@@ -4,13 +4,16 @@
 -- hash tag {g:<group>}, apart from any activity.
 --
 -- KEYS[1] held    hash  user -> units taken                  <prefix>{g:<group>}:held
--- KEYS[2] ledger  hash  line reservation ID -> "user:qty:state:atMs"
+-- KEYS[2] ledger  hash  line reservation ID -> "user:qty:state:atMs[:activity]"
 --                       state R taken, X given back, T tombstone (given back before taken)
 -- ARGV[1] line reservation ID
 -- ARGV[2] user ID (a string)
 -- ARGV[3] qty (> 0, <= 2^53-1)
 -- ARGV[4] the group's per-user limit (>= 1, <= 2^53-1)
 -- ARGV[5] TTL of the group's keys in ms, renewed by every take
+-- ARGV[6] the line's activity (an activity ID or a variant's "a/v"),
+--         recorded after the time: "user:qty:R:atMs:activity", so a
+--         sweep (Deductor.SweepGroup) can find the line's ledger entry
 --
 -- Now: Redis TIME (milliseconds), for the ledger record.
 --
@@ -41,7 +44,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HINCRBY', KEYS[1], ARGV[2], qty)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. ARGV[3] .. ':R:' .. now)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. ARGV[3] .. ':R:' .. now .. ':' .. ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return {1, held + qty}

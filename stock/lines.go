@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -153,9 +154,10 @@ var errStopped = errors.New("stock: stopped by the test hook")
 // error (Redis failed, or a kill between steps) can leave the first steps
 // held: retry with the same ID, or call [Deductor.ReleaseLines], or leave
 // them to the reconciler, which sees ordinary ledger entries with no order
-// and releases them; a group allowance is given back by ReleaseLines only,
-// so until then it errs on the buyer's side (it refuses, never
-// over-allows). Between steps, other buyers can see the first lines held.
+// and releases them; a group allowance is given back by ReleaseLines or,
+// once the reconciler has run, by [Deductor.SweepGroup], so until then it
+// errs on the buyer's side (it refuses, never over-allows). Between
+// steps, other buyers can see the first lines held.
 //
 // Use it for a cart; for one line, Reserve is the same without the suffix.
 func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, error) {
@@ -173,7 +175,7 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 		if l.Group == "" {
 			continue
 		}
-		code, err := d.groupTake(ctx, l.Group, ids[i], req.User, l.Qty, l.GroupLimit)
+		code, err := d.groupTake(ctx, l.Group, ids[i], req.User, l.Activity, l.Qty, l.GroupLimit)
 		if err != nil {
 			return LinesResult{}, err
 		}
@@ -369,9 +371,9 @@ func (d *Deductor) holdKeys(ctx context.Context, activity, user string) (keys, e
 }
 
 // groupTake takes qty of user's allowance in group under line ID id.
-func (d *Deductor) groupTake(ctx context.Context, group, id, user string, qty, limit int64) (groupCode, error) {
+func (d *Deductor) groupTake(ctx context.Context, group, id, user, activity string, qty, limit int64) (groupCode, error) {
 	vals, err := groupTakeScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, user, qty, limit,
-		groupTTL.Milliseconds()).Slice()
+		groupTTL.Milliseconds(), activity).Slice()
 	if err != nil {
 		return 0, classify("group", err)
 	}
@@ -397,4 +399,105 @@ func (d *Deductor) groupGive(ctx context.Context, group, id string) (giveBackCod
 		return c, nil
 	}
 	return 0, badReply("group", "status code %d", v)
+}
+
+// SweepGroup gives back the allowances of group whose line no longer holds
+// a unit, and returns how many it gave back. It is the limit group's
+// reconciler, to run after the activities' reconciler: a cart cut short (a
+// kill -9 between its steps, an undo that failed) leaves allowances taken
+// that only ReleaseLines would give back, and the reconciler, which
+// releases the cut cart's held lines, knows nothing of groups.
+//
+// For each allowance taken more than olderThan ago (by Redis's clock;
+// olderThan must exceed the longest a ReserveLines can run — its steps,
+// each bounded by the client's timeouts —, for example the reconciler's
+// grace), it looks up the
+// line's ledger entry ("<id>#<i>" in the line's activity, recorded by the
+// take): a held line keeps its allowance (an order's, or one the
+// reconciler has not released yet); a released line's is given back; a
+// line never reserved is released first, which tombstones it (a step of
+// the cart arriving later reserves nothing, and its ReserveLines is
+// refused and undone), then its allowance is given back. A line of an
+// activity that cannot be read now (frozen, not loaded) is left for the
+// next sweep, and named in the error. Allowances taken before this
+// version (no activity recorded) are left alone. Idempotent; safe beside
+// buyers, ReleaseLines and another sweep.
+func (d *Deductor) SweepGroup(ctx context.Context, group string, olderThan time.Duration) (int, error) {
+	if err := checkID(ErrInvalidArgument, "limit group", group); err != nil {
+		return 0, err
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("%w: olderThan %v must not be negative", ErrInvalidArgument, olderThan)
+	}
+	key := groupKeys(d.o.prefix, group)[1:2]
+	given := 0
+	var errs []error
+	cursor := scanEnd
+	for {
+		vals, err := groupScanScript.Run(ctx, d.rdb, key, cursor, idsPage).Slice()
+		if err != nil {
+			return given, classify("group sweep", err)
+		}
+		if len(vals) != 3 {
+			return given, badReply("group sweep", "%d values, want 3", len(vals))
+		}
+		next, ok1 := vals[0].(string)
+		now, ok2 := vals[1].(int64)
+		page, ok3 := vals[2].([]any)
+		if !ok1 || !ok2 || !ok3 || len(page)%2 != 0 {
+			return given, badReply("group sweep", "reply of types %T, %T, %T", vals[0], vals[1], vals[2])
+		}
+		before := now - olderThan.Milliseconds()
+		kv := make([]string, len(page))
+		for i, v := range page {
+			if kv[i], ok1 = v.(string); !ok1 {
+				return given, badReply("group sweep", "entry of type %T", v)
+			}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			id, rec := kv[i], kv[i+1]
+			parts := strings.SplitN(rec, ":", 5)
+			if len(parts) != 5 || parts[2] != "R" {
+				continue // given back, a tombstone, or no activity recorded
+			}
+			at, err := strconv.ParseInt(parts[3], 10, 64)
+			if err != nil || at > before {
+				continue
+			}
+			activity := parts[4]
+			r, found, err := d.Lookup(ctx, activity, id)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("line %s of %s: %w", id, activity, err))
+				continue
+			case found && r.State == Held:
+				continue
+			case !found:
+				rr, err := d.Release(ctx, activity, id)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("line %s of %s: %w", id, activity, err))
+					continue
+				}
+				if rr.Status == ReleaseDone && rr.Qty > 0 {
+					// The line was reserved between the lookup and the
+					// release: a ReserveLines still running after
+					// olderThan. It is released now; say so.
+					errs = append(errs, fmt.Errorf("line %s of %s: reserved while the sweep ran (olderThan %v is shorter than a ReserveLines ran); released", id, activity, olderThan))
+				}
+			}
+			code, err := d.groupGive(ctx, group, id)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("line %s: %w", id, err))
+				continue
+			}
+			if code == giveBackNow {
+				given++
+			}
+		}
+		if next == scanEnd {
+			break
+		}
+		cursor = next
+	}
+	return given, errors.Join(errs...)
 }

@@ -264,14 +264,14 @@ func TestLimitGroupGivenBackOnRefusal(t *testing.T) {
 		y := activityKeys(prefix, "y")
 		assert.Equal(t, int64(5), hint(t, rdb, y.meta, "stock"))
 
-		code, err := d.groupTake(ctx, "p", "r#0", "2", 2, 3)
+		code, err := d.groupTake(ctx, "p", "r#0", "2", "x", 2, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupTaken, code)
-		code, err = d.groupTake(ctx, "p", "r#0", "2", 2, 3)
+		code, err = d.groupTake(ctx, "p", "r#0", "2", "x", 2, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupTaken, code, "a retry replays")
 		assert.Equal(t, int64(2), hint(t, rdb, gk[0], "2"), "and takes nothing more")
-		code, err = d.groupTake(ctx, "p", "r#0", "3", 2, 3)
+		code, err = d.groupTake(ctx, "p", "r#0", "3", "x", 2, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupConflict, code)
 		g, err := d.groupGive(ctx, "p", "r#0")
@@ -283,7 +283,7 @@ func TestLimitGroupGivenBackOnRefusal(t *testing.T) {
 		g, err = d.groupGive(ctx, "p", "late#0")
 		require.NoError(t, err)
 		assert.Equal(t, giveBackTombstone, g)
-		code, err = d.groupTake(ctx, "p", "late#0", "2", 1, 3)
+		code, err = d.groupTake(ctx, "p", "late#0", "2", "x", 1, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupReleased, code, "a take after its give-back takes nothing")
 	})
@@ -350,5 +350,66 @@ func TestLinesInvalid(t *testing.T) {
 			_, err := d.ReserveLines(ctx, req)
 			require.ErrorIs(t, err, ErrInvalidArgument, "%+v", req)
 		}
+	})
+}
+
+// TestSweepGroupAfterCrash: a cart of 3 grouped lines killed after its
+// first step holds line 0 and the allowances of all 3 lines. The
+// reconciler's path releases line 0; SweepGroup then gives back every
+// allowance whose line holds nothing — the released line 0, and lines 1
+// and 2, never reserved, which it tombstones first (a late step reserves
+// nothing) — and leaves a whole cart's allowances alone. Counted from the
+// group's hash and ledger in Redis.
+func TestSweepGroupAfterCrash(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		all := cartFixture(t, d)
+		gk := groupKeys(prefix, "grp")
+		grouped := func(id string) Lines {
+			return Lines{User: "7", ReservationID: id, Lines: []Line{{Activity: "p1", Qty: 1, Group: "grp", GroupLimit: 6},
+				{Activity: "p2", Qty: 1, Group: "grp", GroupLimit: 6}, {Activity: all[2], Qty: 1, Group: "grp", GroupLimit: 6}}}
+		}
+		whole, err := d.ReserveLines(ctx, grouped("whole"))
+		require.NoError(t, err)
+		require.Equal(t, Reserved, whole.Status)
+		d.linesStep = func(step int) bool { return step == 1 }
+		_, err = d.ReserveLines(ctx, grouped("cut"))
+		require.ErrorIs(t, err, errStopped)
+		d.linesStep = nil
+		require.Equal(t, int64(6), hint(t, rdb, gk[0], "7"), "3 + 3 allowances taken")
+
+		// A sweep before the allowances are old enough does nothing.
+		n, err := d.SweepGroup(ctx, "grp", time.Hour)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+
+		// The reconciler: the cut cart's held line has no order.
+		rr, err := d.Release(ctx, "p1", lineID("cut", 0))
+		require.NoError(t, err)
+		require.Equal(t, ReleaseDone, rr.Status)
+		n, err = d.SweepGroup(ctx, "grp", 0)
+		require.NoError(t, err)
+		assert.Equal(t, 3, n, "the cut cart's three allowances")
+		assert.Equal(t, int64(3), hint(t, rdb, gk[0], "7"), "the whole cart's remain")
+		for i := range 3 {
+			rec := hgetall(t, rdb, gk[1])[lineID("cut", i)]
+			assert.Contains(t, rec, ":X:", "line %d given back", i)
+			assert.Contains(t, hgetall(t, rdb, gk[1])[lineID("whole", i)], ":R:", "the whole cart's line %d kept", i)
+		}
+		// Lines 1 and 2 were tombstoned: the cart's late retry deducts nothing.
+		res, err := d.ReserveLines(ctx, grouped("cut"))
+		require.NoError(t, err)
+		assert.Equal(t, Released, res.Status)
+		held, _ := heldInRedis(t, rdb, prefix, all...)
+		assert.Equal(t, int64(3), held, "only the whole cart's lines are held")
+		n, err = d.SweepGroup(ctx, "grp", 0)
+		require.NoError(t, err)
+		assert.Zero(t, n, "idempotent")
+
+		_, err = d.SweepGroup(ctx, "bad group!", 0)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
+		_, err = d.SweepGroup(ctx, "grp", -time.Second)
+		assert.ErrorIs(t, err, ErrInvalidArgument)
 	})
 }

@@ -122,4 +122,8 @@ var (
 	//go:embed group_give.lua
 	groupGiveLua    string
 	groupGiveScript = redis.NewScript(groupGiveLua)
+
+	//go:embed group_scan.lua
+	groupScanLua    string
+	groupScanScript = redis.NewScript(groupScanLua)
 )

@@ -66,7 +66,8 @@ type CartCheck struct {
 	// unit's stock.
 	Settled bool
 	// ExactGroup: Redis's allowances are exactly the buyers' live lines
-	// in the group (every cart cut short was given back by ReleaseLines).
+	// in the group (every cart cut short was given back by ReleaseLines or
+	// the group's sweep, stock.Deductor.SweepGroup).
 	// Without it, Redis may hold more (a cart killed between its
 	// allowance and its order, not yet recovered: it errs on the buyer's
 	// side) but every cap is still counted.

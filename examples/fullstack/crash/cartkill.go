@@ -1,6 +1,7 @@
 package crash
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -66,12 +67,28 @@ func RunCartKill(t *testing.T, dsn string, rdb redis.UniversalClient, redisCfg C
 	c := rig.Check("after the reconciler", CartCheck{Settled: true})
 	for _, id := range []string{cut1 + "#0", cut1 + "#1", cut1 + "#2", cut2 + "#0", cut2 + "#1", cut2 + "#2"} {
 		if g := rig.GroupEntry(id); g != "R" {
-			t.Errorf("the killed cart's allowance %s is %q, want still taken (R) until ReleaseLines", id, g)
+			t.Errorf("the killed cart's allowance %s is %q, want still taken (R) until the group's sweep", id, g)
 		}
 	}
 	if c.LeakedAllowances == 0 {
 		t.Errorf("no allowance held beyond the live lines after the kills between lines")
 	}
+
+	// The limit group's reconciler (stock.Deductor.SweepGroup): every
+	// buyer process is dead, so any allowance is old enough. It gives back
+	// the cut carts' allowances, released or never reserved (tombstoned),
+	// without the buyers' journals: nothing of a cut cart is held anywhere.
+	given, err := rig.Deductor().SweepGroup(context.Background(), s.Group, 0)
+	if err != nil {
+		t.Fatalf("SweepGroup: %v", err)
+	}
+	t.Logf("the group's sweep gave back %d allowance(s)", given)
+	for _, id := range []string{cut1 + "#0", cut1 + "#1", cut1 + "#2", cut2 + "#0", cut2 + "#1", cut2 + "#2"} {
+		if g := rig.GroupEntry(id); g != "X" {
+			t.Errorf("the killed cart's allowance %s is %q after the sweep, want given back (X)", id, g)
+		}
+	}
+	rig.Check("after the reconciler and the group's sweep", CartCheck{Settled: true, ExactGroup: true})
 
 	for _, b := range []*CartBuyer{b1, b2, b3} {
 		rig.Restart(b, 30)

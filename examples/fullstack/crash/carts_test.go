@@ -12,11 +12,12 @@ import "testing"
 // moment. The reconciler then releases every held line with no order:
 // counted, Redis holds exactly the live order lines and each cart is an
 // order with all its lines or holds no stock; the killed carts'
-// limit-group allowances stay taken (ReserveLines's documented
-// "errs on the buyer's side": the reconciler releases ledger entries, not
-// allowances). The buyers restarted settle their killed runs' carts
-// (ReleaseLines) and buy on; reconciled again, every allowance equals the
-// buyer's live lines: nothing of a cut cart is held anywhere.
+// limit-group allowances stay taken (the reconciler releases ledger
+// entries, not allowances) until the group's sweep
+// (stock.Deductor.SweepGroup) gives them back: then every allowance equals
+// the buyer's live lines and nothing of a cut cart is held anywhere,
+// without the buyers. The buyers restarted settle their killed runs' carts
+// (ReleaseLines, idempotent) and buy on; reconciled again, the same holds.
 func TestCartKillBetweenLines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash tier: real processes")
