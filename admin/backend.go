@@ -17,6 +17,11 @@ import (
 // as the change where the store allows it, so the audit row records what the
 // action did rather than what a separate read saw.
 //
+// Stats, Pause, Resume, TopUp and Withdraw are also served for one size
+// of a sale in sizes (activities/{activity}/variants/{variant}/…): their
+// activity is then "<activity>/<variant>" (stock.VariantOf), each size its
+// own counter and row.
+//
 // Implementations must be safe for concurrent use.
 type Backend interface {
 	// Load loads (or reloads) an activity: stock, per-user limit, window.

@@ -110,6 +110,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if len(rt.vars) > 1 && rt.vars[1] == "variant" {
+		// A size of a sale in sizes: the Backend takes "<activity>/<variant>".
+		a := vars[0] + "/" + vars[1]
+		if len(a) > MaxIDLen {
+			writeError(w, invalidArg(fmt.Sprintf("activity/variant: at most %d bytes together", MaxIDLen)))
+			return
+		}
+		c.vars = append([]string{a}, vars[2:]...)
+	}
 	if e, ok := checkQuery(r, rt.query); !ok {
 		writeError(w, e)
 		return

@@ -26,6 +26,16 @@ func ValidID(s string) bool {
 	return true
 }
 
+// validActivity reports whether s is an activity's ID ([ValidID]) or a
+// size's of a sale in sizes, "<activity>/<variant>" (both ValidID, at most
+// MaxIDLen bytes together): what the variant routes hand the Backend.
+func validActivity(s string) bool {
+	if a, v, ok := strings.Cut(s, "/"); ok {
+		return len(s) <= MaxIDLen && ValidID(a) && ValidID(v)
+	}
+	return ValidID(s)
+}
+
 func checkID(what, s string) error {
 	if !ValidID(s) {
 		return fmt.Errorf("%w: %s must be 1..%d bytes of [A-Za-z0-9._@+-]", ErrInvalidArgument, what, MaxIDLen)

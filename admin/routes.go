@@ -44,6 +44,12 @@ var routes = []route{
 	newRoute(http.MethodPost, "activities/{activity}/topup", nil, (*Handler).topUp),
 	newRoute(http.MethodPost, "activities/{activity}/withdraw", nil, (*Handler).withdraw),
 	newRoute(http.MethodPost, "activities/{activity}/reconcile", nil, (*Handler).reconcile),
+	// A size of a sale in sizes ("<activity>/<variant>" to the Backend).
+	newRoute(http.MethodGet, "activities/{activity}/variants/{variant}/stats", nil, (*Handler).stats),
+	newRoute(http.MethodPost, "activities/{activity}/variants/{variant}/pause", nil, (*Handler).pause),
+	newRoute(http.MethodPost, "activities/{activity}/variants/{variant}/resume", nil, (*Handler).resume),
+	newRoute(http.MethodPost, "activities/{activity}/variants/{variant}/topup", nil, (*Handler).topUp),
+	newRoute(http.MethodPost, "activities/{activity}/variants/{variant}/withdraw", nil, (*Handler).withdraw),
 	newRoute(http.MethodPost, "activities/{activity}/orders/{order}/refund", nil, (*Handler).refund),
 	newRoute(http.MethodGet, "outbox/stats", nil, (*Handler).outboxStats),
 	newRoute(http.MethodPost, "outbox/retry", nil, (*Handler).outboxRetry),
@@ -595,7 +601,7 @@ const MaxAuditPage = 500
 func (h *Handler) auditList(w http.ResponseWriter, r *http.Request, c *call) {
 	q := r.URL.Query()
 	activity := q.Get("activity")
-	if q.Has("activity") && !ValidID(activity) {
+	if q.Has("activity") && !validActivity(activity) {
 		writeError(w, invalidArg("activity: want 1..64 bytes of [A-Za-z0-9._@+-]"))
 		return
 	}

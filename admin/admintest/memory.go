@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,6 +95,9 @@ func (m *Memory) enter(ctx context.Context, op string, ids ...string) error {
 		m.bad = append(m.bad, op+": nil context")
 	}
 	for _, id := range ids {
+		if a, v, ok := strings.Cut(id, "/"); ok && admin.ValidID(a) && admin.ValidID(v) {
+			continue // a size of a sale in sizes (the variant routes)
+		}
 		if !admin.ValidID(id) {
 			m.bad = append(m.bad, fmt.Sprintf("%s: invalid id %q", op, id))
 			return fmt.Errorf("admintest: %s: id %q: %w", op, id, admin.ErrInvalidArgument)
@@ -134,6 +138,11 @@ func (m *Memory) Load(ctx context.Context, p admin.LoadParams) (admin.Change, er
 	before := m.state(p.Activity, m.activities[p.Activity])
 	m.activities[p.Activity] = &activity{p: p, remaining: p.Stock, total: p.Stock,
 		reservations: map[string]*admin.Reservation{}, orders: map[string]admin.Order{}}
+	for _, v := range p.Variants { // each size its own activity "<activity>/<variant>"
+		vp := admin.LoadParams{Activity: p.Activity + "/" + v.ID, Stock: v.Stock, PerUserLimit: v.PerUserLimit, Start: p.Start, End: p.End}
+		m.activities[vp.Activity] = &activity{p: vp, remaining: v.Stock, total: v.Stock,
+			reservations: map[string]*admin.Reservation{}, orders: map[string]admin.Order{}}
+	}
 	return admin.Change{Before: before, After: m.state(p.Activity, m.activities[p.Activity])}, nil
 }
 

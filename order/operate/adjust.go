@@ -38,7 +38,7 @@ const (
 
 // AdjustParams is one stock adjustment of an activity.
 type AdjustParams struct {
-	Activity string // the activity ([order.ValidID])
+	Activity string // the activity ([order.ValidID]), or a size of a sale in sizes ("a/v", stock.VariantOf)
 	// ID is the caller's idempotency key: 1 to 128 bytes of
 	// printable ASCII without spaces (a UUID, "topup-2026-12-01-1"),
 	// compared byte for byte. Sending the same adjustment again under the

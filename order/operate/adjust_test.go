@@ -234,3 +234,40 @@ func TestAdjustStockWithTables(t *testing.T) {
 		assert.ErrorIs(t, err, order.ErrInvalidConfig)
 	})
 }
+
+// A size of a sale in sizes is its own activity row "s/M" (stock.VariantOf):
+// it is adjusted, listed and paused like any activity, and only it; an ID
+// with more than one '/', or a part that is not an order.ValidID, is refused.
+func TestAdjustVariant(t *testing.T) {
+	t.Parallel()
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		addActivity(t, db, "s", 0, 2)
+		addActivity(t, db, "s/M", 5, 1)
+		addActivity(t, db, "s/L", 5, 1)
+		_, err := AdjustStock(ctx, db, AdjustParams{Activity: "s/M", ID: "topup-m", Delta: 3, Operator: "op", Reason: "more M"})
+		require.NoError(t, err)
+		_, err = AdjustStock(ctx, db, AdjustParams{Activity: "s/M", ID: "topup-m", Delta: 3, Operator: "op", Reason: "more M"})
+		require.NoError(t, err, "a replay changes nothing")
+		stock, total, _ := stockRow(t, db, defaultTables(), "s/M")
+		assert.EqualValues(t, 8, stock)
+		assert.EqualValues(t, 8, total)
+		checkLedger(t, db, defaultTables(), "s/M", 5)
+		stock, total, _ = stockRow(t, db, defaultTables(), "s/L")
+		assert.EqualValues(t, 5, stock, "the other size is untouched")
+		assert.EqualValues(t, 5, total)
+		adj, err := Adjustments(ctx, db, "s/M")
+		require.NoError(t, err)
+		require.Len(t, adj, 1)
+		assert.EqualValues(t, 3, adj[0].Delta)
+		require.NoError(t, SetActivityStatus(ctx, db, "s/L", order.ActivityPaused))
+		_, _, st := stockRow(t, db, defaultTables(), "s/L")
+		assert.EqualValues(t, order.ActivityPaused, st)
+		_, _, st = stockRow(t, db, defaultTables(), "s/M")
+		assert.EqualValues(t, order.ActivityActive, st)
+		for _, bad := range []string{"s/M/x", "/M", "s/", "s/M L", strings.Repeat("a", 40) + "/" + strings.Repeat("b", 40)} {
+			_, err := AdjustStock(ctx, db, AdjustParams{Activity: bad, ID: "x", Delta: 1})
+			assert.ErrorIs(t, err, order.ErrInvalidID, bad)
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -340,6 +341,17 @@ func (b *adminBackend) adjust(ctx context.Context, activity string, delta int64)
 	// simply find less stock).
 	if delta > 0 && activity == b.a.sale.key {
 		if _, err := b.a.p.pool.Issue(ctx, activity, after.Total); err != nil {
+			return admin.Change{}, mapErr(err)
+		}
+	}
+	// A size of the sale in sizes: the pool is the sale's, topped up to
+	// the sale's new total (every size together).
+	if sale, _, ok := strings.Cut(activity, "/"); delta > 0 && ok && sale == b.a.sale.key {
+		st, err := b.state(ctx, sale)
+		if err != nil {
+			return admin.Change{}, err
+		}
+		if _, err := b.a.p.pool.Issue(ctx, sale, st.Total); err != nil {
 			return admin.Change{}, mapErr(err)
 		}
 	}

@@ -543,3 +543,63 @@ func TestTokenRefusedWhenEverySizeSoldOut(t *testing.T) {
 		t.Errorf("token with every size sold out: %d %v, want 409 sold_out", code, m)
 	}
 }
+
+// TestAdminSizeActions: the operator tops up, withdraws and pauses one
+// size of the sale in sizes through the real admin backend (the variant
+// routes' "<sale>/<size>"): the DB row and Redis move together under the
+// action's ledger entry, the other sizes are untouched, a paused size
+// answers paused while another sells, the access-token pool grows with
+// the sale's total, and the invariants per size hold (the adjustment
+// counted in the size's conservation).
+func TestAdminSizeActions(t *testing.T) {
+	a, _ := startApp(t, variantConfig(10))
+	b := app.AdminBackend(t, a)
+	sale := app.ActivityID(a)
+	s36, s37 := stock.VariantOf(sale, "36"), stock.VariantOf(sale, "37")
+	act := func(id string) context.Context {
+		return admin.WithAction(context.Background(), admin.Action{ID: id, Operator: "test"})
+	}
+	before, err := app.TokenStats(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := b.TopUp(act("topup-36"), s36, 4)
+	if err != nil || ch.Before.Remaining != 3 || ch.After.Remaining != 7 || ch.After.Total != 7 {
+		t.Fatalf("topup of %s: %+v %v", s36, ch, err)
+	}
+	if ch, err = b.Withdraw(act("withdraw-37"), s37, 1); err != nil || ch.After.Remaining != 1 {
+		t.Fatalf("withdraw of %s: %+v %v", s37, ch, err)
+	}
+	if _, err := b.Withdraw(act("withdraw-37-big"), s37, 5); !errors.Is(err, admin.ErrConflict) {
+		t.Errorf("withdrawing more than %s holds: %v, want a conflict", s37, err)
+	}
+	var rows []order.Activity
+	if err := app.DB(a).Where("id IN ?", []string{s36, s37, stock.VariantOf(sale, "38")}).Order("id").Find(&rows).Error; err != nil || len(rows) != 3 ||
+		rows[0].Remaining != 7 || rows[0].Stock != 7 || rows[1].Remaining != 1 || rows[1].Stock != 1 || rows[2].Remaining != 4 {
+		t.Errorf("the sizes' rows: %+v %v", rows, err)
+	}
+	after, err := app.TokenStats(context.Background(), a)
+	if err != nil || after.Issued <= before.Issued {
+		t.Errorf("the token pool: %+v before, %+v after a size's top-up (%v)", before, after, err)
+	}
+	if _, err := b.Pause(act("pause-37"), s37); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res, err := app.Stock(a).Reserve(ctx, stock.Request{Activity: s37, User: "u1", Qty: 1, ReservationID: "p1#0"}); err != nil || res.Status != stock.Paused {
+		t.Errorf("a paused size: %v %v, want paused", res.Status, err)
+	}
+	if res, err := app.Stock(a).Reserve(ctx, stock.Request{Activity: s36, User: "u1", Qty: 1, ReservationID: "p2#0"}); err != nil || res.Status != stock.Reserved {
+		t.Errorf("another size while 37 is paused: %v %v, want reserved", res.Status, err)
+	}
+	if _, err := app.Stock(a).Release(ctx, s36, "p2#0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Resume(act("resume-37"), s37); err != nil {
+		t.Fatal(err)
+	}
+	iv := countsOf(t, a)
+	if v := load.CheckVariants(iv, nil, nil); len(v) != 0 {
+		t.Errorf("invariants per size after the size actions: %v", v)
+	}
+}

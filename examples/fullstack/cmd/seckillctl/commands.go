@@ -98,8 +98,8 @@ func newRoot(out io.Writer, getenv func(string) string, hc *http.Client) (*cobra
 
 	root.AddCommand(
 		c.loadCmd(act),
-		c.readCmd("stats ACTIVITY", "Show an activity's Redis and database counters", 1, func(a []string) (string, url.Values) {
-			return "activities/" + url.PathEscape(a[0]) + "/stats", nil
+		c.readCmd("stats ACTIVITY[/SIZE]", "Show an activity's (or one size's) Redis and database counters", 1, func(a []string) (string, url.Values) {
+			return activityPath(a[0]) + "/stats", nil
 		}),
 		c.readCmd("reservations ACTIVITY USER", "List a buyer's reservations", 2, func(a []string) (string, url.Values) {
 			return "activities/" + url.PathEscape(a[0]) + "/reservations", url.Values{"user": {a[1]}}
@@ -107,14 +107,14 @@ func newRoot(out io.Writer, getenv func(string) string, hc *http.Client) (*cobra
 		c.readCmd("story ACTIVITY RESERVATION", "Show a reservation across ledger, outbox, result and database", 2, func(a []string) (string, url.Values) {
 			return "activities/" + url.PathEscape(a[0]) + "/reservations/" + url.PathEscape(a[1]), nil
 		}),
-		act(c.actionCmd("pause ACTIVITY", "Stop new reservations (buyers are told the sale is paused)", 1, func(a []string) (string, any, error) {
-			return "activities/" + url.PathEscape(a[0]) + "/pause", struct{}{}, nil
+		act(c.actionCmd("pause ACTIVITY[/SIZE]", "Stop new reservations of an activity or one size (buyers are told the sale is paused)", 1, func(a []string) (string, any, error) {
+			return activityPath(a[0]) + "/pause", struct{}{}, nil
 		})),
-		act(c.actionCmd("resume ACTIVITY", "Resume a paused activity", 1, func(a []string) (string, any, error) {
-			return "activities/" + url.PathEscape(a[0]) + "/resume", struct{}{}, nil
+		act(c.actionCmd("resume ACTIVITY[/SIZE]", "Resume a paused activity or size", 1, func(a []string) (string, any, error) {
+			return activityPath(a[0]) + "/resume", struct{}{}, nil
 		})),
-		act(c.actionCmd("topup ACTIVITY N", "Add N units to an activity", 2, c.units("topup"))),
-		act(c.actionCmd("withdraw ACTIVITY N", "Take N unsold units off sale", 2, c.units("withdraw"))),
+		act(c.actionCmd("topup ACTIVITY[/SIZE] N", "Add N units to an activity or one size", 2, c.units("topup"))),
+		act(c.actionCmd("withdraw ACTIVITY[/SIZE] N", "Take N unsold units of an activity or one size off sale", 2, c.units("withdraw"))),
 		act(c.refundCmd()),
 		act(c.reconcileCmd()),
 		c.outboxCmd(act),
@@ -261,8 +261,17 @@ func (c *cli) units(action string) func([]string) (string, any, error) {
 		if err != nil || n <= 0 {
 			return "", nil, fmt.Errorf("%w: N %q: want a positive integer", errUsage, a[1])
 		}
-		return "activities/" + url.PathEscape(a[0]) + "/" + action, map[string]int64{"n": n}, nil
+		return activityPath(a[0]) + "/" + action, map[string]int64{"n": n}, nil
 	}
+}
+
+// activityPath is the admin API path of an activity, or of one size of a
+// sale in sizes written "ACTIVITY/SIZE": activities/A/variants/S.
+func activityPath(a string) string {
+	if act, size, ok := strings.Cut(a, "/"); ok {
+		return "activities/" + url.PathEscape(act) + "/variants/" + url.PathEscape(size)
+	}
+	return "activities/" + url.PathEscape(a)
 }
 
 func (c *cli) loadCmd(act func(*cobra.Command) *cobra.Command) *cobra.Command {
