@@ -260,8 +260,11 @@ const consumerGroup = "seckill-orders"
 
 // afterRebuild runs after the preloader rebuilt an activity's stock from the
 // database (a first load, or a recovery after Redis lost it): the access
-// tokens lived in the same Redis, so the pool is issued again. Issue is
-// idempotent, so a pool that survived is left as it is.
+// tokens lived in the same Redis, so the pool is issued again, for the
+// sale's total as rebuilt (its top-ups and withdrawals included; in sizes,
+// every size rebuilt so far: the last size's rebuild issues for them all).
+// Issue is idempotent and never shrinks, so a pool that survived is left as
+// it is.
 func (a *App) afterRebuild(tick context.Context, activity string, rebuilt bool) {
 	if _, ok := a.sale.variantOfSale(activity); ok {
 		activity = a.sale.act.ID // a variant rebuilt: the sale's pool
@@ -271,9 +274,35 @@ func (a *App) afterRebuild(tick context.Context, activity string, rebuilt bool) 
 	}
 	ctx, cancel := context.WithTimeout(a.run.bg, 10*time.Second)
 	defer cancel()
-	if _, err := a.p.pool.Issue(ctx, a.sale.key, a.sale.act.Stock); err != nil {
+	total, err := a.saleTotal(ctx)
+	if err == nil {
+		_, err = a.p.pool.Issue(ctx, a.sale.key, total)
+	}
+	if err != nil {
 		a.log.WarnContext(tick, "access-token pool not issued after the rebuild", "activity", activity, "err", err)
 	}
+}
+
+// saleTotal is the units on sale now as Redis holds them (Stats' Total:
+// the initial stock ± every adjustment; in sizes, the sum over the sizes
+// loaded) plus the DB pool's carve-out, or the initial stock while nothing
+// is loaded.
+func (a *App) saleTotal(ctx context.Context) (int64, error) {
+	ids := a.sale.ledgers()
+	var total int64
+	for _, id := range ids {
+		st, err := a.p.stock.Stats(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if st.Loaded {
+			total += st.Total + a.poolQuota(id) // the DB pool's carve-out is the sale's too
+		}
+	}
+	if total == 0 {
+		return a.sale.act.Stock, nil
+	}
+	return total, nil
 }
 
 // buildCredentials: the access-token pool (stock × 3, issued when the

@@ -65,6 +65,7 @@ func TestVariantSaleRebuiltAfterRedisLost(t *testing.T) {
 		cleanPrefix(addr, cfg.KeyPrefix)
 		return nil
 	}
+	var issued int64 // the access tokens of the sale after the top-up
 	rebuilt := func(ctx context.Context) error {
 		for {
 			all := true
@@ -90,6 +91,11 @@ func TestVariantSaleRebuiltAfterRedisLost(t *testing.T) {
 		{At: 30, Name: "top-up size 38 +6", Do: func(ctx context.Context) error {
 			_, err := app.AdminBackend(t, a).TopUp(admin.WithAction(ctx, admin.Action{ID: "rebuild-topup-38", Operator: "test"}),
 				stock.VariantOf(sale, "38"), topUp)
+			if err != nil {
+				return err
+			}
+			ts, err := app.TokenStats(ctx, a)
+			issued = ts.Issued
 			return err
 		}},
 		{At: 60, Name: "Redis loses the sale", Do: wipe},
@@ -112,6 +118,14 @@ func TestVariantSaleRebuiltAfterRedisLost(t *testing.T) {
 	if len(rep.Server.Variants) != len(sizes) {
 		t.Fatalf("%d sizes counted, want %d", len(rep.Server.Variants), len(sizes))
 	}
+	// The access tokens lived in the lost Redis: they are issued again for
+	// the sale's total after the rebuild, its top-up included (before, the
+	// initial stock's: a top-up before a loss left buyers refused a token
+	// while units remained).
+	until(t, time.Minute, "the access-token pool issued again for the topped-up sale", func() bool {
+		ts, err := app.TokenStats(ctx, a)
+		return err == nil && ts.Issued == issued
+	})
 	accepted := map[string]int{}
 	for _, r := range rep.Variants {
 		accepted[r.ID] += r.Accepted
