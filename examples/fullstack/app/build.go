@@ -883,9 +883,80 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 				a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
 				log.Warn("reconciler repaired", "activity", activity, "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
 			}
+			// A missing activity is the preloader's (it recovers or has
+			// ended); orphans in a loaded one are a loss the fence missed.
+			if len(rep.Orphans) > 0 && !rep.ActivityMissing {
+				a.repairOrphans(ctx, activity, rep.Orphans)
+			}
 		}
 	})})
 	return nil
+}
+
+// repairOrphans acts on the reconciler's orphans of activity: live orders
+// whose reservation the ledger did not list. The data-loss fence judges
+// only the calls a Deductor makes, so a copy of the sale that lost
+// acknowledged writes (a failover to a replica that missed them) goes
+// unnoticed while no buyer asks again (every process has it sold out in
+// its cache), and that copy counts the lost units as free: Redis would
+// then accept buyers the DB refuses (RELIABILITY, FC2l). Each orphan is
+// confirmed first by a lookup in the ledger (and the DB pool) — a
+// reservation made after the reconciler read the ledger is there now, and
+// is not a loss — and one confirmed orphan freezes the activity: buyers
+// are answered "busy", and the preloader's recovery rebuilds it from the
+// DB's live orders as after any other loss (recoverStock).
+func (a *App) repairOrphans(ctx context.Context, activity string, orderNos []string) {
+	ids, err := a.orphanReservations(ctx, activity, orderNos)
+	if err != nil {
+		a.m.workerErrors.WithLabelValues("reconciler").Inc()
+		a.log.Warn("reconciler: orphans not checked", "activity", activity, "err", err)
+		return
+	}
+	for _, id := range ids {
+		_, found, err := a.p.stock.Lookup(ctx, activity, id)
+		if err == nil && !found && a.p.fallback != nil {
+			_, found, err = a.p.fallback.Lookup(ctx, activity, id)
+		}
+		if errors.Is(err, stock.ErrFrozen) {
+			return // frozen already: the recovery rebuilds it
+		}
+		if err != nil {
+			a.m.workerErrors.WithLabelValues("reconciler").Inc()
+			a.log.Warn("reconciler: orphan not checked", "activity", activity, "reservation", id, "err", err)
+			continue
+		}
+		if found {
+			continue
+		}
+		a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
+		a.log.Error("ALERT: Redis lost a live order's reservation (the reconciler's orphan); frozen until rebuilt from the DB",
+			"activity", activity, "reservation", id)
+		if err := a.p.stock.Freeze(ctx, activity); err != nil {
+			a.m.workerErrors.WithLabelValues("reconciler").Inc()
+			a.log.Warn("reconciler: freeze after an orphan", "activity", activity, "err", err)
+		}
+		return // one is enough: the rebuild restores every live order
+	}
+}
+
+// orphanReservations returns the reservation IDs of the orphans orderNos
+// of activity: the orders' own, or their lines' in activity.
+func (a *App) orphanReservations(ctx context.Context, activity string, orderNos []string) ([]string, error) {
+	var ids, lines []string
+	db := a.in.DB.WithContext(ctx)
+	t, err := order.TablesOf()
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Table(t.Order).Where("activity_id = ? AND order_no IN ? AND qty > 0", activity, orderNos).
+		Pluck("reservation_id", &ids).Error; err != nil {
+		return nil, err
+	}
+	if err := db.Table(t.Line).Where("activity_id = ? AND order_no IN ?", activity, orderNos).
+		Pluck("reservation_id", &lines).Error; err != nil {
+		return nil, err
+	}
+	return append(ids, lines...), nil
 }
 
 // ledgerPage is the reconciler's view of the stock ledger: the held
