@@ -431,7 +431,11 @@
 // 30 days after its last take). A Release of one line gives back its
 // stock, not its allowance, until a SweepGroup sees the line released. The database side of the
 // group limit is the order consumer's: count a buyer's live order lines of
-// the group before inserting (see the stock README).
+// the group before inserting (see the stock README). The group has no
+// data-loss fence of its own: after a failover that lost takes (the
+// activities' fence fired, or the reconciler found orphans), RebuildGroup
+// takes again the allowances of the live lines the database lists; until
+// then only the database's guard holds the cap.
 //
 // # Redis and Cluster
 //

@@ -401,6 +401,61 @@ func (d *Deductor) groupGive(ctx context.Context, group, id string) (giveBackCod
 	return 0, badReply("group", "status code %d", v)
 }
 
+// RebuildGroup takes again, in group's Redis state, the allowances of
+// live lines of activity that it lost, and returns how many it took. The
+// limit group has no data-loss fence: a failover to a replica that missed
+// acknowledged takes leaves the buyers' allowances under their live lines,
+// and Redis may then admit carts beyond GroupLimit (the database's own
+// per-(buyer, group) guard still refuses them). After such a loss — when
+// the activities' fence fired, or the reconciler found orphans — or on a
+// schedule beside [Deductor.SweepGroup], pass the group's live lines of
+// each of its activities as the database holds them: each [Reservation]'s
+// ID is the line's reservation ID ("<cart>#<i>"), User and Qty its buyer
+// and units (State and the times are not read). A line the group's ledger
+// knows in any state (taken, given back, tombstoned) is left as it is; one
+// it lacks is taken for its buyer without the limit check (the database
+// held the cap when it became an order). A line cancelled after the
+// database was read is not taken again: its give-back left a record (a
+// tombstone when the take was lost). Idempotent; safe beside buyers,
+// ReleaseLines and the sweep, which keeps a held line's allowance. One
+// script call per 500 lines, under the group's hash tag.
+func (d *Deductor) RebuildGroup(ctx context.Context, group, activity string, live []Reservation) (int, error) {
+	if err := checkID(ErrInvalidArgument, "limit group", group); err != nil {
+		return 0, err
+	}
+	if err := checkActivity(activity); err != nil {
+		return 0, err
+	}
+	for _, r := range live {
+		if err := d.validateID(r.ID); err != nil {
+			return 0, err
+		}
+		if err := checkID(ErrInvalidArgument, "user ID", r.User); err != nil {
+			return 0, err
+		}
+		if r.Qty <= 0 || r.Qty > MaxQuantity {
+			return 0, fmt.Errorf("%w: line %s: qty %d must be in [1, 2^53-1]", ErrInvalidArgument, r.ID, r.Qty)
+		}
+	}
+	const batch = 500
+	taken := 0
+	for len(live) > 0 {
+		n := min(batch, len(live))
+		args := make([]any, 0, 2+3*n)
+		args = append(args, groupTTL.Milliseconds(), activity)
+		for _, r := range live[:n] {
+			args = append(args, r.ID, r.User, r.Qty)
+		}
+		v, err := groupRebuildScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), args...).Int64()
+		if err != nil {
+			return taken, classify("group rebuild", err)
+		}
+		taken += int(v)
+		live = live[n:]
+	}
+	return taken, nil
+}
+
 // SweepGroup gives back the allowances of group whose line no longer holds
 // a unit, and returns how many it gave back. It is the limit group's
 // reconciler, to run after the activities' reconciler: a cart cut short (a

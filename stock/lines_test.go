@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -411,5 +412,101 @@ func TestSweepGroupAfterCrash(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidArgument)
 		_, err = d.SweepGroup(ctx, "grp", -time.Second)
 		assert.ErrorIs(t, err, ErrInvalidArgument)
+	})
+}
+
+// TestRebuildGroupAfterLostTakes: a failover loses the group's takes of
+// two carts (their records and the buyer's count), as the group has no
+// fence; Redis would then admit a cart beyond the cap. RebuildGroup with
+// the live lines of each activity (as the database holds them) takes
+// them again: the buyer's allowance equals the live lines, the cap holds
+// in Redis again, a second call takes nothing, and a line given back
+// (cancelled) or tombstoned is not taken again.
+func TestRebuildGroupAfterLostTakes(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		all := cartFixture(t, d)
+		gk := groupKeys(prefix, "grp")
+		acts := []string{"p1", "p2", all[2]}
+		cart := func(user, id string) Lines {
+			l := Lines{User: user, ReservationID: id}
+			for _, a := range acts {
+				l.Lines = append(l.Lines, Line{Activity: a, Qty: 1, Group: "grp", GroupLimit: 6})
+			}
+			return l
+		}
+		for _, id := range []string{"c1", "c2"} {
+			res, err := d.ReserveLines(ctx, cart("7", id))
+			require.NoError(t, err)
+			require.Equal(t, Reserved, res.Status)
+		}
+		res, err := d.ReserveLines(ctx, cart("8", "c3"))
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		// Buyer 8 cancels c3: its allowances are given back (X).
+		_, err = d.ReleaseLines(ctx, cart("8", "c3"))
+		require.NoError(t, err)
+		require.Equal(t, int64(6), hint(t, rdb, gk[0], "7"))
+
+		// The loss: buyer 7's takes vanish (records and count).
+		for _, id := range []string{"c1", "c2"} {
+			for i := range acts {
+				require.NoError(t, rdb.HDel(ctx, gk[1], lineID(id, i)).Err())
+			}
+		}
+		require.NoError(t, rdb.HSet(ctx, gk[0], "7", 0).Err())
+		// Redis now admits a cart the cap forbids (the DB guard would refuse it).
+		over, err := d.ReserveLines(ctx, cart("7", "c4"))
+		require.NoError(t, err)
+		require.Equal(t, Reserved, over.Status, "the lost takes let a cart beyond the cap through")
+		_, err = d.ReleaseLines(ctx, cart("7", "c4")) // the DB refused it: released
+		require.NoError(t, err)
+
+		// The rebuild, activity by activity, from the live lines: c1 and c2
+		// (buyer 7), and c3's — cancelled after the DB was read: given back,
+		// so not taken again.
+		total := 0
+		for i, a := range acts {
+			live := []Reservation{{ID: lineID("c1", i), User: "7", Qty: 1}, {ID: lineID("c2", i), User: "7", Qty: 1},
+				{ID: lineID("c3", i), User: "8", Qty: 1}}
+			n, err := d.RebuildGroup(ctx, "grp", a, live)
+			require.NoError(t, err)
+			total += n
+		}
+		assert.Equal(t, 6, total, "c1's and c2's three lines each")
+		assert.Equal(t, int64(6), hint(t, rdb, gk[0], "7"), "buyer 7's allowance equals the live lines")
+		assert.NotContains(t, hgetall(t, rdb, gk[0]), "8", "c3 stays given back")
+		rec := hgetall(t, rdb, gk[1])
+		assert.Contains(t, rec[lineID("c1", 2)], ":R:", "taken again")
+		assert.True(t, strings.HasSuffix(rec[lineID("c1", 2)], ":"+all[2]), "with the line's activity, for the sweep: %s", rec[lineID("c1", 2)])
+		// The cap holds in Redis again.
+		res, err = d.ReserveLines(ctx, cart("7", "c5"))
+		require.NoError(t, err)
+		assert.Equal(t, LimitReached, res.Status)
+		assert.True(t, res.Group)
+		// Idempotent.
+		n, err := d.RebuildGroup(ctx, "grp", "p1", []Reservation{{ID: lineID("c1", 0), User: "7", Qty: 1}})
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		// The sweep keeps the rebuilt allowances (their lines are held).
+		n, err = d.SweepGroup(ctx, "grp", 0)
+		require.NoError(t, err)
+		assert.Zero(t, n)
+		assert.Equal(t, int64(6), hint(t, rdb, gk[0], "7"))
+
+		for _, bad := range []struct {
+			group, act string
+			live       []Reservation
+		}{
+			{"bad group!", "p1", nil},
+			{"grp", "bad act!", nil},
+			{"grp", "p1", []Reservation{{ID: "", User: "7", Qty: 1}}},
+			{"grp", "p1", []Reservation{{ID: "x#0", User: "", Qty: 1}}},
+			{"grp", "p1", []Reservation{{ID: "x#0", User: "7", Qty: 0}}},
+		} {
+			_, err := d.RebuildGroup(ctx, bad.group, bad.act, bad.live)
+			assert.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
+		}
 	})
 }

@@ -123,6 +123,10 @@ var (
 	groupGiveLua    string
 	groupGiveScript = redis.NewScript(groupGiveLua)
 
+	//go:embed group_rebuild.lua
+	groupRebuildLua    string
+	groupRebuildScript = redis.NewScript(groupRebuildLua)
+
 	//go:embed group_scan.lua
 	groupScanLua    string
 	groupScanScript = redis.NewScript(groupScanLua)

@@ -67,15 +67,17 @@ type CartCheck struct {
 	Settled bool
 	// ExactGroup: Redis's allowances are exactly the buyers' live lines
 	// in the group (every cart cut short was given back by ReleaseLines or
-	// the group's sweep, stock.Deductor.SweepGroup).
+	// the group's sweep, stock.Deductor.SweepGroup; after lost writes,
+	// the group rebuilt with stock.Deductor.RebuildGroup and swept).
 	// Without it, Redis may hold more (a cart killed between its
 	// allowance and its order, not yet recovered: it errs on the buyer's
 	// side) but every cap is still counted.
 	ExactGroup bool
 	// LostWrites: Redis lost acknowledged writes (a failover without
 	// them); a journaled order whose ledger entry is gone is then
-	// expected (the fence froze the unit and a rebuild restored it) and the
-	// allowances may be under the live lines (the group has no fence).
+	// expected (the fence froze the unit and a rebuild restored it) and,
+	// unless ExactGroup, the allowances may be under the live lines (the
+	// group has no fence; RebuildGroup restores them).
 	LostWrites bool
 }
 
@@ -290,12 +292,12 @@ func CheckCarts(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, s C
 			if ck.ExactGroup {
 				bad("limit group: Redis holds %d units of %s's allowance, its live lines %d (a cart cut short kept its allowance)", n, u, groupDB[u])
 			}
-		case n < groupDB[u] && !ck.LostWrites:
+		case n < groupDB[u] && (!ck.LostWrites || ck.ExactGroup):
 			bad("limit group: Redis holds %d units of %s's allowance, under its live lines %d", n, u, groupDB[u])
 		}
 	}
 	for u, n := range groupDB {
-		if _, ok := gh[u]; !ok && !ck.LostWrites && n > 0 {
+		if _, ok := gh[u]; !ok && (!ck.LostWrites || ck.ExactGroup) && n > 0 {
 			bad("limit group: Redis holds no allowance of %s, its live lines %d", u, n)
 		}
 	}

@@ -265,6 +265,39 @@ func (r *CartRig) RebuildFrozen() []string {
 	return out
 }
 
+// RebuildGroup rebuilds the limit group's allowances after a loss, as an
+// operator (or a recovery hook) does once the units are rebuilt and
+// reconciled: stock.Deductor.RebuildGroup takes again, unit by unit, the
+// allowances of the database's live lines that the group's Redis state
+// lacks (lost takes), then the group's sweep gives back every allowance
+// whose line is released (lost give-backs). Every line of the rig is in
+// the group. It returns the allowances taken again and given back.
+func (r *CartRig) RebuildGroup() (taken, given int) {
+	r.T.Helper()
+	ctx := context.Background()
+	d := r.Deductor()
+	for _, u := range r.Sale.Units() {
+		live, err := orderreconcile.LiveReservations(ctx, r.DB, u)
+		if err != nil {
+			r.T.Fatal(err)
+		}
+		rs := make([]stock.Reservation, len(live))
+		for i, l := range live {
+			rs[i] = stock.Reservation{ID: l.ID, User: l.User, Qty: l.Qty}
+		}
+		n, err := d.RebuildGroup(ctx, r.Sale.Group, u, rs)
+		if err != nil {
+			r.T.Fatalf("rebuild group %s over %s: %v", r.Sale.Group, u, err)
+		}
+		taken += n
+	}
+	given, err := d.SweepGroup(ctx, r.Sale.Group, 0)
+	if err != nil {
+		r.T.Fatalf("sweep group %s: %v", r.Sale.Group, err)
+	}
+	return taken, given
+}
+
 // Orders counts the orders written so far.
 func (r *CartRig) Orders() int64 {
 	var n int64
