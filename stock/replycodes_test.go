@@ -63,10 +63,11 @@ var replySpecs = map[string]replySpec{
 
 // codeFree are the scripts whose reply carries no code, and why.
 var codeFree = map[string]string{
-	"drop.lua":       "the number of keys deleted",
-	"ids.lua":        "an HSCAN page (scanEnd is Redis's cursor)",
-	"group_scan.lua": "an HSCAN page of a group's ledger and Redis now",
-	"pending.lua":    "the pending transfer records",
+	"drop.lua":          "the number of keys deleted",
+	"ids.lua":           "an HSCAN page (scanEnd is Redis's cursor)",
+	"group_scan.lua":    "an HSCAN page of a group's ledger and Redis now",
+	"pending.lua":       "the pending transfer records",
+	"group_rebuild.lua": "the number of allowances taken again",
 }
 
 // TestReplyCodesMatchScripts reads every script and replycodes.go and
