@@ -31,7 +31,10 @@
 // variant's cap and the sale's cap over all its variants, in one script),
 // the undo, the resubmit and [Checkout.Result]. The access token stays the
 // sale's: a spent one passes only while the buyer holds nothing in any
-// variant. The order message of a variant buy is an
+// variant, which the spent-token rule reads as one Stock.Held of the sale
+// (see [Stock]). [Checkout.SoldOutFor] asks the sale's plain ID, which
+// for a sale in sizes is sold out once every size is. The order message
+// of a variant buy is an
 // order with one line (order.Message.Lines): ActivityID the sale (the
 // order's product snapshot, filed under the sale), Lines[0] the variant's
 // "sale/M" with the units and the unit price, its stock reservation
@@ -82,6 +85,16 @@ var ErrInvalidConfig = errors.New("checkout: invalid config")
 // Stock is what checkout needs of the stock: *stock.Deductor has it. A
 // composition with a DB pool for Redis outages wraps both (Reserve tries
 // Redis, then the pool; Lookup and Held read both; Release releases both).
+//
+// For a sale in sizes (stock.Activity.Variants) the calls that take the
+// sale's plain ID answer for the whole sale, as *stock.Deductor does:
+// Held(sale, user) is the sum of what user holds over all its sizes (the
+// spent-token rule asks it once, whatever the attempt's size; answering
+// one size's, or 0, lets a spent token buy a second size); SoldOut(sale)
+// and SoldOutForPrefix(sale, p) are true only when every size is sold out
+// and, for the prefix, no size's ledger holds an ID starting with p
+// ([Checkout.SoldOutFor] refuses before the body on them). The conformance
+// kit (package checkouttest) checks both.
 type Stock interface {
 	Reserve(ctx context.Context, req stock.Request) (stock.Result, error)
 	Release(ctx context.Context, activity, reservationID string) (stock.ReleaseResult, error)
@@ -357,7 +370,9 @@ func (c *Checkout) Result(ctx context.Context, user, reservation string) (order.
 // SoldOutFor reports, with no I/O, that the sale is sold out and none of
 // user's attempts holds a unit in it: an attempt of user's would be refused
 // sold_out whatever it carries, so a handler may answer before reading the
-// request body.
+// request body. For a sale in sizes: every size sold out, and no size's
+// ledger holds an attempt of user's (a variant attempt's entry
+// "u<len>.<user>-<request>/<size>#0" starts with the same prefix).
 func (c *Checkout) SoldOutFor(user string) bool {
 	return c.cfg.Stock.SoldOut(c.cfg.Activity) && c.cfg.Stock.SoldOutForPrefix(c.cfg.Activity, reservationPrefix(user))
 }

@@ -3,7 +3,6 @@ package checkout
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/seckillkit/seckill/captcha"
@@ -328,6 +327,8 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 			// another attempt's.
 			rec, found, err := c.cfg.Stock.Lookup(ctx, c.ledger(a), entry(a))
 			switch {
+			case errors.Is(err, stock.ErrNotLoaded):
+				return c.notLoaded(ctx, a)
 			case err != nil:
 				return busy(err)
 			case !found || rec.State != stock.Held || rec.User != a.User:
@@ -345,32 +346,12 @@ func (c *Checkout) stepToken(ctx context.Context, a *Attempt) Outcome {
 
 // heldInSale is what the buyer holds in the whole sale, for the
 // spent-token rule: the token is the sale's, so a buyer holding a unit of
-// one variant cannot pass with it at another. A variant attempt adds the
-// buyer's units of every variant the stock lists (one Held per variant,
-// on this rare path only). A variant the list does not hold is
-// ErrNotLoaded, as its own Held would be.
+// one variant cannot pass with it at another. It is one Held of the sale
+// (Stock's contract: Held of a sale in sizes is the sum over its sizes),
+// whatever the attempt's variant: a bot resending a spent token costs one
+// call however many sizes the sale has.
 func (c *Checkout) heldInSale(ctx context.Context, a *Attempt) (int64, error) {
-	if a.Variant == "" {
-		return c.cfg.Stock.Held(ctx, c.ledger(a), a.User)
-	}
-	vs, err := c.cfg.Stock.Variants(ctx, c.cfg.Activity)
-	if err != nil {
-		return 0, err
-	}
-	var sum int64
-	listed := false
-	for _, v := range vs {
-		listed = listed || v.ID == a.Variant
-		n, err := c.cfg.Stock.Held(ctx, stock.VariantOf(c.cfg.Activity, v.ID), a.User)
-		if err != nil {
-			return 0, err
-		}
-		sum += n
-	}
-	if !listed {
-		return 0, fmt.Errorf("checkout: variant %s: %w", a.Variant, stock.ErrNotLoaded)
-	}
-	return sum, nil
+	return c.cfg.Stock.Held(ctx, c.cfg.Activity, a.User)
 }
 
 func (c *Checkout) undoToken(ctx context.Context, a *Attempt) { c.restoreToken(ctx, a) }

@@ -549,6 +549,7 @@ func (d *Deductor) Reset(ctx context.Context, a Activity) error {
 	if err == nil {
 		d.clearSoldOut(ctx, a.ID)
 	}
+	d.resetVars(ctx, a, err == nil)
 	return err
 }
 

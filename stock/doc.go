@@ -376,6 +376,20 @@
 // [Deductor.Variants] shows every variant at 0) and the ledger the
 // reconciler reads ([Deductor.Reservations] of the variant).
 //
+// The activity's plain ID answers for the whole sale where that has a
+// meaning. [Deductor.SoldOut], [Deductor.SoldOutFor] and
+// [Deductor.SoldOutForPrefix] of it read every variant's in-process flag
+// (no Redis call, no allocation): sold out when this process refuses every
+// variant of the list it last learnt (a variant's Reserve, Variants or Held
+// learn it), and a reservation ID or prefix is refused only when no
+// variant's ledger held it; a process that has not learnt the list answers
+// false. A variant's flag clears as an activity's does (a release or
+// top-up of that variant, its expiry), and a Reset in this process drops
+// the flags of the old and the new list's variants; a Reset elsewhere is
+// seen as for an activity (its variants' flags are stale until the
+// re-check). [Deductor.Held] of it is the buyer's units over all its
+// variants, one read-only script call (vheld.lua) once the list is known.
+//
 // A variant's Reserve runs reserve_lines.lua with one line: the variant's
 // own checks as reserve.lua makes them (its per-user limit, default the
 // activity's), then the activity's per-user limit over all its variants

@@ -205,8 +205,8 @@ const (
 	settleNotLoaded settleCode = 4 // the donor is not loaded
 )
 
-// varsCode is the first value of a reply of reserve_lines.lua and of
-// vstock.lua, which both check the caller's idea of the variant list.
+// varsCode is the first value of a reply of reserve_lines.lua, vstock.lua
+// and vheld.lua, which all check the caller's idea of the variant list.
 type varsCode int64
 
 const (

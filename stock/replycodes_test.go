@@ -37,6 +37,7 @@ var replySpecs = map[string]replySpec{
 	"reserve_lines.lua (lines)": {src: reserveLinesLua, typ: "reserveCode", at: `\bout\[[ik]\]\s*=`,
 		skip: []string{"reserveDirectory"}},
 	"vstock.lua":     {src: vstockLua, typ: "varsCode"},
+	"vheld.lua":      {src: vheldLua, typ: "varsCode"},
 	"vload.lua":      {src: vloadLua, typ: "writeCode"},
 	"extend.lua":     {src: extendLua, typ: "extendCode"},
 	"group_take.lua": {src: groupTakeLua, typ: "groupCode"},

@@ -107,6 +107,10 @@ var (
 	vloadLua    string
 	vloadScript = redis.NewScript(vloadLua)
 
+	//go:embed vheld.lua
+	vheldLua    string
+	vheldScript = redis.NewScript(vheldLua)
+
 	//go:embed vstock.lua
 	vstockLua    string
 	vstockScript = redis.NewScript(vstockLua)

@@ -137,8 +137,26 @@ func (d *Deductor) soldOutSet(ctx context.Context, activity string) *idSet {
 
 // SoldOut reports whether this process currently refuses the activity
 // in-process (it has learnt that the activity is sold out and not yet learnt
-// that stock came back). It never calls Redis.
+// that stock came back). For an activity with variants ([Activity.Variants],
+// addressed by its plain ID) it is true when this process refuses every
+// variant of the list it last learnt (from a Reserve of a variant,
+// [Deductor.Variants] or [Deductor.Held]); false while it knows no list. It
+// never calls Redis and does not allocate.
 func (d *Deductor) SoldOut(activity string) bool {
+	if d.soldOut(activity) {
+		return true
+	}
+	acts := d.varsOf(activity).acts
+	for _, a := range acts {
+		if !d.soldOut(a) {
+			return false
+		}
+	}
+	return len(acts) > 0
+}
+
+// soldOut reports whether the flag of one ledger is set and not expired.
+func (d *Deductor) soldOut(activity string) bool {
 	f := d.flag(activity)
 	if f == nil {
 		return false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // variantSep separates an activity ID from a variant ID in the activity
@@ -104,32 +105,41 @@ func (a Activity) variantActivity(v Variant) Activity {
 }
 
 // varInfo is an activity's variant list as this Deductor last saw it: the
-// list string of its vars hash, and the buyers key of each variant (the
-// KEYS of reserve_lines.lua's per-activity cap). Immutable.
+// list string of its vars hash, and the activity string, buyers key and
+// meta key of each variant (the KEYS of reserve_lines.lua's per-activity
+// cap, of vstock.lua and of vheld.lua). Immutable.
 type varInfo struct {
 	list   string
 	ids    []string
+	acts   []string // VariantOf(activity, id), in list order: the sizes' sold-out flags
 	has    map[string]bool
 	buyers []string
 	metas  []string
 }
 
-// varTable holds the varInfo of each activity with variants seen.
+// noVars is the varInfo of an activity whose list is not known.
+var noVars = &varInfo{}
+
+// varTable holds the varInfo of each activity with variants seen: a
+// copy-on-write map read lock-free (the sold-out answer of an activity in
+// sizes reads it on every request); writers hold mu.
 type varTable struct {
 	mu sync.Mutex
-	m  map[string]*varInfo
+	m  atomic.Pointer[map[string]*varInfo]
 }
 
+// varsOf returns the variant list of activity as last learnt (noVars when
+// none): no lock, no allocation.
 func (d *Deductor) varsOf(activity string) *varInfo {
-	d.vars.mu.Lock()
-	defer d.vars.mu.Unlock()
-	if v := d.vars.m[activity]; v != nil {
-		return v
+	if m := d.vars.m.Load(); m != nil {
+		if v := (*m)[activity]; v != nil {
+			return v
+		}
 	}
-	return &varInfo{}
+	return noVars
 }
 
-// learnVars records list as the variant list of activity.
+// learnVars records list as the variant list of activity ("" forgets it).
 func (d *Deductor) learnVars(activity, list string) *varInfo {
 	v := &varInfo{list: list, has: map[string]bool{}}
 	if list != "" {
@@ -137,17 +147,62 @@ func (d *Deductor) learnVars(activity, list string) *varInfo {
 	}
 	for _, id := range v.ids {
 		v.has[id] = true
-		k := activityKeys(d.o.prefix, VariantOf(activity, id))
+		act := VariantOf(activity, id)
+		k := activityKeys(d.o.prefix, act)
+		v.acts = append(v.acts, act)
 		v.buyers = append(v.buyers, k.buyers)
 		v.metas = append(v.metas, k.meta)
 	}
 	d.vars.mu.Lock()
 	defer d.vars.mu.Unlock()
-	if d.vars.m == nil {
-		d.vars.m = map[string]*varInfo{}
+	old := d.vars.m.Load()
+	m := map[string]*varInfo{}
+	if old != nil {
+		m = make(map[string]*varInfo, len(*old)+1)
+		for k, x := range *old {
+			m[k] = x
+		}
 	}
-	d.vars.m[activity] = v
+	if list == "" {
+		delete(m, activity)
+	} else {
+		m[activity] = v
+	}
+	d.vars.m.Store(&m)
+	if list == "" {
+		return noVars
+	}
 	return v
+}
+
+// forgetVars drops the variant list of activity, which Redis no longer
+// has (its vars hash is gone: expired, or reset to a plain activity).
+func (d *Deductor) forgetVars(activity string) {
+	if d.varsOf(activity).list != "" {
+		d.learnVars(activity, "")
+	}
+}
+
+// resetVars is the in-process side of a Reset of activity a: the sold-out
+// flags of every size this Deductor knew and of every size of a are
+// dropped (a Reset loads each size afresh, so what they said is stale),
+// and, when the Reset went through, a's list is learnt (or forgotten for
+// an activity reset without variants).
+func (d *Deductor) resetVars(ctx context.Context, a Activity, done bool) {
+	for _, act := range d.varsOf(a.ID).acts {
+		d.clearSoldOut(ctx, act)
+	}
+	ids := make([]string, len(a.Variants))
+	for i, v := range a.Variants {
+		d.clearSoldOut(ctx, VariantOf(a.ID, v.ID))
+		ids[i] = v.ID
+	}
+	if !done {
+		return
+	}
+	if list := strings.Join(ids, ","); list != d.varsOf(a.ID).list {
+		d.learnVars(a.ID, list)
+	}
 }
 
 // loadVariants loads an activity with variants: its vars hash first (so a
@@ -232,6 +287,7 @@ func (d *Deductor) Variants(ctx context.Context, activity string) ([]Variant, er
 				return nil, badReply("variants", "list of type %T", vals[1])
 			}
 			if list == "" {
+				d.forgetVars(activity)
 				return nil, fmt.Errorf("stock: activity %s: %w (no variants)", activity, ErrNotLoaded)
 			}
 			vi = d.learnVars(activity, list)
@@ -332,6 +388,7 @@ func (d *Deductor) linesCall(ctx context.Context, parent string, reqs []Request)
 				return nil, badReply("reserve", "list of type %T", vals[1])
 			}
 			if list == "" {
+				d.forgetVars(parent)
 				out := make([]unitReply, n)
 				for i := range out {
 					out[i].res = Result{Status: NotLoaded}

@@ -185,3 +185,50 @@ func BenchmarkReserveVariants(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeldSizes: what one buyer holds in a sale of 12 sizes, as one
+// Held of the sale (vheld.lua: one script call over the 12 buyers hashes)
+// against 12 Held calls, one per size (what checkout's spent-token rule
+// made before). Real Redis when SECKILL_REDIS_ADDR is set, else miniredis.
+func BenchmarkHeldSizes(b *testing.B) {
+	ctx := context.Background()
+	rdb, prefix, _ := variantBenchClient(b)
+	d, err := New(rdb, WithKeyPrefix(prefix+"hs:"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	vs := make([]Variant, 12)
+	for i := range vs {
+		vs[i] = Variant{ID: fmt.Sprintf("s%d", i), Stock: 10}
+	}
+	if err := d.Reset(ctx, Activity{ID: "hs", PerUserLimit: 3, Variants: vs}); err != nil {
+		b.Fatal(err)
+	}
+	for _, i := range []int{0, 5, 11} {
+		if res, err := d.Reserve(ctx, Request{Activity: VariantOf("hs", vs[i].ID), User: "u1", Qty: 1, ReservationID: "r" + vs[i].ID}); err != nil || res.Status != Reserved {
+			b.Fatalf("reserve: %+v %v", res, err)
+		}
+	}
+	b.Run("sale", func(b *testing.B) {
+		for b.Loop() {
+			if n, err := d.Held(ctx, "hs", "u1"); err != nil || n != 3 {
+				b.Fatalf("held %d %v", n, err)
+			}
+		}
+	})
+	b.Run("per_size", func(b *testing.B) {
+		for b.Loop() {
+			var sum int64
+			for _, v := range vs {
+				n, err := d.Held(ctx, VariantOf("hs", v.ID), "u1")
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += n
+			}
+			if sum != 3 {
+				b.Fatalf("held %d", sum)
+			}
+		}
+	})
+}

@@ -20,11 +20,17 @@
 //     refusal is given only when nothing remains.
 //
 // A sale with variants (Config.Variants: the variant scenarios
-// variant_sold_out, variant_retry, variant_cap, variant_handoff_failed)
+// variant_sold_out, variant_retry, variant_cap, variant_early_sold_out,
+// variant_spent_token, variant_handoff_failed)
 // is counted per variant too: no oversell and conservation per variant, in Redis (the variant's
 // ledger) and SQL (its activity row and the live lines of orders), the
 // per-variant cap and the sale's cap over all variants, and every order
-// for the variant its attempt named ("[variant]"). A constructor that
+// for the variant its attempt named ("[variant]"). The sale-wide answers
+// of checkout.Stock for a sale in sizes are checked too: Held of the sale
+// is the sum over its sizes (a spent access token never buys a second
+// size, and passes for a buyer holding none: "[held]"), and
+// Checkout.SoldOutFor refuses before the body only once every size is
+// sold out and never a buyer who won a size ("[truth]"). A constructor that
 // builds no variants (Counts.VariantRemaining nil) has them skipped.
 //
 // Failures name the invariant in brackets ("[truth]", "[lost]", "[cap]",

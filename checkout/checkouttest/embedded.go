@@ -83,6 +83,9 @@ type embedded struct {
 	q      queue
 	openDB func(testing.TB) *gorm.DB
 	rdb    redis.UniversalClient // a real server; nil: miniredis
+	// wrap, when set (the kit's own tests), is the checkout's Stock made
+	// of the Deductor: a composition that breaks Stock's contract.
+	wrap func(*stock.Deductor) checkout.Stock
 }
 
 // queue is the stand-in for Kafka: encoded order messages in the order
@@ -255,7 +258,11 @@ func (e *embedded) build(c Config) {
 		reconcile.WithResults(results), reconcile.WithClock(clk))
 	e.must("reconciler", err)
 
-	co, err := checkout.New(checkout.Config{Activity: act, Stock: d, Submitter: submitter, Results: results.Reservation,
+	var st checkout.Stock = d
+	if e.wrap != nil {
+		st = e.wrap(d)
+	}
+	co, err := checkout.New(checkout.Config{Activity: act, Stock: st, Submitter: submitter, Results: results.Reservation,
 		Tokens: pool, Link: signer.Verify, Captcha: captchas.Verify, Node: "kit", Now: clk.Now, Steps: c.Steps})
 	e.must("checkout", err)
 

@@ -42,6 +42,10 @@ var scenarios = []scenario{
 		needs: needsVariants, run: variantRetry},
 	{name: "variant_cap", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 6, PerUserLimit: 1}, {ID: "M", Stock: 6}, {ID: "L", Stock: 6}}},
 		needs: needsVariants, run: variantCap},
+	{name: "variant_early_sold_out", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 1}, {ID: "M", Stock: 1}, {ID: "L", Stock: 0}}},
+		needs: needsVariants, run: variantEarlySoldOut},
+	{name: "variant_spent_token", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 2}, {ID: "M", Stock: 2}, {ID: "L", Stock: 0}}},
+		needs: needsAll(needsVariants, needsToken), run: variantSpentToken},
 	{name: "variant_handoff_failed", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 1}, {ID: "M", Stock: 2}}},
 		needs: needsAll(needsVariants, needsHandoff), run: variantHandoffFailed},
 }
@@ -714,5 +718,106 @@ func variantHandoffFailed(k *kit) {
 		if err != nil || res.Status != order.StatusFailed {
 			k.t.Errorf("[expect] the released variant reservation %q reads %q (%v) for its owner, want FAILED", o.Reservation, res.Status, err)
 		}
+	}
+}
+
+// soldOutFor is the sale's Checkout.SoldOutFor(user), the refusal a
+// handler makes before reading the body, checked against the counts: it
+// may be true only while nothing is left (in every variant of a sale with
+// variants) and user holds nothing.
+func (k *kit) soldOutFor(user string) bool {
+	k.t.Helper()
+	early := k.sale.Checkout.SoldOutFor(user)
+	if !early {
+		return false
+	}
+	n := k.counts()
+	for v, left := range n.VariantRemaining {
+		if left > 0 {
+			k.t.Errorf("[truth] SoldOutFor(%s) refuses before the body while %d units of %s remain", user, left, v)
+		}
+	}
+	if n.RedisRemaining > 0 && n.VariantRemaining == nil {
+		k.t.Errorf("[truth] SoldOutFor(%s) refuses before the body while %d units remain", user, n.RedisRemaining)
+	}
+	if h := units(n.Held, user); h > 0 {
+		k.t.Errorf("[truth] SoldOutFor(%s) refuses before the body a buyer holding %d units: its retry would never get its reservation back", user, h)
+	}
+	return true
+}
+
+// variantEarlySoldOut: the early refusal of a sale in sizes
+// (Checkout.SoldOutFor, from the stock's SoldOut and SoldOutForPrefix of
+// the sale): never while a size has units left, never for a buyer who won
+// a size (whose retry must get its reservation back), and, once every
+// size is sold out, only for buyers who hold nothing. ann wins S, bob M
+// (L has none); carl is refused at each size. A stock without an
+// in-process cache may never refuse early: that is allowed.
+func variantEarlySoldOut(k *kit) {
+	a := k.buyAt("ann", "ve-1", "S")
+	k.expect("ann buys S", a, checkout.Accepted, "")
+	k.expect("carl at S (none left)", k.buyAt("carl", "ve-1", "S"), checkout.Refused, checkout.SoldOut)
+	k.expect("carl at L (no stock)", k.buyAt("carl", "ve-2", "L"), checkout.Refused, checkout.SoldOut)
+	for _, u := range []string{"carl", "dave", "ann"} {
+		k.soldOutFor(u) // M still sells: the check fails any early refusal
+	}
+	b := k.buyAt("bob", "ve-1", "M")
+	k.expect("bob buys M", b, checkout.Accepted, "")
+	k.expect("carl at M (none left)", k.buyAt("carl", "ve-3", "M"), checkout.Refused, checkout.SoldOut)
+	for _, u := range []string{"ann", "bob"} {
+		k.soldOutFor(u) // winners: any early refusal is reported
+	}
+	for _, u := range []string{"carl", "dave"} {
+		early := k.soldOutFor(u)
+		o := k.buyAt(u, "ve-9", "M")
+		k.expect(u+"'s new attempt, every size sold out (early refusal "+fmt.Sprint(early)+")", o, checkout.Refused, checkout.SoldOut)
+	}
+	for u, o := range map[string]checkout.Outcome{"ann": a, "bob": b} {
+		v := map[string]string{"ann": "S", "bob": "M"}[u]
+		r := k.buyAt(u, "ve-1", v)
+		if k.expect(u+"'s retry, every size sold out", r, checkout.Replayed, "") && r.Reservation != o.Reservation {
+			k.t.Errorf("[expect] %s's retry: reservation %q, want %q", u, r.Reservation, o.Reservation)
+		}
+	}
+	n := k.settle()
+	for _, u := range []string{"ann", "bob", "carl", "dave"} {
+		k.soldOutFor(u)
+	}
+	if n.RedisRemaining != 0 || len(n.Live) != 2 {
+		k.t.Errorf("[expect] every size sold out: Redis remaining %d, %d live orders; want 0 and 2", n.RedisRemaining, len(n.Live))
+	}
+}
+
+// variantSpentToken: the access token is the sale's, and a spent one
+// passes only while the buyer holds nothing in any size. checkout asks
+// that as one Stock.Held of the sale, which for a sale in sizes must be
+// the sum over its sizes ("[held]": a Held of one ledger, or 0 for the
+// sale, lets a spent token buy a second size; an error tells a buyer who
+// holds a unit to retry). ann holds S: her spent token is refused at M
+// (units left) and at L (none), before and after the drain. bob, refused
+// at L (his token spent, nothing held), buys M with it.
+func variantSpentToken(k *kit) {
+	k.expect("ann buys S", k.buyAt("ann", "vt-1", "S"), checkout.Accepted, "")
+	for i, v := range []string{"M", "L", "S"} {
+		o := k.buyAt("ann", fmt.Sprintf("vt-%d", 2+i), v)
+		if o.Kind != checkout.Refused || o.Reason != checkout.AlreadyBought || !o.Final {
+			k.t.Errorf("[held] ann holds a unit of S; her new attempt at %s with the sale's spent token: want refused already_bought (final), got %s "+
+				"(checkout.Stock.Held of the sale must be what she holds over all its sizes)", v, describe(o))
+		}
+	}
+	k.expect("bob at L (no stock)", k.buyAt("bob", "vt-1", "L"), checkout.Refused, checkout.SoldOut)
+	if o := k.buyAt("bob", "vt-2", "M"); o.Kind != checkout.Accepted {
+		k.t.Errorf("[held] bob holds nothing; his attempt at M with the sale's spent token: want accepted, got %s "+
+			"(checkout.Stock.Held of the sale must be 0 for a buyer holding no size)", describe(o))
+	}
+	n := k.settle()
+	if o := k.buyAt("ann", "vt-9", "M"); o.Kind != checkout.Refused || o.Reason != checkout.AlreadyBought {
+		k.t.Errorf("[held] after the drain, ann (an order for S) at M with the spent token: want refused already_bought, got %s", describe(o))
+	}
+	if s, m := variantUnits(n.Live, "ann", "S"), variantUnits(n.Live, "ann", "M"); s != 1 || m != 0 {
+		k.t.Errorf("[expect] ann has %d units of S and %d of M in live orders, want 1 and 0", s, m)
+	}
+	if m := variantUnits(n.Live, "bob", "M"); m != 1 {
+		k.t.Errorf("[expect] bob has %d units of M in live orders, want 1", m)
 	}
 }

@@ -364,12 +364,6 @@ func (b *adminBackend) loadVariants(ctx context.Context, row order.Activity, in 
 }
 
 // saleSoldOut reports whether the sale is sold out by this process's
-// in-process flags (no I/O): its activity's, or, in sizes, every size's.
-func (a *App) saleSoldOut() bool {
-	for _, l := range a.sale.ledgers() {
-		if !a.p.units.SoldOut(l) {
-			return false
-		}
-	}
-	return true
-}
+// in-process flags (no I/O): its activity's, or, in sizes, every size's
+// (stock.Deductor.SoldOut of the sale's ID reads them all).
+func (a *App) saleSoldOut() bool { return a.p.units.SoldOut(a.sale.key) }
