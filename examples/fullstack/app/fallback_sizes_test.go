@@ -238,3 +238,32 @@ func TestVariantPoolInvariantsCatchPlanted(t *testing.T) {
 		})
 	}
 }
+
+// Without an outage each size's DB pool is sold once Redis's share of that
+// size is gone: every size sells out exactly, its pool included, and the
+// run's own check (per size and over the sale) finds nothing.
+func TestDBFallbackPoolPerSizeSellsAfterRedisShare(t *testing.T) {
+	const users = 120
+	cfg := embeddedConfig(users, 9)
+	cfg.Variants = []stock.Variant{{ID: "36", Stock: 3}, {ID: "37", Stock: 4}, {ID: "38", Stock: 2}}
+	cfg.DBFallbackQuota = 2 // pools 2, 2, 2
+	a, url := startApp(t, cfg)
+	rep := runPhase(t, url, load.Config{Users: users, Seed: 4, VariantWeights: map[string]float64{"36": 1, "37": 1, "38": 1}})
+	for _, v := range rep.Violations {
+		t.Errorf("invariant violated: %s", v)
+	}
+	if rep.Accepted != 9 || rep.Final["created"] != 9 {
+		t.Errorf("accepted %d, created %d: want every unit of every size", rep.Accepted, rep.Final["created"])
+	}
+	for _, v := range cfg.Variants {
+		size := stock.VariantOf(app.ActivityID(a), v.ID)
+		if q, rem, held := sizePoolCounts(t, app.DB(a), size); q != 2 || rem != 0 || held != 2 {
+			t.Errorf("pool of %s: quota %d, remaining %d, held %d: want its 2 sold", size, q, rem, held)
+		}
+	}
+	for _, v := range rep.Server.Variants {
+		if v.RedisRemain != 0 || v.PoolRemain != 0 || v.RedisHeld+v.PoolHeld != v.Initial {
+			t.Errorf("size %s: redis %d left %d held, pool %d left %d held, of %d", v.ID, v.RedisRemain, v.RedisHeld, v.PoolRemain, v.PoolHeld, v.Initial)
+		}
+	}
+}
