@@ -644,3 +644,24 @@ func TestAutoMigrateFrom64ByteActivityIDs(t *testing.T) {
 
 	assert.Empty(t, migrateDDL(t, db, s), "a second AutoMigrate runs no DDL")
 }
+
+// Concurrent first Opens of one sale in sizes (several app servers
+// starting at once) all succeed and write the sale's row and each size's
+// pool once.
+func TestOpenSizesConcurrently(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := sizedSale("78")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, e.s.Open(bg, a, 4))
+		}()
+	}
+	wg.Wait()
+	var rows, units int64
+	require.NoError(t, e.db.Raw("SELECT COUNT(*), SUM(quota) FROM "+e.s.pool).Row().Scan(&rows, &units))
+	assert.Equal(t, []int64{4, 4 + 4 + 3}, []int64{rows, units}, "the sale's row and three pools of min(4, stock)")
+}
