@@ -189,8 +189,10 @@ func (s *Store) sameSizes(db *gorm.DB, activity string, sale pool, sizes []size)
 func (s *Store) saleHeld(tx *gorm.DB, sale, user string) (int64, error) {
 	lo, hi := sizeRange(sale)
 	var n int64
-	err := tx.Raw("SELECT COALESCE(SUM(qty), 0) FROM "+s.resv+" WHERE user_id = ? AND state = ? AND activity_id IN"+
-		" (SELECT activity_id FROM "+s.pool+" WHERE activity_id > ? AND activity_id < ?)", user, stateHeld, lo, hi).Row().Scan(&n)
+	// A join from the sale's sizes (a range of the pool's key) into the
+	// (activity_id, user_id) index: one lookup per size.
+	err := tx.Raw("SELECT COALESCE(SUM(r.qty), 0) FROM "+s.pool+" p JOIN "+s.resv+" r ON r.activity_id = p.activity_id AND r.user_id = ?"+
+		" WHERE p.activity_id > ? AND p.activity_id < ? AND r.state = ?", user, lo, hi, stateHeld).Row().Scan(&n)
 	return n, err
 }
 
