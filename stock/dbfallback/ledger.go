@@ -13,7 +13,7 @@ import (
 // [stock.Tombstone] for a Release that came first; times are the Store
 // clock's.
 func (s *Store) Lookup(ctx context.Context, activity, reservationID string) (stock.Reservation, bool, error) {
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return stock.Reservation{}, false, err
 	}
 	if err := validateID(reservationID); err != nil {
@@ -34,9 +34,10 @@ func (s *Store) Lookup(ctx context.Context, activity, reservationID string) (sto
 // cursor back until it is "". count is the page size (default 100 when
 // <= 0, at most 10,000). A reconciler counts these against its orders and
 // against the Redis ledger ([Store.Overlap]); released rows and tombstones
-// are not returned.
+// are not returned. A sale in sizes has no reservations of its own: list
+// each size's ("<sale>/<size>").
 func (s *Store) Reservations(ctx context.Context, activity, cursor string, count int) ([]stock.Reservation, string, error) {
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return nil, "", err
 	}
 	if len(cursor) > maxIDBytes {
@@ -133,15 +134,23 @@ func (r row) reservation() stock.Reservation {
 
 // Held returns the units user holds in activity's pool (reservations in
 // state held), like [stock.Deductor.Held] for Redis: a caller that must know
-// whether a buyer holds anything asks both stores.
+// whether a buyer holds anything asks both stores. For a sale in sizes the
+// sale's own ID sums the buyer's units over all its sizes; a size's ID
+// ("<sale>/<size>") gives that size's.
 func (s *Store) Held(ctx context.Context, activity, user string) (int64, error) {
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return 0, err
 	}
 	if err := checkID(stock.ErrInvalidArgument, "user ID", user); err != nil {
 		return 0, err
 	}
-	n, err := s.held(s.db.WithContext(ctx), activity, user)
+	db := s.db.WithContext(ctx)
+	n, err := s.held(db, activity, user)
+	if _, isSize := saleOf(activity); err == nil && !isSize {
+		var all int64 // over the sizes of a sale in sizes; 0 for a plain activity
+		all, err = s.saleHeld(db, activity, user)
+		n += all
+	}
 	if err != nil {
 		return 0, fmt.Errorf("dbfallback: held: %w", err)
 	}

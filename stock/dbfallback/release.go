@@ -25,7 +25,12 @@ import (
 //     (state released, qty 0) is written, so that a Reserve of this ID
 //     arriving later (a retry overtaken by the cancellation) deducts nothing
 //     and answers [stock.Released];
-//   - [stock.ReleaseNotLoaded]: the activity has no pool; nothing written.
+//   - [stock.ReleaseNotLoaded]: the activity has no pool (a sale in sizes
+//     has none of its own: its reservations are its sizes'); nothing
+//     written.
+//
+// A size's reservation is released under its size's ID, "<sale>/<size>"
+// (the sale's row is locked first, as by Reserve).
 //
 // Releasing the ID of a reservation this Store does not hold (it is held in
 // Redis) is therefore harmless, and so is the converse, [stock.Deductor]
@@ -46,7 +51,7 @@ func (s *Store) Release(ctx context.Context, activity, reservationID string) (st
 
 // releaseTx is Release without the observer.
 func (s *Store) releaseTx(ctx context.Context, activity, reservationID string) (stock.ReleaseResult, error) {
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return stock.ReleaseResult{}, err
 	}
 	if err := validateID(reservationID); err != nil {
@@ -69,11 +74,15 @@ func (s *Store) releaseTx(ctx context.Context, activity, reservationID string) (
 
 // release is one attempt of Release's transaction.
 func (s *Store) release(tx *gorm.DB, activity string, id string) (stock.ReleaseResult, error) {
+	_, inSale, err := s.lockSale(tx, activity)
+	if err != nil {
+		return stock.ReleaseResult{}, err
+	}
 	p, opened, err := s.lockPool(tx, activity)
 	if err != nil {
 		return stock.ReleaseResult{}, err
 	}
-	if !opened {
+	if !opened || !inSale || p.sizes > 0 {
 		return stock.ReleaseResult{Status: stock.ReleaseNotLoaded}, errRollback
 	}
 	r, found, err := s.lookup(tx, id)

@@ -17,17 +17,23 @@ import (
 //
 //  1. lock the activity's pool row (every writer of the activity takes it
 //     first, so they are serialised and cannot deadlock among themselves);
+//     for a size of a sale in sizes ("<sale>/<size>"), the sale's row
+//     first, then the size's;
 //  2. look req.ReservationID up: a known ID replays its first outcome
 //     (Reserved with Replayed set while held, Released once released or
 //     when a Release tombstone came first) and deducts nothing; an ID known
 //     with another user, quantity or activity fails with an error wrapping
 //     [stock.ErrIDConflict];
-//  3. no pool: [stock.NotLoaded]; qty above the per-user limit: an error
+//  3. no pool (or a sale in sizes' own ID: reserve one of its sizes):
+//     [stock.NotLoaded]; qty above the per-user limit: an error
 //     wrapping [stock.ErrInvalidArgument]; the window on the Store's clock
 //     ([WithClock]): [stock.NotStarted] before Start, [stock.Ended] at or
 //     after End;
 //  4. fewer than qty units left: [stock.SoldOut]; the buyer's held units
 //     (read under the pool lock) + qty above the limit: [stock.LimitReached];
+//     for a size, also the buyer's held units over all the sale's sizes
+//     (read under the sale's lock) + qty above the sale's limit:
+//     [stock.LimitReached] (Held and Limit are the size's, as in Redis);
 //  5. UPDATE pool SET remaining = remaining - qty WHERE activity_id = ? AND
 //     remaining >= qty, and insert the reservation row (state held).
 //
@@ -75,10 +81,17 @@ func (s *Store) reserveTx(ctx context.Context, req stock.Request) (stock.Result,
 // reserve is one attempt of Reserve's transaction. It returns errRollback
 // with every outcome but a new reservation.
 func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
+	sale, inSale, err := s.lockSale(tx, req.Activity)
+	if err != nil {
+		return stock.Result{}, err
+	}
 	p, opened, err := s.lockPool(tx, req.Activity)
 	if err != nil {
 		return stock.Result{}, err
 	}
+	// A size sells when its sale is opened in sizes; a sale in sizes'
+	// own row sells nothing (reserve a size).
+	opened = opened && inSale && p.sizes == 0
 	r, found, err := s.lookup(tx, req.ReservationID)
 	if err != nil {
 		return stock.Result{}, err
@@ -117,6 +130,18 @@ func (s *Store) reserve(tx *gorm.DB, req stock.Request) (stock.Result, error) {
 	if held+req.Qty > p.limit {
 		deny.Status, deny.Held = stock.LimitReached, held
 		return deny, errRollback
+	}
+	if name, isSize := saleOf(req.Activity); isSize {
+		// The sale's per-user limit over all its sizes, as
+		// reserve_lines.lua holds it in Redis.
+		all, err := s.saleHeld(tx, name, req.User)
+		if err != nil {
+			return stock.Result{}, err
+		}
+		if all+req.Qty > sale.limit {
+			deny.Status, deny.Held = stock.LimitReached, held
+			return deny, errRollback
+		}
 	}
 	u := tx.Exec("UPDATE "+s.pool+" SET remaining = remaining - ?, updated_ms = ? WHERE activity_id = ? AND remaining >= ?",
 		req.Qty, nowMs, req.Activity, req.Qty)
@@ -214,7 +239,7 @@ func (s *Store) lookup(tx *gorm.DB, id string) (row, bool, error) {
 }
 
 func validateRequest(req stock.Request) error {
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", req.Activity); err != nil {
+	if err := checkActivity(req.Activity); err != nil {
 		return err
 	}
 	if err := checkID(stock.ErrInvalidArgument, "user ID", req.User); err != nil {

@@ -92,9 +92,12 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	}
 }
 
-// pool is the locked state of one activity's pool.
+// pool is the locked state of one activity's pool. sizes is the number of
+// sizes of a sale in sizes' own row (which holds the sale's per-user limit
+// and window, and no units: quota and remaining 0), and 0 for a pool that
+// sells: a plain activity's, or a size's ("<sale>/<size>").
 type pool struct {
-	quota, remaining, drained, limit, startMs, endMs int64
+	quota, remaining, drained, limit, startMs, endMs, sizes int64
 }
 
 // lockPool locks the activity's pool row for the rest of the transaction
@@ -109,9 +112,9 @@ func (s *Store) lockPool(tx *gorm.DB, activity string) (p pool, ok bool, err err
 			return pool{}, false, err
 		}
 	}
-	err = tx.Raw("SELECT quota, remaining, drained, per_user_limit, start_ms, end_ms FROM "+s.pool+
+	err = tx.Raw("SELECT quota, remaining, drained, per_user_limit, start_ms, end_ms, sizes FROM "+s.pool+
 		" WHERE activity_id = ?"+s.lock, activity).Row().
-		Scan(&p.quota, &p.remaining, &p.drained, &p.limit, &p.startMs, &p.endMs)
+		Scan(&p.quota, &p.remaining, &p.drained, &p.limit, &p.startMs, &p.endMs, &p.sizes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return pool{}, false, nil
 	}
@@ -123,14 +126,29 @@ func (s *Store) lockPool(tx *gorm.DB, activity string) (p pool, ok bool, err err
 // Redis and the database never sell the same unit. The pool takes a's
 // per-user limit (0 means 1) and window (Start, End).
 //
+// A sale in sizes (a.Variants not empty) gets one pool per size instead,
+// "<a.ID>/<size>" ([stock.VariantOf]), of min(quota, the size's Stock)
+// units: quota is per size, capped at the size's stock (load each size in
+// Redis with its Stock minus its pool), and the size's per-user limit is
+// its own (PerUserLimit, or a's when 0). The sale's row holds a's per-user
+// limit over all its sizes and the window; every Reserve and Release of a
+// size locks it first (see "Sales in sizes" in the package doc). The rows
+// are written in one transaction: all of them or none.
+//
 // Open is idempotent: opening an activity again with the same quota, limit
-// and window changes nothing (also after [Store.Drain], which does not
-// change the quota Open compares with); other terms fail with
-// [ErrPoolConflict]. A bad activity or a quota outside 0..a.Stock fails
-// with an error wrapping [stock.ErrInvalidArgument].
+// and window (and, in sizes, the same sizes, stocks and limits) changes
+// nothing (also after [Store.Drain], which does not change the quota Open
+// compares with); other terms fail with [ErrPoolConflict], and so does
+// opening in sizes an activity opened plain, or the converse. A bad
+// activity or a quota outside 0..a.Stock (in sizes: a negative quota, a
+// bad size, or a Stock that is neither 0 nor the sizes' sum) fails with an
+// error wrapping [stock.ErrInvalidArgument].
 func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) (err error) {
 	if s.obs != nil {
 		defer func(start time.Time) { s.observed(ctx, StageOpen, a.ID, start, observe.OK, 0, err) }(time.Now())
+	}
+	if len(a.Variants) > 0 {
+		return s.openSizes(ctx, a, quota)
 	}
 	want, err := poolOf(a, quota)
 	if err != nil {
@@ -140,8 +158,8 @@ func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) (err er
 	for i := 1; ; i++ {
 		// A plain INSERT, not a locking read first: concurrent first Opens
 		// then queue on the new row instead of deadlocking on its gap.
-		err = db.Exec("INSERT INTO "+s.pool+" (activity_id, quota, remaining, drained, per_user_limit, start_ms, end_ms, updated_ms)"+
-			" VALUES (?, ?, ?, 0, ?, ?, ?, ?)", a.ID, want.quota, want.quota, want.limit, want.startMs, want.endMs,
+		err = db.Exec("INSERT INTO "+s.pool+" (activity_id, quota, remaining, drained, per_user_limit, start_ms, end_ms, updated_ms, sizes)"+
+			" VALUES (?, ?, ?, 0, ?, ?, ?, ?, 0)", a.ID, want.quota, want.quota, want.limit, want.startMs, want.endMs,
 			s.clock.Now().UnixMilli()).Error
 		if err == nil || !isDeadlock(err) || i == attempts {
 			break
@@ -153,44 +171,76 @@ func (s *Store) Open(ctx context.Context, a stock.Activity, quota int64) (err er
 	if !isDuplicate(err) {
 		return fmt.Errorf("dbfallback: open activity %s: %w", a.ID, err)
 	}
-	var p pool
-	err = db.Raw("SELECT quota, drained, per_user_limit, start_ms, end_ms FROM "+s.pool+" WHERE activity_id = ?", a.ID).Row().
-		Scan(&p.quota, &p.drained, &p.limit, &p.startMs, &p.endMs)
+	p, _, err := s.readTerms(db, a.ID)
 	if err != nil {
 		return fmt.Errorf("dbfallback: open activity %s: %w", a.ID, err)
 	}
-	if p.quota+p.drained != want.quota || p.limit != want.limit || p.startMs != want.startMs || p.endMs != want.endMs {
+	if p.sizes != 0 {
+		return fmt.Errorf("%w: activity %s is a sale in %d sizes; asked a plain pool", ErrPoolConflict, a.ID, p.sizes)
+	}
+	return conflictErr(a.ID, p, want)
+}
+
+// readTerms reads the terms of a pool row (quota is the opened quota:
+// quota + drained), without a lock.
+func (s *Store) readTerms(db *gorm.DB, activity string) (pool, bool, error) {
+	var p pool
+	err := db.Raw("SELECT quota + drained, per_user_limit, start_ms, end_ms, sizes FROM "+s.pool+" WHERE activity_id = ?", activity).Row().
+		Scan(&p.quota, &p.limit, &p.startMs, &p.endMs, &p.sizes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pool{}, false, nil
+	}
+	return p, err == nil, err
+}
+
+// conflictErr compares the terms of a pool row as read (readTerms) with
+// the terms asked: nil when they are the same, else [ErrPoolConflict].
+func conflictErr(activity string, p, want pool) error {
+	if p.quota != want.quota || p.limit != want.limit || p.startMs != want.startMs || p.endMs != want.endMs {
 		return fmt.Errorf("%w: activity %s has quota %d, limit %d, window [%d, %d) ms; asked quota %d, limit %d, window [%d, %d) ms",
-			ErrPoolConflict, a.ID, p.quota+p.drained, p.limit, p.startMs, p.endMs, want.quota, want.limit, want.startMs, want.endMs)
+			ErrPoolConflict, activity, p.quota, p.limit, p.startMs, p.endMs, want.quota, want.limit, want.startMs, want.endMs)
 	}
 	return nil
 }
 
 // poolOf validates a and quota and returns the pool Open should hold.
 func poolOf(a stock.Activity, quota int64) (pool, error) {
-	bad := func(format string, args ...any) (pool, error) {
-		return pool{}, fmt.Errorf("dbfallback: %w: "+format, append([]any{stock.ErrInvalidArgument}, args...)...)
-	}
 	if err := checkID(stock.ErrInvalidArgument, "activity ID", a.ID); err != nil {
 		return pool{}, err
 	}
 	switch {
 	case a.Stock < 0 || a.Stock > maxQty:
-		return bad("stock %d must be in 0..2^53-1", a.Stock)
+		return badOpen("stock %d must be in 0..2^53-1", a.Stock)
 	case quota < 0 || quota > a.Stock:
-		return bad("quota %d must be in 0..stock (%d)", quota, a.Stock)
-	case a.PerUserLimit < 0 || a.PerUserLimit > maxQty:
-		return bad("per-user limit %d must be in 0..2^53-1", a.PerUserLimit)
-	case !a.Start.IsZero() && a.Start.UnixMilli() <= 0, !a.End.IsZero() && a.End.UnixMilli() <= 0:
-		return bad("start and end must be after 1970")
-	case !a.Start.IsZero() && !a.End.IsZero() && !a.End.After(a.Start):
-		return bad("end %v must be after start %v", a.End, a.Start)
+		return badOpen("quota %d must be in 0..stock (%d)", quota, a.Stock)
 	}
-	p := pool{quota: quota, remaining: quota, limit: a.PerUserLimit, startMs: millis(a.Start), endMs: millis(a.End)}
+	p, err := termsOf(a)
+	p.quota, p.remaining = quota, quota
+	return p, err
+}
+
+// termsOf validates a's per-user limit and window and returns them as a
+// pool's (the limit 1 when a's is 0).
+func termsOf(a stock.Activity) (pool, error) {
+	switch {
+	case a.PerUserLimit < 0 || a.PerUserLimit > maxQty:
+		return badOpen("per-user limit %d must be in 0..2^53-1", a.PerUserLimit)
+	case !a.Start.IsZero() && a.Start.UnixMilli() <= 0, !a.End.IsZero() && a.End.UnixMilli() <= 0:
+		return badOpen("start and end must be after 1970")
+	case !a.Start.IsZero() && !a.End.IsZero() && !a.End.After(a.Start):
+		return badOpen("end %v must be after start %v", a.End, a.Start)
+	}
+	p := pool{limit: a.PerUserLimit, startMs: millis(a.Start), endMs: millis(a.End)}
 	if p.limit == 0 {
 		p.limit = 1
 	}
 	return p, nil
+}
+
+// badOpen is an error wrapping stock.ErrInvalidArgument for bad input to
+// Open.
+func badOpen(format string, args ...any) (pool, error) {
+	return pool{}, fmt.Errorf("dbfallback: %w: "+format, append([]any{stock.ErrInvalidArgument}, args...)...)
 }
 
 // Drain takes the units left in the activity's pool out of it (remaining
@@ -199,19 +249,26 @@ func poolOf(a stock.Activity, quota int64) (pool, error) {
 // Redis sale, so that no unit stays stranded in a pool that sells only
 // while Redis is down. A second Drain returns 0, unless releases of
 // fallback reservations put units back in between (drain again after
-// them). An activity without a pool drains 0.
+// them). An activity without a pool drains 0. A sale in sizes drains per
+// size ("<sale>/<size>": give each size's units back to that size in
+// Redis); Drain of the sale's own ID fails with an error wrapping
+// [stock.ErrInvalidArgument].
 func (s *Store) Drain(ctx context.Context, activity string) (units int64, err error) {
 	if s.obs != nil {
 		defer func(start time.Time) {
 			s.observed(ctx, StageDrain, activity, start, observe.OK, float64(units), err)
 		}(time.Now())
 	}
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return 0, err
 	}
 	err = s.inTx(ctx, func(tx *gorm.DB) error {
 		units = 0
 		p, ok, err := s.lockPool(tx, activity)
+		if err == nil && p.sizes > 0 {
+			return fmt.Errorf("%w: activity %s is a sale in %d sizes: drain each size (%s)",
+				stock.ErrInvalidArgument, activity, p.sizes, stock.VariantOf(activity, "<size>"))
+		}
 		if err != nil || !ok || p.remaining == 0 {
 			if err == nil {
 				err = errRollback
@@ -229,6 +286,9 @@ func (s *Store) Drain(ctx context.Context, activity string) (units int64, err er
 		units = p.remaining
 		return nil
 	})
+	if errors.Is(err, stock.ErrInvalidArgument) {
+		return 0, fmt.Errorf("dbfallback: %w", err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("dbfallback: drain activity %s: %w", activity, err)
 	}
@@ -236,7 +296,10 @@ func (s *Store) Drain(ctx context.Context, activity string) (units int64, err er
 }
 
 // Stats is a snapshot of one activity's pool, read in one statement.
-// Invariant: Remaining + HeldUnits = Quota.
+// Invariant: Remaining + HeldUnits = Quota. For a sale in sizes ([Store.Open]
+// with variants) the sale's own ID gives the sum over its sizes and the
+// sale's per-user limit; a size's ID ("<sale>/<size>") gives that size's
+// pool.
 type Stats struct {
 	Opened       bool      // the activity has a pool ([Store.Open])
 	Quota        int64     // units the pool answers for now: opened quota - Drained
@@ -251,15 +314,29 @@ type Stats struct {
 // Stats returns a read-only snapshot of the activity's pool (Opened is
 // false when it has none).
 func (s *Store) Stats(ctx context.Context, activity string) (Stats, error) {
-	if err := checkID(stock.ErrInvalidArgument, "activity ID", activity); err != nil {
+	if err := checkActivity(activity); err != nil {
 		return Stats{}, err
 	}
 	var st Stats
 	var startMs, endMs int64
-	err := s.db.WithContext(ctx).Raw("SELECT quota, remaining, drained, per_user_limit, start_ms, end_ms,"+
-		" (SELECT COALESCE(SUM(qty), 0) FROM "+s.resv+" WHERE activity_id = ? AND state = ?),"+
-		" (SELECT COUNT(*) FROM "+s.resv+" WHERE activity_id = ? AND state = ?)"+
-		" FROM "+s.pool+" WHERE activity_id = ?", activity, stateHeld, activity, stateHeld, activity).Row().
+	// The sums over the range of activity's sizes are 0 for an activity
+	// that is not a sale in sizes, and the sale's own row has no units.
+	lo, hi := sizeRange(activity)
+	sizes := "SELECT activity_id FROM " + s.pool + " WHERE activity_id > ? AND activity_id < ?"
+	sum := func(col string) string {
+		return "(SELECT COALESCE(SUM(" + col + "), 0) FROM " + s.pool + " WHERE activity_id > ? AND activity_id < ?)"
+	}
+	held := func(agg string) string {
+		return "(SELECT " + agg + " FROM " + s.resv + " WHERE activity_id = ? AND state = ?) + (SELECT " + agg + " FROM " +
+			s.resv + " WHERE state = ? AND activity_id IN (" + sizes + "))"
+	}
+	err := s.db.WithContext(ctx).Raw("SELECT quota + "+sum("quota")+", remaining + "+sum("remaining")+", drained + "+sum("drained")+
+		", per_user_limit, start_ms, end_ms, "+held("COALESCE(SUM(qty), 0)")+", "+held("COUNT(*)")+
+		" FROM "+s.pool+" WHERE activity_id = ?",
+		lo, hi, lo, hi, lo, hi,
+		activity, stateHeld, stateHeld, lo, hi,
+		activity, stateHeld, stateHeld, lo, hi,
+		activity).Row().
 		Scan(&st.Quota, &st.Remaining, &st.Drained, &st.Limit, &startMs, &endMs, &st.HeldUnits, &st.Reservations)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Stats{}, nil

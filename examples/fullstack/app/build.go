@@ -180,6 +180,9 @@ func (a *App) buildStock() (err error) {
 			act := stock.Activity{ID: r.ID, Stock: r.Stock - a.poolQuota(r.ID), PerUserLimit: r.PerUserLimit,
 				Start: r.Start, End: r.End, TTL: cfg.PayTimeout + 24*time.Hour, Shards: cfg.Shards}
 			if vs := variants[r.ID]; len(vs) > 0 {
+				for i := range vs { // each size's DB pool is carved out of it
+					vs[i].Stock -= a.poolQuota(stock.VariantOf(r.ID, vs[i].ID))
+				}
 				act.Stock, act.Shards, act.Variants = 0, 1, vs
 			}
 			out = append(out, act)
@@ -966,8 +969,8 @@ func (a *App) ledgerPage(ctx context.Context, activity string, cursor uint64, co
 	if err != nil {
 		return nil, 0, err
 	}
-	if next == 0 && activity == a.sale.act.ID {
-		pool, err := a.poolReservations(ctx)
+	if next == 0 && a.hasPool(activity) {
+		pool, err := a.poolReservations(ctx, activity)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -43,7 +43,9 @@ type Config struct {
 	StockRedisAddr string
 	// DBFallbackQuota sets this many units of the sale aside in a database
 	// pool (stock/dbfallback): they are sold when Redis cannot be reached,
-	// and when Redis's share is sold out, so none is stranded. 0: off.
+	// and when Redis's share is sold out, so none is stranded. With
+	// Variants, each size gets a pool of min(DBFallbackQuota, its stock).
+	// 0: off.
 	DBFallbackQuota int64
 	// CoalesceWindow and CoalesceBatch gather concurrent Reserve calls of
 	// the sale into one script call (stock.WithCoalescing): a batch leaves
@@ -323,7 +325,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	str(&c.RedisSentinel, "redis-sentinel", "SECKILL_REDIS_SENTINEL", "a Sentinel-managed Redis master instead of -redis: MASTER@host:port,host:port,... (the master's name, the Sentinels)")
 	intv(&c.RedisPoolSize, "redis-pool", "SECKILL_REDIS_POOL", "Redis connection pool size")
 	str(&c.StockRedisAddr, "stock-redis", "SECKILL_STOCK_REDIS_ADDR", "standalone Redis host:port for the sale's stock alone (default: the main Redis)")
-	i64(&c.DBFallbackQuota, "db-fallback-quota", "SECKILL_DB_FALLBACK_QUOTA", "units set aside in a DB pool, sold while Redis is unreachable or sold out (0: off)")
+	i64(&c.DBFallbackQuota, "db-fallback-quota", "SECKILL_DB_FALLBACK_QUOTA", "units set aside in a DB pool, sold while Redis is unreachable or sold out (0: off; with -variants: per size, at most its stock)")
 	dur(&c.CoalesceWindow, "coalesce-window", "SECKILL_COALESCE_WINDOW", "gather concurrent reservations of the sale for this long into one Redis script call (0: off, one call per reservation)")
 	boolv(&c.SequentialAdmission, "sequential-admission", "SECKILL_SEQUENTIAL_ADMISSION", "run the Redis checks before the reservation one call each instead of in one script (the fused admission)")
 	intv(&c.CoalesceBatch, "coalesce-batch", "SECKILL_COALESCE_BATCH", "most reservations per coalesced script call (1..1024)")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +34,13 @@ import (
 // both. The per-user limit is held per store and, across the two, by the
 // database's own check in the consumer's transaction: a buyer who got a
 // unit from each store sees the second end FAILED (limit_reached).
+//
+// A sale in sizes (-variants) has a pool per size, "<sale>/<size>", of
+// min(N, the size's stock) units (dbfallback.Store.Open with the
+// variants); Redis loads each size with its stock minus its pool. Each
+// size is handled as the plain sale is: its own sold-out memory of the
+// pool, its releases, its reconciler pass and its invariants; the pool
+// store holds the sale's per-user limit over the sizes as Redis does.
 
 // openDBPool opens the sale's DB pool of quota units, or returns nil when
 // the fallback is off (quota 0). It is I/O (a migration and the pool's row),
@@ -48,20 +57,37 @@ func openDBPool(ctx context.Context, db *gorm.DB, s *sale, quota int64, log *slo
 		return nil, err
 	}
 	act := stock.Activity{ID: s.act.ID, Stock: s.act.Stock, PerUserLimit: s.act.PerUserLimit,
-		Start: s.act.Start, End: s.act.End}
+		Start: s.act.Start, End: s.act.End, Variants: s.variants}
 	if err := fb.Open(ctx, act, quota); err != nil {
 		return nil, fmt.Errorf("db fallback pool: %w", err)
 	}
-	log.Info("db fallback pool open", "activity", s.act.ID, "quota", quota)
+	log.Info("db fallback pool open", "activity", s.act.ID, "quota", quota, "sizes", len(s.variants))
 	return fb, nil
 }
 
-// poolQuota is the number of units of activity set aside in the DB pool.
+// poolQuota is the number of units of activity set aside in the DB pool:
+// the sale's -db-fallback-quota, or for a size of a sale in sizes
+// ("<sale>/<size>") min(quota, the size's stock).
 func (a *App) poolQuota(activity string) int64 {
-	if a.p.fallback == nil || activity != a.sale.act.ID {
+	if a.p.fallback == nil {
 		return 0
 	}
-	return a.cfg.DBFallbackQuota
+	if activity == a.sale.act.ID && len(a.sale.variants) == 0 {
+		return a.cfg.DBFallbackQuota
+	}
+	if v, ok := a.sale.variantOfSale(activity); ok {
+		for _, x := range a.sale.variants {
+			if x.ID == v {
+				return min(a.cfg.DBFallbackQuota, x.Stock)
+			}
+		}
+	}
+	return 0
+}
+
+// hasPool reports whether activity has a DB pool: the sale's, or a size's.
+func (a *App) hasPool(activity string) bool {
+	return a.p.fallback != nil && slices.Contains(a.sale.ledgers(), activity)
 }
 
 // saleStock is the sale's stock as checkout takes it (checkout.Stock): the
@@ -70,13 +96,15 @@ func (a *App) poolQuota(activity string) int64 {
 type saleStock struct {
 	d       *stock.Deductor
 	pool    *dbfallback.Store // nil unless -db-fallback-quota > 0
-	poolOut atomic.Int64      // unix nanos until which the DB pool is known sold out
+	poolOut sync.Map          // activity (the sale, or a size) → *atomic.Int64: unix nanos until which its DB pool is known sold out
 	counted *counterVec       // seckill_reserve_total
 }
 
-// SoldOut reports, with no I/O, that Redis's share is sold out and so is
-// the DB pool (poolSoldOut).
-func (s *saleStock) SoldOut(activity string) bool { return s.d.SoldOut(activity) && s.poolSoldOut() }
+// SoldOut reports, with no I/O, that Redis's share of activity (the sale,
+// or a size) is sold out and so is its DB pool (poolSoldOut).
+func (s *saleStock) SoldOut(activity string) bool {
+	return s.d.SoldOut(activity) && s.poolSoldOut(activity)
+}
 
 // SoldOutFor and SoldOutForPrefix are the deductor's: with a pool, SoldOut
 // is true only while the pool is known sold out too.
@@ -87,16 +115,28 @@ func (s *saleStock) SoldOutForPrefix(activity, prefix string) bool {
 }
 
 // Variants is the deductor's list of the sale's variants (a sale in
-// sizes; the DB pool is off for one).
+// sizes), each with the units Redis has left (its pool's are apart).
 func (s *saleStock) Variants(ctx context.Context, activity string) ([]stock.Variant, error) {
 	return s.d.Variants(ctx, activity)
 }
 
-// poolSoldOut reports whether the DB pool answered SoldOut within the last
-// second (its units come back only through releases, which are rare): the
-// in-process sold-out short-circuit then refuses without a DB query.
-func (s *saleStock) poolSoldOut() bool {
-	return s.pool == nil || time.Now().UnixNano() < s.poolOut.Load()
+// poolSoldOut reports whether activity's DB pool answered SoldOut within
+// the last second (its units come back only through releases, which are
+// rare): the in-process sold-out short-circuit then refuses without a DB
+// query.
+func (s *saleStock) poolSoldOut(activity string) bool {
+	if s.pool == nil {
+		return true
+	}
+	at, ok := s.poolOut.Load(activity)
+	return ok && time.Now().UnixNano() < at.(*atomic.Int64).Load()
+}
+
+// markPoolSoldOut remembers for a second that activity's DB pool is sold
+// out.
+func (s *saleStock) markPoolSoldOut(activity string) {
+	at, _ := s.poolOut.LoadOrStore(activity, new(atomic.Int64))
+	at.(*atomic.Int64).Store(time.Now().Add(time.Second).UnixNano())
 }
 
 // Reserve is the one Lua call, then the DB pool for a unit Redis no longer
@@ -118,7 +158,7 @@ func (s *saleStock) Reserve(ctx context.Context, req stock.Request) (stock.Resul
 // reserveFromPool asks the DB pool for the unit Redis no longer has. It
 // returns res unchanged unless the pool reserved.
 func (s *saleStock) reserveFromPool(ctx context.Context, req stock.Request, res stock.Result) (stock.Result, error) {
-	if s.pool == nil || res.Status != stock.SoldOut || res.Fallback || s.poolSoldOut() {
+	if s.pool == nil || res.Status != stock.SoldOut || res.Fallback || s.poolSoldOut(req.Activity) {
 		return res, nil
 	}
 	pres, err := s.pool.Reserve(ctx, req)
@@ -130,7 +170,7 @@ func (s *saleStock) reserveFromPool(ctx context.Context, req stock.Request, res 
 		pres.Fallback = true
 		return pres, nil
 	case stock.SoldOut:
-		s.poolOut.Store(time.Now().Add(time.Second).UnixNano())
+		s.markPoolSoldOut(req.Activity)
 	}
 	return res, nil
 }
@@ -238,28 +278,32 @@ func (r orderReleaser) ReleaseOrder(ctx context.Context, o order.Order) error {
 	return err
 }
 
-// poolHeld returns the IDs of the reservations the DB pool holds.
+// poolHeld returns the IDs of the reservations the DB pool holds: the
+// sale's, or every size's of a sale in sizes.
 func (a *App) poolHeld(ctx context.Context) (map[string]bool, error) {
-	rs, err := a.poolReservations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	held := make(map[string]bool, len(rs))
-	for _, r := range rs {
-		held[r.ID] = true
+	held := map[string]bool{}
+	for _, l := range a.sale.ledgers() {
+		rs, err := a.poolReservations(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			held[r.ID] = true
+		}
 	}
 	return held, nil
 }
 
-// poolReservations lists the reservations the DB pool holds.
-func (a *App) poolReservations(ctx context.Context) ([]stock.Reservation, error) {
+// poolReservations lists the reservations the DB pool of activity (the
+// sale, or a size) holds.
+func (a *App) poolReservations(ctx context.Context, activity string) ([]stock.Reservation, error) {
 	var out []stock.Reservation
-	if a.p.fallback == nil {
+	if !a.hasPool(activity) {
 		return out, nil
 	}
 	cursor := ""
 	for pages := 0; pages < 1_000_000; pages++ {
-		page, next, err := a.p.fallback.Reservations(ctx, a.sale.act.ID, cursor, 1000)
+		page, next, err := a.p.fallback.Reservations(ctx, activity, cursor, 1000)
 		if err != nil {
 			return nil, fmt.Errorf("db fallback pool: %w", err)
 		}
@@ -272,12 +316,13 @@ func (a *App) poolReservations(ctx context.Context) ([]stock.Reservation, error)
 	return nil, errors.New("db fallback pool: reservation cursor does not end")
 }
 
-// poolRemaining is what the DB pool can still sell (0 without one).
-func (a *App) poolRemaining(ctx context.Context) int64 {
-	if a.p.fallback == nil {
+// poolRemaining is what the DB pool of activity (the sale, or a size) can
+// still sell (0 without one).
+func (a *App) poolRemaining(ctx context.Context, activity string) int64 {
+	if !a.hasPool(activity) {
 		return 0
 	}
-	st, err := a.p.fallback.Stats(ctx, a.sale.act.ID)
+	st, err := a.p.fallback.Stats(ctx, activity)
 	if err != nil {
 		return 0
 	}

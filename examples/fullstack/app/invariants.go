@@ -46,6 +46,7 @@ type Invariants struct {
 	Variants        []VariantCounts `json:"variants,omitempty"`
 	PerUserLimit    int64           `json:"per_user_limit"`
 	RedisMaxPerUser int64           `json:"redis_max_per_user,omitempty"`
+	PoolMaxPerUser  int64           `json:"pool_max_per_user,omitempty"` // the same in the DB fallback pools of the variants
 	DuplicateOrders int64           `json:"duplicate_orders,omitempty"`
 }
 

@@ -123,7 +123,7 @@ func (a *App) cachedRemaining(ctx context.Context) int64 {
 			return n
 		}
 		if n, err := a.p.stock.Remaining(ctx, s.act.ID); err == nil {
-			s.remaining.Store(n + a.poolRemaining(ctx))
+			s.remaining.Store(n + a.poolRemaining(ctx, s.act.ID))
 		} else if errors.Is(err, stock.ErrNotLoaded) {
 			s.remaining.Store(s.act.Remaining)
 		}

@@ -31,6 +31,13 @@ type VariantCounts struct {
 	RedisHeld       int64 `json:"redis_held"`         // their units
 	RedisReleased   int64 `json:"redis_released"`     // reservations released
 	RedisMaxPerUser int64 `json:"redis_max_per_user"` // most units one buyer holds in the ledger
+	// The DB fallback pool of the variant ("<sale>/<variant>"; all 0
+	// without -db-fallback-quota): what it can still sell, its held
+	// reservations, their units, and the most units one buyer holds in it.
+	PoolRemain     int64 `json:"pool_remaining"`
+	PoolLive       int64 `json:"pool_live"`
+	PoolHeld       int64 `json:"pool_held"`
+	PoolMaxPerUser int64 `json:"pool_max_per_user"`
 	// DB: the variant's row and orders.
 	DBStock       int64            `json:"db_stock"`
 	Orders        map[string]int64 `json:"orders"`        // by status
@@ -50,12 +57,15 @@ type VariantCounts struct {
 func (a *App) variantInvariants(ctx context.Context) (Invariants, error) {
 	s := a.sale
 	iv := Invariants{Activity: s.act.ID, Orders: map[string]int64{}, PerUserLimit: s.act.PerUserLimit}
-	redisPerUser, dbPerUser := map[string]int64{}, map[string]int64{}
+	redisPerUser, dbPerUser, poolPerUser := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	held := make([]map[string]bool, len(s.variants))
 	for i, v := range s.variants {
 		vc := VariantCounts{ID: v.ID, Initial: v.Stock, Orders: map[string]int64{}}
 		h, err := a.variantLedger(ctx, stock.VariantOf(s.key, v.ID), &vc, redisPerUser)
 		if err != nil {
+			return iv, fmt.Errorf("variant %s: %w", v.ID, err)
+		}
+		if err := a.variantPool(ctx, stock.VariantOf(s.key, v.ID), &vc, h, poolPerUser); err != nil {
 			return iv, fmt.Errorf("variant %s: %w", v.ID, err)
 		}
 		held[i] = h
@@ -100,6 +110,8 @@ func (a *App) variantInvariants(ctx context.Context) (Invariants, error) {
 		iv.RedisRemain += vc.RedisRemain
 		iv.RedisLive += vc.RedisLive
 		iv.RedisReleased += vc.RedisReleased
+		iv.PoolRemain += vc.PoolRemain
+		iv.PoolLive += vc.PoolLive
 		iv.DBStock += vc.DBStock
 		iv.LiveOrders += vc.LiveOrders
 		iv.RefundedSale += vc.RefundedSale
@@ -114,6 +126,9 @@ func (a *App) variantInvariants(ctx context.Context) (Invariants, error) {
 	}
 	for _, n := range redisPerUser {
 		iv.RedisMaxPerUser = max(iv.RedisMaxPerUser, n)
+	}
+	for _, n := range poolPerUser {
+		iv.PoolMaxPerUser = max(iv.PoolMaxPerUser, n)
 	}
 	bl, err := outbox.Stats(ctx, a.in.DB)
 	if err != nil {
@@ -164,6 +179,37 @@ func (a *App) variantLedger(ctx context.Context, activity string, vc *VariantCou
 		vc.RedisMaxPerUser = max(vc.RedisMaxPerUser, n)
 	}
 	return held, nil
+}
+
+// variantPool reads the DB fallback pool of a variant into vc (nothing
+// without one), adds its held reservations to held (their IDs: a pool
+// reservation without a live order is in flight too) and each buyer's
+// held units to perUser (the activity-wide count in the pool).
+func (a *App) variantPool(ctx context.Context, activity string, vc *VariantCounts, held map[string]bool, perUser map[string]int64) error {
+	if !a.hasPool(activity) {
+		return nil
+	}
+	st, err := a.p.fallback.Stats(ctx, activity)
+	if err != nil {
+		return fmt.Errorf("db fallback pool: %w", err)
+	}
+	vc.PoolRemain = st.Remaining
+	rs, err := a.poolReservations(ctx, activity)
+	if err != nil {
+		return err
+	}
+	mine := map[string]int64{}
+	for _, r := range rs {
+		held[r.ID] = true
+		vc.PoolLive++
+		vc.PoolHeld += r.Qty
+		mine[r.User] += r.Qty
+		perUser[r.User] += r.Qty
+	}
+	for _, n := range mine {
+		vc.PoolMaxPerUser = max(vc.PoolMaxPerUser, n)
+	}
+	return nil
 }
 
 // variantDB reads a variant's DB side into vc (in the caller's read

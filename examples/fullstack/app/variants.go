@@ -155,8 +155,6 @@ func (c *Config) variantsErrOf() error {
 		return fmt.Errorf("stock %d is not the variants' sum %d: leave -stock out or give the sum", c.Stock, sum)
 	case c.Shards != 1:
 		return fmt.Errorf("a sale with variants is not sharded: -shards must be 1, got %d", c.Shards)
-	case c.DBFallbackQuota != 0:
-		return fmt.Errorf("a sale with variants has no DB fallback pool: -db-fallback-quota must be 0, got %d", c.DBFallbackQuota)
 	case c.SaleMode != "" && c.SaleMode != SaleFCFS:
 		return fmt.Errorf("a sale with variants runs first come, first served: -sale-mode must be %s, got %s", SaleFCFS, c.SaleMode)
 	}
@@ -267,6 +265,8 @@ func (a *App) saleVariants(ctx context.Context) []variantView {
 		n, ok := left[v.ID]
 		if !ok {
 			n = v.Stock // not loaded yet: as seeded
+		} else if n >= 0 {
+			n += a.poolRemaining(ctx, stock.VariantOf(s.key, v.ID)) // its DB pool's units are on sale too
 		}
 		lim := v.PerUserLimit
 		if lim == 0 {

@@ -118,7 +118,7 @@ func TestVariantConfigRefused(t *testing.T) {
 		{"empty", ",", "no variant given", nil},
 		{"stock not the sum", "36=1,37=2", "not the variants' sum 3", func(c *app.Config) { c.Stock = 5 }},
 		{"sharded", "36=1", "not sharded", func(c *app.Config) { c.Shards = 2 }},
-		{"db pool", "36=1", "no DB fallback pool", func(c *app.Config) { c.DBFallbackQuota = 1 }},
+		{"db pool above the stock", "36=1,37=1", "db-fallback-quota must be between 0 and the stock (2)", func(c *app.Config) { c.DBFallbackQuota = 3 }},
 		{"queue", "36=1", "first come, first served", func(c *app.Config) { c.SaleMode = app.SaleQueue }},
 		{"limit above the sale's", "36=1:3", "between 1 and the sale's -per-user-limit 1", nil},
 	} {
@@ -146,6 +146,10 @@ func TestVariantConfigRefused(t *testing.T) {
 	cfg.Resolve(fs)
 	if err := cfg.Validate(); err != nil || cfg.Stock != 370 || app.FormatVariants(cfg.Variants) != "36=50,37=120:1,38=200" {
 		t.Errorf("good -variants: %v, stock %d, variants %s", err, cfg.Stock, app.FormatVariants(cfg.Variants))
+	}
+	cfg.DBFallbackQuota = 100 // a pool per size of min(100, its stock)
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("-variants with -db-fallback-quota: %v", err)
 	}
 }
 
@@ -186,7 +190,7 @@ func TestVariantInvariantsCatchPlanted(t *testing.T) {
 			if err := app.AdjustVariantRedis(ctx, a, "38", "topup-1", 1); err != nil {
 				t.Fatal(err)
 			}
-		}, nil, "I5 variant 38: redis total 5 != initial 4 + adjustments 0"},
+		}, nil, "I5 variant 38: redis total 5 + DB pool 0 != initial 4 + adjustments 0"},
 		{"conservation in the DB", func(t *testing.T, a *app.App) {
 			if err := app.DB(a).Model(&order.Activity{}).Where("id = ?", app.ActivityID(a)+"/36").Update("stock", 2).Error; err != nil {
 				t.Fatal(err)
@@ -195,7 +199,7 @@ func TestVariantInvariantsCatchPlanted(t *testing.T) {
 		{"accepted lost", func(t *testing.T, a *app.App) {}, map[string]int{"37": 1}, "I3 variant 37: orders 0 (live 0 + cancelled 0 + refunded to the sale 0) != accepted 1 - released 0"},
 		{"order without its reservation", func(t *testing.T, a *app.App) {
 			plantOrder(t, a, "38", "u1", "r1")
-		}, nil, "I3 variant 38: redis holds 0 live reservations but the DB 1 live orders"},
+		}, nil, "I3 variant 38: redis (and the DB pool) hold 0+0 live reservations but the DB 1 live orders"},
 		{"duplicate order", func(t *testing.T, a *app.App) {
 			// The unique index on reservation_id forbids it: drop it to
 			// plant what a schema without it would let through.

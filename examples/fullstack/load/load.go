@@ -279,6 +279,7 @@ type Invariants struct {
 	// reservation.
 	Variants        []VariantInvariants `json:"variants,omitempty"`
 	RedisMaxPerUser int64               `json:"redis_max_per_user"`
+	PoolMaxPerUser  int64               `json:"pool_max_per_user"` // the same in the variants' DB fallback pools
 	DuplicateOrders int64               `json:"duplicate_orders"`
 }
 

@@ -31,6 +31,10 @@ type VariantInvariants struct {
 	RedisHeld       int64          `json:"redis_held"` // their units
 	RedisReleased   int64          `json:"redis_released"`
 	RedisMaxPerUser int64          `json:"redis_max_per_user"`
+	PoolRemain      int64          `json:"pool_remaining"`    // its DB fallback pool: units left (0 without one)
+	PoolLive        int64          `json:"pool_live"`         // reservations held in the pool
+	PoolHeld        int64          `json:"pool_held"`         // their units
+	PoolMaxPerUser  int64          `json:"pool_max_per_user"` // most units one buyer holds in the pool
 	DBStock         int64          `json:"db_stock"`
 	Orders          map[string]int `json:"orders"`
 	LiveOrders      int64          `json:"live_orders"` // units
@@ -190,9 +194,9 @@ func (r *runner) variantFinals() {
 
 // CheckVariants lists every violated per-variant invariant of a sale with
 // variants, counted from the service's Redis and SQL (iv): for each
-// variant no oversell, its per-user cap in the DB and in the Redis ledger,
-// conservation in Redis and in the DB (remaining + held = initial ±
-// adjustments, and the same totals in the DB row, the DB ledger and
+// variant no oversell, its per-user cap in the DB, in the Redis ledger and
+// in its DB fallback pool, conservation over Redis and its pool and in the
+// DB (remaining + held = initial ± adjustments, and the same totals in the DB row, the DB ledger and
 // Redis), every held reservation a live order once settled; over the
 // sale, the activity-wide per-user cap (DB and Redis) and no duplicate
 // order. accepted and released, when not nil, are the buyers' accepted
@@ -207,14 +211,14 @@ func CheckVariants(iv Invariants, accepted, released map[string]int) []string {
 		if v.Total != units {
 			add("I5 variant %s: db total_stock %d != initial %d + adjustments %d", v.ID, v.Total, v.Initial, v.Adjusted)
 		}
-		if v.RedisTotal != units {
-			add("I5 variant %s: redis total %d != initial %d + adjustments %d", v.ID, v.RedisTotal, v.Initial, v.Adjusted)
+		if pool := v.PoolRemain + v.PoolHeld; v.RedisTotal+pool != units {
+			add("I5 variant %s: redis total %d + DB pool %d != initial %d + adjustments %d", v.ID, v.RedisTotal, pool, v.Initial, v.Adjusted)
 		}
 		if v.LiveOrders > units {
 			add("I1 variant %s oversold: %d sold > %d units", v.ID, v.LiveOrders, units)
 		}
-		if v.RedisRemain < 0 || v.DBStock < 0 {
-			add("I1 variant %s: negative stock: redis %d, db %d", v.ID, v.RedisRemain, v.DBStock)
+		if v.RedisRemain < 0 || v.DBStock < 0 || v.PoolRemain < 0 {
+			add("I1 variant %s: negative stock: redis %d, db %d, DB pool %d", v.ID, v.RedisRemain, v.DBStock, v.PoolRemain)
 		}
 		if v.MaxPerUser > v.PerUserLimit {
 			add("I2 variant %s: a buyer holds %d units in the DB (cap %d)", v.ID, v.MaxPerUser, v.PerUserLimit)
@@ -222,14 +226,18 @@ func CheckVariants(iv Invariants, accepted, released map[string]int) []string {
 		if v.RedisMaxPerUser > v.PerUserLimit {
 			add("I2 variant %s: a buyer holds %d units in the Redis ledger (cap %d)", v.ID, v.RedisMaxPerUser, v.PerUserLimit)
 		}
-		if v.RedisRemain+v.RedisHeld != units {
-			add("I5 variant %s: redis remaining %d + held %d != units %d", v.ID, v.RedisRemain, v.RedisHeld, units)
+		if v.PoolMaxPerUser > v.PerUserLimit {
+			add("I2 variant %s: a buyer holds %d units in the DB pool (cap %d)", v.ID, v.PoolMaxPerUser, v.PerUserLimit)
+		}
+		if v.RedisRemain+v.RedisHeld+v.PoolRemain+v.PoolHeld != units {
+			add("I5 variant %s: redis remaining %d + held %d + DB pool remaining %d + held %d != units %d",
+				v.ID, v.RedisRemain, v.RedisHeld, v.PoolRemain, v.PoolHeld, units)
 		}
 		if v.DBStock+v.LiveOrders != units {
 			add("I5 variant %s: db stock %d + live orders %d != units %d", v.ID, v.DBStock, v.LiveOrders, units)
 		}
-		if iv.Settled && v.RedisLive != v.LiveCount {
-			add("I3 variant %s: redis holds %d live reservations but the DB %d live orders", v.ID, v.RedisLive, v.LiveCount)
+		if iv.Settled && v.RedisLive+v.PoolLive != v.LiveCount {
+			add("I3 variant %s: redis (and the DB pool) hold %d+%d live reservations but the DB %d live orders", v.ID, v.RedisLive, v.PoolLive, v.LiveCount)
 		}
 		if accepted != nil {
 			n := v.LiveCount + int64(v.Orders["CANCELLED"]) + v.RefundedSale
@@ -244,6 +252,9 @@ func CheckVariants(iv Invariants, accepted, released map[string]int) []string {
 	}
 	if iv.RedisMaxPerUser > iv.PerUserLimit {
 		add("I2 a buyer holds %d units over all variants in the Redis ledgers (the sale's cap %d)", iv.RedisMaxPerUser, iv.PerUserLimit)
+	}
+	if iv.PoolMaxPerUser > iv.PerUserLimit {
+		add("I2 a buyer holds %d units over all variants in the DB pools (the sale's cap %d)", iv.PoolMaxPerUser, iv.PerUserLimit)
 	}
 	if iv.DuplicateOrders > 0 {
 		add("I4 %d orders beyond one per reservation", iv.DuplicateOrders)
