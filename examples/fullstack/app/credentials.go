@@ -405,13 +405,11 @@ func (a *App) handlePath(w http.ResponseWriter, r *http.Request) {
 // spent-token rule answers (checkout.StepToken); it runs inside tokenTake's
 // one admission of the breaker.
 func (a *App) tokenBack(ctx context.Context, user string, g token.Grant) (token.Grant, error) {
-	var held int64
-	for _, activity := range a.sale.ledgers() { // over every size of a sale with variants
-		n, err := a.p.units.Held(ctx, activity, user)
-		if err != nil {
-			return g, err
-		}
-		held += n
+	// One call: Held of a sale in sizes is the sum over its sizes (in
+	// Redis and in their DB pools).
+	held, err := a.p.units.Held(ctx, a.sale.act.ID, user)
+	if err != nil {
+		return g, err
 	}
 	if held > 0 {
 		return g, nil
