@@ -107,6 +107,7 @@ func assertSale(t *testing.T, rep *load.Report, users int, stock int64) {
 // TestLoadEmbedded is the unit-tier run: miniredis + kfake + SQLite, the
 // load generator's full HTTP flow, invariants counted afterwards.
 func TestLoadEmbedded(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users, stock = 1000, 20
 	_, url := startApp(t, embeddedConfig(users, stock))
 	rep := runLoad(t, url, users, 64)
@@ -119,6 +120,7 @@ func TestLoadEmbedded(t *testing.T) {
 // before the others (units are borrowed between shards) and reservations
 // are coalesced (the default).
 func TestLoadEmbeddedShards(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users, stock = 1000, 40
 	cfg := embeddedConfig(users, stock)
 	cfg.Shards = 4

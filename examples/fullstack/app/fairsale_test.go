@@ -225,6 +225,7 @@ func checkFairCounts(t *testing.T, a *app.App) {
 // winners who alone may take a token; a winner who does not buy in time is
 // replaced from the waitlist, loses, and the replacement buys.
 func TestDrawModeEndToEnd(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	drawEndToEnd(t, drawConfig())
 }
 
@@ -345,6 +346,7 @@ func TestFCFSModeUnchanged(t *testing.T) {
 // published order, which waitroom.VerifyOrder recomputes from the seed
 // and the entries.
 func TestQueuePreQueueVerified(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	cfg := embeddedConfig(10, 10)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 50
 	// Every join must come before the start (2 s was too short under
