@@ -140,6 +140,7 @@ func TestLoadEmbeddedShards(t *testing.T) {
 // TestLoadRealServers is the integration tier: real Redis and MariaDB (and
 // kfake), 10,000 users for 100 units.
 func TestLoadRealServers(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addr, dsn := os.Getenv("SECKILL_REDIS_ADDR"), os.Getenv("SECKILL_MYSQL_DSN")
 	if addr == "" || dsn == "" {
 		t.Skip("SECKILL_REDIS_ADDR and SECKILL_MYSQL_DSN not both set: no real servers")
@@ -165,6 +166,7 @@ func TestLoadRealServers(t *testing.T) {
 // queue) must be Cluster-safe, or a script fails with CROSSSLOT. The DB is
 // MariaDB when SECKILL_MYSQL_DSN is set, embedded SQLite otherwise.
 func TestLoadRealCluster(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addrs := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	if addrs == "" {
 		t.Skip("SECKILL_REDIS_CLUSTER_ADDRS not set: no real Redis Cluster")

@@ -363,6 +363,7 @@ func realVariantConfig(t *testing.T, users int) app.Config {
 // size ends with no oversell, its cap and the sale's held, its stock
 // conserved, nothing accepted lost — counted from Redis and SQL.
 func TestLoadRealVariants(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addr, dsn := os.Getenv("SECKILL_REDIS_ADDR"), os.Getenv("SECKILL_MYSQL_DSN")
 	if addr == "" || dsn == "" {
 		t.Skip("SECKILL_REDIS_ADDR and SECKILL_MYSQL_DSN not both set: no real servers")
@@ -385,6 +386,7 @@ func TestLoadRealVariants(t *testing.T) {
 // TestLoadRealClusterVariants is the same hammer on the 3-master Redis
 // Cluster (every size's keys under the sale's hash tag: one slot).
 func TestLoadRealClusterVariants(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addrs := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	if addrs == "" {
 		t.Skip("SECKILL_REDIS_CLUSTER_ADDRS not set: no real Redis Cluster")
