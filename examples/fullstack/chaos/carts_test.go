@@ -82,7 +82,7 @@ func TestChaosCarts(t *testing.T) {
 			})
 		}
 	}
-	runRows(t, k.parallel, names, fns)
+	runRows(t, k.parallel, names, fns, nil)
 }
 
 // cartBound bounds the cart buyers' runs and the waits on Redis: limits
