@@ -107,6 +107,7 @@ func assertSale(t *testing.T, rep *load.Report, users int, stock int64) {
 // TestLoadEmbedded is the unit-tier run: miniredis + kfake + SQLite, the
 // load generator's full HTTP flow, invariants counted afterwards.
 func TestLoadEmbedded(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users, stock = 1000, 20
 	_, url := startApp(t, embeddedConfig(users, stock))
 	rep := runLoad(t, url, users, 64)
@@ -119,6 +120,7 @@ func TestLoadEmbedded(t *testing.T) {
 // before the others (units are borrowed between shards) and reservations
 // are coalesced (the default).
 func TestLoadEmbeddedShards(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users, stock = 1000, 40
 	cfg := embeddedConfig(users, stock)
 	cfg.Shards = 4
@@ -138,6 +140,7 @@ func TestLoadEmbeddedShards(t *testing.T) {
 // TestLoadRealServers is the integration tier: real Redis and MariaDB (and
 // kfake), 10,000 users for 100 units.
 func TestLoadRealServers(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addr, dsn := os.Getenv("SECKILL_REDIS_ADDR"), os.Getenv("SECKILL_MYSQL_DSN")
 	if addr == "" || dsn == "" {
 		t.Skip("SECKILL_REDIS_ADDR and SECKILL_MYSQL_DSN not both set: no real servers")
@@ -163,6 +166,7 @@ func TestLoadRealServers(t *testing.T) {
 // queue) must be Cluster-safe, or a script fails with CROSSSLOT. The DB is
 // MariaDB when SECKILL_MYSQL_DSN is set, embedded SQLite otherwise.
 func TestLoadRealCluster(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addrs := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	if addrs == "" {
 		t.Skip("SECKILL_REDIS_CLUSTER_ADDRS not set: no real Redis Cluster")

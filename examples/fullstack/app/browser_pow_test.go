@@ -13,6 +13,7 @@ import (
 // challenges (its network flagged: 21 requests in the window) is
 // shown the image captcha, and buys once it is solved.
 func TestBrowserPoW(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	if raceEnabled {
 		// The page solves the proof of work with WebCrypto while the race
 		// detector slows the server several times over: the captcha asked

@@ -122,6 +122,7 @@ func saleStart(t *testing.T, base string) time.Time {
 // clock is behind the server's) must say so and leave the page usable: the
 // retry then buys.
 func TestBrowserBuy(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	bin := findChromium()
 	if bin == "" {
 		t.Skip("no Chromium found (looked for chromium, chromium-browser, google-chrome; set CHROMIUM=path): browser test skipped")

@@ -25,6 +25,7 @@ const kitGrace = time.Second
 // refusing produce requests, the outbox down is the database failing the
 // outbox insert, Freeze and Pause are the deductor's.
 func TestConformance(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	checkouttest.Run(t, func(t testing.TB, c checkouttest.Config) *checkouttest.Sale {
 		cfg := embeddedConfig(1, c.Stock) // the kit's buyers are its own IDs, not demo users
 		cfg.PerUserLimit = max(c.PerUserLimit, 1)

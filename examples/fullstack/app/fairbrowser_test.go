@@ -91,6 +91,7 @@ func pageBuy(step func(string, chromedp.Action[chromedp.Void]), until func(strin
 // (the page stops polling then) — then the moment of admission, pushed,
 // and buys with the admission pass.
 func TestBrowserQueue(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	_, step, until := fairBrowser(t)
 	cfg := embeddedConfig(20, 5)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 50
@@ -119,6 +120,7 @@ func TestBrowserQueue(t *testing.T) {
 // nobody can be replaced any more, and user4's page is pushed a final
 // "lost".
 func TestBrowserDraw(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	ctx, step, until := fairBrowser(t)
 	cfg := embeddedConfig(20, 1)
 	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, time.Hour

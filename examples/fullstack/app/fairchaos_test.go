@@ -167,6 +167,7 @@ func checkQueue(t *testing.T, a *app.App, room *waitroom.Room, sale string, tick
 // TestQueueInstanceKilledWhileAdmitting: B dies while both admit; A goes
 // on; nobody is admitted twice, no place is lost.
 func TestQueueInstanceKilledWhileAdmitting(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	var dead atomic.Bool
 	a, b, room, _ := twoQueueInstances(t, 100, killHook{dead: &dead})
 	t.Cleanup(func() { dead.Store(false) }) // revived before its shutdown (cleanups run last in, first out)
@@ -184,6 +185,7 @@ func TestQueueInstanceKilledWhileAdmitting(t *testing.T) {
 // restart from an fsynced AOF): admission stops while it is away and goes
 // on after; nobody is admitted twice, no place is lost.
 func TestQueueRedisRestartMidQueue(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	a, _, room, _ := twoQueueInstances(t, 100, nil)
 	sale := app.ActivityID(a)
 	tickets := joinAll(t, room, sale, 300)

@@ -200,6 +200,7 @@ func (s *fairSSE) until(what string, cond func(map[string]any) bool) map[string]
 // the waitlisted user is pushed a final "lost", the winner a final win,
 // and no replacement happens afterwards.
 func TestDrawOutcomePushed(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	cfg := embeddedConfig(10, 1)
 	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, time.Hour
 	cfg.StartIn, cfg.PathLead = 3*time.Second, 3*time.Second

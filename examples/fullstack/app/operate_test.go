@@ -77,6 +77,7 @@ func randHex(n int) string {
 // real Redis and MariaDB when SECKILL_REDIS_ADDR and SECKILL_MYSQL_DSN are
 // set, embedded otherwise.
 func TestOperateLiveSale(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users, stock, topUp = 1500, 40, 20
 	cfg := embeddedConfig(users+1, stock) // the crowd, and one probe buyer
 	if addr, dsn := os.Getenv("SECKILL_REDIS_ADDR"), os.Getenv("SECKILL_MYSQL_DSN"); addr != "" && dsn != "" {

@@ -154,6 +154,7 @@ func (s *slowSale) settle() {
 // every reservation whose message was still in Kafka (the reconciler's
 // Pending saw the outbox only) and those buyers read "failed".
 func TestSlowConsumerKilledWorker(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	s := startSlowSale(t, 40, 30)
 	s.buy(8)
 	s.waitOrders()
@@ -171,6 +172,7 @@ func TestSlowConsumerKilledWorker(t *testing.T) {
 // revoked), for 4× the grace with reconcile passes meanwhile; then a
 // member consumes: 0 FAILED, every accepted buy an order, stock conserved.
 func TestSlowConsumerRebalanceStorm(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	s := startSlowSale(t, 40, 30)
 	s.buy(8)
 	s.waitOrders()
@@ -215,6 +217,7 @@ func (s *slowSale) lagPassesAt(held []string, round int) {
 // recorded its position, so the reconciler keeps it for 4× the grace; the
 // worker restarts: 0 FAILED, every accepted buy an order.
 func TestSlowConsumerRelayedMessage(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	s := startSlowSale(t, 20, 10)
 	s.buy(2)
 	s.waitOrders()

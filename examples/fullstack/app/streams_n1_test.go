@@ -108,6 +108,7 @@ func keysOf(m map[string]any) string {
 // Before, the push hub was keyed by the reservation alone and user 2's
 // stream received user 1's {"status":"created","order_no":…}.
 func TestStreamsCarryOnlyTheOwnersResult(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	_, base := startApp(t, embeddedConfig(10, 2))
 	u1, u2 := login(t, base, "user1"), login(t, base, "user2")
 	const attempt = "n1-attempt"

@@ -20,6 +20,7 @@ import (
 // and the order shown names the size bought — which is the order's line
 // in the database and the unit gone from that size in Redis.
 func TestBrowserBuyVariant(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	bin := findChromium()
 	if bin == "" {
 		t.Skip("no Chromium found (looked for chromium, chromium-browser, google-chrome; set CHROMIUM=path): browser test skipped")

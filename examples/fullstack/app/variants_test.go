@@ -279,6 +279,7 @@ func contains(list []string, s string) bool {
 // selling, and the invariants hold per size and over the sale, counted
 // from Redis and SQL (load.CheckVariants within the run's check).
 func TestLoadEmbeddedVariants(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users = 400
 	cfg := embeddedConfig(users, 65)
 	cfg.Variants = []stock.Variant{{ID: "36", Stock: 5}, {ID: "37", Stock: 20}, {ID: "38", Stock: 40}}
@@ -366,6 +367,7 @@ func realVariantConfig(t *testing.T, users int) app.Config {
 // size ends with no oversell, its cap and the sale's held, its stock
 // conserved, nothing accepted lost — counted from Redis and SQL.
 func TestLoadRealVariants(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addr, dsn := os.Getenv("SECKILL_REDIS_ADDR"), os.Getenv("SECKILL_MYSQL_DSN")
 	if addr == "" || dsn == "" {
 		t.Skip("SECKILL_REDIS_ADDR and SECKILL_MYSQL_DSN not both set: no real servers")
@@ -388,6 +390,7 @@ func TestLoadRealVariants(t *testing.T) {
 // TestLoadRealClusterVariants is the same hammer on the 3-master Redis
 // Cluster (every size's keys under the sale's hash tag: one slot).
 func TestLoadRealClusterVariants(t *testing.T) {
+	t.Parallel() // the hammer (CPU) overlaps the waiting tests of the parallel phase
 	addrs := os.Getenv("SECKILL_REDIS_CLUSTER_ADDRS")
 	if addrs == "" {
 		t.Skip("SECKILL_REDIS_CLUSTER_ADDRS not set: no real Redis Cluster")
@@ -413,6 +416,7 @@ func TestLoadRealClusterVariants(t *testing.T) {
 // (counted per size and over the sale, in the Redis ledgers and SQL, by
 // the run's check).
 func TestLoadEmbeddedVariantCaps(t *testing.T) {
+	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	const users = 150
 	cfg := embeddedConfig(users, 300)
 	cfg.Variants = []stock.Variant{{ID: "36", Stock: 100, PerUserLimit: 1}, {ID: "37", Stock: 100, PerUserLimit: 1}, {ID: "38", Stock: 100, PerUserLimit: 1}}
@@ -475,7 +479,7 @@ func TestAdminLoadVariants(t *testing.T) {
 // is spent (the same captcha and token then buy) — and the answer's and
 // the result's view carry the size; a sale without sizes refuses one.
 func TestBuyVariantRules(t *testing.T) {
-	_, base := startApp(t, variantConfig(10))
+	a, base := startApp(t, variantConfig(10))
 	u := login(t, base, "user1")
 	cid, ans, tok, path := u.creds()
 	body := func(v string) map[string]string {
@@ -496,14 +500,12 @@ func TestBuyVariantRules(t *testing.T) {
 		t.Fatalf("buy of size 37: %d %v", code, m)
 	}
 	resv := u.str(m, "reservation")
-	var view map[string]any
-	for range 600 { // a bound; ends when the order is there
-		_, view = u.do("GET", "/api/result/"+strings.ReplaceAll(resv, "/", "%2F"), nil)
-		if u.str(view, "status") == "created" {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The consumer's drain (as the conformance test waits): nothing in
+	// Kafka or the outbox, every held reservation ordered or released.
+	if err := drainApp(context.Background(), a); err != nil {
+		t.Fatal(err)
 	}
+	_, view := u.do("GET", "/api/result/"+strings.ReplaceAll(resv, "/", "%2F"), nil)
 	if u.str(view, "status") != "created" || u.str(view, "variant") != "37" || u.str(view, "order_no") == "" {
 		t.Errorf("the result of size 37: %v", view)
 	}

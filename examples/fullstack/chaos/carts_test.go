@@ -66,19 +66,23 @@ func TestChaosCarts(t *testing.T) {
 		t.Skip("redis-server not on PATH: the cart scenarios run their own Redis")
 	}
 	k := readKnobs(t)
+	var names []string
+	var fns []func(*testing.T)
 	for _, sc := range cartScenarios() {
 		if k.only != nil && !k.only[sc.id] {
 			continue
 		}
 		for i := 0; i < k.seeds; i++ {
 			seed := seedOf(sc.id, i)
-			t.Run(fmt.Sprintf("%s/seed=%d", sc.id, seed), func(t *testing.T) {
+			names = append(names, fmt.Sprintf("%s/seed=%d", sc.id, seed))
+			fns = append(fns, func(t *testing.T) {
 				start := time.Now()
 				sc.run(t, dsn, seed)
 				t.Logf("%s: %s, %v", sc.id, sc.what, time.Since(start).Round(time.Second))
 			})
 		}
 	}
+	runRows(t, k.parallel, names, fns, nil)
 }
 
 // cartBound bounds the cart buyers' runs and the waits on Redis: limits

@@ -77,6 +77,12 @@
 // redis-server is on PATH, and skips with -short. Knobs: SECKILL_CHAOS_SEEDS,
 // SECKILL_CHAOS_USERS, SECKILL_CHAOS_STOCK, SECKILL_CHAOS_RUN (scenario IDs),
 // SECKILL_CHAOS_REPORT (a file for the results table and the fault
-// timelines) and SECKILL_CHAOS_KNOWN=1 (also run the scenarios listed with
-// a known violation, none at present; skipped with that reason otherwise).
+// timelines), SECKILL_CHAOS_KNOWN=1 (also run the scenarios listed with
+// a known violation, none at present; skipped with that reason otherwise)
+// and SECKILL_CHAOS_PARALLEL (rows run at once, default 3). The rows of
+// TestChaos, and those of TestChaosCarts, run 3 at a time: each row starts
+// its own processes, Redis (or Cluster, or Sentinels), broker, proxies and
+// private servers on free ports and writes a database of its own, so rows
+// share only the machine (and the CI MariaDB and PostgreSQL servers, a
+// database each). SECKILL_CHAOS_PARALLEL=1 runs them one after another.
 package chaos
