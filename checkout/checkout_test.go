@@ -616,3 +616,54 @@ func TestResultOrderWrittenBetweenReads(t *testing.T) {
 		t.Fatalf("Result = %+v, %v; want the order o1 (not failed released)", res, err)
 	}
 }
+
+// TestRetryOfCancelledOrderTellsCancelled: an attempt became an order and
+// the order was cancelled at its pay timeout (its units released), then
+// the buyer's retry of the same attempt arrives (its first answer lost
+// when an api died: the battery's FQ1 found buyers told "released" whose
+// orders exist, cancelled). The retry is answered with the order's
+// outcome — FAILED cancelled, with its order number — not "released:
+// start a new attempt", which tells a buyer who had an order that there
+// was none. An attempt released with no order still answers Released.
+func TestRetryOfCancelledOrderTellsCancelled(t *testing.T) {
+	st := newMemStock(5)
+	cfg := baseConfig(st, &memSubmitter{stock: st})
+	ctx := context.Background()
+	cancelled := map[string]bool{}
+	cfg.Results = func(_ context.Context, q status.ResultQuery) (order.Result, error) {
+		if cancelled[q.ReservationID] {
+			return order.Result{Activity: q.Activity, User: q.User, ReservationID: q.ReservationID, Status: order.StatusFailed,
+				Reason: status.ReasonCancelled, OrderNo: "o-" + q.ReservationID}, nil
+		}
+		return order.Result{}, nil
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.Buy(ctx, &Attempt{User: "u1", RequestID: "r1"})
+	if first.Kind != Accepted {
+		t.Fatalf("first buy: %+v", first)
+	}
+	// The order is written and cancelled at its pay timeout: the database
+	// first, then the release.
+	cancelled[first.Reservation] = true
+	if _, err := st.Release(ctx, "sale-1", first.Reservation); err != nil {
+		t.Fatal(err)
+	}
+	o := c.Buy(ctx, &Attempt{User: "u1", RequestID: "r1"})
+	if o.Kind != Replayed || o.Result.Status != order.StatusFailed || o.Result.Reason != status.ReasonCancelled || o.Result.OrderNo == "" {
+		t.Fatalf("retry of the cancelled order's attempt: %+v; want replayed FAILED cancelled with its order", o)
+	}
+	// Released with no order: Released, as before.
+	second := c.Buy(ctx, &Attempt{User: "u2", RequestID: "r1"})
+	if second.Kind != Accepted {
+		t.Fatalf("second buy: %+v", second)
+	}
+	if _, err := st.Release(ctx, "sale-1", second.Reservation); err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Buy(ctx, &Attempt{User: "u2", RequestID: "r1"}); o.Kind != Refused || o.Reason != Released {
+		t.Errorf("retry of an attempt released without an order: %+v; want refused released", o)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/seckillkit/seckill/limiter"
 	"github.com/seckillkit/seckill/order"
 	"github.com/seckillkit/seckill/order/handoff"
+	"github.com/seckillkit/seckill/order/status"
 	"github.com/seckillkit/seckill/outbox"
 	"github.com/seckillkit/seckill/risk"
 	"github.com/seckillkit/seckill/stock"
@@ -238,10 +239,29 @@ func (c *Checkout) stepReplay(ctx context.Context, a *Attempt) Outcome {
 		return refuse(BadRequest, true, "request_id already used")
 	case rec.State != stock.Held:
 		c.restoreToken(ctx, a)
+		if res, ok := c.cancelledOrder(ctx, a); ok {
+			return Outcome{Kind: Replayed, Result: res}
+		}
 		return refuse(Released, true, "this attempt's reservation was released; start a new attempt")
 	}
 	a.found, a.heldQty = true, rec.Qty
 	return Outcome{}
+}
+
+// cancelledOrder returns the outcome of a's released reservation when the
+// attempt became an order that was then cancelled (at its pay timeout,
+// which releases the units): a retry of the attempt — its first answer
+// lost, say, when the instance died — is told that order, FAILED
+// cancelled with its number, not "released, start a new attempt", which
+// would say there never was one. A cancellation writes the order's state
+// before it releases, so the read after the ledger's has it.
+func (c *Checkout) cancelledOrder(ctx context.Context, a *Attempt) (order.Result, bool) {
+	res, err := c.cfg.Results(ctx, status.ResultQuery{Activity: c.cfg.Activity, User: a.User, ReservationID: a.reservation})
+	if err != nil || res.Status != order.StatusFailed || res.Reason != status.ReasonCancelled || res.OrderNo == "" ||
+		res.User != "" && res.User != a.User || res.ReservationID != "" && res.ReservationID != a.reservation {
+		return order.Result{}, false
+	}
+	return res, true
 }
 
 // stepResubmit answers a found reservation with its result when the
