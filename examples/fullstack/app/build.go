@@ -932,7 +932,9 @@ func (a *App) repairOrphans(ctx context.Context, activity string, orderNos []str
 			continue
 		}
 		a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
-		a.log.Error("ALERT: Redis lost a live order's reservation (the reconciler's orphan); frozen until rebuilt from the DB",
+		// The same alert as the fence's (WithOnLoss above): one line for
+		// operators to watch, whichever noticed the loss first.
+		a.log.Error("ALERT: Redis lost or rolled back the sale's state (a live order's reservation is missing: the reconciler's orphan); frozen until rebuilt from the DB",
 			"activity", activity, "reservation", id)
 		if err := a.p.stock.Freeze(ctx, activity); err != nil {
 			a.m.workerErrors.WithLabelValues("reconciler").Inc()
