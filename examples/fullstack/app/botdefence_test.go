@@ -159,12 +159,18 @@ func TestBotDefenceDeviceAndNetworkBans(t *testing.T) {
 
 // TestBotFarm runs a small bot farm (load.BotFarm) against the defences on
 // and counts: the units the report gives humans and bots are the units
-// Redis took (no oversell, nothing double-counted), and every bot that got
-// past the network rule's deny threshold was refused.
+// Redis took (no oversell, nothing double-counted), and bots past the
+// network rule's deny threshold were refused. The stock (60) covers every
+// buyer, so no answer is "sold out": each of the 40 bots' token requests
+// counts against their /64, and with -net-ban-at 30 at least 10 of them
+// are denied whatever order the requests arrive in (with scarce stock the
+// sale could sell out before the bots' requests crossed the threshold —
+// CI on a loaded machine saw exactly that).
 func TestBotFarm(t *testing.T) {
-	cfg := embeddedConfig(60, 20)
+	cfg := embeddedConfig(60, 60)
 	cfg.BotDefence = []string{"pow", "risk", "priority"}
 	cfg.PoWCost = 500
+	cfg.NetChallengeAt, cfg.NetBanAt = 10, 30
 	cfg.TrustedProxies = []string{"127.0.0.1/32"}
 	a, url := startApp(t, cfg)
 	rep, err := load.BotFarm(context.Background(), load.BotFarmConfig{Target: url, Humans: 20, Bots: 40, Think: 50 * time.Millisecond})
@@ -176,11 +182,11 @@ func TestBotFarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := iv.RedisTotal - iv.RedisRemain
-	if got := int64(rep.HumanUnits + rep.BotUnits); got != taken || taken > 20 {
-		t.Fatalf("report: %d units (humans %d, bots %d); Redis: %d taken of 20\n%v", got, rep.HumanUnits, rep.BotUnits, taken, rep)
+	if got := int64(rep.HumanUnits + rep.BotUnits); got != taken || taken > 60 {
+		t.Fatalf("report: %d units (humans %d, bots %d); Redis: %d taken of 60\n%v", got, rep.HumanUnits, rep.BotUnits, taken, rep)
 	}
-	if rep.Outcomes["bot denied"] == 0 {
-		t.Fatalf("no bot refused by risk control with the network rule on:\n%v", rep)
+	if rep.Outcomes["bot denied"] < 10 {
+		t.Fatalf("fewer than 10 bots refused by risk control with the network rule on:\n%v", rep)
 	}
 	t.Log(rep)
 }
