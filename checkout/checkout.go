@@ -140,6 +140,19 @@ type Config struct {
 	Stock     Stock                                                                 // required
 	Submitter Submitter                                                             // required
 	Results   func(ctx context.Context, q status.ResultQuery) (order.Result, error) // required: (*status.Results).Reservation
+	// Fence is how the undo gives a reservation back:
+	// (*handoff.Fence).ReleaseFor, the fence the Submitter releases
+	// through. A resend of the same attempt that finds the reservation held
+	// hands it off again; when the first send then ends retryably after
+	// reserve (a step of yours between reserve and submit, a Submitter
+	// error other than handoff.ErrRetry) its undo must not give back the
+	// units of the resend's order. Through the fence it cannot: the
+	// reservation is fenced in the database first, so the resend's message
+	// is answered FAILED and deducts nothing, or its order, made first,
+	// wins and nothing is released. nil: Stock.Release, safe only while no
+	// step after reserve refuses and the Submitter keeps its contract
+	// (checkouttest's resend_during_undo scenario fails without it).
+	Fence func(ctx context.Context, r handoff.ReleaseRequest) error
 
 	Tokens  Tokens                                                                // the access token, consumed once
 	Link    func(ctx context.Context, p token.VerifyParams) (token.Claims, error) // the signed buy path: (*token.Signer).Verify

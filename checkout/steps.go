@@ -439,11 +439,29 @@ func reserveOutcome(res stock.Result) Outcome {
 // undoReserve releases a reservation whose hand-off, or a later step,
 // refused: it must not outlive the refusal. After handoff.ErrRetry the
 // submitter released it through the fence already.
+//
+// With Config.Fence the release is fenced (see there): an order a resend
+// of the attempt made meanwhile keeps its units (handoff.ErrConsumed: the
+// undo has nothing to give back), and a message it handed off is answered
+// FAILED when consumed. When the fence cannot be written nothing is
+// released and OnUndoError hears it; the reconciler settles it.
 func (c *Checkout) undoReserve(ctx context.Context, a *Attempt) {
 	if a.released {
 		return
 	}
-	if _, err := c.cfg.Stock.Release(ctx, c.ledger(a), entry(a)); err != nil && c.cfg.OnUndoError != nil {
+	var err error
+	if c.cfg.Fence != nil {
+		r := handoff.ReleaseRequest{Activity: c.cfg.Activity, User: a.User, ReservationID: a.reservation}
+		if a.Variant != "" { // released as the message's one line ("<reservation>#0" in the variant's ledger)
+			r.Lines = []order.Line{{ActivityID: c.ledger(a), Qty: a.Qty}}
+		}
+		if err = c.cfg.Fence(ctx, r); errors.Is(err, handoff.ErrConsumed) {
+			err = nil
+		}
+	} else {
+		_, err = c.cfg.Stock.Release(ctx, c.ledger(a), entry(a))
+	}
+	if err != nil && c.cfg.OnUndoError != nil {
 		c.cfg.OnUndoError(ctx, StepReserve, a, err)
 	}
 }

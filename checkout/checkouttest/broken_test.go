@@ -212,13 +212,13 @@ func TestKitRunsVariantScenarios(t *testing.T) {
 			}
 			return s
 		})
-		for _, sc := range []string{"variant_sold_out", "variant_retry", "variant_cap", "variant_early_sold_out", "variant_spent_token", "variant_handoff_failed"} {
+		for _, sc := range []string{"variant_sold_out", "variant_retry", "variant_cap", "variant_early_sold_out", "variant_spent_token", "variant_resend_during_undo", "variant_handoff_failed"} {
 			if !slices.ContainsFunc(ran, func(n string) bool { return strings.HasSuffix(n, "/"+sc) }) {
 				skipped = append(skipped, sc)
 			}
 		}
 	})
-	if len(skipped) > 0 || len(ran) != 6 {
+	if len(skipped) > 0 || len(ran) != 7 {
 		t.Errorf("variant scenarios not run on the embedded composition: %v (ran %v)", skipped, ran)
 	}
 }

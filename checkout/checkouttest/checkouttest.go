@@ -3,7 +3,8 @@
 // composition of checkout — the default steps or a user's list, embedded or
 // real stores — [Run] runs the seam scenarios (retries, lost answers,
 // crashes between steps, Kafka and the database down, a frozen or paused
-// sale, sold out, other buyers' IDs, ID length limits, per-user caps) and,
+// sale, sold out, other buyers' IDs, ID length limits, per-user caps, a
+// resend while the first send's undo runs: resend_during_undo) and,
 // after the order pipeline drained, COUNTS the invariants from Redis and
 // SQL:
 //
@@ -21,7 +22,7 @@
 //
 // A sale with variants (Config.Variants: the variant scenarios
 // variant_sold_out, variant_retry, variant_cap, variant_early_sold_out,
-// variant_spent_token, variant_handoff_failed)
+// variant_spent_token, variant_resend_during_undo, variant_handoff_failed)
 // is counted per variant too: no oversell and conservation per variant, in Redis (the variant's
 // ledger) and SQL (its activity row and the live lines of orders), the
 // per-variant cap and the sale's cap over all variants, and every order
@@ -77,7 +78,8 @@ type Config struct {
 	Variants []stock.Variant
 	// Steps is the kit's edit of the steps: it wraps "reserve" (to lose a
 	// reply) and inserts a step before it (to crash after the access
-	// token). The constructor must apply it last, after its own edits:
+	// token) and one after it (to hold an attempt after its reservation,
+	// then end it Busy). The constructor must apply it last, after its own edits:
 	// checkout.Config{Steps: c.Steps}, or
 	// Steps: func(d []checkout.Step) []checkout.Step { return c.Steps(mine(d)) }.
 	Steps func(defaults []checkout.Step) []checkout.Step

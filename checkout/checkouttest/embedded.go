@@ -86,6 +86,9 @@ type embedded struct {
 	// wrap, when set (the kit's own tests), is the checkout's Stock made
 	// of the Deductor: a composition that breaks Stock's contract.
 	wrap func(*stock.Deductor) checkout.Stock
+	// plainUndo (the kit's own tests) leaves checkout.Config.Fence unset:
+	// the undo releases without fencing.
+	plainUndo bool
 }
 
 // queue is the stand-in for Kafka: encoded order messages in the order
@@ -262,7 +265,11 @@ func (e *embedded) build(c Config) {
 	if e.wrap != nil {
 		st = e.wrap(d)
 	}
-	co, err := checkout.New(checkout.Config{Activity: act, Stock: st, Submitter: submitter, Results: results.Reservation,
+	undoFence := fence.ReleaseFor
+	if e.plainUndo {
+		undoFence = nil
+	}
+	co, err := checkout.New(checkout.Config{Activity: act, Stock: st, Submitter: submitter, Results: results.Reservation, Fence: undoFence,
 		Tokens: pool, Link: signer.Verify, Captcha: captchas.Verify, Node: "kit", Now: clk.Now, Steps: c.Steps})
 	e.must("checkout", err)
 

@@ -22,12 +22,42 @@ const crashed checkout.Reason = "checkouttest_crash"
 // errUncertain is the error of a Reserve whose reply was lost.
 var errUncertain = errors.New("checkouttest: reserve reply lost (the reservation was made)")
 
+// errHeld is the error of the attempt the after-reserve step held.
+var errHeld = errors.New("checkouttest: a step after reserve timed out")
+
+// afterReserveStep is the step the kit inserts after "reserve": it holds
+// the attempt the resend_during_undo scenarios mark until the scenario has
+// resent it, then ends it Busy (a dependency of the caller's timing out),
+// so the loop undoes the reservation the resend handed off.
+const afterReserveStep = "checkouttest.after_reserve"
+
 // stepFaults are the faults the kit injects through Config.Steps, each once
 // for one request ID.
 type stepFaults struct {
 	mu        sync.Mutex
 	uncertain map[string]bool // reserve succeeds, the caller sees an error
 	crash     map[string]bool // the process dies between the token and reserve
+	hold      map[string]held // stopped after reserve until released, then Busy
+}
+
+// held is one attempt the after-reserve step holds: reached is closed
+// when it got there (its reservation made), the scenario closes proceed.
+type held struct{ reached, proceed chan struct{} }
+
+func (f *stepFaults) armHold(requestID string) held {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := held{reached: make(chan struct{}), proceed: make(chan struct{})}
+	f.hold[requestID] = h
+	return h
+}
+
+func (f *stepFaults) takeHold(requestID string) (held, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.hold[requestID]
+	delete(f.hold, requestID)
+	return h, ok
 }
 
 func (f *stepFaults) arm(m map[string]bool, requestID string) {
@@ -68,7 +98,18 @@ func (f *stepFaults) edit(steps []checkout.Step) []checkout.Step {
 			}
 			return o
 		}
-		out = append(out, s)
+		out = append(out, s, checkout.Step{Name: afterReserveStep, Run: func(ctx context.Context, a *checkout.Attempt) checkout.Outcome {
+			h, ok := f.takeHold(a.RequestID)
+			if !ok {
+				return checkout.Outcome{}
+			}
+			close(h.reached)
+			select {
+			case <-h.proceed:
+			case <-ctx.Done():
+			}
+			return checkout.Outcome{Kind: checkout.Busy, Reason: checkout.TryAgain, Message: "busy, retry shortly", Err: errHeld}
+		}})
 	}
 	return out
 }
@@ -88,7 +129,7 @@ type kit struct {
 
 func runScenario(t testing.TB, sc scenario, newSale NewSale) {
 	t.Helper()
-	f := &stepFaults{uncertain: map[string]bool{}, crash: map[string]bool{}}
+	f := &stepFaults{uncertain: map[string]bool{}, crash: map[string]bool{}, hold: map[string]held{}}
 	c := sc.cfg
 	c.Steps = f.edit
 	if len(c.Variants) > 0 {

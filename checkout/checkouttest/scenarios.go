@@ -46,6 +46,9 @@ var scenarios = []scenario{
 		needs: needsVariants, run: variantEarlySoldOut},
 	{name: "variant_spent_token", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 2}, {ID: "M", Stock: 2}, {ID: "L", Stock: 0}}},
 		needs: needsAll(needsVariants, needsToken), run: variantSpentToken},
+	{name: "resend_during_undo", cfg: Config{Stock: 5, PerUserLimit: 2}, run: resendDuringUndo("")},
+	{name: "variant_resend_during_undo", cfg: Config{PerUserLimit: 2, Variants: []stock.Variant{{ID: "S", Stock: 2}, {ID: "M", Stock: 2}}},
+		needs: needsVariants, run: resendDuringUndo("M")},
 	{name: "variant_handoff_failed", cfg: Config{PerUserLimit: 1, Variants: []stock.Variant{{ID: "S", Stock: 1}, {ID: "M", Stock: 2}}},
 		needs: needsAll(needsVariants, needsHandoff), run: variantHandoffFailed},
 }
@@ -819,5 +822,56 @@ func variantSpentToken(k *kit) {
 	}
 	if m := variantUnits(n.Live, "bob", "M"); m != 1 {
 		k.t.Errorf("[expect] bob has %d units of M in live orders, want 1", m)
+	}
+}
+
+// resendDuringUndo: an attempt reserves, then a step after reserve holds it
+// and ends it Busy, so the loop undoes its reservation; meanwhile a resend
+// of the same attempt found the reservation held and handed it off again.
+// The undo must not give back the units the resend's order needs. gina's
+// undo runs before the resend's message is consumed: released through the
+// fence (checkout.Config.Fence) the message is answered FAILED, while a
+// plain release leaves a live order without its units (settle's
+// [conserved]). hank's runs after the pipeline drained: his order exists
+// and keeps its units. variant "" is the sale's own activity.
+func resendDuringUndo(variant string) func(k *kit) {
+	return func(k *kit) {
+		for _, c := range []struct {
+			user       string
+			drainFirst bool
+		}{{"gina", false}, {"hank", true}} {
+			h := k.faults.armHold("undo-1")
+			a := k.attemptAt(c.user, "undo-1", variant)
+			first := make(chan checkout.Outcome, 1)
+			go func() { first <- k.send(a, true) }()
+			select {
+			case <-h.reached:
+			case o := <-first:
+				k.t.Fatalf("[expect] %s: the held attempt ended before the step after reserve: %s", c.user, describe(o))
+			}
+			resend := k.buyAt(c.user, "undo-1", variant) // finds the reservation held: handed off again
+			if resend.Kind != checkout.Accepted && resend.Kind != checkout.Replayed {
+				k.t.Errorf("[expect] %s: the resend while the first send is held: want accepted or replayed, got %s", c.user, describe(resend))
+			}
+			if c.drainFirst { // the resend's order is made before the undo
+				if err := k.sale.Drain(k.ctx); err != nil {
+					k.t.Fatalf("checkouttest: Sale.Drain: %v", err)
+				}
+			}
+			close(h.proceed)
+			o := <-first
+			if o.Kind != checkout.Busy || !strings.Contains(fmt.Sprint(o.Err), errHeld.Error()) {
+				k.t.Errorf("[expect] %s: the held attempt: want busy from the kit's step after reserve, got %s", c.user, describe(o))
+			}
+			n := k.settle() // [conserved]: an order of the resend's message must keep its units
+			if h, l := units(n.Held, c.user), units(n.Live, c.user); h != l || l > 1 || c.drainFirst && l != 1 {
+				k.t.Errorf("[expect] %s: resend during the undo: %d units held in Redis and %d in live orders", c.user, h, l)
+			}
+			again := k.buyAt(c.user, "undo-1", variant) // told what became of it: its order, or released
+			if again.Kind == checkout.Accepted {
+				k.t.Errorf("[expect] %s: the attempt again after the drain: want its outcome, got %s", c.user, describe(again))
+			}
+		}
+		k.settle()
 	}
 }

@@ -141,3 +141,25 @@ func TestEmbeddedRefusesSizesEarly(t *testing.T) {
 		t.Error("a buyer who won a size is refused early")
 	}
 }
+
+// TestKitFailsPlainUndo: the embedded composition with its undo releasing
+// straight in Redis (no checkout.Config.Fence) fails both
+// resend_during_undo scenarios on conservation: the resend's order is live
+// and its units were given back.
+func TestKitFailsPlainUndo(t *testing.T) {
+	report := Check(t, func(t testing.TB, c Config) *Sale {
+		e := &embedded{t: t, clk: testenv.NewEpochClock(0), openDB: testenv.SQLite, plainUndo: true}
+		e.build(c)
+		return e.sale
+	})
+	for _, w := range []string{"resend_during_undo", "variant_resend_during_undo"} {
+		if !slices.ContainsFunc(report[w], func(m string) bool { return strings.Contains(m, "[conserved]") }) {
+			t.Errorf("scenario %s does not fail with [conserved]; report: %v", w, report)
+		}
+	}
+	for sc := range report {
+		if !strings.HasSuffix(sc, "resend_during_undo") {
+			t.Errorf("a plain undo fails %s too: %v", sc, report[sc])
+		}
+	}
+}

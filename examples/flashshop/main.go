@@ -100,7 +100,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB, p Product
 		return nil, err
 	}
 	if s.Sale, err = checkout.New(checkout.Config{Activity: p.ID, Price: p.PriceCents, Stock: d, Submitter: submitter,
-		Results: results.Reservation, Steps: steps}); err != nil {
+		Results: results.Reservation, Fence: fence.ReleaseFor, Steps: steps}); err != nil {
 		return nil, err
 	}
 	s.http, err = checkouthttp.New(s.Sale, s.user)

@@ -77,6 +77,7 @@ type parts struct {
 	canceller       *status.Canceller // pays and cancels orders
 	pay             *payments         // the payment callback and the fake provider (fakepay.go)
 	submit          submitFunc
+	fence           *handoff.Fence // the submitter's, and the checkout's undo (checkout.Config.Fence)
 	recon, reconDry *reconcile.Reconciler
 	relay           *outbox.Relay // nil on an api node (the admin API's requeue)
 	// positions: where the broker wrote each order message (the hand-off's
@@ -564,6 +565,7 @@ func (a *App) buildHandOff(rel order.Releaser) error {
 	if err != nil {
 		return err
 	}
+	p.fence = fence
 	// No QUEUED result at the hand-off: a reservation in flight reads
 	// queued from the stock ledger (resultOf, checkout.Result), which
 	// saves a Redis round trip per accepted buy; the fence still records
@@ -673,6 +675,7 @@ func (a *App) buildCheckout() (err error) {
 		Stock:     p.units.forCheckout(a.in.StockRedis == a.in.Redis),
 		Submitter: p.submit,
 		Results:   p.results.Reservation,
+		Fence:     p.fence.ReleaseFor, // the undo releases through the fence: a resend's order keeps its units
 		Tokens:    p.pool,
 		Link:      p.signer.Verify,
 		Captcha:   p.captcha.check,
