@@ -41,6 +41,9 @@ type Deductor struct {
 	// Deductor knows (shard.go); an activity not in it is un-sharded, or
 	// not known to be sharded yet.
 	layouts atomic.Pointer[map[string]*layout]
+	// groups is what this Deductor knows of each limit group's fence
+	// (group_fence.go), by group ID; bounded as states is.
+	groups groupStates
 
 	mu      sync.Mutex
 	running bool

@@ -445,11 +445,16 @@
 // 30 days after its last take). A Release of one line gives back its
 // stock, not its allowance, until a SweepGroup sees the line released. The database side of the
 // group limit is the order consumer's: count a buyer's live order lines of
-// the group before inserting (see the stock README). The group has no
-// data-loss fence of its own: after a failover that lost takes (the
-// activities' fence fired, or the reconciler found orphans), RebuildGroup
-// takes again the allowances of the live lines the database lists; until
-// then only the database's guard holds the cap.
+// the group before inserting (see the stock README). The group has a
+// data-loss fence of its own, on the activities' rules (below): its keys
+// carry an epoch and a write count that every take and give-back returns,
+// and a Deductor that sees them go back (a failover to a replica that
+// missed takes, the keys wiped) freezes the group: its new takes answer
+// Frozen (LinesResult.Group true) while give-backs and replays go on.
+// RebuildGroup takes again the allowances of the live lines the database
+// lists, over every activity of the group, and lifts the freeze. The fence
+// judges only the group calls a Deductor makes, so the database's guard
+// stays the cap's last word.
 //
 // # Redis and Cluster
 //

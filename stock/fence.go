@@ -121,6 +121,9 @@ func (s *actState) observe(sn fenceSnap, r fenceReply) verdict {
 		if s.epoch == r.epoch && r.seq > s.seq {
 			s.seq = r.seq
 		}
+		if s.epoch == r.epoch && r.exp > s.exp { // a limit group's keys live on after each take
+			s.exp = r.exp
+		}
 		if s.epoch == r.epoch {
 			s.lost = false
 		}

@@ -75,11 +75,12 @@ func activityKeys(prefix, activity string) keys {
 func varsKey(prefix, activity string) string { return tag(prefix, activity) + "vars" }
 
 // groupKeys returns the keys of limit group g, under its own hash tag
-// {g:<group>}: held (user -> units taken) and ledger (line reservation ID
-// -> "user:qty:state:atMs", state R taken, X given back, T tombstone).
+// {g:<group>}: held (user -> units taken), ledger (line reservation ID
+// -> "user:qty:state:atMs", state R taken, X given back, T tombstone) and
+// meta (the group's data-loss fence: epoch, seq, born, origin, frozen).
 func groupKeys(prefix, group string) []string {
 	t := prefix + "{g:" + group + "}:"
-	return []string{t + "held", t + "resv"}
+	return []string{t + "held", t + "resv", t + "meta"}
 }
 
 // shardTagBody returns "a:<activity>:s<k>/<n>:<salt>", the inside of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -48,8 +49,9 @@ type LinesResult struct {
 	// Line is the index of the refused line, -1 when Reserved.
 	Line int
 	// Group is true when the refusal is the line's limit group's:
-	// LimitReached (the buyer would exceed GroupLimit) or Released (the
-	// line's allowance was given back before).
+	// LimitReached (the buyer would exceed GroupLimit), Released (the
+	// line's allowance was given back before) or Frozen (Redis lost or
+	// rolled back the group's data: retry once [Deductor.RebuildGroup] ran).
 	Group bool
 	// Replayed is true when every line was reserved before (a retry).
 	Replayed bool
@@ -183,12 +185,17 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 		case groupTaken:
 			taken = append(taken, i)
 			continue
+		case groupTakenFrozen: // taken on data the fence found lost: given back below
+			taken = append(taken, i)
 		case groupConflict:
 			return LinesResult{}, fmt.Errorf("%w: line %d (%s) in limit group %s", ErrIDConflict, i, ids[i], l.Group)
 		}
 		st := LimitReached
-		if code == groupReleased {
+		switch code {
+		case groupReleased:
 			st = Released
+		case groupFrozen, groupTakenFrozen:
+			st = Frozen
 		}
 		err = d.undoLines(ctx, req, ids, nil, taken)
 		return LinesResult{Status: st, Line: i, Group: true, Lines: results}, err
@@ -370,88 +377,147 @@ func (d *Deductor) holdKeys(ctx context.Context, activity, user string) (keys, e
 	return l.keys[shardOf(user, l.n)], nil
 }
 
-// groupTake takes qty of user's allowance in group under line ID id.
+// groupTake takes qty of user's allowance in group under line ID id. A
+// reply that reveals (or follows) a loss of the group's data answers
+// groupFrozen; the take it may have made is the caller's to give back.
 func (d *Deductor) groupTake(ctx context.Context, group, id, user, activity string, qty, limit int64) (groupCode, error) {
+	st := d.groups.get(group)
+	sn := st.snap()
 	vals, err := groupTakeScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, user, qty, limit,
-		groupTTL.Milliseconds(), activity).Slice()
+		groupTTL.Milliseconds(), activity, newEpoch()).Slice()
 	if err != nil {
 		return 0, classify("group", err)
 	}
-	n, err := ints("group", vals, 2)
+	n, err := ints("group", vals, 7)
 	if err != nil {
 		return 0, err
 	}
-	switch c := groupCode(n[0]); c {
-	case groupTaken, groupOver, groupReleased, groupConflict:
-		return c, nil
+	c := groupCode(n[0])
+	switch c {
+	case groupTaken, groupOver, groupReleased, groupConflict, groupFrozen:
+	default:
+		return 0, badReply("group", "status code %d", n[0])
 	}
-	return 0, badReply("group", "status code %d", n[0])
+	if d.observeGroup(ctx, group, st, sn, fenceReply{epoch: n[2], seq: n[3], exp: n[4], born: n[5], origin: n[6]}) && c != groupConflict {
+		if c == groupTaken {
+			return groupTakenFrozen, nil
+		}
+		return groupFrozen, nil
+	}
+	return c, nil
 }
 
-// groupGive gives back the allowance line ID id took in group, once.
+// groupGive gives back the allowance line ID id took in group, once. The
+// give-back stands whatever its fence reply reveals (a loss freezes the
+// group for takes).
 func (d *Deductor) groupGive(ctx context.Context, group, id string) (giveBackCode, error) {
-	v, err := groupGiveScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, groupTTL.Milliseconds()).Int64()
+	st := d.groups.get(group)
+	sn := st.snap()
+	vals, err := groupGiveScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, groupTTL.Milliseconds(), newEpoch()).Slice()
 	if err != nil {
 		return 0, classify("group", err)
 	}
-	switch c := giveBackCode(v); c {
-	case giveBackNow, giveBackBefore, giveBackTombstone:
-		return c, nil
+	n, err := ints("group", vals, 6)
+	if err != nil {
+		return 0, err
 	}
-	return 0, badReply("group", "status code %d", v)
+	c := giveBackCode(n[0])
+	switch c {
+	case giveBackNow, giveBackBefore, giveBackTombstone:
+	default:
+		return 0, badReply("group", "status code %d", n[0])
+	}
+	d.observeGroup(ctx, group, st, sn, fenceReply{epoch: n[1], seq: n[2], exp: n[3], born: n[4], origin: n[5]})
+	return c, nil
 }
 
-// RebuildGroup takes again, in group's Redis state, the allowances of
-// live lines of activity that it lost, and returns how many it took. The
-// limit group has no data-loss fence: a failover to a replica that missed
-// acknowledged takes leaves the buyers' allowances under their live lines,
-// and Redis may then admit carts beyond GroupLimit (the database's own
-// per-(buyer, group) guard still refuses them). After such a loss — when
-// the activities' fence fired, or the reconciler found orphans — or on a
-// schedule beside [Deductor.SweepGroup], pass the group's live lines of
-// each of its activities as the database holds them: each [Reservation]'s
-// ID is the line's reservation ID ("<cart>#<i>"), User and Qty its buyer
-// and units (State and the times are not read). A line the group's ledger
-// knows in any state (taken, given back, tombstoned) is left as it is; one
-// it lacks is taken for its buyer without the limit check (the database
-// held the cap when it became an order). A line cancelled after the
-// database was read is not taken again: its give-back left a record (a
-// tombstone when the take was lost). Idempotent; safe beside buyers,
-// ReleaseLines and the sweep, which keeps a held line's allowance. One
-// script call per 500 lines, under the group's hash tag.
-func (d *Deductor) RebuildGroup(ctx context.Context, group, activity string, live []Reservation) (int, error) {
+// RebuildGroup takes again, in group's Redis state, the allowances of the
+// group's live lines that it lost, returns how many it took, and lifts the
+// group's freeze. The group's data-loss fence (see "Redis data loss" in
+// the package doc) freezes the group when a Deductor sees its data lost or
+// rolled back — a failover to a replica that missed acknowledged takes,
+// the keys wiped —: its new takes answer [Frozen] (LinesResult.Group
+// true) until this runs. Run it then, or when the activities' fence fired,
+// or the reconciler found orphans, or on a schedule beside
+// [Deductor.SweepGroup].
+//
+// live holds the group's live lines as the database holds them, by the
+// line's activity (an activity ID or a variant's): each [Reservation]'s ID
+// is the line's reservation ID ("<cart>#<i>"), User and Qty its buyer and
+// units (State and the times are not read). Pass every activity of the
+// group: the freeze is lifted at the end. A line the group's ledger knows
+// in any state (taken, given back, tombstoned) is left as it is; one it
+// lacks is taken for its buyer without the limit check (the database held
+// the cap when it became an order). A line cancelled after the database
+// was read is not taken again: its give-back left a record (a tombstone
+// when the take was lost). Idempotent; safe beside buyers, ReleaseLines
+// and the sweep, which keeps a held line's allowance. One script call per
+// 500 lines of an activity (and one more when live is empty), under the
+// group's hash tag; the last starts a new epoch of the group's fence.
+func (d *Deductor) RebuildGroup(ctx context.Context, group string, live map[string][]Reservation) (int, error) {
 	if err := checkID(ErrInvalidArgument, "limit group", group); err != nil {
 		return 0, err
 	}
-	if err := checkActivity(activity); err != nil {
-		return 0, err
+	acts := make([]string, 0, len(live))
+	for a, rs := range live {
+		if err := checkActivity(a); err != nil {
+			return 0, err
+		}
+		for _, r := range rs {
+			if err := d.validateID(r.ID); err != nil {
+				return 0, err
+			}
+			if err := checkID(ErrInvalidArgument, "user ID", r.User); err != nil {
+				return 0, err
+			}
+			if r.Qty <= 0 || r.Qty > MaxQuantity {
+				return 0, fmt.Errorf("%w: line %s: qty %d must be in [1, 2^53-1]", ErrInvalidArgument, r.ID, r.Qty)
+			}
+		}
+		acts = append(acts, a)
 	}
-	for _, r := range live {
-		if err := d.validateID(r.ID); err != nil {
-			return 0, err
-		}
-		if err := checkID(ErrInvalidArgument, "user ID", r.User); err != nil {
-			return 0, err
-		}
-		if r.Qty <= 0 || r.Qty > MaxQuantity {
-			return 0, fmt.Errorf("%w: line %s: qty %d must be in [1, 2^53-1]", ErrInvalidArgument, r.ID, r.Qty)
-		}
+	sort.Strings(acts)
+	type call struct {
+		activity string
+		lines    []Reservation
 	}
 	const batch = 500
+	var calls []call
+	for _, a := range acts {
+		for rs := live[a]; len(rs) > 0; {
+			n := min(batch, len(rs))
+			calls = append(calls, call{a, rs[:n]})
+			rs = rs[n:]
+		}
+	}
+	if len(calls) == 0 {
+		calls = append(calls, call{})
+	}
+	st := d.groups.get(group)
 	taken := 0
-	for len(live) > 0 {
-		n := min(batch, len(live))
-		args := make([]any, 0, 2+3*n)
-		args = append(args, groupTTL.Milliseconds(), activity)
-		for _, r := range live[:n] {
+	for i, c := range calls {
+		var epoch int64
+		if i == len(calls)-1 {
+			epoch = newEpoch()
+		}
+		args := make([]any, 0, 3+3*len(c.lines))
+		args = append(args, groupTTL.Milliseconds(), c.activity, epoch)
+		for _, r := range c.lines {
 			args = append(args, r.ID, r.User, r.Qty)
 		}
-		v, err := groupRebuildScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), args...).Int64()
+		sn := st.snap()
+		vals, err := groupRebuildScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), args...).Slice()
 		if err != nil {
 			return taken, classify("group rebuild", err)
 		}
-		taken += int(v)
-		live = live[n:]
+		n, err := ints("group rebuild", vals, 6)
+		if err != nil {
+			return taken, err
+		}
+		taken += int(n[0])
+		if epoch != 0 {
+			st.observe(sn, fenceReply{epoch: n[1], seq: n[2], exp: n[3], born: n[4], origin: n[5]})
+		}
 	}
 	return taken, nil
 }

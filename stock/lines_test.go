@@ -415,9 +415,10 @@ func TestSweepGroupAfterCrash(t *testing.T) {
 	})
 }
 
-// TestRebuildGroupAfterLostTakes: a failover loses the group's takes of
-// two carts (their records and the buyer's count), as the group has no
-// fence; Redis would then admit a cart beyond the cap. RebuildGroup with
+// TestRebuildGroupAfterLostTakes: the group's takes of two carts vanish
+// (their records and the buyer's count, the group's fence untouched: a
+// loss the fence cannot see, as a hand-made deletion); Redis would then
+// admit a cart beyond the cap. RebuildGroup with
 // the live lines of each activity (as the database holds them) takes
 // them again: the buyer's allowance equals the live lines, the cap holds
 // in Redis again, a second call takes nothing, and a line given back
@@ -463,17 +464,16 @@ func TestRebuildGroupAfterLostTakes(t *testing.T) {
 		_, err = d.ReleaseLines(ctx, cart("7", "c4")) // the DB refused it: released
 		require.NoError(t, err)
 
-		// The rebuild, activity by activity, from the live lines: c1 and c2
+		// The rebuild from the live lines of every activity: c1 and c2
 		// (buyer 7), and c3's — cancelled after the DB was read: given back,
 		// so not taken again.
-		total := 0
+		live := map[string][]Reservation{}
 		for i, a := range acts {
-			live := []Reservation{{ID: lineID("c1", i), User: "7", Qty: 1}, {ID: lineID("c2", i), User: "7", Qty: 1},
+			live[a] = []Reservation{{ID: lineID("c1", i), User: "7", Qty: 1}, {ID: lineID("c2", i), User: "7", Qty: 1},
 				{ID: lineID("c3", i), User: "8", Qty: 1}}
-			n, err := d.RebuildGroup(ctx, "grp", a, live)
-			require.NoError(t, err)
-			total += n
 		}
+		total, err := d.RebuildGroup(ctx, "grp", live)
+		require.NoError(t, err)
 		assert.Equal(t, 6, total, "c1's and c2's three lines each")
 		assert.Equal(t, int64(6), hint(t, rdb, gk[0], "7"), "buyer 7's allowance equals the live lines")
 		assert.NotContains(t, hgetall(t, rdb, gk[0]), "8", "c3 stays given back")
@@ -486,7 +486,7 @@ func TestRebuildGroupAfterLostTakes(t *testing.T) {
 		assert.Equal(t, LimitReached, res.Status)
 		assert.True(t, res.Group)
 		// Idempotent.
-		n, err := d.RebuildGroup(ctx, "grp", "p1", []Reservation{{ID: lineID("c1", 0), User: "7", Qty: 1}})
+		n, err := d.RebuildGroup(ctx, "grp", map[string][]Reservation{"p1": {{ID: lineID("c1", 0), User: "7", Qty: 1}}})
 		require.NoError(t, err)
 		assert.Zero(t, n)
 		// The sweep keeps the rebuilt allowances (their lines are held).
@@ -505,7 +505,7 @@ func TestRebuildGroupAfterLostTakes(t *testing.T) {
 			{"grp", "p1", []Reservation{{ID: "x#0", User: "", Qty: 1}}},
 			{"grp", "p1", []Reservation{{ID: "x#0", User: "7", Qty: 0}}},
 		} {
-			_, err := d.RebuildGroup(ctx, bad.group, bad.act, bad.live)
+			_, err := d.RebuildGroup(ctx, bad.group, map[string][]Reservation{bad.act: bad.live})
 			assert.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
 		}
 	})

@@ -232,6 +232,7 @@ const (
 	groupOver     groupCode = 3  // the group's limit would be exceeded: nothing written
 	groupReleased groupCode = 7  // given back (or tombstoned) before: nothing written
 	groupConflict groupCode = -2 // the ID is in the group's ledger with another user or qty
+	groupFrozen   groupCode = 8  // the group is frozen (a loss was seen): nothing written
 )
 
 // giveBackCode is the reply of group_give.lua.

@@ -68,7 +68,8 @@ var codeFree = map[string]string{
 	"ids.lua":           "an HSCAN page (scanEnd is Redis's cursor)",
 	"group_scan.lua":    "an HSCAN page of a group's ledger and Redis now",
 	"pending.lua":       "the pending transfer records",
-	"group_rebuild.lua": "the number of allowances taken again",
+	"group_rebuild.lua": "the number of allowances taken again, and the group's fence",
+	"group_freeze.lua":  "1 frozen, 0 no meta (a count, not a decision)",
 }
 
 // TestReplyCodesMatchScripts reads every script and replycodes.go and

@@ -131,6 +131,10 @@ var (
 	groupRebuildLua    string
 	groupRebuildScript = redis.NewScript(groupRebuildLua)
 
+	//go:embed group_freeze.lua
+	groupFreezeLua    string
+	groupFreezeScript = redis.NewScript(groupFreezeLua)
+
 	//go:embed group_scan.lua
 	groupScanLua    string
 	groupScanScript = redis.NewScript(groupScanLua)

@@ -240,9 +240,22 @@ func runCartFailover(lossy bool) func(t *testing.T, dsn string, seed uint64) {
 		if lossy {
 			// The group's allowances as the loss left them, then rebuilt.
 			c0 := rig.Check("after the failover, the units rebuilt", crash.CartCheck{Settled: true, LostWrites: true})
+			frozen, err := rig.Rdb.HGet(ctx, crash.GroupMetaKey(sale.Prefix, sale.Group), "frozen").Result()
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
 			taken, given := rig.RebuildGroup()
-			t.Logf("the group rebuilt from the database: %d allowances taken again, %d given back (Redis allowances %d units, the live lines %d, before)",
-				taken, given, c0.GroupHeldRedis, c0.GroupHeldDB)
+			t.Logf("the group rebuilt from the database: %d allowances taken again, %d given back (Redis allowances %d units, the live lines %d, before; the group's fence had frozen it: %v)",
+				taken, given, c0.GroupHeldRedis, c0.GroupHeldDB, frozen == "1")
+			if c0.GroupHeldRedis < c0.GroupHeldDB && frozen != "1" {
+				// The buyers' Deductors, which took from the group before
+				// the failover and go on after it, judge their next take
+				// against the seq they saw: a lost take is a seq gone back.
+				t.Errorf("Redis lost %d units of the group's allowances and the group's fence did not freeze it", c0.GroupHeldDB-c0.GroupHeldRedis)
+			}
+			if f, _ := rig.Rdb.HGet(ctx, crash.GroupMetaKey(sale.Prefix, sale.Group), "frozen").Result(); f != "" {
+				t.Errorf("the group is still frozen after RebuildGroup")
+			}
 		}
 		c := rig.Check("after the failover", crash.CartCheck{Settled: true, ExactGroup: true, LostWrites: lossy})
 		if lossy {

@@ -77,7 +77,7 @@ type CartCheck struct {
 	// them); a journaled order whose ledger entry is gone is then
 	// expected (the fence froze the unit and a rebuild restored it) and,
 	// unless ExactGroup, the allowances may be under the live lines (the
-	// group has no fence; RebuildGroup restores them).
+	// group's fence freezes the group; RebuildGroup restores them).
 	LostWrites bool
 }
 

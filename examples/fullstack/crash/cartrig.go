@@ -276,6 +276,7 @@ func (r *CartRig) RebuildGroup() (taken, given int) {
 	r.T.Helper()
 	ctx := context.Background()
 	d := r.Deductor()
+	lines := map[string][]stock.Reservation{}
 	for _, u := range r.Sale.Units() {
 		live, err := orderreconcile.LiveReservations(ctx, r.DB, u)
 		if err != nil {
@@ -285,13 +286,13 @@ func (r *CartRig) RebuildGroup() (taken, given int) {
 		for i, l := range live {
 			rs[i] = stock.Reservation{ID: l.ID, User: l.User, Qty: l.Qty}
 		}
-		n, err := d.RebuildGroup(ctx, r.Sale.Group, u, rs)
-		if err != nil {
-			r.T.Fatalf("rebuild group %s over %s: %v", r.Sale.Group, u, err)
-		}
-		taken += n
+		lines[u] = rs
 	}
-	given, err := d.SweepGroup(ctx, r.Sale.Group, 0)
+	taken, err := d.RebuildGroup(ctx, r.Sale.Group, lines)
+	if err != nil {
+		r.T.Fatalf("rebuild group %s: %v", r.Sale.Group, err)
+	}
+	given, err = d.SweepGroup(ctx, r.Sale.Group, 0)
 	if err != nil {
 		r.T.Fatalf("sweep group %s: %v", r.Sale.Group, err)
 	}

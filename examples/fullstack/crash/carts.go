@@ -359,6 +359,10 @@ func GroupHeldKey(prefix, group string) string { return prefix + "{g:" + group +
 // GroupLedgerKey is the Redis hash of a limit group's line ledger.
 func GroupLedgerKey(prefix, group string) string { return prefix + "{g:" + group + "}:resv" }
 
+// GroupMetaKey is the Redis hash of a limit group's data-loss fence
+// (epoch, seq, born, origin, frozen).
+func GroupMetaKey(prefix, group string) string { return prefix + "{g:" + group + "}:meta" }
+
 // NewRedisClient returns a client of a standalone Redis, a
 // Sentinel-managed one ("master@host:port,…") or a Cluster
 // ("host:port,…"), exactly one of them set.
