@@ -80,6 +80,15 @@ func TestGroupFence(t *testing.T) {
 
 				if loss == "rollback" {
 					before.restore(t, rdb, gk)
+					// The first call after the loss is c1's retry (its takes
+					// survived the rollback): refused Frozen, and c1's
+					// allowance stays taken — the cart may be an order, and
+					// the rebuild leaves a given-back line alone.
+					res, err := d.ReserveLines(ctx, groupCart("7", "c1", "p1", "p2"))
+					require.NoError(t, err)
+					assert.Equal(t, Frozen, res.Status, "c1's retry after the rollback")
+					assert.Equal(t, int64(2), hint(t, rdb, gk[0], "7"), "c1's allowance kept")
+					assert.Contains(t, hgetall(t, rdb, gk[1])[lineID("c1", 0)], ":R:")
 				} else {
 					for _, k := range gk {
 						require.NoError(t, rdb.Del(ctx, k).Err())

@@ -25,7 +25,7 @@
 -- Returns {code, taken, epoch, seq, exp, born, origin}: taken is the
 -- buyer's units in the group after the call; epoch..origin the fence (exp:
 -- Redis now + the meta's TTL, in ms)
---   code 1 taken (now or before: idempotent), 3 the limit would be exceeded
+--   code 1 taken now, 2 taken before (idempotent: nothing written), 3 the limit would be exceeded
 --   (nothing written), 7 given back before (nothing written), -2 the ID is
 --   in the group's ledger with another user or qty (nothing written),
 --   8 the group is frozen (nothing written)
@@ -59,7 +59,7 @@ if rec then
     return reply(-2, held)
   end
   if s == 'R' then
-    return reply(1, held)
+    return reply(2, held)
   end
   return reply(7, held)
 end

@@ -172,7 +172,7 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 		ids[i] = lineID(req.ReservationID, i)
 	}
 	results := make([]Result, n)
-	var taken []int
+	var taken, takenNow []int // the group lines taken (now or by an earlier attempt of the cart), and by this call
 	for i, l := range req.Lines {
 		if l.Group == "" {
 			continue
@@ -183,10 +183,13 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 		}
 		switch code {
 		case groupTaken:
+			taken, takenNow = append(taken, i), append(takenNow, i)
+			continue
+		case groupBefore:
 			taken = append(taken, i)
 			continue
 		case groupTakenFrozen: // taken on data the fence found lost: given back below
-			taken = append(taken, i)
+			takenNow = append(takenNow, i)
 		case groupConflict:
 			return LinesResult{}, fmt.Errorf("%w: line %d (%s) in limit group %s", ErrIDConflict, i, ids[i], l.Group)
 		}
@@ -195,7 +198,10 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 		case groupReleased:
 			st = Released
 		case groupFrozen, groupTakenFrozen:
-			st = Frozen
+			// Only this call's takes go back: an earlier attempt's may
+			// belong to a cart that became an order, and the rebuild
+			// leaves a given-back line alone.
+			st, taken = Frozen, takenNow
 		}
 		err = d.undoLines(ctx, req, ids, nil, taken)
 		return LinesResult{Status: st, Line: i, Group: true, Lines: results}, err
@@ -394,7 +400,7 @@ func (d *Deductor) groupTake(ctx context.Context, group, id, user, activity stri
 	}
 	c := groupCode(n[0])
 	switch c {
-	case groupTaken, groupOver, groupReleased, groupConflict, groupFrozen:
+	case groupTaken, groupBefore, groupOver, groupReleased, groupConflict, groupFrozen:
 	default:
 		return 0, badReply("group", "status code %d", n[0])
 	}

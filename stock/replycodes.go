@@ -228,7 +228,8 @@ const (
 type groupCode int64
 
 const (
-	groupTaken    groupCode = 1  // taken, now or before
+	groupTaken    groupCode = 1  // taken by this call
+	groupBefore   groupCode = 2  // taken before (a retry): nothing written
 	groupOver     groupCode = 3  // the group's limit would be exceeded: nothing written
 	groupReleased groupCode = 7  // given back (or tombstoned) before: nothing written
 	groupConflict groupCode = -2 // the ID is in the group's ledger with another user or qty
