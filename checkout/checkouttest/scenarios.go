@@ -843,7 +843,9 @@ func resendDuringUndo(variant string) func(k *kit) {
 			h := k.faults.armHold("undo-1")
 			a := k.attemptAt(c.user, "undo-1", variant)
 			first := make(chan checkout.Outcome, 1)
-			go func() { first <- k.send(a, true) }()
+			// Buy alone on the goroutine: the kit's checks (which may stop
+			// the test) run on the test's goroutine, below.
+			go func() { first <- k.sale.Checkout.Buy(k.ctx, &a) }()
 			select {
 			case <-h.reached:
 			case o := <-first:
@@ -860,6 +862,12 @@ func resendDuringUndo(variant string) func(k *kit) {
 			}
 			close(h.proceed)
 			o := <-first
+			k.record(&a, o)
+			if u, ok := k.counts().Held[o.Reservation]; ok && u.User == a.User {
+				k.mu.Lock()
+				k.owner[o.Reservation] = a.User // kept: it must end as an order or FAILED
+				k.mu.Unlock()
+			}
 			if o.Kind != checkout.Busy || !strings.Contains(fmt.Sprint(o.Err), errHeld.Error()) {
 				k.t.Errorf("[expect] %s: the held attempt: want busy from the kit's step after reserve, got %s", c.user, describe(o))
 			}
