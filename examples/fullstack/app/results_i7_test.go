@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
+	"github.com/seckillkit/seckill/order"
 )
 
 // TestCancelledOrderReadsCancelled (item 7): an order left unpaid past its
@@ -14,14 +15,18 @@ import (
 // "cancelled" (with its order number), as the README lists it. Before, it
 // read {"status":"failed","reason":"cancelled"}.
 //
-// The pay timeout is a millisecond, so the order is due as soon as it is
-// written; the payment that comes after it is what the canceller refuses
-// (Canceller.Pay cancels an expired order itself, if its loop has not
-// already): no waiting on the canceller's poll.
+// The pay timeout is a millisecond, so the order is due a millisecond after
+// the consumer stamped it; the payment that comes after that is what the
+// canceller refuses (Canceller.Pay cancels an expired order itself, if its
+// loop has not already): no waiting on the canceller's poll. The test pays
+// only once the wall clock — the one the canceller reads — is past the
+// order's expire_time as the database holds it: the stream can announce the
+// order within that millisecond (the project's CI did, under load), and a
+// payment inside the window is rightly accepted.
 func TestCancelledOrderReadsCancelled(t *testing.T) {
 	cfg := embeddedConfig(10, 2)
 	cfg.PayTimeout = time.Millisecond
-	_, base := startApp(t, cfg)
+	a, base := startApp(t, cfg)
 	u := login(t, base, "user1")
 	resv := app.ClientReservationID("1", "i7")
 	s := openSSE(t, base, resv, u.ticket(resv))
@@ -37,6 +42,13 @@ func TestCancelledOrderReadsCancelled(t *testing.T) {
 	if orderNo == "" {
 		t.Fatalf("final view without an order: %v", ev)
 	}
+	var rows []order.Order
+	if err := a.Infra().DB.Where("order_no = ?", orderNo).Find(&rows).Error; err != nil || len(rows) != 1 {
+		t.Fatalf("the order %s in the DB: %v %v", orderNo, rows, err)
+	}
+	// At most PayTimeout (1 ms) ahead: the precondition itself, not a
+	// stand-in for synchronisation.
+	time.Sleep(time.Until(rows[0].ExpireTime) + time.Microsecond)
 	if code, m := u.do("POST", "/api/pay", map[string]string{"order_no": orderNo}); code != http.StatusConflict || m["status"] != "cancelled" {
 		t.Fatalf("paying the expired order: %d %v, want 409 cancelled", code, m)
 	}
