@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,22 +90,65 @@ func pageBuy(step func(string, chromedp.Action[chromedp.Void]), until func(strin
 	until("order created", buyStatus+` === "created"`)
 }
 
+// holdFirst serves base through a reverse proxy (WebSocket and SSE
+// included) that holds the first request for path until release is
+// called; it returns the proxy's URL.
+func holdFirst(t *testing.T, base, path string) (url string, release func()) {
+	target, err := neturl.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	hold := make(chan struct{})
+	var once, first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			first.Do(func() {
+				select {
+				case <-hold:
+				case <-r.Context().Done():
+				}
+			})
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	return srv.URL, release
+}
+
 // TestBrowserQueue: in queue mode the page joins the room, shows its
 // position while admission is paused — pushed, once its stream is open
 // (the page stops polling then) — then the moment of admission, pushed,
 // and buys with the admission pass.
+//
+// The page's first poll is sent before its stream opens; the proxy holds
+// it until the stream's first message is shown and lets it answer after:
+// the page drops that older answer (data-stale) and still says "push".
+// Before, the late poll answer took the page back to "poll", and with the
+// queue paused no pushed change came to undo it (the project's CI met this
+// order under load: "queue position pushed" timed out).
 func TestBrowserQueue(t *testing.T) {
 	t.Parallel() // waits more than it computes: overlaps the other waiting tests
-	_, step, until := fairBrowser(t)
+	ctx, step, until := fairBrowser(t)
 	cfg := embeddedConfig(20, 5)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 50
 	a, base := startApp(t, cfg)
 	if err := app.PauseQueue(context.Background(), a, true); err != nil {
 		t.Fatal(err)
 	}
-	pageSignIn(step, base, "user3")
-	until("queue position shown", fairState+` === "waiting" && `+fairText+`.includes("number 1 in the queue")`)
-	until("queue position pushed", fairState+` === "waiting" && `+fairVia+` === "push"`)
+	page, release := holdFirst(t, base, "/api/queue/poll")
+	pageSignIn(step, page, "user3")
+	pushedFirst := fairState + ` === "waiting" && ` + fairText + `.includes("number 1 in the queue") && ` + fairVia + ` === "push"`
+	until("queue position pushed", pushedFirst)
+	release()
+	// The held answer has arrived once it was dropped, or shown.
+	until("the older poll answer arrived", `(document.getElementById("fair-status").dataset.stale || "") !== "" || `+fairVia+` === "poll"`)
+	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](pushedFirst)); err != nil || !kept {
+		via, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fairVia))
+		t.Fatalf("after the older poll answer the page says via %q (err %v), want the pushed view kept", via, err)
+	}
 	until("buy hidden while waiting", `!(`+buyVisible+`)`)
 	if err := app.PauseQueue(context.Background(), a, false); err != nil {
 		t.Fatal(err)

@@ -11,11 +11,14 @@
 // /api/fair/ticket), then a WebSocket (/api/fair/ws), else Server-Sent
 // Events (/api/fair/events), each message the poll's answer; while no
 // stream is open the page polls every second. #fair-status's data-via says
-// which brought the last answer ("push" or "poll").
+// which brought the last answer ("push" or "poll"). A poll answer that
+// arrives after a pushed message sent while it was in flight is older than
+// what the page shows: it is dropped (data-stale counts them), so a late
+// "waiting" never covers a pushed admission.
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
-  const fair = { mode: "", ticket: "", pass: "", entered: false, stream: null, opening: false, final: false, lastOpen: 0 };
+  const fair = { mode: "", ticket: "", pass: "", entered: false, stream: null, opening: false, final: false, lastOpen: 0, pushes: 0, stale: 0 };
   window.seckillFairHeaders = (path) =>
     path === "/api/activity/token" && fair.pass ? { "X-Queue-Pass": fair.pass } : {};
   const bearer = () => sessionStorage.getItem("seckill.token") || "";
@@ -28,6 +31,14 @@
     let data = {};
     try { data = await res.json(); } catch (_) {}
     return { ok: res.ok, code: res.status, data };
+  }
+  // poll GETs path; null when a push arrived while it was in flight.
+  async function poll(path, headers) {
+    const n = fair.pushes;
+    const r = await call("GET", path, headers);
+    if (fair.pushes === n) return r;
+    $("fair-status").dataset.stale = String(++fair.stale);
+    return null;
   }
   let via = "poll";
   function show(text, state) {
@@ -48,7 +59,8 @@
     }
     if (fair.stream) return; // pushed
     openPush();
-    const r = await call("GET", "/api/queue/poll", { "X-Queue-Ticket": fair.ticket });
+    const r = await poll("/api/queue/poll", { "X-Queue-Ticket": fair.ticket });
+    if (!r) return; // a push answered meanwhile
     if (r.code === 403) { fair.ticket = ""; return; } // join again
     if (!r.ok) return;
     renderQueue(r.data, "poll");
@@ -87,8 +99,8 @@
     }
     if (fair.stream || fair.final) return; // pushed, or nothing changes any more
     openPush();
-    const r = await call("GET", "/api/draw/outcome");
-    if (!r.ok) return;
+    const r = await poll("/api/draw/outcome");
+    if (!r || !r.ok) return; // a push answered meanwhile, or no answer
     renderDraw(r.data, "poll");
   }
 
@@ -116,6 +128,7 @@
       const q = "?ticket=" + encodeURIComponent(t.data.ticket) + (fair.mode === "queue" ? "&queue=" + encodeURIComponent(fair.ticket) : "");
       const render = (data) => {
         const v = JSON.parse(data);
+        fair.pushes++;
         if (fair.mode === "queue") renderQueue(v, "push"); else renderDraw(v, "push");
       };
       const sse = () => {
