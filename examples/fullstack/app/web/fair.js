@@ -11,10 +11,11 @@
 // /api/fair/ticket), then a WebSocket (/api/fair/ws), else Server-Sent
 // Events (/api/fair/events), each message the poll's answer; while no
 // stream is open the page polls every second. #fair-status's data-via says
-// which brought the last answer ("push" or "poll"). A poll answer that
-// arrives after a pushed message sent while it was in flight is older than
-// what the page shows: it is dropped (data-stale counts them), so a late
-// "waiting" never covers a pushed admission.
+// which brought the last answer ("push" or "poll"). A poll whose answer
+// comes back after a pushed message arrived while it was in flight is
+// dropped (data-stale counts them): the page cannot tell which of the two
+// the server read first, and the stream sends every later change anyway, so
+// a late "waiting" never covers a pushed admission.
 (() => {
   "use strict";
   const $ = (id) => document.getElementById(id);
