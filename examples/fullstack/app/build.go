@@ -889,8 +889,8 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 				a.m.released.WithLabelValues("reconciler").Add(float64(len(rep.Released)))
 				log.Warn("reconciler repaired", "activity", activity, "released", len(rep.Released), "orphans", len(rep.Orphans), "conserved", rep.Conserved)
 			}
-			// A missing activity is the preloader's (it recovers or has
-			// ended); orphans in a loaded one are a loss the fence missed.
+			// An activity without its DB row has no orphans to judge;
+			// orphans in a loaded one are a loss the fence missed.
 			if len(rep.Orphans) > 0 && !rep.ActivityMissing {
 				a.repairOrphans(ctx, activity, rep.Orphans)
 			}
@@ -911,7 +911,18 @@ func (a *App) buildReconcilers(rel order.Releaser) (err error) {
 // is not a loss — and one confirmed orphan freezes the activity: buyers
 // are answered "busy", and the preloader's recovery rebuilds it from the
 // DB's live orders as after any other loss (recoverStock).
+//
+// Only the copy judged is frozen: an activity not in Redis (wiped) is the
+// preloader's, whose recovery rebuilds it from the DB anyway, and a copy
+// whose epoch changed after the lookups (rebuilt from the DB meanwhile) is
+// left alone. Before, the reconciler could confirm its orphans on a wiped
+// copy and then freeze the copy the preloader had just rebuilt: a second,
+// needless freeze and rebuild, buyers answered "busy" in between.
 func (a *App) repairOrphans(ctx context.Context, activity string, orderNos []string) {
+	judged, err := a.p.stock.Stats(ctx, activity)
+	if err != nil || !judged.Loaded || judged.Frozen {
+		return // unknown now, not loaded (the preloader rebuilds it), or frozen already
+	}
 	ids, err := a.orphanReservations(ctx, activity, orderNos)
 	if err != nil {
 		a.m.workerErrors.WithLabelValues("reconciler").Inc()
@@ -933,6 +944,12 @@ func (a *App) repairOrphans(ctx context.Context, activity string, orderNos []str
 		}
 		if found {
 			continue
+		}
+		if a.cfg.beforeOrphanFreeze != nil { // tests only
+			a.cfg.beforeOrphanFreeze()
+		}
+		if now, err := a.p.stock.Stats(ctx, activity); err != nil || !now.Loaded || now.Epoch != judged.Epoch {
+			return // rebuilt (or lost) since the lookups: not the copy judged
 		}
 		a.m.workerErrors.WithLabelValues("redis_data_loss").Inc()
 		// The same alert as the fence's (WithOnLoss above): one line for

@@ -226,6 +226,9 @@ type Config struct {
 	// reconcileClock, set by tests only, is the reconcilers' clock (the
 	// grace), so a test moves time past it without waiting.
 	reconcileClock interface{ Now() time.Time }
+	// beforeOrphanFreeze, set by tests only, runs once the reconciler has
+	// confirmed an orphan and before it freezes the activity.
+	beforeOrphanFreeze func()
 
 	// SaleMode, QueueRate, QueueCap, DrawDeadline: the fair sale modes
 	// (fairsale.go): fcfs (the default), queue or draw.

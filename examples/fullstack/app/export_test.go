@@ -233,6 +233,16 @@ func Limited(a *App, name string) float64 {
 // the time from c (the grace), so a test moves past it without waiting.
 func SetReconcileClock(cfg *Config, c interface{ Now() time.Time }) { cfg.reconcileClock = c }
 
+// SetBeforeOrphanFreeze runs f once the reconciler of an app built from
+// cfg has confirmed an orphan, before it freezes the activity.
+func SetBeforeOrphanFreeze(cfg *Config, f func()) { cfg.beforeOrphanFreeze = f }
+
+// RepairOrphans runs the reconciler's repair of the orphans orderNos of
+// activity (what its loop does after a report with orphans).
+func RepairOrphans(ctx context.Context, a *App, activity string, orderNos []string) {
+	a.repairOrphans(ctx, activity, orderNos)
+}
+
 // KillConsumer closes the consumer group of a's worker, as a killed worker
 // leaves it: nothing is consumed until a member joins again
 // (JoinConsumer). It returns once the group is closed (its marked offsets

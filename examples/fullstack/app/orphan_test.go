@@ -151,3 +151,82 @@ func restore(ctx context.Context, t *testing.T, rdb *redis.Client, keys []string
 		t.Fatal(err)
 	}
 }
+
+// TestReconcilerLeavesRebuiltCopyAlone: Redis loses the whole sale (its
+// keys wiped) after an order; the reconciler's report lists that order as
+// an orphan, and the preloader rebuilds the sale from the DB while the
+// reconciler is still confirming it. The reconciler must not freeze the
+// copy it did not judge: the sale is rebuilt once, and stays open. Before,
+// its lookup on the wiped copy found nothing, and its freeze then landed
+// on the copy just rebuilt: a second freeze and rebuild, buyers answered
+// "busy" in between (the crash tier's C3 met it, its buyers then ran out
+// of tries). The hook lets the rebuild happen between the lookups and the
+// freeze, every run.
+func TestReconcilerLeavesRebuiltCopyAlone(t *testing.T) {
+	cfg := embeddedConfig(10, 2)
+	cfg.ReconcileEvery = time.Hour // the test runs the repair itself
+	app.SetPreloadEvery(&cfg, 100*time.Millisecond)
+	ctx := context.Background()
+	var a *app.App
+	var sale string
+	var before stock.Stats
+	rebuilt := func() (stock.Stats, bool) {
+		st, err := app.Stock(a).Stats(ctx, sale)
+		return st, err == nil && st.Loaded && !st.Frozen && st.Epoch != before.Epoch
+	}
+	// first is the copy the preloader rebuilt first, seen by the hook or,
+	// when the repair never reaches it, by the test.
+	var first stock.Stats
+	hooked := 0
+	awaitRebuild := func() {
+		until(t, time.Minute, "the preloader's rebuild", func() bool { var ok bool; first, ok = rebuilt(); return ok })
+	}
+	app.SetBeforeOrphanFreeze(&cfg, func() {
+		hooked++
+		awaitRebuild()
+	})
+	a, base := startApp(t, cfg)
+	sale = app.ActivityID(a)
+	mini := app.Miniredis(a)
+
+	u := login(t, base, "user1")
+	cid, ans, tok, path := u.creds()
+	code, m := u.do("POST", path, map[string]string{"token": tok, "captcha_id": cid, "captcha": ans, "request_id": "w1"})
+	if code != 202 {
+		t.Fatalf("buy: %d %v", code, m)
+	}
+	resv := u.str(m, "reservation")
+	var orderNo string
+	until(t, drainBound, "the order", func() bool {
+		_, view := u.do("GET", "/api/result/"+resv, nil)
+		orderNo = u.str(view, "order_no")
+		return u.str(view, "status") == "created"
+	})
+	var err error
+	if before, err = app.Stock(a).Stats(ctx, sale); err != nil || !before.Loaded {
+		t.Fatalf("the sale before the loss: %+v %v", before, err)
+	}
+
+	// The loss: every key of the sale.
+	tag := "{a:" + sale + "}"
+	for _, k := range mini.Keys() {
+		if strings.Contains(k, tag) {
+			mini.Del(k)
+		}
+	}
+	app.RepairOrphans(ctx, a, sale, []string{orderNo})
+	if first.Epoch == 0 {
+		awaitRebuild()
+	}
+	// The rebuilt copy holds the order's reservation: a repair now finds
+	// it, and freezes nothing.
+	app.RepairOrphans(ctx, a, sale, []string{orderNo})
+	st, err := app.Stock(a).Stats(ctx, sale)
+	if err != nil || st.Frozen || st.Epoch != first.Epoch {
+		t.Errorf("after the repairs (hook reached %d times): %+v %v, want the copy rebuilt at epoch %d open and rebuilt once",
+			hooked, st, err, first.Epoch)
+	}
+	if st.Remaining != before.Remaining {
+		t.Errorf("remaining %d after the rebuild, want %d (the order's unit held)", st.Remaining, before.Remaining)
+	}
+}
