@@ -134,7 +134,14 @@ func (a *App) fairView(ctx context.Context, user, queueTicket string) (fairMsg, 
 	if err != nil {
 		return fairMsg{}, err
 	}
-	return fairMsg{state: v.Status + "/" + strconv.FormatBool(v.Final), pos: v.Position, final: v.Final, body: v}, nil
+	// The winner's deadline is part of the state: the draw worker writes
+	// it just after the draw, so a stream that read the win first sends
+	// it again with its deadline.
+	state := v.Status + "/" + strconv.FormatBool(v.Final)
+	if !v.Deadline.IsZero() {
+		state += "/" + strconv.FormatInt(v.Deadline.UnixMilli(), 10)
+	}
+	return fairMsg{state: state, pos: v.Position, final: v.Final, body: v}, nil
 }
 
 // drawView is the user's draw outcome as the page sees it (poll and push).

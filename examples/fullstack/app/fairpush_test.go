@@ -229,8 +229,45 @@ func TestDrawOutcomePushed(t *testing.T) {
 		t.Fatalf("published %+v %v", pub, err)
 	}
 	w, wl, lo := pub.Order[0], pub.Order[1], pub.Order[2]
+	// The draw worker writes the winner's deadline just after the draw:
+	// a stream may send the win first, then again with its deadline.
+	if m := got[w]; m["status"] == "winner" && m["deadline"] == nil {
+		got[w] = streams[w].until("the winner's deadline", func(m map[string]any) bool { return m["deadline"] != nil })
+	}
 	if m := got[w]; m["status"] != "winner" || m["deadline"] == nil || m["final"] != false {
 		t.Fatalf("winner pushed %v, want winner with a deadline, not final", m)
+	}
+	// A stream that read the win before its deadline was written sends it
+	// again once written. Made to happen here: the deadline is taken away
+	// (the worker writes one again within its next tick) and a new stream
+	// opened, until one's first message is a win without a deadline.
+	// Before, the stream sent nothing more: the status had not changed.
+	var appKey string
+	for _, k := range app.Miniredis(a).Keys() {
+		if strings.Contains(k, "{dr:") && strings.HasSuffix(k, "}:app") {
+			appKey = k
+		}
+	}
+	if appKey == "" {
+		t.Fatalf("no draw app key among %v", app.Miniredis(a).Keys())
+	}
+	for try := 0; ; try++ {
+		if try == 20 {
+			t.Fatal("no stream's first message came before the deadline was written again, in 20 tries")
+		}
+		app.Miniredis(a).HDel(appKey, "due:"+w)
+		s := openFairWS(t, base, clients[w].bearer, "")
+		if first := s.next(); first["status"] != "winner" || first["deadline"] != nil {
+			continue
+		}
+		bound, cancel := context.WithTimeout(ctx, 30*time.Second) // a bound only: the worker ticks every 500 ms
+		s.ctx = bound
+		m := s.until("the deadline written again", func(m map[string]any) bool { return m["deadline"] != nil })
+		cancel()
+		if m["status"] != "winner" || m["final"] != false {
+			t.Fatalf("the win pushed again %v, want a winner with a deadline", m)
+		}
+		break
 	}
 	if m := got[wl]; m["status"] != "waitlisted" || m["position"] != 1.0 || m["final"] != false {
 		t.Fatalf("first of the waitlist pushed %v, want waitlisted at 1", m)
