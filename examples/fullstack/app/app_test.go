@@ -73,8 +73,10 @@ func runLoad(t *testing.T, url string, users, conc int) *load.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), loadBound)
 	defer cancel()
+	// The progress bars redraw one line: on a terminal only. In a log (CI
+	// runs -v) a test's "--- FAIL" line would end up glued to a bar.
 	var progress io.Writer
-	if testing.Verbose() {
+	if fi, err := os.Stderr.Stat(); testing.Verbose() && err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 		progress = os.Stderr
 	}
 	rep, err := load.Run(ctx, load.Config{Target: url, Users: users, Concurrency: conc, Drain: drainBound, Progress: progress})
