@@ -313,3 +313,10 @@ func BuyerResult(ctx context.Context, a *App, user, resv string) (string, error)
 	v, err := a.resultOf(ctx, user, resv)
 	return v.Status, err
 }
+
+// OpenStreams is how many result and fair streams user holds open on a.
+func OpenStreams(a *App, user string) int {
+	a.p.streams.mu.Lock()
+	defer a.p.streams.mu.Unlock()
+	return a.p.streams.n[user]
+}

@@ -180,6 +180,18 @@ func (s *fairSSE) next() map[string]any {
 	return nil
 }
 
+// waitStreams waits until user holds n streams open on a (the server lets
+// a stream go once it saw its connection closed).
+func waitStreams(t *testing.T, a *app.App, user string, n int) {
+	t.Helper()
+	for i := 0; app.OpenStreams(a, user) != n; i++ {
+		if i == 3000 {
+			t.Fatalf("user %s holds %d streams, want %d", user, app.OpenStreams(a, user), n)
+		}
+		time.Sleep(10 * time.Millisecond) // the poll's interval, bounded at 30 s
+	}
+}
+
 func (s *fairSSE) until(what string, cond func(map[string]any) bool) map[string]any {
 	s.t.Helper()
 	for {
@@ -258,6 +270,10 @@ func TestDrawOutcomePushed(t *testing.T) {
 		app.Miniredis(a).HDel(appKey, "due:"+w)
 		s := openFairWS(t, base, clients[w].bearer, "")
 		if first := s.next(); first["status"] != "winner" || first["deadline"] != nil {
+			// A user holds at most 4 streams: this one is closed, and
+			// the next opened once the server let it go.
+			s.c.CloseNow()
+			waitStreams(t, a, w, 1)
 			continue
 		}
 		bound, cancel := context.WithTimeout(ctx, 30*time.Second) // a bound only: the worker ticks every 500 ms
