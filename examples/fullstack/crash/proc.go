@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -15,24 +18,91 @@ import (
 var ErrNoPort = errors.New("crash: no free loopback port")
 
 // sharedPorts are the ports of the servers other test tiers share on this
-// machine (Redis, the Redis Cluster, MariaDB): never used here.
-var sharedPorts = map[int]bool{16379: true, 17001: true, 17002: true, 17003: true, 13306: true}
+// machine (.ci/services' defaults: Redis, the Redis Cluster and its bus,
+// MariaDB, PostgreSQL): never used here.
+var sharedPorts = map[int]bool{16379: true, 17001: true, 17002: true, 17003: true,
+	27001: true, 27002: true, 27003: true, 13306: true, 15432: true}
 
-// FreePort returns a loopback TCP port that was free a moment ago and is
-// not one of the shared servers' ports.
+// lowestPort is the bottom of the range FreePort draws from (its top is
+// the kernel's ephemeral range).
+const lowestPort = 10000
+
+var ports struct {
+	once   sync.Once
+	top    int          // first port of the ephemeral range
+	handed map[int]bool // every port this process was given
+	mu     sync.Mutex
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range; 32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, is not
+// one of the shared servers' ports, and was not given before to this
+// process. It is drawn at random below the kernel's ephemeral range: the
+// source ports of outgoing connections (thousands, under load) come from
+// that range, so a port found free there could be taken by one before the
+// server given it binds it ("bind: address already in use": the fault
+// battery met it in CI). Only when that range leaves fewer than 1,000
+// ports below it does FreePort ask the kernel for one (port 0).
 func FreePort() (int, error) {
-	for i := 0; i < 50; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrNoPort, err)
+	ports.once.Do(func() {
+		ports.top = ephemeralLow()
+		ports.handed = map[int]bool{}
+	})
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	for i := 0; i < 200; i++ {
+		port := 0
+		if ports.top-lowestPort >= 1000 {
+			port = lowestPort + rand.IntN(ports.top-lowestPort)
+			if sharedPorts[port] || ports.handed[port] {
+				continue
+			}
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			if port == 0 {
+				return 0, fmt.Errorf("%w: %v", ErrNoPort, err)
+			}
+			continue // in use
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
 		_ = ln.Close()
-		if !sharedPorts[port] {
+		if !sharedPorts[port] && !ports.handed[port] {
+			ports.handed[port] = true
 			return port, nil
 		}
 	}
 	return 0, ErrNoPort
+}
+
+// bindConflict reports whether the log at path says, after its last
+// "=== crash: start" line, that the service could not bind its address.
+func bindConflict(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndex(b, []byte("=== crash: start")); i >= 0 {
+		b = b[i:]
+	}
+	return bytes.Contains(b, []byte("address already in use"))
 }
 
 // proc is one child process whose output goes to a log file.

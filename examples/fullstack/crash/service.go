@@ -94,6 +94,9 @@ func WriteSecret(t testing.TB) string {
 	return p
 }
 
+// freePort is FreePort; a test replaces it.
+var freePort = FreePort
+
 // healthBound bounds the wait for a started service to answer /healthz.
 const healthBound = 2 * time.Minute
 
@@ -115,13 +118,7 @@ type Service struct {
 // SECKILL_* variable: the flags alone configure it.
 func StartService(t testing.TB, bin string, cfg ServiceConfig) *Service {
 	t.Helper()
-	port, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	s := &Service{t: t, bin: bin, args: cfg.Args(addr), Addr: addr, URL: "http://" + addr,
-		LogPath: filepath.Join(t.TempDir(), "service.log")}
+	s := &Service{t: t, bin: bin, LogPath: filepath.Join(t.TempDir(), "service.log")}
 	t.Cleanup(func() {
 		if s.p != nil {
 			if err := s.p.kill(); err != nil {
@@ -132,16 +129,39 @@ func StartService(t testing.TB, bin string, cfg ServiceConfig) *Service {
 			t.Logf("service log tail (%s):\n%s", s.LogPath, Tail(s.LogPath, 40))
 		}
 	})
-	s.Start()
-	return s
+	// A port found free can still be taken before the service binds it;
+	// its first start then moves to another (later starts keep the
+	// address others were given).
+	for try := 1; ; try++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		s.URL, s.args = "http://"+s.Addr, cfg.Args(s.Addr)
+		err = s.start()
+		if err == nil {
+			return s
+		}
+		if try == 3 || !bindConflict(s.LogPath) {
+			t.Fatalf("%v\n%s", err, Tail(s.LogPath, 30))
+		}
+		t.Logf("service: %s was taken before the service bound it; another port", s.Addr)
+	}
 }
 
 // Start starts the service (again) with the same flags and waits for
 // /healthz.
 func (s *Service) Start() {
 	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("%v\n%s", err, Tail(s.LogPath, 30))
+	}
+}
+
+func (s *Service) start() error {
 	if s.p != nil && s.p.alive() {
-		s.t.Fatalf("service %d still running: Kill it first", s.p.pid())
+		return fmt.Errorf("service %d still running: Kill it first", s.p.pid())
 	}
 	s.Starts++
 	f, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -151,12 +171,10 @@ func (s *Service) Start() {
 	}
 	p, err := startProc(s.bin, s.args, ChildEnv(), s.LogPath)
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	s.p = p
-	if err := s.waitHealthy(); err != nil {
-		s.t.Fatalf("%v\n%s", err, Tail(s.LogPath, 30))
-	}
+	return s.waitHealthy()
 }
 
 func (s *Service) waitHealthy() error {
