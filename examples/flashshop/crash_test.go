@@ -7,13 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,13 +256,14 @@ func deleteKeys(rdb *redis.Client, match string) {
 	}
 }
 
+// freePort is a loopback address free a moment ago, below the kernel's
+// ephemeral range: the shop's restart finds it free again.
 func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // waitReady polls the shop until it answers (bounded: 300 tries).

@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/seckillkit/seckill/examples/fullstack/app"
 	"github.com/seckillkit/seckill/examples/fullstack/load"
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 // stockRedisProc is a private redis-server (AOF, fsync always) that the test
@@ -34,12 +34,10 @@ func startStockRedis(t *testing.T) *stockRedisProc {
 	if err != nil {
 		t.Skip("redis-server not on PATH: this test stops and restarts a real Redis")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort() // below the ephemeral range: the restart finds it free
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	p := &stockRedisProc{t: t, bin: bin, dir: t.TempDir(), port: port}
 	p.start()
 	t.Cleanup(p.kill)

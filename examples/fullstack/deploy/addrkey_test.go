@@ -4,16 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seckillkit/seckill/internal/testenv"
 )
 
 // TestEdgeAddressKeyIPv6Per64 runs the edge's address-key map (the block
@@ -34,12 +36,11 @@ func TestEdgeAddressKeyIPv6Per64(t *testing.T) {
 		t.Fatal("nginx.conf.tmpl: no edge-addr-key block")
 	}
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
 	for _, d := range []string{"logs", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
