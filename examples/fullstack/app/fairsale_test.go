@@ -353,8 +353,8 @@ func TestFCFSModeUnchanged(t *testing.T) {
 // published order, which waitroom.VerifyOrder recomputes from the seed
 // and the entries.
 func TestQueuePreQueueVerified(t *testing.T) {
-	// Not parallel: its buyers must act within a deadline (a draw winner's
-	// 3 s to pay, a start 6 s away), which other tests' load can take away.
+	// Not parallel: its joins must come before a start 6 s away, which
+	// other tests' load can take away.
 	cfg := embeddedConfig(10, 10)
 	cfg.SaleMode, cfg.QueueRate = app.SaleQueue, 50
 	// Every join must come before the start (2 s was too short under
