@@ -215,7 +215,9 @@ func TestDrawOutcomePushed(t *testing.T) {
 	t.Parallel() // waits more than it computes: overlaps the other waiting tests
 	cfg := embeddedConfig(10, 1)
 	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, time.Hour
-	cfg.StartIn, cfg.PathLead = 3*time.Second, 3*time.Second
+	// Every entry must come before the start: 6 s, as the queue's
+	// pre-queue test found 2 s too short under -race on a loaded machine.
+	cfg.StartIn, cfg.PathLead = 6*time.Second, 6*time.Second
 	a, base := startApp(t, cfg)
 	ctx := context.Background()
 	users := []string{"1", "2", "3"}

@@ -225,7 +225,7 @@ func checkFairCounts(t *testing.T, a *app.App) {
 // winners who alone may take a token; a winner who does not buy in time is
 // replaced from the waitlist, loses, and the replacement buys.
 func TestDrawModeEndToEnd(t *testing.T) {
-	// Not parallel: its entries must come in before a start 3 s away,
+	// Not parallel: its entries must come in before a start 6 s away,
 	// which other tests' load can take away.
 	drawEndToEnd(t, drawConfig())
 }
@@ -242,7 +242,7 @@ func drawConfig() app.Config {
 	// w2's on demand (LapseDrawDeadline); a 3 s one lapsed under load
 	// before the losers had asked, and one was handed w2's place.
 	cfg.SaleMode, cfg.DrawDeadline = app.SaleDraw, time.Hour
-	cfg.StartIn, cfg.PathLead = 3*time.Second, 3*time.Second
+	cfg.StartIn, cfg.PathLead = 6*time.Second, 6*time.Second
 	return cfg
 }
 

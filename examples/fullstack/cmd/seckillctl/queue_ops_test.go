@@ -24,7 +24,9 @@ func TestCLIQueueCommitStartVerify(t *testing.T) {
 	cfg := app.DefaultConfig()
 	cfg.Addr, cfg.AdminAddr, cfg.AdminToken = "127.0.0.1:0", "127.0.0.1:0", tok
 	cfg.SaleMode, cfg.QueueRate, cfg.Demo = app.SaleQueue, 50, true
-	cfg.StartIn, cfg.PathLead, cfg.DemoUsers = 2*time.Second, 2*time.Second, 10
+	// The commit and the joins must come before the start, the service's
+	// own startup included: 6 s (2 s is short under -race on a loaded box).
+	cfg.StartIn, cfg.PathLead, cfg.DemoUsers = 6*time.Second, 6*time.Second, 10
 	var logs syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
