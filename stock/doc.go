@@ -432,9 +432,11 @@
 // group: at most GroupLimit units of a product over all of its sales. The
 // group has its own hash tag, "<prefix>{g:<group>}:held|resv" (a counter
 // per buyer and a ledger by line reservation ID), so it may live on
-// another Cluster master than any sale. ReserveLines takes the allowance
-// first (group_take.lua: held + qty <= GroupLimit, atomically, idempotent
-// by the line's ID), then reserves the stock, and gives the allowance back
+// another Cluster master than any sale. ReserveLines takes the allowances
+// first, all of a cart's lines in one group in one call (group_take.lua:
+// held + their units <= GroupLimit, all or nothing, idempotent by each
+// line's ID; two concurrent carts of one buyer never each hold part of
+// their lines and refuse each other), then reserves the stock, and gives the allowance back
 // on a refusal and in ReleaseLines (group_give.lua, exactly once; an ID
 // never taken is tombstoned). A buyer can therefore never hold more than
 // GroupLimit over the group, whatever runs concurrently on whatever slot;

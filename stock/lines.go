@@ -136,10 +136,13 @@ var errStopped = errors.New("stock: stopped by the test hook")
 // ReserveLines reserves every line of req for req.User, all or nothing,
 // idempotent by req.ReservationID (line i under "<ReservationID>#<i>"). The protocol:
 //
-//  1. Each line with a limit group takes its allowance first, in line
-//     order, in the group's own script and slot (group_take.lua,
-//     idempotent by the line's ID): a buyer never holds more than
-//     GroupLimit over the group, whatever runs concurrently.
+//  1. The lines with a limit group take their allowances first, all the
+//     lines of one group in one call of the group's own script and slot
+//     (group_take.lua, all or nothing, idempotent by each line's ID), the
+//     groups in the order of their first line: a buyer never holds more
+//     than GroupLimit over the group, whatever runs concurrently, and two
+//     concurrent carts of one buyer never both hold part of their lines
+//     in one group and refuse each other.
 //  2. The lines are reserved one step at a time in a fixed order: all the
 //     variant lines of one activity in one script call (all or nothing,
 //     one slot), any other line as Reserve reserves it.
@@ -173,25 +176,30 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 	}
 	results := make([]Result, n)
 	var taken, takenNow []int // the group lines taken (now or by an earlier attempt of the cart), and by this call
-	for i, l := range req.Lines {
-		if l.Group == "" {
-			continue
+	names, idx := groupsOf(req)
+	for k, group := range names {
+		gl := make([]groupLine, len(idx[k]))
+		for j, i := range idx[k] {
+			gl[j] = groupLine{id: ids[i], activity: req.Lines[i].Activity, qty: req.Lines[i].Qty}
 		}
-		code, err := d.groupTake(ctx, l.Group, ids[i], req.User, l.Activity, l.Qty, l.GroupLimit)
+		code, at, per, err := d.groupTake(ctx, group, req.User, req.Lines[idx[k][0]].GroupLimit, gl)
 		if err != nil {
 			return LinesResult{}, err
 		}
+		for j, i := range idx[k] {
+			switch per[j] {
+			case groupTaken:
+				taken, takenNow = append(taken, i), append(takenNow, i)
+			case groupBefore:
+				taken = append(taken, i)
+			}
+		}
 		switch code {
-		case groupTaken:
-			taken, takenNow = append(taken, i), append(takenNow, i)
+		case groupTaken, groupBefore:
 			continue
-		case groupBefore:
-			taken = append(taken, i)
-			continue
-		case groupTakenFrozen: // taken on data the fence found lost: given back below
-			takenNow = append(takenNow, i)
 		case groupConflict:
-			return LinesResult{}, fmt.Errorf("%w: line %d (%s) in limit group %s", ErrIDConflict, i, ids[i], l.Group)
+			i := idx[k][at]
+			return LinesResult{}, fmt.Errorf("%w: line %d (%s) in limit group %s", ErrIDConflict, i, ids[i], group)
 		}
 		st := LimitReached
 		switch code {
@@ -204,7 +212,7 @@ func (d *Deductor) ReserveLines(ctx context.Context, req Lines) (LinesResult, er
 			st, taken = Frozen, takenNow
 		}
 		err = d.undoLines(ctx, req, ids, nil, taken)
-		return LinesResult{Status: st, Line: i, Group: true, Lines: results}, err
+		return LinesResult{Status: st, Line: idx[k][at], Group: true, Lines: results}, err
 	}
 	var done []int
 	for k, step := range steps(req) {
@@ -383,34 +391,96 @@ func (d *Deductor) holdKeys(ctx context.Context, activity, user string) (keys, e
 	return l.keys[shardOf(user, l.n)], nil
 }
 
-// groupTake takes qty of user's allowance in group under line ID id. A
-// reply that reveals (or follows) a loss of the group's data answers
-// groupFrozen; the take it may have made is the caller's to give back.
-func (d *Deductor) groupTake(ctx context.Context, group, id, user, activity string, qty, limit int64) (groupCode, error) {
+// groupLine is one line of a cart in a limit group, as groupTake takes it.
+type groupLine struct {
+	id, activity string
+	qty          int64
+}
+
+// groupTake takes user's allowances for lines in group, all or nothing.
+// It returns the call's code, the index in lines of the line that decided
+// a refusal (-1 when none did), and per line groupTaken (taken by this
+// call), groupBefore (taken before, also on a refusal: the caller gives it
+// back) or 0. A reply that reveals (or follows) a loss of the group's data
+// answers groupFrozen, or groupTakenFrozen when the call took lines: they
+// are the caller's to give back.
+func (d *Deductor) groupTake(ctx context.Context, group, user string, limit int64, lines []groupLine) (groupCode, int, []groupCode, error) {
 	st := d.groups.get(group)
 	sn := st.snap()
-	vals, err := groupTakeScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), id, user, qty, limit,
-		groupTTL.Milliseconds(), activity, newEpoch()).Slice()
+	args := make([]any, 0, 4+3*len(lines))
+	args = append(args, user, limit, groupTTL.Milliseconds(), newEpoch())
+	for _, l := range lines {
+		args = append(args, l.id, l.qty, l.activity)
+	}
+	vals, err := groupTakeScript.Run(ctx, d.rdb, groupKeys(d.o.prefix, group), args...).Slice()
 	if err != nil {
-		return 0, classify("group", err)
+		return 0, 0, nil, classify("group", err)
 	}
-	n, err := ints("group", vals, 7)
+	if len(vals) != 8+len(lines) {
+		return 0, 0, nil, badReply("group", "%d values, want %d", len(vals), 8+len(lines))
+	}
+	n, err := ints("group", vals[:8], 8)
 	if err != nil {
-		return 0, err
+		return 0, 0, nil, err
 	}
-	c := groupCode(n[0])
-	switch c {
-	case groupTaken, groupBefore, groupOver, groupReleased, groupConflict, groupFrozen:
-	default:
-		return 0, badReply("group", "status code %d", n[0])
-	}
-	if d.observeGroup(ctx, group, st, sn, fenceReply{epoch: n[2], seq: n[3], exp: n[4], born: n[5], origin: n[6]}) && c != groupConflict {
-		if c == groupTaken {
-			return groupTakenFrozen, nil
+	per := make([]groupCode, len(lines))
+	for k, v := range vals[8:] {
+		f, ok := v.(int64)
+		if !ok || (f != 0 && f != int64(groupTaken) && f != int64(groupBefore)) {
+			return 0, 0, nil, badReply("group", "line %d's flag %v", k, v)
 		}
-		return groupFrozen, nil
+		per[k] = groupCode(f)
 	}
-	return c, nil
+	c, at := groupCode(n[0]), int(n[1])
+	switch c {
+	case groupTaken, groupBefore:
+		at = -1
+	case groupOver, groupReleased, groupConflict, groupFrozen:
+		if at < 0 || at >= len(lines) {
+			return 0, 0, nil, badReply("group", "code %d at line %d of %d", c, at, len(lines))
+		}
+	default:
+		return 0, 0, nil, badReply("group", "status code %d", n[0])
+	}
+	if d.observeGroup(ctx, group, st, sn, fenceReply{epoch: n[3], seq: n[4], exp: n[5], born: n[6], origin: n[7]}) && c != groupConflict {
+		if c == groupTaken {
+			return groupTakenFrozen, firstTaken(per), per, nil
+		}
+		if at < 0 {
+			at = 0
+		}
+		return groupFrozen, at, per, nil
+	}
+	return c, at, per, nil
+}
+
+// firstTaken is the index of the first line per says this call took.
+func firstTaken(per []groupCode) int {
+	for k, f := range per {
+		if f == groupTaken {
+			return k
+		}
+	}
+	return 0
+}
+
+// groupsOf lists req's limit groups in the order of their first line, each
+// with the indexes of its lines.
+func groupsOf(req Lines) (names []string, idx [][]int) {
+	at := map[string]int{}
+	for i, l := range req.Lines {
+		if l.Group == "" {
+			continue
+		}
+		k, ok := at[l.Group]
+		if !ok {
+			k = len(names)
+			at[l.Group] = k
+			names, idx = append(names, l.Group), append(idx, nil)
+		}
+		idx[k] = append(idx[k], i)
+	}
+	return names, idx
 }
 
 // groupGive gives back the allowance line ID id took in group, once. The

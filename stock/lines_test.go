@@ -265,14 +265,14 @@ func TestLimitGroupGivenBackOnRefusal(t *testing.T) {
 		y := activityKeys(prefix, "y")
 		assert.Equal(t, int64(5), hint(t, rdb, y.meta, "stock"))
 
-		code, err := d.groupTake(ctx, "p", "r#0", "2", "x", 2, 3)
+		code, err := takeOne(t, d, "p", "r#0", "2", "x", 2, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupTaken, code)
-		code, err = d.groupTake(ctx, "p", "r#0", "2", "x", 2, 3)
+		code, err = takeOne(t, d, "p", "r#0", "2", "x", 2, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupBefore, code, "a retry replays")
 		assert.Equal(t, int64(2), hint(t, rdb, gk[0], "2"), "and takes nothing more")
-		code, err = d.groupTake(ctx, "p", "r#0", "3", "x", 2, 3)
+		code, err = takeOne(t, d, "p", "r#0", "3", "x", 2, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupConflict, code)
 		g, err := d.groupGive(ctx, "p", "r#0")
@@ -284,7 +284,7 @@ func TestLimitGroupGivenBackOnRefusal(t *testing.T) {
 		g, err = d.groupGive(ctx, "p", "late#0")
 		require.NoError(t, err)
 		assert.Equal(t, giveBackTombstone, g)
-		code, err = d.groupTake(ctx, "p", "late#0", "2", "x", 1, 3)
+		code, err = takeOne(t, d, "p", "late#0", "2", "x", 1, 3)
 		require.NoError(t, err)
 		assert.Equal(t, groupReleased, code, "a take after its give-back takes nothing")
 	})
@@ -507,6 +507,62 @@ func TestRebuildGroupAfterLostTakes(t *testing.T) {
 		} {
 			_, err := d.RebuildGroup(ctx, bad.group, map[string][]Reservation{bad.act: bad.live})
 			assert.ErrorIs(t, err, ErrInvalidArgument, "%+v", bad)
+		}
+	})
+}
+
+// takeOne takes one line's allowance in group through group_take.lua.
+func takeOne(t *testing.T, d *Deductor, group, id, user, activity string, qty, limit int64) (groupCode, error) {
+	t.Helper()
+	c, _, _, err := d.groupTake(context.Background(), group, user, limit, []groupLine{{id: id, activity: activity, qty: qty}})
+	return c, err
+}
+
+// TestGroupCartsOfOneBuyerDoNotRefuseEachOther: one buyer sends several
+// 2-line carts of one limit group (a cap of 2) at once, with stock to
+// spare: exactly one is reserved and the buyer ends at the cap; the others
+// are refused by the group. Taken line by line, two carts could each take
+// a first line, both be refused the second and give back: every cart
+// refused "limit reached" while the buyer held nothing.
+func TestGroupCartsOfOneBuyerDoNotRefuseEachOther(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		const rounds, carts, limit = 60, 6, 2
+		for _, s := range []string{"ga", "gb"} {
+			mustLoad(t, d, Activity{ID: s, Stock: rounds * limit, PerUserLimit: limit})
+		}
+		for r := range rounds {
+			user := uid(r + 1)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			res := make([]LinesResult, carts)
+			errs := make([]error, carts)
+			for c := range carts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					res[c], errs[c] = d.ReserveLines(ctx, Lines{User: user, ReservationID: fmt.Sprint("r", r, "-", c), Lines: []Line{
+						{Activity: "ga", Qty: 1, Group: "pair", GroupLimit: limit},
+						{Activity: "gb", Qty: 1, Group: "pair", GroupLimit: limit}}})
+				}()
+			}
+			close(start)
+			wg.Wait()
+			reserved := 0
+			for c := range carts {
+				require.NoError(t, errs[c])
+				switch {
+				case res[c].Status == Reserved:
+					reserved++
+				case res[c].Status == LimitReached && res[c].Group:
+				default:
+					t.Fatalf("round %d, cart %d: %+v", r, c, res[c])
+				}
+			}
+			require.Equal(t, 1, reserved, "round %d: carts reserved of %d (the buyer held nothing else)", r, carts)
+			require.Equal(t, int64(limit), groupHeld(t, rdb, prefix, "pair")[user], "round %d: the buyer's allowance", r)
 		}
 	})
 }

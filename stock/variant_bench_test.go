@@ -94,8 +94,8 @@ func scriptStats(b *testing.B, rdb redis.UniversalClient) (calls, usec int64, cp
 //   - lines-3-one-activity: ReserveLines of 3 variants of one activity
 //     (one script call).
 //   - lines-3-across: ReserveLines of 3 plain activities (3 calls).
-//   - lines-3-across-group: the same with a limit group on each line (3
-//     more calls: the group allowances).
+//   - lines-3-across-group: the same with one limit group on each line
+//     (one more call: the group's allowances, all 3 lines at once).
 //
 // On the real Redis each case also reports, per operation, what a loaded
 // machine blurs least in ns/op (a single caller's round trip is mostly
