@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -467,15 +468,13 @@ func firstTaken(per []groupCode) int {
 // groupsOf lists req's limit groups in the order of their first line, each
 // with the indexes of its lines.
 func groupsOf(req Lines) (names []string, idx [][]int) {
-	at := map[string]int{}
 	for i, l := range req.Lines {
 		if l.Group == "" {
 			continue
 		}
-		k, ok := at[l.Group]
-		if !ok {
+		k := slices.Index(names, l.Group) // a cart has at most maxLines lines
+		if k < 0 {
 			k = len(names)
-			at[l.Group] = k
 			names, idx = append(names, l.Group), append(idx, nil)
 		}
 		idx[k] = append(idx[k], i)

@@ -566,3 +566,45 @@ func TestGroupCartsOfOneBuyerDoNotRefuseEachOther(t *testing.T) {
 		}
 	})
 }
+
+// TestCartInTwoGroups: a cart whose lines lie in two limit groups, the
+// lines interleaved, takes each group's allowances in one call. The second
+// group's refusal names its line and gives the first group's back; a
+// refusal in a group names the first line whose units cross the cap; a
+// cart within both caps takes both, and its retry replays.
+func TestCartInTwoGroups(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		d := newTestDeductor(t, rdb, prefix)
+		for _, s := range []string{"ta", "tb", "tc"} {
+			mustLoad(t, d, Activity{ID: s, Stock: 50, PerUserLimit: 10})
+		}
+		cart := func(id string, qa, qb int64) Lines {
+			return Lines{User: "7", ReservationID: id, Lines: []Line{
+				{Activity: "ta", Qty: 1, Group: "a", GroupLimit: 3},
+				{Activity: "tb", Qty: qb, Group: "b", GroupLimit: 2},
+				{Activity: "tc", Qty: qa, Group: "a", GroupLimit: 3}}}
+		}
+		res, err := d.ReserveLines(ctx, cart("over-b", 1, 3))
+		require.NoError(t, err)
+		assert.Equal(t, LinesResult{Status: LimitReached, Line: 1, Group: true, Lines: res.Lines}, res)
+		assert.Zero(t, groupHeld(t, rdb, prefix, "a")["7"], "group a's allowances given back")
+		assert.Zero(t, groupHeld(t, rdb, prefix, "b")["7"])
+
+		res, err = d.ReserveLines(ctx, cart("over-a", 3, 1))
+		require.NoError(t, err)
+		assert.Equal(t, LinesResult{Status: LimitReached, Line: 2, Group: true, Lines: res.Lines}, res, "line 2 crosses a's cap (1 + 3 > 3)")
+		assert.Zero(t, groupHeld(t, rdb, prefix, "a")["7"])
+
+		res, err = d.ReserveLines(ctx, cart("fits", 2, 2))
+		require.NoError(t, err)
+		require.Equal(t, Reserved, res.Status)
+		assert.Equal(t, int64(3), groupHeld(t, rdb, prefix, "a")["7"])
+		assert.Equal(t, int64(2), groupHeld(t, rdb, prefix, "b")["7"])
+		res, err = d.ReserveLines(ctx, cart("fits", 2, 2))
+		require.NoError(t, err)
+		assert.True(t, res.Status == Reserved && res.Replayed, "a retry replays: %+v", res)
+		assert.Equal(t, int64(3), groupHeld(t, rdb, prefix, "a")["7"], "and takes nothing more")
+		assert.Equal(t, int64(2), groupHeld(t, rdb, prefix, "b")["7"])
+	})
+}

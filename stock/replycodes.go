@@ -224,12 +224,13 @@ const (
 	extendOther   extendCode = -2 // held by another user: nothing written
 )
 
-// groupCode is the first value of a reply of group_take.lua.
+// groupCode is the first value of a reply of group_take.lua (groupTaken
+// and groupBefore also name each line's flag in the reply).
 type groupCode int64
 
 const (
-	groupTaken    groupCode = 1  // taken by this call
-	groupBefore   groupCode = 2  // taken before (a retry): nothing written
+	groupTaken    groupCode = 1  // every line not taken before is taken by this call
+	groupBefore   groupCode = 2  // every line was taken before (a retry): nothing written
 	groupOver     groupCode = 3  // the group's limit would be exceeded: nothing written
 	groupReleased groupCode = 7  // given back (or tombstoned) before: nothing written
 	groupConflict groupCode = -2 // the ID is in the group's ledger with another user or qty

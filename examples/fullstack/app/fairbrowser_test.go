@@ -91,8 +91,9 @@ func pageBuy(step func(string, chromedp.Action[chromedp.Void]), until func(strin
 }
 
 // holdFirst serves base through a reverse proxy (WebSocket and SSE
-// included) that holds the first request for path until release is
-// called; it returns the proxy's URL.
+// included) that holds the first request for path, and any other for path
+// that comes while it is held, until release is called; it returns the
+// proxy's URL.
 func holdFirst(t *testing.T, base, path string) (url string, release func()) {
 	target, err := neturl.Parse(base)
 	if err != nil {
